@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything ksol needs on a fresh Debian 12 machine with the CUDA 13 toolkit,
+# then configures and builds into ./build. Safe to run again: each step is idempotent.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_apt=()
+for p in cmake ninja-build g++ pkg-config libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev \
+         libcli11-dev libgtest-dev python3-pip unzip; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
+done
+if ((${#need_apt[@]})); then
+  echo "setup: apt-get install ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# CUTLASS headers come from the nvidia-cutlass wheel; only the C++ include tree is kept.
+if [ ! -f third_party/cutlass/include/cutlass/cutlass.h ]; then
+  echo "setup: fetching CUTLASS headers from the nvidia-cutlass wheel"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps -d "$tmp" nvidia-cutlass
+  mkdir -p third_party/cutlass
+  unzip -q "$tmp"/nvidia_cutlass-*.whl 'cutlass_library/source/include/*' -d "$tmp/x"
+  rm -rf third_party/cutlass/include
+  mv "$tmp/x/cutlass_library/source/include" third_party/cutlass/include
+  rm -rf "$tmp"
+fi
+
+command -v nvcc >/dev/null || { echo "setup: nvcc not on PATH; install the CUDA 13 toolkit" >&2; exit 1; }
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)"
+echo "setup: built build/ksol and build/ksol-worker"

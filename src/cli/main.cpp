@@ -1,0 +1,460 @@
+// ksol: the coordinator and CLI. It never runs candidate code; ksol-worker does.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <thread>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "compile/compiler.h"
+#include "coord/session.h"
+#include "core/defences.h"
+#include "core/stats.h"
+#include "core/util.h"
+#include "sol/sol.h"
+#include "task/task.h"
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace ksol {
+namespace {
+
+std::string fmt(double v, int prec = 1) {
+  if (v <= 0 || !std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string fmt_us(double us) {
+  if (us <= 0) return "-";
+  char b[64];
+  if (us >= 1e5) std::snprintf(b, sizeof b, "%.1f ms", us / 1e3);
+  else if (us >= 100) std::snprintf(b, sizeof b, "%.0f us", us);
+  else std::snprintf(b, sizeof b, "%.2f us", us);
+  return b;
+}
+
+// A plain text table with columns sized to their contents.
+struct Table {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  void print(std::ostream& o) const {
+    std::vector<size_t> w(head.size());
+    for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+    for (auto& r : rows)
+      for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    auto line = [&](const std::vector<std::string>& r) {
+      for (size_t i = 0; i < r.size(); ++i) o << (i ? "  " : "") << r[i] << std::string(w[i] - r[i].size(), ' ');
+      o << "\n";
+    };
+    line(head);
+    std::vector<std::string> dash;
+    for (size_t x : w) dash.push_back(std::string(x, '-'));
+    line(dash);
+    for (auto& r : rows) line(r);
+  }
+};
+
+json outcome_json(const Task& t, const CandidateOutcome& c) {
+  json sizes = json::array();
+  for (auto& s : c.sizes) {
+    json j = {{"size", s.size}, {"hidden", s.hidden}, {"status", s.status}, {"median_us", s.median_us},
+              {"ci_low_us", s.ci_low_us}, {"ci_high_us", s.ci_high_us}, {"sol_us", s.sol_us}, {"pct_sol", s.pct_sol * 100},
+              {"headroom", s.headroom}, {"bound", s.bound}, {"evaluation_id", s.evaluation_id}};
+    if (!s.failed_gate.empty()) j["failed_gate"] = s.failed_gate;
+    if (!s.error_class.empty()) j["error_class"] = s.error_class;
+    if (!s.message.empty()) j["message"] = s.message;
+    if (!s.raw.is_null()) j["result"] = s.raw;
+    sizes.push_back(j);
+  }
+  return {{"task", t.name}, {"candidate", c.label}, {"compiled", c.compiled.ok}, {"compile_seconds", c.compiled.seconds},
+          {"cache_hit", c.compiled.cache_hit}, {"compile_stage", c.compiled.stage}, {"compile_message", c.compiled.message},
+          {"sizes", sizes}};
+}
+
+std::vector<std::string> split_csv(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string x; std::getline(in, x, ',');)
+    if (!trim(x).empty()) out.push_back(trim(x));
+  return out;
+}
+
+struct Common {
+  std::string store = "ksol.db";
+  std::string worker;
+  std::string assume_gpu = "NVIDIA H200";
+  bool json_out = false;
+};
+
+Session::Options session_options(const Common& c) {
+  Session::Options o;
+  o.store_path = c.store;
+  if (!c.worker.empty()) o.worker_argv = {c.worker};
+  o.assume_gpu = c.assume_gpu;
+  return o;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::vector<std::string> a;
+  for (int i = 0; i < argc; ++i) a.push_back(shell_quote(argv[i]));
+  return join(a, " ");
+}
+
+void print_outcome_rows(const Task& t, const CandidateOutcome& c, Table* tab, const std::map<std::string, double>* base) {
+  for (auto& s : c.sizes) {
+    std::string vs = "-";
+    if (base && base->count(s.size) && s.median_us > 0) vs = fmt(base->at(s.size) / s.median_us, 2) + "x";
+    tab->rows.push_back({t.name, c.label, s.size + (s.hidden ? "*" : ""), s.status, fmt_us(s.median_us),
+                         s.median_us > 0 ? "[" + fmt(s.ci_low_us, 2) + ", " + fmt(s.ci_high_us, 2) + "]" : "-",
+                         fmt_us(s.sol_us), s.median_us > 0 ? fmt(s.pct_sol * 100, 1) + "%" : "-", s.bound, vs});
+  }
+}
+
+Table result_table() {
+  return Table{{"task", "candidate", "size", "status", "median", "95% CI (us)", "SOL", "%SOL", "bound", "speedup"}, {}};
+}
+
+void print_failures(const std::vector<std::pair<std::string, const CandidateOutcome*>>& all) {
+  for (auto& [name, c] : all) {
+    if (!c->compiled.ok) {
+      std::cerr << "\n" << name << " / " << c->label << ": " << c->compiled.stage << " gate failed:\n" << c->compiled.message << "\n";
+      continue;
+    }
+    for (auto& s : c->sizes)
+      if (s.status != "ok" && s.status != "skipped" && s.status != "no_gpu")
+        std::cerr << name << " / " << c->label << " / " << s.size << ": " << s.status << " at " << s.failed_gate << " ["
+                  << s.error_class << "]: " << s.message << "\n";
+  }
+}
+
+int cmd_eval(const Common& c, const std::string& task_name, const std::string& cand, const std::string& sizes,
+             const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
+             const std::string& compare, double timeout, const std::string& cmdline, const std::string& function) {
+  Task t = load_task(resolve_task_path(task_name));
+  for (auto& d : defence_off)
+    if (std::find(defence_names().begin(), defence_names().end(), d) == defence_names().end())
+      throw std::runtime_error("unknown defence '" + d + "' (" + join(defence_names(), ", ") + ")");
+  Session s(session_options(c));
+  s.begin_run(cmdline, {{"defences_off", defence_off}});
+  EvalOptions o;
+  o.sizes = split_csv(sizes);
+  o.defences_off = {defence_off.begin(), defence_off.end()};
+  o.seed = seed;
+  o.time = !no_time;
+  o.timeout_s = timeout;
+  if (!defence_off.empty())
+    std::cerr << "warning: defences switched off (" << join(defence_off, ", ") << "): these results are not to be trusted\n";
+
+  CompileJob job = candidate_job(t, cand);
+  if (!function.empty()) {
+    BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
+    for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
+    job = baseline_job(t, b);
+  }
+  bool gpu = s.has_gpu();
+  if (!gpu) std::cerr << "note: " << s.gpu_reason() << "; compiling and checking everything up to the launch. Timing needs a GPU.\n";
+  CandidateOutcome co = s.evaluate(t, job, fs::path(cand).filename().string(), "file:" + fs::absolute(cand).string(), o);
+
+  // Baselines timed in the same run, for the speedup column.
+  std::vector<CandidateOutcome> bases;
+  std::map<std::string, double> best_base;
+  for (auto& b : t.baselines) {
+    if (compare == "none") break;
+    if (compare != "all" && std::find(split_csv(compare).begin(), split_csv(compare).end(), b.name) == split_csv(compare).end())
+      continue;
+    EvalOptions bo = o;
+    bo.defences_off.clear();
+    bases.push_back(s.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, bo));
+    for (auto& so : bases.back().sizes)
+      if (so.status == "ok" && so.median_us > 0 && (!best_base.count(so.size) || so.median_us < best_base[so.size]))
+        best_base[so.size] = so.median_us;
+  }
+  s.finish_run("finished");
+
+  if (c.json_out) {
+    json j = {{"run", s.run_id()}, {"gpu", s.device()}, {"peaks", s.peaks()}, {"candidate", outcome_json(t, co)}};
+    j["baselines"] = json::array();
+    for (auto& b : bases) j["baselines"].push_back(outcome_json(t, b));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    Table tab = result_table();
+    print_outcome_rows(t, co, &tab, &best_base);
+    for (auto& b : bases) print_outcome_rows(t, b, &tab, nullptr);
+    std::cout << "GPU: " << (gpu ? s.device().value("name", "?") : "none (SOL assumes " + s.peaks().name + ")") << "; run " << s.run_id()
+              << " in " << c.store << "; * = hidden size; speedup = best baseline / candidate\n";
+    tab.print(std::cout);
+    std::vector<std::pair<std::string, const CandidateOutcome*>> all = {{t.name, &co}};
+    for (auto& b : bases) all.push_back({t.name, &b});
+    print_failures(all);
+  }
+  return co.all_ok() ? 0 : 1;
+}
+
+int cmd_sol(const Common& c, const std::string& task_name) {
+  Task t = load_task(resolve_task_path(task_name));
+  Session s(session_options(c));
+  bool gpu = s.has_gpu();
+  Table tab{{"size", "flops", "bytes", "T_flops", "T_bytes", "T_sol", "bound"}, {}};
+  json rows = json::array();
+  auto unit = sol::parse_math_unit(t.math).value_or(sol::MathUnit::fma);
+  auto prec = sol::parse_precision(t.precision).value_or(sol::Precision::fp32);
+  for (auto& sz : t.sizes) {
+    sol::SolEstimate e = sol::estimate(t.flops_at(sz), t.bytes_at(sz), unit, prec, s.peaks());
+    char f[32], b[32];
+    std::snprintf(f, sizeof f, "%.3g", t.flops_at(sz));
+    std::snprintf(b, sizeof b, "%.3g", t.bytes_at(sz));
+    tab.rows.push_back({sz.name + (sz.hidden ? "*" : ""), f, b, fmt_us(e.t_flops_s * 1e6), fmt_us(e.t_bytes_s * 1e6),
+                        fmt_us(e.t_sol_s * 1e6), e.bound});
+    rows.push_back({{"size", sz.name}, {"hidden", sz.hidden}, {"flops", t.flops_at(sz)}, {"bytes", t.bytes_at(sz)},
+                    {"t_flops_us", e.t_flops_s * 1e6}, {"t_bytes_us", e.t_bytes_s * 1e6}, {"t_sol_us", e.t_sol_s * 1e6},
+                    {"bound", e.bound}, {"peak_flops", e.peak_flops_per_s}, {"bandwidth", e.bytes_per_s}});
+  }
+  if (c.json_out) {
+    std::cout << json{{"task", t.name}, {"peaks", s.peaks()}, {"sizes", rows}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << t.name << " (" << t.precision << ", math " << t.math << ") on " << s.peaks().name << (gpu ? "" : " (assumed: no GPU here)")
+            << "; peaks from " << s.peaks().source << "\n";
+  tab.print(std::cout);
+  return 0;
+}
+
+int cmd_device(const Common& c, bool calibrate) {
+  Session s(session_options(c));
+  if (!s.has_gpu()) {
+    std::cerr << "no GPU: " << s.gpu_reason() << "\n";
+    if (c.json_out) std::cout << json{{"gpu", false}, {"reason", s.gpu_reason()}, {"assumed_peaks", s.peaks()}}.dump(2) << "\n";
+    return calibrate ? 2 : 0;
+  }
+  if (!calibrate) {
+    std::cout << (c.json_out ? json{{"device", s.device()}, {"peaks", s.peaks()}}.dump(2) : s.device().dump(2)) << "\n";
+    if (!c.json_out) std::cout << "peaks (" << s.peaks().source << "): " << json(s.peaks()).dump() << "\n";
+    return 0;
+  }
+  std::cerr << "calibrating " << s.device().value("name", "?") << " (copy bandwidth, FMA rates, cuBLAS GEMM rates)...\n";
+  WorkerReply r = s.worker().call({{"op", "calibrate"}}, 900);
+  if (!r.ok) throw std::runtime_error("calibration failed: " + r.message);
+  json res = r.body["result"];
+  sol::DevicePeaks measured = res["peaks"].get<sol::DevicePeaks>();
+  std::string uuid = s.device().value("uuid", "");
+  if (auto err = sol::save_calibration(uuid, measured)) std::cerr << "warning: calibration not cached: " << *err << "\n";
+  if (s.store()) s.store()->save_calibration(uuid, s.device().value("name", ""), res);
+  if (c.json_out) {
+    std::cout << res.dump(2) << "\n";
+  } else {
+    auto ds = sol::datasheet_peaks(s.device().value("name", ""));
+    Table tab{{"measurement", "rate", "datasheet", "median", "config"}, {}};
+    for (auto& m : res["measurements"]) {
+      std::string name = m.value("name", "");
+      double rate = m.value("rate", 0.0);
+      bool bw = m.value("unit", "") == "bytes/s";
+      std::string ref = "-";
+      if (ds) {
+        double d = name.rfind("copy", 0) == 0 ? ds->hbm_bytes_per_s : name == "fma_fp32" || name == "gemm_fp32" ? ds->fp32_flops
+                 : name == "fma_fp64" ? ds->fp64_flops : name == "gemm_fp64" ? ds->fp64_tensor_flops : name == "gemm_bf16" ? ds->bf16_flops
+                 : name == "gemm_fp16" ? ds->fp16_flops : name == "gemm_tf32" ? ds->tf32_flops : 0;
+        if (d > 0) ref = fmt(d / (bw ? 1e12 : 1e12), 1) + (bw ? " TB/s" : " TFLOP/s");
+      }
+      tab.rows.push_back({name, fmt(rate / 1e12, 2) + (bw ? " TB/s" : " TFLOP/s"), ref, fmt_us(m.value("median_s", 0.0) * 1e6), m.value("config", "")});
+    }
+    std::cout << "calibrated " << res.value("name", "") << " (" << uuid << ")\n";
+    tab.print(std::cout);
+    if (!res.value("error", "").empty()) std::cerr << "error: " << res.value("error", "") << "\n";
+  }
+  return res.value("error", "").empty() ? 0 : 1;
+}
+
+int cmd_bench(const Common& c, const std::string& tasks_csv, const std::string& sizes_csv, const std::string& baselines_csv,
+              int64_t resume, const std::string& json_path, double timeout, const std::string& cmdline, bool no_hidden) {
+  std::vector<std::string> dirs;
+  if (tasks_csv.empty()) dirs = builtin_task_dirs();
+  else
+    for (auto& n : split_csv(tasks_csv)) dirs.push_back(resolve_task_path(n));
+  std::vector<Task> tasks;
+  for (auto& d : dirs) tasks.push_back(load_task(d));
+  Session s(session_options(c));
+  bool gpu = s.has_gpu();
+  if (resume) {
+    auto run = s.store()->find_run(resume);
+    if (!run) throw std::runtime_error("no run " + std::to_string(resume) + " in " + c.store);
+  }
+  int64_t run = s.begin_run(cmdline, {{"resume_of", resume}});
+  if (!gpu)
+    std::cerr << "note: " << s.gpu_reason() << ".\n      ksol bench parses every task, compiles every baseline and reference, and computes SOL;"
+              << " timing needs a GPU. SOL below assumes " << s.peaks().name << ".\n";
+
+  // Compile everything first, in parallel: it needs no GPU and fails fast.
+  std::vector<CompileJob> jobs;
+  std::vector<std::pair<size_t, const BaselineSpec*>> which;
+  std::vector<std::string> want_b = split_csv(baselines_csv);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    for (auto& b : tasks[i].baselines) {
+      if (!want_b.empty() && std::find(want_b.begin(), want_b.end(), b.name) == want_b.end()) continue;
+      jobs.push_back(baseline_job(tasks[i], b));
+      which.push_back({i, &b});
+    }
+    jobs.push_back(reference_job(tasks[i], false));
+    which.push_back({i, nullptr});
+    if (!tasks[i].ref_gpu.empty()) {
+      jobs.push_back(reference_job(tasks[i], true));
+      which.push_back({i, nullptr});
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::cerr << "compiling " << jobs.size() << " sources (baselines and references) on " << std::thread::hardware_concurrency() << " cores...\n";
+  std::vector<CompileResult> compiled = compile_all(jobs);
+  int hits = 0, failed = 0;
+  for (size_t k = 0; k < compiled.size(); ++k) {
+    hits += compiled[k].cache_hit;
+    if (!compiled[k].ok) {
+      ++failed;
+      std::cerr << "error: " << jobs[k].source_path << " does not compile:\n" << compiled[k].message << "\n";
+    }
+  }
+  std::cerr << "compiled in " << fmt(seconds_since(t0), 1) << " s (" << hits << " cache hits, " << failed << " failed)\n";
+
+  EvalOptions o;
+  o.sizes = split_csv(sizes_csv);
+  o.resume_run = resume;
+  o.timeout_s = timeout;
+  if (no_hidden) o.defences_off.insert("hidden-sizes");
+  json all = json::array();
+  Table tab = result_table();
+  std::vector<CandidateOutcome> outs;
+  outs.reserve(jobs.size());
+  std::vector<std::pair<std::string, const CandidateOutcome*>> fails;
+  size_t done = 0, total = 0;
+  for (auto& w : which) total += w.second != nullptr;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (!which[k].second) continue;
+    const Task& t = tasks[which[k].first];
+    const BaselineSpec& b = *which[k].second;
+    auto te = std::chrono::steady_clock::now();
+    std::cerr << "[" << ++done << "/" << total << "] " << t.name << " / " << b.name << " ..." << std::flush;
+    outs.push_back(s.evaluate(t, jobs[k], "baseline:" + b.name, "baseline:" + b.name, o, &compiled[k]));
+    const CandidateOutcome& co = outs.back();
+    int ok = 0;
+    for (auto& so : co.sizes) ok += so.status == "ok" || (so.status == "skipped");
+    std::cerr << " " << ok << "/" << co.sizes.size() << " sizes ok, " << fmt(seconds_since(te), 1) << " s\n";
+    all.push_back(outcome_json(t, co));
+    fails.push_back({t.name, &co});
+  }
+  // Speedups: each baseline against the task's naive baseline.
+  std::vector<size_t> task_of;
+  for (auto& w : which)
+    if (w.second) task_of.push_back(w.first);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::map<std::string, double> naive;
+    for (size_t m = 0; m < outs.size(); ++m)
+      if (task_of[m] == task_of[k] && outs[m].label == "baseline:naive")
+        for (auto& so : outs[m].sizes)
+          if (so.median_us > 0) naive[so.size] = so.median_us;
+    print_outcome_rows(tasks[task_of[k]], outs[k], &tab, &naive);
+  }
+  s.finish_run("finished");
+  double wall = seconds_since(t0);
+  if (!json_path.empty()) {
+    write_file_atomic(json_path, json{{"run", run}, {"gpu", s.device()}, {"peaks", s.peaks()}, {"wall_seconds", wall}, {"results", all}}.dump(2));
+    std::cerr << "wrote " << json_path << "\n";
+  }
+  if (c.json_out) {
+    std::cout << json{{"run", run}, {"gpu", s.device()}, {"peaks", s.peaks()}, {"wall_seconds", wall}, {"results", all}}.dump(2) << "\n";
+  } else {
+    std::cout << "GPU: " << (gpu ? s.device().value("name", "?") : "none (SOL assumes " + s.peaks().name + ")") << "; run " << run
+              << " in " << c.store << "; * = hidden size; speedup = naive / this baseline; wall " << fmt(wall, 1) << " s\n";
+    tab.print(std::cout);
+    if (!gpu) std::cout << "timing needs a GPU: every size above was parsed, compiled and bounded, not run.\n";
+  }
+  print_failures(fails);
+  for (auto& co : outs)
+    if (!co.all_ok() && !(co.compiled.ok && !gpu)) return 1;
+  return 0;
+}
+
+int cmd_tasks() {
+  Table tab{{"task", "family", "precision", "sizes", "baselines", "folder"}, {}};
+  for (auto& d : builtin_task_dirs()) {
+    Task t = load_task(d);
+    std::vector<std::string> sz, bl;
+    for (auto& s : t.sizes) sz.push_back(s.name + (s.hidden ? "*" : ""));
+    for (auto& b : t.baselines) bl.push_back(b.name);
+    tab.rows.push_back({t.name, t.family, t.precision, join(sz, ","), join(bl, ","), d});
+  }
+  tab.print(std::cout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ksol
+
+int main(int argc, char** argv) {
+  using namespace ksol;
+  CLI::App app{"ksol: makes GPU kernels fast, verified and measured against speed-of-light.\n"
+               "Candidate code runs only in ksol-worker; this process plans, compiles, stores and reports."};
+  app.require_subcommand(1);
+  Common c;
+  app.add_option("--store", c.store, "SQLite store for runs and results")->capture_default_str();
+  app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
+  app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
+  app.add_flag("--json", c.json_out, "print JSON instead of a table");
+
+  auto* eval = app.add_subcommand("eval", "verify and time one candidate on a task (all gates, SOL), with the task's baselines");
+  std::string task, cand, sizes, compare = "all", function;
+  std::vector<std::string> defence_off;
+  std::optional<uint64_t> seed;
+  bool no_time = false;
+  double timeout = 300;
+  eval->add_option("--task", task, "task name or folder")->required();
+  eval->add_option("--candidate", cand, "CUDA source exporting ksol_run (include/ksol/abi.h)")->required()->check(CLI::ExistingFile);
+  eval->add_option("--function", function, "treat the candidate as a plain C function with this declaration");
+  eval->add_option("--sizes", sizes, "comma-separated size names (default: all, hidden ones included)");
+  eval->add_option("--compare", compare, "baselines to time beside it: all, none, or names")->capture_default_str();
+  eval->add_option("--seed", seed, "fix the seeds (to re-run an evaluation); default: fresh seeds");
+  eval->add_option("--defence-off", defence_off, "switch a defence off (exploit-suite use only; results marked untrusted)");
+  eval->add_flag("--no-time", no_time, "run the correctness gates only");
+  eval->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
+
+  auto* sol = app.add_subcommand("sol", "speed-of-light bound of a task at each size");
+  sol->add_option("--task", task, "task name or folder")->required();
+
+  auto* dev = app.add_subcommand("device", "show the GPU and its peaks; 'device calibrate' measures them");
+  auto* cal = dev->add_subcommand("calibrate", "measure copy bandwidth, FMA and tensor-core rates; cached per GPU");
+
+  auto* bench = app.add_subcommand("bench", "verify and time every baseline of the built-in tasks (resumable)");
+  std::string tasks_csv, baselines_csv, json_path;
+  int64_t resume = 0;
+  bool no_hidden = false;
+  bench->add_option("--tasks", tasks_csv, "comma-separated task names or folders (default: all built-in)");
+  bench->add_option("--sizes", sizes, "comma-separated size names (default: all)");
+  bench->add_option("--baselines", baselines_csv, "comma-separated baseline names (default: all)");
+  bench->add_option("--resume", resume, "run id to resume: evaluations it already has are not repeated");
+  bench->add_option("--json-out", json_path, "also write the results as JSON to this file");
+  bench->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
+  bench->add_flag("--no-hidden", no_hidden, "skip hidden sizes");
+
+  app.add_subcommand("tasks", "list the built-in tasks");
+
+  CLI11_PARSE(app, argc, argv);
+  std::string cmdline = command_line(argc, argv);
+  try {
+    if (eval->parsed()) return cmd_eval(c, task, cand, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function);
+    if (sol->parsed()) return cmd_sol(c, task);
+    if (dev->parsed()) return cmd_device(c, cal->parsed());
+    if (bench->parsed()) return cmd_bench(c, tasks_csv, sizes, baselines_csv, resume, json_path, timeout, cmdline, no_hidden);
+    if (app.got_subcommand("tasks")) return cmd_tasks();
+  } catch (const TaskError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

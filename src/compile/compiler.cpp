@@ -1,0 +1,378 @@
+#include "compile/compiler.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "core/hash.h"
+#include "core/util.h"
+#include "ksol/abi.h"
+
+namespace fs = std::filesystem;
+
+namespace ksol {
+namespace {
+
+// Replaces comments (and, when `strings` is set, string and char literals) by spaces, keeping
+// every newline so line and column numbers survive.
+std::string blank(const std::string& s, bool strings) {
+  std::string o = s;
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    if (s[i] == '/' && i + 1 < n && s[i + 1] == '/') {
+      while (i < n && s[i] != '\n') o[i++] = ' ';
+    } else if (s[i] == '/' && i + 1 < n && s[i + 1] == '*') {
+      o[i] = o[i + 1] = ' ';
+      i += 2;
+      while (i < n && !(s[i] == '*' && i + 1 < n && s[i + 1] == '/')) {
+        if (s[i] != '\n') o[i] = ' ';
+        ++i;
+      }
+      if (i < n) o[i] = o[i + 1] = ' ', i += 2;
+    } else if (s[i] == '"' || s[i] == '\'') {
+      char q = s[i++];
+      while (i < n && s[i] != q && s[i] != '\n') {
+        if (s[i] == '\\' && i + 1 < n) {
+          if (strings) o[i] = ' ';
+          ++i;
+        }
+        if (strings) o[i] = ' ';
+        ++i;
+      }
+      ++i;
+    } else {
+      ++i;
+    }
+  }
+  return o;
+}
+
+struct Rule {
+  const char* ident;
+  const char* qualifier;  // required preceding "qualifier::", or nullptr
+  bool call;              // must be followed by '('
+  const char* reason;
+};
+
+const Rule kRules[] = {
+    {"cudaStreamCreate", nullptr, false, "creates its own stream: work must be queued on the stream the harness passes"},
+    {"cudaStreamCreateWithFlags", nullptr, false, "creates its own stream: work must be queued on the stream the harness passes"},
+    {"cudaStreamCreateWithPriority", nullptr, false, "creates its own stream: work must be queued on the stream the harness passes"},
+    {"cuStreamCreate", nullptr, false, "creates its own stream: work must be queued on the stream the harness passes"},
+    {"cudaStreamLegacy", nullptr, false, "queues work on the legacy stream instead of the stream the harness passes"},
+    {"cudaLaunchHostFunc", nullptr, false, "host callbacks run outside the timed region"},
+    {"cudaStreamAddCallback", nullptr, false, "host callbacks run outside the timed region"},
+    {"thread", "std", false, "host threads can do work after the call returns"},
+    {"jthread", "std", false, "host threads can do work after the call returns"},
+    {"async", "std", false, "host threads can do work after the call returns"},
+    {"pthread_create", nullptr, false, "host threads can do work after the call returns"},
+    {"fork", nullptr, true, "candidates may not start processes"},
+    {"system", nullptr, true, "candidates may not start processes"},
+    {"popen", nullptr, true, "candidates may not start processes"},
+    {"chrono", "std", false, "timers let a candidate detect the timing phase"},
+    {"clock_gettime", nullptr, false, "timers let a candidate detect the timing phase"},
+    {"gettimeofday", nullptr, false, "timers let a candidate detect the timing phase"},
+    {"cudaEventElapsedTime", nullptr, false, "timers let a candidate detect the timing phase"},
+    {"getenv", nullptr, false, "reading the environment lets a candidate detect the harness"},
+    {"dlopen", nullptr, false, "dynamic symbol lookup can patch the harness"},
+    {"dlsym", nullptr, false, "dynamic symbol lookup can patch the harness"},
+    {"cudaDeviceReset", nullptr, false, "candidates may not reset or switch the device"},
+    {"cudaSetDevice", nullptr, false, "candidates may not reset or switch the device"},
+    {"cudaMallocManaged", nullptr, false, "managed memory is not allowed (it can hang the GPU when oversubscribed)"},
+    {"signal", nullptr, true, "candidates may not install signal handlers"},
+    {"sigaction", nullptr, false, "candidates may not install signal handlers"},
+    {"constructor", nullptr, false, "code that runs at load time escapes the harness"},
+};
+
+std::string nvcc_path() {
+  const char* e = std::getenv("KSOL_NVCC");
+  return e && *e ? e : "nvcc";
+}
+
+std::string lib_flag(const std::string& l) { return "-l" + l; }
+
+}  // namespace
+
+std::vector<StaticFinding> static_scan(const std::string& source) {
+  std::vector<StaticFinding> out;
+  std::string code = blank(source, true);
+  std::string nocomment = blank(source, false);
+  auto position = [&](size_t at, StaticFinding& f) {
+    f.line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < at; ++i)
+      if (source[i] == '\n') ++f.line, line_start = i + 1;
+    f.column = static_cast<int>(at - line_start) + 1;
+  };
+  size_t i = 0, n = code.size();
+  while (i < n) {
+    if (!(std::isalpha(static_cast<unsigned char>(code[i])) || code[i] == '_')) {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < n && (std::isalnum(static_cast<unsigned char>(code[i])) || code[i] == '_')) ++i;
+    std::string id = code.substr(start, i - start);
+    for (const Rule& r : kRules) {
+      if (id != r.ident) continue;
+      if (r.qualifier) {
+        std::string q = std::string(r.qualifier) + "::";
+        if (start < q.size() || code.compare(start - q.size(), q.size(), q) != 0) continue;
+      } else if (start >= 2 && code.compare(start - 2, 2, "::") == 0 && code.compare(start >= 5 ? start - 5 : 0, 5, "std::") != 0) {
+        continue;  // a member of some other namespace, not the global function
+      }
+      if (r.call) {
+        size_t j = i;
+        while (j < n && std::isspace(static_cast<unsigned char>(code[j]))) ++j;
+        if (j >= n || code[j] != '(') continue;
+        if (start > 0 && (code[start - 1] == '.' || (start > 1 && code.compare(start - 2, 2, "->") == 0))) continue;
+      }
+      StaticFinding f;
+      position(start, f);
+      f.construct = r.qualifier ? std::string(r.qualifier) + "::" + id : id;
+      f.reason = r.reason;
+      out.push_back(f);
+    }
+  }
+  // Inline PTX lives in string literals: look for the global timer there.
+  for (size_t at = nocomment.find("globaltimer"); at != std::string::npos; at = nocomment.find("globaltimer", at + 1)) {
+    StaticFinding f;
+    position(at, f);
+    f.construct = "%globaltimer";
+    f.reason = "timers let a candidate detect the timing phase";
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::string format_findings(const std::string& file, const std::string& source, const std::vector<StaticFinding>& fs_) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::ostringstream o;
+  for (auto& f : fs_) {
+    o << file << ":" << f.line << ":" << f.column << ": error: forbidden construct '" << f.construct << "': " << f.reason << "\n";
+    if (f.line >= 1 && f.line <= static_cast<int>(lines.size()))
+      o << "  " << lines[f.line - 1] << "\n  " << std::string(f.column - 1, ' ') << "^\n";
+  }
+  return o.str();
+}
+
+std::string toolchain_version() {
+  static std::once_flag once;
+  static std::string v;
+  std::call_once(once, [] {
+    ProcessResult r = run_process({nvcc_path(), "--version"}, 60);
+    std::istringstream in(r.output);
+    for (std::string l; std::getline(in, l);)
+      if (l.find("release") != std::string::npos || l.find("Build") != std::string::npos) v += trim(l) + ";";
+    if (v.empty()) v = "nvcc-unavailable";
+    ProcessResult g = run_process({"g++", "--version"}, 60);
+    v += trim(g.output.substr(0, g.output.find('\n')));
+  });
+  return v;
+}
+
+static std::vector<std::string> compile_argv(const CompileJob& job, const std::string& src, const std::string& out) {
+  std::string inc = source_root() + "/include";
+  if (job.kind == SourceKind::reference_cpu)
+    return {"g++", "-std=c++20", "-O2", "-shared", "-fPIC", "-I" + inc, "-o", out, src};
+  std::vector<std::string> a = {nvcc_path(), "-std=c++17", "-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC",
+                                "-cudart", "shared", "--default-stream", "per-thread", "-arch=" + job.arch,
+                                "-I" + inc, "-I" + source_root() + "/third_party/cutlass/include", "-o", out, src};
+  for (auto& l : job.libs) a.push_back(lib_flag(l));
+  return a;
+}
+
+CompileResult compile(const CompileJob& job) {
+  auto t0 = std::chrono::steady_clock::now();
+  CompileResult r;
+  if (job.kind == SourceKind::candidate && job.static_gate) {
+    auto findings = static_scan(job.source_text);
+    if (!findings.empty()) {
+      r.stage = "static";
+      r.message = format_findings(job.source_path, job.source_text, findings);
+      r.seconds = seconds_since(t0);
+      return r;
+    }
+  }
+  std::string ext = job.kind == SourceKind::reference_cpu ? ".cpp" : ".cu";
+  // Every input that can change the binary is in the key: the cache can never serve a stale build.
+  Sha256 h;
+  h.update("ksol-abi-" + std::to_string(KSOL_ABI_VERSION) + "\n");
+  h.update(job.source_text);
+  for (auto& a : compile_argv(job, "SRC", "OUT")) h.update(a + "\n");
+  h.update(toolchain_version());
+  r.key = h.hex();
+  std::string dir = cache_dir() + "/compile/" + r.key.substr(0, 2) + "/" + r.key;
+  r.so_path = dir + "/lib.so";
+  if (fs::exists(r.so_path)) {
+    r.ok = true;
+    r.cache_hit = true;
+    r.seconds = seconds_since(t0);
+    return r;
+  }
+  fs::create_directories(dir);
+  std::string tmp = dir + "/tmp." + std::to_string(::getpid()) + "." + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  fs::create_directories(tmp);
+  std::string src = tmp + "/source" + ext;
+  write_file_atomic(src, job.source_text);
+  ProcessResult p = run_process(compile_argv(job, src, tmp + "/lib.so"), 600);
+  write_file_atomic(dir + "/build.log", p.output);
+  if (p.exit_code != 0) {
+    r.stage = "compile";
+    r.message = p.timed_out ? "compiler timed out after 600 s" : p.output;
+    // Point messages at the user's file, not the temporary copy.
+    for (size_t at; (at = r.message.find(src)) != std::string::npos;) r.message.replace(at, src.size(), job.source_path);
+    fs::remove_all(tmp);
+    r.seconds = seconds_since(t0);
+    return r;
+  }
+  fs::rename(tmp + "/lib.so", r.so_path);
+  write_file_atomic(dir + "/source" + ext, job.source_text);
+  fs::remove_all(tmp);
+  r.ok = true;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads) {
+  std::vector<CompileResult> out(jobs.size());
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::min<int>(threads, static_cast<int>(jobs.size())); ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < jobs.size();) {
+        try {
+          out[i] = compile(jobs[i]);
+        } catch (const std::exception& e) {
+          out[i].stage = "compile";
+          out[i].message = e.what();
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+CFunction parse_c_declaration(const std::string& decl_in) {
+  std::string decl = trim(decl_in);
+  if (!decl.empty() && decl.back() == ';') decl.pop_back();
+  size_t open = decl.find('('), close = decl.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    throw std::runtime_error("column 1: expected a declaration like 'void f(int n, const float* x, float* y)'");
+  auto split_name = [](const std::string& s, size_t col) -> std::pair<std::string, std::string> {
+    std::string t = trim(s);
+    size_t e = t.size();
+    size_t b = e;
+    while (b > 0 && (std::isalnum(static_cast<unsigned char>(t[b - 1])) || t[b - 1] == '_')) --b;
+    if (b == e || b == 0) throw std::runtime_error("column " + std::to_string(col + 1) + ": expected a type and a name in '" + t + "'");
+    return {trim(t.substr(0, b)), t.substr(b)};
+  };
+  CFunction f;
+  auto [ret, name] = split_name(decl.substr(0, open), 0);
+  for (const char* q : {"extern \"C\"", "extern", "static", "inline", "__host__"})
+    if (ret.rfind(q, 0) == 0) ret = trim(ret.substr(std::string(q).size()));
+  f.return_type = ret;
+  f.name = name;
+  std::string params = decl.substr(open + 1, close - open - 1);
+  if (trim(params).empty() || trim(params) == "void") return f;
+  size_t start = 0;
+  while (start <= params.size()) {
+    size_t comma = params.find(',', start);
+    if (comma == std::string::npos) comma = params.size();
+    auto [type, pname] = split_name(params.substr(start, comma - start), open + 1 + start);
+    CParam p{type, pname, type.find('*') != std::string::npos, type.find("cudaStream_t") != std::string::npos};
+    static const std::set<std::string> ints = {"int", "long", "long long", "int64_t", "int32_t", "size_t", "unsigned", "unsigned int", "const int", "const int64_t", "const size_t", "const long"};
+    if (!p.pointer && !p.stream && !ints.count(type))
+      throw std::runtime_error("column " + std::to_string(open + 2 + start) + ": parameter '" + pname + "' has type '" + type +
+                               "'; only pointers, integers and cudaStream_t can be bound");
+    f.params.push_back(p);
+    start = comma + 1;
+  }
+  return f;
+}
+
+std::string generate_c_shim(const Task& t, const CFunction& f, const std::string& user_source_path) {
+  std::ostringstream o;
+  o << "// Generated by ksol: binds the task's tensors and dims to " << f.name << "().\n";
+  o << "#include \"" << user_source_path << "\"\n#include \"ksol/abi.h\"\n#include <cuda_runtime.h>\n\n";
+  o << "extern \"C\" int ksol_run(const ksol_call* call) {\n";
+  std::vector<std::string> args;
+  for (auto& p : f.params) {
+    if (p.stream) {
+      args.push_back("(cudaStream_t)call->stream");
+      continue;
+    }
+    bool found = false;
+    for (size_t i = 0; i < t.tensors.size() && !found; ++i)
+      if (t.tensors[i].name == p.name) {
+        if (!p.pointer) throw std::runtime_error("parameter '" + p.name + "' names a tensor but is not a pointer");
+        args.push_back("(" + p.type + ")call->tensors[" + std::to_string(i) + "]");
+        found = true;
+      }
+    for (size_t i = 0; i < t.dims.size() && !found; ++i)
+      if (t.dims[i] == p.name) {
+        if (p.pointer) throw std::runtime_error("parameter '" + p.name + "' names a dim but is a pointer");
+        args.push_back("(" + p.type + ")call->dims[" + std::to_string(i) + "]");
+        found = true;
+      }
+    if (!found)
+      throw std::runtime_error("parameter '" + p.name + "' of " + f.name + " matches no tensor (" + [&] {
+        std::vector<std::string> n;
+        for (auto& x : t.tensors) n.push_back(x.name);
+        return join(n, ", ");
+      }() + ") and no dim (" + join(t.dims, ", ") + ")");
+  }
+  o << "  " << f.name << "(" << join(args, ", ") << ");\n";
+  o << "  return cudaGetLastError() == cudaSuccess ? 0 : 1;\n}\n";
+  return o.str();
+}
+
+CompileJob baseline_job(const Task& t, const BaselineSpec& b) {
+  CompileJob j;
+  j.source_path = b.source;
+  j.libs = b.libs;
+  std::string text = read_file(b.source);
+  if (!b.function.empty()) {
+    CFunction f = parse_c_declaration(b.function);
+    // The user's file is included by path; its text goes into the key through the shim's hash.
+    j.source_text = "// source sha256 " + sha256_hex(text) + "\n" + generate_c_shim(t, f, b.source);
+    auto findings = static_scan(text);
+    if (!findings.empty()) j.source_text = text;  // let the static gate report against the user's file
+  } else {
+    j.source_text = text;
+  }
+  return j;
+}
+
+CompileJob candidate_job(const Task& t, const std::string& path) {
+  CompileJob j;
+  j.source_path = path;
+  j.source_text = read_file(path);
+  // Candidates may use the vendor libraries the task's baselines use.
+  std::set<std::string> libs;
+  for (auto& b : t.baselines) libs.insert(b.libs.begin(), b.libs.end());
+  j.libs.assign(libs.begin(), libs.end());
+  return j;
+}
+
+CompileJob reference_job(const Task& t, bool gpu) {
+  CompileJob j;
+  j.kind = gpu ? SourceKind::reference_gpu : SourceKind::reference_cpu;
+  j.source_path = gpu ? t.ref_gpu : t.ref_cpu;
+  j.source_text = read_file(j.source_path);
+  j.static_gate = false;
+  return j;
+}
+
+}  // namespace ksol

@@ -1,0 +1,68 @@
+// Gate 1 and compilation: a static scan of CUDA sources for forbidden constructs, then nvcc
+// into a shared library exporting the candidate ABI, cached by a hash of everything that can
+// change the binary (source, flags, toolchain, target, ABI version).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "task/task.h"
+
+namespace ksol {
+
+struct StaticFinding {
+  int line = 0, column = 0;
+  std::string construct, reason;
+};
+// Scans CUDA/C++ source text (comments and string literals ignored) for constructs a candidate
+// may not use: its own streams, host threads, host callbacks, timers, device-wide syncs,
+// process control and dynamic symbol lookup.
+std::vector<StaticFinding> static_scan(const std::string& source);
+std::string format_findings(const std::string& file, const std::string& source, const std::vector<StaticFinding>& f);
+
+enum class SourceKind { candidate, reference_cpu, reference_gpu };
+
+struct CompileJob {
+  std::string source_path;          // the file as the user wrote it (for messages)
+  std::string source_text;          // what is compiled (may be a generated shim around the file)
+  SourceKind kind = SourceKind::candidate;
+  std::vector<std::string> libs;    // cublas, cusparse, ...
+  bool static_gate = true;          // scan before compiling (candidates only)
+  std::string arch = "sm_90";
+};
+
+struct CompileResult {
+  bool ok = false;
+  std::string stage;                // "static" or "compile" when !ok
+  std::string message;              // findings or compiler output
+  std::string so_path;
+  std::string key;                  // cache key
+  bool cache_hit = false;
+  double seconds = 0;
+};
+
+std::string toolchain_version();    // nvcc --version, first line that names the release
+CompileResult compile(const CompileJob& job);
+// Compiles in parallel on `jobs` threads (0 = all cores), preserving order.
+std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads = 0);
+
+// Builds a compile job for a task's baseline (a user's plain C function gets a generated shim).
+CompileJob baseline_job(const Task& t, const BaselineSpec& b);
+CompileJob candidate_job(const Task& t, const std::string& path);
+CompileJob reference_job(const Task& t, bool gpu);
+
+// A plain C declaration, e.g. "void spmv(int m, const float* x, float* y)", bound to a task.
+struct CParam {
+  std::string type, name;
+  bool pointer = false;
+  bool stream = false;
+};
+struct CFunction {
+  std::string return_type, name;
+  std::vector<CParam> params;
+};
+CFunction parse_c_declaration(const std::string& decl);  // throws std::runtime_error with column
+// Generates the ksol_run shim: pointer params bind to tensors by name, integer params to dims,
+// a cudaStream_t param to the harness stream. Throws when a name binds to nothing.
+std::string generate_c_shim(const Task& t, const CFunction& f, const std::string& user_source_path);
+
+}  // namespace ksol

@@ -1,0 +1,245 @@
+#include "coord/session.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "core/hash.h"
+#include "core/util.h"
+#include "sol/sol.h"
+
+namespace ksol {
+
+bool CandidateOutcome::all_ok() const {
+  if (!compiled.ok) return false;
+  for (auto& s : sizes)
+    if (s.status != "ok" && s.status != "skipped") return false;
+  return true;
+}
+
+std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n) {
+  std::vector<uint64_t> seeds;
+  if (o.defences_off.count("fresh-seeds")) {
+    for (int i = 1; i <= n; ++i) seeds.push_back(static_cast<uint64_t>(i));
+    return seeds;
+  }
+  std::mt19937_64 rng;
+  if (o.seed) rng.seed(*o.seed);
+  else rng.seed((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
+  for (int i = 0; i < n; ++i) seeds.push_back(rng() >> 12);  // stays exact in a JSON double
+  return seeds;
+}
+
+Session::Session(Options o) : opt_(std::move(o)) {
+  if (!opt_.store_path.empty()) store_ = std::make_unique<store::Store>(store::Store::open(opt_.store_path));
+  if (opt_.worker_argv.empty()) opt_.worker_argv = {default_worker_path()};
+  worker_ = std::make_unique<WorkerClient>(opt_.worker_argv);
+}
+
+Session::~Session() = default;
+
+bool Session::has_gpu() {
+  if (probed_) return gpu_;
+  probed_ = true;
+  WorkerReply r = worker_->call({{"op", "hello"}}, 120);
+  if (!r.ok) {
+    gpu_reason_ = "the worker did not start: " + r.message;
+  } else if (!r.body.value("gpu", false)) {
+    gpu_reason_ = r.body.value("reason", "no CUDA device");
+  } else {
+    gpu_ = true;
+    device_ = r.body["device"];
+  }
+  std::string name = gpu_ ? device_.value("name", "") : opt_.assume_gpu;
+  auto ds = sol::datasheet_peaks(name);
+  if (ds) peaks_ = *ds;
+  else peaks_.name = name;
+  if (gpu_) {
+    // %SOL uses the higher of the datasheet and the measured peaks, so an honest kernel never
+    // beats SOL by much.
+    if (auto cal = sol::load_calibration(device_.value("uuid", ""))) peaks_ = ds ? sol::merge_max(*ds, *cal) : *cal;
+  }
+  return gpu_;
+}
+
+int64_t Session::begin_run(const std::string& command, const nlohmann::json& extra) {
+  if (!store_) return 0;
+  has_gpu();
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  nlohmann::json meta = {{"ksol_version", KSOL_VERSION}, {"toolchain", toolchain_version()}, {"host", host},
+                         {"gpu", gpu_ ? device_ : nlohmann::json(nullptr)}, {"peaks", peaks_}};
+  if (!extra.is_null())
+    for (auto& [k, v] : extra.items()) meta[k] = v;
+  run_id_ = store_->begin_run(command, meta);
+  return run_id_;
+}
+
+void Session::finish_run(const std::string& status) {
+  if (store_ && run_id_) store_->finish_run(run_id_, status);
+}
+
+Session::References Session::compile_references(const Task& t) {
+  auto it = refs_.find(t.spec_hash);
+  if (it != refs_.end()) return it->second;
+  std::vector<CompileJob> jobs = {reference_job(t, false)};
+  if (!t.ref_gpu.empty()) jobs.push_back(reference_job(t, true));
+  auto res = compile_all(jobs);
+  References r;
+  r.cpu = res[0];
+  if (res.size() > 1) r.gpu = res[1];
+  refs_[t.spec_hash] = r;
+  return r;
+}
+
+void Session::fill_sol(const Task& t, const SizeSet& s, SizeOutcome* out) const {
+  auto unit = sol::parse_math_unit(t.math).value_or(sol::MathUnit::fma);
+  auto prec = sol::parse_precision(t.precision).value_or(sol::Precision::fp32);
+  sol::SolEstimate e = sol::estimate(t.flops_at(s), t.bytes_at(s), unit, prec, peaks_);
+  out->sol_us = e.t_sol_s * 1e6;
+  out->bound = e.bound;
+  if (out->median_us > 0) {
+    out->pct_sol = sol::pct_sol(e.t_sol_s, out->median_us * 1e-6);
+    out->headroom = sol::headroom(e.t_sol_s, out->median_us * 1e-6);
+  }
+}
+
+CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const std::string& label, const std::string& origin,
+                                   const EvalOptions& o, const CompileResult* precompiled) {
+  CandidateOutcome out;
+  out.label = label;
+  CompileJob j = job;
+  if (o.defences_off.count("static")) j.static_gate = false;
+  out.compiled = precompiled ? *precompiled : compile(j);
+
+  int64_t task_id = 0, cand_id = 0;
+  if (store_) {
+    task_id = store_->upsert_task(t.name, t.spec_hash, t.spec_text);
+    store::CandidateRow c;
+    c.task_id = task_id;
+    c.source_hash = sha256_hex(job.source_text);
+    c.source = job.source_text;
+    c.language = "cuda";
+    c.origin = origin;
+    cand_id = store_->upsert_candidate(c);
+  }
+
+  std::vector<const SizeSet*> sizes;
+  for (auto& s : t.sizes) {
+    if (!o.sizes.empty() && std::find(o.sizes.begin(), o.sizes.end(), s.name) == o.sizes.end()) continue;
+    if (s.hidden && o.sizes.empty() && o.defences_off.count("hidden-sizes")) continue;
+    sizes.push_back(&s);
+  }
+  for (auto& want : o.sizes)
+    if (!t.find_size(want)) throw std::runtime_error("task " + t.name + " has no size '" + want + "'");
+
+  References refs;
+  if (out.compiled.ok) {
+    refs = compile_references(t);
+    if (!refs.cpu.ok) throw std::runtime_error("the CPU reference of " + t.name + " does not compile:\n" + refs.cpu.message);
+    if (!t.ref_gpu.empty() && !refs.gpu.ok)
+      throw std::runtime_error("the GPU reference of " + t.name + " does not compile:\n" + refs.gpu.message);
+  }
+
+  for (const SizeSet* s : sizes) {
+    SizeOutcome so;
+    so.size = s->name;
+    so.hidden = s->hidden;
+    if (store_ && o.resume_run) {
+      if (auto prev = store_->find_evaluation(o.resume_run, cand_id, s->name)) {
+        so.status = "skipped";
+        so.message = "already in run " + std::to_string(o.resume_run);
+        so.median_us = prev->median_us.value_or(0);
+        so.ci_low_us = prev->ci_low_us.value_or(0);
+        so.ci_high_us = prev->ci_high_us.value_or(0);
+        so.evaluation_id = prev->id;
+        fill_sol(t, *s, &so);
+        so.raw = {{"resumed", true}, {"status", prev->status}};
+        if (prev->status != "ok") so.status = prev->status, so.message = prev->message.value_or("");
+        out.sizes.push_back(so);
+        continue;
+      }
+    }
+    std::vector<uint64_t> seeds = draw_seeds(o, 3);
+    uint64_t timing_seed = seeds[0] ^ 0x5eed;
+    nlohmann::json rerun = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", s->name},
+                            {"seeds", seeds}, {"timing_seed", timing_seed}, {"compile_key", out.compiled.key},
+                            {"toolchain", toolchain_version()}, {"ksol_version", KSOL_VERSION},
+                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
+                            {"gpu", device_.is_null() ? nlohmann::json(opt_.assume_gpu) : device_}};
+    if (!out.compiled.ok) {
+      so.status = "failed";
+      so.failed_gate = out.compiled.stage;
+      so.error_class = out.compiled.stage == "static" ? "forbidden_construct" : "compile_error";
+      so.message = out.compiled.message;
+    } else if (!has_gpu()) {
+      so.status = "no_gpu";
+      so.message = "timing needs a GPU: " + gpu_reason_;
+    } else {
+      nlohmann::json req = {{"op", "eval"}, {"task_dir", t.dir}, {"size", s->name}, {"candidate_so", out.compiled.so_path},
+                            {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
+                            {"seeds", seeds}, {"timing_seed", timing_seed}, {"time", o.time},
+                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())}};
+      if (!o.timing.is_null()) req["timing"] = o.timing;
+      WorkerReply r = worker_->call(req, o.timeout_s);
+      if (!r.ok) {
+        so.status = "failed";
+        so.failed_gate = "worker";
+        so.error_class = r.failure == "timeout" ? "timeout" : r.failure == "fatal" ? "sticky_cuda_error" : r.failure == "crash" ? "crash" : "worker_error";
+        so.message = r.message;
+      } else {
+        so.raw = r.body["result"];
+        so.status = so.raw.value("status", "failed");
+        so.failed_gate = so.raw.value("failed_gate", "");
+        so.error_class = so.raw.value("error_class", "");
+        so.message = so.raw.value("message", "");
+        if (so.raw.contains("timing")) {
+          so.median_us = so.raw["timing"].value("median_us", 0.0);
+          so.ci_low_us = so.raw["timing"].value("ci_low_us", 0.0);
+          so.ci_high_us = so.raw["timing"].value("ci_high_us", 0.0);
+          rerun["clock_mhz"] = so.raw["timing"].value("clock_mhz_after", 0);
+        }
+      }
+    }
+    fill_sol(t, *s, &so);
+    // Faster than the hardware allows: the timing or the kernel is lying; never a win.
+    if (so.status == "ok" && so.median_us > 0 && sol::suspect(so.pct_sol)) {
+      so.status = "suspect";
+      so.message = "measured faster than speed-of-light (" + std::to_string(static_cast<int>(so.pct_sol * 100)) + "% of SOL)";
+    }
+    if (store_) {
+      store::EvaluationRow e;
+      e.run_id = run_id_;
+      e.candidate_id = cand_id;
+      e.task_id = task_id;
+      e.size_name = s->name;
+      e.status = so.status;
+      if (!so.failed_gate.empty()) e.failed_gate = so.failed_gate;
+      if (!so.error_class.empty()) e.error_class = so.error_class;
+      if (!so.message.empty()) e.message = so.message;
+      e.gates = so.raw.is_null() ? nlohmann::json::array() : so.raw.value("gates", nlohmann::json::array());
+      if (so.median_us > 0) {
+        e.median_us = so.median_us;
+        e.ci_low_us = so.ci_low_us;
+        e.ci_high_us = so.ci_high_us;
+        e.pct_sol = so.pct_sol;
+      }
+      e.sol_us = so.sol_us;
+      if (so.raw.contains("timing")) {
+        e.clock_mhz = so.raw["timing"].value("clock_mhz_after", 0);
+        e.throttled = so.raw["timing"].value("throttled", false);
+        e.samples = so.raw["timing"].value("raw_us", std::vector<double>{});
+      }
+      e.seeds = seeds;
+      e.rerun = rerun;
+      e.worker_restarts = worker_->restarts();
+      if (run_id_) so.evaluation_id = store_->record_evaluation(e);
+    }
+    out.sizes.push_back(so);
+  }
+  return out;
+}
+
+}  // namespace ksol

@@ -1,0 +1,173 @@
+#include "coord/worker_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "core/util.h"
+
+namespace ksol {
+
+std::string default_worker_path() {
+  if (const char* e = std::getenv("KSOL_WORKER"); e && *e) return e;
+  return self_exe_dir() + "/ksol-worker";
+}
+
+WorkerClient::WorkerClient(std::vector<std::string> argv, std::string log_path)
+    : argv_(std::move(argv)), log_path_(std::move(log_path)) {
+  if (log_path_.empty()) log_path_ = cache_dir() + "/worker-" + std::to_string(::getpid()) + ".log";
+  signal(SIGPIPE, SIG_IGN);
+}
+
+WorkerClient::~WorkerClient() { stop(); }
+
+void WorkerClient::start() {
+  std::filesystem::create_directories(std::filesystem::path(log_path_).parent_path());
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe failed");
+  int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    if (log >= 0) dup2(log, 2);
+    close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+    if (log >= 0) close(log);
+    std::vector<char*> args;
+    for (auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  if (log >= 0) close(log);
+  close(in[0]);
+  close(out[1]);
+  pid_ = pid;
+  to_fd_ = in[1];
+  from_fd_ = out[0];
+  buffer_.clear();
+  if (starts_++ > 0) ++restarts_;
+}
+
+void WorkerClient::kill_worker() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (to_fd_ >= 0) close(to_fd_);
+  if (from_fd_ >= 0) close(from_fd_);
+  pid_ = -1;
+  to_fd_ = from_fd_ = -1;
+}
+
+void WorkerClient::stop() {
+  if (pid_ > 0) {
+    std::string bye = "{\"op\":\"exit\"}\n";
+    (void)!write(to_fd_, bye.data(), bye.size());
+    // Give it a moment to leave cleanly, then make sure.
+    for (int i = 0; i < 50; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      usleep(10000);
+    }
+  }
+  kill_worker();
+}
+
+std::string WorkerClient::stderr_tail() const {
+  std::string s;
+  try {
+    s = read_file(log_path_);
+  } catch (...) {
+    return "";
+  }
+  if (s.size() > 2000) s = s.substr(s.size() - 2000);
+  return s;
+}
+
+WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  WorkerReply r;
+  if (pid_ <= 0) start();
+  int id = next_id_++;
+  request["id"] = id;
+  std::string line = request.dump() + "\n";
+  size_t sent = 0;
+  while (sent < line.size()) {
+    ssize_t n = write(to_fd_, line.data() + sent, line.size() - sent);
+    if (n <= 0) {
+      r.failure = "crash";
+      r.message = "the worker exited before taking the request\n" + stderr_tail();
+      kill_worker();
+      return r;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  for (;;) {
+    size_t nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string reply = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      try {
+        r.body = nlohmann::json::parse(reply);
+      } catch (const std::exception& e) {
+        r.failure = "crash";
+        r.message = std::string("the worker sent a line that is not JSON: ") + e.what();
+        kill_worker();
+        return r;
+      }
+      if (r.body.value("id", -1) != id) continue;  // a stale reply from an abandoned call
+      r.seconds = seconds_since(t0);
+      if (r.body.value("fatal", false)) {
+        r.failure = "fatal";
+        r.message = r.body.value("error", "sticky CUDA error");
+        kill_worker();
+        return r;
+      }
+      r.ok = r.body.value("ok", false);
+      if (!r.ok) {
+        r.failure = "error";
+        r.message = r.body.value("error", "the worker reported an error");
+      }
+      return r;
+    }
+    double left = timeout_s - seconds_since(t0);
+    if (left <= 0) {
+      r.failure = "timeout";
+      r.message = "no reply within " + std::to_string(static_cast<int>(timeout_s)) + " s; the worker was killed";
+      kill_worker();
+      r.seconds = seconds_since(t0);
+      return r;
+    }
+    pollfd p{from_fd_, POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(std::min(left, 0.5) * 1000) + 1);
+    if (n <= 0) continue;
+    char buf[65536];
+    ssize_t got = read(from_fd_, buf, sizeof buf);
+    if (got <= 0) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      r.failure = "crash";
+      r.message = WIFSIGNALED(status) ? "the worker died with signal " + std::to_string(WTERMSIG(status))
+                                      : "the worker exited with code " + std::to_string(WEXITSTATUS(status));
+      r.message += "\n" + stderr_tail();
+      kill_worker();
+      r.seconds = seconds_since(t0);
+      return r;
+    }
+    buffer_.append(buf, static_cast<size_t>(got));
+  }
+}
+
+}  // namespace ksol

@@ -1,0 +1,54 @@
+// The coordinator's handle on one ksol-worker process: line-delimited JSON over pipes, a
+// timeout per call, and a restart after a crash, a hang or a sticky CUDA error. The failure is
+// returned to the caller as data, to be recorded against the candidate that caused it.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ksol {
+
+struct WorkerReply {
+  bool ok = false;              // the worker answered and said ok
+  nlohmann::json body;          // the reply (when the worker answered)
+  std::string failure;          // "", "timeout", "crash", "fatal", "error"
+  std::string message;          // what went wrong, with the tail of the worker's stderr
+  double seconds = 0;
+};
+
+class WorkerClient {
+ public:
+  // argv: the worker command (e.g. {"/path/ksol-worker", "--device", "0"}).
+  explicit WorkerClient(std::vector<std::string> argv, std::string log_path = "");
+  ~WorkerClient();
+  WorkerClient(const WorkerClient&) = delete;
+  WorkerClient& operator=(const WorkerClient&) = delete;
+
+  // Sends one request and waits up to timeout_s for its reply. Starts the worker if needed;
+  // after a timeout, crash or fatal reply the worker is gone and the next call starts a new one.
+  WorkerReply call(nlohmann::json request, double timeout_s);
+  int restarts() const { return restarts_; }
+  bool running() const { return pid_ > 0; }
+  void stop();
+
+ private:
+  void start();
+  void kill_worker();
+  std::string stderr_tail() const;
+
+  std::vector<std::string> argv_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  int to_fd_ = -1, from_fd_ = -1;
+  std::string buffer_;
+  int next_id_ = 1;
+  int starts_ = 0, restarts_ = 0;
+};
+
+// The worker binary next to the running ksol, or $KSOL_WORKER.
+std::string default_worker_path();
+
+}  // namespace ksol

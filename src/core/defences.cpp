@@ -1,0 +1,24 @@
+#include "core/defences.h"
+
+namespace ksol {
+
+const std::vector<std::string>& defence_names() {
+  static const std::vector<std::string> names = {
+      "poison",         // outputs poisoned before every checked call (and the verified timed call)
+      "finite-poison",  // a second checked call with a finite poison must agree
+      "guards",         // canary zones around every buffer checked after every call
+      "input-hash",     // inputs compared byte for byte with what was uploaded, after every call
+      "alias",          // the pointer table must come back unchanged; outputs are read from the harness's own pointers
+      "escape",         // outputs read after the call's stream alone; work left on the device after it is flagged
+      "rewrite-inputs", // new inputs are written into the same buffers between checked calls
+      "verify-timed",   // one randomly chosen timed call is verified
+      "full-compare",   // every output element is compared (off: every 16th)
+      "fresh-seeds",    // seeds drawn per evaluation (off: fixed seeds 1, 2, 3)
+      "hidden-sizes",   // hidden sizes are evaluated too
+      "precision",      // tolerance of the task's precision policy (off: bf16's)
+      "static",         // gate 1's scan for forbidden constructs
+  };
+  return names;
+}
+
+}  // namespace ksol

@@ -1,0 +1,43 @@
+#include "core/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ksol {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+MedianCI median_ci(std::vector<double> v) {
+  MedianCI r;
+  if (v.empty()) return r;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  r.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  // The number of samples below the median is Binomial(n, 1/2); its normal approximation gives
+  // the ranks that bracket the median with 95% confidence.
+  double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2.0;
+  long lo = static_cast<long>(std::floor(n / 2.0 - half)), hi = static_cast<long>(std::ceil(n / 2.0 + half));
+  lo = std::clamp<long>(lo, 0, static_cast<long>(n) - 1);
+  hi = std::clamp<long>(hi, 0, static_cast<long>(n) - 1);
+  r.low = v[lo];
+  r.high = v[hi];
+  return r;
+}
+
+double relative_spread(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return (*hi - *lo) / median(v);
+}
+
+}  // namespace ksol

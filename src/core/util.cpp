@@ -1,0 +1,137 @@
+#include "core/util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ksol {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+    f << data;
+    if (!f.flush()) throw std::runtime_error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd) {
+  ProcessResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[65536];
+  for (;;) {
+    double left = timeout_s - seconds_since(t0);
+    if (left <= 0) {
+      r.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (n > 0) {
+      ssize_t got = read(fds[0], buf, sizeof buf);
+      if (got <= 0) break;
+      r.output.append(buf, static_cast<size_t>(got));
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+") == std::string::npos)
+    return s;
+  std::string o = "'";
+  for (char c : s) o += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string o;
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? sep : "") + v[i];
+  return o;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("KSOL_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ksol";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/ksol";
+}
+
+std::string self_exe_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+std::string source_root() {
+  if (const char* h = std::getenv("KSOL_HOME"); h && *h) return h;
+  if (std::filesystem::exists(std::string(KSOL_SOURCE_DIR) + "/include/ksol/abi.h")) return KSOL_SOURCE_DIR;
+  return std::filesystem::path(self_exe_dir()).parent_path().string();
+}
+
+}  // namespace ksol

@@ -1,0 +1,33 @@
+// Small helpers shared by every stage: files, processes, time.
+#pragma once
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ksol {
+
+std::string read_file(const std::string& path);  // throws std::runtime_error naming the path
+void write_file_atomic(const std::string& path, const std::string& data);
+std::string now_iso8601();
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+struct ProcessResult {
+  int exit_code = -1;      // -1 when killed by a signal or timed out
+  bool timed_out = false;
+  std::string output;      // stdout and stderr, interleaved
+  double seconds = 0;
+};
+// Runs argv (no shell) with a wall-clock limit; output is captured.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd = "");
+
+std::string shell_quote(const std::string& s);
+std::string join(const std::vector<std::string>& v, const std::string& sep);
+std::string trim(const std::string& s);
+// Directory for caches: $KSOL_CACHE_DIR, else $XDG_CACHE_HOME/ksol, else ~/.cache/ksol.
+std::string cache_dir();
+std::string self_exe_dir();
+// The ksol source tree (include/, tasks/, third_party/): $KSOL_HOME, else the tree this binary
+// was built from, else the folder above the binary's. Lets a build move to another machine.
+std::string source_root();
+
+}  // namespace ksol

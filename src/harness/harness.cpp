@@ -1,0 +1,458 @@
+#include "harness/harness.h"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "harness/clocks.h"
+#include "core/defences.h"
+#include "core/stats.h"
+#include "ksol/abi.h"
+#include "task/inputs.h"
+#include "task/task.h"
+
+namespace ksol {
+
+const std::vector<std::string>& Defences::all() { return defence_names(); }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction: case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc: case cudaErrorLaunchTimeout: case cudaErrorAssert: case cudaErrorECCUncorrectable:
+      return true;
+    default: return false;
+  }
+}
+
+// A CUDA failure inside the harness: sticky ones poison the context and end the worker.
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::string m = std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (sticky(e)) throw CudaFatal(m);
+  throw CudaError(m);
+}
+#define CK(x) check((x), #x)
+
+// A failed gate, carried to the result as data.
+struct GateFailure {
+  std::string gate, error_class, message;
+};
+
+constexpr size_t kGuard = 64 * 1024;  // canary bytes on each side of every buffer
+constexpr uint8_t kCanary = 0xA5;
+
+struct DeviceBuffer {
+  uint8_t* base = nullptr;  // includes the guards
+  size_t bytes = 0;         // payload
+  void* ptr() const { return base + kGuard; }
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : bytes(n) {
+    CK(cudaMalloc(&base, n + 2 * kGuard));
+    CK(cudaMemset(base, kCanary, kGuard));
+    CK(cudaMemset(base + kGuard + n, kCanary, kGuard));
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : base(o.base), bytes(o.bytes) { o.base = nullptr; }
+  ~DeviceBuffer() {
+    if (base) cudaFree(base);
+  }
+  bool guards_intact() const {
+    std::vector<uint8_t> h(kGuard);
+    for (uint8_t* p : {base, base + kGuard + bytes}) {
+      CK(cudaMemcpy(h.data(), p, kGuard, cudaMemcpyDeviceToHost));
+      for (uint8_t b : h)
+        if (b != kCanary) return false;
+    }
+    return true;
+  }
+};
+
+struct Library {
+  void* handle = nullptr;
+  explicit Library(const std::string& path) {
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) throw std::runtime_error(std::string("cannot load ") + path + ": " + dlerror());
+  }
+  ~Library() {
+    // Libraries stay loaded: unloading code that may still have work queued is unsafe.
+  }
+  template <class F>
+  F symbol(const char* name) const {
+    void* s = dlsym(handle, name);
+    if (!s) throw std::runtime_error(std::string("missing symbol ") + name);
+    return reinterpret_cast<F>(s);
+  }
+};
+
+// One set of device buffers for every tensor of the task at a size.
+struct BufferSet {
+  std::vector<DeviceBuffer> bufs;
+  std::vector<void*> ptrs() const {
+    std::vector<void*> p;
+    for (auto& b : bufs) p.push_back(b.ptr());
+    return p;
+  }
+};
+
+class Evaluator {
+ public:
+  Evaluator(const EvalRequest& req) : req_(req), task_(load_task(req.task_dir)) {
+    const SizeSet* s = task_.find_size(req.size);
+    if (!s) throw std::runtime_error("task " + task_.name + " has no size '" + req.size + "'");
+    size_ = *s;
+    for (auto& d : task_.dims) dims_.push_back(static_cast<int64_t>(std::llround(size_.dims.at(d))));
+    CK(cudaGetDevice(&device_));
+    CK(cudaDeviceGetAttribute(&l2_bytes_, cudaDevAttrL2CacheSize, device_));
+    stream_ = cudaStreamPerThread;
+    candidate_ = std::make_unique<Library>(req.candidate_so);
+    run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
+    use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
+    if (use_cpu_ref_) {
+      ref_lib_ = std::make_unique<Library>(req.reference_cpu_so);
+      ref_ = ref_lib_->symbol<ksol_reference_fn>("ksol_reference");
+    } else {
+      ref_lib_ = std::make_unique<Library>(req.reference_gpu_so);
+      ref_ = ref_lib_->symbol<ksol_reference_fn>("ksol_reference_gpu");
+    }
+  }
+
+  nlohmann::json run() {
+    nlohmann::json out;
+    out["task"] = task_.name;
+    out["size"] = size_.name;
+    out["reference"] = use_cpu_ref_ ? "cpu" : "gpu";
+    out["defences_off"] = std::vector<std::string>(req_.defences.off.begin(), req_.defences.off.end());
+    out["gates"] = nlohmann::json::array();
+    try {
+      if (req_.check) {
+        correctness(out);
+        out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
+      }
+      if (req_.time) timing(out);
+      out["status"] = "ok";
+    } catch (const GateFailure& f) {
+      out["status"] = "failed";
+      out["failed_gate"] = f.gate;
+      out["error_class"] = f.error_class;
+      out["message"] = f.message;
+      out["gates"].push_back({{"gate", f.gate}, {"ok", false}, {"error_class", f.error_class}, {"message", f.message}});
+    } catch (const CudaError& e) {
+      out["status"] = "failed";
+      out["failed_gate"] = "launch";
+      out["error_class"] = "cuda_error";
+      out["message"] = e.what();
+    }
+    return out;
+  }
+
+ private:
+  BufferSet allocate() {
+    BufferSet s;
+    for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype));
+    return s;
+  }
+
+  void upload(BufferSet& s, const std::vector<HostTensor>& in) {
+    for (size_t k = 0; k < task_.tensors.size(); ++k)
+      if (task_.tensors[k].role == Role::in && !in[k].bytes.empty())
+        CK(cudaMemcpy(s.bufs[k].ptr(), in[k].bytes.data(), in[k].bytes.size(), cudaMemcpyHostToDevice));
+  }
+
+  void poison(BufferSet& s, uint8_t byte) {
+    for (size_t k = 0; k < task_.tensors.size(); ++k)
+      if (task_.tensors[k].role == Role::out) CK(cudaMemsetAsync(s.bufs[k].ptr(), byte, s.bufs[k].bytes, stream_));
+  }
+
+  // Runs the float64 reference on `in` (or on |in| for the magnitude pass).
+  std::vector<HostTensor> reference(const std::vector<HostTensor>& in, bool absolute) {
+    std::vector<HostTensor> out = make_reference_outputs(task_, size_);
+    std::vector<std::vector<double>> absval(in.size());
+    std::vector<void*> ptrs(task_.tensors.size());
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      const HostTensor& h = task_.tensors[k].role == Role::in ? in[k] : out[k];
+      if (task_.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
+        absval[k].resize(h.f64.size());
+        for (size_t i = 0; i < h.f64.size(); ++i) absval[k][i] = std::fabs(h.f64[i]);
+        ptrs[k] = absval[k].data();
+      } else {
+        ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
+      }
+    }
+    if (use_cpu_ref_) {
+      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims_.size()), dims_.data(), nullptr};
+      if (ref_(&c) != 0) throw std::runtime_error("the CPU reference failed");
+      return out;
+    }
+    std::vector<void*> dptrs(ptrs.size(), nullptr);
+    std::vector<size_t> bytes(ptrs.size());
+    for (size_t k = 0; k < ptrs.size(); ++k) {
+      const TensorSpec& ts = task_.tensors[k];
+      bytes[k] = static_cast<size_t>(task_.numel(ts, size_)) * (dtype_is_float(ts.dtype) ? 8 : dtype_size(ts.dtype));
+      CK(cudaMalloc(&dptrs[k], std::max<size_t>(bytes[k], 1)));
+      if (ts.role == Role::in) CK(cudaMemcpy(dptrs[k], ptrs[k], bytes[k], cudaMemcpyHostToDevice));
+    }
+    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dptrs.size()), dptrs.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
+    int rc = ref_(&c);
+    CK(cudaStreamSynchronize(stream_));
+    if (rc != 0) throw std::runtime_error("the GPU reference failed");
+    for (size_t k = 0; k < ptrs.size(); ++k) {
+      if (task_.tensors[k].role == Role::out) CK(cudaMemcpy(ptrs[k], dptrs[k], bytes[k], cudaMemcpyDeviceToHost));
+      CK(cudaFree(dptrs[k]));
+    }
+    return out;
+  }
+
+  struct Expected {
+    std::vector<HostTensor> ref, mag;
+  };
+  Expected expected(const std::vector<HostTensor>& in) {
+    Expected e;
+    e.ref = reference(in, false);
+    if (task_.magnitude == "abs") e.mag = reference(in, true);
+    return e;
+  }
+
+  // Calls the candidate once on `s`, with the checks every checked call gets.
+  void checked_call(BufferSet& s, const std::vector<HostTensor>& in, const Expected& want, uint8_t poison_byte,
+                    const std::string& label) {
+    const Defences& d = req_.defences;
+    if (d.on("poison") || checked_calls_ == 0) poison(s, poison_byte);
+    CK(cudaStreamSynchronize(stream_));
+    std::vector<void*> mine = s.ptrs();
+    std::vector<void*> table = mine;  // the copy the candidate sees
+    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(table.size()), table.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
+    int rc = run_(&c);
+    ++checked_calls_;
+    if (rc != 0) {
+      cudaError_t e = cudaGetLastError();
+      if (sticky(e)) throw CudaFatal(std::string("candidate crashed: ") + cudaGetErrorName(e));
+      throw GateFailure{"launch", "returned_error", "ksol_run returned " + std::to_string(rc) + " (" + label + ")"};
+    }
+    if (d.on("alias") && table != mine)
+      throw GateFailure{"correctness", "alias", "the candidate rewrote the tensor pointer table: an output must not alias an input or move (" + label + ")"};
+    const std::vector<void*>& read_from = d.on("alias") ? mine : table;
+    // Read the outputs after the call's own stream only: work queued elsewhere is not done yet.
+    std::vector<std::vector<uint8_t>> early(task_.tensors.size());
+    if (d.on("escape"))
+      for (size_t k = 0; k < task_.tensors.size(); ++k)
+        if (task_.tensors[k].role == Role::out) {
+          early[k].resize(s.bufs[k].bytes);
+          CK(cudaMemcpyAsync(early[k].data(), read_from[k], early[k].size(), cudaMemcpyDeviceToHost, stream_));
+        }
+    cudaError_t se = cudaStreamSynchronize(stream_);
+    cudaError_t de = cudaDeviceSynchronize();
+    if (se != cudaSuccess || de != cudaSuccess) {
+      cudaError_t e = se != cudaSuccess ? se : de;
+      if (sticky(e)) throw CudaFatal(std::string("candidate crashed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+      throw GateFailure{"launch", "cuda_error", std::string(cudaGetErrorName(e)) + " (" + label + ")"};
+    }
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      throw GateFailure{"launch", "cuda_error", std::string(cudaGetErrorName(e)) + " (" + label + ")"};
+    if (d.on("guards"))
+      for (size_t k = 0; k < s.bufs.size(); ++k)
+        if (!s.bufs[k].guards_intact())
+          throw GateFailure{"correctness", "out_of_bounds", "the canary zone around tensor '" + task_.tensors[k].name + "' was overwritten (" + label + ")"};
+    if (d.on("input-hash"))
+      for (size_t k = 0; k < task_.tensors.size(); ++k) {
+        if (task_.tensors[k].role != Role::in) continue;
+        std::vector<uint8_t> now(s.bufs[k].bytes);
+        CK(cudaMemcpy(now.data(), s.bufs[k].ptr(), now.size(), cudaMemcpyDeviceToHost));
+        if (now != in[k].bytes)
+          throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
+      }
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      const TensorSpec& ts = task_.tensors[k];
+      if (ts.role != Role::out) continue;
+      std::vector<uint8_t> got(s.bufs[k].bytes);
+      CK(cudaMemcpy(got.data(), read_from[k], got.size(), cudaMemcpyDeviceToHost));
+      compare(ts, k, got, want, label);
+      if (d.on("escape") && early[k] != got)
+        throw GateFailure{"correctness", "escaped_stream",
+                          "output '" + ts.name + "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
+    }
+  }
+
+  void compare(const TensorSpec& ts, size_t k, const std::vector<uint8_t>& got, const Expected& want, const std::string& label) {
+    const Defences& d = req_.defences;
+    Tolerance tol = tolerance_for(task_, size_, ts, !d.on("precision"));
+    const double* ref = want.ref[k].f64.data();
+    const double* mag = task_.magnitude == "abs" ? want.mag[k].f64.data() : ref;
+    CompareResult r = compare_output(tol, ts.dtype, got.data(), ref, mag, want.ref[k].numel, d.on("full-compare") ? 1 : 16);
+    worst_ratio_ = std::max(worst_ratio_, r.worst_ratio);
+    if (!r.ok) throw GateFailure{"correctness", "wrong_result", "output '" + ts.name + "': " + r.message + " (" + label + ")"};
+  }
+
+  void correctness(nlohmann::json& out) {
+    const Defences& d = req_.defences;
+    std::vector<uint64_t> seeds = req_.seeds;
+    if (seeds.size() < 3) throw std::runtime_error("the correctness gate needs at least 3 seeds");
+    std::unique_ptr<BufferSet> set = std::make_unique<BufferSet>(allocate());
+    nlohmann::json cases = nlohmann::json::array();
+    for (uint64_t seed : seeds)
+      for (Distribution dist : distributions_for(task_)) {
+        std::string label = std::string("seed ") + std::to_string(seed) + ", " + distribution_name(dist);
+        // Inputs are rewritten into the same buffers, so a candidate caching by pointer fails;
+        // with that defence off each case gets buffers of its own.
+        if (!d.on("rewrite-inputs") && checked_calls_ > 0) set = std::make_unique<BufferSet>(allocate());
+        std::vector<HostTensor> in = generate_inputs(task_, size_, dist, seed);
+        upload(*set, in);
+        Expected want = expected(in);
+        checked_call(*set, in, want, 0xFF, label + ", NaN poison");
+        if (d.on("finite-poison")) checked_call(*set, in, want, 0x7B, label + ", finite poison");
+        cases.push_back(label);
+      }
+    out["correctness"] = {{"cases", cases}, {"worst_error_over_tolerance", worst_ratio_}};
+  }
+
+  void timing(nlohmann::json& out) {
+    const Defences& d = req_.defences;
+    const TimingConfig& cfg = req_.timing;
+    std::mt19937_64 rng(req_.timing_seed);
+    int nsets = std::max(1, cfg.rotation_sets);
+    std::vector<BufferSet> sets;
+    std::vector<std::vector<HostTensor>> inputs;
+    for (int i = 0; i < nsets; ++i) {
+      sets.push_back(allocate());
+      inputs.push_back(generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i));
+      upload(sets.back(), inputs.back());
+    }
+    // The L2 flush writes twice the cache size before every sample, so each call starts cold.
+    size_t flush_bytes = 2 * static_cast<size_t>(l2_bytes_);
+    void* flush = nullptr;
+    CK(cudaMalloc(&flush, flush_bytes));
+    std::unique_ptr<void, decltype(&cudaFree)> flush_guard(flush, cudaFree);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    auto call = [&](BufferSet& s) {
+      std::vector<void*> table = s.ptrs();
+      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(table.size()), table.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
+      if (run_(&c) != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during timing"};
+    };
+    for (int i = 0; i < cfg.warmup_calls; ++i) call(sets[i % nsets]);
+    CK(cudaDeviceSynchronize());
+
+    int verify_at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
+    ClockReader clocks(device_);
+    ClockSample before = clocks.read();
+    std::vector<double> samples, gaps;
+    auto t0 = Clock::now();
+    std::string verify_result = "not run";
+    for (int i = 0;; ++i) {
+      BufferSet& s = sets[i % nsets];
+      CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream_));
+      bool verify = d.on("verify-timed") && i == verify_at;
+      if (verify && d.on("poison")) poison(s, 0xFF);
+      CK(cudaEventRecord(e0, stream_));
+      call(s);
+      CK(cudaEventRecord(e1, stream_));
+      CK(cudaEventSynchronize(e1));
+      auto ta = Clock::now();
+      CK(cudaDeviceSynchronize());
+      double gap_us = std::chrono::duration<double, std::micro>(Clock::now() - ta).count();
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      samples.push_back(ms * 1000.0);
+      gaps.push_back(gap_us);
+      if (verify) {
+        Expected want = expected(inputs[i % nsets]);
+        for (size_t k = 0; k < task_.tensors.size(); ++k) {
+          if (task_.tensors[k].role != Role::out) continue;
+          std::vector<uint8_t> got(s.bufs[k].bytes);
+          CK(cudaMemcpy(got.data(), s.bufs[k].ptr(), got.size(), cudaMemcpyDeviceToHost));
+          try {
+            compare(task_.tensors[k], k, got, want, "timed call " + std::to_string(i));
+          } catch (const GateFailure& f) {
+            throw GateFailure{"timing", "timed_call_wrong", "the randomly chosen timed call " + std::to_string(i) +
+                                                                " produced a wrong result: " + f.message};
+          }
+        }
+        verify_result = "ok";
+      }
+      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      int n = static_cast<int>(samples.size());
+      if (n < cfg.min_samples || elapsed < cfg.min_seconds) continue;
+      if (n >= cfg.max_samples || elapsed >= cfg.max_seconds) break;
+      MedianCI ci = median_ci(samples);
+      if ((ci.high - ci.low) / 2 <= cfg.target_rel_ci * ci.median) break;
+    }
+    ClockSample after = clocks.read();
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    MedianCI ci = median_ci(samples);
+    double gap_median = median(gaps);
+    // An honest call leaves nothing behind on the device once its stream's end event fires.
+    if (d.on("escape") && gap_median > std::max(50.0, 0.25 * ci.median))
+      throw GateFailure{"timing", "escaped_stream",
+                        "work was still running on the device " + std::to_string(gap_median) +
+                            " us (median) after the call's stream finished: it ran on another stream or thread"};
+    out["timing"] = {
+        {"median_us", ci.median}, {"ci_low_us", ci.low}, {"ci_high_us", ci.high}, {"samples", samples.size()},
+        {"mean_us", mean(samples)}, {"min_us", *std::min_element(samples.begin(), samples.end())},
+        {"rel_ci", (ci.high - ci.low) / 2 / ci.median}, {"post_sync_gap_us", gap_median},
+        {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes}, {"verified_call", verify_at},
+        {"verified_call_result", verify_result}, {"raw_us", samples},
+        {"clock_mhz_before", before.sm_mhz}, {"clock_mhz_after", after.sm_mhz}, {"clock_mhz_max", after.sm_max_mhz},
+        {"throttle_reasons", after.reasons_text}, {"throttled", before.throttled || after.throttled},
+        {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    out["gates"].push_back({{"gate", "timing"}, {"ok", true}});
+  }
+
+  EvalRequest req_;
+  Task task_;
+  SizeSet size_;
+  std::vector<int64_t> dims_;
+  int device_ = 0;
+  int l2_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Library> candidate_, ref_lib_;
+  ksol_run_fn run_ = nullptr;
+  ksol_reference_fn ref_ = nullptr;
+  bool use_cpu_ref_ = true;
+  int checked_calls_ = 0;
+  double worst_ratio_ = 0;
+};
+
+}  // namespace
+
+nlohmann::json evaluate(const EvalRequest& req) {
+  Evaluator ev(req);
+  return ev.run();
+}
+
+nlohmann::json device_info(int device) {
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, device));
+  char uuid[64];
+  std::string u;
+  for (int i = 0; i < 16; ++i) {
+    std::snprintf(uuid, sizeof uuid, "%02x", static_cast<unsigned char>(p.uuid.bytes[i]));
+    u += uuid;
+  }
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  ClockReader clocks(device);
+  ClockSample c = clocks.read();
+  return {{"name", p.name}, {"uuid", u}, {"sm_count", p.multiProcessorCount}, {"cc", std::to_string(p.major) + "." + std::to_string(p.minor)},
+          {"l2_bytes", p.l2CacheSize}, {"memory_bytes", p.totalGlobalMem}, {"driver", driver}, {"runtime", runtime},
+          {"sm_mhz", c.sm_mhz}, {"sm_max_mhz", c.sm_max_mhz}, {"nvml", clocks.available()}};
+}
+
+}  // namespace ksol

@@ -1,0 +1,55 @@
+// The GPU side of evaluation: gates 2-4 for one candidate at one size. Runs only inside
+// ksol-worker, never in the coordinator. See docs/HARNESS.md.
+#pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ksol {
+
+// Every defence can be switched off by name, for the exploit suite's proof that the defence —
+// not luck — catches each hack. Results with any defence off are marked untrusted.
+struct Defences {
+  std::set<std::string> off;
+  bool on(const std::string& name) const { return !off.count(name); }
+  static const std::vector<std::string>& all();  // names with one-line descriptions in docs/HARNESS.md
+};
+
+struct TimingConfig {
+  int min_samples = 10;
+  int max_samples = 2000;
+  double min_seconds = 0.1;     // keep sampling at least this long
+  double max_seconds = 2.0;     // stop here whatever the noise
+  double target_rel_ci = 0.005; // stop once the median's 95% CI half-width is this fraction of it
+  int rotation_sets = 3;
+  int warmup_calls = 3;
+};
+
+struct EvalRequest {
+  std::string task_dir;
+  std::string size;
+  std::string candidate_so;
+  std::string reference_cpu_so;
+  std::string reference_gpu_so;      // may be empty
+  std::vector<uint64_t> seeds;       // correctness seeds (at least 3)
+  uint64_t timing_seed = 0;          // rotation-set inputs and the verified timed call
+  bool time = true;
+  bool check = true;
+  TimingConfig timing;
+  Defences defences;
+};
+
+// Runs the correctness cascade and, when asked and passed, the timing. Returns the result as
+// JSON (status, gates, samples, clocks, ...). Throws CudaFatal after a sticky CUDA error: the
+// worker must then exit so the coordinator restarts it.
+nlohmann::json evaluate(const EvalRequest& req);
+nlohmann::json device_info(int device);
+
+struct CudaFatal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace ksol

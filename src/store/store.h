@@ -1,0 +1,144 @@
+// The store: every task, run, candidate, evaluation (with its raw timing samples) and GPU
+// calibration, in one SQLite file (WAL mode, numbered migrations). See README.md.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct sqlite3;
+
+namespace ksol::store {
+
+// Any failure of the database: the message carries SQLite's text, and statement() the SQL
+// that failed (empty when the failure is not one statement's, such as a too-new schema).
+class StoreError : public std::runtime_error {
+ public:
+  StoreError(const std::string& message, std::string statement = {}, int sqlite_code = 0);
+  const std::string& statement() const { return statement_; }
+  int sqlite_code() const { return sqlite_code_; }  // extended result code; 0 when not SQLite's
+
+ private:
+  std::string statement_;
+  int sqlite_code_ = 0;
+};
+
+// Timestamps are ISO-8601 UTC with milliseconds: "2024-05-01T12:34:56.789Z".
+
+struct TaskRow {
+  int64_t id = 0;
+  std::string name;
+  std::string spec_hash;
+  std::string spec_toml;
+  std::string created_at;
+};
+
+struct RunRow {
+  int64_t id = 0;
+  std::string started_at;
+  std::optional<std::string> finished_at;  // empty while running or after a crash
+  std::string command;
+  nlohmann::json meta;   // versions, gpu, host, flags, seeds
+  std::string status;    // "running" until finish_run
+};
+
+struct CandidateRow {
+  int64_t id = 0;                    // ignored by upsert_candidate
+  int64_t task_id = 0;
+  std::string source_hash;
+  std::string source;
+  std::string language;              // "cuda", "dsl" or "c_function"
+  std::string origin;                // "baseline:naive", "file:<path>", "agent:<role>", ...
+  std::optional<int64_t> parent_id;
+  std::optional<std::string> method;
+  std::optional<std::string> agent;
+  std::string created_at;            // set by the store
+};
+
+struct EvaluationRow {
+  int64_t id = 0;                    // ignored by record_evaluation
+  int64_t run_id = 0;
+  int64_t candidate_id = 0;
+  int64_t task_id = 0;               // must be the candidate's task
+  std::string size_name;
+  std::string status;                // "ok", "failed", "unsupported", "suspect" or "no_gpu"
+  std::optional<std::string> failed_gate;
+  std::optional<std::string> error_class;
+  std::optional<std::string> message;
+  nlohmann::json gates;              // every gate's result
+  std::optional<double> median_us;
+  std::optional<double> ci_low_us;
+  std::optional<double> ci_high_us;
+  std::optional<double> sol_us;
+  std::optional<double> pct_sol;
+  std::optional<double> clock_mhz;
+  bool throttled = false;
+  nlohmann::json seeds;
+  nlohmann::json rerun;              // versions, gpu, clocks, flags, seeds, defences
+  int worker_restarts = 0;
+  std::vector<double> samples;       // raw timings in microseconds, in the order taken
+  std::string created_at;            // set by the store
+};
+
+// One connection to one database file. Not for use from two threads at once; open one Store
+// per thread or process (WAL lets them read while another writes).
+class Store {
+ public:
+  // Creates the file and its parent folders if needed, and migrates it to the latest schema.
+  // Throws StoreError if the file's schema is newer than this build knows.
+  static Store open(const std::string& path);
+  // Migrates only up to `version` (1..latest); for tests of the migration path.
+  static Store open_at_version(const std::string& path, int version);
+
+  Store(Store&& other) noexcept;
+  Store& operator=(Store&& other) noexcept;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  int schema_version() const;
+  static int latest_schema_version();
+  const std::string& path() const { return path_; }
+
+  // Runs start as "running"; a run that crashed keeps that status and no finished_at.
+  int64_t begin_run(const std::string& command, const nlohmann::json& meta);
+  void finish_run(int64_t run, const std::string& status);  // throws if the run does not exist
+  std::optional<RunRow> find_run(int64_t run) const;
+  std::vector<RunRow> runs() const;  // newest first
+
+  // A task is keyed by (name, spec_hash): editing a spec makes a new row, so evaluations keep
+  // pointing at the spec they were measured under.
+  int64_t upsert_task(const std::string& name, const std::string& spec_hash, const std::string& spec_toml);
+  std::optional<TaskRow> find_task(const std::string& name) const;  // the newest spec of that name
+
+  // Returns the existing id when the task already has this source_hash (the first origin,
+  // parent and method are kept); throws if the stored source differs, a hash collision or a
+  // caller hashing the wrong text.
+  int64_t upsert_candidate(const CandidateRow& candidate);
+  std::optional<CandidateRow> find_candidate(int64_t id) const;
+  std::vector<CandidateRow> candidates_for_task(int64_t task) const;  // oldest first
+
+  // Inserts the evaluation and its samples in one committed transaction.
+  int64_t record_evaluation(const EvaluationRow& evaluation);
+  // The newest evaluation of that candidate and size in that run, samples included.
+  std::optional<EvaluationRow> find_evaluation(int64_t run, int64_t candidate, const std::string& size) const;
+  std::vector<EvaluationRow> evaluations_for_run(int64_t run) const;    // oldest first
+  std::vector<EvaluationRow> evaluations_for_task(int64_t task) const;  // oldest first, all runs
+  std::vector<double> samples(int64_t evaluation_id) const;
+
+  void save_calibration(const std::string& gpu_uuid, const std::string& gpu_name, const nlohmann::json& calibration);
+  std::optional<nlohmann::json> latest_calibration(const std::string& gpu_uuid) const;
+
+ private:
+  Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  void migrate(int target_version);
+  std::vector<EvaluationRow> query_evaluations(const char* sql, int64_t key) const;
+
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace ksol::store

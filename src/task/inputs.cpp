@@ -1,0 +1,361 @@
+#include "task/inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace ksol {
+namespace {
+
+// Counter-based generator: every element's value depends only on (seed, stream, index), so
+// generation parallelises and is reproducible.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+inline double unit(uint64_t x) { return (static_cast<double>(mix(x) >> 11) + 0.5) * 0x1.0p-53; }
+inline double normal(uint64_t key) {
+  double u1 = unit(key), u2 = unit(key ^ 0x5851f42d4c957f2dull);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+double draw(Distribution d, uint64_t key) {
+  switch (d) {
+    case Distribution::normal: return normal(key);
+    case Distribution::heavy: {
+      // Student-t with 3 degrees of freedom: finite variance, heavy tails.
+      double z = normal(key), c = 0;
+      for (uint64_t k = 1; k <= 3; ++k) {
+        double g = normal(mix(key + k * 0x632be59bd9b4e019ull));
+        c += g * g;
+      }
+      return z / std::sqrt(c / 3.0);
+    }
+    case Distribution::spiky: {
+      double u = unit(key ^ 0xd1b54a32d192ed03ull);
+      if (u < 0.02) return 0.0;
+      if (u < 0.03) {
+        double mag = 10.0 * std::pow(100.0, unit(key ^ 0x8cb92ba72f3d8dd7ull));
+        return unit(key ^ 0x2545f4914f6cdd1dull) < 0.5 ? -mag : mag;
+      }
+      return 0.1 * normal(key);
+    }
+    case Distribution::special: {
+      double u = unit(key ^ 0xd1b54a32d192ed03ull);
+      if (u < 0.004) return std::numeric_limits<double>::infinity();
+      if (u < 0.008) return -std::numeric_limits<double>::infinity();
+      if (u < 0.010) return std::numeric_limits<double>::quiet_NaN();
+      return normal(key);
+    }
+  }
+  return 0;
+}
+
+template <class F>
+void parallel_for(int64_t n, F f) {
+  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(1, n / (1 << 16)));
+  if (threads <= 1) {
+    f(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back([=] { f(n * t / threads, n * (t + 1) / threads); });
+  for (auto& th : pool) th.join();
+}
+
+struct SparseStructure {
+  std::vector<int64_t> row_ptr;  // rows + 1
+  std::vector<int64_t> col;      // nnz
+};
+
+// Row lengths for a sparse pattern, summing exactly to nnz with none above cols.
+std::vector<int64_t> row_lengths(const std::string& pattern, int64_t rows, int64_t cols, int64_t nnz, uint64_t seed) {
+  std::vector<int64_t> len(rows, 0);
+  if (pattern == "powerlaw") {
+    // Zipf-like weights over a random permutation of ranks; heavy rows are capped at cols and
+    // what they cannot hold goes to the others.
+    std::vector<double> w(rows);
+    std::vector<int64_t> rank(rows);
+    std::iota(rank.begin(), rank.end(), 0);
+    for (int64_t i = rows - 1; i > 0; --i) std::swap(rank[i], rank[mix(seed ^ (uint64_t)i) % (uint64_t)(i + 1)]);
+    double total = 0;
+    for (int64_t i = 0; i < rows; ++i) total += (w[i] = std::pow(static_cast<double>(rank[i] + 1), -0.85));
+    int64_t assigned = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      len[i] = std::min<int64_t>(cols, static_cast<int64_t>(std::floor(w[i] / total * static_cast<double>(nnz))));
+      assigned += len[i];
+    }
+    for (int64_t i = 0; assigned < nnz; i = (i + 1) % rows)
+      if (len[i] < cols) ++len[i], ++assigned;
+    return len;
+  }
+  for (int64_t i = 0; i < rows; ++i) len[i] = (i + 1) * nnz / rows - i * nnz / rows;
+  return len;
+}
+
+SparseStructure make_sparse(const Task& t, const SizeSet& s, uint64_t seed) {
+  int64_t rows = std::llround(t.eval(t.sparse->rows, s)), cols = std::llround(t.eval(t.sparse->cols, s));
+  int64_t nnz = std::llround(t.eval(t.sparse->nnz, s));
+  std::string pattern = t.sparse->pattern;
+  if (auto it = s.options.find("pattern"); it != s.options.end()) pattern = it->second;
+  if (pattern != "uniform" && pattern != "powerlaw" && pattern != "banded")
+    throw std::runtime_error("unknown sparse pattern '" + pattern + "' (uniform, powerlaw, banded)");
+  if (nnz > rows * cols) throw std::runtime_error("nnz exceeds rows*cols in size '" + s.name + "'");
+  if (rows == 0) return {{0}, {}};
+  std::vector<int64_t> len = row_lengths(pattern, rows, cols, nnz, seed);
+  SparseStructure m;
+  m.row_ptr.assign(rows + 1, 0);
+  for (int64_t i = 0; i < rows; ++i) m.row_ptr[i + 1] = m.row_ptr[i] + len[i];
+  m.col.resize(nnz);
+  parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> pick;
+    for (int64_t i = r0; i < r1; ++i) {
+      int64_t L = len[i], base = m.row_ptr[i];
+      if (pattern == "banded") {
+        int64_t center = cols > 1 ? i * (cols - 1) / std::max<int64_t>(1, rows - 1) : 0;
+        int64_t start = std::clamp<int64_t>(center - L / 2, 0, cols - L);
+        for (int64_t k = 0; k < L; ++k) m.col[base + k] = start + k;
+        continue;
+      }
+      pick.clear();
+      uint64_t ctr = 0;
+      if (L * 2 > cols) {
+        // Dense row: keep each column with the right count by a partial shuffle.
+        std::vector<int64_t> all(cols);
+        std::iota(all.begin(), all.end(), 0);
+        for (int64_t k = 0; k < L; ++k) std::swap(all[k], all[k + mix(seed ^ (i * 0x9e37ull) ^ ctr++) % (cols - k)]);
+        pick.assign(all.begin(), all.begin() + L);
+        std::sort(pick.begin(), pick.end());
+      } else {
+        while (static_cast<int64_t>(pick.size()) < L) {
+          while (static_cast<int64_t>(pick.size()) < L) pick.push_back(mix(seed ^ (uint64_t(i) << 20) ^ ctr++) % cols);
+          std::sort(pick.begin(), pick.end());
+          pick.erase(std::unique(pick.begin(), pick.end()), pick.end());
+        }
+      }
+      std::copy(pick.begin(), pick.end(), m.col.begin() + base);
+    }
+  });
+  return m;
+}
+
+void store_int(DType t, HostTensor& h, int64_t i, int64_t v) {
+  if (t == DType::i32) {
+    int32_t x = static_cast<int32_t>(v);
+    std::memcpy(h.bytes.data() + 4 * i, &x, 4);
+  } else {
+    std::memcpy(h.bytes.data() + 8 * i, &v, 8);
+  }
+}
+
+}  // namespace
+
+const char* distribution_name(Distribution d) {
+  switch (d) {
+    case Distribution::normal: return "normal";
+    case Distribution::heavy: return "heavy";
+    case Distribution::spiky: return "spiky";
+    case Distribution::special: return "special";
+  }
+  return "?";
+}
+Distribution parse_distribution(const std::string& s) {
+  for (Distribution d : {Distribution::normal, Distribution::heavy, Distribution::spiky, Distribution::special})
+    if (s == distribution_name(d)) return d;
+  throw std::runtime_error("unknown distribution '" + s + "' (normal, heavy, spiky, special)");
+}
+std::vector<Distribution> distributions_for(const Task& t) {
+  std::vector<Distribution> v = {Distribution::normal, Distribution::heavy, Distribution::spiky};
+  if (t.special_values) v.push_back(Distribution::special);
+  return v;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (ax < 0x38800000u) {  // subnormal half or zero
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t mant = ax & 0x7fffffu, exp = (ax >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float out;
+  if (exp == 0) {
+    out = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -out : out;
+  }
+  uint32_t u = exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
+  std::memcpy(&out, &u, 4);
+  return out;
+}
+
+double load_as_double(DType t, const void* p, int64_t i) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  switch (t) {
+    case DType::f64: { double v; std::memcpy(&v, b + 8 * i, 8); return v; }
+    case DType::f32: { float v; std::memcpy(&v, b + 4 * i, 4); return v; }
+    case DType::bf16: { uint16_t v; std::memcpy(&v, b + 2 * i, 2); return bf16_to_f32(v); }
+    case DType::f16: { uint16_t v; std::memcpy(&v, b + 2 * i, 2); return f16_to_f32(v); }
+    case DType::i32: { int32_t v; std::memcpy(&v, b + 4 * i, 4); return v; }
+    case DType::i64: { int64_t v; std::memcpy(&v, b + 8 * i, 8); return static_cast<double>(v); }
+  }
+  return 0;
+}
+void store_from_double(DType t, void* p, int64_t i, double v) {
+  auto* b = static_cast<uint8_t*>(p);
+  switch (t) {
+    case DType::f64: std::memcpy(b + 8 * i, &v, 8); break;
+    case DType::f32: { float f = static_cast<float>(v); std::memcpy(b + 4 * i, &f, 4); break; }
+    case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(b + 2 * i, &h, 2); break; }
+    case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(b + 2 * i, &h, 2); break; }
+    case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(b + 4 * i, &x, 4); break; }
+    case DType::i64: { int64_t x = static_cast<int64_t>(v); std::memcpy(b + 8 * i, &x, 8); break; }
+  }
+}
+
+std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed) {
+  std::vector<HostTensor> out(t.tensors.size());
+  std::optional<SparseStructure> sparse;
+  for (size_t k = 0; k < t.tensors.size(); ++k) {
+    const TensorSpec& ts = t.tensors[k];
+    HostTensor& h = out[k];
+    h.dtype = ts.dtype;
+    h.numel = t.numel(ts, s);
+    if (ts.role == Role::out) continue;
+    h.bytes.assign(static_cast<size_t>(h.numel) * dtype_size(ts.dtype), 0);
+    if (ts.init.rfind("csr.", 0) == 0 || ts.init.rfind("coo.", 0) == 0) {
+      if (!sparse) sparse = make_sparse(t, s, mix(seed ^ 0xc0ffee));
+      const auto& m = *sparse;
+      int64_t want = ts.init == "csr.row_ptr" ? static_cast<int64_t>(m.row_ptr.size()) : static_cast<int64_t>(m.col.size());
+      if (want != h.numel)
+        throw std::runtime_error("tensor '" + ts.name + "' has " + std::to_string(h.numel) + " elements but its " + ts.init +
+                                 " structure has " + std::to_string(want) + " in size '" + s.name + "'");
+      if (ts.init == "csr.row_ptr") {
+        for (int64_t i = 0; i < h.numel; ++i) store_int(ts.dtype, h, i, m.row_ptr[i]);
+      } else if (ts.init == "csr.col_idx" || ts.init == "coo.col") {
+        for (int64_t i = 0; i < h.numel; ++i) store_int(ts.dtype, h, i, m.col[i]);
+      } else {  // coo.row
+        for (size_t r = 0; r + 1 < m.row_ptr.size(); ++r)
+          for (int64_t j = m.row_ptr[r]; j < m.row_ptr[r + 1]; ++j) store_int(ts.dtype, h, j, static_cast<int64_t>(r));
+      }
+      continue;
+    }
+    h.f64.resize(h.numel);
+    uint64_t stream = mix(seed * 0x100000001b3ull + k + 1) ^ (static_cast<uint64_t>(d) << 56);
+    bool uniform = ts.init == "uniform01";
+    parallel_for(h.numel, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        uint64_t key = stream ^ (static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
+        double v = uniform ? unit(key) : draw(d, key);
+        store_from_double(ts.dtype, h.bytes.data(), i, v);
+        h.f64[i] = load_as_double(ts.dtype, h.bytes.data(), i);
+      }
+    });
+  }
+  return out;
+}
+
+std::vector<HostTensor> make_reference_outputs(const Task& t, const SizeSet& s) {
+  std::vector<HostTensor> out(t.tensors.size());
+  for (size_t k = 0; k < t.tensors.size(); ++k) {
+    const TensorSpec& ts = t.tensors[k];
+    out[k].dtype = ts.dtype;
+    out[k].numel = t.numel(ts, s);
+    if (ts.role != Role::out) continue;
+    if (dtype_is_float(ts.dtype)) out[k].f64.assign(out[k].numel, 0.0);
+    else out[k].bytes.assign(out[k].numel * dtype_size(ts.dtype), 0);
+  }
+  return out;
+}
+
+Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, bool loose_precision) {
+  Tolerance tol;
+  tol.u_out = dtype_unit_roundoff(out.dtype);
+  double L = std::max(1.0, t.eval(t.accumulation, s));
+  tol.growth = (8.0 + 2.0 * std::sqrt(L)) * t.rtol_scale;
+  tol.u_acc = loose_precision ? std::ldexp(1.0, -8) : t.policy_unit_roundoff();
+  return tol;
+}
+
+CompareResult compare_output(const Tolerance& tol, DType dt, const void* out, const double* ref, const double* mag,
+                             int64_t n, int64_t stride) {
+  CompareResult r;
+  double mean_mag = 0;
+  int64_t finite = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(mag[i])) mean_mag += std::fabs(mag[i]), ++finite;
+  mean_mag = finite ? mean_mag / static_cast<double>(finite) : 0;
+  double floor = tol.floor_frac * mean_mag;
+  for (int64_t i = 0; i < n; i += stride) {
+    ++r.checked;
+    double got = load_as_double(dt, out, i), want = ref[i];
+    double t = 0, ratio = 0;
+    bool bad;
+    if (std::isnan(want) || std::isinf(want)) {
+      bad = std::isnan(want) ? !std::isnan(got) : got != want;
+      ratio = bad ? std::numeric_limits<double>::infinity() : 0;
+    } else if (!std::isfinite(got)) {
+      bad = true;
+      ratio = std::numeric_limits<double>::infinity();
+    } else {
+      double m = std::isfinite(mag[i]) ? std::fabs(mag[i]) : 0;
+      t = tol.c_out * tol.u_out * std::fabs(want) + tol.u_acc * tol.growth * (m + floor);
+      double err = std::fabs(got - want);
+      ratio = t > 0 ? err / t : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
+      bad = err > t;
+    }
+    r.worst_ratio = std::max(r.worst_ratio, ratio);
+    if (bad) {
+      if (r.first_bad < 0) {
+        r.first_bad = i;
+        r.first_got = got;
+        r.first_want = want;
+        r.first_tol = t;
+      }
+      ++r.bad;
+    }
+  }
+  if (r.bad) {
+    r.ok = false;
+    std::ostringstream o;
+    o.precision(9);
+    o << r.bad << " of " << r.checked << " elements out of tolerance; first at index " << r.first_bad << ": got "
+      << r.first_got << ", want " << r.first_want << " (tolerance " << r.first_tol << "); worst error/tolerance "
+      << r.worst_ratio;
+    r.message = o.str();
+  }
+  return r;
+}
+
+}  // namespace ksol

@@ -1,0 +1,64 @@
+// Host-side input generation and output comparison: the parts of the correctness gate that
+// need no GPU, so they are unit-tested everywhere.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "task/task.h"
+
+namespace ksol {
+
+enum class Distribution { normal, heavy, spiky, special };
+const char* distribution_name(Distribution d);
+Distribution parse_distribution(const std::string& s);  // throws on unknown names
+// The distributions an evaluation cycles through for this task.
+std::vector<Distribution> distributions_for(const Task& t);
+
+// One tensor on the host: its bytes in the storage dtype, and for float tensors the same
+// values widened to double (what the float64 references read).
+struct HostTensor {
+  DType dtype = DType::f32;
+  int64_t numel = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<double> f64;  // float tensors only
+};
+
+// Generates every input tensor (outputs are left empty), deterministic in (seed, distribution).
+std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed);
+// Allocates output tensors of the right size for the references (zeros, in f64 for floats).
+std::vector<HostTensor> make_reference_outputs(const Task& t, const SizeSet& s);
+
+// Conversions between storage dtypes and double (round to nearest even).
+double load_as_double(DType t, const void* p, int64_t i);
+void store_from_double(DType t, void* p, int64_t i, double v);
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
+struct Tolerance {
+  double c_out = 2.0;       // ulps of output rounding allowed relative to |ref|
+  double u_out = 0;         // unit roundoff of the output dtype
+  double u_acc = 0;         // unit roundoff of the policy's arithmetic
+  double growth = 0;        // 8 + 2*sqrt(L)
+  double floor_frac = 0.01; // fraction of mean(mag) added to every element's magnitude
+};
+// The tolerance for one output of a task at a size; `loose_precision` applies the bf16
+// policy instead of the task's (only for the precision defence's switched-off mode).
+Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, bool loose_precision = false);
+
+struct CompareResult {
+  bool ok = true;
+  int64_t checked = 0, bad = 0, first_bad = -1;
+  double worst_ratio = 0;  // max |err| / tol over checked elements
+  double first_got = 0, first_want = 0, first_tol = 0;
+  std::string message;     // empty when ok
+};
+// Compares `out` (storage dtype) with `ref` (double) elementwise. `mag` may equal `ref` (magnitude
+// "ref"). Every `stride`-th element is checked (1 = all; larger only when the full-compare
+// defence is switched off).
+CompareResult compare_output(const Tolerance& tol, DType out_dtype, const void* out, const double* ref,
+                             const double* mag, int64_t n, int64_t stride = 1);
+
+}  // namespace ksol

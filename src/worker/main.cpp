@@ -1,0 +1,119 @@
+// ksol-worker: one process per GPU. Reads one JSON request per line on stdin, writes one JSON
+// reply per line on the protocol stream (the original stdout; candidate output that goes to
+// stdout is redirected to stderr so it cannot corrupt the protocol). See docs/PROTOCOL.md.
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/calibrate.h"
+#include "harness/harness.h"
+
+using nlohmann::json;
+
+namespace {
+
+FILE* g_proto = nullptr;
+
+void reply(const json& j) {
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  std::fwrite(s.data(), 1, s.size(), g_proto);
+  std::fflush(g_proto);
+}
+
+ksol::EvalRequest parse_eval(const json& r) {
+  ksol::EvalRequest q;
+  q.task_dir = r.at("task_dir");
+  q.size = r.at("size");
+  q.candidate_so = r.at("candidate_so");
+  q.reference_cpu_so = r.at("reference_cpu_so");
+  q.reference_gpu_so = r.value("reference_gpu_so", "");
+  q.seeds = r.at("seeds").get<std::vector<uint64_t>>();
+  q.timing_seed = r.value("timing_seed", uint64_t{7});
+  q.time = r.value("time", true);
+  q.check = r.value("check", true);
+  if (r.contains("timing")) {
+    const json& t = r["timing"];
+    q.timing.min_samples = t.value("min_samples", q.timing.min_samples);
+    q.timing.max_samples = t.value("max_samples", q.timing.max_samples);
+    q.timing.min_seconds = t.value("min_seconds", q.timing.min_seconds);
+    q.timing.max_seconds = t.value("max_seconds", q.timing.max_seconds);
+    q.timing.target_rel_ci = t.value("target_rel_ci", q.timing.target_rel_ci);
+    q.timing.rotation_sets = t.value("rotation_sets", q.timing.rotation_sets);
+  }
+  for (auto& d : r.value("defences_off", std::vector<std::string>{})) q.defences.off.insert(d);
+  return q;
+}
+
+json calibration_json(const ksol::harness::CalibrationResult& c) {
+  json j = c;
+  j["peaks"] = ksol::harness::measured_peaks(c);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Keep the real stdout for the protocol and point fd 1 at stderr for everything else.
+  int proto_fd = dup(1);
+  dup2(2, 1);
+  g_proto = fdopen(proto_fd, "w");
+  int device = 0;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--device") device = std::stoi(argv[i + 1]);
+
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    json req, out;
+    try {
+      req = json::parse(line);
+    } catch (const std::exception& e) {
+      reply({{"ok", false}, {"error", std::string("bad request: ") + e.what()}});
+      continue;
+    }
+    out["id"] = req.value("id", 0);
+    std::string op = req.value("op", "");
+    try {
+      if (op == "hello") {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        out["ok"] = true;
+        out["protocol"] = 1;
+        if (e != cudaSuccess || n == 0) {
+          out["gpu"] = false;
+          out["reason"] = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(e) : "no CUDA device";
+        } else {
+          if (cudaSetDevice(device) != cudaSuccess) throw std::runtime_error("cannot select device " + std::to_string(device));
+          out["gpu"] = true;
+          out["device"] = ksol::device_info(device);
+        }
+      } else if (op == "eval") {
+        out["ok"] = true;
+        out["result"] = ksol::evaluate(parse_eval(req));
+      } else if (op == "calibrate") {
+        out["ok"] = true;
+        out["result"] = calibration_json(ksol::harness::calibrate_device(device));
+      } else if (op == "exit") {
+        reply({{"id", out["id"]}, {"ok", true}});
+        return 0;
+      } else {
+        out["ok"] = false;
+        out["error"] = "unknown op '" + op + "'";
+      }
+    } catch (const ksol::CudaFatal& e) {
+      // The context is unusable after a sticky error: report, then exit for a fresh process.
+      reply({{"id", out["id"]}, {"ok", false}, {"fatal", true}, {"error_class", "sticky_cuda_error"}, {"error", e.what()}});
+      return 3;
+    } catch (const std::exception& e) {
+      out["ok"] = false;
+      out["error"] = e.what();
+    }
+    reply(out);
+  }
+  return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for ksol-worker: speaks the same line protocol and misbehaves on
+request, so the coordinator's timeouts, crash handling and restarts are tested without a GPU.
+
+Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
+garbage, wrong (a failed correctness gate)."""
+import json, os, sys, time
+
+out = sys.stdout
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req.get("id", 0)
+    op = req.get("op")
+    if op == "hello":
+        out.write(json.dumps({"id": rid, "ok": True, "protocol": 1, "gpu": True,
+                              "device": {"name": "NVIDIA H200", "uuid": "scripted", "sm_count": 132}}) + "\n")
+    elif op == "exit":
+        out.write(json.dumps({"id": rid, "ok": True}) + "\n"); out.flush(); sys.exit(0)
+    elif op == "eval":
+        mode = os.path.basename(req["candidate_so"]).split(".")[0]
+        if os.environ.get("SCRIPTED_MODE"):
+            mode = os.environ["SCRIPTED_MODE"]
+        if mode == "crash":
+            sys.stderr.write("scripted crash\n"); sys.stderr.flush(); os._exit(139)
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "fatal":
+            out.write(json.dumps({"id": rid, "ok": False, "fatal": True, "error": "candidate crashed: cudaErrorIllegalAddress"}) + "\n")
+            out.flush(); sys.exit(3)
+        if mode == "garbage":
+            out.write("this is not json\n"); out.flush(); continue
+        if mode == "wrong":
+            res = {"status": "failed", "failed_gate": "correctness", "error_class": "wrong_result",
+                   "message": "output 'y': 3 of 10 elements out of tolerance", "gates": []}
+        else:
+            us = float(os.environ.get("SCRIPTED_US", "100"))
+            res = {"status": "ok", "gates": [{"gate": "correctness", "ok": True}, {"gate": "timing", "ok": True}],
+                   "timing": {"median_us": us, "ci_low_us": us * 0.99, "ci_high_us": us * 1.01,
+                              "raw_us": [us * 0.99, us, us * 1.01], "clock_mhz_after": 1980, "throttled": False}}
+        out.write(json.dumps({"id": rid, "ok": True, "result": res}) + "\n")
+    else:
+        out.write(json.dumps({"id": rid, "ok": False, "error": "unknown op"}) + "\n")
+    out.flush()

@@ -1,0 +1,161 @@
+// The coordinator against a scripted worker: replies, crashes, hangs, sticky CUDA errors,
+// garbage, restarts, and store rows that survive a resumed run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compile/compiler.h"
+#include "coord/session.h"
+#include "coord/worker_client.h"
+#include "core/util.h"
+#include "task/task.h"
+
+namespace fs = std::filesystem;
+using namespace ksol;
+
+namespace {
+std::string scripted() { return std::string(KSOL_SOURCE_DIR) + "/tests/e2e/scripted_worker.py"; }
+nlohmann::json eval_req(const std::string& mode) { return {{"op", "eval"}, {"candidate_so", "/x/" + mode + ".so"}}; }
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("ksol-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+}  // namespace
+
+TEST(WorkerProtocol, RepliesCrashHangFatalGarbageAndRestart) {
+  WorkerClient w({scripted()}, temp_dir("proto") + "/worker.log");
+  WorkerReply r = w.call({{"op", "hello"}}, 10);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.body["device"]["name"], "NVIDIA H200");
+
+  r = w.call(eval_req("ok"), 10);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.body["result"]["status"], "ok");
+  EXPECT_EQ(w.restarts(), 0);
+
+  r = w.call(eval_req("crash"), 10);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.failure, "crash");
+  EXPECT_NE(r.message.find("exited with code 139"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("scripted crash"), std::string::npos) << "stderr tail carried";
+  EXPECT_FALSE(w.running());
+
+  r = w.call(eval_req("ok"), 10);  // a fresh worker
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(w.restarts(), 1);
+
+  r = w.call(eval_req("hang"), 1.0);
+  EXPECT_EQ(r.failure, "timeout");
+  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_FALSE(w.running());
+
+  r = w.call(eval_req("fatal"), 10);
+  EXPECT_EQ(r.failure, "fatal");
+  EXPECT_NE(r.message.find("cudaErrorIllegalAddress"), std::string::npos);
+
+  r = w.call(eval_req("garbage"), 10);
+  EXPECT_EQ(r.failure, "crash");
+  EXPECT_NE(r.message.find("not JSON"), std::string::npos);
+
+  r = w.call(eval_req("ok"), 10);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(w.restarts(), 4);
+}
+
+TEST(WorkerProtocol, MissingWorkerBinaryIsAFailureNotACrashOfTheCoordinator) {
+  WorkerClient w({"/nonexistent/ksol-worker"}, temp_dir("missing") + "/worker.log");
+  WorkerReply r = w.call({{"op", "hello"}}, 5);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.failure, "crash");
+  EXPECT_NE(r.message.find("code 127"), std::string::npos) << r.message;
+}
+
+// A session evaluates through the scripted worker: failures are recorded against the candidate,
+// every row reaches the store, and a resumed run repeats nothing already measured.
+TEST(Session, RecordsEveryOutcomeAndResumes) {
+  std::string dir = temp_dir("session");
+  setenv("KSOL_CACHE_DIR", (dir + "/cache").c_str(), 1);
+  Task t = load_task(resolve_task_path("scan_f32"));
+  // The candidate "compiles" only as far as the scripted worker cares: its path names a behaviour.
+  auto fake = [&](const std::string& mode) {
+    CompileResult c;
+    c.ok = true;
+    c.so_path = dir + "/" + mode + ".so";
+    c.key = mode;
+    return c;
+  };
+  CompileJob job;
+  job.source_path = "cand.cu";
+  job.source_text = "// candidate";
+  Session::Options so;
+  so.store_path = dir + "/ksol.db";
+  so.worker_argv = {scripted()};
+  int64_t run = 0;
+  {
+    Session s(so);
+    ASSERT_TRUE(s.has_gpu());
+    run = s.begin_run("test");
+    EvalOptions o;
+    o.sizes = {"small", "odd"};
+    CompileResult ok = fake("ok");
+    CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
+    ASSERT_EQ(a.sizes.size(), 2u);
+    EXPECT_EQ(a.sizes[0].status, "ok");
+    EXPECT_DOUBLE_EQ(a.sizes[0].median_us, 100);
+    EXPECT_GT(a.sizes[0].sol_us, 0);
+    EXPECT_GT(a.sizes[0].pct_sol, 0);
+    CompileJob job2 = job;
+    job2.source_text = "// another candidate";
+    CompileResult crash = fake("crash");
+    CandidateOutcome b = s.evaluate(t, job2, "crasher", "file:crash.cu", o, &crash);
+    EXPECT_EQ(b.sizes[0].status, "failed");
+    EXPECT_EQ(b.sizes[0].error_class, "crash");
+    EXPECT_EQ(b.sizes[1].status, "failed");  // crashed again after the restart
+    // The run is never finished: as if the coordinator were killed here.
+  }
+  {
+    store::Store st = store::Store::open(dir + "/ksol.db");
+    auto rows = st.evaluations_for_run(run);
+    ASSERT_EQ(rows.size(), 4u);
+    EXPECT_EQ(rows[0].samples.size(), 3u);
+    EXPECT_EQ(rows[2].error_class.value_or(""), "crash");
+    EXPECT_EQ(st.find_run(run)->status, "running");
+  }
+  {
+    Session s(so);
+    s.begin_run("resume");
+    EvalOptions o;
+    o.sizes = {"small", "odd", "medium"};
+    o.resume_run = run;
+    CompileResult ok = fake("ok");
+    CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
+    std::map<std::string, const SizeOutcome*> by;
+    for (auto& so : a.sizes) by[so.size] = &so;
+    EXPECT_EQ(by["small"]->status, "skipped");
+    EXPECT_EQ(by["odd"]->status, "skipped");
+    EXPECT_EQ(by["medium"]->status, "ok");
+    EXPECT_DOUBLE_EQ(by["small"]->median_us, 100);
+  }
+}
+
+TEST(Session, SuspectWhenFasterThanSpeedOfLight) {
+  std::string dir = temp_dir("suspect");
+  setenv("SCRIPTED_US", "0.001", 1);
+  Task t = load_task(resolve_task_path("scan_f32"));
+  Session::Options so;
+  so.worker_argv = {scripted()};
+  Session s(so);
+  EvalOptions o;
+  o.sizes = {"large"};
+  CompileResult c;
+  c.ok = true;
+  c.so_path = dir + "/ok.so";
+  CompileJob job;
+  job.source_text = "x";
+  CandidateOutcome a = s.evaluate(t, job, "cand", "file:x", o, &c);
+  unsetenv("SCRIPTED_US");
+  EXPECT_EQ(a.sizes[0].status, "suspect");
+  EXPECT_NE(a.sizes[0].message.find("faster than speed-of-light"), std::string::npos);
+}

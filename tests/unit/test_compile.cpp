@@ -1,0 +1,122 @@
+// Gate 1 (the static scan), the compile cache, and the plain-C-function shim, with real nvcc.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compile/compiler.h"
+#include "core/util.h"
+#include "task/task.h"
+
+namespace fs = std::filesystem;
+using namespace ksol;
+
+TEST(StaticScan, FindsForbiddenConstructsWithPositions) {
+  std::string src =
+      "#include <thread>\n"
+      "// cudaStreamCreate in a comment is fine\n"
+      "const char* s = \"cudaStreamCreate in a string is fine\";\n"
+      "int f() {\n"
+      "  cudaStream_t st; cudaStreamCreateWithFlags(&st, 1);\n"
+      "  std::thread t([]{});\n"
+      "  auto t0 = std::chrono::steady_clock::now();\n"
+      "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(x));\n"
+      "  obj.system(1); my::fork(); system(\"ls\");\n"
+      "}\n";
+  auto f = static_scan(src);
+  ASSERT_EQ(f.size(), 5u);
+  EXPECT_EQ(f[0].construct, "cudaStreamCreateWithFlags");
+  EXPECT_EQ(f[0].line, 5);
+  EXPECT_EQ(f[0].column, 20);
+  EXPECT_EQ(f[1].construct, "std::thread");
+  EXPECT_EQ(f[1].line, 6);
+  EXPECT_EQ(f[2].construct, "std::chrono");
+  EXPECT_EQ(f[3].construct, "system");
+  EXPECT_EQ(f[3].line, 9);
+  EXPECT_EQ(f[4].construct, "%globaltimer");
+  std::string msg = format_findings("cand.cu", src, {f[0]});
+  EXPECT_EQ(msg,
+            "cand.cu:5:20: error: forbidden construct 'cudaStreamCreateWithFlags': creates its own stream: work must be "
+            "queued on the stream the harness passes\n"
+            "    cudaStream_t st; cudaStreamCreateWithFlags(&st, 1);\n"
+            "                     ^\n");
+}
+
+TEST(StaticScan, HonestBaselinesAreClean) {
+  for (auto& d : builtin_task_dirs()) {
+    Task t = load_task(d);
+    for (auto& b : t.baselines) EXPECT_TRUE(static_scan(read_file(b.source)).empty()) << b.source;
+  }
+}
+
+TEST(CDeclaration, ParsesAndBindsByName) {
+  CFunction f = parse_c_declaration("void spmv_csr(int M, const int* row_ptr, const int* col_idx, const float* values, const float* x, float* y, cudaStream_t s);");
+  EXPECT_EQ(f.name, "spmv_csr");
+  ASSERT_EQ(f.params.size(), 7u);
+  EXPECT_FALSE(f.params[0].pointer);
+  EXPECT_TRUE(f.params[5].pointer);
+  EXPECT_TRUE(f.params[6].stream);
+  Task t = load_task(resolve_task_path("spmv_csr_f32"));
+  std::string shim = generate_c_shim(t, f, "/u/my.cu");
+  EXPECT_NE(shim.find("spmv_csr((int)call->dims[0], (const int*)call->tensors[0]"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("(cudaStream_t)call->stream"), std::string::npos);
+  CFunction bad = parse_c_declaration("void f(int Q, float* y)");
+  try {
+    generate_c_shim(t, bad, "/u/my.cu");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 'Q' of f matches no tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_c_declaration("void f(double alpha)"), std::runtime_error);
+  EXPECT_THROW(parse_c_declaration("no parens here"), std::runtime_error);
+}
+
+TEST(Compile, StaticGateFailsBeforeTheCompiler) {
+  CompileJob j;
+  j.source_path = "bad.cu";
+  j.source_text = "#include <thread>\nextern \"C\" int ksol_run(const void*) { std::thread t([]{}); t.detach(); return 0; }\n";
+  CompileResult r = compile(j);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.stage, "static");
+  EXPECT_NE(r.message.find("bad.cu:2:"), std::string::npos) << r.message;
+}
+
+TEST(Compile, NvccBuildsCachesAndReportsErrors) {
+  CompileJob j;
+  j.source_path = "ok.cu";
+  j.source_text =
+      "#include \"ksol/abi.h\"\n#include <cuda_runtime.h>\n"
+      "__global__ void k(float* y, long n) { long i = blockIdx.x * 256L + threadIdx.x; if (i < n) y[i] = 1.0f; }\n"
+      "extern \"C\" int ksol_run(const ksol_call* c) { long n = c->dims[0];\n"
+      "  k<<<(n + 255) / 256, 256, 0, (cudaStream_t)c->stream>>>((float*)c->tensors[0], n);\n"
+      "  return cudaGetLastError() == cudaSuccess ? 0 : 1; }\n";
+  CompileResult a = compile(j);
+  ASSERT_TRUE(a.ok) << a.message;
+  EXPECT_TRUE(fs::exists(a.so_path));
+  CompileResult b = compile(j);
+  EXPECT_TRUE(b.cache_hit);
+  EXPECT_EQ(a.key, b.key);
+  CompileJob j2 = j;
+  j2.libs = {"cublas"};  // a flag change is a different binary
+  EXPECT_NE(compile(j2).key, a.key);
+  CompileJob bad = j;
+  bad.source_path = "broken.cu";
+  bad.source_text = "extern \"C\" int ksol_run(const void*) { return undefined_thing; }\n";
+  CompileResult c = compile(bad);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.stage, "compile");
+  EXPECT_NE(c.message.find("broken.cu(1)"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("undefined_thing"), std::string::npos);
+}
+
+// Every built-in baseline and reference compiles (in parallel, cached).
+TEST(Compile, AllBuiltinSourcesCompile) {
+  std::vector<CompileJob> jobs;
+  for (auto& d : builtin_task_dirs()) {
+    Task t = load_task(d);
+    for (auto& b : t.baselines) jobs.push_back(baseline_job(t, b));
+    jobs.push_back(reference_job(t, false));
+    if (!t.ref_gpu.empty()) jobs.push_back(reference_job(t, true));
+  }
+  auto res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}

@@ -1,0 +1,188 @@
+// Input generators and the tolerance logic of the correctness gate, without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "task/inputs.h"
+#include "task/task.h"
+
+using namespace ksol;
+
+namespace {
+Task builtin(const std::string& name) { return load_task(resolve_task_path(name)); }
+
+// Emulates an fp32 dot product of length K with inputs rounded as a shortcut would round them.
+double dot(const std::vector<double>& a, const std::vector<double>& b, int bits) {
+  float acc = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto round = [&](double x) {
+      if (bits == 0) return static_cast<float>(x);
+      int e;
+      double m = std::frexp(x, &e);
+      double scale = std::ldexp(1.0, bits + 1);
+      return static_cast<float>(std::ldexp(std::nearbyint(m * scale) / scale, e));
+    };
+    acc = std::fma(round(a[i]), round(b[i]), acc);
+  }
+  return acc;
+}
+}  // namespace
+
+TEST(Inputs, DeterministicInSeedAndDistinctAcrossSeeds) {
+  Task t = builtin("gemm_bf16");
+  const SizeSet* s = t.find_size("small");
+  auto a = generate_inputs(t, *s, Distribution::normal, 1);
+  auto b = generate_inputs(t, *s, Distribution::normal, 1);
+  auto c = generate_inputs(t, *s, Distribution::normal, 2);
+  auto d = generate_inputs(t, *s, Distribution::heavy, 1);
+  EXPECT_EQ(a[0].bytes, b[0].bytes);
+  EXPECT_NE(a[0].bytes, c[0].bytes);
+  EXPECT_NE(a[0].bytes, d[0].bytes);
+  EXPECT_NE(a[0].bytes, a[1].bytes);  // tensors differ from each other
+  EXPECT_TRUE(a[2].bytes.empty());    // outputs are not generated
+  // The f64 copy is exactly the stored bf16 value.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a[0].f64[i], load_as_double(DType::bf16, a[0].bytes.data(), i));
+}
+
+TEST(Inputs, DistributionsHaveTheirShape) {
+  Task t = builtin("scan_f32");
+  const SizeSet* s = t.find_size("medium");
+  auto stats = [&](Distribution d) {
+    auto in = generate_inputs(t, *s, d, 9);
+    double mx = 0, zeros = 0, mean = 0;
+    for (double v : in[0].f64) mx = std::max(mx, std::fabs(v)), zeros += v == 0, mean += v;
+    return std::tuple{mx, zeros / in[0].f64.size(), mean / in[0].f64.size()};
+  };
+  auto [nmax, nzero, nmean] = stats(Distribution::normal);
+  auto [hmax, hzero, hmean] = stats(Distribution::heavy);
+  auto [smax, szero, smean] = stats(Distribution::spiky);
+  EXPECT_LT(nmax, 7.0);
+  EXPECT_NEAR(nmean, 0.0, 0.01);
+  EXPECT_GT(hmax, 30.0);  // Student-t(3) tails
+  EXPECT_GT(smax, 100.0);
+  EXPECT_NEAR(szero, 0.02, 0.005);
+  EXPECT_EQ(nzero, 0.0);
+}
+
+TEST(Inputs, SparseStructuresAreValid) {
+  Task t = builtin("spmv_csr_f32");
+  for (const char* size : {"small", "odd_wide", "odd_tall"}) {
+    const SizeSet* s = t.find_size(size);
+    ASSERT_NE(s, nullptr) << size;
+    for (std::string pattern : {"uniform", "powerlaw", "banded"}) {
+      SizeSet sp = *s;
+      sp.options["pattern"] = pattern;
+      auto in = generate_inputs(t, sp, Distribution::normal, 3);
+      int64_t rows = std::llround(sp.dims.at("M")), cols = std::llround(sp.dims.at("N")), nnz = std::llround(sp.dims.at("NNZ"));
+      const int32_t* rp = reinterpret_cast<const int32_t*>(in[0].bytes.data());
+      const int32_t* ci = reinterpret_cast<const int32_t*>(in[1].bytes.data());
+      ASSERT_EQ(rp[0], 0);
+      ASSERT_EQ(rp[rows], nnz) << size << " " << pattern;
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_LE(rp[r], rp[r + 1]);
+        for (int32_t j = rp[r]; j < rp[r + 1]; ++j) {
+          ASSERT_GE(ci[j], 0);
+          ASSERT_LT(ci[j], cols);
+          if (j > rp[r]) ASSERT_LT(ci[j - 1], ci[j]) << "columns sorted and unique";
+        }
+      }
+    }
+  }
+}
+
+TEST(Inputs, Bf16AndF16RoundToNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.00390625f)), 1.0f);  // tie rounds to even
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.01171875f)), 1.015625f);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+  EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f)), 1.0f);
+  EXPECT_EQ(f16_to_f32(f32_to_f16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
+  EXPECT_EQ(f16_to_f32(f32_to_f16(0.1f)), 0.0999755859375f);
+}
+
+// The point of magnitude-scaled tolerances: at K = 8192 on heavy-tailed data an honest fp32
+// dot product passes while the same product with TF32- or bf16-rounded inputs fails.
+TEST(Tolerance, SeparatesFp32FromTf32AndBf16ShortcutsAtLargeK) {
+  Task t = builtin("gemm_bf16");
+  t.precision = "fp32";
+  t.accumulation = "K";
+  SizeSet s;
+  s.dims = {{"M", 64}, {"N", 1}, {"K", 8192}};
+  TensorSpec out{"C", DType::f32, Role::out, {"M", "N"}, ""};
+  Tolerance tol = tolerance_for(t, s, out);
+  Task scan = builtin("scan_f32");
+  auto in = generate_inputs(scan, *scan.find_size("small"), Distribution::heavy, 5);  // 65536 heavy-tailed values
+  const int rows = 64, K = 8192;
+  std::vector<double> ref(rows), mag(rows);
+  std::vector<float> honest(rows), tf32(rows), bf16(rows);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> a(K), b(K);
+    for (int k = 0; k < K; ++k) {
+      a[k] = static_cast<float>(in[0].f64[(r * K + k) % in[0].f64.size()]);
+      b[k] = static_cast<float>(in[0].f64[(7 * r * K + 3 * k + 1) % in[0].f64.size()]);
+      ref[r] += a[k] * b[k];
+      mag[r] += std::fabs(a[k] * b[k]);
+    }
+    honest[r] = static_cast<float>(dot(a, b, 0));
+    tf32[r] = static_cast<float>(dot(a, b, 10));
+    bf16[r] = static_cast<float>(dot(a, b, 7));
+  }
+  auto check = [&](const std::vector<float>& got) { return compare_output(tol, DType::f32, got.data(), ref.data(), mag.data(), rows); };
+  CompareResult h = check(honest), t32 = check(tf32), b16 = check(bf16);
+  EXPECT_TRUE(h.ok) << h.message;
+  EXPECT_LT(h.worst_ratio, 0.2);
+  EXPECT_FALSE(t32.ok);
+  EXPECT_FALSE(b16.ok);
+  // With the precision defence off (bf16's tolerance) the TF32 shortcut would pass.
+  Tolerance loose = tolerance_for(t, s, out, true);
+  EXPECT_TRUE(compare_output(loose, DType::f32, tf32.data(), ref.data(), mag.data(), rows).ok);
+}
+
+TEST(Tolerance, NanAndInfMustMatchExactly) {
+  Tolerance tol;
+  tol.u_out = tol.u_acc = std::ldexp(1.0, -24);
+  tol.growth = 10;
+  double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  std::vector<double> ref = {1.0, inf, nan, -inf};
+  std::vector<float> ok = {1.0f, INFINITY, NAN, -INFINITY};
+  EXPECT_TRUE(compare_output(tol, DType::f32, ok.data(), ref.data(), ref.data(), 4).ok);
+  std::vector<float> wrong_inf = {1.0f, -INFINITY, NAN, -INFINITY};
+  EXPECT_FALSE(compare_output(tol, DType::f32, wrong_inf.data(), ref.data(), ref.data(), 4).ok);
+  std::vector<float> missing_nan = {1.0f, INFINITY, 0.0f, -INFINITY};
+  EXPECT_FALSE(compare_output(tol, DType::f32, missing_nan.data(), ref.data(), ref.data(), 4).ok);
+  std::vector<double> fin = {1.0, 2.0};
+  std::vector<float> got_nan = {1.0f, NAN};
+  CompareResult r = compare_output(tol, DType::f32, got_nan.data(), fin.data(), fin.data(), 2);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.first_bad, 1);
+}
+
+TEST(Tolerance, StrideSkipsElementsOnlyWhenAsked) {
+  Tolerance tol;
+  tol.u_out = tol.u_acc = std::ldexp(1.0, -24);
+  tol.growth = 10;
+  std::vector<double> ref(64, 1.0);
+  std::vector<float> got(64, 1.0f);
+  got[5] = 2.0f;  // not a multiple of 16
+  EXPECT_FALSE(compare_output(tol, DType::f32, got.data(), ref.data(), ref.data(), 64, 1).ok);
+  EXPECT_TRUE(compare_output(tol, DType::f32, got.data(), ref.data(), ref.data(), 64, 16).ok);
+}
+
+TEST(Tasks, BuiltinTasksLoadWithHiddenAndOddSizes) {
+  auto dirs = builtin_task_dirs();
+  ASSERT_GE(dirs.size(), 6u);
+  for (auto& d : dirs) {
+    Task t = load_task(d);
+    int hidden = 0, visible = 0;
+    for (auto& s : t.sizes) (s.hidden ? hidden : visible)++;
+    EXPECT_GE(hidden, 1) << t.name;
+    EXPECT_GE(visible, 3) << t.name;
+    EXPECT_FALSE(t.baselines.empty()) << t.name;
+    EXPECT_GT(t.bytes_at(t.sizes[0]), 0) << t.name;
+  }
+}
