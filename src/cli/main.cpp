@@ -134,7 +134,7 @@ void print_failures(const std::vector<std::pair<std::string, const CandidateOutc
   }
 }
 
-int cmd_eval(const Common& c, const std::string& task_name, const std::string& cand, const std::string& sizes,
+int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
              const std::string& compare, double timeout, const std::string& cmdline, const std::string& function) {
   Task t = load_task(resolve_task_path(task_name));
@@ -152,15 +152,31 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::string& c
   if (!defence_off.empty())
     std::cerr << "warning: defences switched off (" << join(defence_off, ", ") << "): these results are not to be trusted\n";
 
-  CompileJob job = candidate_job(t, cand);
-  if (!function.empty()) {
-    BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
-    for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
-    job = baseline_job(t, b);
+  // Gate 1 and compilation for every candidate first, in parallel; then one worker runs them all.
+  std::vector<CompileJob> jobs;
+  for (auto& cand : cands) {
+    CompileJob job = candidate_job(t, cand);
+    if (!function.empty()) {
+      BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
+      for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
+      job = baseline_job(t, b);
+    }
+    if (o.defences_off.count("static")) job.static_gate = false;
+    jobs.push_back(job);
   }
+  auto tc = std::chrono::steady_clock::now();
+  std::vector<CompileResult> compiled = compile_all(jobs);
+  double compile_s = seconds_since(tc);
   bool gpu = s.has_gpu();
   if (!gpu) std::cerr << "note: " << s.gpu_reason() << "; compiling and checking everything up to the launch. Timing needs a GPU.\n";
-  CandidateOutcome co = s.evaluate(t, job, fs::path(cand).filename().string(), "file:" + fs::absolute(cand).string(), o);
+  std::vector<CandidateOutcome> outs;
+  auto te = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (cands.size() > 1) std::cerr << "[" << i + 1 << "/" << cands.size() << "] " << cands[i] << "\n";
+    outs.push_back(s.evaluate(t, jobs[i], fs::path(cands[i]).filename().string(), "file:" + fs::absolute(cands[i]).string(), o, &compiled[i]));
+  }
+  double eval_s = seconds_since(te);
+  const CandidateOutcome& co = outs[0];
 
   // Baselines timed in the same run, for the speedup column.
   std::vector<CandidateOutcome> bases;
@@ -179,22 +195,29 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::string& c
   s.finish_run("finished");
 
   if (c.json_out) {
-    json j = {{"run", s.run_id()}, {"gpu", s.device()}, {"peaks", s.peaks()}, {"candidate", outcome_json(t, co)}};
+    json j = {{"run", s.run_id()}, {"gpu", s.device()}, {"peaks", s.peaks()}, {"candidate", outcome_json(t, co)},
+              {"compile_seconds", compile_s}, {"evaluate_seconds", eval_s}};
+    j["candidates"] = json::array();
+    for (auto& x : outs) j["candidates"].push_back(outcome_json(t, x));
     j["baselines"] = json::array();
     for (auto& b : bases) j["baselines"].push_back(outcome_json(t, b));
     std::cout << j.dump(2) << "\n";
   } else {
     Table tab = result_table();
-    print_outcome_rows(t, co, &tab, &best_base);
+    for (auto& x : outs) print_outcome_rows(t, x, &tab, &best_base);
     for (auto& b : bases) print_outcome_rows(t, b, &tab, nullptr);
     std::cout << "GPU: " << (gpu ? s.device().value("name", "?") : "none (SOL assumes " + s.peaks().name + ")") << "; run " << s.run_id()
               << " in " << c.store << "; * = hidden size; speedup = best baseline / candidate\n";
     tab.print(std::cout);
-    std::vector<std::pair<std::string, const CandidateOutcome*>> all = {{t.name, &co}};
+    std::cout << outs.size() << " candidate(s): compiled in " << fmt(compile_s, 2) << " s, evaluated in " << fmt(eval_s, 2) << " s\n";
+    std::vector<std::pair<std::string, const CandidateOutcome*>> all;
+    for (auto& x : outs) all.push_back({t.name, &x});
     for (auto& b : bases) all.push_back({t.name, &b});
     print_failures(all);
   }
-  return co.all_ok() ? 0 : 1;
+  for (auto& x : outs)
+    if (!x.all_ok() && !(x.compiled.ok && !gpu)) return 1;
+  return 0;
 }
 
 int cmd_sol(const Common& c, const std::string& task_name) {
@@ -323,6 +346,7 @@ int cmd_bench(const Common& c, const std::string& tasks_csv, const std::string& 
   EvalOptions o;
   o.sizes = split_csv(sizes_csv);
   o.resume_run = resume;
+  o.lenient_sizes = true;
   o.timeout_s = timeout;
   if (no_hidden) o.defences_off.insert("hidden-sizes");
   json all = json::array();
@@ -342,7 +366,10 @@ int cmd_bench(const Common& c, const std::string& tasks_csv, const std::string& 
     const CandidateOutcome& co = outs.back();
     int ok = 0;
     for (auto& so : co.sizes) ok += so.status == "ok" || (so.status == "skipped");
-    std::cerr << " " << ok << "/" << co.sizes.size() << " sizes ok, " << fmt(seconds_since(te), 1) << " s\n";
+    if (!gpu)
+      std::cerr << (co.compiled.ok ? " compiled; not run (no GPU)\n" : " does not compile\n");
+    else
+      std::cerr << " " << ok << "/" << co.sizes.size() << " sizes ok, " << fmt(seconds_since(te), 1) << " s\n";
     all.push_back(outcome_json(t, co));
     fails.push_back({t.name, &co});
   }
@@ -406,13 +433,14 @@ int main(int argc, char** argv) {
   app.add_flag("--json", c.json_out, "print JSON instead of a table");
 
   auto* eval = app.add_subcommand("eval", "verify and time one candidate on a task (all gates, SOL), with the task's baselines");
-  std::string task, cand, sizes, compare = "all", function;
+  std::string task, sizes, compare = "all", function;
+  std::vector<std::string> cands;
   std::vector<std::string> defence_off;
   std::optional<uint64_t> seed;
   bool no_time = false;
   double timeout = 300;
   eval->add_option("--task", task, "task name or folder")->required();
-  eval->add_option("--candidate", cand, "CUDA source exporting ksol_run (include/ksol/abi.h)")->required()->check(CLI::ExistingFile);
+  eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h); repeat for several")->required()->check(CLI::ExistingFile);
   eval->add_option("--function", function, "treat the candidate as a plain C function with this declaration");
   eval->add_option("--sizes", sizes, "comma-separated size names (default: all, hidden ones included)");
   eval->add_option("--compare", compare, "baselines to time beside it: all, none, or names")->capture_default_str();
@@ -444,7 +472,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {
-    if (eval->parsed()) return cmd_eval(c, task, cand, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function);
+    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function);
     if (sol->parsed()) return cmd_sol(c, task);
     if (dev->parsed()) return cmd_device(c, cal->parsed());
     if (bench->parsed()) return cmd_bench(c, tasks_csv, sizes, baselines_csv, resume, json_path, timeout, cmdline, no_hidden);

@@ -132,8 +132,9 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
     if (s.hidden && o.sizes.empty() && o.defences_off.count("hidden-sizes")) continue;
     sizes.push_back(&s);
   }
-  for (auto& want : o.sizes)
-    if (!t.find_size(want)) throw std::runtime_error("task " + t.name + " has no size '" + want + "'");
+  if (!o.lenient_sizes)
+    for (auto& want : o.sizes)
+      if (!t.find_size(want)) throw std::runtime_error("task " + t.name + " has no size '" + want + "'");
 
   References refs;
   if (out.compiled.ok) {

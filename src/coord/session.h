@@ -25,6 +25,7 @@ struct EvalOptions {
   double timeout_s = 300;              // per worker call
   nlohmann::json timing;               // overrides of TimingConfig fields
   int64_t resume_run = 0;              // skip (candidate, size) pairs this run already has
+  bool lenient_sizes = false;          // a named size a task lacks is skipped, not an error (bench)
 };
 
 struct SizeOutcome {
