@@ -6,23 +6,25 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 DB=$OUT/ksol.db
+STEPS=${*:-"calibrate bench stability overhead"}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
-step calibrate
-ksol --store "$DB" device calibrate 2>&1 | tee "$OUT/calibrate.txt"
-step bench
+want calibrate && { step calibrate
+ksol --store "$DB" device calibrate 2>&1 | tee "$OUT/calibrate.txt"; }
+want bench && { step bench
 /usr/bin/time -f "bench wall %e s" ksol --store "$DB" bench --json-out "$OUT/bench.json" > "$OUT/bench.txt" 2> "$OUT/bench.err"
-cat "$OUT/bench.txt"; grep -E "wall|error|failed" "$OUT/bench.err" | head -20
-step stability
+cat "$OUT/bench.txt"; grep -E "wall|error|failed" "$OUT/bench.err" | head -20; }
+want stability && { step stability
 for spec in "scan_f32 tasks/scientific/scan_f32/cub.cu large" "gemm_bf16 tasks/dense/gemm_bf16/cublaslt.cu large"; do
   set -- $spec
   for i in 1 2 3 4 5; do
     ksol --store "$DB" eval --task "$1" --candidate "$2" --sizes "$3" --compare none --json > "$OUT/stab_${1}_$i.json" 2>/dev/null
   done
 done
-python3 scripts/stability.py "$OUT"/stab_*.json | tee "$OUT/stability.txt"
-step overhead
+python3 scripts/stability.py "$OUT"/stab_*.json | tee "$OUT/stability.txt"; }
+want overhead && { step overhead
 python3 scripts/gen_variants.py /tmp/variants 100
 for pass in cold warm; do
   /usr/bin/time -f "$pass: 100 candidates, wall %e s" ksol --store "$DB" eval --task stencil2d_f32 --candidate /tmp/variants/*.cu \
@@ -40,3 +42,4 @@ print(f"  {ok}/{len(c)} ok; compile {j['compile_seconds']:.1f} s (cache hits {su
       f"evaluate {j['evaluate_seconds']:.1f} s = {j['evaluate_seconds'] / len(c):.3f} s per candidate on a warm worker")
 PY
 done
+}
