@@ -181,10 +181,10 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   // Baselines timed in the same run, for the speedup column.
   std::vector<CandidateOutcome> bases;
   std::map<std::string, double> best_base;
+  std::vector<std::string> wanted = split_csv(compare);
   for (auto& b : t.baselines) {
     if (compare == "none") break;
-    if (compare != "all" && std::find(split_csv(compare).begin(), split_csv(compare).end(), b.name) == split_csv(compare).end())
-      continue;
+    if (compare != "all" && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
     EvalOptions bo = o;
     bo.defences_off.clear();
     bases.push_back(s.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, bo));

@@ -84,6 +84,10 @@ const Rule kRules[] = {
     {"getenv", nullptr, false, "reading the environment lets a candidate detect the harness"},
     {"dlopen", nullptr, false, "dynamic symbol lookup can patch the harness"},
     {"dlsym", nullptr, false, "dynamic symbol lookup can patch the harness"},
+    {"cudaGetDriverEntryPoint", nullptr, false, "looking up driver functions by name bypasses gate 1"},
+    {"cudaGetDriverEntryPointByVersion", nullptr, false, "looking up driver functions by name bypasses gate 1"},
+    {"cuGetProcAddress", nullptr, false, "looking up driver functions by name bypasses gate 1"},
+    {"cuGetProcAddress_v2", nullptr, false, "looking up driver functions by name bypasses gate 1"},
     {"cudaDeviceReset", nullptr, false, "candidates may not reset or switch the device"},
     {"cudaSetDevice", nullptr, false, "candidates may not reset or switch the device"},
     {"cudaMallocManaged", nullptr, false, "managed memory is not allowed (it can hang the GPU when oversubscribed)"},
@@ -141,6 +145,21 @@ std::vector<StaticFinding> static_scan(const std::string& source) {
       f.reason = r.reason;
       out.push_back(f);
     }
+  }
+  // `using namespace std` would let `thread` or `async` through unqualified.
+  for (size_t at = code.find("using"); at != std::string::npos; at = code.find("using", at + 1)) {
+    size_t j = at + 5;
+    auto skip = [&] { while (j < n && std::isspace(static_cast<unsigned char>(code[j]))) ++j; };
+    skip();
+    if (code.compare(j, 9, "namespace") != 0) continue;
+    j += 9;
+    skip();
+    if (code.compare(j, 3, "std") != 0 || (j + 3 < n && (std::isalnum(static_cast<unsigned char>(code[j + 3])) || code[j + 3] == '_'))) continue;
+    StaticFinding f;
+    position(at, f);
+    f.construct = "using namespace std";
+    f.reason = "unqualified standard names (thread, async, chrono) would hide from this scan; qualify them";
+    out.push_back(f);
   }
   // Inline PTX lives in string literals: look for the global timer there.
   for (size_t at = nocomment.find("globaltimer"); at != std::string::npos; at = nocomment.find("globaltimer", at + 1)) {

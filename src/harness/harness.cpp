@@ -13,6 +13,7 @@
 
 #include "harness/clocks.h"
 #include "core/defences.h"
+#include "core/parallel.h"
 #include "core/stats.h"
 #include "ksol/abi.h"
 #include "task/inputs.h"
@@ -188,7 +189,9 @@ class Evaluator {
       const HostTensor& h = task_.tensors[k].role == Role::in ? in[k] : out[k];
       if (task_.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
         absval[k].resize(h.f64.size());
-        for (size_t i = 0; i < h.f64.size(); ++i) absval[k][i] = std::fabs(h.f64[i]);
+        parallel_for(static_cast<int64_t>(h.f64.size()), [&](int64_t a, int64_t b, int64_t) {
+          for (int64_t i = a; i < b; ++i) absval[k][i] = std::fabs(h.f64[i]);
+        });
         ptrs[k] = absval[k].data();
       } else {
         ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
@@ -303,13 +306,17 @@ class Evaluator {
     std::vector<uint64_t> seeds = req_.seeds;
     if (seeds.size() < 3) throw std::runtime_error("the correctness gate needs at least 3 seeds");
     std::unique_ptr<BufferSet> set = std::make_unique<BufferSet>(allocate());
+    std::vector<std::unique_ptr<BufferSet>> retired;
     nlohmann::json cases = nlohmann::json::array();
     for (uint64_t seed : seeds)
       for (Distribution dist : distributions_for(task_)) {
         std::string label = std::string("seed ") + std::to_string(seed) + ", " + distribution_name(dist);
         // Inputs are rewritten into the same buffers, so a candidate caching by pointer fails;
         // with that defence off each case gets buffers of its own.
-        if (!d.on("rewrite-inputs") && checked_calls_ > 0) set = std::make_unique<BufferSet>(allocate());
+        if (!d.on("rewrite-inputs") && checked_calls_ > 0) {
+          retired.push_back(std::move(set));  // kept alive, so no later case reuses its addresses
+          set = std::make_unique<BufferSet>(allocate());
+        }
         std::vector<HostTensor> in = generate_inputs(task_, size_, dist, seed);
         upload(*set, in);
         Expected want = expected(in);
@@ -391,6 +398,25 @@ class Evaluator {
       if (n >= cfg.max_samples || elapsed >= cfg.max_seconds) break;
       MedianCI ci = median_ci(samples);
       if ((ci.high - ci.low) / 2 <= cfg.target_rel_ci * ci.median) break;
+    }
+    // A second verified call after the last sample, on a random set: a candidate that stops
+    // working once it has seen enough calls is caught however long sampling ran.
+    if (d.on("verify-timed")) {
+      int k = static_cast<int>(rng() % static_cast<uint64_t>(nsets));
+      if (d.on("poison")) poison(sets[k], 0xFF);
+      call(sets[k]);
+      CK(cudaDeviceSynchronize());
+      Expected want = expected(inputs[k]);
+      for (size_t t = 0; t < task_.tensors.size(); ++t) {
+        if (task_.tensors[t].role != Role::out) continue;
+        std::vector<uint8_t> got(sets[k].bufs[t].bytes);
+        CK(cudaMemcpy(got.data(), sets[k].bufs[t].ptr(), got.size(), cudaMemcpyDeviceToHost));
+        try {
+          compare(task_.tensors[t], t, got, want, "call after the last timed call");
+        } catch (const GateFailure& f) {
+          throw GateFailure{"timing", "timed_call_wrong", "the call after the last timed call produced a wrong result: " + f.message};
+        }
+      }
     }
     ClockSample after = clocks.read();
     CK(cudaEventDestroy(e0));

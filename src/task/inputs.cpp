@@ -1,5 +1,7 @@
 #include "task/inputs.h"
 
+#include "core/parallel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,18 +60,6 @@ double draw(Distribution d, uint64_t key) {
   return 0;
 }
 
-template <class F>
-void parallel_for(int64_t n, F f) {
-  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(1, n / (1 << 16)));
-  if (threads <= 1) {
-    f(0, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) pool.emplace_back([=] { f(n * t / threads, n * (t + 1) / threads); });
-  for (auto& th : pool) th.join();
-}
-
 struct SparseStructure {
   std::vector<int64_t> row_ptr;  // rows + 1
   std::vector<int64_t> col;      // nnz
@@ -114,7 +104,7 @@ SparseStructure make_sparse(const Task& t, const SizeSet& s, uint64_t seed) {
   m.row_ptr.assign(rows + 1, 0);
   for (int64_t i = 0; i < rows; ++i) m.row_ptr[i + 1] = m.row_ptr[i] + len[i];
   m.col.resize(nnz);
-  parallel_for(rows, [&](int64_t r0, int64_t r1) {
+  parallel_for(rows, [&](int64_t r0, int64_t r1, int64_t) {
     std::vector<int64_t> pick;
     for (int64_t i = r0; i < r1; ++i) {
       int64_t L = len[i], base = m.row_ptr[i];
@@ -274,7 +264,7 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
     h.f64.resize(h.numel);
     uint64_t stream = mix(seed * 0x100000001b3ull + k + 1) ^ (static_cast<uint64_t>(d) << 56);
     bool uniform = ts.init == "uniform01";
-    parallel_for(h.numel, [&](int64_t a, int64_t b) {
+    parallel_for(h.numel, [&](int64_t a, int64_t b, int64_t) {
       for (int64_t i = a; i < b; ++i) {
         uint64_t key = stream ^ (static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
         double v = uniform ? unit(key) : draw(d, key);
@@ -310,40 +300,67 @@ Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, 
 
 CompareResult compare_output(const Tolerance& tol, DType dt, const void* out, const double* ref, const double* mag,
                              int64_t n, int64_t stride) {
-  CompareResult r;
-  double mean_mag = 0;
+  // Pass 1: the mean magnitude over finite elements (per chunk, then combined).
+  std::vector<double> sums(1024, 0.0);
+  std::vector<int64_t> counts(1024, 0);
+  parallel_for(n, [&](int64_t a, int64_t b, int64_t k) {
+    double sum = 0;
+    int64_t c = 0;
+    for (int64_t i = a; i < b; ++i)
+      if (std::isfinite(mag[i])) sum += std::fabs(mag[i]), ++c;
+    sums[k] = sum;
+    counts[k] = c;
+  });
+  double total = 0;
   int64_t finite = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(mag[i])) mean_mag += std::fabs(mag[i]), ++finite;
-  mean_mag = finite ? mean_mag / static_cast<double>(finite) : 0;
-  double floor = tol.floor_frac * mean_mag;
-  for (int64_t i = 0; i < n; i += stride) {
-    ++r.checked;
-    double got = load_as_double(dt, out, i), want = ref[i];
-    double t = 0, ratio = 0;
-    bool bad;
-    if (std::isnan(want) || std::isinf(want)) {
-      bad = std::isnan(want) ? !std::isnan(got) : got != want;
-      ratio = bad ? std::numeric_limits<double>::infinity() : 0;
-    } else if (!std::isfinite(got)) {
-      bad = true;
-      ratio = std::numeric_limits<double>::infinity();
-    } else {
-      double m = std::isfinite(mag[i]) ? std::fabs(mag[i]) : 0;
-      t = tol.c_out * tol.u_out * std::fabs(want) + tol.u_acc * tol.growth * (m + floor);
-      double err = std::fabs(got - want);
-      ratio = t > 0 ? err / t : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
-      bad = err > t;
-    }
-    r.worst_ratio = std::max(r.worst_ratio, ratio);
-    if (bad) {
-      if (r.first_bad < 0) {
-        r.first_bad = i;
-        r.first_got = got;
-        r.first_want = want;
-        r.first_tol = t;
+  for (size_t k = 0; k < sums.size(); ++k) total += sums[k], finite += counts[k];
+  double floor = tol.floor_frac * (finite ? total / static_cast<double>(finite) : 0.0);
+  // Pass 2: every stride-th element against its bound; chunks merge into the first failure.
+  int64_t slots = (n + stride - 1) / stride;
+  std::vector<CompareResult> part(1024);
+  parallel_for(slots, [&](int64_t a, int64_t b, int64_t k) {
+    CompareResult& r = part[k];
+    for (int64_t j = a; j < b; ++j) {
+      int64_t i = j * stride;
+      ++r.checked;
+      double got = load_as_double(dt, out, i), want = ref[i];
+      double t = 0, ratio = 0;
+      bool bad;
+      if (std::isnan(want) || std::isinf(want)) {
+        bad = std::isnan(want) ? !std::isnan(got) : got != want;
+        ratio = bad ? std::numeric_limits<double>::infinity() : 0;
+      } else if (!std::isfinite(got)) {
+        bad = true;
+        ratio = std::numeric_limits<double>::infinity();
+      } else {
+        double m = std::isfinite(mag[i]) ? std::fabs(mag[i]) : 0;
+        t = tol.c_out * tol.u_out * std::fabs(want) + tol.u_acc * tol.growth * (m + floor);
+        double err = std::fabs(got - want);
+        ratio = t > 0 ? err / t : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
+        bad = err > t;
       }
-      ++r.bad;
+      r.worst_ratio = std::max(r.worst_ratio, ratio);
+      if (bad) {
+        if (r.first_bad < 0) {
+          r.first_bad = i;
+          r.first_got = got;
+          r.first_want = want;
+          r.first_tol = t;
+        }
+        ++r.bad;
+      }
+    }
+  });
+  CompareResult r;
+  for (auto& p : part) {
+    r.checked += p.checked;
+    r.bad += p.bad;
+    r.worst_ratio = std::max(r.worst_ratio, p.worst_ratio);
+    if (p.first_bad >= 0 && r.first_bad < 0) {  // chunks are in index order
+      r.first_bad = p.first_bad;
+      r.first_got = p.first_got;
+      r.first_want = p.first_want;
+      r.first_tol = p.first_tol;
     }
   }
   if (r.bad) {

@@ -1,22 +1,17 @@
 // Hack 05 — caches results by input buffer.
 //
-// Cheat:      keeps a map from the identity of the input buffers (their addresses and the
-//             driver's per-allocation buffer id) to a private copy of the result. On a hit it
-//             copies the cached result instead of computing: a benchmark that calls it again on
-//             the same buffers gets the answer for free.
+// Cheat:      keeps a map from the input buffers' addresses (and the dims) to a private copy
+//             of the result. On a hit it copies the cached result instead of computing: a
+//             benchmark that calls it again on the same buffers gets the answer for free.
 // Caught by:  `rewrite-inputs` — between checked cases the harness writes new inputs into the
-//             same buffers, so a cache keyed by buffer serves the previous case's answer.
+//             same buffers, so a cache keyed by address serves the previous case's answer.
 // Expected:   failed_gate = "correctness", error_class = "wrong_result".
-// Undefended: --defence-off rewrite-inputs: every case gets buffers of its own (new
-//             allocations, so new buffer ids even where the allocator reuses an address); the
-//             second call of each case and the timed calls after the first on each rotation set
-//             are cache hits (a 4 KB copy instead of 16384-long dot products).
+// Undefended: --defence-off rewrite-inputs: every case gets buffers of its own (earlier cases'
+//             buffers stay allocated, so no address comes back); the second call of each case
+//             and the timed calls after the first on each rotation set are cache hits (a 4 KB
+//             copy instead of 16384-long dot products).
 // Task/size:  tests/hacks/tasks/gemm_f32, "skinny" (32x32x16384).
-// Note:       the buffer id comes from cuPointerGetAttribute, fetched through
-//             cudaGetDriverEntryPointByVersion — which gate 1 does not flag, although it hands
-//             out any driver function (see README.md, "Gaps").
 #include <ksol/abi.h>
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <map>
@@ -35,24 +30,8 @@ __global__ void gemm_naive(const float* __restrict__ A, const float* __restrict_
   }
 }
 
-using GetAttr = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-
-unsigned long long buffer_id(const void* p) {
-  static GetAttr get = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<GetAttr>(f);
-  }();
-  unsigned long long id = 0;
-  if (get) get(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p));
-  return id;
-}
-
 using Key = std::vector<unsigned long long>;
-std::map<Key, float*> g_cache;  // THE CHEAT: results keyed by which buffers the inputs live in
+std::map<Key, float*> g_cache;  // THE CHEAT: results keyed by where the inputs live
 }  // namespace
 
 extern "C" int ksol_run(const ksol_call* call) {
@@ -64,8 +43,8 @@ extern "C" int ksol_run(const ksol_call* call) {
   const void* B = call->tensors[1];
   float* C = static_cast<float*>(call->tensors[2]);
   const size_t bytes = static_cast<size_t>(M * N) * sizeof(float);
-  Key key = {reinterpret_cast<uintptr_t>(A), buffer_id(A), reinterpret_cast<uintptr_t>(B), buffer_id(B),
-             (unsigned long long)M, (unsigned long long)N, (unsigned long long)K};
+  Key key = {reinterpret_cast<uintptr_t>(A), reinterpret_cast<uintptr_t>(B), (unsigned long long)M,
+             (unsigned long long)N, (unsigned long long)K};
   auto hit = g_cache.find(key);
   if (hit != g_cache.end())
     return cudaMemcpyAsync(C, hit->second, bytes, cudaMemcpyDeviceToDevice, stream) == cudaSuccess ? 0 : 4;
