@@ -27,7 +27,7 @@ python3 scripts/stability.py "$OUT"/stab_*.json | tee "$OUT/stability.txt"; }
 want overhead && { step overhead
 python3 scripts/gen_variants.py /tmp/variants 100
 for pass in cold warm; do
-  /usr/bin/time -f "$pass: 100 candidates, wall %e s" ksol --store "$DB" eval --task stencil2d_f32 --candidate /tmp/variants/*.cu \
+  /usr/bin/time -f "$pass: 100 candidates, wall %e s" ksol --store "$DB" eval --task stencil2d_f32 $(for f in /tmp/variants/*.cu; do echo --candidate "$f"; done) \
     --sizes small --compare none --json > "$OUT/hundred_$pass.json" 2> "$OUT/hundred_$pass.err"
   tail -1 "$OUT/hundred_$pass.err"
   python3 - "$OUT/hundred_$pass.json" <<'PY'

@@ -136,7 +136,8 @@ void print_failures(const std::vector<std::pair<std::string, const CandidateOutc
 
 int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
-             const std::string& compare, double timeout, const std::string& cmdline, const std::string& function) {
+             const std::string& compare, double timeout, const std::string& cmdline, const std::string& function,
+             bool compile_only) {
   Task t = load_task(resolve_task_path(task_name));
   for (auto& d : defence_off)
     if (std::find(defence_names().begin(), defence_names().end(), d) == defence_names().end())
@@ -167,6 +168,18 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   auto tc = std::chrono::steady_clock::now();
   std::vector<CompileResult> compiled = compile_all(jobs);
   double compile_s = seconds_since(tc);
+  if (compile_only) {
+    int bad = 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      std::cout << cands[i] << ": " << (compiled[i].ok ? (compiled[i].cache_hit ? "cached" : "compiled") : "failed at " + compiled[i].stage)
+                << " (" << fmt(compiled[i].seconds, 2) << " s)\n";
+      if (!compiled[i].ok) ++bad, std::cerr << compiled[i].message << "\n";
+    }
+    Session::References refs = s.compile_references(t);
+    if (!refs.cpu.ok) ++bad, std::cerr << refs.cpu.message << "\n";
+    s.finish_run("compiled");
+    return bad ? 1 : 0;
+  }
   bool gpu = s.has_gpu();
   if (!gpu) std::cerr << "note: " << s.gpu_reason() << "; compiling and checking everything up to the launch. Timing needs a GPU.\n";
   std::vector<CandidateOutcome> outs;
@@ -426,6 +439,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ksol: makes GPU kernels fast, verified and measured against speed-of-light.\n"
                "Candidate code runs only in ksol-worker; this process plans, compiles, stores and reports."};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--json, --store) may also follow the subcommand
   Common c;
   app.add_option("--store", c.store, "SQLite store for runs and results")->capture_default_str();
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
@@ -437,7 +451,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cands;
   std::vector<std::string> defence_off;
   std::optional<uint64_t> seed;
-  bool no_time = false;
+  bool no_time = false, compile_only = false;
   double timeout = 300;
   eval->add_option("--task", task, "task name or folder")->required();
   eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h); repeat for several")->required()->check(CLI::ExistingFile);
@@ -447,6 +461,7 @@ int main(int argc, char** argv) {
   eval->add_option("--seed", seed, "fix the seeds (to re-run an evaluation); default: fresh seeds");
   eval->add_option("--defence-off", defence_off, "switch a defence off (exploit-suite use only; results marked untrusted)");
   eval->add_flag("--no-time", no_time, "run the correctness gates only");
+  eval->add_flag("--compile-only", compile_only, "stop after gate 1 and compilation (fills the compile cache)");
   eval->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
 
   auto* sol = app.add_subcommand("sol", "speed-of-light bound of a task at each size");
@@ -472,7 +487,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {
-    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function);
+    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only);
     if (sol->parsed()) return cmd_sol(c, task);
     if (dev->parsed()) return cmd_device(c, cal->parsed());
     if (bench->parsed()) return cmd_bench(c, tasks_csv, sizes, baselines_csv, resume, json_path, timeout, cmdline, no_hidden);

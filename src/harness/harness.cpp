@@ -306,7 +306,6 @@ class Evaluator {
     std::vector<uint64_t> seeds = req_.seeds;
     if (seeds.size() < 3) throw std::runtime_error("the correctness gate needs at least 3 seeds");
     std::unique_ptr<BufferSet> set = std::make_unique<BufferSet>(allocate());
-    std::vector<std::unique_ptr<BufferSet>> retired;
     nlohmann::json cases = nlohmann::json::array();
     for (uint64_t seed : seeds)
       for (Distribution dist : distributions_for(task_)) {
@@ -314,7 +313,7 @@ class Evaluator {
         // Inputs are rewritten into the same buffers, so a candidate caching by pointer fails;
         // with that defence off each case gets buffers of its own.
         if (!d.on("rewrite-inputs") && checked_calls_ > 0) {
-          retired.push_back(std::move(set));  // kept alive, so no later case reuses its addresses
+          retired_.push_back(std::move(set));  // kept alive to the end, so no later buffer reuses its addresses
           set = std::make_unique<BufferSet>(allocate());
         }
         std::vector<HostTensor> in = generate_inputs(task_, size_, dist, seed);
@@ -453,6 +452,8 @@ class Evaluator {
   bool use_cpu_ref_ = true;
   int checked_calls_ = 0;
   double worst_ratio_ = 0;
+  // With rewrite-inputs off, every correctness case's buffers, held until the evaluation ends.
+  std::vector<std::unique_ptr<BufferSet>> retired_;
 };
 
 }  // namespace
