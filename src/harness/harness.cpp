@@ -279,26 +279,36 @@ class Evaluator {
         if (now != in[k].bytes)
           throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
       }
+    OutputBytes got = download_outputs(read_from, s);
+    compare_all(got, in, want, label);
+    if (d.on("escape"))
+      for (size_t k = 0; k < task_.tensors.size(); ++k)
+        if (task_.tensors[k].role == Role::out && early[k] != got[k])
+          throw GateFailure{"correctness", "escaped_stream", "output '" + task_.tensors[k].name +
+                                                                 "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
+  }
+
+  // Checks every output of one call with its comparator.
+  void compare_all(const OutputBytes& got, const std::vector<HostTensor>& in, const Expected& want, const std::string& label) {
+    const Defences& d = req_.defences;
     for (size_t k = 0; k < task_.tensors.size(); ++k) {
       const TensorSpec& ts = task_.tensors[k];
       if (ts.role != Role::out) continue;
-      std::vector<uint8_t> got(s.bufs[k].bytes);
-      CK(cudaMemcpy(got.data(), read_from[k], got.size(), cudaMemcpyDeviceToHost));
-      compare(ts, k, got, want, label);
-      if (d.on("escape") && early[k] != got)
-        throw GateFailure{"correctness", "escaped_stream",
-                          "output '" + ts.name + "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
+      CompareResult r = compare_tensor(task_, size_, k, in, got, want.ref, task_.magnitude == "abs" ? &want.mag : nullptr,
+                                       !d.on("precision"), d.on("full-compare") ? 1 : 16);
+      worst_ratio_ = std::max(worst_ratio_, r.worst_ratio);
+      if (!r.ok) throw GateFailure{"correctness", "wrong_result", "output '" + ts.name + "': " + r.message + " (" + label + ")"};
     }
   }
 
-  void compare(const TensorSpec& ts, size_t k, const std::vector<uint8_t>& got, const Expected& want, const std::string& label) {
-    const Defences& d = req_.defences;
-    Tolerance tol = tolerance_for(task_, size_, ts, !d.on("precision"));
-    const double* ref = want.ref[k].f64.data();
-    const double* mag = task_.magnitude == "abs" ? want.mag[k].f64.data() : ref;
-    CompareResult r = compare_output(tol, ts.dtype, got.data(), ref, mag, want.ref[k].numel, d.on("full-compare") ? 1 : 16);
-    worst_ratio_ = std::max(worst_ratio_, r.worst_ratio);
-    if (!r.ok) throw GateFailure{"correctness", "wrong_result", "output '" + ts.name + "': " + r.message + " (" + label + ")"};
+  OutputBytes download_outputs(const std::vector<void*>& ptrs, const BufferSet& s) {
+    OutputBytes got(task_.tensors.size());
+    for (size_t k = 0; k < task_.tensors.size(); ++k)
+      if (task_.tensors[k].role == Role::out) {
+        got[k].resize(s.bufs[k].bytes);
+        CK(cudaMemcpy(got[k].data(), ptrs[k], got[k].size(), cudaMemcpyDeviceToHost));
+      }
+    return got;
   }
 
   void correctness(nlohmann::json& out) {
@@ -378,16 +388,11 @@ class Evaluator {
       gaps.push_back(gap_us);
       if (verify) {
         Expected want = expected(inputs[i % nsets]);
-        for (size_t k = 0; k < task_.tensors.size(); ++k) {
-          if (task_.tensors[k].role != Role::out) continue;
-          std::vector<uint8_t> got(s.bufs[k].bytes);
-          CK(cudaMemcpy(got.data(), s.bufs[k].ptr(), got.size(), cudaMemcpyDeviceToHost));
-          try {
-            compare(task_.tensors[k], k, got, want, "timed call " + std::to_string(i));
-          } catch (const GateFailure& f) {
-            throw GateFailure{"timing", "timed_call_wrong", "the randomly chosen timed call " + std::to_string(i) +
-                                                                " produced a wrong result: " + f.message};
-          }
+        try {
+          compare_all(download_outputs(s.ptrs(), s), inputs[i % nsets], want, "timed call " + std::to_string(i));
+        } catch (const GateFailure& f) {
+          throw GateFailure{"timing", "timed_call_wrong", "the randomly chosen timed call " + std::to_string(i) +
+                                                              " produced a wrong result: " + f.message};
         }
         verify_result = "ok";
       }
@@ -406,15 +411,10 @@ class Evaluator {
       call(sets[k]);
       CK(cudaDeviceSynchronize());
       Expected want = expected(inputs[k]);
-      for (size_t t = 0; t < task_.tensors.size(); ++t) {
-        if (task_.tensors[t].role != Role::out) continue;
-        std::vector<uint8_t> got(sets[k].bufs[t].bytes);
-        CK(cudaMemcpy(got.data(), sets[k].bufs[t].ptr(), got.size(), cudaMemcpyDeviceToHost));
-        try {
-          compare(task_.tensors[t], t, got, want, "call after the last timed call");
-        } catch (const GateFailure& f) {
-          throw GateFailure{"timing", "timed_call_wrong", "the call after the last timed call produced a wrong result: " + f.message};
-        }
+      try {
+        compare_all(download_outputs(sets[k].ptrs(), sets[k]), inputs[k], want, "call after the last timed call");
+      } catch (const GateFailure& f) {
+        throw GateFailure{"timing", "timed_call_wrong", "the call after the last timed call produced a wrong result: " + f.message};
       }
     }
     ClockSample after = clocks.read();

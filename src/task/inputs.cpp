@@ -375,4 +375,124 @@ CompareResult compare_output(const Tolerance& tol, DType dt, const void* out, co
   return r;
 }
 
+namespace {
+
+double ref_value(const HostTensor& h, int64_t i) {
+  return h.f64.empty() ? load_as_double(h.dtype, h.bytes.data(), i) : h.f64[i];
+}
+
+// Elementwise check with a per-element predicate; builds the same report as compare_output.
+template <class Bound>
+CompareResult check_each(DType dt, const void* out, const HostTensor& ref, int64_t n, int64_t stride, Bound bound) {
+  CompareResult r;
+  for (int64_t i = 0; i < n; i += stride) {
+    ++r.checked;
+    double got = load_as_double(dt, out, i), want = ref_value(ref, i);
+    bool bad;
+    double t = 0;
+    if (std::isnan(want) || std::isinf(want) || !std::isfinite(got)) {
+      bad = std::isnan(want) ? !std::isnan(got) : got != want;
+    } else {
+      t = bound(want);
+      bad = std::fabs(got - want) > t;
+      if (t > 0) r.worst_ratio = std::max(r.worst_ratio, std::fabs(got - want) / t);
+    }
+    if (bad) {
+      if (r.first_bad < 0) r.first_bad = i, r.first_got = got, r.first_want = want, r.first_tol = t;
+      ++r.bad;
+      r.worst_ratio = std::numeric_limits<double>::infinity();
+    }
+  }
+  if (r.bad) {
+    r.ok = false;
+    std::ostringstream o;
+    o.precision(9);
+    o << r.bad << " of " << r.checked << " elements differ; first at index " << r.first_bad << ": got " << r.first_got
+      << ", want " << r.first_want << " (allowed difference " << r.first_tol << ")";
+    r.message = o.str();
+  }
+  return r;
+}
+
+int64_t last_extent(const Task& t, const TensorSpec& ts, const SizeSet& s) {
+  auto shape = t.shape_of(ts, s);
+  return shape.empty() ? 1 : shape.back();
+}
+
+}  // namespace
+
+CompareResult compare_tensor(const Task& t, const SizeSet& s, size_t k, const std::vector<HostTensor>& inputs,
+                             const OutputBytes& got, const std::vector<HostTensor>& ref,
+                             const std::vector<HostTensor>* mag, bool loose_precision, int64_t stride) {
+  const TensorSpec& ts = t.tensors[k];
+  const int64_t n = t.numel(ts, s);
+  const void* out = got[k].data();
+  if (ts.compare == "tolerance") {
+    Tolerance tol = tolerance_for(t, s, ts, loose_precision);
+    const double* m = mag ? (*mag)[k].f64.data() : ref[k].f64.data();
+    return compare_output(tol, ts.dtype, out, ref[k].f64.data(), m, n, stride);
+  }
+  if (ts.compare == "exact") return check_each(ts.dtype, out, ref[k], n, stride, [](double) { return 0.0; });
+  if (ts.compare == "relative")
+    return check_each(ts.dtype, out, ref[k], n, stride, [&](double w) { return ts.rtol * std::fabs(w) + ts.atol; });
+  if (ts.compare == "sorted_rows") {
+    // Rows whose order is unspecified: compare each row's sorted values under the tolerance.
+    int64_t len = std::max<int64_t>(1, last_extent(t, ts, s));
+    std::vector<double> g(n), w(n);
+    for (int64_t i = 0; i < n; ++i) g[i] = load_as_double(ts.dtype, out, i), w[i] = ref[k].f64[i];
+    auto key = [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : (!std::isnan(a) && a < b); };
+    for (int64_t r = 0; r * len < n; ++r) {
+      std::sort(g.begin() + r * len, g.begin() + std::min(n, (r + 1) * len), key);
+      std::sort(w.begin() + r * len, w.begin() + std::min(n, (r + 1) * len), key);
+    }
+    std::vector<uint8_t> gb(static_cast<size_t>(n) * 8);
+    for (int64_t i = 0; i < n; ++i) store_from_double(DType::f64, gb.data(), i, g[i]);
+    std::vector<double> m(n);
+    for (int64_t i = 0; i < n; ++i) m[i] = std::fabs(w[i]);
+    Tolerance tol = tolerance_for(t, s, ts, loose_precision);
+    return compare_output(tol, DType::f64, gb.data(), w.data(), m.data(), n, stride);
+  }
+  // index_of: each row's indices must be distinct, in range, and point at elements of the input
+  // equal to the values the candidate returned beside them (ties may pick any of the equals).
+  size_t xi = 0, vi = 0;
+  for (size_t j = 0; j < t.tensors.size(); ++j) {
+    if (t.tensors[j].name == ts.of) xi = j;
+    if (t.tensors[j].name == ts.values) vi = j;
+  }
+  const TensorSpec& xs = t.tensors[xi];
+  const TensorSpec& vs = t.tensors[vi];
+  int64_t klen = std::max<int64_t>(1, last_extent(t, ts, s)), xlen = std::max<int64_t>(1, last_extent(t, xs, s));
+  CompareResult r;
+  std::ostringstream why;
+  for (int64_t row = 0; row * klen < n && r.bad == 0; ++row) {
+    std::vector<int64_t> seen;
+    for (int64_t j = 0; j < klen; ++j) {
+      int64_t i = row * klen + j;
+      ++r.checked;
+      int64_t idx = static_cast<int64_t>(load_as_double(ts.dtype, out, i));
+      double val = load_as_double(vs.dtype, got[vi].data(), i);
+      if (idx < 0 || idx >= xlen) {
+        why << "index " << idx << " at position " << i << " is outside [0, " << xlen << ")";
+      } else if (std::find(seen.begin(), seen.end(), idx) != seen.end()) {
+        why << "index " << idx << " appears twice in row " << row;
+      } else {
+        double x = load_as_double(xs.dtype, inputs[xi].bytes.data(), row * xlen + idx);
+        if (!(x == val || (std::isnan(x) && std::isnan(val))))
+          why << "position " << i << " names index " << idx << ", where the input holds " << x << ", not the returned value " << val;
+        seen.push_back(idx);
+      }
+      if (!why.str().empty()) {
+        r.bad = 1;
+        r.first_bad = i;
+        break;
+      }
+    }
+  }
+  if (r.bad) {
+    r.ok = false;
+    r.message = why.str();
+  }
+  return r;
+}
+
 }  // namespace ksol

@@ -61,4 +61,14 @@ struct CompareResult {
 CompareResult compare_output(const Tolerance& tol, DType out_dtype, const void* out, const double* ref,
                              const double* mag, int64_t n, int64_t stride = 1);
 
+// All of one call's outputs by tensor index (inputs left empty), as the candidate wrote them.
+using OutputBytes = std::vector<std::vector<uint8_t>>;
+
+// Checks output `k` with its comparator (docs/TASK_FORMAT.md, "Comparators"). `ref` and `mag`
+// are the reference outputs on the inputs and on |inputs| (`mag` may be null: magnitude "ref").
+// `loose_precision` and `stride` are the precision and full-compare defences switched off.
+CompareResult compare_tensor(const Task& t, const SizeSet& s, size_t k, const std::vector<HostTensor>& inputs,
+                             const OutputBytes& got, const std::vector<HostTensor>& ref,
+                             const std::vector<HostTensor>* mag, bool loose_precision = false, int64_t stride = 1);
+
 }  // namespace ksol

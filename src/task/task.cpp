@@ -232,7 +232,7 @@ Task load_task(const std::string& path_in) {
   for (auto& tn : *tens->as_array()) {
     const toml::table* tt = tn.as_table();
     if (!tt) L.fail(tn, "[[tensor]] entries must be tables");
-    L.only_keys(*tt, {"name", "dtype", "shape", "role", "init"}, "[[tensor]]");
+    L.only_keys(*tt, {"name", "dtype", "shape", "role", "init", "compare", "rtol", "atol", "of", "values"}, "[[tensor]]");
     TensorSpec ts;
     ts.name = L.str(*tt, "name", "", true);
     if (!tnames.insert(ts.name).second) L.fail(*tt->get("name"), "duplicate tensor '" + ts.name + "'");
@@ -252,7 +252,33 @@ Task load_task(const std::string& path_in) {
       L.fail(tt->get("init") ? *tt->get("init") : *tt, "unknown init '" + ts.init + "'");
     if (ts.role == Role::in && !dtype_is_float(ts.dtype) && (ts.init == "random" || ts.init == "uniform01"))
       L.fail(*tt, "integer input '" + ts.name + "' needs a structural init (csr.row_ptr, csr.col_idx, coo.row, coo.col)");
+    ts.compare = L.str(*tt, "compare", ts.role == Role::in ? "" : dtype_is_float(ts.dtype) ? "tolerance" : "exact");
+    static const std::set<std::string> comparators = {"tolerance", "exact", "relative", "sorted_rows", "index_of"};
+    if (ts.role == Role::in && tt->get("compare")) L.fail(*tt->get("compare"), "only outputs have a comparator");
+    if (ts.role == Role::out && !comparators.count(ts.compare))
+      L.fail(*tt->get("compare"), "unknown comparator '" + ts.compare + "' (tolerance, exact, relative, sorted_rows, index_of)");
+    if (ts.role == Role::out && ts.compare == "tolerance" && !dtype_is_float(ts.dtype))
+      L.fail(*tt->get("compare"), "integer output '" + ts.name + "' cannot use the tolerance comparator");
+    ts.rtol = L.num(*tt, "rtol", 0);
+    ts.atol = L.num(*tt, "atol", 0);
+    if (ts.compare == "relative" && ts.rtol <= 0 && ts.atol <= 0) L.fail(*tt, "comparator 'relative' needs rtol or atol");
+    ts.of = L.str(*tt, "of", "");
+    ts.values = L.str(*tt, "values", "");
+    if (ts.compare == "index_of" && (ts.of.empty() || ts.values.empty()))
+      L.fail(*tt, "comparator 'index_of' needs 'of' (the input indexed) and 'values' (the output with the values)");
     t.tensors.push_back(ts);
+  }
+  for (auto& ts : t.tensors) {
+    if (ts.compare != "index_of") continue;
+    const TensorSpec* of = nullptr;
+    const TensorSpec* vals = nullptr;
+    for (auto& o : t.tensors) {
+      if (o.name == ts.of && o.role == Role::in) of = &o;
+      if (o.name == ts.values && o.role == Role::out) vals = &o;
+    }
+    if (!of || !vals || of->shape.empty() || dtype_is_float(ts.dtype) || ts.shape != vals->shape)
+      L.fail(*tens, "tensor '" + ts.name + "': index_of needs an integer output shaped like output '" + ts.values +
+                        "' and an input '" + ts.of + "' with the same leading dims");
   }
   bool has_out = false;
   for (auto& ts : t.tensors) has_out |= ts.role == Role::out;

@@ -26,6 +26,10 @@ struct TensorSpec {
   Role role = Role::in;
   std::vector<std::string> shape;  // expressions in the dims
   std::string init = "random";
+  // Outputs: how they are checked (docs/TASK_FORMAT.md, "Comparators").
+  std::string compare;             // tolerance (floats) | exact (integers) | relative | sorted_rows | index_of
+  double rtol = 0, atol = 0;       // relative
+  std::string of, values;          // index_of: the input indexed, the output holding the values
 };
 
 struct SizeSet {

@@ -186,3 +186,75 @@ TEST(Tasks, BuiltinTasksLoadWithHiddenAndOddSizes) {
     EXPECT_GT(t.bytes_at(t.sizes[0]), 0) << t.name;
   }
 }
+
+namespace {
+// A top-k shaped task built in code: X[R, N] in, V[R, K] and I[R, K] out.
+Task topk_task() {
+  Task t;
+  t.name = "topk";
+  t.dims = {"R", "N", "K"};
+  t.tensors = {{"X", DType::f32, Role::in, {"R", "N"}, "random"},
+               {"V", DType::f32, Role::out, {"R", "K"}, "", "sorted_rows"},
+               {"I", DType::i32, Role::out, {"R", "K"}, "", "index_of", 0, 0, "X", "V"}};
+  return t;
+}
+template <class T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+}  // namespace
+
+TEST(Comparators, IndexOfAcceptsAnyTieAndRejectsWrongOrRepeatedIndices) {
+  Task t = topk_task();
+  SizeSet s;
+  s.dims = {{"R", 1}, {"N", 5}, {"K", 2}};
+  std::vector<HostTensor> in(3), ref(3);
+  std::vector<float> x = {1, 7, 3, 7, 2};
+  in[0].dtype = DType::f32;
+  in[0].bytes = bytes_of(x);
+  ref[1].dtype = DType::f32;
+  ref[1].f64 = {7, 7};
+  ref[2].dtype = DType::i32;
+  ref[2].bytes = bytes_of(std::vector<int32_t>{1, 3});
+  OutputBytes got(3);
+  got[1] = bytes_of(std::vector<float>{7, 7});
+  got[2] = bytes_of(std::vector<int32_t>{3, 1});  // the other order of a tie
+  EXPECT_TRUE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
+  EXPECT_TRUE(compare_tensor(t, s, 2, in, got, ref, nullptr).ok);
+  got[2] = bytes_of(std::vector<int32_t>{3, 3});
+  CompareResult r = compare_tensor(t, s, 2, in, got, ref, nullptr);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, "index 3 appears twice in row 0");
+  got[2] = bytes_of(std::vector<int32_t>{1, 2});
+  r = compare_tensor(t, s, 2, in, got, ref, nullptr);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, "position 1 names index 2, where the input holds 3, not the returned value 7");
+  got[2] = bytes_of(std::vector<int32_t>{1, 5});
+  EXPECT_EQ(compare_tensor(t, s, 2, in, got, ref, nullptr).message, "index 5 at position 1 is outside [0, 5)");
+  got[1] = bytes_of(std::vector<float>{7, 3});  // the values themselves are wrong
+  EXPECT_FALSE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
+}
+
+TEST(Comparators, ExactAndRelative) {
+  Task t;
+  t.dims = {"N"};
+  t.tensors = {{"H", DType::i32, Role::out, {"N"}, "", "exact"}, {"P", DType::f32, Role::out, {"N"}, "", "relative", 1e-2, 0}};
+  SizeSet s;
+  s.dims = {{"N", 3}};
+  std::vector<HostTensor> in(2), ref(2);
+  ref[0].dtype = DType::i32;
+  ref[0].bytes = bytes_of(std::vector<int32_t>{4, 0, 9});
+  ref[1].dtype = DType::f32;
+  ref[1].f64 = {1.0, 100.0, -2.0};
+  OutputBytes got(2);
+  got[0] = bytes_of(std::vector<int32_t>{4, 0, 9});
+  got[1] = bytes_of(std::vector<float>{1.005f, 99.2f, -2.01f});
+  EXPECT_TRUE(compare_tensor(t, s, 0, in, got, ref, nullptr).ok);
+  EXPECT_TRUE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
+  got[0] = bytes_of(std::vector<int32_t>{4, 1, 9});
+  EXPECT_FALSE(compare_tensor(t, s, 0, in, got, ref, nullptr).ok);
+  got[1] = bytes_of(std::vector<float>{1.005f, 98.0f, -2.01f});
+  EXPECT_FALSE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
+}
