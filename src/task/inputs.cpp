@@ -236,7 +236,7 @@ void store_from_double(DType t, void* p, int64_t i, double v) {
 
 std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed) {
   std::vector<HostTensor> out(t.tensors.size());
-  std::optional<SparseStructure> sparse;
+  std::optional<SparseStructure> sparse, sparse_t;
   for (size_t k = 0; k < t.tensors.size(); ++k) {
     const TensorSpec& ts = t.tensors[k];
     HostTensor& h = out[k];
@@ -244,6 +244,38 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
     h.numel = t.numel(ts, s);
     if (ts.role == Role::out) continue;
     h.bytes.assign(static_cast<size_t>(h.numel) * dtype_size(ts.dtype), 0);
+    if (ts.init.rfind("csc.", 0) == 0) {
+      // CSC of rows x cols is the CSR of its transpose: the same generator with the roles swapped.
+      if (!sparse_t) {
+        Task tt = t;
+        std::swap(tt.sparse->rows, tt.sparse->cols);
+        sparse_t = make_sparse(tt, s, mix(seed ^ 0xc0ffee));
+      }
+      const auto& m = *sparse_t;
+      int64_t want = ts.init == "csc.col_ptr" ? static_cast<int64_t>(m.row_ptr.size()) : static_cast<int64_t>(m.col.size());
+      if (want != h.numel)
+        throw std::runtime_error("tensor '" + ts.name + "' has " + std::to_string(h.numel) + " elements but its " + ts.init +
+                                 " structure has " + std::to_string(want) + " in size '" + s.name + "'");
+      for (int64_t i = 0; i < h.numel; ++i) store_int(ts.dtype, h, i, ts.init == "csc.col_ptr" ? m.row_ptr[i] : m.col[i]);
+      continue;
+    }
+    if (ts.init == "ell.col_idx") {
+      // ELL: shape [rows, width]; row r's columns first, then -1 padding.
+      if (!sparse) sparse = make_sparse(t, s, mix(seed ^ 0xc0ffee));
+      const auto& m = *sparse;
+      int64_t rows = static_cast<int64_t>(m.row_ptr.size()) - 1;
+      int64_t width = rows > 0 ? h.numel / rows : 0;
+      if (rows <= 0 || width * rows != h.numel)
+        throw std::runtime_error("ELL tensor '" + ts.name + "' must have shape [rows, width] in size '" + s.name + "'");
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t len = m.row_ptr[r + 1] - m.row_ptr[r];
+        if (len > width)
+          throw std::runtime_error("row " + std::to_string(r) + " has " + std::to_string(len) + " nonzeros, more than the ELL width " +
+                                   std::to_string(width) + " of size '" + s.name + "'");
+        for (int64_t j = 0; j < width; ++j) store_int(ts.dtype, h, r * width + j, j < len ? m.col[m.row_ptr[r] + j] : -1);
+      }
+      continue;
+    }
     if (ts.init.rfind("csr.", 0) == 0 || ts.init.rfind("coo.", 0) == 0) {
       if (!sparse) sparse = make_sparse(t, s, mix(seed ^ 0xc0ffee));
       const auto& m = *sparse;

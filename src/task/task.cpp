@@ -247,11 +247,12 @@ Task load_task(const std::string& path_in) {
     const toml::array* sh = tt->get("shape")->as_array();
     for (size_t i = 0; i < ts.shape.size(); ++i) L.check_expr_text(*sh->get(i), ts.shape[i], dimset);
     ts.init = L.str(*tt, "init", dtype_is_float(ts.dtype) ? "random" : "");
-    static const std::set<std::string> inits = {"random", "uniform01", "csr.row_ptr", "csr.col_idx", "coo.row", "coo.col"};
+    static const std::set<std::string> inits = {"random", "uniform01", "csr.row_ptr", "csr.col_idx", "coo.row", "coo.col",
+                                                "csc.col_ptr", "csc.row_idx", "ell.col_idx"};
     if (ts.role == Role::in && !inits.count(ts.init))
       L.fail(tt->get("init") ? *tt->get("init") : *tt, "unknown init '" + ts.init + "'");
     if (ts.role == Role::in && !dtype_is_float(ts.dtype) && (ts.init == "random" || ts.init == "uniform01"))
-      L.fail(*tt, "integer input '" + ts.name + "' needs a structural init (csr.row_ptr, csr.col_idx, coo.row, coo.col)");
+      L.fail(*tt, "integer input '" + ts.name + "' needs a structural init (csr.row_ptr, csr.col_idx, coo.row, coo.col, csc.col_ptr, csc.row_idx, ell.col_idx)");
     ts.compare = L.str(*tt, "compare", ts.role == Role::in ? "" : dtype_is_float(ts.dtype) ? "tolerance" : "exact");
     static const std::set<std::string> comparators = {"tolerance", "exact", "relative", "sorted_rows", "index_of"};
     if (ts.role == Role::in && tt->get("compare")) L.fail(*tt->get("compare"), "only outputs have a comparator");
@@ -312,7 +313,7 @@ Task load_task(const std::string& path_in) {
     t.sparse = sp;
   }
   for (auto& ts : t.tensors)
-    if (ts.init.rfind("csr.", 0) == 0 || ts.init.rfind("coo.", 0) == 0)
+    if (ts.init.rfind("csr.", 0) == 0 || ts.init.rfind("coo.", 0) == 0 || ts.init.rfind("csc.", 0) == 0 || ts.init.rfind("ell.", 0) == 0)
       if (!t.sparse) L.fail(*tens, "tensor '" + ts.name + "' uses init '" + ts.init + "' but the task has no [sparse] table");
 
   auto source = [&](const toml::table& tbl, const char* key, bool required) -> std::string {
