@@ -16,6 +16,7 @@
 #include "core/stats.h"
 #include "core/util.h"
 #include "sol/sol.h"
+#include "task/inputs.h"
 #include "task/task.h"
 
 using nlohmann::json;
@@ -307,14 +308,39 @@ int cmd_device(const Common& c, bool calibrate) {
   return res.value("error", "").empty() ? 0 : 1;
 }
 
-int cmd_bench(const Common& c, const std::string& tasks_csv, const std::string& sizes_csv, const std::string& baselines_csv,
-              int64_t resume, const std::string& json_path, double timeout, const std::string& cmdline, bool no_hidden) {
+struct BenchArgs {
+  std::string tasks, sizes, baselines, families, precisions, json_path, matrix;
+  int64_t resume = 0;
+  double timeout = 300;
+  bool no_hidden = false;
+};
+
+int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
+  const std::string& sizes_csv = a.sizes;
+  const std::string& baselines_csv = a.baselines;
+  const std::string& json_path = a.json_path;
+  int64_t resume = a.resume;
+  double timeout = a.timeout;
+  bool no_hidden = a.no_hidden;
   std::vector<std::string> dirs;
-  if (tasks_csv.empty()) dirs = builtin_task_dirs();
+  if (a.tasks.empty()) dirs = builtin_task_dirs();
   else
-    for (auto& n : split_csv(tasks_csv)) dirs.push_back(resolve_task_path(n));
+    for (auto& n : split_csv(a.tasks)) dirs.push_back(resolve_task_path(n));
   std::vector<Task> tasks;
-  for (auto& d : dirs) tasks.push_back(load_task(d));
+  std::vector<std::string> fams = split_csv(a.families), precs = split_csv(a.precisions);
+  for (auto& d : dirs) {
+    Task t = load_task(d);
+    if (!fams.empty() && std::find(fams.begin(), fams.end(), t.family) == fams.end()) continue;
+    if (!precs.empty() && std::find(precs.begin(), precs.end(), t.precision) == precs.end()) continue;
+    if (!a.matrix.empty()) {
+      if (!t.sparse) continue;  // a Matrix Market file only means something to sparse tasks
+      t.sizes.push_back(matrix_market_size(t, a.matrix));
+    }
+    tasks.push_back(std::move(t));
+  }
+  if (tasks.empty()) throw std::runtime_error("no task matches the filters");
+  std::vector<std::string> want_sizes = split_csv(sizes_csv);
+  if (!a.matrix.empty()) want_sizes = {tasks[0].sizes.back().name};
   Session s(session_options(c));
   bool gpu = s.has_gpu();
   if (resume) {
@@ -357,7 +383,7 @@ int cmd_bench(const Common& c, const std::string& tasks_csv, const std::string& 
   std::cerr << "compiled in " << fmt(seconds_since(t0), 1) << " s (" << hits << " cache hits, " << failed << " failed)\n";
 
   EvalOptions o;
-  o.sizes = split_csv(sizes_csv);
+  o.sizes = want_sizes;
   o.resume_run = resume;
   o.lenient_sizes = true;
   o.timeout_s = timeout;
@@ -471,16 +497,18 @@ int main(int argc, char** argv) {
   auto* cal = dev->add_subcommand("calibrate", "measure copy bandwidth, FMA and tensor-core rates; cached per GPU");
 
   auto* bench = app.add_subcommand("bench", "verify and time every baseline of the built-in tasks (resumable)");
-  std::string tasks_csv, baselines_csv, json_path;
-  int64_t resume = 0;
-  bool no_hidden = false;
-  bench->add_option("--tasks", tasks_csv, "comma-separated task names or folders (default: all built-in)");
-  bench->add_option("--sizes", sizes, "comma-separated size names (default: all)");
-  bench->add_option("--baselines", baselines_csv, "comma-separated baseline names (default: all)");
-  bench->add_option("--resume", resume, "run id to resume: evaluations it already has are not repeated");
-  bench->add_option("--json-out", json_path, "also write the results as JSON to this file");
-  bench->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
-  bench->add_flag("--no-hidden", no_hidden, "skip hidden sizes");
+  BenchArgs ba;
+  bench->add_option("--tasks", ba.tasks, "comma-separated task names or folders (default: all built-in)");
+  bench->add_option("--family", ba.families, "only these families (comma-separated: dense, sparse, llm, scientific, tensor)");
+  bench->add_option("--precision", ba.precisions, "only these precision policies (comma-separated: fp32, tf32, bf16, fp16, fp64)");
+  bench->add_option("--sizes", ba.sizes, "comma-separated size names (default: all; tasks without a named size skip it)");
+  bench->add_option("--baselines", ba.baselines, "comma-separated baseline names (default: all)");
+  bench->add_option("--matrix", ba.matrix, "a Matrix Market file: run the sparse tasks on its structure (a size named after the file)")
+      ->check(CLI::ExistingFile);
+  bench->add_option("--resume", ba.resume, "run id to resume: evaluations it already has are not repeated");
+  bench->add_option("--json-out", ba.json_path, "also write the results as JSON to this file");
+  bench->add_option("--timeout", ba.timeout, "cap in seconds on each evaluation (one candidate at one size); past it the worker is killed and the evaluation recorded as a timeout")->capture_default_str();
+  bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
 
   app.add_subcommand("tasks", "list the built-in tasks");
 
@@ -490,7 +518,7 @@ int main(int argc, char** argv) {
     if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only);
     if (sol->parsed()) return cmd_sol(c, task);
     if (dev->parsed()) return cmd_device(c, cal->parsed());
-    if (bench->parsed()) return cmd_bench(c, tasks_csv, sizes, baselines_csv, resume, json_path, timeout, cmdline, no_hidden);
+    if (bench->parsed()) return cmd_bench(c, ba, cmdline);
     if (app.got_subcommand("tasks")) return cmd_tasks();
   } catch (const TaskError& e) {
     std::cerr << e.what() << "\n";

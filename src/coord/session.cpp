@@ -182,7 +182,8 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
       nlohmann::json req = {{"op", "eval"}, {"task_dir", t.dir}, {"size", s->name}, {"candidate_so", out.compiled.so_path},
                             {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
                             {"seeds", seeds}, {"timing_seed", timing_seed}, {"time", o.time},
-                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())}};
+                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
+                            {"size_dims", s->dims}, {"size_options", s->options}};
       if (!o.timing.is_null()) req["timing"] = o.timing;
       WorkerReply r = worker_->call(req, o.timeout_s);
       if (!r.ok) {

@@ -2,6 +2,7 @@
 // ksol-worker, never in the coordinator. See docs/HARNESS.md.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct TimingConfig {
 struct EvalRequest {
   std::string task_dir;
   std::string size;
+  // The size's dims and options when the coordinator made the size (a Matrix Market file);
+  // otherwise the size is looked up by name in the task.
+  std::map<std::string, double> size_dims;
+  std::map<std::string, std::string> size_options;
   std::string candidate_so;
   std::string reference_cpu_so;
   std::string reference_gpu_so;      // may be empty

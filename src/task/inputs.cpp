@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -90,7 +92,72 @@ std::vector<int64_t> row_lengths(const std::string& pattern, int64_t rows, int64
   return len;
 }
 
+struct MatrixFile {
+  int64_t rows = 0, cols = 0;
+  SparseStructure m;
+};
+
+// Reads a Matrix Market coordinate file into sorted, de-duplicated CSR.
+MatrixFile read_matrix_market(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::string line;
+  int lineno = 0;
+  auto fail = [&](const std::string& m) { throw std::runtime_error(path + ":" + std::to_string(lineno) + ": " + m); };
+  std::getline(in, line);
+  ++lineno;
+  std::string banner = line;
+  for (auto& ch : banner) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (banner.rfind("%%matrixmarket", 0) != 0) fail("not a Matrix Market file (no %%MatrixMarket banner)");
+  if (banner.find("coordinate") == std::string::npos) fail("only coordinate (sparse) matrices are supported");
+  if (banner.find("complex") != std::string::npos) fail("complex matrices are not supported");
+  bool symmetric = banner.find("symmetric") != std::string::npos || banner.find("hermitian") != std::string::npos;
+  if (banner.find("skew-symmetric") != std::string::npos) symmetric = true;
+  MatrixFile f;
+  int64_t entries = -1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '%') continue;
+    std::istringstream ls(line);
+    if (!(ls >> f.rows >> f.cols >> entries) || f.rows < 0 || f.cols < 0 || entries < 0) fail("expected 'rows cols entries'");
+    break;
+  }
+  if (entries < 0) fail("no size line");
+  std::vector<std::pair<int64_t, int64_t>> coords;
+  coords.reserve(static_cast<size_t>(symmetric ? 2 * entries : entries));
+  for (int64_t e = 0; e < entries;) {
+    if (!std::getline(in, line)) fail("file ends after " + std::to_string(e) + " of " + std::to_string(entries) + " entries");
+    ++lineno;
+    if (line.empty() || line[0] == '%') continue;
+    std::istringstream ls(line);
+    int64_t i, j;
+    if (!(ls >> i >> j)) fail("expected 'row col [value]'");
+    if (i < 1 || i > f.rows || j < 1 || j > f.cols) fail("entry (" + std::to_string(i) + ", " + std::to_string(j) + ") outside the matrix");
+    coords.push_back({i - 1, j - 1});
+    if (symmetric && i != j) coords.push_back({j - 1, i - 1});
+    ++e;
+  }
+  std::sort(coords.begin(), coords.end());
+  coords.erase(std::unique(coords.begin(), coords.end()), coords.end());
+  f.m.row_ptr.assign(f.rows + 1, 0);
+  f.m.col.reserve(coords.size());
+  for (auto& [r, c] : coords) {
+    ++f.m.row_ptr[r + 1];
+    f.m.col.push_back(c);
+  }
+  for (int64_t r = 0; r < f.rows; ++r) f.m.row_ptr[r + 1] += f.m.row_ptr[r];
+  return f;
+}
+
 SparseStructure make_sparse(const Task& t, const SizeSet& s, uint64_t seed) {
+  if (auto it = s.options.find("matrix"); it != s.options.end()) {
+    MatrixFile f = read_matrix_market(it->second);
+    int64_t rows = std::llround(t.eval(t.sparse->rows, s)), cols = std::llround(t.eval(t.sparse->cols, s));
+    if (rows != f.rows || cols != f.cols)
+      throw std::runtime_error("size '" + s.name + "' says " + std::to_string(rows) + "x" + std::to_string(cols) + " but " +
+                               it->second + " is " + std::to_string(f.rows) + "x" + std::to_string(f.cols));
+    return f.m;
+  }
   int64_t rows = std::llround(t.eval(t.sparse->rows, s)), cols = std::llround(t.eval(t.sparse->cols, s));
   int64_t nnz = std::llround(t.eval(t.sparse->nnz, s));
   std::string pattern = t.sparse->pattern;
@@ -525,6 +592,29 @@ CompareResult compare_tensor(const Task& t, const SizeSet& s, size_t k, const st
     r.message = why.str();
   }
   return r;
+}
+
+SizeSet matrix_market_size(const Task& t, const std::string& path) {
+  if (!t.sparse) throw std::runtime_error("task " + t.name + " has no [sparse] structure for a Matrix Market file");
+  MatrixFile f = read_matrix_market(path);
+  SizeSet s;
+  s.name = "mtx:" + std::filesystem::path(path).stem().string();
+  for (auto& sz : t.sizes)
+    if (!sz.hidden) {
+      s.dims = sz.dims;
+      break;
+    }
+  auto set = [&](const std::string& expr, double v, const char* what) {
+    if (std::find(t.dims.begin(), t.dims.end(), expr) == t.dims.end())
+      throw std::runtime_error("task " + t.name + ": [sparse] " + what + " is '" + expr + "', not a plain dim, so a Matrix Market file cannot set it");
+    s.dims[expr] = v;
+  };
+  set(t.sparse->rows, static_cast<double>(f.rows), "rows");
+  set(t.sparse->cols, static_cast<double>(f.cols), "cols");
+  set(t.sparse->nnz, static_cast<double>(f.m.col.size()), "nnz");
+  s.options["matrix"] = std::filesystem::absolute(path).string();
+  s.weight = 1.0;
+  return s;
 }
 
 }  // namespace ksol

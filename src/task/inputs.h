@@ -61,6 +61,13 @@ struct CompareResult {
 CompareResult compare_output(const Tolerance& tol, DType out_dtype, const void* out, const double* ref,
                              const double* mag, int64_t n, int64_t stride = 1);
 
+// A size for a sparse task from a Matrix Market file (coordinate; real, integer or pattern;
+// general or symmetric): the [sparse] rows/cols/nnz dims come from the file (symmetric entries
+// mirrored, duplicates merged), other dims from the task's first visible size, and the
+// generator then uses the file's structure (values still come from the distributions).
+// Throws with file:line on malformed input.
+SizeSet matrix_market_size(const Task& t, const std::string& path);
+
 // All of one call's outputs by tensor index (inputs left empty), as the candidate wrote them.
 using OutputBytes = std::vector<std::vector<uint8_t>>;
 

@@ -29,6 +29,8 @@ ksol::EvalRequest parse_eval(const json& r) {
   ksol::EvalRequest q;
   q.task_dir = r.at("task_dir");
   q.size = r.at("size");
+  if (r.contains("size_dims")) q.size_dims = r["size_dims"].get<std::map<std::string, double>>();
+  if (r.contains("size_options")) q.size_options = r["size_options"].get<std::map<std::string, std::string>>();
   q.candidate_so = r.at("candidate_so");
   q.reference_cpu_so = r.at("reference_cpu_so");
   q.reference_gpu_so = r.value("reference_gpu_so", "");

@@ -258,3 +258,56 @@ TEST(Comparators, ExactAndRelative) {
   got[1] = bytes_of(std::vector<float>{1.005f, 98.0f, -2.01f});
   EXPECT_FALSE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
 }
+
+TEST(MatrixMarket, SymmetricFileBecomesASizeAndAStructure) {
+  Task t = builtin("spmv_csr_f32");
+  std::string dir = std::string(KSOL_SOURCE_DIR) + "/tests/unit/data/";
+  SizeSet s = matrix_market_size(t, dir + "small_sym.mtx");
+  EXPECT_EQ(s.name, "mtx:small_sym");
+  EXPECT_EQ(s.dims.at("M"), 4);
+  EXPECT_EQ(s.dims.at("N"), 4);
+  EXPECT_EQ(s.dims.at("NNZ"), 8);  // 5 stored, 3 off-diagonal mirrored
+  auto in = generate_inputs(t, s, Distribution::normal, 1);
+  const int32_t* rp = reinterpret_cast<const int32_t*>(in[0].bytes.data());
+  const int32_t* ci = reinterpret_cast<const int32_t*>(in[1].bytes.data());
+  std::vector<int32_t> row_ptr(rp, rp + 5), col(ci, ci + 8);
+  EXPECT_EQ(row_ptr, (std::vector<int32_t>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(col, (std::vector<int32_t>{0, 1, 0, 2, 1, 3, 2, 3}));
+  try {
+    matrix_market_size(t, dir + "bad.mtx");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), dir + "bad.mtx:4: entry (4, 1) outside the matrix");
+  }
+}
+
+TEST(Inputs, CscAndEllStructures) {
+  Task t = builtin("spmv_csr_f32");
+  t.tensors[0].init = "csc.col_ptr";
+  t.tensors[0].shape = {"N+1"};
+  t.tensors[1].init = "csc.row_idx";
+  SizeSet s = *t.find_size("small");
+  auto in = generate_inputs(t, s, Distribution::normal, 4);
+  int64_t cols = std::llround(s.dims.at("N")), nnz = std::llround(s.dims.at("NNZ"));
+  const int32_t* cp = reinterpret_cast<const int32_t*>(in[0].bytes.data());
+  EXPECT_EQ(cp[0], 0);
+  EXPECT_EQ(cp[cols], nnz);
+  // ELL: [rows, width] with -1 padding.
+  Task e = builtin("spmv_csr_f32");
+  e.dims.push_back("W");
+  e.tensors[1].init = "ell.col_idx";
+  e.tensors[1].shape = {"M", "W"};
+  e.tensors.erase(e.tensors.begin());  // no row_ptr
+  SizeSet es;
+  es.name = "e";
+  es.dims = {{"M", 6}, {"N", 8}, {"NNZ", 10}, {"W", 3}};
+  e.sizes = {es};
+  e.tensors[1].shape = {"M", "W"};  // values
+  auto ein = generate_inputs(e, es, Distribution::normal, 2);
+  const int32_t* ec = reinterpret_cast<const int32_t*>(ein[0].bytes.data());
+  int valid = 0;
+  for (int i = 0; i < 18; ++i) valid += ec[i] >= 0;
+  EXPECT_EQ(valid, 10);
+  es.dims["W"] = 1;  // rows of 2 do not fit
+  EXPECT_THROW(generate_inputs(e, es, Distribution::normal, 2), std::runtime_error);
+}
