@@ -444,6 +444,47 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   return 0;
 }
 
+// The GPU float64 references stand in for the CPU ones at large sizes; here both run on the
+// sizes small enough for the CPU, on every seed and distribution, and must agree.
+int cmd_refcheck(const Common& c, const std::string& tasks_csv, const std::string& sizes_csv) {
+  std::vector<std::string> dirs;
+  if (tasks_csv.empty()) dirs = builtin_task_dirs();
+  else
+    for (auto& n : split_csv(tasks_csv)) dirs.push_back(resolve_task_path(n));
+  Session s(session_options(c));
+  if (!s.has_gpu()) {
+    std::cerr << "refcheck needs a GPU: " << s.gpu_reason() << "\n";
+    return 77;
+  }
+  std::vector<std::string> want = split_csv(sizes_csv);
+  Table tab{{"task", "size", "result", "worst error/tolerance", "detail"}, {}};
+  int bad = 0;
+  for (auto& d : dirs) {
+    Task t = load_task(d);
+    if (t.ref_gpu.empty()) continue;
+    Session::References refs = s.compile_references(t);
+    if (!refs.cpu.ok || !refs.gpu.ok) throw std::runtime_error("the references of " + t.name + " do not compile");
+    for (auto& sz : t.sizes) {
+      if (want.empty() ? !t.use_cpu_reference(sz) : std::find(want.begin(), want.end(), sz.name) == want.end()) continue;
+      EvalOptions o;
+      WorkerReply r = s.worker().call({{"op", "refcheck"}, {"task_dir", t.dir}, {"size", sz.name}, {"reference_cpu_so", refs.cpu.so_path},
+                                       {"reference_gpu_so", refs.gpu.so_path}, {"seeds", draw_seeds(o, 3)}}, 600);
+      if (!r.ok) {
+        ++bad;
+        tab.rows.push_back({t.name, sz.name, "error", "-", r.message.substr(0, 120)});
+        continue;
+      }
+      const json& res = r.body["result"];
+      bool ok = res.value("ok", false);
+      bad += !ok;
+      std::string detail = ok || res["failures"].empty() ? "" : res["failures"][0].value("message", "").substr(0, 120);
+      tab.rows.push_back({t.name, sz.name, ok ? "agree" : "DIFFER", fmt(res.value("worst_error_over_tolerance", 0.0), 4), detail});
+    }
+  }
+  tab.print(std::cout);
+  return bad ? 1 : 0;
+}
+
 int cmd_tasks() {
   Table tab{{"task", "family", "precision", "sizes", "baselines", "folder"}, {}};
   for (auto& d : builtin_task_dirs()) {
@@ -511,6 +552,10 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
 
   app.add_subcommand("tasks", "list the built-in tasks");
+  auto* refcheck = app.add_subcommand("refcheck", "check that each task's GPU float64 reference agrees with its CPU one (needs a GPU)");
+  std::string rc_tasks, rc_sizes;
+  refcheck->add_option("--tasks", rc_tasks, "comma-separated task names or folders (default: all built-in)");
+  refcheck->add_option("--sizes", rc_sizes, "sizes to check (default: every size the CPU reference handles)");
 
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
@@ -520,6 +565,7 @@ int main(int argc, char** argv) {
     if (dev->parsed()) return cmd_device(c, cal->parsed());
     if (bench->parsed()) return cmd_bench(c, ba, cmdline);
     if (app.got_subcommand("tasks")) return cmd_tasks();
+    if (refcheck->parsed()) return cmd_refcheck(c, rc_tasks, rc_sizes);
   } catch (const TaskError& e) {
     std::cerr << e.what() << "\n";
     return 2;

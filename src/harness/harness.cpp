@@ -471,6 +471,89 @@ nlohmann::json evaluate(const EvalRequest& req) {
   return ev.run();
 }
 
+nlohmann::json check_references(const std::string& task_dir, const std::string& size, const std::string& cpu_so,
+                                const std::string& gpu_so, const std::vector<uint64_t>& seeds) {
+  // Two evaluators that differ only in which reference they load; neither runs a candidate.
+  EvalRequest req;
+  req.task_dir = task_dir;
+  req.size = size;
+  req.candidate_so = "";
+  req.reference_cpu_so = cpu_so;
+  req.reference_gpu_so = gpu_so;
+  Task task = load_task(task_dir);
+  const SizeSet* s = task.find_size(size);
+  if (!s) throw std::runtime_error("task " + task.name + " has no size '" + size + "'");
+  Library cpu(cpu_so), gpu(gpu_so);
+  auto cpu_fn = cpu.symbol<ksol_reference_fn>("ksol_reference");
+  auto gpu_fn = gpu.symbol<ksol_reference_fn>("ksol_reference_gpu");
+  std::vector<int64_t> dims;
+  for (auto& d : task.dims) dims.push_back(static_cast<int64_t>(std::llround(s->dims.at(d))));
+  auto run = [&](ksol_reference_fn fn, bool on_gpu, const std::vector<HostTensor>& in) {
+    std::vector<HostTensor> out = make_reference_outputs(task, *s);
+    std::vector<void*> host(task.tensors.size()), dev(task.tensors.size(), nullptr);
+    std::vector<size_t> bytes(task.tensors.size());
+    for (size_t k = 0; k < task.tensors.size(); ++k) {
+      const HostTensor& h = task.tensors[k].role == Role::in ? in[k] : out[k];
+      host[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
+      bytes[k] = static_cast<size_t>(task.numel(task.tensors[k], *s)) * (dtype_is_float(task.tensors[k].dtype) ? 8 : dtype_size(task.tensors[k].dtype));
+    }
+    if (!on_gpu) {
+      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(host.size()), host.data(), static_cast<int32_t>(dims.size()), dims.data(), nullptr};
+      if (fn(&c) != 0) throw std::runtime_error("the CPU reference failed");
+      return out;
+    }
+    for (size_t k = 0; k < host.size(); ++k) {
+      CK(cudaMalloc(&dev[k], std::max<size_t>(bytes[k], 1)));
+      if (task.tensors[k].role == Role::in) CK(cudaMemcpy(dev[k], host[k], bytes[k], cudaMemcpyHostToDevice));
+    }
+    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dev.size()), dev.data(), static_cast<int32_t>(dims.size()), dims.data(), cudaStreamPerThread};
+    int rc = fn(&c);
+    CK(cudaStreamSynchronize(cudaStreamPerThread));
+    if (rc != 0) throw std::runtime_error("the GPU reference failed");
+    for (size_t k = 0; k < host.size(); ++k) {
+      if (task.tensors[k].role == Role::out) CK(cudaMemcpy(host[k], dev[k], bytes[k], cudaMemcpyDeviceToHost));
+      CK(cudaFree(dev[k]));
+    }
+    return out;
+  };
+  nlohmann::json cases = nlohmann::json::array();
+  bool ok = true;
+  double worst = 0;
+  for (uint64_t seed : seeds)
+    for (Distribution dist : distributions_for(task)) {
+      std::vector<HostTensor> in = generate_inputs(task, *s, dist, seed);
+      std::vector<HostTensor> a = run(cpu_fn, false, in), b = run(gpu_fn, true, in);
+      std::vector<HostTensor> absin = in;
+      for (auto& h : absin)
+        for (auto& v : h.f64) v = std::fabs(v);
+      std::vector<HostTensor> mag = task.magnitude == "abs" ? run(cpu_fn, false, absin) : a;
+      for (size_t k = 0; k < task.tensors.size(); ++k) {
+        const TensorSpec& ts = task.tensors[k];
+        if (ts.role != Role::out) continue;
+        CompareResult r;
+        if (dtype_is_float(ts.dtype)) {
+          // Float64 against float64: only the order of operations may differ.
+          Tolerance tol;
+          tol.c_out = 4;
+          tol.u_out = tol.u_acc = std::ldexp(1.0, -53);
+          tol.growth = 8 + 2 * std::sqrt(std::max(1.0, task.eval(task.accumulation, *s))) * 8;
+          std::vector<double> m(mag[k].f64.size());
+          for (size_t i = 0; i < m.size(); ++i) m[i] = std::fabs(mag[k].f64[i]);
+          r = compare_output(tol, DType::f64, b[k].f64.data(), a[k].f64.data(), m.data(), static_cast<int64_t>(m.size()));
+        } else {
+          r.ok = a[k].bytes == b[k].bytes;
+          if (!r.ok) r.message = "integer outputs differ";
+        }
+        worst = std::max(worst, r.worst_ratio);
+        if (!r.ok) {
+          ok = false;
+          cases.push_back({{"seed", seed}, {"distribution", distribution_name(dist)}, {"output", ts.name}, {"message", r.message}});
+        }
+      }
+    }
+  return {{"task", task.name}, {"size", size}, {"ok", ok}, {"worst_error_over_tolerance", worst}, {"failures", cases}};
+}
+
 nlohmann::json device_info(int device) {
   cudaDeviceProp p{};
   CK(cudaGetDeviceProperties(&p, device));

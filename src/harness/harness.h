@@ -53,6 +53,12 @@ struct EvalRequest {
 nlohmann::json evaluate(const EvalRequest& req);
 nlohmann::json device_info(int device);
 
+// Runs the CPU and the GPU float64 references of a task on the same inputs (each seed and
+// distribution) and compares them under a float64 tolerance: the GPU reference, which stands in
+// for the CPU one at large sizes, must agree with it where both can run.
+nlohmann::json check_references(const std::string& task_dir, const std::string& size, const std::string& cpu_so,
+                                const std::string& gpu_so, const std::vector<uint64_t>& seeds);
+
 struct CudaFatal : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

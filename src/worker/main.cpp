@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
       } else if (op == "eval") {
         out["ok"] = true;
         out["result"] = ksol::evaluate(parse_eval(req));
+      } else if (op == "refcheck") {
+        out["ok"] = true;
+        out["result"] = ksol::check_references(req.at("task_dir"), req.at("size"), req.at("reference_cpu_so"),
+                                               req.at("reference_gpu_so"), req.at("seeds").get<std::vector<uint64_t>>());
       } else if (op == "calibrate") {
         out["ok"] = true;
         out["result"] = calibration_json(ksol::harness::calibrate_device(device));
