@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "harness/clocks.h"
+#include "harness/device_ops.h"
 #include "core/defences.h"
 #include "core/parallel.h"
 #include "core/stats.h"
@@ -104,6 +105,7 @@ struct Library {
 // One set of device buffers for every tensor of the task at a size.
 struct BufferSet {
   std::vector<DeviceBuffer> bufs;
+  std::vector<uint64_t> input_fingerprints;  // taken right after each upload
   std::vector<void*> ptrs() const {
     std::vector<void*> p;
     for (auto& b : bufs) p.push_back(b.ptr());
@@ -178,10 +180,18 @@ class Evaluator {
   }
 
   void upload(BufferSet& s, const std::vector<HostTensor>& in) {
+    s.input_fingerprints.assign(task_.tensors.size(), 0);
     for (size_t k = 0; k < task_.tensors.size(); ++k)
-      if (task_.tensors[k].role == Role::in && !in[k].bytes.empty())
+      if (task_.tensors[k].role == Role::in && !in[k].bytes.empty()) {
         CK(cudaMemcpy(s.bufs[k].ptr(), in[k].bytes.data(), in[k].bytes.size(), cudaMemcpyHostToDevice));
+        fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &s.input_fingerprints[k]);
+      }
   }
+
+  void fingerprint(const void* p, size_t bytes, uint64_t* out) {
+    if (!device_fingerprint(p, bytes, stream_, out)) check(cudaGetLastError(), "device_fingerprint");
+  }
+
 
   void poison(BufferSet& s, uint8_t byte) {
     for (size_t k = 0; k < task_.tensors.size(); ++k)
@@ -258,14 +268,12 @@ class Evaluator {
     if (d.on("alias") && table != mine)
       throw GateFailure{"correctness", "alias", "the candidate rewrote the tensor pointer table: an output must not alias an input or move (" + label + ")"};
     const std::vector<void*>& read_from = d.on("alias") ? mine : table;
-    // Read the outputs after the call's own stream only: work queued elsewhere is not done yet.
-    std::vector<std::vector<uint8_t>> early(task_.tensors.size());
+    // Fingerprint the outputs once the call's own stream is done: work queued elsewhere may not
+    // be, and shows up as a different fingerprint after the device-wide sync below.
+    std::vector<uint64_t> early(task_.tensors.size(), 0);
     if (d.on("escape"))
       for (size_t k = 0; k < task_.tensors.size(); ++k)
-        if (task_.tensors[k].role == Role::out) {
-          early[k].resize(s.bufs[k].bytes);
-          CK(cudaMemcpyAsync(early[k].data(), read_from[k], early[k].size(), cudaMemcpyDeviceToHost, stream_));
-        }
+        if (task_.tensors[k].role == Role::out) fingerprint(read_from[k], s.bufs[k].bytes, &early[k]);
     cudaError_t se = cudaStreamSynchronize(stream_);
     cudaError_t de = cudaDeviceSynchronize();
     if (se != cudaSuccess || de != cudaSuccess) {
@@ -282,18 +290,22 @@ class Evaluator {
     if (d.on("input-hash"))
       for (size_t k = 0; k < task_.tensors.size(); ++k) {
         if (task_.tensors[k].role != Role::in) continue;
-        std::vector<uint8_t> now(s.bufs[k].bytes);
-        CK(cudaMemcpy(now.data(), s.bufs[k].ptr(), now.size(), cudaMemcpyDeviceToHost));
-        if (now != in[k].bytes)
+        uint64_t now = 0;
+        fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &now);
+        if (now != s.input_fingerprints[k])
           throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
       }
     OutputBytes got = download_outputs(read_from, s);
     compare_all(got, in, want, label);
     if (d.on("escape"))
-      for (size_t k = 0; k < task_.tensors.size(); ++k)
-        if (task_.tensors[k].role == Role::out && early[k] != got[k])
+      for (size_t k = 0; k < task_.tensors.size(); ++k) {
+        if (task_.tensors[k].role != Role::out) continue;
+        uint64_t late = 0;
+        fingerprint(read_from[k], s.bufs[k].bytes, &late);
+        if (early[k] != late)
           throw GateFailure{"correctness", "escaped_stream", "output '" + task_.tensors[k].name +
                                                                  "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
+      }
   }
 
   // Checks every output of one call with its comparator.
