@@ -113,6 +113,49 @@ struct BufferSet {
   }
 };
 
+// Runs a float64 reference (CPU or GPU) on `in`, or on |in| for the magnitude pass. Float
+// tensors travel as doubles, integer ones as they are stored.
+std::vector<HostTensor> run_reference(const Task& task, const SizeSet& size, std::vector<int64_t> dims, ksol_reference_fn fn,
+                                      bool on_gpu, const std::vector<HostTensor>& in, bool absolute, cudaStream_t stream) {
+  std::vector<HostTensor> out = make_reference_outputs(task, size);
+  std::vector<std::vector<double>> absval(in.size());
+  std::vector<void*> ptrs(task.tensors.size());
+  for (size_t k = 0; k < task.tensors.size(); ++k) {
+    const HostTensor& h = task.tensors[k].role == Role::in ? in[k] : out[k];
+    if (task.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
+      absval[k].resize(h.f64.size());
+      parallel_for(static_cast<int64_t>(h.f64.size()), [&](int64_t a, int64_t b, int64_t) {
+        for (int64_t i = a; i < b; ++i) absval[k][i] = std::fabs(h.f64[i]);
+      });
+      ptrs[k] = absval[k].data();
+    } else {
+      ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
+    }
+  }
+  if (!on_gpu) {
+    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), nullptr};
+    if (fn(&c) != 0) throw std::runtime_error("the CPU reference failed");
+    return out;
+  }
+  std::vector<void*> dptrs(ptrs.size(), nullptr);
+  std::vector<size_t> bytes(ptrs.size());
+  for (size_t k = 0; k < ptrs.size(); ++k) {
+    const TensorSpec& ts = task.tensors[k];
+    bytes[k] = static_cast<size_t>(task.numel(ts, size)) * (dtype_is_float(ts.dtype) ? 8 : dtype_size(ts.dtype));
+    CK(cudaMalloc(&dptrs[k], std::max<size_t>(bytes[k], 1)));
+    if (ts.role == Role::in) CK(cudaMemcpy(dptrs[k], ptrs[k], bytes[k], cudaMemcpyHostToDevice));
+  }
+  ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dptrs.size()), dptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), stream};
+  int rc = fn(&c);
+  CK(cudaStreamSynchronize(stream));
+  if (rc != 0) throw std::runtime_error("the GPU reference failed");
+  for (size_t k = 0; k < ptrs.size(); ++k) {
+    if (task.tensors[k].role == Role::out) CK(cudaMemcpy(ptrs[k], dptrs[k], bytes[k], cudaMemcpyDeviceToHost));
+    CK(cudaFree(dptrs[k]));
+  }
+  return out;
+}
+
 class Evaluator {
  public:
   Evaluator(const EvalRequest& req) : req_(req), task_(load_task(req.task_dir)) {
@@ -200,43 +243,7 @@ class Evaluator {
 
   // Runs the float64 reference on `in` (or on |in| for the magnitude pass).
   std::vector<HostTensor> reference(const std::vector<HostTensor>& in, bool absolute) {
-    std::vector<HostTensor> out = make_reference_outputs(task_, size_);
-    std::vector<std::vector<double>> absval(in.size());
-    std::vector<void*> ptrs(task_.tensors.size());
-    for (size_t k = 0; k < task_.tensors.size(); ++k) {
-      const HostTensor& h = task_.tensors[k].role == Role::in ? in[k] : out[k];
-      if (task_.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
-        absval[k].resize(h.f64.size());
-        parallel_for(static_cast<int64_t>(h.f64.size()), [&](int64_t a, int64_t b, int64_t) {
-          for (int64_t i = a; i < b; ++i) absval[k][i] = std::fabs(h.f64[i]);
-        });
-        ptrs[k] = absval[k].data();
-      } else {
-        ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
-      }
-    }
-    if (use_cpu_ref_) {
-      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims_.size()), dims_.data(), nullptr};
-      if (ref_(&c) != 0) throw std::runtime_error("the CPU reference failed");
-      return out;
-    }
-    std::vector<void*> dptrs(ptrs.size(), nullptr);
-    std::vector<size_t> bytes(ptrs.size());
-    for (size_t k = 0; k < ptrs.size(); ++k) {
-      const TensorSpec& ts = task_.tensors[k];
-      bytes[k] = static_cast<size_t>(task_.numel(ts, size_)) * (dtype_is_float(ts.dtype) ? 8 : dtype_size(ts.dtype));
-      CK(cudaMalloc(&dptrs[k], std::max<size_t>(bytes[k], 1)));
-      if (ts.role == Role::in) CK(cudaMemcpy(dptrs[k], ptrs[k], bytes[k], cudaMemcpyHostToDevice));
-    }
-    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dptrs.size()), dptrs.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
-    int rc = ref_(&c);
-    CK(cudaStreamSynchronize(stream_));
-    if (rc != 0) throw std::runtime_error("the GPU reference failed");
-    for (size_t k = 0; k < ptrs.size(); ++k) {
-      if (task_.tensors[k].role == Role::out) CK(cudaMemcpy(ptrs[k], dptrs[k], bytes[k], cudaMemcpyDeviceToHost));
-      CK(cudaFree(dptrs[k]));
-    }
-    return out;
+    return run_reference(task_, size_, dims_, ref_, !use_cpu_ref_, in, absolute, stream_);
   }
 
   struct Expected {
@@ -485,13 +492,6 @@ nlohmann::json evaluate(const EvalRequest& req) {
 
 nlohmann::json check_references(const std::string& task_dir, const std::string& size, const std::string& cpu_so,
                                 const std::string& gpu_so, const std::vector<uint64_t>& seeds) {
-  // Two evaluators that differ only in which reference they load; neither runs a candidate.
-  EvalRequest req;
-  req.task_dir = task_dir;
-  req.size = size;
-  req.candidate_so = "";
-  req.reference_cpu_so = cpu_so;
-  req.reference_gpu_so = gpu_so;
   Task task = load_task(task_dir);
   const SizeSet* s = task.find_size(size);
   if (!s) throw std::runtime_error("task " + task.name + " has no size '" + size + "'");
@@ -500,45 +500,15 @@ nlohmann::json check_references(const std::string& task_dir, const std::string& 
   auto gpu_fn = gpu.symbol<ksol_reference_fn>("ksol_reference_gpu");
   std::vector<int64_t> dims;
   for (auto& d : task.dims) dims.push_back(static_cast<int64_t>(std::llround(s->dims.at(d))));
-  auto run = [&](ksol_reference_fn fn, bool on_gpu, const std::vector<HostTensor>& in) {
-    std::vector<HostTensor> out = make_reference_outputs(task, *s);
-    std::vector<void*> host(task.tensors.size()), dev(task.tensors.size(), nullptr);
-    std::vector<size_t> bytes(task.tensors.size());
-    for (size_t k = 0; k < task.tensors.size(); ++k) {
-      const HostTensor& h = task.tensors[k].role == Role::in ? in[k] : out[k];
-      host[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
-      bytes[k] = static_cast<size_t>(task.numel(task.tensors[k], *s)) * (dtype_is_float(task.tensors[k].dtype) ? 8 : dtype_size(task.tensors[k].dtype));
-    }
-    if (!on_gpu) {
-      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(host.size()), host.data(), static_cast<int32_t>(dims.size()), dims.data(), nullptr};
-      if (fn(&c) != 0) throw std::runtime_error("the CPU reference failed");
-      return out;
-    }
-    for (size_t k = 0; k < host.size(); ++k) {
-      CK(cudaMalloc(&dev[k], std::max<size_t>(bytes[k], 1)));
-      if (task.tensors[k].role == Role::in) CK(cudaMemcpy(dev[k], host[k], bytes[k], cudaMemcpyHostToDevice));
-    }
-    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dev.size()), dev.data(), static_cast<int32_t>(dims.size()), dims.data(), cudaStreamPerThread};
-    int rc = fn(&c);
-    CK(cudaStreamSynchronize(cudaStreamPerThread));
-    if (rc != 0) throw std::runtime_error("the GPU reference failed");
-    for (size_t k = 0; k < host.size(); ++k) {
-      if (task.tensors[k].role == Role::out) CK(cudaMemcpy(host[k], dev[k], bytes[k], cudaMemcpyDeviceToHost));
-      CK(cudaFree(dev[k]));
-    }
-    return out;
-  };
   nlohmann::json cases = nlohmann::json::array();
   bool ok = true;
   double worst = 0;
   for (uint64_t seed : seeds)
     for (Distribution dist : distributions_for(task)) {
       std::vector<HostTensor> in = generate_inputs(task, *s, dist, seed);
-      std::vector<HostTensor> a = run(cpu_fn, false, in), b = run(gpu_fn, true, in);
-      std::vector<HostTensor> absin = in;
-      for (auto& h : absin)
-        for (auto& v : h.f64) v = std::fabs(v);
-      std::vector<HostTensor> mag = task.magnitude == "abs" ? run(cpu_fn, false, absin) : a;
+      std::vector<HostTensor> a = run_reference(task, *s, dims, cpu_fn, false, in, false, cudaStreamPerThread);
+      std::vector<HostTensor> b = run_reference(task, *s, dims, gpu_fn, true, in, false, cudaStreamPerThread);
+      std::vector<HostTensor> mag = task.magnitude == "abs" ? run_reference(task, *s, dims, cpu_fn, false, in, true, nullptr) : a;
       for (size_t k = 0; k < task.tensors.size(); ++k) {
         const TensorSpec& ts = task.tensors[k];
         if (ts.role != Role::out) continue;

@@ -1,0 +1,111 @@
+// The typed IR of the ksol DSL (docs/DSL.md): what the parser produces, what the printer
+// prints, and what every family's code generator reads. Plain value types.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ksol::dsl {
+
+// A position in the source: 1-based line and column.
+struct Loc {
+  int line = 0, col = 0;
+};
+
+enum class Type { f32, f64, bf16, f16, i32, i64, boolean };
+const char* type_name(Type t);
+bool type_is_float(Type t);
+
+// One index of a tensor read: a variable plus a constant offset (offsets make stencils).
+struct IndexExpr {
+  std::string var;
+  int64_t offset = 0;
+  Loc loc;
+};
+
+struct Expr {
+  enum class Kind {
+    number,   // `number`
+    read,     // `name`[indices]: a parameter or an earlier definition
+    dim,      // `name`: a dim's value (an extent used as a number)
+    unary,    // `op` ("-") args[0]
+    binary,   // args[0] `op` args[1]; op is one of + - * /
+    compare,  // args[0] `op` args[1]; op is one of < <= > >= == !=; type boolean
+    call,     // `name`(args): a function (exp, max, select, ...)
+    cast,     // `name` is the target type's name; args[0]
+  };
+  Kind kind = Kind::number;
+  Type type = Type::f32;
+  Loc loc;
+  double number = 0;
+  std::string name;
+  std::string op;
+  std::vector<IndexExpr> indices;
+  std::vector<Expr> args;
+};
+
+enum class ReduceOp { none, sum, max, min, mean, argmax, scan };
+const char* reduce_name(ReduceOp r);
+
+struct Definition {
+  std::string name;
+  std::vector<std::string> indices;  // left-hand index variables, in order
+  std::vector<std::string> extents;  // the dim each index ranges over (resolved by the checker)
+  ReduceOp reduce = ReduceOp::none;
+  std::string over;                  // the reduced index when reduce != none
+  std::string over_extent;           // its dim
+  Expr body;                         // the reduced expression (or the value, when reduce == none)
+  Type type = Type::f32;             // the definition's element type
+  bool is_output = false;
+  Loc loc;
+};
+
+struct Param {
+  std::string name;
+  Type type = Type::f32;
+  std::vector<std::string> extents;  // dim names
+  std::string format = "dense";      // dense | csr
+  Loc loc;
+};
+
+struct ScheduleValue {
+  enum class Kind { integer, ident, list };
+  Kind kind = Kind::integer;
+  int64_t integer = 0;
+  std::string ident;
+  std::vector<int64_t> list;
+  Loc loc;
+};
+
+struct Program {
+  std::string file;                  // for messages
+  std::string name;
+  std::vector<Param> inputs, outputs;
+  std::vector<Definition> defs;      // in source order
+  std::vector<std::pair<std::string, ScheduleValue>> schedule;  // in source order
+  std::map<std::string, Loc> schedule_keys;                     // key -> where it was written
+  std::string family;                // gemm | rowwise | elementwise | sparse | stencil
+  std::vector<std::string> dims;     // every dim the program uses, in first-use order
+
+  const ScheduleValue* knob(const std::string& key) const;
+  const Param* param(const std::string& name) const;
+  const Definition* def(const std::string& name) const;
+};
+
+// A user error in a DSL program: file:line:col, the message, the line and a caret.
+class DslError : public std::runtime_error {
+ public:
+  DslError(const std::string& file, Loc at, const std::string& message, const std::string& source_line);
+  std::string file;
+  Loc at;
+};
+
+// Parses and type-checks a program; recognises its family. Throws DslError.
+Program parse_program(const std::string& text, const std::string& file);
+// The canonical text form of the typed IR (docs/DSL.md, "Text form of the IR").
+std::string print_program(const Program& p);
+
+}  // namespace ksol::dsl
