@@ -6,7 +6,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 DB=$OUT/ksol.db
-STEPS=${*:-"calibrate bench stability overhead"}
+STEPS=${*:-"calibrate bench stability overhead robustness"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 step gpu
@@ -20,7 +20,7 @@ want stability && { step stability
 for spec in "scan_f32 tasks/scientific/scan_f32/cub.cu large" "gemm_bf16 tasks/dense/gemm_bf16/cublaslt.cu large"; do
   set -- $spec
   for i in 1 2 3 4 5; do
-    ksol --store "$DB" eval --task "$1" --candidate "$2" --sizes "$3" --compare none --json > "$OUT/stab_${1}_$i.json" 2>/dev/null
+    timeout 180 ksol --json --store "$DB" eval --task "$1" --candidate "$2" --sizes "$3" --compare none > "$OUT/stab_${1}_$i.json" 2>/dev/null
   done
 done
 python3 scripts/stability.py "$OUT"/stab_*.json | tee "$OUT/stability.txt"; }
@@ -42,4 +42,14 @@ print(f"  {ok}/{len(c)} ok; compile {j['compile_seconds']:.1f} s (cache hits {su
       f"evaluate {j['evaluate_seconds']:.1f} s = {j['evaluate_seconds'] / len(c):.3f} s per candidate on a warm worker")
 PY
 done
+}
+want robustness && { step robustness
+# A sticky CUDA error and a hang, each recorded against its candidate, the worker restarted;
+# then a user's plain C function through the generated shim; then the hack suite's hack 05.
+ksol --store "$DB" eval --task scan_f32 --candidate tests/e2e/candidates/illegal_address.cu --sizes small --compare none 2>&1 | tail -4
+ksol --store "$DB" eval --task scan_f32 --candidate tests/e2e/candidates/spin_forever.cu --sizes small --compare none --timeout 20 2>&1 | tail -4
+ksol --store "$DB" eval --task spmv_csr_f32 --candidate examples/user_spmv.cu --sizes small,large_powerlaw --compare naive \
+  --function "void spmv_csr(int M, const int* row_ptr, const int* col_idx, const float* values, const float* x, float* y)" 2>&1 | tail -6
+python3 tests/hacks/run_hacks.py --ksol "$(command -v ksol)" --work /tmp/hackwork --only 05 2>&1 | tail -8
+ksol --store "$DB" refcheck 2>&1 | tail -40
 }
