@@ -15,6 +15,7 @@
 #include "core/defences.h"
 #include "core/stats.h"
 #include "core/util.h"
+#include "dsl/ir.h"
 #include "sol/sol.h"
 #include "task/inputs.h"
 #include "task/task.h"
@@ -552,6 +553,11 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
 
   app.add_subcommand("tasks", "list the built-in tasks");
+  auto* dsl = app.add_subcommand("dsl", "the ksol DSL: 'dsl print FILE' prints the typed IR (docs/DSL.md)");
+  auto* dsl_print = dsl->add_subcommand("print", "parse and type-check a program, print its typed IR and family");
+  std::string dsl_file;
+  dsl_print->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
+  dsl->require_subcommand(1);
   auto* refcheck = app.add_subcommand("refcheck", "check that each task's GPU float64 reference agrees with its CPU one (needs a GPU)");
   std::string rc_tasks, rc_sizes;
   refcheck->add_option("--tasks", rc_tasks, "comma-separated task names or folders (default: all built-in)");
@@ -566,6 +572,13 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return cmd_bench(c, ba, cmdline);
     if (app.got_subcommand("tasks")) return cmd_tasks();
     if (refcheck->parsed()) return cmd_refcheck(c, rc_tasks, rc_sizes);
+    if (dsl_print->parsed()) {
+      std::cout << dsl::print_program(dsl::parse_program(read_file(dsl_file), dsl_file));
+      return 0;
+    }
+  } catch (const dsl::DslError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
   } catch (const TaskError& e) {
     std::cerr << e.what() << "\n";
     return 2;

@@ -84,6 +84,15 @@ void WorkerClient::stop() {
   kill_worker();
 }
 
+std::string WorkerClient::reap() {
+  // The pipe closed: the worker is gone or going; wait for it and say how it ended.
+  int status = 0;
+  if (pid_ <= 0 || waitpid(pid_, &status, 0) != pid_) return "the worker is gone";
+  pid_ = -1;
+  return WIFSIGNALED(status) ? "the worker died with signal " + std::to_string(WTERMSIG(status))
+                             : "the worker exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
 std::string WorkerClient::stderr_tail() const {
   std::string s;
   try {
@@ -107,7 +116,7 @@ WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
     ssize_t n = write(to_fd_, line.data() + sent, line.size() - sent);
     if (n <= 0) {
       r.failure = "crash";
-      r.message = "the worker exited before taking the request\n" + stderr_tail();
+      r.message = "the worker exited before taking the request: " + reap() + "\n" + stderr_tail();
       kill_worker();
       return r;
     }
@@ -155,13 +164,8 @@ WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
     char buf[65536];
     ssize_t got = read(from_fd_, buf, sizeof buf);
     if (got <= 0) {
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
       r.failure = "crash";
-      r.message = WIFSIGNALED(status) ? "the worker died with signal " + std::to_string(WTERMSIG(status))
-                                      : "the worker exited with code " + std::to_string(WEXITSTATUS(status));
-      r.message += "\n" + stderr_tail();
+      r.message = reap() + "\n" + stderr_tail();
       kill_worker();
       r.seconds = seconds_since(t0);
       return r;

@@ -38,6 +38,7 @@ class WorkerClient {
   void start();
   void kill_worker();
   std::string stderr_tail() const;
+  std::string reap();
 
   std::vector<std::string> argv_;
   std::string log_path_;

@@ -107,5 +107,8 @@ class DslError : public std::runtime_error {
 Program parse_program(const std::string& text, const std::string& file);
 // The canonical text form of the typed IR (docs/DSL.md, "Text form of the IR").
 std::string print_program(const Program& p);
+// The program as DSL source that parse_program reads back to the same print_program text
+// (comments and layout are not kept). print_program's text is not DSL syntax; this is.
+std::string print_source(const Program& p);
 
 }  // namespace ksol::dsl

@@ -295,12 +295,14 @@ Task load_task(const std::string& path_in) {
     if (t.math != "tensor" && t.math != "fma" && t.math != "none") L.fail(*c->get("math"), "math must be tensor, fma or none");
   }
   if (const toml::table* c = L.table(root, "tolerance", false)) {
-    L.only_keys(*c, {"accumulation", "magnitude", "rtol_scale"}, "[tolerance]");
+    L.only_keys(*c, {"accumulation", "magnitude", "rtol_scale", "floor"}, "[tolerance]");
     L.check_expr(*c, "accumulation", dimset);
     t.accumulation = L.str(*c, "accumulation", "1");
     t.magnitude = L.str(*c, "magnitude", "ref");
     if (t.magnitude != "abs" && t.magnitude != "ref") L.fail(*c->get("magnitude"), "magnitude must be 'abs' or 'ref'");
     t.rtol_scale = L.num(*c, "rtol_scale", 1.0);
+    t.floor_frac = L.num(*c, "floor", 0.01);
+    if (t.floor_frac < 0 || t.floor_frac > 1) L.fail(*c->get("floor"), "floor must be between 0 and 1");
   }
   if (const toml::table* s = L.table(root, "sparse", false)) {
     L.only_keys(*s, {"rows", "cols", "nnz", "pattern"}, "[sparse]");

@@ -66,6 +66,7 @@ struct Task {
   std::string flops = "0", bytes = "0", math = "fma";
   std::string accumulation = "1", magnitude = "ref";
   double rtol_scale = 1.0;
+  double floor_frac = 0.01;  // fraction of mean(mag) added to every element's magnitude
   std::string ref_cpu, ref_gpu;  // absolute paths; ref_gpu may be empty
   double cpu_max_work = 4e9;
   std::optional<SparseSpec> sparse;

@@ -1,0 +1,398 @@
+// Names, extents and types of a parsed program (docs/DSL.md, "The algorithm"). After this pass
+// every expression has a type, every index an extent, and every read names a parameter or an
+// earlier definition.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "dsl/front.h"
+
+namespace ksol::dsl::detail {
+namespace {
+
+std::string at_text(Loc l) { return std::to_string(l.line) + ":" + std::to_string(l.col); }
+
+std::string count_of(size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
+
+std::string declared(const std::string& name, const std::vector<std::string>& extents, const std::string& type) {
+  std::string s = name + ": " + type + "[";
+  for (size_t i = 0; i < extents.size(); ++i) s += (i ? ", " : "") + extents[i];
+  return s + "]";
+}
+
+enum class FnKind {
+  float_map,    // float -> same float
+  numeric_map,  // any number -> same type
+  same,         // n arguments of one type -> that type
+  select,       // (boolean, T, T) -> T
+};
+
+struct Function {
+  const char* name;
+  int arity;
+  const char* args;
+  FnKind kind;
+};
+
+constexpr Function kFunctions[] = {
+    {"exp", 1, "x", FnKind::float_map},       {"log", 1, "x", FnKind::float_map},
+    {"sqrt", 1, "x", FnKind::float_map},      {"rsqrt", 1, "x", FnKind::float_map},
+    {"abs", 1, "x", FnKind::numeric_map},     {"tanh", 1, "x", FnKind::float_map},
+    {"sigmoid", 1, "x", FnKind::float_map},   {"relu", 1, "x", FnKind::numeric_map},
+    {"gelu", 1, "x", FnKind::float_map},      {"gelu_tanh", 1, "x", FnKind::float_map},
+    {"silu", 1, "x", FnKind::float_map},      {"min", 2, "a, b", FnKind::same},
+    {"max", 2, "a, b", FnKind::same},         {"clamp", 3, "x, lo, hi", FnKind::same},
+    {"select", 3, "cond, a, b", FnKind::select},
+};
+
+const Function* find_function(const std::string& name) {
+  for (const Function& f : kFunctions)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+bool all_integral(const Expr& e) {
+  if (e.kind == Expr::Kind::number && e.number != std::floor(e.number)) return false;
+  for (const Expr& a : e.args)
+    if (!all_integral(a)) return false;
+  return true;
+}
+
+// Where an index got its extent, for the message when another read disagrees.
+struct Binding {
+  std::string extent;
+  Loc loc;
+  std::string where;
+};
+
+// Numbers and dim values have no type of their own: an expression built only from them is
+// "adaptable" and takes the type of whatever typed operand it meets (docs/DSL.md, "Types").
+class Checker {
+ public:
+  Checker(const Source& src, Parsed& parsed) : src_(src), p_(parsed.program), stmts_(parsed.stmts) {}
+
+  void run() {
+    std::map<std::string, Loc> seen;
+    for (const auto* list : {&p_.inputs, &p_.outputs}) {
+      for (const Param& prm : *list) {
+        if (auto it = seen.find(prm.name); it != seen.end())
+          src_.fail(prm.loc, "parameter '" + prm.name + "' is declared twice (first at " + at_text(it->second) + ")");
+        seen[prm.name] = prm.loc;
+        if (prm.format == "csr" && prm.extents.size() != 2)
+          src_.fail(prm.loc, "a csr matrix has two extents, [ROWS, COLS]");
+        if (prm.format == "csr" && list == &p_.outputs)
+          src_.fail(prm.loc, "an output cannot be csr; only inputs may be sparse");
+        for (const std::string& ext : prm.extents)
+          if (dims_.insert(ext).second) p_.dims.push_back(ext);
+      }
+    }
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list)
+        if (dims_.count(prm.name)) src_.fail(prm.loc, "'" + prm.name + "' names both a tensor and a dim");
+    for (size_t i = 0; i < p_.defs.size(); ++i) first_def_.emplace(p_.defs[i].name, i);
+    for (size_t i = 0; i < p_.defs.size(); ++i) definition(i);
+    for (const Param& out : p_.outputs)
+      if (!defined_.count(out.name)) src_.fail(out.loc, "output '" + out.name + "' is never defined");
+  }
+
+ private:
+  const Source& src_;
+  Program& p_;
+  const std::vector<StmtLocs>& stmts_;
+  std::set<std::string> dims_;
+  std::map<std::string, size_t> first_def_;  // every defined name, for "defined later"
+  std::map<std::string, size_t> defined_;    // names defined before the current statement
+  // The current statement.
+  std::string current_;
+  std::set<std::string> vars_;
+  std::map<std::string, Binding> scope_;
+
+  const Param* input(const std::string& name) const {
+    for (const Param& prm : p_.inputs)
+      if (prm.name == name) return &prm;
+    return nullptr;
+  }
+  const Param* output(const std::string& name) const {
+    for (const Param& prm : p_.outputs)
+      if (prm.name == name) return &prm;
+    return nullptr;
+  }
+
+  void definition(size_t i) {
+    Definition& d = p_.defs[i];
+    const StmtLocs& locs = stmts_[i];
+    if (input(d.name)) src_.fail(d.loc, "'" + d.name + "' is an input and cannot be defined");
+    if (dims_.count(d.name)) src_.fail(d.loc, "'" + d.name + "' is a dim and cannot be defined");
+    if (auto it = defined_.find(d.name); it != defined_.end())
+      src_.fail(d.loc, "'" + d.name + "' is defined twice (first at " + at_text(p_.defs[it->second].loc) + ")");
+    const Param* out = output(d.name);
+    d.is_output = out != nullptr;
+    current_ = d.name;
+    vars_.clear();
+    scope_.clear();
+
+    for (size_t j = 0; j < d.indices.size(); ++j)
+      if (!vars_.insert(d.indices[j]).second)
+        src_.fail(locs.indices[j], "index '" + d.indices[j] + "' appears twice on the left-hand side");
+    if (d.reduce != ReduceOp::none) {
+      bool on_left = vars_.count(d.over) > 0;
+      if (d.reduce == ReduceOp::scan && !on_left)
+        src_.fail(locs.over, "a scan keeps its index: '" + d.over + "' must also appear on the left-hand side");
+      if (d.reduce != ReduceOp::scan && on_left)
+        src_.fail(locs.over, "'" + d.over + "' is reduced, so it cannot also appear on the left-hand side");
+      vars_.insert(d.over);
+    }
+    if (out) {
+      if (d.indices.size() != out->extents.size())
+        src_.fail(d.loc, "'" + d.name + "' is declared with " + count_of(out->extents.size(), "extent", "extents") +
+                             " (" + declared(out->name, out->extents, type_name(out->type)) + ") but defined with " +
+                             count_of(d.indices.size(), "index", "indices"));
+      for (size_t j = 0; j < d.indices.size(); ++j)
+        bind(d.indices[j], out->extents[j], locs.indices[j], "position " + std::to_string(j + 1) + " of " + d.name);
+    }
+
+    bool adaptable = operand(d.body);
+    if (adaptable) adapt(d.body, out ? out->type : Type::f32);
+
+    for (size_t j = 0; j < d.indices.size(); ++j) d.extents.push_back(extent_of(d.indices[j], locs.indices[j]));
+    if (d.reduce != ReduceOp::none) d.over_extent = extent_of(d.over, locs.over);
+
+    Type t = d.body.type;
+    d.type = t;
+    if (d.reduce == ReduceOp::mean && !type_is_float(t))
+      src_.fail(locs.body, std::string("mean needs a float operand but is given ") + type_name(t) +
+                               "; convert it first, e.g. f32(...)");
+    // Indices are i32, as in the tasks' index tensors.
+    if (d.reduce == ReduceOp::argmax) d.type = Type::i32;
+    if (out && d.type != out->type) {
+      std::string head = "output '" + d.name + "' is declared " + type_name(out->type) + " but ";
+      if (d.reduce != ReduceOp::none)
+        src_.fail(locs.body, head + "this " + reduce_name(d.reduce) + " gives " + type_name(d.type) +
+                                 "; reduce into an intermediate and convert that in a following definition");
+      src_.fail(locs.body, head + "its value is " + type_name(d.type) + "; convert it explicitly: " +
+                               type_name(out->type) + "(...)");
+    }
+    defined_[d.name] = i;
+  }
+
+  std::string extent_of(const std::string& var, Loc at) const {
+    auto it = scope_.find(var);
+    if (it == scope_.end())
+      src_.fail(at, "cannot infer the extent of index '" + var + "': no tensor is read with it");
+    return it->second.extent;
+  }
+
+  void bind(const std::string& var, const std::string& extent, Loc at, const std::string& where) {
+    auto [it, fresh] = scope_.try_emplace(var, Binding{extent, at, where});
+    if (fresh || it->second.extent == extent) return;
+    src_.fail(at, "index '" + var + "' ranges over " + extent + " here (" + where + ") but over " + it->second.extent +
+                      " at " + at_text(it->second.loc) + " (" + it->second.where + ")");
+  }
+
+  // Types e where a boolean is not allowed; returns whether e is adaptable.
+  bool operand(Expr& e) {
+    bool adaptable = type(e);
+    if (e.type == Type::boolean)
+      src_.fail(e.loc, "a comparison gives a boolean, which is allowed only as select's first argument");
+    return adaptable;
+  }
+
+  bool type(Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::number:
+        e.type = Type::f32;
+        return true;
+      case Expr::Kind::dim:
+        dim_value(e);
+        return true;
+      case Expr::Kind::read:
+        read(e);
+        return false;
+      case Expr::Kind::unary: {
+        bool adaptable = operand(e.args[0]);
+        e.type = e.args[0].type;
+        return adaptable;
+      }
+      case Expr::Kind::binary: {
+        bool a = operand(e.args[0]), b = operand(e.args[1]);
+        auto [adaptable, t] = unify({&e.args[0], &e.args[1]}, {a, b}, e.loc, "'" + e.op + "'");
+        e.type = t;
+        return adaptable;
+      }
+      case Expr::Kind::compare: {
+        bool a = operand(e.args[0]), b = operand(e.args[1]);
+        auto [adaptable, t] = unify({&e.args[0], &e.args[1]}, {a, b}, e.loc, "'" + e.op + "'");
+        if (adaptable) {
+          adapt(e.args[0], t);
+          adapt(e.args[1], t);
+        }
+        e.type = Type::boolean;
+        return false;
+      }
+      case Expr::Kind::cast: {
+        if (e.args.size() != 1) src_.fail(e.loc, "a cast takes one argument: " + e.name + "(x)");
+        Type to = type_from_name(e.name);
+        if (operand(e.args[0])) adapt(e.args[0], type_is_float(to) || all_integral(e.args[0]) ? to : Type::f32);
+        e.type = to;
+        return false;
+      }
+      case Expr::Kind::call:
+        return call(e);
+    }
+    return false;
+  }
+
+  void dim_value(Expr& e) {
+    const std::string& n = e.name;
+    if (!dims_.count(n)) {
+      if (vars_.count(n))
+        src_.fail(e.loc, "index '" + n + "' cannot be used as a value; only dims (extents such as N) can");
+      if (p_.param(n) || first_def_.count(n)) src_.fail(e.loc, "'" + n + "' is a tensor; read it with indices: " + n + "[...]");
+      src_.fail(e.loc, "unknown name '" + n + "'");
+    }
+    e.type = Type::i64;
+  }
+
+  void read(Expr& e) {
+    const std::string& n = e.name;
+    if (n == current_)
+      src_.fail(e.loc, "'" + n + "' reads itself; a definition may read only parameters and earlier definitions");
+    std::vector<std::string> extents;
+    std::string shape;
+    if (auto it = defined_.find(n); it != defined_.end()) {
+      const Definition& d = p_.defs[it->second];
+      extents = d.extents;
+      e.type = d.type;
+      shape = n + "[";
+      for (size_t k = 0; k < d.indices.size(); ++k) shape += (k ? ", " : "") + d.indices[k];
+      shape += "]";
+    } else if (const Param* prm = input(n)) {
+      extents = prm->extents;
+      e.type = prm->type;
+      shape = declared(n, prm->extents, (prm->format == "csr" ? "csr " : "") + std::string(type_name(prm->type)));
+    } else if (auto later = first_def_.find(n); later != first_def_.end()) {
+      src_.fail(e.loc, "'" + n + "' is defined later, at line " + std::to_string(p_.defs[later->second].loc.line) +
+                           "; a definition may read only parameters and earlier definitions");
+    } else if (output(n)) {
+      src_.fail(e.loc, "output '" + n + "' is read but never defined");
+    } else if (dims_.count(n)) {
+      src_.fail(e.loc, "'" + n + "' is a dim, not a tensor");
+    } else {
+      src_.fail(e.loc, "unknown tensor '" + n + "'");
+    }
+    if (e.indices.size() != extents.size())
+      src_.fail(e.loc, "'" + n + "' has " + count_of(extents.size(), "index", "indices") + " (" + shape +
+                           ") but is read with " + std::to_string(e.indices.size()));
+    for (size_t k = 0; k < e.indices.size(); ++k) {
+      const IndexExpr& ix = e.indices[k];
+      if (!vars_.count(ix.var))
+        src_.fail(ix.loc, "index '" + ix.var + "' is not bound: use it on the left-hand side or reduce over it");
+      bind(ix.var, extents[k], ix.loc, "position " + std::to_string(k + 1) + " of " + n);
+    }
+  }
+
+  bool call(Expr& e) {
+    const Function* fn = find_function(e.name);
+    if (!fn)
+      src_.fail(e.loc, "unknown function '" + e.name +
+                           "'; the functions are exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, gelu, gelu_tanh, "
+                           "silu, min, max, clamp, select and the casts f32, f64, bf16, f16, i32, i64");
+    if (static_cast<int>(e.args.size()) != fn->arity)
+      src_.fail(e.loc, "'" + e.name + "' takes " + std::to_string(fn->arity) + " argument" + (fn->arity > 1 ? "s" : "") +
+                           " (" + fn->args + ") but is given " + std::to_string(e.args.size()));
+    switch (fn->kind) {
+      case FnKind::float_map: {
+        bool adaptable = operand(e.args[0]);
+        if (!adaptable && !type_is_float(e.args[0].type))
+          src_.fail(e.loc, "'" + e.name + "' needs a float argument but is given " + type_name(e.args[0].type) +
+                               "; convert it first, e.g. f32(...)");
+        e.type = e.args[0].type;
+        return adaptable;
+      }
+      case FnKind::numeric_map: {
+        bool adaptable = operand(e.args[0]);
+        e.type = e.args[0].type;
+        return adaptable;
+      }
+      case FnKind::same: {
+        std::vector<Expr*> xs;
+        std::vector<bool> ad;
+        for (Expr& a : e.args) {
+          ad.push_back(operand(a));
+          xs.push_back(&a);
+        }
+        auto [adaptable, t] = unify(xs, ad, e.loc, "'" + e.name + "'");
+        e.type = t;
+        return adaptable;
+      }
+      case FnKind::select: {
+        type(e.args[0]);
+        if (e.args[0].type != Type::boolean)
+          src_.fail(e.args[0].loc, "select's first argument must be a comparison such as x > 0");
+        bool a = operand(e.args[1]), b = operand(e.args[2]);
+        auto [adaptable, t] = unify({&e.args[1], &e.args[2]}, {a, b}, e.loc, "'select'");
+        e.type = t;
+        return adaptable;
+      }
+    }
+    return false;
+  }
+
+  // Gives the operands one type: typed operands must agree, and adaptable ones take their type.
+  std::pair<bool, Type> unify(const std::vector<Expr*>& xs, const std::vector<bool>& adaptable, Loc at,
+                              const std::string& what) {
+    const Expr* typed = nullptr;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      if (adaptable[k]) continue;
+      if (!typed) {
+        typed = xs[k];
+        continue;
+      }
+      if (xs[k]->type != typed->type)
+        src_.fail(at, what + " mixes " + type_name(typed->type) + " and " + type_name(xs[k]->type) +
+                          "; convert one side explicitly, e.g. " + type_name(typed->type) + "(...)");
+    }
+    if (!typed) return {true, Type::f32};
+    for (size_t k = 0; k < xs.size(); ++k)
+      if (adaptable[k]) adapt(*xs[k], typed->type);
+    return {false, typed->type};
+  }
+
+  // Settles the type of an adaptable expression (numbers, dims and arithmetic on them).
+  void adapt(Expr& e, Type t) {
+    switch (e.kind) {
+      case Expr::Kind::number:
+        if (!type_is_float(t) && e.number != std::floor(e.number))
+          src_.fail(e.loc, "the number " + format_number(e.number) + " is used as " + type_name(t) +
+                               ", which holds only integers");
+        e.type = t;
+        return;
+      case Expr::Kind::dim:
+        e.type = t;
+        return;
+      case Expr::Kind::call: {
+        const Function* fn = find_function(e.name);
+        if (fn->kind == FnKind::float_map && !type_is_float(t))
+          src_.fail(e.loc, "'" + e.name + "' gives a float but is used as " + type_name(t));
+        e.type = t;
+        for (size_t k = fn->kind == FnKind::select ? 1 : 0; k < e.args.size(); ++k) adapt(e.args[k], t);
+        return;
+      }
+      case Expr::Kind::unary:
+      case Expr::Kind::binary:
+        e.type = t;
+        for (Expr& a : e.args) adapt(a, t);
+        return;
+      case Expr::Kind::read:
+      case Expr::Kind::compare:
+      case Expr::Kind::cast:
+        return;  // typed already; never part of an adaptable expression
+    }
+  }
+};
+
+}  // namespace
+
+void check(const Source& src, Parsed& parsed) { Checker(src, parsed).run(); }
+
+}  // namespace ksol::dsl::detail

@@ -1,0 +1,224 @@
+// Which code generator family a checked program belongs to (docs/DSL.md, "The schedule"), or
+// why none does. The tests, in order: any csr input makes it sparse, any offset read a stencil,
+// no reduction elementwise, a sum of A[m, k] * B[k, n] a gemm, anything else must be row-wise.
+#include <string>
+
+#include "dsl/front.h"
+
+namespace ksol::dsl::detail {
+namespace {
+
+const char* kNoFamily = " not supported by any family yet";
+
+void collect_reads(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::read) out.push_back(&e);
+  for (const Expr& a : e.args) collect_reads(a, out);
+}
+
+std::vector<const Expr*> reads_of(const Expr& e) {
+  std::vector<const Expr*> out;
+  collect_reads(e, out);
+  return out;
+}
+
+bool has_offset(const Expr& read) {
+  for (const IndexExpr& ix : read.indices)
+    if (ix.offset != 0) return true;
+  return false;
+}
+
+// True when the read's indices are exactly `vars`, in order, without offsets.
+bool reads_at(const Expr& read, const std::vector<std::string>& vars) {
+  if (read.indices.size() != vars.size()) return false;
+  for (size_t i = 0; i < vars.size(); ++i)
+    if (read.indices[i].var != vars[i] || read.indices[i].offset != 0) return false;
+  return true;
+}
+
+// True when the read's indices are some of `vars`, in their order: a row or column broadcast.
+bool reads_broadcast(const Expr& read, const std::vector<std::string>& vars) {
+  size_t next = 0;
+  for (const IndexExpr& ix : read.indices) {
+    while (next < vars.size() && vars[next] != ix.var) ++next;
+    if (next == vars.size() || ix.offset != 0) return false;
+    ++next;
+  }
+  return true;
+}
+
+const Expr* strip_casts(const Expr& e) {
+  const Expr* x = &e;
+  while (x->kind == Expr::Kind::cast) x = &x->args[0];
+  return x->kind == Expr::Kind::read ? x : nullptr;
+}
+
+std::string list_text(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s + "]";
+}
+
+class Recogniser {
+ public:
+  Recogniser(const Source& src, const Parsed& parsed) : src_(src), p_(parsed.program) {}
+
+  std::string run() {
+    for (const Param& prm : p_.inputs)
+      if (prm.format == "csr") return sparse();
+    std::vector<size_t> reductions;
+    for (size_t i = 0; i < p_.defs.size(); ++i)
+      if (p_.defs[i].reduce != ReduceOp::none) reductions.push_back(i);
+    for (const Definition& d : p_.defs)
+      for (const Expr* r : reads_of(d.body))
+        if (has_offset(*r)) return stencil(reductions, *r);
+    if (reductions.empty()) return "elementwise";
+    for (size_t i : reductions)
+      if (is_gemm(p_.defs[i])) return gemm(i, reductions);
+    return rowwise(reductions);
+  }
+
+ private:
+  const Source& src_;
+  const Program& p_;
+
+  bool is_input(const std::string& name) const {
+    for (const Param& prm : p_.inputs)
+      if (prm.name == name) return true;
+    return false;
+  }
+
+  std::string sparse() const {
+    for (const Definition& d : p_.defs) {
+      for (const Expr* r : reads_of(d.body)) {
+        const Param* prm = p_.param(r->name);
+        if (!prm || prm->format != "csr" || !is_input(r->name)) continue;
+        bool ok = d.reduce == ReduceOp::sum && r->indices[1].var == d.over && r->indices[0].var != d.over &&
+                  !has_offset(*r);
+        if (!ok)
+          src_.fail(r->loc, "a csr matrix can only be read inside sum(...) over its column index, as in "
+                            "sum(A[m, j] * x[j]) over j");
+      }
+    }
+    return "sparse";
+  }
+
+  std::string stencil(const std::vector<size_t>& reductions, const Expr& offset_read) const {
+    if (!reductions.empty()) {
+      const Definition& d = p_.defs[reductions.front()];
+      src_.fail(d.loc, "'" + d.name + "' is a reduction in a stencil (an offset read at line " +
+                           std::to_string(offset_read.loc.line) + "); a stencil with a reduction is" + kNoFamily);
+    }
+    return "stencil";
+  }
+
+  // sum(A[m, k] * B[k, n]) over k, with casts allowed around the reads, B also as B[n, k] and
+  // a leading batch index on all three; both operands are inputs.
+  bool is_gemm(const Definition& d) const {
+    if (d.reduce != ReduceOp::sum || d.body.kind != Expr::Kind::binary || d.body.op != "*") return false;
+    const Expr* a = strip_casts(d.body.args[0]);
+    const Expr* b = strip_casts(d.body.args[1]);
+    if (!a || !b || !is_input(a->name) || !is_input(b->name)) return false;
+    size_t rank = d.indices.size();
+    if (rank != 2 && rank != 3) return false;
+    std::vector<std::string> batch(d.indices.begin(), d.indices.end() - 2);
+    const std::string& m = d.indices[rank - 2];
+    const std::string& n = d.indices[rank - 1];
+    const std::string& k = d.over;
+    auto with_batch = [&](std::vector<std::string> tail) {
+      std::vector<std::string> v = batch;
+      v.insert(v.end(), tail.begin(), tail.end());
+      return v;
+    };
+    auto matches = [&](const Expr& x, const Expr& y) {
+      return reads_at(x, with_batch({m, k})) && (reads_at(y, with_batch({k, n})) || reads_at(y, with_batch({n, k})));
+    };
+    return matches(*a, *b) || matches(*b, *a);
+  }
+
+  std::string gemm(size_t g, const std::vector<size_t>& reductions) const {
+    const Definition& acc = p_.defs[g];
+    for (size_t r : reductions)
+      if (r != g)
+        src_.fail(p_.defs[r].loc, "'" + p_.defs[r].name + "' is a reduction besides the gemm '" + acc.name +
+                                      "'; a gemm combined with another reduction is" + kNoFamily);
+    for (size_t i = 0; i < g; ++i)
+      src_.fail(p_.defs[i].loc, "'" + p_.defs[i].name + "' comes before the gemm '" + acc.name +
+                                    "'; a gemm prologue is" + kNoFamily);
+    for (size_t i = g + 1; i < p_.defs.size(); ++i) {
+      const Definition& d = p_.defs[i];
+      if (d.extents != acc.extents)
+        src_.fail(d.loc, "the gemm epilogue keeps the output space " + list_text(acc.extents) + ", but '" + d.name +
+                             "' ranges over " + list_text(d.extents));
+      for (const Expr* r : reads_of(d.body)) {
+        if (!is_input(r->name) && !reads_at(*r, d.indices))
+          src_.fail(r->loc, "the gemm epilogue reads the definition '" + r->name + "' at other indices than its own " +
+                                list_text(d.indices));
+        if (is_input(r->name) && !reads_broadcast(*r, d.indices))
+          src_.fail(r->loc, "the gemm epilogue reads '" + r->name + "' at indices other than " + list_text(d.indices) +
+                                " or a row or column of them");
+      }
+    }
+    return "gemm";
+  }
+
+  // Whether some read of the body has the reduced index last: with another read that has it
+  // first, the sum looks like a matrix product that is not written in the gemm's exact form.
+  static bool reads_last(const Definition& d) {
+    for (const Expr* x : reads_of(d.body))
+      if (!x->indices.empty() && x->indices.back().var == d.over) return true;
+    return false;
+  }
+
+  std::string rowwise(const std::vector<size_t>& reductions) const {
+    std::vector<std::string> rows;
+    std::string cols;
+    const Definition* first = nullptr;
+    for (size_t r : reductions) {
+      const Definition& d = p_.defs[r];
+      for (const Expr* x : reads_of(d.body)) {
+        for (size_t pos = 0; pos < x->indices.size(); ++pos) {
+          if (x->indices[pos].var != d.over || pos + 1 == x->indices.size()) continue;
+          std::string which = pos == 0 ? "the first index" : "index " + std::to_string(pos + 1);
+          std::string kind = pos == 0 ? "a reduction over the first index" : "a reduction over an index other than the last";
+          std::string hint;
+          if (d.reduce == ReduceOp::sum && reads_last(d))
+            hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts allowed; scale it in a following "
+                   "definition)";
+          src_.fail(x->indices[pos].loc, "'" + d.name + "' reduces over '" + d.over + "', " + which + " of '" + x->name +
+                                             "'; " + kind + " is" + kNoFamily + hint);
+        }
+      }
+      std::vector<std::string> these = d.extents;
+      if (d.reduce == ReduceOp::scan) {
+        if (d.indices.back() != d.over)
+          src_.fail(d.loc, "the scan '" + d.name + "' must keep its index '" + d.over + "' last on the left-hand side");
+        these.pop_back();
+      }
+      if (!first) {
+        first = &d;
+        rows = these;
+        cols = d.over_extent;
+        continue;
+      }
+      if (these != rows || d.over_extent != cols)
+        src_.fail(d.loc, "'" + d.name + "' reduces rows " + list_text(these) + " over " + d.over_extent + " but '" +
+                             first->name + "' reduces rows " + list_text(rows) + " over " + cols +
+                             "; row-wise reductions over different spaces are" + kNoFamily);
+    }
+    std::vector<std::string> full = rows;
+    full.push_back(cols);
+    for (const Definition& d : p_.defs) {
+      if (d.reduce != ReduceOp::none || d.extents == rows || d.extents == full) continue;
+      src_.fail(d.loc, "'" + d.name + "' ranges over " + list_text(d.extents) + ", neither the rows " + list_text(rows) +
+                           " nor the rows and columns " + list_text(full) + " of the row-wise reductions; such a mix is" +
+                           kNoFamily);
+    }
+    return "rowwise";
+  }
+};
+
+}  // namespace
+
+std::string recognise_family(const Source& src, const Parsed& parsed) { return Recogniser(src, parsed).run(); }
+
+}  // namespace ksol::dsl::detail

@@ -1,0 +1,68 @@
+// The small pieces of ir.h that are not a stage: names of enums, look-ups, the error type.
+#include "dsl/ir.h"
+
+#include <sstream>
+
+namespace ksol::dsl {
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::f32: return "f32";
+    case Type::f64: return "f64";
+    case Type::bf16: return "bf16";
+    case Type::f16: return "f16";
+    case Type::i32: return "i32";
+    case Type::i64: return "i64";
+    case Type::boolean: return "bool";
+  }
+  return "?";
+}
+
+bool type_is_float(Type t) {
+  return t == Type::f32 || t == Type::f64 || t == Type::bf16 || t == Type::f16;
+}
+
+const char* reduce_name(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::none: return "none";
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::argmax: return "argmax";
+    case ReduceOp::scan: return "scan";
+  }
+  return "?";
+}
+
+const ScheduleValue* Program::knob(const std::string& key) const {
+  for (const auto& [k, v] : schedule)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const Param* Program::param(const std::string& n) const {
+  for (const auto* list : {&inputs, &outputs})
+    for (const Param& p : *list)
+      if (p.name == n) return &p;
+  return nullptr;
+}
+
+const Definition* Program::def(const std::string& n) const {
+  for (const Definition& d : defs)
+    if (d.name == n) return &d;
+  return nullptr;
+}
+
+DslError::DslError(const std::string& f, Loc loc, const std::string& message, const std::string& source_line)
+    : std::runtime_error([&] {
+        std::ostringstream o;
+        o << f << ":" << loc.line << ":" << loc.col << ": error: " << message;
+        if (!source_line.empty())
+          o << "\n  " << source_line << "\n  " << std::string(loc.col > 0 ? loc.col - 1 : 0, ' ') << "^";
+        return o.str();
+      }()),
+      file(f),
+      at(loc) {}
+
+}  // namespace ksol::dsl

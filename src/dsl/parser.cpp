@@ -1,0 +1,466 @@
+// Tokens to an unchecked Program by recursive descent (docs/DSL.md, "The algorithm" and
+// "The schedule"), and parse_program: the front end's passes in order.
+#include <cstdlib>
+#include <limits>
+
+#include "dsl/front.h"
+
+namespace ksol::dsl {
+
+Program parse_program(const std::string& text, const std::string& file) {
+  detail::Source src(file, text);
+  std::vector<detail::Token> tokens = detail::lex(src);
+  detail::Parsed parsed = detail::parse(src, tokens);
+  detail::check(src, parsed);
+  parsed.program.family = detail::recognise_family(src, parsed);
+  parsed.program.file = file;
+  return std::move(parsed.program);
+}
+
+namespace detail {
+
+bool is_type_name(const std::string& w) {
+  for (const char* t : {"f32", "f64", "bf16", "f16", "i32", "i64"})
+    if (w == t) return true;
+  return false;
+}
+
+Type type_from_name(const std::string& w) {
+  for (Type t : {Type::f32, Type::f64, Type::bf16, Type::f16, Type::i32, Type::i64})
+    if (w == type_name(t)) return t;
+  return Type::f32;
+}
+
+namespace {
+
+bool is_reduction_keyword(const std::string& w) {
+  return w == "sum" || w == "max" || w == "min" || w == "mean" || w == "argmax" || w == "scan";
+}
+
+ReduceOp reduce_from_name(const std::string& w) {
+  for (ReduceOp r : {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::mean, ReduceOp::argmax, ReduceOp::scan})
+    if (w == reduce_name(r)) return r;
+  return ReduceOp::none;
+}
+
+std::string describe(const Token& t) {
+  switch (t.kind) {
+    case Tok::ident: return "'" + t.text + "'";
+    case Tok::keyword: return "keyword '" + t.text + "'";
+    case Tok::number: return "number " + t.text;
+    case Tok::punct: return "'" + t.text + "'";
+    case Tok::newline: return "end of line";
+    case Tok::end: return "end of file";
+  }
+  return "?";
+}
+
+class Parser {
+ public:
+  Parser(const Source& src, const std::vector<Token>& tokens) : src_(src), toks_(tokens) {}
+
+  Parsed run() {
+    skip_newlines();
+    if (!is_keyword_tok(peek(), "kernel"))
+      fail_at(peek(), "expected 'kernel NAME(inputs) -> (outputs) { ... }' but found " + describe(peek()));
+    next();
+    Program& p = out_.program;
+    p.name = expect_ident("the kernel's name").text;
+    expect("(", "after the kernel's name");
+    p.inputs = params();
+    expect(")", "after the inputs");
+    skip_newlines();  // the outputs may start a line of their own
+    expect("->", "between the inputs and the outputs");
+    expect("(", "before the outputs");
+    p.outputs = params();
+    expect(")", "after the outputs");
+    skip_newlines();
+    expect("{", "to open the kernel's body");
+    statements();
+    skip_newlines();
+    if (is_keyword_tok(peek(), "schedule")) {
+      next();
+      schedule();
+      skip_newlines();
+    }
+    if (peek().kind != Tok::end) fail_at(peek(), "expected 'schedule { ... }' or the end of the file but found " + describe(peek()));
+    return std::move(out_);
+  }
+
+ private:
+  const Source& src_;
+  const std::vector<Token>& toks_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  int nodes_ = 0;  // in the current statement
+  Parsed out_;
+
+  const Token& peek(size_t ahead = 0) const {
+    size_t i = pos_ + ahead;
+    return i < toks_.size() ? toks_[i] : toks_.back();
+  }
+  const Token& next() {
+    const Token& t = peek();
+    if (pos_ < toks_.size() - 1) ++pos_;
+    return t;
+  }
+  static bool is_punct(const Token& t, const char* p) { return t.kind == Tok::punct && t.text == p; }
+  static bool is_keyword_tok(const Token& t, const char* k) { return t.kind == Tok::keyword && t.text == k; }
+  bool accept(const char* p) {
+    if (!is_punct(peek(), p)) return false;
+    next();
+    return true;
+  }
+  [[noreturn]] void fail_at(const Token& t, const std::string& message) const { src_.fail(t.loc, message); }
+
+  // Newlines inside () and [] are not tokens, so a missing ')' is noticed at the next line's
+  // first token; the caret then goes where the ')' was due, just after the previous token.
+  [[noreturn]] void fail_expected(const std::string& wanted) const {
+    const Token& t = peek();
+    std::string found = describe(t);
+    if (t.kind == Tok::keyword) found += ", which is reserved";
+    if (pos_ > 0 && toks_[pos_ - 1].kind != Tok::newline && toks_[pos_ - 1].loc.line < t.loc.line) {
+      const Token& prev = toks_[pos_ - 1];
+      src_.fail({prev.loc.line, prev.loc.col + static_cast<int>(prev.text.size())},
+                "expected " + wanted + " but found " + found + " on line " + std::to_string(t.loc.line));
+    }
+    fail_at(t, "expected " + wanted + " but found " + found);
+  }
+  const Token& expect(const char* p, const std::string& why) {
+    if (!is_punct(peek(), p)) fail_expected(std::string("'") + p + "' " + why);
+    return next();
+  }
+  const Token& expect_ident(const std::string& what) {
+    if (peek().kind != Tok::ident) fail_expected(what);
+    return next();
+  }
+  void skip_newlines() {
+    while (peek().kind == Tok::newline) next();
+  }
+  void skip_separators() {
+    while (peek().kind == Tok::newline || is_punct(peek(), ";")) next();
+  }
+  // A statement or schedule entry ends at a newline, at ';' or just before the closing '}'.
+  void end_of_statement(const std::string& what) {
+    if (peek().kind == Tok::newline || is_punct(peek(), ";")) {
+      next();
+      return;
+    }
+    if (is_punct(peek(), "}")) return;
+    fail_at(peek(), "expected the end of the " + what + " (a newline or ';') but found " + describe(peek()));
+  }
+
+  std::vector<Param> params() {
+    std::vector<Param> list;
+    do {
+      Param prm;
+      const Token& name = expect_ident("a parameter 'NAME: TYPE[EXTENTS]'");
+      prm.name = name.text;
+      prm.loc = name.loc;
+      expect(":", "after the parameter's name");
+      const Token& t = expect_ident("a type (f32, f64, bf16, f16, i32, i64)");
+      if (!is_type_name(t.text)) {
+        if (peek().kind == Tok::ident && is_type_name(peek().text)) {
+          if (t.text != "csr") fail_at(t, "unknown storage format '" + t.text + "'; the only sparse format is csr");
+          prm.format = "csr";
+          prm.type = type_from_name(next().text);
+        } else {
+          fail_at(t, "unknown type '" + t.text + "'; the types are f32, f64, bf16, f16, i32, i64");
+        }
+      } else {
+        prm.type = type_from_name(t.text);
+      }
+      expect("[", "to open the parameter's extents");
+      do {
+        if (peek().kind == Tok::number) fail_at(peek(), "an extent is a dim name such as N, not a number");
+        prm.extents.push_back(expect_ident("an extent (a dim name such as N)").text);
+      } while (accept(","));
+      expect("]", "to close the parameter's extents");
+      list.push_back(std::move(prm));
+    } while (accept(","));
+    return list;
+  }
+
+  void statements() {
+    while (true) {
+      skip_separators();
+      if (is_punct(peek(), "}")) {
+        next();
+        return;
+      }
+      if (peek().kind == Tok::end) fail_at(peek(), "expected '}' to close the kernel's body but found end of file");
+      statement();
+      if (is_keyword_tok(peek(), "over"))
+        fail_at(peek(), "a reduction must be the whole right-hand side: NAME[...] = sum(EXPR) over INDEX");
+      end_of_statement("statement");
+    }
+  }
+
+  void statement() {
+    Definition d;
+    StmtLocs locs;
+    nodes_ = 0;
+    const Token& name = expect_ident("a definition 'NAME[i, j] = ...'");
+    d.name = name.text;
+    d.loc = name.loc;
+    expect("[", "after the defined name (a definition is NAME[i, j] = ...)");
+    do {
+      const Token& idx = expect_ident("a left-hand index (a plain name)");
+      if (is_punct(peek(), "+") || is_punct(peek(), "-"))
+        fail_at(peek(), "left-hand indices are plain names; offsets are allowed only in reads");
+      d.indices.push_back(idx.text);
+      locs.indices.push_back(idx.loc);
+    } while (accept(","));
+    expect("]", "to close the left-hand indices");
+    expect("=", "after the left-hand side");
+    locs.body = peek().loc;
+    const Token& t = peek();
+    if (t.kind == Tok::keyword && is_reduction_keyword(t.text) && reduction_follows()) {
+      next();
+      d.reduce = reduce_from_name(t.text);
+      expect("(", "after '" + t.text + "'");
+      d.body = expr();
+      if (is_punct(peek(), ","))
+        fail_at(peek(), "a reduction takes one expression: " + t.text + "(EXPR) over INDEX");
+      expect(")", "to close '" + t.text + "('");
+      if (!is_keyword_tok(peek(), "over"))
+        fail_at(peek(), "expected 'over INDEX' after " + t.text + "(...) but found " + describe(peek()));
+      next();
+      const Token& over = expect_ident("the reduced index after 'over'");
+      d.over = over.text;
+      locs.over = over.loc;
+      if (!(peek().kind == Tok::newline || is_punct(peek(), ";") || is_punct(peek(), "}")))
+        fail_at(peek(), "a reduction must be the whole right-hand side; compute the rest in a following definition");
+    } else {
+      d.body = expr();
+    }
+    out_.program.defs.push_back(std::move(d));
+    out_.stmts.push_back(std::move(locs));
+  }
+
+  // sum, mean, argmax and scan are always reductions; max and min are reductions only when
+  // their closing parenthesis is followed by 'over', and the two-argument functions otherwise.
+  bool reduction_follows() const {
+    const std::string& w = peek().text;
+    if (w != "max" && w != "min") return true;
+    if (!is_punct(peek(1), "(")) return false;
+    int depth = 0;
+    for (size_t i = pos_ + 1; i < toks_.size(); ++i) {
+      const Token& t = toks_[i];
+      if (t.kind == Tok::end) return false;
+      if (is_punct(t, "(")) ++depth;
+      if (is_punct(t, ")") && --depth == 0) return i + 1 < toks_.size() && is_keyword_tok(toks_[i + 1], "over");
+    }
+    return false;
+  }
+
+  Expr make(Expr::Kind kind, const Token& at) {
+    // Later passes recurse over the tree, so its size is bounded as well as its nesting.
+    if (++nodes_ > 10000) fail_at(at, "expression too long (more than 10000 terms); split it into definitions");
+    Expr e;
+    e.kind = kind;
+    e.loc = at.loc;
+    return e;
+  }
+
+  Expr expr() {
+    // Deep enough for any real program; the limit keeps a hostile input from exhausting the stack.
+    if (++depth_ > 200) fail_at(peek(), "expression nested too deeply (more than 200 levels)");
+    Expr e = comparison();
+    --depth_;
+    return e;
+  }
+
+  Expr comparison() {
+    Expr left = additive();
+    for (const char* op : {"<", "<=", ">", ">=", "==", "!="}) {
+      if (!is_punct(peek(), op)) continue;
+      Expr e = make(Expr::Kind::compare, next());
+      e.op = op;
+      e.args.push_back(std::move(left));
+      e.args.push_back(additive());
+      for (const char* again : {"<", "<=", ">", ">=", "==", "!="})
+        if (is_punct(peek(), again)) fail_at(peek(), "comparisons do not chain; compare two values at a time");
+      return e;
+    }
+    return left;
+  }
+
+  Expr additive() {
+    Expr left = term();
+    while (is_punct(peek(), "+") || is_punct(peek(), "-")) {
+      Expr e = make(Expr::Kind::binary, peek());
+      e.op = next().text;
+      e.args.push_back(std::move(left));
+      e.args.push_back(term());
+      left = std::move(e);
+    }
+    return left;
+  }
+
+  Expr term() {
+    Expr left = unary();
+    while (is_punct(peek(), "*") || is_punct(peek(), "/")) {
+      Expr e = make(Expr::Kind::binary, peek());
+      e.op = next().text;
+      e.args.push_back(std::move(left));
+      e.args.push_back(unary());
+      left = std::move(e);
+    }
+    return left;
+  }
+
+  Expr unary() {
+    if (!is_punct(peek(), "-")) return primary();
+    const Token& minus = next();
+    if (++depth_ > 200) fail_at(minus, "expression nested too deeply (more than 200 levels)");
+    Expr operand = unary();
+    --depth_;
+    // A negated number is a number, so that -1e-6 prints and reads back as one literal.
+    if (operand.kind == Expr::Kind::number) {
+      operand.number = -operand.number;
+      operand.loc = minus.loc;
+      return operand;
+    }
+    Expr e = make(Expr::Kind::unary, minus);
+    e.op = "-";
+    e.args.push_back(std::move(operand));
+    return e;
+  }
+
+  Expr primary() {
+    const Token& t = peek();
+    if (t.kind == Tok::number) {
+      Expr e = make(Expr::Kind::number, next());
+      e.number = t.value;
+      return e;
+    }
+    if (is_punct(t, "(")) {
+      next();
+      Expr e = expr();
+      expect(")", "to close '('");
+      return e;
+    }
+    if (t.kind == Tok::keyword) {
+      if (t.text == "max" || t.text == "min") return call(Expr::Kind::call);
+      if (is_reduction_keyword(t.text))
+        fail_at(t, "'" + t.text + "' is a reduction and must be the whole right-hand side: NAME[...] = " + t.text +
+                       "(EXPR) over INDEX");
+      fail_at(t, "expected an expression but found " + describe(t));
+    }
+    if (t.kind != Tok::ident) fail_at(t, "expected an expression but found " + describe(t));
+    if (is_punct(peek(1), "(")) return call(is_type_name(t.text) ? Expr::Kind::cast : Expr::Kind::call);
+    if (is_punct(peek(1), "[")) return read();
+    Expr e = make(Expr::Kind::dim, next());
+    e.name = t.text;
+    return e;
+  }
+
+  Expr call(Expr::Kind kind) {
+    const Token& name = next();
+    Expr e = make(kind, name);
+    e.name = name.text;
+    expect("(", "after '" + name.text + "'");
+    if (is_punct(peek(), ")")) fail_at(peek(), "'" + name.text + "' needs at least one argument");
+    do {
+      e.args.push_back(expr());
+    } while (accept(","));
+    expect(")", "to close '" + name.text + "('");
+    return e;
+  }
+
+  Expr read() {
+    const Token& name = next();
+    Expr e = make(Expr::Kind::read, name);
+    e.name = name.text;
+    expect("[", "after the tensor's name");
+    do {
+      e.indices.push_back(index());
+    } while (accept(","));
+    expect("]", "to close the indices of '" + name.text + "'");
+    return e;
+  }
+
+  IndexExpr index() {
+    const char* shape = "an index is a name, optionally plus or minus an integer: i, i+1, i-2";
+    if (peek().kind != Tok::ident) fail_at(peek(), shape);
+    const Token& var = next();
+    IndexExpr ix;
+    ix.var = var.text;
+    ix.loc = var.loc;
+    if (is_punct(peek(), "+") || is_punct(peek(), "-")) {
+      bool minus = next().text == "-";
+      const Token& n = peek();
+      if (n.kind != Tok::number) fail_at(n, shape);
+      if (!n.integer) fail_at(n, "an index offset must be an integer, not " + n.text);
+      ix.offset = to_int(next());
+      if (minus) ix.offset = -ix.offset;
+    }
+    if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
+    return ix;
+  }
+
+  int64_t to_int(const Token& t) const {
+    if (t.value > static_cast<double>(std::numeric_limits<int64_t>::max()))
+      fail_at(t, "the integer " + t.text + " is too large");
+    return std::strtoll(t.text.c_str(), nullptr, 10);
+  }
+
+  void schedule() {
+    skip_newlines();
+    expect("{", "after 'schedule'");
+    Program& p = out_.program;
+    while (true) {
+      skip_separators();
+      if (is_punct(peek(), "}")) {
+        next();
+        return;
+      }
+      if (peek().kind == Tok::end) fail_at(peek(), "expected '}' to close the schedule but found end of file");
+      const Token& key = expect_ident("a schedule entry 'NAME = VALUE'");
+      if (auto it = p.schedule_keys.find(key.text); it != p.schedule_keys.end())
+        fail_at(key, "schedule key '" + key.text + "' is set twice (first at " + std::to_string(it->second.line) + ":" +
+                         std::to_string(it->second.col) + ")");
+      expect("=", "after the schedule key '" + key.text + "'");
+      p.schedule.emplace_back(key.text, schedule_value());
+      p.schedule_keys[key.text] = key.loc;
+      end_of_statement("schedule entry");
+    }
+  }
+
+  ScheduleValue schedule_value() {
+    const char* shape = "a schedule value is an integer, a name or a list of integers such as [128, 64]";
+    ScheduleValue v;
+    const Token& t = peek();
+    v.loc = t.loc;
+    if (t.kind == Tok::number) {
+      if (!t.integer) fail_at(t, std::string(shape) + "; " + t.text + " is not an integer");
+      v.kind = ScheduleValue::Kind::integer;
+      v.integer = to_int(next());
+      return v;
+    }
+    if (t.kind == Tok::ident || t.kind == Tok::keyword) {
+      v.kind = ScheduleValue::Kind::ident;
+      v.ident = next().text;
+      return v;
+    }
+    if (!is_punct(t, "[")) fail_at(t, shape);
+    next();
+    v.kind = ScheduleValue::Kind::list;
+    if (is_punct(peek(), "]")) fail_at(peek(), "a schedule list needs at least one integer");
+    do {
+      const Token& n = peek();
+      if (n.kind != Tok::number || !n.integer) fail_at(n, "a schedule list holds integers only, not " + describe(n));
+      v.list.push_back(to_int(next()));
+    } while (accept(","));
+    expect("]", "to close the schedule list");
+    return v;
+  }
+};
+
+}  // namespace
+
+Parsed parse(const Source& src, const std::vector<Token>& tokens) { return Parser(src, tokens).run(); }
+
+}  // namespace detail
+}  // namespace ksol::dsl

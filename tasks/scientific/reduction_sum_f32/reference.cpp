@@ -1,0 +1,17 @@
+// reduction_sum_f32 float64 CPU reference: S[0] = X[0] + ... + X[N-1], accumulated sequentially
+// in double on the fp32 input values.
+#include <ksol/abi.h>
+#include <cstdint>
+
+extern "C" int ksol_reference(const ksol_call* call) {
+  if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 2 || call->num_dims != 1)
+    return 1;
+  const int64_t N = call->dims[0];
+  if (N < 0) return 2;
+  const double* X = static_cast<const double*>(call->tensors[0]);
+  double* S = static_cast<double*>(call->tensors[1]);
+  double acc = 0.0;
+  for (int64_t i = 0; i < N; ++i) acc += X[i];
+  S[0] = acc;
+  return 0;
+}

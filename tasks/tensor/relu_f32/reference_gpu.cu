@@ -1,0 +1,28 @@
+// relu_f32 float64 GPU reference: grid-stride Y[i] = max(X[i], 0) in double, NaN propagated
+// (PyTorch semantics), on the call's stream.
+#include <ksol/abi.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+
+namespace {
+__global__ void relu_f64(const double* __restrict__ X, double* __restrict__ Y, int64_t N) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const double x = X[i];
+    Y[i] = (x != x || x > 0.0) ? x : 0.0;
+  }
+}
+}  // namespace
+
+extern "C" int ksol_reference_gpu(const ksol_call* call) {
+  if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 2 || call->num_dims != 1)
+    return 1;
+  const int64_t N = call->dims[0];
+  if (N < 0) return 2;
+  if (N == 0) return 0;
+  int64_t blocks = (N + 255) / 256;
+  if (blocks > 1048576) blocks = 1048576;  // grid-stride beyond this
+  relu_f64<<<(unsigned)blocks, 256, 0, static_cast<cudaStream_t>(call->stream)>>>(
+      static_cast<const double*>(call->tensors[0]), static_cast<double*>(call->tensors[1]), N);
+  return cudaGetLastError() == cudaSuccess ? 0 : 4;
+}
