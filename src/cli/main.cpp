@@ -163,6 +163,7 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
       BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
       for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
       job = baseline_job(t, b);
+      job.trusted = false;  // a candidate, even when it is the user's own function
     }
     if (o.defences_off.count("static")) job.static_gate = false;
     jobs.push_back(job);

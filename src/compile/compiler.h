@@ -19,6 +19,10 @@ struct StaticFinding {
 std::vector<StaticFinding> static_scan(const std::string& source);
 std::string format_findings(const std::string& file, const std::string& source, const std::vector<StaticFinding>& f);
 
+// Gate 1's second half: the undefined dynamic symbols of a built library that a candidate may
+// not import (nm -D). Empty when the library is clean.
+std::vector<std::string> forbidden_imports(const std::string& so_path);
+
 enum class SourceKind { candidate, reference_cpu, reference_gpu };
 
 struct CompileJob {
@@ -27,6 +31,7 @@ struct CompileJob {
   SourceKind kind = SourceKind::candidate;
   std::vector<std::string> libs;    // cublas, cusparse, ...
   bool static_gate = true;          // scan before compiling (candidates only)
+  bool trusted = false;             // a task's own baseline: its imports are not gated (vendor libraries need some)
   std::string arch = "sm_90";
 };
 

@@ -163,10 +163,13 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
         continue;
       }
     }
-    std::vector<uint64_t> seeds = draw_seeds(o, 3);
+    // One master seed per evaluation, recorded: `ksol eval --seed MASTER` draws the same seeds.
+    EvalOptions seeded = o;
+    if (!seeded.seed) seeded.seed = (static_cast<uint64_t>(std::random_device{}()) << 20) ^ std::random_device{}();
+    std::vector<uint64_t> seeds = draw_seeds(seeded, 3);
     uint64_t timing_seed = seeds[0] ^ 0x5eed;
     nlohmann::json rerun = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", s->name},
-                            {"seeds", seeds}, {"timing_seed", timing_seed}, {"compile_key", out.compiled.key},
+                            {"master_seed", *seeded.seed}, {"seeds", seeds}, {"timing_seed", timing_seed}, {"compile_key", out.compiled.key},
                             {"toolchain", toolchain_version()}, {"ksol_version", KSOL_VERSION},
                             {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
                             {"gpu", device_.is_null() ? nlohmann::json(opt_.assume_gpu) : device_}};
@@ -191,17 +194,27 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
         so.failed_gate = "worker";
         so.error_class = r.failure == "timeout" ? "timeout" : r.failure == "fatal" ? "sticky_cuda_error" : r.failure == "crash" ? "crash" : "worker_error";
         so.message = r.message;
+      } else if (!r.body.contains("result") || !r.body["result"].is_object()) {
+        so.status = "failed";
+        so.failed_gate = "worker";
+        so.error_class = "protocol_violation";
+        so.message = "the worker's reply has no result object";
+        worker_->stop();
       } else {
         so.raw = r.body["result"];
-        so.status = so.raw.value("status", "failed");
-        so.failed_gate = so.raw.value("failed_gate", "");
-        so.error_class = so.raw.value("error_class", "");
-        so.message = so.raw.value("message", "");
-        if (so.raw.contains("timing")) {
-          so.median_us = so.raw["timing"].value("median_us", 0.0);
-          so.ci_low_us = so.raw["timing"].value("ci_low_us", 0.0);
-          so.ci_high_us = so.raw["timing"].value("ci_high_us", 0.0);
-          rerun["clock_mhz"] = so.raw["timing"].value("clock_mhz_after", 0);
+        auto str = [&](const char* k) { return so.raw.contains(k) && so.raw[k].is_string() ? so.raw[k].get<std::string>() : std::string(); };
+        so.status = str("status");
+        if (so.status != "ok" && so.status != "failed") so.status = "failed";
+        so.failed_gate = str("failed_gate");
+        so.error_class = str("error_class");
+        so.message = str("message");
+        if (so.raw.contains("timing") && so.raw["timing"].is_object()) {
+          const nlohmann::json& tm = so.raw["timing"];
+          auto num = [&](const char* k) { return tm.contains(k) && tm[k].is_number() ? tm[k].get<double>() : 0.0; };
+          so.median_us = num("median_us");
+          so.ci_low_us = num("ci_low_us");
+          so.ci_high_us = num("ci_high_us");
+          rerun["clock_mhz"] = num("clock_mhz_after");
         }
       }
     }

@@ -31,19 +31,20 @@ WorkerClient::~WorkerClient() { stop(); }
 void WorkerClient::start() {
   std::filesystem::create_directories(std::filesystem::path(log_path_).parent_path());
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe failed");
-  int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Close-on-exec everywhere: compilers and other workers forked meanwhile must not inherit
+  // these ends, or EOF would never come.
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Everything the child needs is built before fork: only async-signal-safe calls follow it.
+  std::vector<char*> args;
+  for (auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     if (log >= 0) dup2(log, 2);
-    close(in[0]); close(in[1]); close(out[0]); close(out[1]);
-    if (log >= 0) close(log);
-    std::vector<char*> args;
-    for (auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execvp(args[0], args.data());
     _exit(127);
   }
@@ -87,7 +88,14 @@ void WorkerClient::stop() {
 std::string WorkerClient::reap() {
   // The pipe closed: the worker is gone or going; wait for it and say how it ended.
   int status = 0;
-  if (pid_ <= 0 || waitpid(pid_, &status, 0) != pid_) return "the worker is gone";
+  if (pid_ <= 0) return "the worker is gone";
+  // A worker that closed its end but lives on must not hang the coordinator: if it has not
+  // exited within a moment, it is killed.
+  for (int i = 0; i < 50 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(10000);
+  if (waitpid(pid_, &status, WNOHANG) == 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
   pid_ = -1;
   return WIFSIGNALED(status) ? "the worker died with signal " + std::to_string(WTERMSIG(status))
                              : "the worker exited with code " + std::to_string(WEXITSTATUS(status));
@@ -107,8 +115,18 @@ std::string WorkerClient::stderr_tail() const {
 WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
   auto t0 = std::chrono::steady_clock::now();
   WorkerReply r;
+  // A worker that died between calls is restarted without charging anyone.
+  if (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      kill_worker();
+    }
+  }
   if (pid_ <= 0) start();
-  int id = next_id_++;
+  // Ids are unpredictable, so a candidate that writes to the protocol stream cannot forge the
+  // reply to the request in flight.
+  int64_t id = static_cast<int64_t>(rng_() >> 12);
   request["id"] = id;
   std::string line = request.dump() + "\n";
   size_t sent = 0;
@@ -135,18 +153,28 @@ WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
         kill_worker();
         return r;
       }
-      if (r.body.value("id", -1) != id) continue;  // a stale reply from an abandoned call
+      if (!r.body.is_object() || !r.body.contains("id") || !r.body["id"].is_number_integer() || r.body["id"].get<int64_t>() != id) {
+        // Every abandoned call kills its worker, so no stale reply can exist: this line was
+        // written by someone else on the protocol stream.
+        r.failure = "crash";
+        r.message = "protocol violation: the worker's stream carried a line that is not the reply to this request: " +
+                    reply.substr(0, 200);
+        kill_worker();
+        r.seconds = seconds_since(t0);
+        return r;
+      }
       r.seconds = seconds_since(t0);
-      if (r.body.value("fatal", false)) {
+      if (r.body.contains("fatal") && r.body["fatal"] == true) {
         r.failure = "fatal";
-        r.message = r.body.value("error", "sticky CUDA error");
+        r.message = r.body.contains("error") && r.body["error"].is_string() ? r.body["error"].get<std::string>() : "sticky CUDA error";
         kill_worker();
         return r;
       }
-      r.ok = r.body.value("ok", false);
+      r.ok = r.body.contains("ok") && r.body["ok"].is_boolean() && r.body["ok"].get<bool>();
       if (!r.ok) {
         r.failure = "error";
-        r.message = r.body.value("error", "the worker reported an error");
+        r.message = r.body.contains("error") && r.body["error"].is_string() ? r.body["error"].get<std::string>()
+                                                                             : "the worker reported an error";
       }
       return r;
     }

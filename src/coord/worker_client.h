@@ -4,6 +4,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ class WorkerClient {
   pid_t pid_ = -1;
   int to_fd_ = -1, from_fd_ = -1;
   std::string buffer_;
-  int next_id_ = 1;
+  std::mt19937_64 rng_{std::random_device{}()};
   int starts_ = 0, restarts_ = 0;
 };
 

@@ -26,7 +26,8 @@ MedianCI median_ci(std::vector<double> v) {
   // The number of samples below the median is Binomial(n, 1/2); its normal approximation gives
   // the ranks that bracket the median with 95% confidence.
   double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2.0;
-  long lo = static_cast<long>(std::floor(n / 2.0 - half)), hi = static_cast<long>(std::ceil(n / 2.0 + half));
+  // 1-based ranks floor(n/2 - half) and ceil(1 + n/2 + half), as 0-based indices.
+  long lo = static_cast<long>(std::floor(n / 2.0 - half)) - 1, hi = static_cast<long>(std::ceil(n / 2.0 + half));
   lo = std::clamp<long>(lo, 0, static_cast<long>(n) - 1);
   hi = std::clamp<long>(hi, 0, static_cast<long>(n) - 1);
   r.low = v[lo];

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +28,10 @@ std::string read_file(const std::string& path) {
 void write_file_atomic(const std::string& path, const std::string& data) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process, thread and call: two threads writing the same path never share a temp.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + "." + std::to_string(counter++);
   {
     std::ofstream f(tmp, std::ios::binary);
     if (!f) throw std::runtime_error("cannot write " + tmp);
@@ -53,19 +58,20 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   ProcessResult r;
   auto t0 = std::chrono::steady_clock::now();
   int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  // Close-on-exec, so processes started by other threads at the same time do not hold this
+  // pipe open (which would delay our EOF until they exit).
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  // Built before fork: after it, a multi-threaded process may only make async-signal-safe calls.
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execvp(args[0], args.data());
     _exit(127);
   }

@@ -56,32 +56,67 @@ struct GateFailure {
 };
 
 constexpr size_t kGuard = 64 * 1024;  // canary bytes on each side of every buffer
-constexpr uint8_t kCanary = 0xA5;
+
+void check_int(int e, const char* what) { check(static_cast<cudaError_t>(e), what); }
+
+// Canary contents and the fingerprint key are drawn per evaluation, so a candidate can neither
+// predict what to write back into a guard zone nor forge a fingerprint.
+struct Secrets {
+  uint64_t canary_seed = 0, key = 0;
+};
 
 struct DeviceBuffer {
   uint8_t* base = nullptr;  // includes the guards
   size_t bytes = 0;         // payload
+  uint64_t guard_print[2] = {0, 0};
   void* ptr() const { return base + kGuard; }
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : bytes(n) {
+  DeviceBuffer(size_t n, const Secrets& sec, cudaStream_t stream) : bytes(n) {
     CK(cudaMalloc(&base, n + 2 * kGuard));
-    CK(cudaMemset(base, kCanary, kGuard));
-    CK(cudaMemset(base + kGuard + n, kCanary, kGuard));
+    uint8_t* zones[2] = {base, base + kGuard + n};
+    for (int z = 0; z < 2; ++z) {
+      check_int(device_fill_random(zones[z], kGuard, sec.canary_seed ^ reinterpret_cast<uintptr_t>(zones[z]), stream), "fill canary");
+      check_int(device_fingerprint(zones[z], kGuard, sec.key, stream, &guard_print[z]), "fingerprint canary");
+    }
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : base(o.base), bytes(o.bytes) { o.base = nullptr; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : base(o.base), bytes(o.bytes) {
+    guard_print[0] = o.guard_print[0];
+    guard_print[1] = o.guard_print[1];
+    o.base = nullptr;
+  }
   ~DeviceBuffer() {
     if (base) cudaFree(base);
   }
-  bool guards_intact() const {
-    std::vector<uint8_t> h(kGuard);
-    for (uint8_t* p : {base, base + kGuard + bytes}) {
-      CK(cudaMemcpy(h.data(), p, kGuard, cudaMemcpyDeviceToHost));
-      for (uint8_t b : h)
-        if (b != kCanary) return false;
+  bool guards_intact(const Secrets& sec, cudaStream_t stream) const {
+    uint8_t* zones[2] = {base, base + kGuard + bytes};
+    for (int z = 0; z < 2; ++z) {
+      uint64_t now = 0;
+      check_int(device_fingerprint(zones[z], kGuard, sec.key, stream, &now), "fingerprint canary");
+      if (now != guard_print[z]) return false;
     }
     return true;
+  }
+};
+
+// Device memory and events released on every path, exceptions included.
+struct DeviceMemory {
+  void* p = nullptr;
+  explicit DeviceMemory(size_t n) { CK(cudaMalloc(&p, std::max<size_t>(n, 1))); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() {
+    if (p) cudaFree(p);
+  }
+};
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { CK(cudaEventCreate(&e)); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (e) cudaEventDestroy(e);
   }
 };
 
@@ -137,28 +172,28 @@ std::vector<HostTensor> run_reference(const Task& task, const SizeSet& size, std
     if (fn(&c) != 0) throw std::runtime_error("the CPU reference failed");
     return out;
   }
-  std::vector<void*> dptrs(ptrs.size(), nullptr);
+  std::vector<std::unique_ptr<DeviceMemory>> mem;
+  std::vector<void*> dptrs;
   std::vector<size_t> bytes(ptrs.size());
   for (size_t k = 0; k < ptrs.size(); ++k) {
     const TensorSpec& ts = task.tensors[k];
     bytes[k] = static_cast<size_t>(task.numel(ts, size)) * (dtype_is_float(ts.dtype) ? 8 : dtype_size(ts.dtype));
-    CK(cudaMalloc(&dptrs[k], std::max<size_t>(bytes[k], 1)));
+    mem.push_back(std::make_unique<DeviceMemory>(bytes[k]));
+    dptrs.push_back(mem.back()->p);
     if (ts.role == Role::in) CK(cudaMemcpy(dptrs[k], ptrs[k], bytes[k], cudaMemcpyHostToDevice));
   }
   ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dptrs.size()), dptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), stream};
   int rc = fn(&c);
   CK(cudaStreamSynchronize(stream));
   if (rc != 0) throw std::runtime_error("the GPU reference failed");
-  for (size_t k = 0; k < ptrs.size(); ++k) {
+  for (size_t k = 0; k < ptrs.size(); ++k)
     if (task.tensors[k].role == Role::out) CK(cudaMemcpy(ptrs[k], dptrs[k], bytes[k], cudaMemcpyDeviceToHost));
-    CK(cudaFree(dptrs[k]));
-  }
   return out;
 }
 
 class Evaluator {
  public:
-  Evaluator(const EvalRequest& req) : req_(req), task_(load_task(req.task_dir)) {
+  Evaluator(const EvalRequest& req) : req_(req), task_(load_task(req.task_dir)), rng_(req.timing_seed ^ 0x6a09e667f3bcc908ull) {
     if (!req.size_dims.empty()) {
       size_.name = req.size;
       size_.dims = req.size_dims;
@@ -174,6 +209,10 @@ class Evaluator {
     CK(cudaGetDevice(&device_));
     CK(cudaDeviceGetAttribute(&l2_bytes_, cudaDevAttrL2CacheSize, device_));
     stream_ = cudaStreamPerThread;
+    // Secrets come from the OS, not from the (recorded) seeds, so no candidate can know them.
+    std::random_device rd;
+    secrets_.canary_seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    secrets_.key = (static_cast<uint64_t>(rd()) << 32) ^ rd();
     candidate_ = std::make_unique<Library>(req.candidate_so);
     run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
     use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
@@ -184,6 +223,11 @@ class Evaluator {
       ref_lib_ = std::make_unique<Library>(req.reference_gpu_so);
       ref_ = ref_lib_->symbol<ksol_reference_fn>("ksol_reference_gpu");
     }
+    // The L2 flush reads a buffer of twice the cache size that nothing ever writes again, so
+    // the cache ends up full of clean lines and no write-back competes with the timed call.
+    flush_bytes_ = 2 * static_cast<size_t>(l2_bytes_);
+    flush_ = std::make_unique<DeviceMemory>(flush_bytes_);
+    CK(cudaMemset(flush_->p, 0x5a, flush_bytes_));
   }
 
   nlohmann::json run() {
@@ -194,6 +238,9 @@ class Evaluator {
     out["defences_off"] = std::vector<std::string>(req_.defences.off.begin(), req_.defences.off.end());
     out["gates"] = nlohmann::json::array();
     try {
+      // The timing sets exist from the start, so the device looks the same to the candidate
+      // in every phase (free memory included).
+      allocate_timing_sets();
       if (req_.check) {
         correctness(out);
         out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
@@ -212,14 +259,35 @@ class Evaluator {
       out["error_class"] = "cuda_error";
       out["message"] = e.what();
     }
+    if (out["status"] != "ok") settle();
     return out;
   }
 
  private:
+  // After a failure the candidate's work may still be running: wait for it and make sure the
+  // context still works, so a later evaluation is never blamed for this one.
+  void settle() {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) {
+      void* probe = nullptr;
+      e = cudaMalloc(&probe, 4096);
+      if (e == cudaSuccess) e = cudaMemset(probe, 0, 4096);
+      if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      if (probe) cudaFree(probe);
+    }
+    if (e != cudaSuccess)
+      throw CudaFatal(std::string("the device is unusable after the candidate ran: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  }
+
   BufferSet allocate() {
     BufferSet s;
-    for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype));
+    for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_);
     return s;
+  }
+
+  void allocate_timing_sets() {
+    int nsets = std::max(1, req_.timing.rotation_sets);
+    for (int i = 0; i < nsets; ++i) timing_sets_.push_back(allocate());
   }
 
   void upload(BufferSet& s, const std::vector<HostTensor>& in) {
@@ -232,13 +300,40 @@ class Evaluator {
   }
 
   void fingerprint(const void* p, size_t bytes, uint64_t* out) {
-    if (!device_fingerprint(p, bytes, stream_, out)) check(cudaGetLastError(), "device_fingerprint");
+    check_int(device_fingerprint(p, bytes, secrets_.key, stream_, out), "device_fingerprint");
   }
 
+  // How outputs are poisoned before a call: NaN bytes, or random bits that look like data.
+  enum class Poison { none, nan, random };
 
-  void poison(BufferSet& s, uint8_t byte) {
-    for (size_t k = 0; k < task_.tensors.size(); ++k)
-      if (task_.tensors[k].role == Role::out) CK(cudaMemsetAsync(s.bufs[k].ptr(), byte, s.bufs[k].bytes, stream_));
+  // The same sequence precedes every call, checked or timed: poison the outputs, flush the L2
+  // by reading, all queued without waiting, so a candidate cannot tell the phases apart.
+  void prepare(BufferSet& s, Poison p) {
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      if (task_.tensors[k].role != Role::out) continue;
+      if (p == Poison::nan) CK(cudaMemsetAsync(s.bufs[k].ptr(), 0xFF, s.bufs[k].bytes, stream_));
+      if (p == Poison::random) check_int(device_fill_random(s.bufs[k].ptr(), s.bufs[k].bytes, rng_(), stream_), "poison");
+    }
+    check_int(device_read_all(flush_->p, flush_bytes_, stream_), "L2 flush");
+  }
+
+  // Calls the candidate on `s` with fresh copies of the pointer table and the dims; a candidate
+  // that rewrites either is caught (the harness keeps its own copies for everything else).
+  struct Launch {
+    std::vector<void*> table;
+    bool dims_changed = false;
+    int rc = 0;
+  };
+  Launch launch(BufferSet& s, cudaEvent_t e0, cudaEvent_t e1) {
+    Launch l;
+    l.table = s.ptrs();
+    std::vector<int64_t> dims = dims_;
+    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(l.table.size()), l.table.data(), static_cast<int32_t>(dims.size()), dims.data(), stream_};
+    if (e0) CK(cudaEventRecord(e0, stream_));
+    l.rc = run_(&c);
+    if (e1) CK(cudaEventRecord(e1, stream_));
+    l.dims_changed = dims != dims_;
+    return l;
   }
 
   // Runs the float64 reference on `in` (or on |in| for the magnitude pass).
@@ -257,24 +352,22 @@ class Evaluator {
   }
 
   // Calls the candidate once on `s`, with the checks every checked call gets.
-  void checked_call(BufferSet& s, const std::vector<HostTensor>& in, const Expected& want, uint8_t poison_byte,
+  void checked_call(BufferSet& s, const std::vector<HostTensor>& in, const Expected& want, Poison poison,
                     const std::string& label) {
     const Defences& d = req_.defences;
-    if (d.on("poison") || checked_calls_ == 0) poison(s, poison_byte);
-    CK(cudaStreamSynchronize(stream_));
+    prepare(s, d.on("poison") || checked_calls_ == 0 ? poison : Poison::none);
     std::vector<void*> mine = s.ptrs();
-    std::vector<void*> table = mine;  // the copy the candidate sees
-    ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(table.size()), table.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
-    int rc = run_(&c);
+    Launch l = launch(s, nullptr, nullptr);
     ++checked_calls_;
-    if (rc != 0) {
+    if (l.rc != 0) {
       cudaError_t e = cudaGetLastError();
       if (sticky(e)) throw CudaFatal(std::string("candidate crashed: ") + cudaGetErrorName(e));
-      throw GateFailure{"launch", "returned_error", "ksol_run returned " + std::to_string(rc) + " (" + label + ")"};
+      throw GateFailure{"launch", "returned_error", "ksol_run returned " + std::to_string(l.rc) + " (" + label + ")"};
     }
-    if (d.on("alias") && table != mine)
+    if (l.dims_changed) throw GateFailure{"correctness", "dims_mutated", "the candidate wrote to the dims array (" + label + ")"};
+    if (d.on("alias") && l.table != mine)
       throw GateFailure{"correctness", "alias", "the candidate rewrote the tensor pointer table: an output must not alias an input or move (" + label + ")"};
-    const std::vector<void*>& read_from = d.on("alias") ? mine : table;
+    const std::vector<void*>& read_from = d.on("alias") ? mine : l.table;
     // Fingerprint the outputs once the call's own stream is done: work queued elsewhere may not
     // be, and shows up as a different fingerprint after the device-wide sync below.
     std::vector<uint64_t> early(task_.tensors.size(), 0);
@@ -292,16 +385,9 @@ class Evaluator {
       throw GateFailure{"launch", "cuda_error", std::string(cudaGetErrorName(e)) + " (" + label + ")"};
     if (d.on("guards"))
       for (size_t k = 0; k < s.bufs.size(); ++k)
-        if (!s.bufs[k].guards_intact())
+        if (!s.bufs[k].guards_intact(secrets_, stream_))
           throw GateFailure{"correctness", "out_of_bounds", "the canary zone around tensor '" + task_.tensors[k].name + "' was overwritten (" + label + ")"};
-    if (d.on("input-hash"))
-      for (size_t k = 0; k < task_.tensors.size(); ++k) {
-        if (task_.tensors[k].role != Role::in) continue;
-        uint64_t now = 0;
-        fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &now);
-        if (now != s.input_fingerprints[k])
-          throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
-      }
+    if (d.on("input-hash")) check_inputs(s, label);
     OutputBytes got = download_outputs(read_from, s);
     compare_all(got, in, want, label);
     if (d.on("escape"))
@@ -313,6 +399,16 @@ class Evaluator {
           throw GateFailure{"correctness", "escaped_stream", "output '" + task_.tensors[k].name +
                                                                  "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
       }
+  }
+
+  void check_inputs(BufferSet& s, const std::string& label) {
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      if (task_.tensors[k].role != Role::in) continue;
+      uint64_t now = 0;
+      fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &now);
+      if (now != s.input_fingerprints[k])
+        throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
+    }
   }
 
   // Checks every output of one call with its comparator.
@@ -342,111 +438,141 @@ class Evaluator {
     const Defences& d = req_.defences;
     std::vector<uint64_t> seeds = req_.seeds;
     if (seeds.size() < 3) throw std::runtime_error("the correctness gate needs at least 3 seeds");
-    std::unique_ptr<BufferSet> set = std::make_unique<BufferSet>(allocate());
+    // Checked calls run on a timing set too (the first one), so buffers do not tell phases
+    // apart; with rewrite-inputs off, every case gets buffers of its own from the first.
+    BufferSet* set = &timing_sets_[0];
+    if (!d.on("rewrite-inputs")) {
+      retired_.push_back(std::make_unique<BufferSet>(allocate()));
+      set = retired_.back().get();
+    }
     nlohmann::json cases = nlohmann::json::array();
     for (uint64_t seed : seeds)
       for (Distribution dist : distributions_for(task_)) {
         std::string label = std::string("seed ") + std::to_string(seed) + ", " + distribution_name(dist);
         // Inputs are rewritten into the same buffers, so a candidate caching by pointer fails;
-        // with that defence off each case gets buffers of its own.
-        if (!d.on("rewrite-inputs") && checked_calls_ > 0) {
-          retired_.push_back(std::move(set));  // kept alive to the end, so no later buffer reuses its addresses
-          set = std::make_unique<BufferSet>(allocate());
+        // with that defence off each case gets buffers of its own, kept to the end so that no
+        // later buffer reuses an address.
+        if (!d.on("rewrite-inputs") && !cases.empty()) {
+          retired_.push_back(std::make_unique<BufferSet>(allocate()));
+          set = retired_.back().get();
         }
         std::vector<HostTensor> in = generate_inputs(task_, size_, dist, seed);
         upload(*set, in);
         Expected want = expected(in);
-        checked_call(*set, in, want, 0xFF, label + ", NaN poison");
-        if (d.on("finite-poison")) checked_call(*set, in, want, 0x7B, label + ", finite poison");
+        checked_call(*set, in, want, Poison::nan, label + ", NaN poison");
+        if (d.on("finite-poison")) checked_call(*set, in, want, Poison::random, label + ", random poison");
         cases.push_back(label);
       }
     out["correctness"] = {{"cases", cases}, {"worst_error_over_tolerance", worst_ratio_}};
   }
 
+  // A timed call whose output is verified: the set gets fresh inputs (new values behind the
+  // same pointers, unless rewrite-inputs is off) and its expected results are computed before
+  // the sampling starts, so verification costs no time inside the loop but the comparison.
+  struct Verification {
+    int set = 0;
+    std::vector<HostTensor> inputs;
+    Expected want;
+  };
+  Verification plan_verification(int set, uint64_t seed) {
+    Verification v;
+    v.set = set;
+    v.inputs = req_.defences.on("rewrite-inputs") ? generate_inputs(task_, size_, Distribution::normal, seed) : timing_inputs_[set];
+    v.want = expected(v.inputs);
+    return v;
+  }
+  void verify(const Verification& v, const std::string& label) {
+    BufferSet& s = timing_sets_[v.set];
+    OutputBytes got = download_outputs(s.ptrs(), s);
+    try {
+      compare_all(got, v.inputs, v.want, label);
+      if (req_.defences.on("input-hash")) check_inputs(s, label);
+    } catch (const GateFailure& f) {
+      throw GateFailure{"timing", f.error_class == "wrong_result" ? "timed_call_wrong" : f.error_class,
+                        "the " + label + " produced a wrong result: " + f.message};
+    }
+  }
+
   void timing(nlohmann::json& out) {
     const Defences& d = req_.defences;
     const TimingConfig& cfg = req_.timing;
-    std::mt19937_64 rng(req_.timing_seed);
-    int nsets = std::max(1, cfg.rotation_sets);
-    std::vector<BufferSet> sets;
-    std::vector<std::vector<HostTensor>> inputs;
+    int nsets = static_cast<int>(timing_sets_.size());
     for (int i = 0; i < nsets; ++i) {
-      sets.push_back(allocate());
-      inputs.push_back(generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i));
-      upload(sets.back(), inputs.back());
+      timing_inputs_.push_back(generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i));
+      upload(timing_sets_[i], timing_inputs_.back());
     }
-    // The L2 flush writes twice the cache size before every sample, so each call starts cold.
-    size_t flush_bytes = 2 * static_cast<size_t>(l2_bytes_);
-    void* flush = nullptr;
-    CK(cudaMalloc(&flush, flush_bytes));
-    std::unique_ptr<void, decltype(&cudaFree)> flush_guard(flush, cudaFree);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    auto call = [&](BufferSet& s) {
-      std::vector<void*> table = s.ptrs();
-      ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(table.size()), table.data(), static_cast<int32_t>(dims_.size()), dims_.data(), stream_};
-      if (run_(&c) != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during timing"};
-    };
-    for (int i = 0; i < cfg.warmup_calls; ++i) call(sets[i % nsets]);
+    // Two verified calls: one at a random position among the first samples, one after the last.
+    bool verifying = d.on("verify-timed");
+    int verify_at = static_cast<int>(rng_() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
+    Verification early_v, final_v;
+    if (verifying) {
+      early_v = plan_verification(verify_at % nsets, req_.timing_seed + 2000);
+      final_v = plan_verification(static_cast<int>(rng_() % static_cast<uint64_t>(nsets)), req_.timing_seed + 3000);
+    }
+    // Every sample's outputs are poisoned with random bits, unless poisoning is being proven.
+    Poison sample_poison = d.on("poison") && d.on("finite-poison") ? Poison::random : Poison::none;
+    Poison verify_poison = !d.on("poison") ? Poison::none : d.on("finite-poison") ? Poison::random : Poison::nan;
+    Event e0, e1;
+    for (int i = 0; i < cfg.warmup_calls; ++i) {
+      prepare(timing_sets_[i % nsets], sample_poison);
+      if (launch(timing_sets_[i % nsets], nullptr, nullptr).rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
+    }
     CK(cudaDeviceSynchronize());
 
-    int verify_at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
     ClockReader clocks(device_);
     ClockSample before = clocks.read();
     std::vector<double> samples, gaps;
     auto t0 = Clock::now();
-    std::string verify_result = "not run";
-    for (int i = 0;; ++i) {
-      BufferSet& s = sets[i % nsets];
-      CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream_));
-      bool verify = d.on("verify-timed") && i == verify_at;
-      if (verify && d.on("poison")) poison(s, 0xFF);
-      CK(cudaEventRecord(e0, stream_));
-      call(s);
-      CK(cudaEventRecord(e1, stream_));
-      CK(cudaEventSynchronize(e1));
+    double excluded = 0;  // seconds spent verifying, not sampling
+    std::string verify_result = verifying ? "pending" : "off";
+    auto run_sample = [&](BufferSet& s, Poison p) {
+      prepare(s, p);
+      Launch l = launch(s, e0.e, e1.e);
+      if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during timing"};
+      if (l.dims_changed) throw GateFailure{"timing", "dims_mutated", "the candidate wrote to the dims array during timing"};
+      CK(cudaEventSynchronize(e1.e));
       auto ta = Clock::now();
       CK(cudaDeviceSynchronize());
-      double gap_us = std::chrono::duration<double, std::micro>(Clock::now() - ta).count();
+      CK(cudaGetLastError());
       float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CK(cudaEventElapsedTime(&ms, e0.e, e1.e));
       samples.push_back(ms * 1000.0);
-      gaps.push_back(gap_us);
-      if (verify) {
-        Expected want = expected(inputs[i % nsets]);
-        try {
-          compare_all(download_outputs(s.ptrs(), s), inputs[i % nsets], want, "timed call " + std::to_string(i));
-        } catch (const GateFailure& f) {
-          throw GateFailure{"timing", "timed_call_wrong", "the randomly chosen timed call " + std::to_string(i) +
-                                                              " produced a wrong result: " + f.message};
-        }
-        verify_result = "ok";
+      gaps.push_back(std::chrono::duration<double, std::micro>(Clock::now() - ta).count());
+    };
+    for (int i = 0;; ++i) {
+      bool verify_now = verifying && i == verify_at;
+      if (verify_now) {
+        auto tv = Clock::now();
+        upload(timing_sets_[early_v.set], early_v.inputs);
+        excluded += std::chrono::duration<double>(Clock::now() - tv).count();
       }
-      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      BufferSet& s = timing_sets_[verify_now ? early_v.set : i % nsets];
+      run_sample(s, verify_now ? verify_poison : sample_poison);
+      if (verify_now) {
+        auto tv = Clock::now();
+        verify(early_v, "randomly chosen timed call " + std::to_string(i));
+        // The set keeps the new inputs; later samples on it are timed on them.
+        timing_inputs_[early_v.set] = early_v.inputs;
+        verify_result = "ok";
+        excluded += std::chrono::duration<double>(Clock::now() - tv).count();
+      }
+      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count() - excluded;
       int n = static_cast<int>(samples.size());
-      if (n < cfg.min_samples || elapsed < cfg.min_seconds) continue;
       if (n >= cfg.max_samples || elapsed >= cfg.max_seconds) break;
+      if (n < cfg.min_samples || elapsed < cfg.min_seconds) continue;
       MedianCI ci = median_ci(samples);
       if ((ci.high - ci.low) / 2 <= cfg.target_rel_ci * ci.median) break;
     }
-    // A second verified call after the last sample, on a random set: a candidate that stops
-    // working once it has seen enough calls is caught however long sampling ran.
-    if (d.on("verify-timed")) {
-      int k = static_cast<int>(rng() % static_cast<uint64_t>(nsets));
-      if (d.on("poison")) poison(sets[k], 0xFF);
-      call(sets[k]);
-      CK(cudaDeviceSynchronize());
-      Expected want = expected(inputs[k]);
-      try {
-        compare_all(download_outputs(sets[k].ptrs(), sets[k]), inputs[k], want, "call after the last timed call");
-      } catch (const GateFailure& f) {
-        throw GateFailure{"timing", "timed_call_wrong", "the call after the last timed call produced a wrong result: " + f.message};
-      }
-    }
     ClockSample after = clocks.read();
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+    // A candidate that stops working once it has seen enough calls fails this one.
+    if (verifying) {
+      upload(timing_sets_[final_v.set], final_v.inputs);
+      prepare(timing_sets_[final_v.set], verify_poison);
+      Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr);
+      if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
+      CK(cudaDeviceSynchronize());
+      verify(final_v, "call after the last timed call");
+    }
     MedianCI ci = median_ci(samples);
     double gap_median = median(gaps);
     // An honest call leaves nothing behind on the device once its stream's end event fires.
@@ -458,7 +584,7 @@ class Evaluator {
         {"median_us", ci.median}, {"ci_low_us", ci.low}, {"ci_high_us", ci.high}, {"samples", samples.size()},
         {"mean_us", mean(samples)}, {"min_us", *std::min_element(samples.begin(), samples.end())},
         {"rel_ci", (ci.high - ci.low) / 2 / ci.median}, {"post_sync_gap_us", gap_median},
-        {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes}, {"verified_call", verify_at},
+        {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes_}, {"l2_flush", "read"}, {"verified_call", verify_at},
         {"verified_call_result", verify_result}, {"raw_us", samples},
         {"clock_mhz_before", before.sm_mhz}, {"clock_mhz_after", after.sm_mhz}, {"clock_mhz_max", after.sm_max_mhz},
         {"throttle_reasons", after.reasons_text}, {"throttled", before.throttled || after.throttled},
@@ -469,14 +595,20 @@ class Evaluator {
   EvalRequest req_;
   Task task_;
   SizeSet size_;
-  std::vector<int64_t> dims_;
+  std::vector<int64_t> dims_;  // the harness's own copy; candidates get a fresh copy per call
   int device_ = 0;
   int l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  Secrets secrets_;
+  std::mt19937_64 rng_;
   std::unique_ptr<Library> candidate_, ref_lib_;
   ksol_run_fn run_ = nullptr;
   ksol_reference_fn ref_ = nullptr;
   bool use_cpu_ref_ = true;
+  size_t flush_bytes_ = 0;
+  std::unique_ptr<DeviceMemory> flush_;
+  std::vector<BufferSet> timing_sets_;
+  std::vector<std::vector<HostTensor>> timing_inputs_;
   int checked_calls_ = 0;
   double worst_ratio_ = 0;
   // With rewrite-inputs off, every correctness case's buffers, held until the evaluation ends.

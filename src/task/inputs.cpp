@@ -151,6 +151,20 @@ MatrixFile read_matrix_market(const std::string& path) {
 SparseStructure make_sparse(const Task& t, const SizeSet& s, uint64_t seed) {
   if (auto it = s.options.find("matrix"); it != s.options.end()) {
     MatrixFile f = read_matrix_market(it->second);
+    if (s.options.count("transposed")) {
+      // CSC of the file's matrix = CSR of its transpose.
+      MatrixFile tr;
+      tr.rows = f.cols;
+      tr.cols = f.rows;
+      tr.m.row_ptr.assign(tr.rows + 1, 0);
+      for (int64_t c : f.m.col) ++tr.m.row_ptr[c + 1];
+      for (int64_t r = 0; r < tr.rows; ++r) tr.m.row_ptr[r + 1] += tr.m.row_ptr[r];
+      tr.m.col.resize(f.m.col.size());
+      std::vector<int64_t> fill(tr.m.row_ptr.begin(), tr.m.row_ptr.end() - 1);
+      for (int64_t r = 0; r < f.rows; ++r)
+        for (int64_t j = f.m.row_ptr[r]; j < f.m.row_ptr[r + 1]; ++j) tr.m.col[fill[f.m.col[j]]++] = r;
+      f = std::move(tr);
+    }
     int64_t rows = std::llround(t.eval(t.sparse->rows, s)), cols = std::llround(t.eval(t.sparse->cols, s));
     if (rows != f.rows || cols != f.cols)
       throw std::runtime_error("size '" + s.name + "' says " + std::to_string(rows) + "x" + std::to_string(cols) + " but " +
@@ -315,7 +329,9 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
       if (!sparse_t) {
         Task tt = t;
         std::swap(tt.sparse->rows, tt.sparse->cols);
-        sparse_t = make_sparse(tt, s, mix(seed ^ 0xc0ffee));
+        SizeSet st = s;
+        if (st.options.count("matrix")) st.options["transposed"] = "1";
+        sparse_t = make_sparse(tt, st, mix(seed ^ 0xc0ffee));
       }
       const auto& m = *sparse_t;
       int64_t want = ts.init == "csc.col_ptr" ? static_cast<int64_t>(m.row_ptr.size()) : static_cast<int64_t>(m.col.size());
@@ -538,7 +554,7 @@ CompareResult compare_tensor(const Task& t, const SizeSet& s, size_t k, const st
     // Rows whose order is unspecified: compare each row's sorted values under the tolerance.
     int64_t len = std::max<int64_t>(1, last_extent(t, ts, s));
     std::vector<double> g(n), w(n);
-    for (int64_t i = 0; i < n; ++i) g[i] = load_as_double(ts.dtype, out, i), w[i] = ref[k].f64[i];
+    for (int64_t i = 0; i < n; ++i) g[i] = load_as_double(ts.dtype, out, i), w[i] = ref_value(ref[k], i);
     auto key = [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : (!std::isnan(a) && a < b); };
     for (int64_t r = 0; r * len < n; ++r) {
       std::sort(g.begin() + r * len, g.begin() + std::min(n, (r + 1) * len), key);

@@ -277,7 +277,10 @@ Task load_task(const std::string& path_in) {
       if (o.name == ts.of && o.role == Role::in) of = &o;
       if (o.name == ts.values && o.role == Role::out) vals = &o;
     }
-    if (!of || !vals || of->shape.empty() || dtype_is_float(ts.dtype) || ts.shape != vals->shape)
+    // The index tensor, the values and the indexed input must agree on every dim but the last.
+    bool leading_match = of && of->shape.size() == ts.shape.size() &&
+                         std::equal(ts.shape.begin(), ts.shape.end() - 1, of->shape.begin());
+    if (!of || !vals || of->shape.empty() || dtype_is_float(ts.dtype) || ts.shape != vals->shape || !leading_match)
       L.fail(*tens, "tensor '" + ts.name + "': index_of needs an integer output shaped like output '" + ts.values +
                         "' and an input '" + ts.of + "' with the same leading dims");
   }

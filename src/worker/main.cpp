@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--device") device = std::stoi(argv[i + 1]);
 
+  // Select the device once at start, so every request (also after a restart) runs on it.
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > device) cudaSetDevice(device);
+
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;

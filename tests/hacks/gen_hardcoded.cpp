@@ -8,7 +8,8 @@
 // hack as failing with its defence off, which points here):
 //   - Session::evaluate (src/coord/session.cpp): timing_seed = seeds[0] ^ 0x5eed;
 //   - Evaluator::timing (src/harness/harness.cpp): rotation set i gets the normal
-//     distribution with seed timing_seed + 1000 + i.
+//     distribution with seed timing_seed + 1000 + i; the verified timed calls use
+//     timing_seed + 2000 and timing_seed + 3000.
 //
 // Linked into ksol_tests (test_hacks.cpp calls write_hardcoded_hack). run_hacks.py builds a
 // standalone copy with -DKSOL_HACKS_GEN_MAIN against libksol_common.a:
@@ -68,6 +69,8 @@ int write_hardcoded_hack(const std::string& template_path, const std::string& ta
   const uint64_t timing_seed = seeds[0] ^ 0x5eed;  // mirrors Session::evaluate
   for (int i = 0; i < TimingConfig{}.rotation_sets; ++i)
     cases.push_back({timing_seed + 1000 + static_cast<uint64_t>(i), Distribution::normal});  // mirrors Evaluator::timing
+  // The two verified timed calls get fresh inputs from these seeds (Evaluator::timing).
+  for (uint64_t extra : {2000, 3000}) cases.push_back({timing_seed + extra, Distribution::normal});
 
   std::vector<int64_t> dims;
   for (auto& d : t.dims) dims.push_back(std::llround(s->dims.at(d)));

@@ -53,8 +53,8 @@ TEST(Stats, MedianAndConfidenceInterval) {
   for (int i = 1; i <= 100; ++i) v.push_back(i);
   ksol::MedianCI ci = ksol::median_ci(v);
   EXPECT_EQ(ci.median, 50.5);
-  // ranks 50 -/+ 1.96*sqrt(100)/2 = 9.8: values 41 and 61 (0-based 40 and 60)
-  EXPECT_EQ(ci.low, 41);
+  // ranks 50 -/+ 1.96*sqrt(100)/2 = 9.8: 1-based ranks 40 and 61 (0-based 39 and 60)
+  EXPECT_EQ(ci.low, 40);
   EXPECT_EQ(ci.high, 61);
   EXPECT_NEAR(ksol::relative_spread({99, 100, 101}), 0.02, 1e-12);
 }

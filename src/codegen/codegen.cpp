@@ -1,0 +1,94 @@
+// The code generation driver: finds the family's generator, asks it, and walks its knob grid.
+// Adding a family is a new file defining a FamilyGenerator plus one line in kFamilies.
+#include "codegen/codegen.h"
+
+#include <stdexcept>
+
+#include "codegen/common.h"
+
+namespace ksol::codegen {
+namespace {
+
+using detail::FamilyGenerator;
+
+const FamilyGenerator* family_of(const dsl::Program& p) {
+  const FamilyGenerator* const kFamilies[] = {
+      &detail::elementwise_family(),
+      &detail::rowwise_family(),
+  };
+  for (const FamilyGenerator* f : kFamilies)
+    if (f->name == p.family) return f;
+  return nullptr;
+}
+
+std::string no_family(const dsl::Program& p) {
+  return "no code generator for the " + (p.family.empty() ? std::string("(unrecognised)") : p.family) +
+         " family yet; generators exist for elementwise and rowwise";
+}
+
+// The generator for p when it can implement it; throws std::runtime_error with the reason otherwise.
+const FamilyGenerator& checked(const dsl::Program& p, const Binding& b) {
+  Support s = can_implement(p, b);
+  if (!s.ok) throw std::runtime_error("cannot generate '" + p.name + "': " + s.reason);
+  return *family_of(p);
+}
+
+}  // namespace
+
+Support can_implement(const dsl::Program& p, const Binding& b) {
+  const FamilyGenerator* f = family_of(p);
+  if (!f) return {false, no_family(p)};
+  try {
+    f->check(p, b);
+  } catch (const detail::Refused& r) {
+    return {false, r.what()};
+  }
+  return {true, ""};
+}
+
+std::string generate_cuda(const dsl::Program& p, const Binding& b) { return checked(p, b).generate(p, b); }
+
+std::string kernel_name(const dsl::Program& p) { return checked(p, Binding{}).kernel_name(p); }
+
+dsl::Program with_schedule(const dsl::Program& p, const Schedule& s) {
+  dsl::Program q = p;
+  q.schedule.clear();
+  q.schedule_keys.clear();
+  for (const auto& [key, text] : s) {
+    q.schedule.emplace_back(key, detail::schedule_value(text));
+    q.schedule_keys[key] = {};
+  }
+  return q;
+}
+
+std::string schedule_text(const Schedule& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].first + " = " + s[i].second;
+  return out;
+}
+
+Space schedule_space(const dsl::Program& p, const Binding& b) {
+  Space space;
+  const FamilyGenerator* f = family_of(p);
+  if (!f) {
+    space.refused.emplace_back("", no_family(p));
+    return space;
+  }
+  // Odometer over the knobs' grids, the last knob turning fastest.
+  std::vector<size_t> at(f->knobs.size(), 0);
+  while (true) {
+    Schedule s;
+    for (size_t k = 0; k < f->knobs.size(); ++k) s.emplace_back(f->knobs[k].key, f->knobs[k].grid[at[k]]);
+    Support r = can_implement(with_schedule(p, s), b);
+    if (r.ok)
+      space.legal.push_back(s);
+    else
+      space.refused.emplace_back(schedule_text(s), r.reason);
+    size_t k = f->knobs.size();
+    while (k > 0 && ++at[k - 1] == f->knobs[k - 1].grid.size()) at[--k] = 0;
+    if (k == 0) break;
+  }
+  return space;
+}
+
+}  // namespace ksol::codegen

@@ -1,0 +1,50 @@
+// Code generation: a checked DSL program (src/dsl/ir.h) becomes one CUDA source exporting the
+// candidate ABI (include/ksol/abi.h). Each family (elementwise, rowwise, ...) first answers
+// can_implement with a reason, then generates; "unsupported" is an answer, not a failure.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dsl/ir.h"
+
+namespace ksol::codegen {
+
+// How the task lays out the ABI call: its tensor names in order (ksol_call.tensors) and its dim
+// names in order (ksol_call.dims). Parameters bind to tensors and extents to dims by name. An
+// empty list means the program's own order: inputs then outputs, and Program::dims.
+struct Binding {
+  std::vector<std::string> tensor_order;
+  std::vector<std::string> dim_order;
+};
+
+// The answer to "can this family implement this program with this schedule?"; `reason` says
+// why not (and is empty when ok).
+struct Support {
+  bool ok = false;
+  std::string reason;
+};
+
+Support can_implement(const dsl::Program& p, const Binding& b);
+// The CUDA source of the program with its schedule. Throws std::runtime_error (with the
+// reason) when !can_implement.
+std::string generate_cuda(const dsl::Program& p, const Binding& b);
+// The generated kernel's name, made of its configuration, e.g. rowwise_softmax_f32_t256_v4_r1_block.
+std::string kernel_name(const dsl::Program& p);
+
+// One schedule as written in a program: (key, value text) pairs in the family's key order.
+using Schedule = std::vector<std::pair<std::string, std::string>>;
+
+// The schedules a family's knob grid holds for a program: the legal ones, and the refused ones
+// with the reason (the schedule given as "key = value, key = value").
+struct Space {
+  std::vector<Schedule> legal;
+  std::vector<std::pair<std::string, std::string>> refused;
+};
+Space schedule_space(const dsl::Program& p, const Binding& b);
+
+// `p` with its schedule replaced by `s` (values parsed as integers where they are numbers).
+dsl::Program with_schedule(const dsl::Program& p, const Schedule& s);
+std::string schedule_text(const Schedule& s);
+
+}  // namespace ksol::codegen

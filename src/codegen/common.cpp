@@ -1,0 +1,681 @@
+// What the families share: knobs, the ABI binding, identifiers, expressions, source text.
+#include "codegen/common.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Expr;
+using dsl::Type;
+
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+std::string value_text(const dsl::ScheduleValue& v) {
+  switch (v.kind) {
+    case dsl::ScheduleValue::Kind::integer: return std::to_string(v.integer);
+    case dsl::ScheduleValue::Kind::ident: return v.ident;
+    case dsl::ScheduleValue::Kind::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + std::to_string(v.list[i]);
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+// Names the generated code may not give to a program's tensors and definitions.
+const char* const kReserved[] = {
+    // C++ keywords and literals
+    "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "char8_t", "char16_t",
+    "char32_t", "class", "co_await", "co_return", "co_yield", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else",
+    "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long",
+    "mutable", "namespace", "new", "noexcept", "not", "nullptr", "operator", "or", "private", "protected", "public",
+    "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static", "static_assert",
+    "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
+    "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor",
+    "std", "main",
+    // CUDA and C names the generated code relies on
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint4", "int2", "float4", "INFINITY", "NAN",
+    "int32_t", "int64_t", "uint32_t", "uint64_t", "uintptr_t", "size_t", "cudaStream_t", "cudaError_t",
+    "ksol_call", "ksol_run", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "fabs", "fabsf",
+    "abs", "llabs", "tanh", "tanhf", "erf", "erff", "min", "max",
+    // helpers and locals of the generated code
+    "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
+    "gelu_tanh", "call", "stream", "err"};
+
+// Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
+enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
+
+struct Code {
+  std::string text;
+  int prec = kAtom;
+};
+
+std::string wrap(const Code& c, int min_prec) { return c.prec < min_prec ? "(" + c.text + ")" : c.text; }
+
+std::string from_float(const std::string& code, Type t) {
+  if (t == Type::bf16) return "__float2bfloat16_rn(" + code + ")";
+  if (t == Type::f16) return "__float2half_rn(" + code + ")";
+  return code;
+}
+
+// CUDA functions for one-argument float maps: {f32 name, f64 name}; empty when a helper does it.
+struct MathFn {
+  const char* dsl;
+  const char* f32;
+  const char* f64;
+};
+constexpr MathFn kMath[] = {
+    {"exp", "expf", "exp"},   {"log", "logf", "log"},     {"sqrt", "sqrtf", "sqrt"},
+    {"rsqrt", "rsqrtf", "rsqrt"}, {"tanh", "tanhf", "tanh"}, {"abs", "fabsf", "fabs"},
+};
+
+const MathFn* math_fn(const std::string& name) {
+  for (const MathFn& f : kMath)
+    if (name == f.dsl) return &f;
+  return nullptr;
+}
+
+bool is_float_helper(const std::string& n) { return n == "sigmoid" || n == "silu" || n == "gelu" || n == "gelu_tanh"; }
+bool is_generic_helper(const std::string& n) { return n == "relu" || n == "min" || n == "max" || n == "clamp"; }
+
+std::string generic_helper_name(const std::string& n) {
+  if (n == "min") return "min_nan";
+  if (n == "max") return "max_nan";
+  if (n == "clamp") return "clamp_nan";
+  return n;
+}
+
+Code emit(const Expr& e, const ExprEmitter& em);
+
+Code emit_call(const Expr& e, const ExprEmitter& em) {
+  const Type t = e.type;
+  if (e.name == "select") {
+    Code c = emit(e.args[0], em), a = emit(e.args[1], em), b = emit(e.args[2], em);
+    return {"(" + c.text + " ? " + a.text + " : " + b.text + ")", kAtom};
+  }
+  // Half-precision calls compute in f32 and round once, like the half types' own operators.
+  const Type work = is_half(t) ? Type::f32 : t;
+  std::vector<std::string> args;
+  for (const Expr& a : e.args) {
+    Code c = emit(a, em);
+    args.push_back(is_half(a.type) ? to_float(c.text, a.type) : c.text);
+  }
+  std::string inner;
+  if (const MathFn* f = math_fn(e.name); f && dsl::type_is_float(work)) {
+    inner = std::string(work == Type::f64 ? f->f64 : f->f32) + "(" + args[0] + ")";
+  } else if (e.name == "abs") {
+    inner = std::string(work == Type::i64 ? "llabs" : "abs") + "(" + args[0] + ")";
+  } else if (is_float_helper(e.name)) {
+    em.helpers->use(e.name, work);
+    inner = e.name + "(" + args[0] + ")";
+  } else if (is_generic_helper(e.name)) {
+    em.helpers->use(generic_helper_name(e.name), work);
+    inner = generic_helper_name(e.name) + "(" + join_names(args) + ")";
+  } else {
+    throw Refused("function '" + e.name + "' has no CUDA form here");
+  }
+  return {from_float(inner, t), kAtom};
+}
+
+Code emit(const Expr& e, const ExprEmitter& em) {
+  switch (e.kind) {
+    case Expr::Kind::number: {
+      std::string s = literal(e.number, e.type);
+      return {s, s[0] == '-' ? kUnary : kAtom};
+    }
+    case Expr::Kind::dim: return {cast_code(em.dim(e.name), Type::i64, e.type), e.type == Type::i64 ? kAtom : kUnary};
+    case Expr::Kind::read: return {em.read(e), kAtom};
+    case Expr::Kind::unary: {
+      Code a = emit(e.args[0], em);
+      if (is_half(e.type)) return {from_float("-" + to_float(a.text, e.type), e.type), kAtom};
+      std::string inner = wrap(a, kUnary);
+      if (inner[0] == '-') inner = "(" + inner + ")";  // never `--x`
+      return {"-" + inner, kUnary};
+    }
+    case Expr::Kind::binary: {
+      const int prec = (e.op == "+" || e.op == "-") ? kAdd : kMul;
+      Code a = emit(e.args[0], em), b = emit(e.args[1], em);
+      if (is_half(e.type))
+        return {from_float(to_float(a.text, e.type) + " " + e.op + " " + to_float(b.text, e.type), e.type), kAtom};
+      // The right operand keeps its parentheses at equal precedence: a + (b + c) is not
+      // (a + b) + c in floating point.
+      return {wrap(a, prec) + " " + e.op + " " + wrap(b, prec + 1), prec};
+    }
+    case Expr::Kind::compare: {
+      Code a = emit(e.args[0], em), b = emit(e.args[1], em);
+      const Type t = e.args[0].type;
+      if (is_half(t)) return {to_float(a.text, t) + " " + e.op + " " + to_float(b.text, t), kCompare};
+      return {wrap(a, kAdd) + " " + e.op + " " + wrap(b, kAdd), kCompare};
+    }
+    case Expr::Kind::cast: {
+      Code a = emit(e.args[0], em);
+      const Type from = e.args[0].type;
+      if (from == e.type) return a;
+      std::string inner = a.text;
+      bool c_style = !is_half(from) && !is_half(e.type);
+      if (c_style && a.prec < kAtom) inner = "(" + inner + ")";
+      return {cast_code(inner, from, e.type), c_style ? kUnary : kAtom};
+    }
+    case Expr::Kind::call: return emit_call(e, em);
+  }
+  return {"?", kAtom};
+}
+
+std::string format_index(const dsl::IndexExpr& ix) {
+  if (ix.offset == 0) return ix.var;
+  return ix.var + (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
+}
+
+int dsl_prec(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::compare: return kCompare;
+    case Expr::Kind::binary: return (e.op == "+" || e.op == "-") ? kAdd : kMul;
+    case Expr::Kind::unary: return kUnary;
+    default: return kAtom;
+  }
+}
+
+void collect_reads(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::read) out.push_back(&e);
+  for (const Expr& a : e.args) collect_reads(a, out);
+}
+
+void collect_types(const Expr& e, std::set<Type>& out) {
+  out.insert(e.type);
+  for (const Expr& a : e.args) collect_types(a, out);
+}
+
+}  // namespace
+
+// --- knobs -------------------------------------------------------------------------------------
+
+dsl::ScheduleValue schedule_value(const std::string& text) {
+  dsl::ScheduleValue v;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    v.kind = dsl::ScheduleValue::Kind::integer;
+    v.integer = std::stoll(text);
+  } else {
+    v.kind = dsl::ScheduleValue::Kind::ident;
+    v.ident = text;
+  }
+  return v;
+}
+
+Knobs::Knobs(const dsl::Program& p, const FamilyGenerator& f) {
+  std::vector<std::string> keys;
+  for (const Knob& k : f.knobs) {
+    keys.push_back(k.key);
+    values_[k.key] = schedule_value(k.default_value);
+  }
+  for (const auto& [key, value] : p.schedule) {
+    if (!values_.count(key))
+      throw Refused("unknown schedule key '" + key + "' for the " + f.name + " family; it accepts " + join_names(keys));
+    values_[key] = value;
+  }
+}
+
+int64_t Knobs::integer(const std::string& key) const {
+  const dsl::ScheduleValue& v = values_.at(key);
+  if (v.kind != dsl::ScheduleValue::Kind::integer)
+    throw Refused(key + " = " + value_text(v) + " must be an integer");
+  return v.integer;
+}
+
+int64_t Knobs::one_of(const std::string& key, const std::vector<int64_t>& allowed) const {
+  int64_t v = integer(key);
+  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
+  std::vector<std::string> names;
+  for (int64_t a : allowed) names.push_back(std::to_string(a));
+  throw Refused(key + " = " + std::to_string(v) + " must be one of " + join_names(names));
+}
+
+std::string Knobs::one_of(const std::string& key, const std::vector<std::string>& allowed) const {
+  const dsl::ScheduleValue& v = values_.at(key);
+  if (v.kind == dsl::ScheduleValue::Kind::ident && std::find(allowed.begin(), allowed.end(), v.ident) != allowed.end())
+    return v.ident;
+  throw Refused(key + " = " + value_text(v) + " must be one of " + join_names(allowed));
+}
+
+// --- binding -----------------------------------------------------------------------------------
+
+AbiLayout resolve_binding(const dsl::Program& p, const Binding& b) {
+  AbiLayout abi;
+  std::vector<std::string> params;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const dsl::Param& prm : *list) params.push_back(prm.name);
+  abi.tensors = b.tensor_order.empty() ? params : b.tensor_order;
+  abi.dims = b.dim_order.empty() ? p.dims : b.dim_order;
+  for (const std::string& n : params)
+    if (std::find(abi.tensors.begin(), abi.tensors.end(), n) == abi.tensors.end())
+      throw Refused("parameter '" + n + "' is not a tensor of the task (its tensors: " + join_names(abi.tensors) + ")");
+  for (const std::string& n : abi.tensors)
+    if (std::find(params.begin(), params.end(), n) == params.end())
+      throw Refused("task tensor '" + n + "' is not a parameter of the program (its parameters: " + join_names(params) +
+                    ")");
+  for (const std::string& d : p.dims)
+    if (std::find(abi.dims.begin(), abi.dims.end(), d) == abi.dims.end())
+      throw Refused("dim '" + d + "' is not a dim of the task (its dims: " + join_names(abi.dims) + ")");
+  for (const dsl::Param& prm : p.inputs)
+    if (prm.format != "dense") throw Refused("parameter '" + prm.name + "' is " + prm.format + "; this family reads dense tensors only");
+  return abi;
+}
+
+// --- types -------------------------------------------------------------------------------------
+
+const char* cuda_type(Type t) {
+  switch (t) {
+    case Type::f32: return "float";
+    case Type::f64: return "double";
+    case Type::bf16: return "__nv_bfloat16";
+    case Type::f16: return "__half";
+    case Type::i32: return "int32_t";
+    case Type::i64: return "int64_t";
+    case Type::boolean: return "bool";
+  }
+  return "?";
+}
+
+int type_bytes(Type t) {
+  switch (t) {
+    case Type::f64:
+    case Type::i64: return 8;
+    case Type::bf16:
+    case Type::f16: return 2;
+    case Type::boolean: return 1;
+    default: return 4;
+  }
+}
+
+bool is_half(Type t) { return t == Type::bf16 || t == Type::f16; }
+
+// --- identifiers -------------------------------------------------------------------------------
+
+Names::Names(const std::vector<std::string>& internal) {
+  for (const char* r : kReserved) taken_.insert(r);
+  for (const std::string& s : internal) taken_.insert(s);
+}
+
+std::string Names::fresh(std::string base) {
+  while (taken_.count(base) || base.rfind("__", 0) == 0) base += "_";
+  taken_.insert(base);
+  return base;
+}
+
+const std::string& Names::add(const std::string& dsl_name) {
+  auto it = ids_.find(dsl_name);
+  if (it != ids_.end()) return it->second;
+  return ids_[dsl_name] = fresh(dsl_name);
+}
+
+const std::string& Names::operator[](const std::string& dsl_name) const {
+  auto it = ids_.find(dsl_name);
+  if (it == ids_.end()) throw std::logic_error("codegen: no identifier for '" + dsl_name + "'");
+  return it->second;
+}
+
+std::string Names::derived(const std::string& dsl_name, const std::string& suffix) {
+  std::string key = dsl_name + "\x01" + suffix;
+  auto it = derived_.find(key);
+  if (it != derived_.end()) return it->second;
+  return derived_[key] = fresh((*this)[dsl_name] + "_" + suffix);
+}
+
+// --- expressions -------------------------------------------------------------------------------
+
+void Helpers::use(const std::string& name, Type t) {
+  // The generic helpers are templates: one definition serves every type.
+  used_.insert({name, is_float_helper(name) ? t : Type::f32});
+}
+
+std::string Helpers::source() const {
+  std::ostringstream o;
+  auto used = [&](const char* n, Type t = Type::f32) { return used_.count({n, t}) > 0; };
+  if (used("max_nan"))
+    o << "// NaN-propagating maximum, as PyTorch's: a NaN operand wins.\n"
+         "template <typename T>\n"
+         "__device__ __forceinline__ T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }\n";
+  if (used("min_nan"))
+    o << "// NaN-propagating minimum, as PyTorch's: a NaN operand wins.\n"
+         "template <typename T>\n"
+         "__device__ __forceinline__ T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }\n";
+  if (used("clamp_nan"))
+    o << "// x limited to [lo, hi]; a NaN x stays NaN.\n"
+         "template <typename T>\n"
+         "__device__ __forceinline__ T clamp_nan(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }\n";
+  if (used("relu"))
+    o << "// max(x, 0) that keeps a NaN x.\n"
+         "template <typename T>\n"
+         "__device__ __forceinline__ T relu(T x) { return x < T(0) ? T(0) : x; }\n";
+  struct FloatHelper {
+    const char* name;
+    const char* comment;
+    const char* f32;
+    const char* f64;
+  };
+  const FloatHelper kFloat[] = {
+      {"sigmoid", "// Logistic sigmoid 1 / (1 + exp(-x)) with IEEE exp: sigmoid(-inf) = 0, sigmoid(inf) = 1.\n",
+       "1.0f / (1.0f + expf(-x))", "1.0 / (1.0 + exp(-x))"},
+      {"silu", "// SiLU x * sigmoid(x), written x / (1 + exp(-x)) with IEEE exp.\n", "x / (1.0f + expf(-x))",
+       "x / (1.0 + exp(-x))"},
+      {"gelu", "// GELU with the exact erf: 0.5 x (1 + erf(x / sqrt(2))).\n",
+       "0.5f * x * (1.0f + erff(x * 0.707106781186547524f))", "0.5 * x * (1.0 + erf(x * 0.707106781186547524))"},
+      {"gelu_tanh", "// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).\n",
+       "0.5f * x * (1.0f + tanhf(0.797884560802865356f * (x + 0.044715f * x * x * x)))",
+       "0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)))"},
+  };
+  for (const FloatHelper& h : kFloat) {
+    bool f32 = used(h.name, Type::f32), f64 = used(h.name, Type::f64);
+    if (!f32 && !f64) continue;
+    o << h.comment;
+    if (f32) o << "__device__ __forceinline__ float " << h.name << "(float x) {\n  return " << h.f32 << ";\n}\n";
+    if (f64) o << "__device__ __forceinline__ double " << h.name << "(double x) {\n  return " << h.f64 << ";\n}\n";
+  }
+  return o.str();
+}
+
+std::string ExprEmitter::operator()(const Expr& e) const { return emit(e, *this).text; }
+
+void check_emittable(const Expr& e) {
+  if (e.kind == Expr::Kind::call && e.name != "select") {
+    const Type t = e.type;
+    bool ok = dsl::type_is_float(t) || ((e.name == "abs" || is_generic_helper(e.name)) && t != Type::boolean);
+    if (!ok) throw Refused(std::string("function '") + e.name + "' on " + dsl::type_name(t) + " is not supported");
+    if (!math_fn(e.name) && !is_float_helper(e.name) && !is_generic_helper(e.name))
+      throw Refused("function '" + e.name + "' has no CUDA form here");
+  }
+  if (e.kind == Expr::Kind::cast && e.type == Type::boolean) throw Refused("a cast to bool is not supported");
+  for (const Expr& a : e.args) check_emittable(a);
+}
+
+std::string literal(double v, Type t) {
+  char buf[64];
+  switch (t) {
+    case Type::f32:
+    case Type::bf16:
+    case Type::f16: {
+      auto res = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+      std::string s(buf, res.ptr);
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      s += "f";
+      return t == Type::f32 ? s : from_float(s, t);
+    }
+    case Type::f64: {
+      auto res = std::to_chars(buf, buf + sizeof buf, v);
+      std::string s(buf, res.ptr);
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      return s;
+    }
+    case Type::i64: return "int64_t{" + std::to_string(static_cast<int64_t>(v)) + "}";
+    case Type::i32: return std::to_string(static_cast<int64_t>(v));
+    case Type::boolean: return v != 0 ? "true" : "false";
+  }
+  return "?";
+}
+
+std::string to_float(const std::string& code, Type t) {
+  if (t == Type::bf16) return "__bfloat162float(" + code + ")";
+  if (t == Type::f16) return "__half2float(" + code + ")";
+  return code;
+}
+
+std::string cast_code(const std::string& code, Type from, Type to) {
+  if (from == to) return code;
+  switch (to) {
+    case Type::f32: return is_half(from) ? to_float(code, from) : "(float)" + code;
+    case Type::f64: return is_half(from) ? "(double)" + to_float(code, from) : "(double)" + code;
+    case Type::bf16:
+      if (from == Type::f32) return "__float2bfloat16_rn(" + code + ")";
+      if (from == Type::f64) return "__double2bfloat16(" + code + ")";
+      return "__float2bfloat16_rn(" + (is_half(from) ? to_float(code, from) : "(float)" + code) + ")";
+    case Type::f16:
+      if (from == Type::f32) return "__float2half_rn(" + code + ")";
+      if (from == Type::f64) return "__double2half(" + code + ")";
+      return "__float2half_rn(" + (is_half(from) ? to_float(code, from) : "(float)" + code) + ")";
+    case Type::i32:
+    case Type::i64:
+      return std::string("(") + cuda_type(to) + ")" + (is_half(from) ? to_float(code, from) : code);
+    case Type::boolean: return "(" + code + " != 0)";
+  }
+  return code;
+}
+
+// --- the program as text -----------------------------------------------------------------------
+
+std::string format_expr(const Expr& e) {
+  auto sub = [](const Expr& a, int min_prec) {
+    std::string s = format_expr(a);
+    return dsl_prec(a) < min_prec ? "(" + s + ")" : s;
+  };
+  switch (e.kind) {
+    case Expr::Kind::number: {
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof buf, e.number);
+      return std::string(buf, res.ptr);
+    }
+    case Expr::Kind::dim: return e.name;
+    case Expr::Kind::read: {
+      std::string s = e.name + "[";
+      for (size_t i = 0; i < e.indices.size(); ++i) s += (i ? ", " : "") + format_index(e.indices[i]);
+      return s + "]";
+    }
+    case Expr::Kind::unary: return "-" + sub(e.args[0], kUnary);
+    case Expr::Kind::binary: {
+      int p = dsl_prec(e);
+      return sub(e.args[0], p) + " " + e.op + " " + sub(e.args[1], p + 1);
+    }
+    case Expr::Kind::compare: return sub(e.args[0], kAdd) + " " + e.op + " " + sub(e.args[1], kAdd);
+    case Expr::Kind::cast:
+    case Expr::Kind::call: {
+      std::vector<std::string> args;
+      for (const Expr& a : e.args) args.push_back(format_expr(a));
+      return e.name + "(" + join_names(args) + ")";
+    }
+  }
+  return "?";
+}
+
+std::string format_definition(const dsl::Definition& d) {
+  std::string s = d.name + "[" + join_names(d.indices) + "] = ";
+  if (d.reduce == dsl::ReduceOp::none) return s + format_expr(d.body);
+  return s + dsl::reduce_name(d.reduce) + "(" + format_expr(d.body) + ") over " + d.over;
+}
+
+std::string dtype_tag(const dsl::Program& p) {
+  return p.outputs.empty() ? "void" : dsl::type_name(p.outputs.front().type);
+}
+
+std::string name_stem(const dsl::Program& p, const std::string& family) {
+  std::string tag = dtype_tag(p);
+  std::string stem = family + "_" + p.name;
+  const std::string suffix = "_" + tag;
+  if (p.name.size() < suffix.size() || p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    stem += suffix;
+  return stem;
+}
+
+std::vector<const Expr*> reads_in(const Expr& e) {
+  std::vector<const Expr*> out;
+  collect_reads(e, out);
+  return out;
+}
+
+// --- generated source --------------------------------------------------------------------------
+
+namespace {
+
+// A long declaration or call broken after its opening parenthesis, the arguments packed onto
+// continuation lines four spaces deeper; other lines are returned as they are.
+std::vector<std::string> wrapped(const std::string& s, size_t indent) {
+  constexpr size_t kWidth = 110;
+  if (indent + s.size() <= kWidth || s.rfind("//", 0) == 0 || s.rfind("#", 0) == 0) return {s};
+  // The last parenthesised list, closed at the end of the line (before `;`, ` {` or `)`).
+  size_t close = s.find_last_of(')');
+  if (close == std::string::npos || s.find_first_not_of(";{ )", close + 1) != std::string::npos) return {s};
+  int depth = 0;
+  size_t open = std::string::npos;
+  for (size_t i = close + 1; i-- > 0;) {
+    if (s[i] == ')') ++depth;
+    if (s[i] == '(' && --depth == 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open == std::string::npos || open == 0) return {s};
+  if (open + 1 < close && s.find(',', open) > close && s.find(" && ") != std::string::npos) {
+    // A long condition: broken after its `&&`s.
+    std::vector<std::string> out;
+    std::string line, rest = s;
+    for (size_t at; (at = rest.find(" && ")) != std::string::npos; rest = rest.substr(at + 4)) {
+      std::string piece = rest.substr(0, at) + " &&";
+      if (!line.empty() && indent + line.size() + 1 + piece.size() > kWidth) {
+        out.push_back(line);
+        line = "    ";
+      }
+      line += (line.empty() || line == "    " ? "" : " ") + piece;
+    }
+    if (indent + line.size() + 1 + rest.size() > kWidth) {
+      out.push_back(line);
+      line = "    ";
+    }
+    out.push_back(line + (line == "    " ? "" : " ") + rest);
+    return out;
+  }
+  std::vector<std::string> args;
+  std::string cur;
+  depth = 0;
+  for (size_t i = open + 1; i < close; ++i) {
+    char c = s[i];
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      args.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    if (!(cur.empty() && c == ' ')) cur += c;
+  }
+  args.push_back(cur);
+  if (args.size() < 2) return {s};
+  std::vector<std::string> out = {s.substr(0, open + 1)};
+  std::string line = "    ";
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string piece = args[i] + (i + 1 < args.size() ? "," : s.substr(close));
+    if (line.size() > 4 && indent + line.size() + 1 + piece.size() > kWidth) {
+      out.push_back(line);
+      line = "    ";
+    }
+    line += (line.size() > 4 ? " " : "") + piece;
+  }
+  out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+void Writer::line(const std::string& s) {
+  for (const std::string& l : wrapped(s, 2 * depth_)) {
+    if (!l.empty()) text_ += std::string(2 * depth_, ' ') + l;
+    text_ += "\n";
+  }
+}
+
+void Writer::open(const std::string& head) {
+  line(head + " {");
+  ++depth_;
+}
+
+void Writer::close(const std::string& tail) {
+  --depth_;
+  line(tail);
+}
+
+void Writer::comment(const std::string& text) {
+  const size_t width = std::max<size_t>(40, 100 - 2 * depth_ - 3);
+  std::istringstream in(text);
+  std::string word, cur;
+  while (in >> word) {
+    if (!cur.empty() && cur.size() + 1 + word.size() > width) {
+      line("// " + cur);
+      cur.clear();
+    }
+    cur += (cur.empty() ? "" : " ") + word;
+  }
+  if (!cur.empty()) line("// " + cur);
+}
+
+void Writer::raw(const std::string& text) { text_ += text; }
+
+Writer Writer::nested() const {
+  Writer w;
+  w.depth_ = depth_;
+  return w;
+}
+
+std::string pack_source() {
+  return "// kVec consecutive elements moved as one aligned access (at most 16 bytes: one 128-bit load).\n"
+         "template <typename T, int kVec>\n"
+         "struct alignas(sizeof(T) * kVec) Pack {\n"
+         "  T v[kVec];\n"
+         "};\n"
+         "template <int kVec, typename T>\n"
+         "__device__ __forceinline__ Pack<T, kVec> load_pack(const T* p) {\n"
+         "  return *reinterpret_cast<const Pack<T, kVec>*>(p);\n"
+         "}\n"
+         "template <int kVec, typename T>\n"
+         "__device__ __forceinline__ void store_pack(T* p, const Pack<T, kVec>& x) {\n"
+         "  *reinterpret_cast<Pack<T, kVec>*>(p) = x;\n"
+         "}\n";
+}
+
+void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names) {
+  w.open("extern \"C\" int ksol_run(const ksol_call* call)");
+  w.line("if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != " +
+         std::to_string(abi.tensors.size()) + " || call->num_dims != " + std::to_string(abi.dims.size()) + ")");
+  w.line("  return 1;");
+  std::vector<std::string> used_dims;
+  for (size_t i = 0; i < abi.dims.size(); ++i) {
+    if (std::find(p.dims.begin(), p.dims.end(), abi.dims[i]) == p.dims.end()) continue;
+    w.line("const int64_t " + names[abi.dims[i]] + " = call->dims[" + std::to_string(i) + "];");
+    used_dims.push_back(names[abi.dims[i]] + " < 0");
+  }
+  if (!used_dims.empty()) {
+    std::string cond;
+    for (size_t i = 0; i < used_dims.size(); ++i) cond += (i ? " || " : "") + used_dims[i];
+    w.line("if (" + cond + ") return 2;");
+  }
+  for (size_t i = 0; i < abi.tensors.size(); ++i) {
+    const dsl::Param* prm = p.param(abi.tensors[i]);
+    bool input = false;
+    for (const dsl::Param& in : p.inputs) input = input || in.name == prm->name;
+    std::string type = std::string(input ? "const " : "") + cuda_type(prm->type) + "*";
+    w.line(type + " " + names[prm->name] + " = static_cast<" + type + ">(call->tensors[" + std::to_string(i) + "]);");
+  }
+  w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
+}
+
+std::string includes(const dsl::Program& p) {
+  std::set<Type> types;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const dsl::Param& prm : *list) types.insert(prm.type);
+  for (const dsl::Definition& d : p.defs) {
+    types.insert(d.type);
+    collect_types(d.body, types);
+  }
+  std::string s = "#include <ksol/abi.h>\n#include <cuda_runtime.h>\n";
+  if (types.count(Type::bf16)) s += "#include <cuda_bf16.h>\n";
+  if (types.count(Type::f16)) s += "#include <cuda_fp16.h>\n";
+  s += "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n";
+  return s;
+}
+
+}  // namespace ksol::codegen::detail

@@ -1,0 +1,154 @@
+// Internal to src/codegen: what the families share. A family is a FamilyGenerator (its knobs,
+// can_implement, generator and kernel name); codegen.cpp lists them. Refusals inside a family
+// are thrown as Refused and turned into a Support by the driver.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "dsl/ir.h"
+
+namespace ksol::codegen::detail {
+
+// A reason why a family cannot implement a program; never an internal error.
+struct Refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One schedule key of a family: its name, default, and the values schedule_space tries.
+struct Knob {
+  std::string key;
+  std::string default_value;
+  std::vector<std::string> grid;
+};
+
+struct FamilyGenerator {
+  std::string name;
+  std::vector<Knob> knobs;
+  // Throws Refused when the program or its schedule is outside what the family generates.
+  void (*check)(const dsl::Program&, const Binding&);
+  std::string (*generate)(const dsl::Program&, const Binding&);  // after check passed
+  std::string (*kernel_name)(const dsl::Program&);                // after check passed
+};
+const FamilyGenerator& elementwise_family();
+const FamilyGenerator& rowwise_family();
+
+// A schedule value from its text: digits make an integer, anything else a name.
+dsl::ScheduleValue schedule_value(const std::string& text);
+
+// The program's schedule read against a family's knobs: unknown keys and ill-typed values are
+// refused, missing keys take their defaults.
+class Knobs {
+ public:
+  Knobs(const dsl::Program& p, const FamilyGenerator& f);
+  int64_t integer(const std::string& key) const;
+  // integer(key), refused unless it is one of `allowed`.
+  int64_t one_of(const std::string& key, const std::vector<int64_t>& allowed) const;
+  std::string one_of(const std::string& key, const std::vector<std::string>& allowed) const;
+
+ private:
+  std::map<std::string, dsl::ScheduleValue> values_;
+};
+
+// The candidate ABI as the task lays it out: tensor names and dim names in call order.
+struct AbiLayout {
+  std::vector<std::string> tensors;
+  std::vector<std::string> dims;
+};
+// Refused unless every parameter is a task tensor and vice versa, and every dim the program
+// uses is a task dim.
+AbiLayout resolve_binding(const dsl::Program& p, const Binding& b);
+
+// --- types -------------------------------------------------------------------------------------
+const char* cuda_type(dsl::Type t);
+int type_bytes(dsl::Type t);
+bool is_half(dsl::Type t);  // bf16 or f16: stored as such, computed in f32
+
+// --- identifiers -------------------------------------------------------------------------------
+// C++ identifiers for the program's names: a DSL name keeps its spelling unless it collides with
+// a C++ keyword, a CUDA name or an identifier the generated code uses itself, in which case it
+// gets a trailing underscore. Derived names (X_pack, m_partials) are made unique the same way.
+class Names {
+ public:
+  explicit Names(const std::vector<std::string>& internal);
+  const std::string& add(const std::string& dsl_name);
+  const std::string& operator[](const std::string& dsl_name) const;
+  std::string derived(const std::string& dsl_name, const std::string& suffix);
+  // A fresh identifier for something of the generated code's own (`base`, or `base_`...).
+  std::string fresh(std::string base);
+
+ private:
+  std::set<std::string> taken_;
+  std::map<std::string, std::string> ids_;
+  std::map<std::string, std::string> derived_;
+};
+
+// --- expressions -------------------------------------------------------------------------------
+// Device helpers an expression needs (NaN-propagating max, sigmoid, ...), emitted once each.
+class Helpers {
+ public:
+  void use(const std::string& name, dsl::Type t);
+  bool empty() const { return used_.empty(); }
+  std::string source() const;  // definitions of everything used, in a fixed order
+
+ private:
+  std::set<std::pair<std::string, dsl::Type>> used_;
+};
+
+// Emits CUDA for DSL expressions. `read` gives the code of a tensor read (parameter or
+// definition) in that tensor's own type; `dim` the identifier holding a dim's value.
+struct ExprEmitter {
+  std::function<std::string(const dsl::Expr&)> read;
+  std::function<std::string(const std::string&)> dim;
+  Helpers* helpers = nullptr;
+  std::string operator()(const dsl::Expr& e) const;
+};
+// Refused unless every function and cast in `e` has a CUDA form for its types.
+void check_emittable(const dsl::Expr& e);
+
+std::string literal(double v, dsl::Type t);
+// `code` of type `from` converted to `to`, exactly as the IR's cast does.
+std::string cast_code(const std::string& code, dsl::Type from, dsl::Type to);
+std::string to_float(const std::string& code, dsl::Type t);  // half -> float; others unchanged
+
+// --- the program as text -----------------------------------------------------------------------
+std::string format_expr(const dsl::Expr& e);
+std::string format_definition(const dsl::Definition& d);  // `Y[r, c] = ...` as in the DSL
+std::string dtype_tag(const dsl::Program& p);               // the first output's type: f32, bf16, ...
+// `<family>_<program>_<dtype>`, without repeating a dtype the program's name already ends with.
+std::string name_stem(const dsl::Program& p, const std::string& family);
+
+// Every read (parameter or definition) inside `e`, in source order.
+std::vector<const dsl::Expr*> reads_in(const dsl::Expr& e);
+
+// --- generated source --------------------------------------------------------------------------
+// Lines with indentation; open() / close() bracket a block.
+class Writer {
+ public:
+  void line(const std::string& s = "");
+  void open(const std::string& head);  // "head {"
+  void close(const std::string& tail = "}");
+  void comment(const std::string& text);  // wrapped `// ` lines at the current indentation
+  void raw(const std::string& text);      // pre-indented text, copied as is
+  Writer nested() const;                  // an empty writer at this one's indentation
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  int depth_ = 0;
+};
+
+// The Pack type with load_pack / store_pack: kVec consecutive elements as one aligned access.
+std::string pack_source();
+// The ABI prologue of ksol_run: checks the call, binds every dim and tensor to a named local
+// (through `names`) and the stream to `stream`. Leaves the function open.
+void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names);
+// The #include lines the types of the program need.
+std::string includes(const dsl::Program& p);
+
+}  // namespace ksol::codegen::detail

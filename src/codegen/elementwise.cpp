@@ -1,0 +1,505 @@
+// The elementwise family: definitions without reductions over one index space (the outputs'),
+// inputs of lower rank broadcast along the missing indices. The space is walked as one flat
+// range; a thread takes `items_per_thread` groups of `vector` consecutive elements per step of a
+// grid-stride loop, with one aligned access per tensor and group where the layout allows, and a
+// scalar loop for what is left.
+#include <algorithm>
+#include <map>
+
+#include "codegen/common.h"
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Definition;
+using dsl::Expr;
+using dsl::Param;
+using dsl::Type;
+
+const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxBlocks", "e0", "j",
+                                            "group", "flat", "item", "base", "step", "groups", "total",
+                                            "vector_end", "packs_ok", "pack_aligned", "blocks", "work"};
+
+struct Knobs4 {
+  int threads = 256, vector = 1, items = 1, unroll = 1;
+};
+
+// One distinct read of a parameter: where its indices sit in the space, and how a group of
+// kVec consecutive elements (which differ only in the innermost index) reads it.
+struct Load {
+  const Param* param = nullptr;
+  std::vector<int> axes;  // the space axis of each of the parameter's indices
+  enum class Kind {
+    pack,       // the innermost index is the parameter's last: kVec consecutive values
+    broadcast,  // no innermost index: one value for the whole group
+    gather,     // the innermost index elsewhere: kVec strided values
+  } kind = Kind::pack;
+  std::string local;  // the pack or value loaded before the per-element loop
+};
+
+struct Analysis {
+  std::vector<std::string> axis_dims;  // extent of each axis, outermost first
+  std::vector<std::string> axis_vars;  // the first output's index names
+  std::map<std::string, std::vector<int>> def_axes;
+  std::vector<const Definition*> live;  // definitions the outputs need, in source order
+  std::vector<Load> loads;
+  std::set<std::string> read_defs;  // definitions some other definition reads
+  bool all_flat = true;             // every read walks the space in its own layout
+  int widest_access = 0;            // bytes of one element of the widest packed tensor
+};
+
+int find_load(const Analysis& a, const Param* prm, const std::vector<int>& axes) {
+  for (size_t i = 0; i < a.loads.size(); ++i)
+    if (a.loads[i].param == prm && a.loads[i].axes == axes) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int> identity(size_t n) {
+  std::vector<int> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int>(i);
+  return v;
+}
+
+class Analyser {
+ public:
+  explicit Analyser(const dsl::Program& p) : p_(p) {}
+
+  Analysis run() {
+    if (p_.outputs.empty()) throw Refused("the program has no outputs");
+    const Param& first = p_.outputs.front();
+    a_.axis_dims = first.extents;
+    for (const Param& out : p_.outputs)
+      if (out.extents != first.extents)
+        throw Refused("output '" + out.name + "' ranges over " + list(out.extents) + ", not over the index space " +
+                      list(first.extents) + " of '" + first.name + "'; elementwise outputs share one index space");
+    for (const Definition& d : p_.defs)
+      if (d.reduce != dsl::ReduceOp::none)
+        throw Refused("'" + d.name + "' is a " + dsl::reduce_name(d.reduce) + "; the elementwise family has no reductions");
+    const Definition* first_def = p_.def(first.name);
+    a_.axis_vars = first_def->indices;
+    for (const Definition& d : p_.defs)
+      if (d.is_output) visit(d, identity(a_.axis_dims.size()));
+    for (const Definition& d : p_.defs)
+      if (a_.def_axes.count(d.name)) a_.live.push_back(&d);
+    const int inner = static_cast<int>(a_.axis_dims.size()) - 1;
+    for (Load& l : a_.loads) {
+      int uses = static_cast<int>(std::count(l.axes.begin(), l.axes.end(), inner));
+      if (uses == 0)
+        l.kind = Load::Kind::broadcast;
+      else if (uses == 1 && l.axes.back() == inner)
+        l.kind = Load::Kind::pack;
+      else
+        l.kind = Load::Kind::gather;
+      if (l.axes != identity(a_.axis_dims.size())) a_.all_flat = false;
+      if (l.kind == Load::Kind::pack) a_.widest_access = std::max(a_.widest_access, type_bytes(l.param->type));
+    }
+    for (const Param& out : p_.outputs) a_.widest_access = std::max(a_.widest_access, type_bytes(out.type));
+    for (const Definition* d : a_.live) check_emittable(d->body);
+    return a_;
+  }
+
+ private:
+  const dsl::Program& p_;
+  Analysis a_;
+
+  static std::string list(const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s + "]";
+  }
+
+  // Gives definition d the space axes `axes` (those of its first read) and walks its body.
+  void visit(const Definition& d, const std::vector<int>& axes) {
+    if (auto it = a_.def_axes.find(d.name); it != a_.def_axes.end()) {
+      if (it->second != axes)
+        throw Refused("'" + d.name + "' is read at two different positions of the index space; elementwise " +
+                      "computes each definition at one position per element");
+      return;
+    }
+    a_.def_axes[d.name] = axes;
+    std::map<std::string, int> env;
+    for (size_t k = 0; k < d.indices.size(); ++k) env[d.indices[k]] = axes[k];
+    for (const Expr* r : reads_in(d.body)) {
+      std::vector<int> read_axes;
+      for (const dsl::IndexExpr& ix : r->indices) {
+        if (ix.offset != 0)
+          throw Refused("'" + r->name + "' is read at an offset index (a stencil); the elementwise family reads no offsets");
+        read_axes.push_back(env.at(ix.var));
+      }
+      if (const Definition* t = p_.def(r->name)) {
+        a_.read_defs.insert(t->name);
+        visit(*t, read_axes);
+        continue;
+      }
+      const Param* prm = p_.param(r->name);
+      if (find_load(a_, prm, read_axes) < 0) a_.loads.push_back({prm, read_axes, Load::Kind::pack, ""});
+    }
+  }
+};
+
+Knobs4 read_knobs(const dsl::Program& p, const Analysis& a) {
+  Knobs k(p, elementwise_family());
+  Knobs4 s;
+  int64_t threads = k.integer("threads");
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  s.threads = static_cast<int>(threads);
+  s.vector = static_cast<int>(k.one_of("vector", {1, 2, 4, 8}));
+  s.items = static_cast<int>(k.one_of("items_per_thread", {1, 2, 4, 8}));
+  s.unroll = static_cast<int>(k.one_of("unroll", {1, 2, 4, 8}));
+  if (s.vector * a.widest_access > 16)
+    throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
+                  " bytes per access of a " + std::to_string(a.widest_access) +
+                  "-byte type; one access is at most 16 bytes (a 128-bit load)");
+  return s;
+}
+
+void check(const dsl::Program& p, const Binding& b) {
+  resolve_binding(p, b);
+  Analysis a = Analyser(p).run();
+  read_knobs(p, a);
+}
+
+std::string name_of(const Knobs4& s, const dsl::Program& p) {
+  std::string n = name_stem(p, "elementwise") + "_t" + std::to_string(s.threads) + "_v" + std::to_string(s.vector) +
+                  "_i" + std::to_string(s.items);
+  if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
+  return n;
+}
+
+std::string kernel_name_of(const dsl::Program& p) {
+  Analysis a = Analyser(p).run();
+  return name_of(read_knobs(p, a), p);
+}
+
+class Generator {
+ public:
+  Generator(const dsl::Program& p, const Binding& b)
+      : p_(p), abi_(resolve_binding(p, b)), a_(Analyser(p).run()), s_(read_knobs(p, a_)), names_(kInternal) {
+    for (const std::string& d : p_.dims) names_.add(d);
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) names_.add(prm.name);
+    for (const Definition& d : p_.defs) names_.add(d.name);
+    name_ = name_of(s_, p_);
+  }
+
+  std::string run() {
+    Writer body;
+    device_function(body);
+    kernel(body);
+    Writer w;
+    w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (elementwise family).");
+    for (const Definition* d : a_.live) w.line("//   " + format_definition(*d));
+    w.comment("The index space " + list(a_.axis_dims) + " is walked as one flat range. Each thread takes " +
+              std::to_string(s_.items) + " group(s) of " + std::to_string(s_.vector) +
+              " consecutive element(s) per step of a grid-stride loop, " + std::to_string(s_.threads) +
+              " threads per block" + (s_.vector > 1 ? "; a group moves each tensor in one aligned access, and " +
+              std::string("the elements that packs cannot cover go through a scalar loop.") : "."));
+    w.raw(includes(p_));
+    w.line();
+    w.line("namespace {");
+    w.line("constexpr int kThreads = " + std::to_string(s_.threads) + ";  // threads per block");
+    w.line("constexpr int kVector = " + std::to_string(s_.vector) + ";  // elements per group");
+    w.line("constexpr int kItems = " + std::to_string(s_.items) + ";  // groups per thread and step");
+    if (s_.unroll > 1) w.line("constexpr int kUnroll = " + std::to_string(s_.unroll) + ";  // steps unrolled");
+    w.line("constexpr int64_t kMaxBlocks = 65536;  // larger spaces loop (grid-stride)");
+    w.line();
+    w.raw(pack_source());
+    if (!helpers_.empty()) w.raw(helpers_.source());
+    w.line();
+    w.raw(body.text());
+    w.line("}  // namespace");
+    w.line();
+    host(w);
+    return w.text();
+  }
+
+ private:
+  const dsl::Program& p_;
+  AbiLayout abi_;
+  Analysis a_;
+  Knobs4 s_;
+  Names names_;
+  Helpers helpers_;
+  std::string name_;
+
+  static std::string list(const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s + "]";
+  }
+
+  int rank() const { return static_cast<int>(a_.axis_dims.size()); }
+  const std::string& dim(int axis) const { return names_[a_.axis_dims[axis]]; }
+
+  // Product of the extents of axes [from, rank), as C++ ("1" when empty).
+  std::string extent_product(const std::vector<std::string>& dims) const {
+    if (dims.empty()) return "1";
+    std::string s;
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? " * " : "") + names_[dims[i]];
+    return dims.size() > 1 ? "(" + s + ")" : s;
+  }
+
+  std::string params_decl() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) {
+      const Param* prm = p_.param(t);
+      bool input = false;
+      for (const Param& in : p_.inputs) input = input || in.name == t;
+      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
+    }
+    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    return s;
+  }
+
+  std::string params_pass() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
+    for (const std::string& d : p_.dims) s += names_[d] + ", ";
+    return s;
+  }
+
+  // Whether a read is a suffix of the space's axes (an input broadcast along leading indices),
+  // a prefix (broadcast along trailing indices) or neither (it needs the element's indices).
+  enum class Layout { flat, suffix, prefix, general };
+  Layout layout_of(const Load& l) const {
+    const int n = rank();
+    const int k = static_cast<int>(l.axes.size());
+    bool suffix = true, prefix = true;
+    for (int i = 0; i < k; ++i) {
+      suffix = suffix && l.axes[i] == n - k + i;
+      prefix = prefix && l.axes[i] == i;
+    }
+    if (suffix && k == n) return Layout::flat;
+    if (suffix) return Layout::suffix;
+    if (prefix) return Layout::prefix;
+    return Layout::general;
+  }
+
+  // The flat offset of a parameter's element at the group's first element e0; `coords` names
+  // the index variables of e0 (needed by general reads only).
+  std::string offset_of(const Load& l, const std::map<int, std::string>& coords) const {
+    const std::vector<std::string>& ext = l.param->extents;
+    const int k = static_cast<int>(l.axes.size());
+    switch (layout_of(l)) {
+      case Layout::flat: return "e0";
+      case Layout::suffix: return "e0 % " + extent_product(ext);
+      case Layout::prefix:
+        return "e0 / " + extent_product(std::vector<std::string>(a_.axis_dims.begin() + k, a_.axis_dims.end()));
+      case Layout::general: break;
+    }
+    std::string s;
+    for (int i = 0; i < k; ++i) {
+      std::vector<std::string> later(ext.begin() + i + 1, ext.end());
+      std::string term = coords.at(l.axes[i]);
+      if (!later.empty()) term += " * " + extent_product(later);
+      s += (i ? " + " : "") + term;
+    }
+    return s;
+  }
+
+  // The stride between consecutive innermost indices in a gathered parameter.
+  std::string inner_stride(const Load& l) const {
+    const int inner = rank() - 1;
+    std::string s;
+    for (size_t i = 0; i < l.axes.size(); ++i) {
+      if (l.axes[i] != inner) continue;
+      std::vector<std::string> later(l.param->extents.begin() + i + 1, l.param->extents.end());
+      s += (s.empty() ? "" : " + ") + extent_product(later);
+    }
+    return s;
+  }
+
+  std::string value_name(const Definition& d) {
+    return d.is_output ? names_.derived(d.name, "value") : names_[d.name];
+  }
+
+  void device_function(Writer& w) {
+    if (a_.all_flat)
+      w.comment("Computes the kVec consecutive elements from flat index e0 on (every tensor is read in the "
+                "space's own layout, so they may straddle rows).");
+    else
+      w.comment("Computes the kVec consecutive elements from flat index e0 on; when kVec > 1 they lie in one "
+                "innermost row, so they share every index but the innermost.");
+    w.line("template <int kVec>");
+    std::string decl = params_decl();
+    w.open("__device__ __forceinline__ void " + name_ + "_elements(" + decl + "int64_t e0)");
+    // The indices of e0, for reads that are neither the space's layout nor a broadcast of it.
+    std::map<int, std::string> coords;
+    for (const Load& l : a_.loads)
+      if (layout_of(l) == Layout::general)
+        for (int axis : l.axes) coords[axis];
+    if (!coords.empty()) w.comment("Indices of element e0.");
+    for (auto& [axis, id] : coords) {
+      std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
+      std::string v = later.empty() ? "e0" : "e0 / " + extent_product(later);
+      if (axis > 0) v += " % " + dim(axis);
+      id = names_.fresh(a_.axis_vars[axis] + "_at");
+      w.line("const int64_t " + id + " = " + v + ";");
+    }
+    std::vector<std::string> offsets;
+    for (const Load& l : a_.loads) offsets.push_back(offset_of(l, coords));
+    std::map<std::string, std::string> value_of_load;  // load index -> expression per element
+    for (size_t i = 0; i < a_.loads.size(); ++i) {
+      Load& l = a_.loads[i];
+      const std::string& pn = names_[l.param->name];
+      const std::string t = cuda_type(l.param->type);
+      switch (l.kind) {
+        case Load::Kind::pack:
+          l.local = names_.fresh(pn + "_pack");
+          w.line("const Pack<" + t + ", kVec> " + l.local + " = load_pack<kVec>(" + pn + " + " + offsets[i] + ");");
+          value_of_load[std::to_string(i)] = l.local + ".v[j]";
+          break;
+        case Load::Kind::broadcast:
+          l.local = names_.fresh(pn + "_value");
+          w.line("const " + t + " " + l.local + " = " + pn + "[" + offsets[i] + "];");
+          value_of_load[std::to_string(i)] = l.local;
+          break;
+        case Load::Kind::gather:
+          value_of_load[std::to_string(i)] = pn + "[" + offsets[i] + " + j * " + inner_stride(l) + "]";
+          break;
+      }
+    }
+    std::map<std::string, std::string> out_pack;
+    for (const Param& out : p_.outputs) {
+      out_pack[out.name] = names_.fresh(names_[out.name] + "_pack");
+      w.line("Pack<" + std::string(cuda_type(out.type)) + ", kVec> " + out_pack[out.name] + ";");
+    }
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kVec; ++j)");
+    // Each definition is computed at its own position: the reads' axes name which load it is.
+    std::map<std::string, std::string> def_value;
+    ExprEmitter em;
+    em.helpers = &helpers_;
+    em.dim = [&](const std::string& d) { return names_[d]; };
+    const Definition* current = nullptr;
+    em.read = [&](const Expr& r) -> std::string {
+      if (p_.def(r.name)) return def_value.at(r.name);
+      std::map<std::string, int> env;
+      const std::vector<int>& axes = a_.def_axes.at(current->name);
+      for (size_t k = 0; k < current->indices.size(); ++k) env[current->indices[k]] = axes[k];
+      std::vector<int> read_axes;
+      for (const dsl::IndexExpr& ix : r.indices) read_axes.push_back(env.at(ix.var));
+      return value_of_load.at(std::to_string(find_load(a_, p_.param(r.name), read_axes)));
+    };
+    for (const Definition* d : a_.live) {
+      current = d;
+      std::string code = em(d->body);
+      if (d->is_output && !a_.read_defs.count(d->name)) {
+        w.line(out_pack[d->name] + ".v[j] = " + code + ";");
+        continue;
+      }
+      std::string local = value_name(*d);
+      def_value[d->name] = local;
+      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
+      if (d->is_output) w.line(out_pack[d->name] + ".v[j] = " + local + ";");
+    }
+    w.close();
+    for (const Param& out : p_.outputs) w.line("store_pack(" + names_[out.name] + " + e0, " + out_pack[out.name] + ");");
+    w.close();
+    w.line();
+  }
+
+  void kernel(Writer& w) {
+    std::string decl = params_decl();
+    std::string pass = params_pass();
+    const bool tail = s_.vector > 1;
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + decl +
+           (tail ? "int64_t vector_end, int64_t total)" : "int64_t total)"));
+    if (tail) {
+      w.comment("Groups of kVector elements cover [0, vector_end); the scalar loop after them covers the rest.");
+      w.line("const int64_t groups = vector_end / kVector;");
+    } else {
+      w.line("const int64_t groups = total;");
+    }
+    w.line("const int64_t step = (int64_t)gridDim.x * kThreads * kItems;");
+    if (s_.unroll > 1) w.line("#pragma unroll kUnroll");
+    w.open("for (int64_t base = (int64_t)blockIdx.x * kThreads * kItems; base < groups; base += step)");
+    w.line("#pragma unroll");
+    w.open("for (int item = 0; item < kItems; ++item)");
+    w.line("const int64_t group = base + item * kThreads + threadIdx.x;");
+    w.line("if (group < groups) " + name_ + "_elements<kVector>(" + pass + "group * kVector);");
+    w.close();
+    w.close();
+    if (tail) {
+      w.line("for (int64_t flat = vector_end + (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total;");
+      w.open("     flat += (int64_t)gridDim.x * kThreads)");
+      w.line(name_ + "_elements<1>(" + pass + "flat);");
+      w.close();
+    }
+    w.close();
+  }
+
+  void host(Writer& w) {
+    const bool tail = s_.vector > 1;
+    if (tail) {
+      w.line("namespace {");
+      w.comment("True when p can be accessed kVector elements at a time.");
+      w.line("template <typename T>");
+      w.open("bool pack_aligned(const T* p)");
+      w.line("return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVector) == 0;");
+      w.close();
+      w.line("}  // namespace");
+      w.line();
+    }
+    open_ksol_run(w, p_, abi_, names_);
+    w.line("const int64_t total = " + [&] {
+      std::string s;
+      for (int i = 0; i < rank(); ++i) s += (i ? " * " : "") + dim(i);
+      return s;
+    }() + ";");
+    w.line("if (total == 0) return 0;");
+    std::string pass;
+    for (const std::string& t : abi_.tensors) pass += names_[t] + ", ";
+    for (const std::string& d : p_.dims) pass += names_[d] + ", ";
+    if (tail) {
+      std::string cond;
+      if (!a_.all_flat) {
+        w.comment("A group may not straddle two innermost rows, since broadcast reads index by row; every "
+                  "tensor must be aligned to the pack size.");
+        cond = dim(rank() - 1) + " % kVector == 0";
+      } else {
+        w.comment("Every tensor is read in the space's own layout, so groups may straddle rows; each tensor must "
+                  "be aligned to the pack size.");
+      }
+      for (const std::string& t : abi_.tensors) {
+        const Param* prm = p_.param(t);
+        bool packed = false;
+        for (const Load& l : a_.loads) packed = packed || (l.param == prm && l.kind == Load::Kind::pack);
+        for (const Param& out : p_.outputs) packed = packed || out.name == t;
+        if (packed) cond += (cond.empty() ? "" : " && ") + ("pack_aligned(" + names_[t] + ")");
+      }
+      w.line("const bool packs_ok = " + cond + ";");
+      w.line("const int64_t vector_end = packs_ok ? total / kVector * kVector : 0;");
+      w.line("const int64_t work = std::max((vector_end / kVector + kItems - 1) / kItems, total - vector_end);");
+    } else {
+      w.line("const int64_t work = (total + kItems - 1) / kItems;");
+    }
+    w.line("const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks);");
+    w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + (tail ? "vector_end, total);" : "total);"));
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+    w.close();
+  }
+};
+
+std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+
+}  // namespace
+
+const FamilyGenerator& elementwise_family() {
+  static const FamilyGenerator f{
+      "elementwise",
+      {
+          {"threads", "256", {"64", "128", "256", "512", "1024"}},
+          {"vector", "1", {"1", "2", "4", "8"}},
+          {"items_per_thread", "1", {"1", "2", "4", "8"}},
+          {"unroll", "1", {"1", "2", "4"}},
+      },
+      &check,
+      &generate,
+      &kernel_name_of,
+  };
+  return f;
+}
+
+}  // namespace ksol::codegen::detail

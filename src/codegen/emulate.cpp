@@ -1,0 +1,400 @@
+// Host emulation of generated CUDA (see emulate.h): the emulator header, the source rewrite,
+// the host build and the sandboxed call.
+#include "codegen/emulate.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "core/hash.h"
+#include "core/util.h"
+#include "ksol/abi.h"
+
+namespace ksol::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Force-included before the generated source. The real CUDA headers come first (types, enums,
+// bf16/f16 conversions, which all have host versions); then what only a device has.
+const char* const kEmulatorHeader = R"EMU(// ksol host emulation of the CUDA device side (src/codegen/emulate.cpp).
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+// A kernel's static shared arrays are function statics: blocks run one after another, and the
+// threads of the running block share them.
+#undef __shared__
+#define __shared__ static
+#define __launch_bounds__(...)
+
+namespace ksol_emu {
+
+// A reusable barrier that reports a deadlock instead of hanging: when every thread that has not
+// arrived has already left the kernel, none will come.
+class Barrier {
+ public:
+  Barrier(int n, const std::atomic<int>* exited) : n_(n), exited_(exited) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    const long generation = generation_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    auto released = [&] { return generation != generation_ || count_ + exited_->load() >= n_; };
+    if (!cv_.wait_for(lock, std::chrono::seconds(120), released) || generation == generation_) {
+      std::fprintf(stderr, "ksol host emulation: barrier deadlock: %d of %d threads arrived\n", count_, n_);
+      std::_Exit(90);
+    }
+  }
+  // Wakes the waiters to look again (a thread has left the kernel).
+  void poke() {
+    std::lock_guard<std::mutex> lock(m_);
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, count_ = 0;
+  long generation_ = 0;
+  const std::atomic<int>* exited_;
+};
+
+struct Block {
+  explicit Block(int threads) : sync(threads, &exited), slots(threads), warp_exited((threads + 31) / 32) {
+    for (int w = 0; w < (threads + 31) / 32; ++w)
+      warp_sync.push_back(std::make_unique<Barrier>(std::min(32, threads - 32 * w), &warp_exited[w]));
+  }
+  std::atomic<int> exited{0};
+  Barrier sync;
+  std::vector<std::unique_ptr<Barrier>> warp_sync;
+  std::vector<uint64_t> slots;                 // one per thread, for shuffles
+  std::vector<std::atomic<int>> warp_exited;
+  std::vector<uint4> dynamic_shared;           // 16-byte aligned
+};
+
+struct ThreadState {
+  uint3 thread_idx, block_idx;
+  dim3 block_dim, grid_dim;
+  Block* block = nullptr;
+};
+inline thread_local ThreadState tls;
+
+inline cudaError_t last_error = cudaSuccess;
+inline std::map<const void*, int> max_dynamic_shared;
+
+inline int thread_rank() { return (int)(tls.thread_idx.x + tls.block_dim.x * (tls.thread_idx.y + tls.block_dim.y * tls.thread_idx.z)); }
+
+template <typename T>
+T exchange(T v, int src_lane) {
+  static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+  Block* b = tls.block;
+  const int t = thread_rank(), warp = t / 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  b->slots[t] = bits;
+  b->warp_sync[warp]->wait();
+  T out = v;
+  if (src_lane >= 0 && src_lane < 32 && warp * 32 + src_lane < (int)b->slots.size())
+    std::memcpy(&out, &b->slots[warp * 32 + src_lane], sizeof(T));
+  b->warp_sync[warp]->wait();  // every lane has read before the slots are rewritten
+  return out;
+}
+
+template <typename T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(tls.block->dynamic_shared.data());
+}
+
+template <typename F>
+void launch(const void* kernel, F body, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
+  const long threads = (long)block.x * block.y * block.z;
+  const long blocks = (long)grid.x * grid.y * grid.z;
+  if (threads < 1 || threads > 1024 || blocks < 1 || grid.y > 65535 || grid.z > 65535) {
+    last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  auto opt_in = max_dynamic_shared.find(kernel);
+  const size_t allowed = opt_in == max_dynamic_shared.end() ? 48 * 1024 : (size_t)opt_in->second;
+  if (smem > allowed || smem > 232448) {
+    last_error = cudaErrorInvalidValue;
+    return;
+  }
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        Block b((int)threads);
+        b.dynamic_shared.resize((smem + 15) / 16);
+        std::memset(b.dynamic_shared.data(), 0xFF, b.dynamic_shared.size() * 16);
+        std::vector<std::thread> pool;
+        for (unsigned tz = 0; tz < block.z; ++tz)
+          for (unsigned ty = 0; ty < block.y; ++ty)
+            for (unsigned tx = 0; tx < block.x; ++tx)
+              pool.emplace_back([&, tx, ty, tz] {
+                tls.thread_idx = uint3{tx, ty, tz};
+                tls.block_idx = uint3{bx, by, bz};
+                tls.block_dim = block;
+                tls.grid_dim = grid;
+                tls.block = &b;
+                body();
+                const int warp = thread_rank() / 32;
+                ++b.warp_exited[warp];
+                ++b.exited;
+                b.warp_sync[warp]->poke();
+                b.sync.poke();
+              });
+        for (std::thread& t : pool) t.join();
+      }
+}
+
+}  // namespace ksol_emu
+
+#define threadIdx (::ksol_emu::tls.thread_idx)
+#define blockIdx (::ksol_emu::tls.block_idx)
+#define blockDim (::ksol_emu::tls.block_dim)
+#define gridDim (::ksol_emu::tls.grid_dim)
+
+inline void __syncthreads() { ::ksol_emu::tls.block->sync.wait(); }
+template <typename T>
+T __shfl_sync(unsigned, T v, int src, int = 32) { return ::ksol_emu::exchange(v, src); }
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int mask, int = 32) { return ::ksol_emu::exchange(v, (::ksol_emu::thread_rank() % 32) ^ mask); }
+template <typename T>
+T __shfl_up_sync(unsigned, T v, unsigned delta, int = 32) {
+  const int lane = ::ksol_emu::thread_rank() % 32;
+  return ::ksol_emu::exchange(v, lane - (int)delta >= 0 ? lane - (int)delta : lane);
+}
+// cuda_runtime.h declares this template for nvcc only.
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* entry, enum cudaFuncAttribute attr, int value) {
+  return cudaFuncSetAttribute((const void*)entry, attr, value);
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+
+extern "C" {
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = ::ksol_emu::last_error;
+  ::ksol_emu::last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value > 232448) return ::ksol_emu::last_error = cudaErrorInvalidValue;
+    ::ksol_emu::max_dynamic_shared[func] = value;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int) {
+  *value = attr == cudaDevAttrMultiProcessorCount ? 132 : 0;
+  return cudaSuccess;
+}
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+}
+)EMU";
+
+size_t matching(const std::string& s, size_t open, char a, char b) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    if (s[i] == a) ++depth;
+    if (s[i] == b && --depth == 0) return i;
+  }
+  throw std::runtime_error("host emulation: unbalanced '" + std::string(1, a) + "' in a kernel launch");
+}
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
+
+}  // namespace
+
+std::string rewrite_for_host(const std::string& src) {
+  std::string out = src;
+  // Kernel launches.
+  for (size_t at; (at = out.find("<<<")) != std::string::npos;) {
+    size_t start = at;
+    if (start > 0 && out[start - 1] == '>') {  // template arguments, e.g. name<kVec>
+      int depth = 0;
+      do {
+        --start;
+        if (out[start] == '>') ++depth;
+        if (out[start] == '<') --depth;
+      } while (depth > 0 && start > 0);
+    }
+    while (start > 0 && ident_char(out[start - 1])) --start;
+    const std::string kernel = out.substr(start, at - start);
+    const size_t config_end = out.find(">>>", at);
+    const std::string config = out.substr(at + 3, config_end - at - 3);
+    const size_t open = out.find('(', config_end);
+    const size_t close = matching(out, open, '(', ')');
+    const std::string args = out.substr(open + 1, close - open - 1);
+    const std::string call = "::ksol_emu::launch((const void*)&" + kernel + ", [&] { " + kernel + "(" + args + "); }, " +
+                             config + ")";
+    out.replace(start, close + 1 - start, call);
+  }
+  // Dynamic shared memory: `extern __shared__ T name[];`
+  const std::string marker = "extern __shared__ ";
+  for (size_t at; (at = out.find(marker)) != std::string::npos;) {
+    const size_t end = out.find("[];", at);
+    const std::string decl = out.substr(at + marker.size(), end - at - marker.size());
+    const size_t space = decl.rfind(' ');
+    const std::string type = decl.substr(0, space), name = decl.substr(space + 1);
+    out.replace(at, end + 3 - at, type + "* " + name + " = ::ksol_emu::dynamic_shared<" + type + ">();");
+  }
+  return out;
+}
+
+HostBuild build_for_host(const std::string& cuda_source) {
+  HostBuild b;
+  const std::string source = rewrite_for_host(cuda_source);
+  const std::string inc = source_root() + "/include";
+  const std::vector<std::string> flags = {"g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
+                                          "-Wl,-Bsymbolic", "-Wno-unknown-pragmas", "-I" + inc,
+                                          "-I/usr/local/cuda/include"};
+  Sha256 h;
+  h.update(kEmulatorHeader);
+  h.update(source);
+  for (const std::string& f : flags) h.update(f + "\n");
+  const fs::path dir = fs::path(cache_dir()) / "codegen-host" / h.hex().substr(0, 24);
+  b.so_path = (dir / "candidate.so").string();
+  if (fs::exists(b.so_path)) {
+    b.ok = true;
+    return b;
+  }
+  fs::create_directories(dir);
+  write_file_atomic((dir / "emulator.h").string(), kEmulatorHeader);
+  write_file_atomic((dir / "candidate.cpp").string(), source);
+  std::vector<std::string> argv = flags;
+  for (const std::string& x :
+       {std::string("-include"), (dir / "emulator.h").string(), std::string("-x"), std::string("c++"),
+        (dir / "candidate.cpp").string(), std::string("-o"), (dir / "candidate.tmp.so").string()})
+    argv.push_back(x);
+  ProcessResult r = run_process(argv, 600);
+  if (r.exit_code != 0) {
+    b.message = r.output;
+    return b;
+  }
+  fs::rename(dir / "candidate.tmp.so", b.so_path);
+  b.ok = true;
+  return b;
+}
+
+HostRun run_on_host(const std::string& so_path, std::vector<std::vector<uint8_t>>& tensors,
+                    const std::vector<int64_t>& dims, double timeout_s) {
+  HostRun result;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Each tensor sits at the end of a shared mapping, 16-byte aligned, before a PROT_NONE page.
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+    uint8_t* data = nullptr;
+  };
+  std::vector<Mapping> maps;
+  auto unmap_all = [&] {
+    for (Mapping& m : maps)
+      if (m.base) munmap(m.base, m.bytes);
+  };
+  for (auto& t : tensors) {
+    const size_t used = (t.size() + 15) / 16 * 16;
+    const size_t data_pages = (used + page - 1) / page;
+    Mapping m;
+    m.bytes = (data_pages + 1) * page;
+    m.base = mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m.base == MAP_FAILED) {
+      unmap_all();
+      result.message = "mmap failed";
+      return result;
+    }
+    uint8_t* guard = static_cast<uint8_t*>(m.base) + data_pages * page;
+    mprotect(guard, page, PROT_NONE);
+    m.data = guard - used;
+    std::memcpy(m.data, t.data(), t.size());
+    maps.push_back(m);
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    unmap_all();
+    result.message = "fork failed";
+    return result;
+  }
+  if (pid == 0) {
+    void* lib = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) _exit(101);
+    auto run = reinterpret_cast<ksol_run_fn>(dlsym(lib, "ksol_run"));
+    if (!run) _exit(102);
+    std::vector<void*> ptrs;
+    for (Mapping& m : maps) ptrs.push_back(m.data);
+    ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()),
+                   dims.data(), nullptr};
+    _exit(run(&call) & 0x3f);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  while (true) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (seconds_since(t0) > timeout_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      unmap_all();
+      result.message = "timed out after " + std::to_string(timeout_s) + " s";
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (WIFSIGNALED(status)) {
+    result.message = std::string("killed by signal ") + strsignal(WTERMSIG(status)) +
+                     (WTERMSIG(status) == SIGSEGV ? " (an access outside a tensor?)" : "");
+  } else {
+    int code = WEXITSTATUS(status);
+    if (code == 90) result.message = "barrier deadlock (some threads never reached a __syncthreads or shuffle)";
+    else if (code == 101) result.message = "dlopen failed: " + so_path;
+    else if (code == 102) result.message = "no ksol_run in " + so_path;
+    else {
+      result.ok = true;
+      result.rc = code;
+    }
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) std::memcpy(tensors[i].data(), maps[i].data, tensors[i].size());
+  unmap_all();
+  return result;
+}
+
+}  // namespace ksol::codegen

@@ -1,0 +1,1421 @@
+// The rowwise family: reductions (sum, max, min, mean, argmax) and scans over the last index,
+// with elementwise definitions before and after them, fused into one kernel (two_pass: one
+// kernel per pass). Rows are all leading indices flattened; the row is the last index.
+//
+// The program becomes passes over each row. A reduction's level is one more than the deepest
+// reduction it depends on; pass k accumulates the reductions of level k, and per-row values
+// (row definitions, finished reductions) are computed between passes. A final write pass
+// computes the outputs that range over the whole row, and the scans, in tile order.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "codegen/common.h"
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Definition;
+using dsl::Expr;
+using dsl::Param;
+using dsl::ReduceOp;
+using dsl::Type;
+
+// Registers a thread may spend on the cached row (cache_row = registers), in bytes: 64 registers,
+// and never more than half of what a thread of a full block has (64K per SM, 32K for the row).
+int register_budget_bytes(int threads) { return 4 * std::min(64, 32768 / threads); }
+// Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
+constexpr int kSharedLimitBytes = 232448;
+
+const std::vector<std::string> kInternal = {
+    "kThreads", "kRowsPerBlock", "kThreadsPerRow", "kWarpsPerRow", "kVector", "kItems", "kUnroll", "kTile",
+    "kCacheValues", "kCacheTiles", "kMaxRow", "kMaxCacheBytes", "kMaxSplits", "kMaxBlocks", "slot", "lane", "row",
+    "rows", "row_base", "active", "tile", "t", "item", "c0", "j", "in_row", "work", "split", "splits", "chunk",
+    "c_begin", "c_end", "k", "w", "launch", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
+    "cache_bytes", "cache_region_bytes", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
+    "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
+    "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
+
+enum class Shape { row, element };  // [rows...] or [rows..., c]
+
+struct RowKnobs {
+  int threads = 256, rows_per_block = 1, vector = 1, items = 1, unroll = 1;
+  std::string reduction = "block", cache = "none";
+  int threads_per_row = 256;
+  int cache_values = 0;  // registers: elements of each cached tensor per thread
+};
+
+struct Node {
+  const Definition* def = nullptr;
+  Shape shape = Shape::row;
+  int level = 0;             // reductions: the pass that accumulates them; others: the pass after which they are known
+  bool after_scan = false;   // element values that depend on a scan
+  std::vector<const Definition*> deps;
+};
+
+// A parameter as the program reads it.
+struct ParamUse {
+  const Param* param = nullptr;
+  std::vector<int> axes;   // the space axis of each index
+  bool element = false;    // read with the row's index (last): a pack per step; else one value per row
+  std::set<int> passes;    // element reads: the passes reading it (passes + 1 is the write pass)
+  bool cached = false;
+};
+
+struct Analysis {
+  int rank = 0;                         // axes 0..rank-2 are the rows, rank-1 the row's index
+  std::vector<std::string> axis_dims;
+  std::vector<std::string> axis_vars;
+  std::map<std::string, Node> nodes;
+  int passes = 0;                       // reduction passes
+  bool write_pass = false;              // some output ranges over whole rows
+  std::vector<ParamUse> params;         // in the order first read
+  bool has_scan = false;
+  int widest_access = 0;                // bytes of the widest packed element
+  int cached_bytes = 0;                 // bytes per element of the tensors a row cache would hold
+};
+
+std::string list(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s + "]";
+}
+
+std::vector<int> identity(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+bool is_reduction(const Definition& d) { return d.reduce != ReduceOp::none && d.reduce != ReduceOp::scan; }
+
+class Analyser {
+ public:
+  explicit Analyser(const dsl::Program& p) : p_(p) {}
+
+  Analysis run() {
+    if (p_.outputs.empty()) throw Refused("the program has no outputs");
+    const Definition* first = nullptr;
+    for (const Definition& d : p_.defs)
+      if (d.reduce != ReduceOp::none && !first) first = &d;
+    if (!first) throw Refused("the program has no reduction or scan over a last index; it is elementwise");
+    std::vector<std::string> rows = first->extents;
+    std::vector<std::string> vars = first->indices;
+    if (first->reduce == ReduceOp::scan) {
+      rows.pop_back();
+      vars.pop_back();
+    }
+    a_.rank = static_cast<int>(rows.size()) + 1;
+    a_.axis_dims = rows;
+    a_.axis_dims.push_back(first->over_extent);
+    a_.axis_vars = vars;
+    a_.axis_vars.push_back(first->over);
+    for (const Definition& d : p_.defs) classify(d);
+    for (const Definition& d : p_.defs) walk(d);
+    for (const Definition& d : p_.defs) level(d);
+    for (const Definition& d : p_.defs) {
+      const Node& n = a_.nodes.at(d.name);
+      if (n.shape == Shape::element && d.is_output) a_.write_pass = true;
+      if (is_reduction(d)) a_.passes = std::max(a_.passes, n.level);
+    }
+    for (const Definition& d : p_.defs) {
+      if (is_reduction(d)) mark_params(d, a_.nodes.at(d.name).level);
+      if (d.is_output && a_.nodes.at(d.name).shape == Shape::element) mark_params(d, a_.passes + 1);
+    }
+    for (ParamUse& u : a_.params) {
+      if (!u.element) continue;
+      a_.widest_access = std::max(a_.widest_access, type_bytes(u.param->type));
+      if (u.passes.size() > 1) {
+        u.cached = true;
+        a_.cached_bytes += type_bytes(u.param->type);
+      }
+    }
+    for (const Definition& d : p_.defs)
+      if (d.is_output && a_.nodes.at(d.name).shape == Shape::element)
+        a_.widest_access = std::max(a_.widest_access, type_bytes(d.type));
+    return a_;
+  }
+
+ private:
+  const dsl::Program& p_;
+  Analysis a_;
+
+  void classify(const Definition& d) {
+    std::vector<std::string> rows(a_.axis_dims.begin(), a_.axis_dims.end() - 1);
+    Node n;
+    n.def = &d;
+    if (d.reduce == ReduceOp::none) {
+      if (d.extents == rows)
+        n.shape = Shape::row;
+      else if (d.extents == a_.axis_dims)
+        n.shape = Shape::element;
+      else
+        throw Refused("'" + d.name + "' ranges over " + list(d.extents) + ", neither the rows " + list(rows) +
+                      " nor the rows and their index " + list(a_.axis_dims));
+    } else {
+      std::vector<std::string> kept = d.extents;
+      if (d.reduce == ReduceOp::scan) kept.pop_back();
+      if (kept != rows || d.over_extent != a_.axis_dims.back())
+        throw Refused("'" + d.name + "' reduces rows " + list(kept) + " over " + d.over_extent + ", but the rows are " +
+                      list(rows) + " over " + a_.axis_dims.back());
+      n.shape = d.reduce == ReduceOp::scan ? Shape::element : Shape::row;
+      a_.has_scan = a_.has_scan || d.reduce == ReduceOp::scan;
+      bool sums = d.reduce == ReduceOp::sum || d.reduce == ReduceOp::mean || d.reduce == ReduceOp::scan;
+      if (sums && is_half(d.type))
+        throw Refused("'" + d.name + "' accumulates " + dsl::type_name(d.type) + " values; accumulate in f32 instead, " +
+                      "e.g. " + dsl::reduce_name(d.reduce) + "(f32(...))");
+    }
+    check_emittable(d.body);
+    a_.nodes[d.name] = n;
+  }
+
+  // The space axis of each index variable of d's body.
+  std::map<std::string, int> env_of(const Definition& d) const {
+    std::map<std::string, int> env;
+    for (size_t k = 0; k < d.indices.size(); ++k) env[d.indices[k]] = static_cast<int>(k);
+    if (d.reduce != ReduceOp::none) env[d.over] = a_.rank - 1;
+    return env;
+  }
+
+  void walk(const Definition& d) {
+    std::map<std::string, int> env = env_of(d);
+    Node& n = a_.nodes.at(d.name);
+    for (const Expr* r : reads_in(d.body)) {
+      std::vector<int> axes;
+      for (const dsl::IndexExpr& ix : r->indices) {
+        if (ix.offset != 0)
+          throw Refused("'" + r->name + "' is read at an offset index (a stencil); the rowwise family reads no offsets");
+        axes.push_back(env.at(ix.var));
+      }
+      if (const Definition* t = p_.def(r->name)) {
+        const Node& tn = a_.nodes.at(t->name);
+        int want = tn.shape == Shape::element ? a_.rank : a_.rank - 1;
+        if (axes != identity(want))
+          throw Refused("'" + t->name + "' is read at other indices than its own " + list(t->indices) +
+                        "; rowwise reads definitions where they are defined");
+        if (std::find(n.deps.begin(), n.deps.end(), t) == n.deps.end()) n.deps.push_back(t);
+        continue;
+      }
+      const Param* prm = p_.param(r->name);
+      int col = a_.rank - 1;
+      int uses = static_cast<int>(std::count(axes.begin(), axes.end(), col));
+      if (uses > 1 || (uses == 1 && axes.back() != col))
+        throw Refused("'" + r->name + "' is read with the row's index '" + a_.axis_vars.back() +
+                      "' other than as its last index; rowwise reads rows contiguously");
+      ParamUse* use = nullptr;
+      for (ParamUse& u : a_.params)
+        if (u.param == prm) use = &u;
+      if (use && use->axes != axes)
+        throw Refused("'" + r->name + "' is read at two different index patterns; rowwise reads each tensor one way");
+      if (!use) a_.params.push_back({prm, axes, uses == 1, {}, false});
+    }
+  }
+
+  void level(const Definition& d) {
+    Node& n = a_.nodes.at(d.name);
+    int deepest = 0;
+    for (const Definition* t : n.deps) {
+      const Node& tn = a_.nodes.at(t->name);
+      deepest = std::max(deepest, tn.level);
+      if (tn.shape == Shape::element && (tn.after_scan || t->reduce == ReduceOp::scan)) n.after_scan = true;
+    }
+    n.level = is_reduction(d) ? deepest + 1 : deepest;
+    if (n.after_scan && is_reduction(d))
+      throw Refused("'" + d.name + "' reduces values that depend on a scan; rowwise computes scans in the last pass only");
+    if (n.after_scan && d.reduce == ReduceOp::scan)
+      throw Refused("the scan '" + d.name + "' reads another scan; rowwise computes one level of scans");
+  }
+
+  // Records that the element values d needs are read in pass `pass`.
+  void mark_params(const Definition& d, int pass) {
+    std::map<std::string, int> env = env_of(d);
+    for (const Expr* r : reads_in(d.body)) {
+      if (const Definition* t = p_.def(r->name)) {
+        if (a_.nodes.at(t->name).shape == Shape::element && !is_reduction(*t)) mark_params(*t, pass);
+        continue;
+      }
+      for (ParamUse& u : a_.params)
+        if (u.param->name == r->name && u.element) u.passes.insert(pass);
+    }
+  }
+};
+
+RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
+  Knobs k(p, rowwise_family());
+  RowKnobs s;
+  int64_t threads = k.integer("threads");
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  s.threads = static_cast<int>(threads);
+  int64_t rpb = k.integer("rows_per_block");
+  if (rpb < 1) throw Refused("rows_per_block = " + std::to_string(rpb) + " must be at least 1");
+  s.rows_per_block = static_cast<int>(std::min<int64_t>(rpb, 1024));
+  s.vector = static_cast<int>(k.one_of("vector", {1, 2, 4, 8}));
+  s.items = static_cast<int>(k.one_of("items_per_thread", {1, 2, 4, 8}));
+  s.unroll = static_cast<int>(k.one_of("unroll", {1, 2, 4, 8}));
+  s.reduction = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
+  s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
+  if (s.vector * a.widest_access > 16)
+    throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
+                  " bytes per access of a " + std::to_string(a.widest_access) +
+                  "-byte type; one access is at most 16 bytes (a 128-bit load)");
+  const std::string rpb_text = "rows_per_block = " + std::to_string(rpb);
+  if (s.reduction == "warp") {
+    if (rpb != threads / 32)
+      throw Refused("reduction = warp serves each row with one warp, so rows_per_block must be threads / 32 = " +
+                    std::to_string(threads / 32) + ", not " + std::to_string(rpb));
+    s.threads_per_row = 32;
+  } else if (s.reduction == "block") {
+    if (threads % rpb != 0 || (threads / rpb) % 32 != 0)
+      throw Refused(rpb_text + " does not split threads = " + std::to_string(threads) + " into groups of whole warps");
+    s.threads_per_row = static_cast<int>(threads / rpb);
+    if (s.threads_per_row == 32)
+      throw Refused("threads = " + std::to_string(threads) + " over " + rpb_text +
+                    " leaves 32 threads per row, which is reduction = warp; reduction = block needs 64 or more");
+  } else {
+    if (rpb != 1) throw Refused("reduction = two_pass splits each row over blocks, so rows_per_block must be 1, not " +
+                                std::to_string(rpb));
+    if (s.cache != "none")
+      throw Refused("reduction = two_pass runs each pass as its own kernel, so no row cache survives between passes; "
+                    "cache_row must be none");
+    if (a.has_scan) throw Refused("reduction = two_pass cannot split a scan over blocks");
+    s.threads_per_row = s.threads;
+  }
+  if (s.cache != "none" && a.cached_bytes == 0)
+    throw Refused("cache_row = " + s.cache + " keeps rows that more than one pass reads, and this program reads each "
+                  "row once");
+  if (s.cache == "registers") {
+    if (s.unroll != 1)
+      throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
+                    std::to_string(s.unroll));
+    const int tile_bytes = s.vector * s.items * a.cached_bytes;
+    const int budget = register_budget_bytes(s.threads);
+    if (tile_bytes > budget)
+      throw Refused("cache_row = registers needs vector * items_per_thread * " + std::to_string(a.cached_bytes) +
+                    " = " + std::to_string(tile_bytes) + " bytes of registers per thread for one step of the row; " +
+                    "the budget at threads = " + std::to_string(s.threads) + " is " + std::to_string(budget));
+    const int per_tile = s.vector * s.items;
+    s.cache_values = budget / a.cached_bytes / per_tile * per_tile;
+  }
+  return s;
+}
+
+std::string name_of(const RowKnobs& s, const dsl::Program& p) {
+  std::string n = name_stem(p, "rowwise") + "_t" + std::to_string(s.threads) + "_v" + std::to_string(s.vector) + "_r" +
+                  std::to_string(s.rows_per_block) + "_" + s.reduction;
+  if (s.items > 1) n += "_i" + std::to_string(s.items);
+  if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
+  if (s.cache == "registers") n += "_regs";
+  if (s.cache == "shared") n += "_smem";
+  return n;
+}
+
+void check(const dsl::Program& p, const Binding& b) {
+  resolve_binding(p, b);
+  Analysis a = Analyser(p).run();
+  read_knobs(p, a);
+}
+
+std::string kernel_name_of(const dsl::Program& p) {
+  Analysis a = Analyser(p).run();
+  return name_of(read_knobs(p, a), p);
+}
+
+// How one pass walks a row: [begin, end) in steps of kTile, kItems packs of kVec per thread.
+struct Walk {
+  std::string begin = "0", end;
+  bool registers = false;  // the step loop is unrolled over the register cache's tiles
+};
+
+class Generator {
+ public:
+  Generator(const dsl::Program& p, const Binding& b)
+      : p_(p), abi_(resolve_binding(p, b)), a_(Analyser(p).run()), s_(read_knobs(p, a_)), names_(kInternal) {
+    for (const std::string& d : p_.dims) names_.add(d);
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) names_.add(prm.name);
+    for (const Definition& d : p_.defs) names_.add(d.name);
+    name_ = name_of(s_, p_);
+    col_dim_ = names_[a_.axis_dims.back()];
+  }
+
+  std::string run() {
+    Writer kernels;
+    if (two_pass())
+      two_pass_kernels(kernels);
+    else
+      fused_kernel(kernels);
+    Writer w;
+    header(w);
+    w.raw(includes(p_));
+    w.line();
+    w.line("namespace {");
+    constants(w);
+    w.line();
+    w.raw(pack_source());
+    if (!helpers_.empty()) w.raw(helpers_.source());
+    w.raw(reduction_helpers());
+    w.line();
+    w.raw(kernels.text());
+    w.line("}  // namespace");
+    w.line();
+    host(w);
+    return w.text();
+  }
+
+ private:
+  const dsl::Program& p_;
+  AbiLayout abi_;
+  Analysis a_;
+  RowKnobs s_;
+  Names names_;
+  Helpers helpers_;
+  std::string name_;
+  std::string col_dim_;                 // identifier of the row length
+  std::set<ReduceOp> ops_;              // reductions used, for the helpers
+
+  bool two_pass() const { return s_.reduction == "two_pass"; }
+  bool warp() const { return s_.reduction == "warp"; }
+  const Node& node(const Definition& d) const { return a_.nodes.at(d.name); }
+
+  // --- names -----------------------------------------------------------------------------------
+
+  // The local holding a definition's value (an output's name is its pointer's).
+  std::string value_name(const Definition& d) { return d.is_output ? names_.derived(d.name, "value") : names_[d.name]; }
+  std::string acc_name(const Definition& d) { return names_.derived(d.name, "acc"); }
+  std::string at_name(const Definition& d) { return names_.derived(d.name, "at"); }
+  std::string partials_name(const Definition& d) { return names_.derived(d.name, "partials"); }
+  std::string partials_at_name(const Definition& d) { return names_.derived(d.name, "partials_at"); }
+  std::string ws_name(const Definition& d) { return names_.derived(d.name, "ws"); }
+  std::string ws_at_name(const Definition& d) { return names_.derived(d.name, "ws_at"); }
+
+  // --- types of accumulators -------------------------------------------------------------------
+
+  // Reductions accumulate in their own type; max/min/argmax of half values in f32 (exact).
+  Type acc_type(const Definition& d) const {
+    if (d.reduce == ReduceOp::argmax) return is_half(d.body.type) ? Type::f32 : d.body.type;
+    return is_half(d.type) ? Type::f32 : d.type;
+  }
+
+  std::string identity_of(const Definition& d) const {
+    const Type t = acc_type(d);
+    const bool fl = dsl::type_is_float(t);
+    const bool wide = t == Type::i64;
+    switch (d.reduce) {
+      case ReduceOp::max:
+      case ReduceOp::argmax: return fl ? "-INFINITY" : (wide ? "INT64_MIN" : "INT32_MIN");
+      case ReduceOp::min: return fl ? "INFINITY" : (wide ? "INT64_MAX" : "INT32_MAX");
+      default: return literal(0, t);
+    }
+  }
+
+  // --- the header and constants ----------------------------------------------------------------
+
+  void header(Writer& w) {
+    w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (rowwise family).");
+    for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
+    std::string rows = list(std::vector<std::string>(a_.axis_dims.begin(), a_.axis_dims.end() - 1));
+    std::string how;
+    if (warp())
+      how = "one warp per row, " + std::to_string(s_.threads / 32) + " rows per block of " + std::to_string(s_.threads) +
+            " threads; reductions are warp shuffles.";
+    else if (s_.reduction == "block")
+      how = std::to_string(s_.threads_per_row) + " threads per row, " + std::to_string(s_.rows_per_block) +
+            " row(s) per block; reductions are warp shuffles, then the warps' results through shared memory.";
+    else
+      how = "each row split into chunks over several blocks of " + std::to_string(s_.threads) +
+            " threads; each pass is its own kernel, and per-chunk partial results meet in a workspace.";
+    w.comment("Rows are the indices " + rows + ", flattened; a row is the index " + a_.axis_vars.back() + " over " +
+              a_.axis_dims.back() + ". Schedule: " + how + " A thread takes " + std::to_string(s_.items) +
+              " pack(s) of " + std::to_string(s_.vector) + " element(s) per step along the row." +
+              (s_.cache == "registers" ? " Rows read by several passes stay in registers (at most kMaxRow elements)."
+               : s_.cache == "shared" ? " Rows read by several passes are staged in shared memory." : ""));
+    for (int pass = 1; pass <= a_.passes; ++pass) w.line("//   pass " + std::to_string(pass) + ": " + pass_summary(pass));
+    if (a_.write_pass) w.line("//   write pass: " + write_summary());
+  }
+
+  std::string pass_summary(int pass) const {
+    std::string s;
+    for (const Definition& d : p_.defs)
+      if (is_reduction(d) && node(d).level == pass) s += (s.empty() ? "" : ", ") + d.name;
+    return s;
+  }
+
+  std::string write_summary() const {
+    std::string s;
+    for (const Definition& d : p_.defs)
+      if (d.is_output && node(d).shape == Shape::element) s += (s.empty() ? "" : ", ") + d.name;
+    return s;
+  }
+
+  int static_shared_bytes() const {
+    if (warp()) return 0;
+    int per_warp = 0;
+    for (const Definition& d : p_.defs) {
+      if (is_reduction(d) || d.reduce == ReduceOp::scan) per_warp += type_bytes(acc_type(d));
+      if (d.reduce == ReduceOp::argmax) per_warp += 8;
+    }
+    return per_warp * s_.rows_per_block * (s_.threads_per_row / 32);
+  }
+
+  void constants(Writer& w) {
+    w.line("constexpr int kThreads = " + std::to_string(s_.threads) + ";  // threads per block");
+    w.line("constexpr int kRowsPerBlock = " + std::to_string(s_.rows_per_block) + ";  // rows a block serves at once");
+    w.line("constexpr int kThreadsPerRow = kThreads / kRowsPerBlock;");
+    if (!warp()) w.line("constexpr int kWarpsPerRow = kThreadsPerRow / 32;");
+    w.line("constexpr int kVector = " + std::to_string(s_.vector) + ";  // elements per pack");
+    w.line("constexpr int kItems = " + std::to_string(s_.items) + ";  // packs per thread and step");
+    if (s_.unroll > 1) w.line("constexpr int kUnroll = " + std::to_string(s_.unroll) + ";  // steps unrolled");
+    if (s_.cache == "registers") {
+      w.line("constexpr int kCacheValues = " + std::to_string(s_.cache_values) +
+             ";  // elements of each cached row a thread holds");
+      w.line("constexpr int64_t kMaxRow = (int64_t)kThreadsPerRow * kCacheValues;  // longer rows are refused");
+    }
+    if (s_.cache == "shared")
+      w.line("constexpr int64_t kMaxCacheBytes = " + std::to_string(kSharedLimitBytes - static_shared_bytes()) +
+             ";  // 227 KB less the reductions' shared memory");
+    if (two_pass()) w.line("constexpr int64_t kMaxSplits = 64;  // chunks per row at most");
+    w.line("constexpr int64_t kMaxBlocks = 65536;  // more rows loop (grid-stride)");
+    if (s_.cache == "shared") {
+      w.line();
+      w.comment("Bytes of one cached tensor's rows in shared memory, rounded up so that the next starts 16-byte "
+                "aligned.");
+      w.open("__host__ __device__ constexpr int64_t cache_region_bytes(int64_t row_length, int64_t element_bytes)");
+      w.line("return (kRowsPerBlock * row_length * element_bytes + 15) / 16 * 16;");
+      w.close();
+    }
+  }
+
+  // --- reduction helpers -----------------------------------------------------------------------
+
+  std::string reduction_helpers() const {
+    std::string s;
+    const bool block = !warp();
+    if (ops_.count(ReduceOp::sum) || ops_.count(ReduceOp::mean)) {
+      s += "// Sum over the 32 lanes of a warp by butterfly shuffles; every lane gets the same total.\n"
+           "template <typename T>\n"
+           "__device__ __forceinline__ T warp_sum(T v) {\n"
+           "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);\n"
+           "  return v;\n"
+           "}\n";
+      if (block)
+        s += "// Sum over the kThreadsPerRow threads of one row: shuffles within each warp, then the warps'\n"
+             "// sums through shared memory, added in warp order so that every thread gets the same total.\n"
+             "template <typename T>\n"
+             "__device__ __forceinline__ T row_sum(T v, T* partials, int lane) {\n"
+             "  v = warp_sum(v);\n"
+             "  if (lane % 32 == 0) partials[lane / 32] = v;\n"
+             "  __syncthreads();\n"
+             "  T total = partials[0];\n"
+             "  for (int w = 1; w < kWarpsPerRow; ++w) total += partials[w];\n"
+             "  return total;\n"
+             "}\n";
+    }
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+      if (!ops_.count(op)) continue;
+      const std::string o = op == ReduceOp::max ? "max" : "min";
+      s += "// NaN-propagating " + o + "imum over the 32 lanes of a warp.\n"
+           "template <typename T>\n"
+           "__device__ __forceinline__ T warp_" + o + "(T v) {\n"
+           "  for (int offset = 16; offset > 0; offset /= 2) v = " + o + "_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));\n"
+           "  return v;\n"
+           "}\n";
+      if (block)
+        s += "// NaN-propagating " + o + "imum over the kThreadsPerRow threads of one row.\n"
+             "template <typename T>\n"
+             "__device__ __forceinline__ T row_" + o + "(T v, T* partials, int lane) {\n"
+             "  v = warp_" + o + "(v);\n"
+             "  if (lane % 32 == 0) partials[lane / 32] = v;\n"
+             "  __syncthreads();\n"
+             "  T result = partials[0];\n"
+             "  for (int w = 1; w < kWarpsPerRow; ++w) result = " + o + "_nan(result, partials[w]);\n"
+             "  return result;\n"
+             "}\n";
+    }
+    if (ops_.count(ReduceOp::argmax)) {
+      s += "// Whether (v, at) beats (best, best_at) for argmax: the first maximum wins and a NaN counts as the\n"
+           "// maximum (PyTorch's argmax); at < 0 marks \"no element yet\".\n"
+           "template <typename T>\n"
+           "__device__ __forceinline__ bool argmax_beats(T v, int64_t at, T best, int64_t best_at) {\n"
+           "  if (at < 0) return false;\n"
+           "  if (best_at < 0) return true;\n"
+           "  if (v != v) return best == best || at < best_at;\n"
+           "  if (best != best) return false;\n"
+           "  return v > best || (v == best && at < best_at);\n"
+           "}\n"
+           "template <typename T>\n"
+           "__device__ __forceinline__ void argmax_take(T& best, int64_t& best_at, T v, int64_t at) {\n"
+           "  if (argmax_beats(v, at, best, best_at)) {\n"
+           "    best = v;\n"
+           "    best_at = at;\n"
+           "  }\n"
+           "}\n";
+      s += "// Argmax over the 32 lanes of a warp; every lane gets the same (value, index).\n"
+             "template <typename T>\n"
+             "__device__ __forceinline__ void warp_argmax(T& best, int64_t& best_at) {\n"
+             "  for (int offset = 16; offset > 0; offset /= 2) {\n"
+             "    const T v = __shfl_xor_sync(0xffffffffu, best, offset);\n"
+             "    const int64_t at = __shfl_xor_sync(0xffffffffu, best_at, offset);\n"
+             "    argmax_take(best, best_at, v, at);\n"
+             "  }\n"
+             "}\n";
+      if (block)
+        s += "// Argmax over the kThreadsPerRow threads of one row.\n"
+             "template <typename T>\n"
+             "__device__ __forceinline__ void row_argmax(T& best, int64_t& best_at, T* partials, int64_t* partials_at,\n"
+             "                                           int lane) {\n"
+             "  warp_argmax(best, best_at);\n"
+             "  if (lane % 32 == 0) {\n"
+             "    partials[lane / 32] = best;\n"
+             "    partials_at[lane / 32] = best_at;\n"
+             "  }\n"
+             "  __syncthreads();\n"
+             "  best = partials[0];\n"
+             "  best_at = partials_at[0];\n"
+             "  for (int w = 1; w < kWarpsPerRow; ++w) argmax_take(best, best_at, partials[w], partials_at[w]);\n"
+             "}\n";
+    }
+    if (ops_.count(ReduceOp::scan)) {
+      s += "// Exclusive prefix sum over the lanes of a warp, in lane order; `total` gets the warp's sum.\n"
+           "template <typename T>\n"
+           "__device__ __forceinline__ T warp_exclusive_scan(T v, T& total) {\n"
+           "  const int lane32 = threadIdx.x % 32;\n"
+           "  T inclusive = v;\n"
+           "  for (int offset = 1; offset < 32; offset *= 2) {\n"
+           "    const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);\n"
+           "    if (lane32 >= offset) inclusive += up;\n"
+           "  }\n"
+           "  total = __shfl_sync(0xffffffffu, inclusive, 31);\n"
+           "  const T before = __shfl_up_sync(0xffffffffu, inclusive, 1);\n"
+           "  return lane32 == 0 ? T(0) : before;\n"
+           "}\n";
+      if (block)
+        s += "// Exclusive prefix sum over the kThreadsPerRow threads of one row, in thread order; `total` gets\n"
+             "// the sum over all of them.\n"
+             "template <typename T>\n"
+             "__device__ __forceinline__ T row_exclusive_scan(T v, T* partials, int lane, T& total) {\n"
+             "  T warp_total;\n"
+             "  const T in_warp = warp_exclusive_scan(v, warp_total);\n"
+             "  if (lane % 32 == 0) partials[lane / 32] = warp_total;\n"
+             "  __syncthreads();\n"
+             "  T before = T(0);\n"
+             "  total = T(0);\n"
+             "  for (int w = 0; w < kWarpsPerRow; ++w) {\n"
+             "    if (w < lane / 32) before += partials[w];\n"
+             "    total += partials[w];\n"
+             "  }\n"
+             "  __syncthreads();  // the partials are rewritten by the next step\n"
+             "  return before + in_warp;\n"
+             "}\n";
+    }
+    return s;
+  }
+
+  // --- kernel parameters -----------------------------------------------------------------------
+
+  std::string tensor_params() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) {
+      const Param* prm = p_.param(t);
+      bool input = false;
+      for (const Param& in : p_.inputs) input = input || in.name == t;
+      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
+    }
+    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    return s;
+  }
+
+  std::string tensor_args() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
+    for (const std::string& d : p_.dims) s += names_[d] + ", ";
+    return s;
+  }
+
+  std::string rows_expr() const {
+    std::string s;
+    for (int i = 0; i + 1 < a_.rank; ++i) s += (i ? " * " : "") + names_[a_.axis_dims[i]];
+    return s.empty() ? "1" : s;
+  }
+
+  // --- addressing ------------------------------------------------------------------------------
+
+  // The offset of a parameter's row (element reads) or value (row reads) for the current row.
+  std::string row_offset(const ParamUse& u, const std::map<int, std::string>& coords) const {
+    const std::vector<std::string>& ext = u.param->extents;
+    const int leading = static_cast<int>(u.axes.size()) - (u.element ? 1 : 0);
+    bool rows_in_order = leading == a_.rank - 1;
+    for (int i = 0; i < leading && rows_in_order; ++i) rows_in_order = u.axes[i] == i;
+    if (leading == 0) return "0";
+    if (rows_in_order) return u.element ? "row * " + col_dim_ : "row";
+    std::string s;
+    for (int i = 0; i < leading; ++i) {
+      std::string term = coords.at(u.axes[i]);
+      for (size_t k = i + 1; k < ext.size(); ++k) term += " * " + names_[ext[k]];
+      s += (i ? " + " : "") + term;
+    }
+    return s;
+  }
+
+  bool needs_coords(const ParamUse& u) const {
+    const int leading = static_cast<int>(u.axes.size()) - (u.element ? 1 : 0);
+    if (leading == 0 || leading == a_.rank - 1) {
+      bool in_order = true;
+      for (int i = 0; i < leading; ++i) in_order = in_order && u.axes[i] == i;
+      if (in_order) return false;
+    }
+    return true;
+  }
+
+  // Names the row's index variables (where a read needs them), each element tensor's row pointer
+  // and each row read's expression. Nothing is declared until row_declarations(), which emits
+  // only what the kernel's body used.
+  void row_setup() {
+    coords_.clear();
+    row_ptr_.clear();
+    row_value_.clear();
+    ptr_decls_.clear();
+    param_axes_.clear();
+    used_.clear();
+    std::map<int, std::string> ids;
+    for (const ParamUse& u : a_.params) {
+      if (!needs_coords(u)) continue;
+      for (size_t i = 0; i + (u.element ? 1 : 0) < u.axes.size(); ++i) {
+        ids[u.axes[i]];
+        param_axes_[u.param->name].insert(u.axes[i]);
+      }
+    }
+    for (auto& [axis, id] : ids) {
+      std::string v = "row";
+      std::string later;
+      for (int k = axis + 1; k + 1 < a_.rank; ++k) later += (later.empty() ? "" : " * ") + names_[a_.axis_dims[k]];
+      if (!later.empty()) v += " / " + (later.find('*') != std::string::npos ? "(" + later + ")" : later);
+      if (axis > 0) v += " % " + names_[a_.axis_dims[axis]];
+      id = names_.fresh(a_.axis_vars[axis] + "_at");
+      coords_[axis] = "const int64_t " + id + " = " + v + ";";
+    }
+    for (const ParamUse& u : a_.params) {
+      const std::string& pn = names_[u.param->name];
+      std::string off = row_offset(u, ids);
+      if (!u.element) {
+        row_value_[u.param->name] = pn + "[" + off + "]";
+        continue;
+      }
+      if (off == "0") {
+        row_ptr_[u.param->name] = pn;
+        continue;
+      }
+      std::string ptr = names_.derived(u.param->name, "row");
+      ptr_decls_.emplace_back(u.param->name, "const " + std::string(cuda_type(u.param->type)) + "* " + ptr + " = " +
+                                                 pn + " + " + off + ";");
+      row_ptr_[u.param->name] = ptr;
+    }
+    for (const Definition& d : p_.defs) {
+      if (!d.is_output || node(d).shape != Shape::element) continue;
+      std::string ptr = names_.derived(d.name, "row");
+      ptr_decls_.emplace_back(d.name, std::string(cuda_type(d.type)) + "* " + ptr + " = " + names_[d.name] + " + row * " +
+                                          col_dim_ + ";");
+      row_ptr_[d.name] = ptr;
+    }
+  }
+
+  void row_declarations(Writer& w) const {
+    std::set<int> axes;
+    for (const std::string& n : used_)
+      if (auto it = param_axes_.find(n); it != param_axes_.end()) axes.insert(it->second.begin(), it->second.end());
+    for (int axis : axes) w.line(coords_.at(axis));
+    for (const auto& [n, decl] : ptr_decls_)
+      if (used_.count(n)) w.line(decl);
+  }
+
+  const std::string& row_ptr(const std::string& n) {
+    used_.insert(n);
+    return row_ptr_.at(n);
+  }
+
+  std::map<int, std::string> coords_;                                // axis -> declaration
+  std::map<std::string, std::string> row_ptr_;                       // element tensors: the row pointer
+  std::map<std::string, std::string> row_value_;                     // row reads of parameters: the expression
+  std::vector<std::pair<std::string, std::string>> ptr_decls_;       // row pointers to declare, in order
+  std::map<std::string, std::set<int>> param_axes_;                  // the index variables a tensor's address needs
+  std::set<std::string> used_;                                       // tensors the kernel's body touched
+
+  // --- expressions -----------------------------------------------------------------------------
+
+  // Emits d's body; element values come from `element` (definition or parameter name -> code).
+  std::string body_code(const Definition& d, const std::map<std::string, std::string>& element) {
+    ExprEmitter em;
+    em.helpers = &helpers_;
+    em.dim = [&](const std::string& n) { return names_[n]; };
+    em.read = [&](const Expr& r) -> std::string {
+      if (auto it = element.find(r.name); it != element.end()) return it->second;
+      if (auto it = row_value_.find(r.name); it != row_value_.end()) {
+        used_.insert(r.name);
+        return it->second;
+      }
+      return row_values_.at(r.name);
+    };
+    return em(d.body);
+  }
+  std::map<std::string, std::string> row_values_;  // per-row definitions: the local holding them
+
+  // The element definitions (not scans) that `roots` need, in source order.
+  std::vector<const Definition*> element_closure(const std::vector<const Definition*>& roots) const {
+    std::set<std::string> need;
+    std::vector<const Definition*> stack = roots;
+    while (!stack.empty()) {
+      const Definition* d = stack.back();
+      stack.pop_back();
+      for (const Definition* t : node(*d).deps) {
+        if (node(*t).shape != Shape::element || t->reduce == ReduceOp::scan || need.count(t->name)) continue;
+        need.insert(t->name);
+        stack.push_back(t);
+      }
+    }
+    std::vector<const Definition*> out;
+    for (const Definition& d : p_.defs)
+      if (need.count(d.name)) out.push_back(&d);
+    return out;
+  }
+
+  std::set<std::string> element_params(const std::vector<const Definition*>& roots) const {
+    std::set<std::string> out;
+    std::vector<const Definition*> all = element_closure(roots);
+    all.insert(all.end(), roots.begin(), roots.end());
+    for (const Definition* d : all)
+      for (const Expr* r : reads_in(d->body))
+        for (const ParamUse& u : a_.params)
+          if (u.element && u.param->name == r->name) out.insert(r->name);
+    return out;
+  }
+
+  // --- one pass along the row ------------------------------------------------------------------
+
+  void open_walk(Writer& w, const Walk& walk) {
+    if (walk.registers) {
+      w.line("#pragma unroll");
+      w.open("for (int t = 0; t < kCacheTiles; ++t)");
+      w.line("const int64_t tile = (int64_t)t * kTile;");
+      w.line("if (tile >= " + walk.end + ") break;");
+    } else {
+      if (s_.unroll > 1) w.line("#pragma unroll kUnroll");
+      w.open("for (int64_t tile = " + walk.begin + "; tile < " + walk.end + "; tile += kTile)");
+    }
+    w.line("#pragma unroll");
+    w.open("for (int item = 0; item < kItems; ++item)");
+    w.line("const int64_t c0 = tile + (int64_t)(item * kThreadsPerRow + lane) * kVec;");
+  }
+
+  void close_walk(Writer& w) {
+    w.close();
+    w.close();
+  }
+
+  // Loads the packs of `params` at c0 (from global memory, or from the row cache when an earlier
+  // pass filled it), filling `element` with their per-element code.
+  void load_packs(Writer& w, const std::set<std::string>& params, int pass, std::map<std::string, std::string>& element,
+                  bool zero_outside) {
+    for (const ParamUse& u : a_.params) {
+      if (!u.element || !params.count(u.param->name)) continue;
+      const std::string t = cuda_type(u.param->type);
+      const std::string pack = names_.derived(u.param->name, "pack");
+      const std::string global = "load_pack<kVec>(" + row_ptr(u.param->name) + " + c0)";
+      const bool cached = u.cached && s_.cache != "none";
+      const bool first = !cached || *u.passes.begin() == pass;
+      const std::string cache = names_.derived(u.param->name, "cache");
+      std::string source;
+      if (s_.cache == "registers" && cached) {
+        if (first) w.line(cache + "[t][item] = " + global + ";");
+        source = cache + "[t][item]";
+      } else if (s_.cache == "shared" && cached) {
+        source = first ? global : "load_pack<kVec>(" + cache + " + c0)";
+      } else {
+        source = global;
+      }
+      if (zero_outside) {
+        w.line("Pack<" + t + ", kVec> " + pack + " = {};  // zeros past the row's end");
+        w.line("if (in_row) " + pack + " = " + source + ";");
+      } else {
+        w.line("const Pack<" + t + ", kVec> " + pack + " = " + source + ";");
+      }
+      if (s_.cache == "shared" && cached && first) w.line("store_pack(" + cache + " + c0, " + pack + ");");
+      element[u.param->name] = pack + ".v[j]";
+    }
+  }
+
+  // Computes the element definitions `defs` at element j as locals, adding them to `element`.
+  void element_locals(Writer& w, const std::vector<const Definition*>& defs, std::map<std::string, std::string>& element) {
+    for (const Definition* d : defs) {
+      std::string code = body_code(*d, element);
+      std::string local = value_name(*d);
+      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
+      element[d->name] = local;
+    }
+  }
+
+  // The reductions' per-element update.
+  std::string update(const Definition& d, const std::string& v) {
+    const Type t = d.body.type;
+    const std::string vf = is_half(t) ? to_float(v, t) : v;
+    switch (d.reduce) {
+      case ReduceOp::sum:
+      case ReduceOp::mean: return acc_name(d) + " += " + v + ";";
+      case ReduceOp::max: return acc_name(d) + " = max_nan(" + acc_name(d) + ", " + vf + ");";
+      case ReduceOp::min: return acc_name(d) + " = min_nan(" + acc_name(d) + ", " + vf + ");";
+      case ReduceOp::argmax: return "argmax_take(" + acc_name(d) + ", " + at_name(d) + ", " + vf + ", c0 + j);";
+      default: return "";
+    }
+  }
+
+  void declare_acc(Writer& w, const Definition& d) {
+    ops_.insert(d.reduce);
+    if (d.reduce == ReduceOp::max) helpers_.use("max_nan", Type::f32);
+    if (d.reduce == ReduceOp::min) helpers_.use("min_nan", Type::f32);
+    w.line(std::string(cuda_type(acc_type(d))) + " " + acc_name(d) + " = " + identity_of(d) + ";");
+    if (d.reduce == ReduceOp::argmax) w.line("int64_t " + at_name(d) + " = -1;");
+  }
+
+  // A reduction pass: the reductions of level `pass`, accumulated over the walk.
+  void reduction_pass(Writer& w, int pass, const Walk& walk) {
+    std::vector<const Definition*> reds;
+    for (const Definition& d : p_.defs)
+      if (is_reduction(d) && node(d).level == pass) reds.push_back(&d);
+    w.comment("Pass " + std::to_string(pass) + ":");
+    for (const Definition* d : reds) w.line("//   " + format_definition(*d));
+    for (const Definition* d : reds) declare_acc(w, *d);
+    open_walk(w, walk);
+    w.open("if (c0 < " + walk.end + ")");
+    std::map<std::string, std::string> element;
+    load_packs(w, element_params(reds), pass, element, false);
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kVec; ++j)");
+    element_locals(w, element_closure(reds), element);
+    for (const Definition* d : reds) w.line(update(*d, body_code(*d, element)));
+    w.close();
+    w.close();
+    close_walk(w);
+  }
+
+  // The group-wide result of reduction d from this thread's accumulator (or chunk's, two_pass).
+  std::string combined(const Definition& d) {
+    const std::string acc = acc_name(d);
+    const std::string o = d.reduce == ReduceOp::mean ? "sum" : dsl::reduce_name(d.reduce);
+    if (warp()) return "warp_" + o + "(" + acc + ")";
+    return "row_" + o + "(" + acc + ", " + partials_name(d) + "[slot], lane)";
+  }
+
+  // Declares d's final value from `value` (of the accumulator's type).
+  void finish_value(Writer& w, const Definition& d, const std::string& value) {
+    const std::string local = value_name(d);
+    std::string v = value;
+    if (d.reduce == ReduceOp::mean) v = v + " / " + cast_code(col_dim_, Type::i64, acc_type(d));
+    if (d.reduce == ReduceOp::argmax) v = cast_code(at_name(d), Type::i64, d.type);
+    else v = cast_code(v, acc_type(d), d.type);
+    w.line("const " + std::string(cuda_type(d.type)) + " " + local + " = " + v + ";");
+    row_values_[d.name] = local;
+  }
+
+  void row_output(Writer& w, const Definition& d, const std::string& when) {
+    if (!d.is_output || when.empty()) return;
+    w.line("if (" + when + ") " + names_[d.name] + "[row] = " + row_values_.at(d.name) + ";");
+  }
+
+  // Row definitions of level `level`, in source order, and the row outputs among them.
+  void row_definitions(Writer& w, int level, const std::string& write_when) {
+    for (const Definition& d : p_.defs) {
+      if (d.reduce != ReduceOp::none || node(d).shape != Shape::row || node(d).level != level) continue;
+      const std::string local = value_name(d);
+      w.line("const " + std::string(cuda_type(d.type)) + " " + local + " = " + body_code(d, {}) + ";");
+      row_values_[d.name] = local;
+      row_output(w, d, write_when);
+    }
+  }
+
+  // The write pass: outputs over whole rows, scans in step order.
+  void write_pass(Writer& w, const Walk& walk, const std::string& active) {
+    std::vector<const Definition*> outs, scans;
+    for (const Definition& d : p_.defs) {
+      if (d.is_output && node(d).shape == Shape::element) outs.push_back(&d);
+      if (d.reduce == ReduceOp::scan) scans.push_back(&d);
+    }
+    w.comment("Write pass:");
+    for (const Definition& d : p_.defs)
+      if (d.is_output && node(d).shape == Shape::element) w.line("//   " + format_definition(d));
+    for (const Definition* d : scans) {
+      ops_.insert(ReduceOp::scan);
+      w.line(std::string(cuda_type(d->type)) + " " + names_.derived(d->name, "carry") + " = " + literal(0, d->type) +
+             ";  // the sum of the row's earlier steps");
+    }
+    open_walk(w, walk);
+    std::map<std::string, std::string> element;
+    if (!scans.empty()) {
+      w.line("const bool in_row = c0 < " + walk.end + ";");
+      std::vector<const Definition*> roots = outs;
+      roots.insert(roots.end(), scans.begin(), scans.end());
+      load_packs(w, element_params(roots), a_.passes + 1, element, true);
+      for (const Definition* d : scans) {
+        const std::string t = cuda_type(d->type);
+        w.line(t + " " + names_.derived(d->name, "prefix") + "[kVec];  // this thread's inclusive prefix sums");
+        w.line(t + " " + names_.derived(d->name, "run") + " = " + literal(0, d->type) + ";");
+      }
+      w.line("#pragma unroll");
+      w.open("for (int j = 0; j < kVec; ++j)");
+      std::map<std::string, std::string> inner = element;
+      element_locals(w, element_closure(scans), inner);
+      for (const Definition* d : scans) {
+        const std::string run = names_.derived(d->name, "run");
+        w.line(run + " += in_row ? " + body_code(*d, inner) + " : " + literal(0, d->type) + ";");
+        w.line(names_.derived(d->name, "prefix") + "[j] = " + run + ";");
+      }
+      w.close();
+      for (const Definition* d : scans) {
+        const std::string t = cuda_type(d->type);
+        const std::string carry = names_.derived(d->name, "carry");
+        const std::string total = names_.derived(d->name, "step_total");
+        const std::string before = names_.derived(d->name, "before");
+        const std::string run = names_.derived(d->name, "run");
+        w.line(t + " " + total + ";");
+        std::string scan = warp() ? "warp_exclusive_scan(" + run + ", " + total + ")"
+                                  : "row_exclusive_scan(" + run + ", " + partials_name(*d) + "[slot], lane, " + total + ")";
+        w.line("const " + t + " " + before + " = " + carry + " + " + scan + ";");
+        w.line(carry + " += " + total + ";");
+      }
+      w.open("if (in_row)");
+    } else {
+      w.open("if (c0 < " + walk.end + ")");
+      load_packs(w, element_params(outs), a_.passes + 1, element, false);
+    }
+    for (const Definition* d : outs)
+      w.line("Pack<" + std::string(cuda_type(d->type)) + ", kVec> " + names_.derived(d->name, "pack") + ";");
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kVec; ++j)");
+    for (const Definition* d : scans) {
+      std::string local = value_name(*d);
+      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + names_.derived(d->name, "before") +
+             " + " + names_.derived(d->name, "prefix") + "[j];");
+      element[d->name] = local;
+    }
+    std::vector<const Definition*> need = element_closure(outs);
+    std::vector<const Definition*> locals;
+    for (const Definition* d : need)
+      if (!d->is_output) locals.push_back(d);
+    for (const Definition& d : p_.defs) {
+      bool is_local = std::find(locals.begin(), locals.end(), &d) != locals.end();
+      bool is_out = std::find(outs.begin(), outs.end(), &d) != outs.end();
+      if (is_local) element_locals(w, {&d}, element);
+      if (!is_out) continue;
+      const std::string pack = names_.derived(d.name, "pack");
+      if (d.reduce == ReduceOp::scan) {
+        w.line(pack + ".v[j] = " + element.at(d.name) + ";");
+        continue;
+      }
+      bool read_later = std::find(need.begin(), need.end(), &d) != need.end();
+      if (read_later) {
+        element_locals(w, {&d}, element);
+        w.line(pack + ".v[j] = " + element.at(d.name) + ";");
+      } else {
+        w.line(pack + ".v[j] = " + body_code(d, element) + ";");
+      }
+    }
+    w.close();
+    for (const Definition* d : outs) {
+      std::string store = "store_pack(" + row_ptr(d->name) + " + c0, " + names_.derived(d->name, "pack") + ");";
+      w.line(active.empty() ? store : "if (" + active + ") " + store);
+    }
+    w.close();
+    close_walk(w);
+  }
+
+  void partials_decl(Writer& w, const std::vector<const Definition*>& defs) {
+    if (warp()) return;
+    for (const Definition* d : defs) {
+      const std::string t = cuda_type(acc_type(*d));
+      w.line("__shared__ " + t + " " + partials_name(*d) + "[kRowsPerBlock][kWarpsPerRow];");
+      if (d->reduce == ReduceOp::argmax)
+        w.line("__shared__ int64_t " + partials_at_name(*d) + "[kRowsPerBlock][kWarpsPerRow];");
+    }
+  }
+
+  // --- the fused kernel (warp, block) ----------------------------------------------------------
+
+  void fused_kernel(Writer& w) {
+    w.line("template <int kVec>");
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + tensor_params() + "int64_t rows)");
+    std::vector<const Definition*> shared_defs;
+    for (const Definition& d : p_.defs)
+      if (is_reduction(d) || d.reduce == ReduceOp::scan) shared_defs.push_back(&d);
+    if (!warp() && !shared_defs.empty()) w.comment("Each warp's partial result per row, for the cross-warp step.");
+    partials_decl(w, shared_defs);
+    if (s_.cache == "shared") {
+      w.line("extern __shared__ uint4 row_cache[];  // kRowsPerBlock rows of each cached tensor");
+      w.line("char* cache_base = reinterpret_cast<char*>(row_cache);");
+    }
+    w.line("const int slot = threadIdx.x / kThreadsPerRow;  // which of the block's rows this thread serves");
+    w.line("const int lane = threadIdx.x % kThreadsPerRow;  // its place among the row's threads");
+    w.line("constexpr int kTile = kThreadsPerRow * kVec * kItems;  // elements one step covers");
+    if (s_.cache == "registers") w.line("constexpr int kCacheTiles = kCacheValues / (kVec * kItems);");
+    w.line("for (int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock; row_base < rows;");
+    w.open("     row_base += (int64_t)gridDim.x * kRowsPerBlock)");
+    w.comment("A block's last slots may have no row: they redo the last row and write nothing, so that every "
+              "thread reaches every barrier.");
+    w.line("const bool active = row_base + slot < rows;");
+    w.line("const int64_t row = active ? row_base + slot : rows - 1;");
+    if (s_.cache != "none") cache_decl(w);
+    row_setup();
+    Writer body = w.nested();
+    Walk walk;
+    walk.end = col_dim_;
+    walk.registers = s_.cache == "registers";
+    const std::string first_lane = "active && lane == 0";
+    row_definitions(body, 0, first_lane);
+    for (int pass = 1; pass <= a_.passes; ++pass) {
+      body.line();
+      reduction_pass(body, pass, walk);
+      for (const Definition& d : p_.defs) {
+        if (!is_reduction(d) || node(d).level != pass) continue;
+        if (d.reduce == ReduceOp::argmax) {
+          std::string call = warp() ? "warp_argmax(" + acc_name(d) + ", " + at_name(d) + ");"
+                                    : "row_argmax(" + acc_name(d) + ", " + at_name(d) + ", " + partials_name(d) +
+                                          "[slot], " + partials_at_name(d) + "[slot], lane);";
+          body.line(call);
+          finish_value(body, d, acc_name(d));
+        } else {
+          finish_value(body, d, combined(d));
+        }
+        row_output(body, d, first_lane);
+      }
+      row_definitions(body, pass, first_lane);
+    }
+    if (a_.write_pass) {
+      body.line();
+      write_pass(body, walk, "active");
+    }
+    row_declarations(w);
+    w.raw(body.text());
+    if (!warp()) w.line("__syncthreads();  // the shared partials are rewritten for the next rows");
+    w.close();
+    w.close();
+  }
+
+  void cache_decl(Writer& w) {
+    std::string offset;
+    for (const ParamUse& u : a_.params) {
+      if (!u.cached) continue;
+      const std::string t = cuda_type(u.param->type);
+      const std::string cache = names_.derived(u.param->name, "cache");
+      if (s_.cache == "registers") {
+        w.line("Pack<" + t + ", kVec> " + cache + "[kCacheTiles][kItems];  // the row, as this thread reads it");
+        continue;
+      }
+      std::string base = offset.empty() ? "cache_base" : "cache_base + " + offset;
+      w.line(t + "* " + cache + " = reinterpret_cast<" + t + "*>(" + base + ") + slot * " + col_dim_ + ";");
+      offset += (offset.empty() ? "" : " + ") + ("cache_region_bytes(" + col_dim_ + ", sizeof(" + t + "))");
+    }
+  }
+
+  // --- two_pass: one kernel per pass -----------------------------------------------------------
+
+  std::string ws_params(int upto_level, int written_level) {
+    std::string s;
+    for (const Definition& d : p_.defs) {
+      if (!is_reduction(d) || node(d).level > std::max(upto_level, written_level)) continue;
+      const bool written = node(d).level == written_level;
+      const std::string c = written ? "" : "const ";
+      s += c + cuda_type(acc_type(d)) + "* __restrict__ " + ws_name(d) + ", ";
+      if (d.reduce == ReduceOp::argmax) s += c + "int64_t* __restrict__ " + ws_at_name(d) + ", ";
+    }
+    return s;
+  }
+
+  std::string ws_args(int upto_level) {
+    std::string s;
+    for (const Definition& d : p_.defs) {
+      if (!is_reduction(d) || node(d).level > upto_level) continue;
+      s += ws_name(d) + ", ";
+      if (d.reduce == ReduceOp::argmax) s += ws_at_name(d) + ", ";
+    }
+    return s;
+  }
+
+  // Row values of levels below `pass` from the chunks' partial results, in chunk order.
+  void combine_partials(Writer& w, int pass, const std::string& write_when) {
+    row_definitions(w, 0, write_when);
+    for (int level = 1; level < pass; ++level) {
+      for (const Definition& d : p_.defs) {
+        if (!is_reduction(d) || node(d).level != level) continue;
+        w.comment(d.name + ": the chunks' partial results combined.");
+        declare_acc(w, d);
+        const std::string at = "row * splits + k";
+        std::string step;
+        switch (d.reduce) {
+          case ReduceOp::sum:
+          case ReduceOp::mean: step = acc_name(d) + " += " + ws_name(d) + "[" + at + "];"; break;
+          case ReduceOp::max: step = acc_name(d) + " = max_nan(" + acc_name(d) + ", " + ws_name(d) + "[" + at + "]);"; break;
+          case ReduceOp::min: step = acc_name(d) + " = min_nan(" + acc_name(d) + ", " + ws_name(d) + "[" + at + "]);"; break;
+          case ReduceOp::argmax:
+            step = "argmax_take(" + acc_name(d) + ", " + at_name(d) + ", " + ws_name(d) + "[" + at + "], " +
+                   ws_at_name(d) + "[" + at + "]);";
+            break;
+          default: break;
+        }
+        w.line("for (int64_t k = 0; k < splits; ++k) " + step);
+        finish_value(w, d, acc_name(d));
+        row_output(w, d, write_when);
+      }
+      row_definitions(w, level, write_when);
+    }
+  }
+
+  void two_pass_kernels(Writer& w) {
+    Walk walk;
+    walk.begin = "c_begin";
+    walk.end = "c_end";
+    for (int pass = 1; pass <= a_.passes + 1; ++pass) {
+      const bool finish = pass == a_.passes + 1;
+      const bool chunked = !finish || a_.write_pass;
+      std::vector<const Definition*> reds;
+      for (const Definition& d : p_.defs)
+        if (is_reduction(d) && node(d).level == pass) reds.push_back(&d);
+      const std::string kname = name_ + (finish ? "_finish" : "_pass" + std::to_string(pass));
+      if (finish)
+        w.comment("Last kernel: every row value from the partial results, then the outputs" +
+                  std::string(chunked ? ", one chunk per block." : "."));
+      else
+        w.comment("Pass " + std::to_string(pass) + " kernel: per-chunk partial results of " + pass_summary(pass) + ".");
+      w.line("template <int kVec>");
+      w.open("__global__ void __launch_bounds__(kThreads) " + kname + "(" + tensor_params() +
+             ws_params(pass - 1, finish ? -1 : pass) + "int64_t splits, int64_t chunk)");
+      partials_decl(w, reds);
+      if (!reds.empty()) w.line("const int slot = 0;  // one row per block");
+      w.line("const int lane = threadIdx.x;");
+      if (chunked) w.line("constexpr int kTile = kThreadsPerRow * kVec * kItems;  // elements one step covers");
+      w.line("const int64_t rows = " + rows_expr() + ";");
+      if (chunked) {
+        w.open("for (int64_t work = blockIdx.x; work < rows * splits; work += gridDim.x)");
+        w.line("const int64_t row = work / splits;");
+        w.line("const int64_t split = work % splits;");
+        w.line("const int64_t c_begin = split * chunk;");
+        w.line("const int64_t c_end = c_begin + chunk < " + col_dim_ + " ? c_begin + chunk : " + col_dim_ + ";");
+      } else {
+        w.open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
+      }
+      row_setup();
+      Writer body = w.nested();
+      // Only the last kernel writes the row outputs, once per row.
+      const std::string write_when = !finish ? "" : chunked ? "split == 0 && lane == 0" : "lane == 0";
+      combine_partials(body, pass, write_when);
+      if (!finish) {
+        reduction_pass(body, pass, walk);
+        for (const Definition* d : reds) {
+          if (d->reduce == ReduceOp::argmax) {
+            body.line("row_argmax(" + acc_name(*d) + ", " + at_name(*d) + ", " + partials_name(*d) + "[slot], " +
+                   partials_at_name(*d) + "[slot], lane);");
+            body.open("if (lane == 0)");
+            body.line(ws_name(*d) + "[work] = " + acc_name(*d) + ";");
+            body.line(ws_at_name(*d) + "[work] = " + at_name(*d) + ";");
+            body.close();
+          } else {
+            const std::string t = cuda_type(acc_type(*d));
+            const std::string chunk_total = names_.derived(d->name, "chunk");
+            body.line("const " + t + " " + chunk_total + " = " + combined(*d) + ";");
+            body.line("if (lane == 0) " + ws_name(*d) + "[work] = " + chunk_total + ";");
+          }
+        }
+        body.line("__syncthreads();  // the shared partials are rewritten for the next chunk");
+      } else if (a_.write_pass) {
+        write_pass(body, walk, "");
+      }
+      row_declarations(w);
+      w.raw(body.text());
+      w.close();
+      w.close();
+      w.line();
+      row_values_.clear();
+    }
+  }
+
+  // --- host side -------------------------------------------------------------------------------
+
+  std::vector<std::string> packed_tensors() const {
+    std::vector<std::string> out;
+    for (const std::string& t : abi_.tensors) {
+      bool packed = false;
+      for (const ParamUse& u : a_.params) packed = packed || (u.element && u.param->name == t);
+      const Definition* d = p_.def(t);
+      packed = packed || (d && d->is_output && node(*d).shape == Shape::element);
+      if (packed) out.push_back(t);
+    }
+    return out;
+  }
+
+  void host(Writer& w) {
+    w.line("namespace {");
+    if (s_.vector > 1) {
+      w.comment("True when p can be accessed kVector elements at a time.");
+      w.line("template <typename T>");
+      w.open("bool pack_aligned(const T* p)");
+      w.line("return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVector) == 0;");
+      w.close();
+      w.line();
+    }
+    if (two_pass()) {
+      w.comment("Workspace for the per-chunk partial results, kept between calls and grown when a size needs more.");
+      w.line("void* g_workspace = nullptr;");
+      w.line("size_t g_workspace_bytes = 0;");
+      w.line();
+    }
+    launcher(w);
+    w.line("}  // namespace");
+    w.line();
+    open_ksol_run(w, p_, abi_, names_);
+    w.line("const int64_t rows = " + rows_expr() + ";");
+    w.line("if (rows == 0) return 0;");
+    if (s_.cache == "registers") w.line("if (" + col_dim_ + " > kMaxRow) return 3;  // longer than the register cache holds");
+    if (s_.cache == "shared") {
+      std::string bytes;
+      for (const ParamUse& u : a_.params)
+        if (u.cached)
+          bytes += (bytes.empty() ? "" : " + ") +
+                   ("cache_region_bytes(" + col_dim_ + ", sizeof(" + cuda_type(u.param->type) + "))");
+      w.line("const int64_t cache_bytes = " + bytes + ";");
+      w.line("if (cache_bytes > kMaxCacheBytes) return 3;  // the rows do not fit in shared memory");
+    }
+    std::string args = tensor_args();
+    if (two_pass()) {
+      w.comment("Chunks per row: enough blocks for about four per SM, each chunk at least one step of the block.");
+      w.line("int device = 0, sms = 0;");
+      w.line("if (cudaGetDevice(&device) != cudaSuccess) return 4;");
+      w.line("if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 4;");
+      w.line("const int64_t wanted = (4 * (int64_t)sms + rows - 1) / rows;");
+      w.line("const int64_t most = (" + col_dim_ + " + (int64_t)kThreads * kVector * kItems - 1) / ((int64_t)kThreads * kVector * kItems);");
+      w.line("int64_t splits = std::max<int64_t>(1, std::min({wanted, most, kMaxSplits}));");
+      w.comment("Chunks are whole packs long, so that packs never straddle two chunks.");
+      w.line("const int64_t chunk = ((" + col_dim_ + " + splits - 1) / splits + kVector - 1) / kVector * kVector;");
+      w.line("if (chunk > 0) splits = (" + col_dim_ + " + chunk - 1) / chunk;");
+      int arrays = 0;
+      for (const Definition& d : p_.defs)
+        if (is_reduction(d)) arrays += d.reduce == ReduceOp::argmax ? 2 : 1;
+      w.line("const size_t region = ((size_t)(rows * splits) * 8 + 255) / 256 * 256;  // one partial array");
+      w.line("const size_t ws_bytes = " + std::to_string(arrays) + " * region;");
+      w.open("if (ws_bytes > g_workspace_bytes)");
+      w.line("if (g_workspace) cudaFree(g_workspace);");
+      w.line("g_workspace = nullptr;");
+      w.line("g_workspace_bytes = 0;");
+      w.line("if (cudaMalloc(&g_workspace, ws_bytes) != cudaSuccess) return 5;");
+      w.line("g_workspace_bytes = ws_bytes;");
+      w.close();
+      w.line("char* ws = static_cast<char*>(g_workspace);");
+      int k = 0;
+      std::string ws_list;
+      for (const Definition& d : p_.defs) {
+        if (!is_reduction(d)) continue;
+        const std::string t = cuda_type(acc_type(d));
+        w.line(t + "* " + ws_name(d) + " = reinterpret_cast<" + t + "*>(ws + " + std::to_string(k++) + " * region);");
+        ws_list += ws_name(d) + ", ";
+        if (d.reduce == ReduceOp::argmax) {
+          w.line("int64_t* " + ws_at_name(d) + " = reinterpret_cast<int64_t*>(ws + " + std::to_string(k++) + " * region);");
+          ws_list += ws_at_name(d) + ", ";
+        }
+      }
+      args += ws_list + "rows, splits, chunk, ";
+    } else {
+      w.line("const int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBlocks);");
+      args += "rows, blocks, ";
+      if (s_.cache == "shared") args += "cache_bytes, ";
+    }
+    args += "stream";
+    if (s_.vector > 1) {
+      std::string cond = col_dim_ + " % kVector == 0";
+      for (const std::string& t : packed_tensors()) cond += " && pack_aligned(" + names_[t] + ")";
+      w.comment("Packs need every row to start on a pack boundary; otherwise the kernel runs one element per pack.");
+      w.line("const bool packs_ok = " + cond + ";");
+      w.line("const cudaError_t err = packs_ok ? launch<kVector>(" + args + ")");
+      w.line("                                 : launch<1>(" + args + ");");
+    } else {
+      w.line("const cudaError_t err = launch<1>(" + args + ");");
+    }
+    w.line("return err == cudaSuccess ? 0 : 4;");
+    w.close();
+  }
+
+  void launcher(Writer& w) {
+    w.comment("Queues the kernel(s) for packs of kVec elements.");
+    w.line("template <int kVec>");
+    if (!two_pass()) {
+      std::string extra = s_.cache == "shared" ? "int64_t cache_bytes, " : "";
+      w.open("cudaError_t launch(" + tensor_params_host() + "int64_t rows, int64_t blocks, " + extra +
+             "cudaStream_t stream)");
+      std::string smem = "0";
+      if (s_.cache == "shared") {
+        smem = "(size_t)cache_bytes";
+        w.open("if (cache_bytes > 48 * 1024)");
+        w.line("const cudaError_t err = cudaFuncSetAttribute(" + name_ +
+               "<kVec>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cache_bytes);");
+        w.line("if (err != cudaSuccess) return err;");
+        w.close();
+      }
+      w.line(name_ + "<kVec><<<(unsigned)blocks, kThreads, " + smem + ", stream>>>(" + tensor_args() + "rows);");
+      w.line("return cudaGetLastError();");
+      w.close();
+      return;
+    }
+    std::string ws_decl;
+    for (const Definition& d : p_.defs) {
+      if (!is_reduction(d)) continue;
+      ws_decl += std::string(cuda_type(acc_type(d))) + "* " + ws_name(d) + ", ";
+      if (d.reduce == ReduceOp::argmax) ws_decl += "int64_t* " + ws_at_name(d) + ", ";
+    }
+    w.open("cudaError_t launch(" + tensor_params_host() + ws_decl +
+           "int64_t rows, int64_t splits, int64_t chunk, cudaStream_t stream)");
+    w.line("const unsigned chunk_blocks = (unsigned)std::min<int64_t>(rows * splits, kMaxBlocks);");
+    for (int pass = 1; pass <= a_.passes; ++pass)
+      w.line(name_ + "_pass" + std::to_string(pass) + "<kVec><<<chunk_blocks, kThreads, 0, stream>>>(" + tensor_args() +
+             ws_args(pass) + "splits, chunk);");
+    std::string blocks = "chunk_blocks";
+    if (!a_.write_pass) {
+      w.line("const unsigned row_blocks = (unsigned)std::min<int64_t>(rows, kMaxBlocks);");
+      blocks = "row_blocks";
+    }
+    w.line(name_ + "_finish<kVec><<<" + blocks + ", kThreads, 0, stream>>>(" + tensor_args() + ws_args(a_.passes) +
+           "splits, chunk);");
+    w.line("return cudaGetLastError();");
+    w.close();
+  }
+
+  std::string tensor_params_host() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) {
+      const Param* prm = p_.param(t);
+      bool input = false;
+      for (const Param& in : p_.inputs) input = input || in.name == t;
+      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* " + names_[t] + ", ";
+    }
+    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    return s;
+  }
+};
+
+std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+
+}  // namespace
+
+const FamilyGenerator& rowwise_family() {
+  static const FamilyGenerator f{
+      "rowwise",
+      {
+          {"threads", "256", {"32", "64", "128", "256", "512", "1024"}},
+          {"rows_per_block", "1", {"1", "2", "4", "8", "16", "32"}},
+          {"vector", "1", {"1", "2", "4", "8"}},
+          {"items_per_thread", "1", {"1", "2", "4"}},
+          {"reduction", "block", {"warp", "block", "two_pass"}},
+          {"cache_row", "none", {"none", "registers", "shared"}},
+          {"unroll", "1", {"1", "2", "4"}},
+      },
+      &check,
+      &generate,
+      &kernel_name_of,
+  };
+  return f;
+}
+
+}  // namespace ksol::codegen::detail

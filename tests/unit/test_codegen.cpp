@@ -1,0 +1,840 @@
+// Code generation (src/codegen): can_implement answers with exact reasons; generated sources hold
+// one kernel, compile with nvcc through ksol's compile path and pass the static gate; the schedule
+// spaces; the IR interpreter against the tasks' float64 references; and the generated CUDA itself,
+// run on the CPU by the host emulation, through the correctness gate's own comparators on every
+// input distribution. Golden sources: tests/golden/codegen/*.ksol with the *.cu they generate
+// (KSOL_UPDATE_GOLDEN=1 rewrites them).
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "codegen/codegen.h"
+#include "codegen/emulate.h"
+#include "codegen/interpret.h"
+#include "compile/compiler.h"
+#include "core/util.h"
+#include "dsl/ir.h"
+#include "task/inputs.h"
+#include "task/task.h"
+
+namespace fs = std::filesystem;
+using namespace ksol;
+using codegen::Binding;
+using codegen::Schedule;
+
+namespace {
+
+// --- programs --------------------------------------------------------------------------------
+
+const char* const kSoftmaxF32 = R"(
+kernel softmax(X: f32[R, C]) -> (Y: f32[R, C]) {
+  m[r] = max(X[r, c]) over c
+  e[r, c] = exp(X[r, c] - m[r])
+  s[r] = sum(e[r, c]) over c
+  Y[r, c] = e[r, c] / s[r]
+}
+schedule {
+  threads = 256
+  vector = 4
+  rows_per_block = 1
+  reduction = block
+}
+)";
+
+const char* const kSoftmaxBf16 = R"(
+kernel softmax(X: bf16[R, C]) -> (Y: bf16[R, C]) {
+  m[r] = max(f32(X[r, c])) over c
+  e[r, c] = exp(f32(X[r, c]) - m[r])
+  s[r] = sum(e[r, c]) over c
+  Y[r, c] = bf16(e[r, c] / s[r])
+}
+schedule {
+  threads = 128
+  vector = 8
+  reduction = block
+  cache_row = registers
+}
+)";
+
+const char* const kRmsnormBf16 = R"(
+# RMSNorm over the last dim, bf16 in and out, fp32 math (docs/DSL.md)
+kernel rmsnorm(X: bf16[R, C], W: bf16[C]) -> (Y: bf16[R, C]) {
+  ss[r]    = sum(f32(X[r, c]) * f32(X[r, c])) over c
+  inv[r]   = rsqrt(ss[r] / C + 1e-6)
+  Y[r, c]  = bf16(f32(X[r, c]) * inv[r] * f32(W[c]))
+}
+schedule {
+  threads = 256
+  vector = 8
+  rows_per_block = 1
+  reduction = block
+  cache_row = registers
+}
+)";
+
+const char* const kRmsnormF32 = R"(
+kernel rmsnorm(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {
+  ss[r] = sum(X[r, c] * X[r, c]) over c
+  inv[r] = 1 / sqrt(ss[r] / C + 1e-6)
+  Y[r, c] = X[r, c] * inv[r] * W[c]
+}
+schedule {
+  threads = 128
+  rows_per_block = 4
+  reduction = warp
+  vector = 4
+}
+)";
+
+const char* const kLayernormF32 = R"(
+kernel layernorm(X: f32[R, C], W: f32[C], B: f32[C]) -> (Y: f32[R, C]) {
+  mu[r] = mean(X[r, c]) over c
+  d[r, c] = X[r, c] - mu[r]
+  var[r] = mean(d[r, c] * d[r, c]) over c
+  rstd[r] = 1 / sqrt(var[r] + 1e-5)
+  Y[r, c] = d[r, c] * rstd[r] * W[c] + B[c]
+}
+schedule {
+  threads = 128
+  vector = 4
+  reduction = block
+  cache_row = shared
+}
+)";
+
+const char* const kLayernormBf16 = R"(
+kernel layernorm(X: bf16[R, C], W: bf16[C], B: bf16[C]) -> (Y: bf16[R, C]) {
+  mu[r] = mean(f32(X[r, c])) over c
+  d[r, c] = f32(X[r, c]) - mu[r]
+  var[r] = mean(d[r, c] * d[r, c]) over c
+  rstd[r] = 1 / sqrt(var[r] + 1e-5)
+  Y[r, c] = bf16(d[r, c] * rstd[r] * f32(W[c]) + f32(B[c]))
+}
+schedule {
+  threads = 256
+  vector = 8
+  rows_per_block = 2
+  reduction = block
+  items_per_thread = 2
+}
+)";
+
+// Softmax, the row's log-sum-exp, then RMSNorm of the probabilities and a SiLU: three reduction
+// levels (max; sum; sum of squares) and two outputs, fused into one kernel.
+const char* const kChain = R"(
+kernel chain(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C], L: f32[R]) {
+  m[r] = max(X[r, c]) over c
+  e[r, c] = exp(X[r, c] - m[r])
+  s[r] = sum(e[r, c]) over c
+  L[r] = m[r] + log(s[r])
+  p[r, c] = e[r, c] / s[r]
+  ss[r] = sum(p[r, c] * p[r, c]) over c
+  inv[r] = rsqrt(ss[r] / C + 1e-6)
+  Y[r, c] = silu(p[r, c] * inv[r] * W[c])
+}
+schedule {
+  threads = 256
+  vector = 4
+  reduction = block
+  cache_row = registers
+}
+)";
+
+const char* const kSiluMul = R"(
+kernel silu_mul(G: bf16[T, H], U: bf16[T, H]) -> (Y: bf16[T, H]) {
+  Y[t, h] = bf16(silu(f32(G[t, h])) * f32(U[t, h]))
+}
+schedule {
+  threads = 256
+  vector = 8
+  items_per_thread = 2
+}
+)";
+
+// Argmax, a half-precision min, a scan with a per-row bias, and a sum, over rows [B, T].
+const char* const kRowStats = R"(
+kernel stats(X: bf16[B, T, C], bias: f32[B, T]) -> (I: i32[B, T], M: bf16[B, T], S: f32[B, T, C], N: f32[B, T]) {
+  I[b, t] = argmax(X[b, t, c]) over c
+  M[b, t] = min(X[b, t, c]) over c
+  S[b, t, c] = scan(f32(X[b, t, c]) + bias[b, t]) over c
+  N[b, t] = sum(abs(f32(X[b, t, c]))) over c
+}
+schedule {
+  threads = 128
+  vector = 2
+  rows_per_block = 2
+  reduction = block
+  items_per_thread = 2
+}
+)";
+
+// Broadcasts along leading and trailing indices, a transposed read, a lower-rank intermediate.
+const char* const kBroadcast = R"(
+kernel bias_act(A: f32[M, N], b: f32[N], s: f32[M], X: f32[N, M]) -> (C: f32[M, N], D: f32[M, N]) {
+  t[m, n] = A[m, n] + b[n]
+  g[m] = sigmoid(s[m])
+  C[m, n] = gelu_tanh(t[m, n]) * g[m]
+  D[m, n] = select(t[m, n] > 0, X[n, m], clamp(t[m, n], -1, 1)) + max(C[m, n], 0.5)
+}
+schedule {
+  threads = 128
+  vector = 4
+  unroll = 2
+}
+)";
+
+dsl::Program parse(const std::string& text) { return dsl::parse_program(text, "test.ksol"); }
+
+std::string value_text(const dsl::ScheduleValue& v) {
+  return v.kind == dsl::ScheduleValue::Kind::integer ? std::to_string(v.integer) : v.ident;
+}
+
+// p with the keys of `changes` set (replaced where written, appended otherwise).
+dsl::Program scheduled(const dsl::Program& p, const Schedule& changes) {
+  Schedule s;
+  for (const auto& [k, v] : p.schedule) s.emplace_back(k, value_text(v));
+  for (const auto& [k, v] : changes) {
+    bool found = false;
+    for (auto& [k2, v2] : s)
+      if (k2 == k) v2 = v, found = true;
+    if (!found) s.emplace_back(k, v);
+  }
+  return codegen::with_schedule(p, s);
+}
+
+std::string refusal(const dsl::Program& p, const Binding& b = {}) {
+  codegen::Support s = codegen::can_implement(p, b);
+  return s.ok ? "(accepted)" : s.reason;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+Binding binding_of(const Task& t) {
+  Binding b;
+  for (const TensorSpec& ts : t.tensors) b.tensor_order.push_back(ts.name);
+  b.dim_order = t.dims;
+  return b;
+}
+
+CompileJob job_for(const std::string& name, const std::string& source) {
+  CompileJob j;
+  j.source_path = name + ".cu";
+  j.source_text = source;
+  return j;
+}
+
+// --- references and CPU runs -----------------------------------------------------------------
+
+// A task's float64 CPU reference, compiled by ksol's compile path and loaded.
+class Reference {
+ public:
+  explicit Reference(const Task& t) {
+    CompileResult r = compile(reference_job(t, false));
+    if (!r.ok) throw std::runtime_error("reference of " + t.name + " does not compile: " + r.message);
+    lib_ = dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) throw std::runtime_error(dlerror());
+    fn_ = reinterpret_cast<ksol_reference_fn>(dlsym(lib_, "ksol_reference"));
+  }
+  ~Reference() { dlclose(lib_); }
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+
+  // The reference's outputs on `in` (or on |in| for magnitudes).
+  std::vector<HostTensor> run(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, bool absolute) {
+    std::vector<HostTensor> out = make_reference_outputs(t, s);
+    std::vector<std::vector<double>> abs_copies(t.tensors.size());
+    std::vector<void*> ptrs;
+    for (size_t k = 0; k < t.tensors.size(); ++k) {
+      const bool input = t.tensors[k].role == Role::in;
+      HostTensor& h = input ? const_cast<HostTensor&>(in[k]) : out[k];
+      if (!dtype_is_float(h.dtype)) {
+        ptrs.push_back(h.bytes.data());
+        continue;
+      }
+      if (input && absolute) {
+        abs_copies[k] = h.f64;
+        for (double& v : abs_copies[k]) v = std::fabs(v);
+        ptrs.push_back(abs_copies[k].data());
+        continue;
+      }
+      ptrs.push_back(h.f64.data());
+    }
+    std::vector<int64_t> dims;
+    for (const std::string& d : t.dims) dims.push_back(static_cast<int64_t>(s.dims.at(d)));
+    ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()),
+                   dims.data(), nullptr};
+    if (fn_(&call) != 0) throw std::runtime_error("reference failed");
+    return out;
+  }
+
+ private:
+  void* lib_ = nullptr;
+  ksol_reference_fn fn_ = nullptr;
+};
+
+SizeSet size_of(const std::map<std::string, double>& dims) {
+  SizeSet s;
+  s.name = "cpu";
+  s.dims = dims;
+  return s;
+}
+
+std::vector<int64_t> dims_of(const Task& t, const SizeSet& s) {
+  std::vector<int64_t> dims;
+  for (const std::string& d : t.dims) dims.push_back(static_cast<int64_t>(s.dims.at(d)));
+  return dims;
+}
+
+// The outputs a candidate would leave: poisoned buffers (NaN bytes) in the output dtype.
+OutputBytes poisoned_outputs(const Task& t, const SizeSet& s) {
+  OutputBytes out(t.tensors.size());
+  for (size_t k = 0; k < t.tensors.size(); ++k)
+    if (t.tensors[k].role == Role::out) out[k].assign(t.numel(t.tensors[k], s) * dtype_size(t.tensors[k].dtype), 0xFF);
+  return out;
+}
+
+// Every output of a run checked by the correctness gate's comparator; failures as text.
+std::string check_outputs(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, const OutputBytes& got,
+                          const std::vector<HostTensor>& ref, const std::vector<HostTensor>* mag) {
+  std::string failures;
+  for (size_t k = 0; k < t.tensors.size(); ++k) {
+    if (t.tensors[k].role != Role::out) continue;
+    CompareResult r = compare_tensor(t, s, k, in, got, ref, mag);
+    if (!r.ok) failures += t.tensors[k].name + ": " + r.message + "\n";
+  }
+  return failures;
+}
+
+struct TaskProgram {
+  const char* task;
+  std::string program;
+  std::vector<std::map<std::string, double>> sizes;  // small, one of them with rows no pack divides
+};
+
+// DSL programs for the built-in tasks the elementwise and rowwise families cover.
+std::vector<TaskProgram> task_programs() {
+  const std::vector<std::map<std::string, double>> rows = {{{"R", 5}, {"C", 1001}}, {{"R", 3}, {"C", 1024}}};
+  const std::vector<std::map<std::string, double>> flat = {{{"N", 1001}}, {{"N", 4096}}};
+  return {
+      {"softmax_f32", kSoftmaxF32, rows},
+      {"softmax_bf16", kSoftmaxBf16, rows},
+      {"rmsnorm_bf16", kRmsnormBf16, rows},
+      {"rmsnorm_f32", kRmsnormF32, rows},
+      {"layernorm_f32", kLayernormF32, rows},
+      {"layernorm_bf16", kLayernormBf16, rows},
+      {"broadcast_add_f32",
+       "kernel add(A: f32[M, N], b: f32[N]) -> (C: f32[M, N]) {\n  C[m, n] = A[m, n] + b[n]\n}\n"
+       "schedule {\n  vector = 4\n  items_per_thread = 2\n}\n",
+       {{{"M", 5}, {"N", 999}}, {{"M", 3}, {"N", 1024}}}},
+      {"relu_f32", "kernel relu(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = relu(X[i])\n}\nschedule {\n  vector = 4\n}\n", flat},
+      {"leaky_relu_f32",
+       "kernel leaky(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = select(X[i] > 0, X[i], 0.01 * X[i])\n}\n"
+       "schedule {\n  vector = 2\n  threads = 64\n}\n",
+       flat},
+      {"sigmoid_f32", "kernel sig(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = sigmoid(X[i])\n}\nschedule {\n  vector = 4\n}\n",
+       flat},
+      {"tanh_f32", "kernel th(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = tanh(X[i])\n}\n", flat},
+      {"copy_f32", "kernel copy(A: f32[N]) -> (B: f32[N]) {\n  B[i] = A[i]\n}\nschedule {\n  vector = 4\n}\n", flat},
+      {"axpy_f32",
+       "kernel axpy(x: f32[N], y: f32[N]) -> (z: f32[N]) {\n  z[i] = 1.5 * x[i] + y[i]\n}\n"
+       "schedule {\n  vector = 4\n  unroll = 2\n}\n",
+       flat},
+      {"scan_f32",
+       "kernel prefix(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = scan(X[i]) over i\n}\n"
+       "schedule {\n  threads = 128\n  vector = 4\n}\n",
+       flat},
+  };
+}
+
+const char* const kNoFastMath[] = {"__expf", "__logf", "__fdividef", "__powf", "__tanhf", "__sinf", "use_fast_math"};
+
+}  // namespace
+
+// --- can_implement -------------------------------------------------------------------------------
+
+TEST(Codegen, AcceptsTheFamiliesSchedules) {
+  dsl::Program sm = parse(kSoftmaxF32);
+  EXPECT_EQ(sm.family, "rowwise");
+  EXPECT_EQ(refusal(sm), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "warp"}, {"rows_per_block", "8"}})), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "two_pass"}, {"items_per_thread", "4"}})), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "shared"}, {"rows_per_block", "2"}})), "(accepted)");
+  EXPECT_EQ(refusal(parse(kRmsnormBf16)), "(accepted)");
+  EXPECT_EQ(refusal(parse(kChain)), "(accepted)");
+  EXPECT_EQ(refusal(parse(kRowStats)), "(accepted)");
+  dsl::Program silu = parse(kSiluMul);
+  EXPECT_EQ(silu.family, "elementwise");
+  EXPECT_EQ(refusal(silu), "(accepted)");
+  EXPECT_EQ(refusal(parse(kBroadcast)), "(accepted)");
+  // A program without a schedule takes every default.
+  EXPECT_EQ(refusal(codegen::with_schedule(sm, {})), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(sm, {})), "rowwise_softmax_f32_t256_v1_r1_block");
+}
+
+TEST(Codegen, RefusesWithExactReasons) {
+  dsl::Program sm = parse(kSoftmaxF32);
+  EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
+            "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
+            "items_per_thread, reduction, cache_row, unroll");
+  EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
+  EXPECT_EQ(refusal(scheduled(sm, {{"threads", "2048"}})),
+            "threads = 2048 must be a multiple of 32 between 32 and 1024");
+  EXPECT_EQ(refusal(scheduled(sm, {{"threads", "warp"}})), "threads = warp must be an integer");
+  EXPECT_EQ(refusal(scheduled(sm, {{"vector", "3"}})), "vector = 3 must be one of 1, 2, 4, 8");
+  EXPECT_EQ(refusal(scheduled(sm, {{"vector", "8"}})),
+            "vector = 8 moves 32 bytes per access of a 4-byte type; one access is at most 16 bytes (a 128-bit load)");
+  EXPECT_EQ(refusal(scheduled(sm, {{"rows_per_block", "0"}})), "rows_per_block = 0 must be at least 1");
+  EXPECT_EQ(refusal(scheduled(sm, {{"rows_per_block", "3"}})),
+            "rows_per_block = 3 does not split threads = 256 into groups of whole warps");
+  EXPECT_EQ(refusal(scheduled(sm, {{"rows_per_block", "8"}})),
+            "threads = 256 over rows_per_block = 8 leaves 32 threads per row, which is reduction = warp; "
+            "reduction = block needs 64 or more");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "warp"}})),
+            "reduction = warp serves each row with one warp, so rows_per_block must be threads / 32 = 8, not 1");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "tree"}})), "reduction = tree must be one of warp, block, two_pass");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "two_pass"}, {"rows_per_block", "2"}})),
+            "reduction = two_pass splits each row over blocks, so rows_per_block must be 1, not 2");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "two_pass"}, {"cache_row", "shared"}})),
+            "reduction = two_pass runs each pass as its own kernel, so no row cache survives between passes; "
+            "cache_row must be none");
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"unroll", "2"}})),
+            "cache_row = registers unrolls the row loop fully, so unroll must be 1, not 2");
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "l2"}})), "cache_row = l2 must be one of none, registers, shared");
+  EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
+
+  // A row read by one pass only has nothing to cache.
+  dsl::Program sums = parse("kernel sums(X: f32[R, C]) -> (S: f32[R]) {\n  S[r] = sum(X[r, c]) over c\n}\n");
+  EXPECT_EQ(refusal(scheduled(sums, {{"cache_row", "shared"}})),
+            "cache_row = shared keeps rows that more than one pass reads, and this program reads each row once");
+  // Three cached f32 rows at 4 x 8 elements a step need 384 bytes of registers per thread.
+  dsl::Program three = parse(
+      "kernel three(X: f32[R, C], A: f32[R, C], B: f32[R, C]) -> (Y: f32[R, C]) {\n"
+      "  m[r] = max(X[r, c] + A[r, c] + B[r, c]) over c\n"
+      "  Y[r, c] = X[r, c] + A[r, c] + B[r, c] - m[r]\n}\n");
+  EXPECT_EQ(refusal(scheduled(three, {{"cache_row", "registers"}, {"vector", "4"}, {"items_per_thread", "8"}})),
+            "cache_row = registers needs vector * items_per_thread * 12 = 384 bytes of registers per thread for one "
+            "step of the row; the budget at threads = 256 is 256");
+  // Program shapes the rowwise generator does not take.
+  dsl::Program half_sum = parse("kernel hs(X: bf16[R, C]) -> (S: bf16[R]) {\n  S[r] = sum(X[r, c]) over c\n}\n");
+  EXPECT_EQ(refusal(half_sum), "'S' accumulates bf16 values; accumulate in f32 instead, e.g. sum(f32(...))");
+  dsl::Program scan_then_sum = parse(
+      "kernel ss(X: f32[R, C]) -> (T: f32[R]) {\n  P[r, c] = scan(X[r, c]) over c\n  T[r] = sum(P[r, c]) over c\n}\n");
+  EXPECT_EQ(refusal(scan_then_sum),
+            "'T' reduces values that depend on a scan; rowwise computes scans in the last pass only");
+  EXPECT_EQ(refusal(scheduled(parse(kRowStats), {{"reduction", "two_pass"}, {"rows_per_block", "1"}})),
+            "reduction = two_pass cannot split a scan over blocks");
+
+  // Elementwise.
+  dsl::Program silu = parse(kSiluMul);
+  EXPECT_EQ(refusal(scheduled(silu, {{"reduction", "warp"}})),
+            "unknown schedule key 'reduction' for the elementwise family; it accepts threads, vector, items_per_thread, "
+            "unroll");
+  EXPECT_EQ(refusal(scheduled(parse(kBroadcast), {{"vector", "8"}})),
+            "vector = 8 moves 32 bytes per access of a 4-byte type; one access is at most 16 bytes (a 128-bit load)");
+  EXPECT_EQ(refusal(scheduled(silu, {{"threads", "48"}})), "threads = 48 must be a multiple of 32 between 32 and 1024");
+
+  // Binding to the task's layout.
+  EXPECT_EQ(refusal(sm, Binding{{"X", "Y", "Z"}, {"R", "C"}}),
+            "task tensor 'Z' is not a parameter of the program (its parameters: X, Y)");
+  EXPECT_EQ(refusal(sm, Binding{{"X"}, {"R", "C"}}), "parameter 'Y' is not a tensor of the task (its tensors: X)");
+  EXPECT_EQ(refusal(sm, Binding{{"X", "Y"}, {"R"}}), "dim 'C' is not a dim of the task (its dims: R)");
+
+  // Families without a generator yet.
+  dsl::Program gemm = parse(
+      "kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n");
+  EXPECT_EQ(refusal(gemm), "no code generator for the gemm family yet; generators exist for elementwise and rowwise");
+  try {
+    codegen::generate_cuda(gemm, {});
+    FAIL() << "generate_cuda accepted a gemm";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot generate 'mm': no code generator for the gemm family yet; generators exist for elementwise and "
+              "rowwise");
+  }
+}
+
+// --- generated sources ---------------------------------------------------------------------------
+
+TEST(Codegen, OneNamedKernelPerProgramThatCompilesAndPassesTheStaticGate) {
+  struct Case {
+    const char* program;
+    Schedule changes;
+    const char* name;
+    int kernels;
+  };
+  const std::vector<Case> cases = {
+      {kSoftmaxF32, {}, "rowwise_softmax_f32_t256_v4_r1_block", 1},
+      {kRmsnormBf16, {}, "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs", 1},
+      {kLayernormF32, {}, "rowwise_layernorm_f32_t128_v4_r1_block_smem", 1},
+      {kChain, {}, "rowwise_chain_f32_t256_v4_r1_block_regs", 1},
+      {kChain, {{"reduction", "warp"}, {"rows_per_block", "8"}, {"cache_row", "shared"}},
+       "rowwise_chain_f32_t256_v4_r8_warp_smem", 1},
+      {kSiluMul, {}, "elementwise_silu_mul_bf16_t256_v8_i2", 1},
+      {kRowStats, {}, "rowwise_stats_i32_t128_v2_r2_block_i2", 1},
+      {kBroadcast, {}, "elementwise_bias_act_f32_t128_v4_i1_u2", 1},
+      // two_pass: one kernel per reduction level, and the last.
+      {kChain, {{"reduction", "two_pass"}, {"cache_row", "none"}, {"unroll", "2"}},
+       "rowwise_chain_f32_t256_v4_r1_two_pass_u2", 4},
+  };
+  std::vector<CompileJob> jobs;
+  for (const Case& c : cases) {
+    dsl::Program p = scheduled(parse(c.program), c.changes);
+    ASSERT_EQ(refusal(p), "(accepted)") << c.name;
+    EXPECT_EQ(codegen::kernel_name(p), c.name);
+    std::string src = codegen::generate_cuda(p, {});
+    EXPECT_EQ(count(src, "__global__"), c.kernels) << c.name;
+    EXPECT_NE(src.find("// " + std::string(c.name) + ": generated by ksol"), std::string::npos) << c.name;
+    EXPECT_NE(src.find("extern \"C\" int ksol_run(const ksol_call* call)"), std::string::npos);
+    for (const char* fast : kNoFastMath) EXPECT_EQ(src.find(fast), std::string::npos) << c.name << " uses " << fast;
+    EXPECT_TRUE(static_scan(src).empty()) << c.name;
+    jobs.push_back(job_for(c.name, src));
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+TEST(Codegen, GeneratedCodeFollowsTheIR) {
+  std::string sm = codegen::generate_cuda(parse(kSoftmaxF32), {});
+  // IEEE expf and a NaN-propagating max, one row per 256 threads, 16-byte packs with a scalar
+  // fallback when C is not a multiple of 4.
+  EXPECT_NE(sm.find("const float e = expf(X_pack.v[j] - m);"), std::string::npos) << sm;
+  EXPECT_NE(sm.find("m_acc = max_nan(m_acc, X_pack.v[j]);"), std::string::npos);
+  EXPECT_NE(sm.find("Y_pack.v[j] = e / s;"), std::string::npos);
+  EXPECT_NE(sm.find("const bool packs_ok = C % kVector == 0 && pack_aligned(X) && pack_aligned(Y);"), std::string::npos);
+  std::string rms = codegen::generate_cuda(parse(kRmsnormBf16), {});
+  EXPECT_NE(rms.find("Y_pack.v[j] = __float2bfloat16_rn(__bfloat162float(X_pack.v[j]) * inv * __bfloat162float(W_pack.v[j]));"),
+            std::string::npos)
+      << rms;
+  EXPECT_NE(rms.find("const float inv = rsqrtf(ss / (float)C + 1e-06f);"), std::string::npos);
+  EXPECT_NE(rms.find("if (C > kMaxRow) return 3;"), std::string::npos);
+  std::string ln = codegen::generate_cuda(parse(kLayernormF32), {});
+  EXPECT_NE(ln.find("cudaFuncSetAttribute("), std::string::npos);
+  EXPECT_NE(ln.find("if (cache_bytes > kMaxCacheBytes) return 3;"), std::string::npos);
+  // The task's order of tensors and dims decides the ABI, not the program's.
+  std::string swapped = codegen::generate_cuda(parse(kLayernormF32), Binding{{"W", "B", "X", "Y"}, {"C", "R"}});
+  EXPECT_NE(swapped.find("const int64_t C = call->dims[0];"), std::string::npos) << swapped;
+  EXPECT_NE(swapped.find("const float* X = static_cast<const float*>(call->tensors[2]);"), std::string::npos);
+}
+
+// --- schedule spaces ---------------------------------------------------------------------------
+
+TEST(Codegen, ScheduleSpaces) {
+  struct Case {
+    const char* label;
+    const char* program;
+  };
+  for (const Case& c : {Case{"softmax_f32", kSoftmaxF32}, Case{"rmsnorm_bf16", kRmsnormBf16},
+                        Case{"layernorm_f32", kLayernormF32}, Case{"silu_mul_bf16", kSiluMul}}) {
+    dsl::Program p = parse(c.program);
+    codegen::Space space = codegen::schedule_space(p, {});
+    std::map<std::string, int> reasons;
+    for (const auto& [schedule, reason] : space.refused) {
+      std::string kind = reason.substr(0, reason.find_first_of("=0123456789"));
+      ++reasons[kind];
+    }
+    std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
+              << space.refused.size() << " refused\n";
+    for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 : 5 * 4 * 4 * 3;
+    EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
+    EXPECT_GT(space.legal.size(), 100u);
+    std::set<std::string> names;
+    for (const Schedule& s : space.legal) {
+      dsl::Program q = codegen::with_schedule(p, s);
+      ASSERT_TRUE(codegen::can_implement(q, {}).ok) << codegen::schedule_text(s);
+      names.insert(codegen::kernel_name(q));
+    }
+    EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
+    for (const auto& [schedule, reason] : space.refused) EXPECT_FALSE(reason.empty()) << schedule;
+  }
+}
+
+// --- the interpreter ---------------------------------------------------------------------------
+
+TEST(Interpreter, ArgmaxScanAndCastSemantics) {
+  dsl::Program p = parse(kRowStats);
+  const double nan = std::nan(""), inf = INFINITY;
+  codegen::HostArrays in;
+  // Rows: a tie (first maximum wins), a NaN (counts as the maximum), all -inf.
+  in["X"] = {1, 3, 3, 2, 5, nan, 7, nan, -inf, -inf, -inf, -inf};
+  in["bias"] = {0.5, 0, 1};
+  codegen::HostArrays out = codegen::interpret(p, {{"B", 1}, {"T", 3}, {"C", 4}}, in);
+  EXPECT_EQ(out["I"], (std::vector<double>{1, 1, 0}));
+  EXPECT_EQ(out["M"][0], 1);
+  EXPECT_TRUE(std::isnan(out["M"][1]));
+  EXPECT_EQ(out["M"][2], -inf);
+  EXPECT_EQ(std::vector<double>(out["S"].begin(), out["S"].begin() + 4), (std::vector<double>{1.5, 5, 8.5, 11}));
+  EXPECT_TRUE(std::isnan(out["S"][5]));
+
+  // Typed arithmetic rounds every value to its type; exact keeps float64.
+  dsl::Program third = parse("kernel t(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = X[i] / 3\n}\n");
+  double exact = codegen::interpret(third, {{"N", 1}}, {{"X", {1}}})["Y"][0];
+  double typed = codegen::interpret(third, {{"N", 1}}, {{"X", {1}}}, codegen::Arithmetic::typed)["Y"][0];
+  EXPECT_EQ(exact, 1.0 / 3);
+  EXPECT_EQ(typed, static_cast<double>(1.0f / 3.0f));
+  dsl::Program to_bf16 = parse("kernel t(X: f32[N]) -> (Y: bf16[N], Z: i32[N]) {\n  Y[i] = bf16(X[i])\n  Z[i] = i32(X[i])\n}\n");
+  codegen::HostArrays b = codegen::interpret(to_bf16, {{"N", 3}}, {{"X", {1.00390625, -2.7, nan}}}, codegen::Arithmetic::typed);
+  EXPECT_EQ(b["Y"][0], 1.0);  // 1 + 2^-8 rounds to even
+  EXPECT_EQ(b["Z"], (std::vector<double>{1, -2, 0}));  // truncation; NaN converts to 0 as on the GPU
+
+  // Offset reads past a tensor have no value.
+  dsl::Program stencil = parse("kernel s(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = X[i+1] - X[i]\n}\n");
+  EXPECT_THROW(codegen::interpret(stencil, {{"N", 4}}, {{"X", {1, 2, 3, 4}}}), std::runtime_error);
+  EXPECT_THROW(codegen::interpret(p, {{"B", 1}, {"T", 3}}, in), std::runtime_error);  // dim C missing
+}
+
+// The interpreter (exact float64) against every covered task's own float64 reference, through the
+// correctness gate's comparators, on every distribution the task is evaluated with.
+TEST(Interpreter, AgreesWithTheTasksReferences) {
+  for (const TaskProgram& tp : task_programs()) {
+    Task t = load_task(resolve_task_path(tp.task));
+    dsl::Program p = parse(tp.program);
+    Reference ref(t);
+    for (const auto& dims : tp.sizes) {
+      SizeSet s = size_of(dims);
+      for (Distribution d : distributions_for(t)) {
+        std::vector<HostTensor> in = generate_inputs(t, s, d, 7);
+        std::vector<HostTensor> want = ref.run(t, s, in, false);
+        std::vector<HostTensor> mag = t.magnitude == "abs" ? ref.run(t, s, in, true) : want;
+        std::vector<HostTensor> got = make_reference_outputs(t, s);
+        std::vector<void*> ptrs;
+        for (size_t k = 0; k < t.tensors.size(); ++k) {
+          HostTensor& h = t.tensors[k].role == Role::in ? in[k] : got[k];
+          ptrs.push_back(dtype_is_float(h.dtype) ? static_cast<void*>(h.f64.data()) : h.bytes.data());
+        }
+        std::vector<int64_t> dv = dims_of(t, s);
+        ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dv.size()),
+                       dv.data(), nullptr};
+        ASSERT_EQ(codegen::interpret_call(p, binding_of(t), &call), 0);
+        OutputBytes bytes(t.tensors.size());
+        for (size_t k = 0; k < t.tensors.size(); ++k) {
+          if (t.tensors[k].role != Role::out) continue;
+          bytes[k].resize(got[k].numel * dtype_size(got[k].dtype));
+          for (int64_t i = 0; i < got[k].numel; ++i) store_from_double(got[k].dtype, bytes[k].data(), i, got[k].f64[i]);
+        }
+        EXPECT_EQ(check_outputs(t, s, in, bytes, want, t.magnitude == "abs" ? &mag : nullptr), "")
+            << tp.task << " " << distribution_name(d);
+      }
+    }
+  }
+}
+
+// --- generated code on the CPU -----------------------------------------------------------------
+
+TEST(HostEmulation, RewritesLaunchesAndDynamicSharedMemory) {
+  EXPECT_EQ(codegen::rewrite_for_host("  k<kVec><<<(unsigned)blocks, kThreads, 0, stream>>>(X, f(Y, 2), C);\n"),
+            "  ::ksol_emu::launch((const void*)&k<kVec>, [&] { k<kVec>(X, f(Y, 2), C); }, (unsigned)blocks, kThreads, 0, "
+            "stream);\n");
+  EXPECT_EQ(codegen::rewrite_for_host("  extern __shared__ uint4 row_cache[];  // rows\n"),
+            "  uint4* row_cache = ::ksol_emu::dynamic_shared<uint4>();  // rows\n");
+}
+
+TEST(HostEmulation, ReportsDeadlocksAndWritesOutsideATensor) {
+  const std::string prologue = "#include <ksol/abi.h>\n#include <cuda_runtime.h>\n";
+  // Half the block waits at a barrier the other half never reaches.
+  codegen::HostBuild dead = codegen::build_for_host(
+      prologue + "__global__ void k(float* y) { if (threadIdx.x < 32) __syncthreads(); y[threadIdx.x] = 1; }\n"
+                 "extern \"C\" int ksol_run(const ksol_call* c) { k<<<1, 64, 0, (cudaStream_t)c->stream>>>((float*)c->tensors[0]);\n"
+                 "  return cudaGetLastError() == cudaSuccess ? 0 : 4; }\n");
+  ASSERT_TRUE(dead.ok) << dead.message;
+  std::vector<std::vector<uint8_t>> buffers = {std::vector<uint8_t>(64 * 4)};
+  codegen::HostRun r = codegen::run_on_host(dead.so_path, buffers, {});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, "barrier deadlock (some threads never reached a __syncthreads or shuffle)");
+  // Writes one float past the end of a 4096-byte tensor (4096 = a page: the guard is right after).
+  codegen::HostBuild past = codegen::build_for_host(
+      prologue + "__global__ void k(float* y) { y[threadIdx.x] = 1; }\n"
+                 "extern \"C\" int ksol_run(const ksol_call* c) { k<<<1, 1025>>>((float*)c->tensors[0]);\n"
+                 "  if (cudaGetLastError() != cudaSuccess) k<<<1, 1024>>>((float*)c->tensors[0] + 1); return 0; }\n");
+  ASSERT_TRUE(past.ok) << past.message;
+  buffers = {std::vector<uint8_t>(1024 * 4)};
+  r = codegen::run_on_host(past.so_path, buffers, {});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("Segmentation fault"), std::string::npos) << r.message;
+}
+
+// The generated CUDA for every covered task, run on the CPU, through the correctness gate's
+// comparators on every distribution; each program also with a second schedule.
+TEST(HostEmulation, GeneratedCodePassesTheTasksCorrectnessChecks) {
+  const std::map<std::string, Schedule> second = {
+      {"softmax_f32", {{"reduction", "two_pass"}, {"items_per_thread", "2"}}},
+      {"softmax_bf16", {{"reduction", "warp"}, {"rows_per_block", "4"}, {"cache_row", "shared"}}},
+      {"rmsnorm_bf16", {{"reduction", "two_pass"}, {"cache_row", "none"}}},
+      {"rmsnorm_f32", {{"reduction", "block"}, {"rows_per_block", "2"}, {"cache_row", "registers"}}},
+      {"layernorm_f32", {{"reduction", "warp"}, {"rows_per_block", "4"}, {"cache_row", "registers"}}},
+      {"layernorm_bf16", {{"reduction", "two_pass"}, {"rows_per_block", "1"}, {"vector", "2"}}},
+      {"broadcast_add_f32", {{"vector", "1"}, {"threads", "32"}}},
+      {"relu_f32", {{"vector", "2"}, {"items_per_thread", "4"}}},
+      {"leaky_relu_f32", {{"vector", "1"}}},
+      {"sigmoid_f32", {{"unroll", "4"}}},
+      {"tanh_f32", {{"vector", "4"}}},
+      {"copy_f32", {{"vector", "1"}, {"items_per_thread", "8"}}},
+      {"axpy_f32", {{"threads", "1024"}}},
+      {"scan_f32", {{"reduction", "warp"}, {"threads", "64"}, {"rows_per_block", "2"}, {"vector", "1"}}},
+  };
+  for (const TaskProgram& tp : task_programs()) {
+    Task t = load_task(resolve_task_path(tp.task));
+    Reference ref(t);
+    const dsl::Program base = parse(tp.program);
+    for (const dsl::Program& p : {base, scheduled(base, second.at(tp.task))}) {
+      ASSERT_EQ(refusal(p, binding_of(t)), "(accepted)") << tp.task;
+      const std::string name = codegen::kernel_name(p);
+      codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, binding_of(t)));
+      ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+      for (const auto& dims : tp.sizes) {
+        SizeSet s = size_of(dims);
+        for (Distribution d : distributions_for(t)) {
+          std::vector<HostTensor> in = generate_inputs(t, s, d, 11);
+          std::vector<HostTensor> want = ref.run(t, s, in, false);
+          std::vector<HostTensor> mag = t.magnitude == "abs" ? ref.run(t, s, in, true) : want;
+          OutputBytes buffers = poisoned_outputs(t, s);
+          for (size_t k = 0; k < t.tensors.size(); ++k)
+            if (t.tensors[k].role == Role::in) buffers[k] = in[k].bytes;
+          codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims_of(t, s));
+          ASSERT_TRUE(r.ok) << name << ": " << r.message;
+          ASSERT_EQ(r.rc, 0) << name;
+          EXPECT_EQ(check_outputs(t, s, in, buffers, want, t.magnitude == "abs" ? &mag : nullptr), "")
+              << name << " at " << dims.begin()->second << "x" << dims.rbegin()->second << ", "
+              << distribution_name(d);
+        }
+      }
+    }
+  }
+}
+
+// Fused programs with no task of their own, checked on the CPU against the interpreter with the
+// correctness gate's tolerance formula: the three-level chain, argmax/min/scan over 3-D rows
+// (including a block whose last row is missing), broadcasts and a transposed read; each in
+// several schedules.
+TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
+  struct Case {
+    const char* program;
+    std::vector<Schedule> schedules;
+    std::map<std::string, int64_t> dims;
+  };
+  const std::vector<Case> cases = {
+      {kChain,
+       {{}, {{"reduction", "warp"}, {"rows_per_block", "8"}}, {{"reduction", "two_pass"}, {"cache_row", "none"}}},
+       {{"R", 5}, {"C", 1001}}},
+      {kChain, {{{"cache_row", "shared"}, {"rows_per_block", "2"}, {"threads", "128"}}}, {{"R", 3}, {"C", 2048}}},
+      {kRowStats,
+       {{}, {{"reduction", "warp"}, {"rows_per_block", "4"}}, {{"vector", "1"}, {"items_per_thread", "1"}}},
+       {{"B", 1}, {"T", 3}, {"C", 333}}},
+      {kRowStats, {{{"vector", "4"}, {"threads", "256"}, {"rows_per_block", "4"}}}, {{"B", 2}, {"T", 3}, {"C", 1000}}},
+      {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
+      {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
+  };
+  for (const Case& c : cases) {
+    const dsl::Program base = parse(c.program);
+    // Inputs: normal values, rounded to their dtypes.
+    codegen::HostArrays in;
+    std::vector<std::vector<uint8_t>> buffers;
+    uint64_t state = 12345;
+    auto next = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 250000.0;
+    };
+    auto dtype = [](dsl::Type t) { return *parse_dtype(dsl::type_name(t)); };
+    auto numel = [&](const dsl::Param& prm) {
+      int64_t n = 1;
+      for (const std::string& e : prm.extents) n *= c.dims.at(e);
+      return n;
+    };
+    for (const dsl::Param& prm : base.inputs) {
+      std::vector<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm.type)));
+      std::vector<double>& v = in[prm.name];
+      for (int64_t i = 0; i < numel(prm); ++i) {
+        store_from_double(dtype(prm.type), bytes.data(), i, next());
+        v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
+      }
+      buffers.push_back(bytes);
+    }
+    // The float64 meaning, and magnitudes from |inputs| for the tolerance (as the harness's).
+    codegen::HostArrays want = codegen::interpret(base, c.dims, in);
+    codegen::HostArrays abs_in = in;
+    for (auto& [name, v] : abs_in)
+      for (double& x : v) x = std::fabs(x);
+    codegen::HostArrays mag = codegen::interpret(base, c.dims, abs_in);
+    int64_t longest = 1;
+    std::vector<int64_t> dims;
+    for (const std::string& d : base.dims) {
+      dims.push_back(c.dims.at(d));
+      longest = std::max(longest, c.dims.at(d));
+    }
+    for (const Schedule& changes : c.schedules) {
+      dsl::Program p = scheduled(base, changes);
+      const std::string name = codegen::kernel_name(p);
+      codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+      ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+      std::vector<std::vector<uint8_t>> run = buffers;
+      for (const dsl::Param& prm : p.outputs) run.emplace_back(numel(prm) * dtype_size(dtype(prm.type)), 0xFF);
+      codegen::HostRun r = codegen::run_on_host(build.so_path, run, dims);
+      ASSERT_TRUE(r.ok) << name << ": " << r.message;
+      ASSERT_EQ(r.rc, 0) << name;
+      for (size_t k = 0; k < p.outputs.size(); ++k) {
+        const dsl::Param& out = p.outputs[k];
+        const std::vector<double>& w = want.at(out.name);
+        const DType dt = dtype(out.type);
+        // The correctness gate's bound: output rounding plus f32 accumulation over the longest row.
+        Tolerance tol;
+        tol.u_out = dtype_is_float(dt) ? dtype_unit_roundoff(dt) : 0;
+        tol.u_acc = dtype_is_float(dt) ? std::ldexp(1.0, -24) : 0;
+        tol.growth = 8 + 2 * std::sqrt(static_cast<double>(longest));
+        std::vector<double> m(w.size());
+        for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
+        CompareResult cr = compare_output(tol, dt, run[p.inputs.size() + k].data(), w.data(), m.data(),
+                                          static_cast<int64_t>(w.size()));
+        EXPECT_TRUE(cr.ok) << name << ": " << out.name << ": " << cr.message;
+      }
+    }
+  }
+}
+
+// A row longer than the register cache holds, or than shared memory holds, is refused at run
+// time with 3 rather than computed wrongly.
+TEST(HostEmulation, RowsBeyondTheCacheAreRefusedAtRunTime) {
+  for (const char* cache : {"registers", "shared"}) {
+    dsl::Program p = scheduled(parse(kSoftmaxF32), {{"cache_row", cache}, {"threads", "64"}});
+    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    ASSERT_TRUE(build.ok) << build.message;
+    const int64_t C = std::string(cache) == "registers" ? 64 * 64 + 4 : 232448 / 4;
+    std::vector<std::vector<uint8_t>> buffers = {std::vector<uint8_t>(C * 4), std::vector<uint8_t>(C * 4)};
+    codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, {1, C});
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.rc, 3) << cache;
+  }
+}
+
+// --- golden sources ------------------------------------------------------------------------------
+
+// Each tests/golden/codegen/NAME.ksol generates exactly NAME.cu (a readable record of what the
+// generators write; review a diff there like code).
+TEST(Codegen, GoldenSources) {
+  const fs::path dir = fs::path(source_root()) / "tests" / "golden" / "codegen";
+  ASSERT_TRUE(fs::is_directory(dir)) << dir;
+  const bool update = std::getenv("KSOL_UPDATE_GOLDEN") != nullptr;
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ksol") continue;
+    ++cases;
+    dsl::Program p = dsl::parse_program(read_file(entry.path().string()), entry.path().filename().string());
+    std::string got = codegen::generate_cuda(p, {});
+    fs::path expected = entry.path();
+    expected.replace_extension(".cu");
+    if (update) write_file_atomic(expected.string(), got);
+    ASSERT_TRUE(fs::exists(expected)) << expected << " is missing (KSOL_UPDATE_GOLDEN=1 writes it)";
+    EXPECT_EQ(got, read_file(expected.string())) << entry.path().filename();
+  }
+  EXPECT_GE(cases, 3);
+}
