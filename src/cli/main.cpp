@@ -15,6 +15,7 @@
 #include "core/defences.h"
 #include "core/stats.h"
 #include "core/util.h"
+#include "codegen/codegen.h"
 #include "dsl/ir.h"
 #include "sol/sol.h"
 #include "task/inputs.h"
@@ -136,6 +137,23 @@ void print_failures(const std::vector<std::pair<std::string, const CandidateOutc
   }
 }
 
+// A DSL program becomes CUDA bound to the task's tensor and dim order; a schedule the family
+// cannot implement is refused here, before any compiling, with the reason.
+CompileJob dsl_job(const Task& t, const std::string& path) {
+  dsl::Program p = dsl::parse_program(read_file(path), path);
+  codegen::Binding b;
+  for (auto& ts : t.tensors) b.tensor_order.push_back(ts.name);
+  b.dim_order = t.dims;
+  codegen::Support ok = codegen::can_implement(p, b);
+  if (!ok.ok) throw std::runtime_error(path + ": unsupported for task " + t.name + ": " + ok.reason);
+  CompileJob j = candidate_job(t, path);
+  j.original = j.source_text;
+  j.language = "dsl";
+  j.source_text = codegen::generate_cuda(p, b);
+  j.source_path = path + " (generated " + codegen::kernel_name(p) + ")";
+  return j;
+}
+
 int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
              const std::string& compare, double timeout, const std::string& cmdline, const std::string& function,
@@ -158,12 +176,14 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   // Gate 1 and compilation for every candidate first, in parallel; then one worker runs them all.
   std::vector<CompileJob> jobs;
   for (auto& cand : cands) {
-    CompileJob job = candidate_job(t, cand);
+    CompileJob job = fs::path(cand).extension() == ".ksol" ? dsl_job(t, cand) : candidate_job(t, cand);
     if (!function.empty()) {
       BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
       for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
       job = baseline_job(t, b);
       job.trusted = false;  // a candidate, even when it is the user's own function
+      job.language = "c_function";
+      job.original = read_file(cand);
     }
     if (o.defences_off.count("static")) job.static_gate = false;
     jobs.push_back(job);
@@ -523,7 +543,7 @@ int main(int argc, char** argv) {
   bool no_time = false, compile_only = false;
   double timeout = 300;
   eval->add_option("--task", task, "task name or folder")->required();
-  eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h); repeat for several")->required()->check(CLI::ExistingFile);
+  eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h), or a .ksol DSL program; repeat for several")->required()->check(CLI::ExistingFile);
   eval->add_option("--function", function, "treat the candidate as a plain C function with this declaration");
   eval->add_option("--sizes", sizes, "comma-separated size names (default: all, hidden ones included)");
   eval->add_option("--compare", compare, "baselines to time beside it: all, none, or names")->capture_default_str();

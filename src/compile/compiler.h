@@ -31,6 +31,8 @@ struct CompileJob {
   SourceKind kind = SourceKind::candidate;
   std::vector<std::string> libs;    // cublas, cusparse, ...
   bool static_gate = true;          // scan before compiling (candidates only)
+  std::string language = "cuda";    // cuda | dsl | c_function: what the user wrote
+  std::string original;             // the user's source when source_text was generated from it
   bool trusted = false;             // a task's own baseline: its imports are not gated (vendor libraries need some)
   std::string arch = "sm_90";
 };

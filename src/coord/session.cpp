@@ -119,9 +119,11 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
     task_id = store_->upsert_task(t.name, t.spec_hash, t.spec_text);
     store::CandidateRow c;
     c.task_id = task_id;
-    c.source_hash = sha256_hex(job.source_text);
-    c.source = job.source_text;
-    c.language = "cuda";
+    // The store keeps what the user wrote; generated CUDA is reproducible from it and the version.
+    const std::string& src = job.original.empty() ? job.source_text : job.original;
+    c.source_hash = sha256_hex(src + "\n" + job.source_text);
+    c.source = src;
+    c.language = job.language;
     c.origin = origin;
     cand_id = store_->upsert_candidate(c);
   }
