@@ -16,6 +16,7 @@
 #include "core/stats.h"
 #include "core/util.h"
 #include "codegen/codegen.h"
+#include "codegen/job.h"
 #include "dsl/ir.h"
 #include "sol/sol.h"
 #include "task/inputs.h"
@@ -140,17 +141,8 @@ void print_failures(const std::vector<std::pair<std::string, const CandidateOutc
 // A DSL program becomes CUDA bound to the task's tensor and dim order; a schedule the family
 // cannot implement is refused here, before any compiling, with the reason.
 CompileJob dsl_job(const Task& t, const std::string& path) {
-  dsl::Program p = dsl::parse_program(read_file(path), path);
-  codegen::Binding b;
-  for (auto& ts : t.tensors) b.tensor_order.push_back(ts.name);
-  b.dim_order = t.dims;
-  codegen::Support ok = codegen::can_implement(p, b);
-  if (!ok.ok) throw std::runtime_error(path + ": unsupported for task " + t.name + ": " + ok.reason);
-  CompileJob j = candidate_job(t, path);
-  j.original = j.source_text;
-  j.language = "dsl";
-  j.source_text = codegen::generate_cuda(p, b);
-  j.source_path = path + " (generated " + codegen::kernel_name(p) + ")";
+  CompileJob j = codegen::compile_job(t, dsl::parse_program(read_file(path), path), path);
+  j.original = read_file(path);  // what the user wrote, comments included
   return j;
 }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "codegen/common.h"
+#include "codegen/sparse_stencil.h"
 
 namespace ksol::codegen {
 namespace {
@@ -15,6 +16,9 @@ const FamilyGenerator* family_of(const dsl::Program& p) {
   const FamilyGenerator* const kFamilies[] = {
       &detail::elementwise_family(),
       &detail::rowwise_family(),
+      &detail::gemm_family(),
+      &detail::sparse_family(),
+      &detail::stencil_family(),
   };
   for (const FamilyGenerator* f : kFamilies)
     if (f->name == p.family) return f;
@@ -23,7 +27,7 @@ const FamilyGenerator* family_of(const dsl::Program& p) {
 
 std::string no_family(const dsl::Program& p) {
   return "no code generator for the " + (p.family.empty() ? std::string("(unrecognised)") : p.family) +
-         " family yet; generators exist for elementwise and rowwise";
+         " family yet; generators exist for elementwise, rowwise, gemm, sparse and stencil";
 }
 
 // The generator for p when it can implement it; throws std::runtime_error with the reason otherwise.

@@ -43,6 +43,18 @@ struct Space {
 };
 Space schedule_space(const dsl::Program& p, const Binding& b);
 
+// What compiling a generated source needs beyond ksol's defaults (CompileJob's arch, extra
+// flags and libraries): the gemm family's CUTLASS kernels need sm_90a (WGMMA, TMA),
+// --expt-relaxed-constexpr, and libcuda (TMA descriptors are encoded with cuTensorMapEncodeTiled,
+// called directly: CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL, so no driver entry-point lookup).
+struct CompileNeeds {
+  std::string arch = "sm_90";
+  std::vector<std::string> extra_flags;
+  std::vector<std::string> libs;
+};
+CompileNeeds compile_needs(const dsl::Program& p);
+inline std::string required_arch(const dsl::Program& p) { return compile_needs(p).arch; }
+
 // `p` with its schedule replaced by `s` (values parsed as integers where they are numbers).
 dsl::Program with_schedule(const dsl::Program& p, const Schedule& s);
 std::string schedule_text(const Schedule& s);

@@ -201,6 +201,24 @@ void collect_types(const Expr& e, std::set<Type>& out) {
 
 dsl::ScheduleValue schedule_value(const std::string& text) {
   dsl::ScheduleValue v;
+  // A list "[a, b, c]" of integers, as value_text writes it.
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
+    std::string inner = text.substr(1, text.size() - 2);
+    bool ok = true;
+    std::vector<int64_t> items;
+    std::istringstream in(inner);
+    for (std::string item; ok && std::getline(in, item, ',');) {
+      size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+      item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+      ok = !item.empty() && item.size() < 18 && item.find_first_not_of("0123456789") == std::string::npos;
+      if (ok) items.push_back(std::stoll(item));
+    }
+    if (ok && !items.empty()) {
+      v.kind = dsl::ScheduleValue::Kind::list;
+      v.list = items;
+      return v;
+    }
+  }
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
     v.kind = dsl::ScheduleValue::Kind::integer;
     v.integer = std::stoll(text);

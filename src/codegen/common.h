@@ -37,6 +37,7 @@ struct FamilyGenerator {
 };
 const FamilyGenerator& elementwise_family();
 const FamilyGenerator& rowwise_family();
+const FamilyGenerator& gemm_family();
 
 // A schedule value from its text: digits make an integer, anything else a name.
 dsl::ScheduleValue schedule_value(const std::string& text);
@@ -50,6 +51,8 @@ class Knobs {
   // integer(key), refused unless it is one of `allowed`.
   int64_t one_of(const std::string& key, const std::vector<int64_t>& allowed) const;
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed) const;
+  // The raw value of a key (its default when the program does not set it).
+  const dsl::ScheduleValue& value(const std::string& key) const { return values_.at(key); }
 
  private:
   std::map<std::string, dsl::ScheduleValue> values_;

@@ -236,6 +236,7 @@ static std::vector<std::string> compile_argv(const CompileJob& job, const std::s
   std::vector<std::string> a = {nvcc_path(), "-std=c++17", "-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC",
                                 "-cudart", "shared", "--default-stream", "per-thread", "-arch=" + job.arch,
                                 "-I" + inc, "-I" + source_root() + "/third_party/cutlass/include", "-o", out, src};
+  a.insert(a.end() - 3, job.extra_flags.begin(), job.extra_flags.end());  // before "-o out src"
   for (auto& l : job.libs) a.push_back(lib_flag(l));
   return a;
 }

@@ -34,7 +34,8 @@ struct CompileJob {
   std::string language = "cuda";    // cuda | dsl | c_function: what the user wrote
   std::string original;             // the user's source when source_text was generated from it
   bool trusted = false;             // a task's own baseline: its imports are not gated (vendor libraries need some)
-  std::string arch = "sm_90";
+  std::string arch = "sm_90";       // nvcc -arch; "sm_90a" for Hopper-only features (WGMMA, TMA via CUTLASS)
+  std::vector<std::string> extra_flags;  // more nvcc flags (part of the cache key, like every argument)
 };
 
 struct CompileResult {

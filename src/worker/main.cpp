@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       reply({{"ok", false}, {"error", std::string("bad request: ") + e.what()}});
       continue;
     }
-    out["id"] = req.value("id", 0);
+    out["id"] = req.contains("id") ? req["id"] : json(0);
     std::string op = req.value("op", "");
     try {
       if (op == "hello") {

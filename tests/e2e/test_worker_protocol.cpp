@@ -159,3 +159,19 @@ TEST(Session, SuspectWhenFasterThanSpeedOfLight) {
   EXPECT_EQ(a.sizes[0].status, "suspect");
   EXPECT_NE(a.sizes[0].message.find("faster than speed-of-light"), std::string::npos);
 }
+
+// The real worker answers hello (with or without a GPU) and echoes the unpredictable id exactly.
+TEST(WorkerProtocol, RealWorkerAnswersHello) {
+  WorkerClient w({std::string(KSOL_BUILD_DIR) + "/ksol-worker"}, temp_dir("real") + "/worker.log");
+  for (int i = 0; i < 3; ++i) {
+    WorkerReply r = w.call({{"op", "hello"}}, 60);
+    ASSERT_TRUE(r.ok) << r.failure << ": " << r.message;
+    EXPECT_TRUE(r.body.contains("gpu"));
+    if (!r.body["gpu"].get<bool>()) EXPECT_FALSE(r.body.value("reason", "").empty());
+  }
+  EXPECT_EQ(w.restarts(), 0);
+  WorkerReply bad = w.call({{"op", "no-such-op"}}, 60);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.failure, "error");
+  EXPECT_NE(bad.message.find("unknown op"), std::string::npos);
+}

@@ -1,0 +1,181 @@
+// ksol optimize: the search loop (src/search) over each task's seed DSL program (program.ksol).
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "agents/expert.h"
+#include "agents/knowledge.h"
+#include "codegen/codegen.h"
+#include "codegen/job.h"
+#include "compile/compiler.h"
+#include "coord/session.h"
+#include "core/util.h"
+#include "dsl/ir.h"
+#include "search/optimize.h"
+#include "task/task.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ksol::cli {
+
+struct OptimizeArgs {
+  std::vector<std::string> tasks;
+  std::string agent = "expert";
+  int candidates = 40;
+  double seconds = 0;
+  double target_sol = 0.9;
+  uint64_t seed = 1;
+  int plateau = 12;
+  std::string store;  // overrides the global --store when set
+  int64_t resume = 0;
+  std::string json_out;
+  double timeout = 300;
+};
+
+namespace {
+
+std::string f2(double v, int prec = 2) {
+  if (!(v > 0) || !std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+struct Seed {
+  Task task;
+  dsl::Program program;
+  std::string path;
+};
+
+Seed load_seed(const std::string& name) {
+  Seed s{load_task(resolve_task_path(name)), {}, ""};
+  s.path = (fs::path(s.task.dir) / "program.ksol").string();
+  if (!fs::exists(s.path))
+    throw std::runtime_error("task " + s.task.name + " has no seed program (" + s.path +
+                             "): write the algorithm in the DSL with a default schedule there");
+  s.program = dsl::parse_program(read_file(s.path), s.path);
+  codegen::Support ok = codegen::can_implement(s.program, search::binding_of(s.task));
+  if (!ok.ok) throw std::runtime_error(s.path + ": unsupported for task " + s.task.name + ": " + ok.reason);
+  return s;
+}
+
+int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
+                 bool json_out, const std::string& cmdline) {
+  std::vector<Seed> seeds;
+  for (auto& n : a.tasks) seeds.push_back(load_seed(n));
+
+  Session::Options so;
+  so.store_path = a.store.empty() ? store : a.store;
+  if (!worker.empty()) so.worker_argv = {worker};
+  so.assume_gpu = assume_gpu;
+  Session s(so);
+  if (!s.has_gpu()) {
+    // Gate 1 and compilation need no GPU: check the seeds get that far, then stop.
+    int bad = 0;
+    for (auto& sd : seeds) {
+      CompileJob j = codegen::compile_job(sd.task, sd.program, sd.path);
+      CompileResult r = compile(j);
+      std::cerr << sd.task.name << ": seed " << codegen::kernel_name(sd.program) << " "
+                << (r.ok ? "compiles" : "does not compile (" + r.stage + ")") << "\n";
+      if (!r.ok) ++bad, std::cerr << r.message << "\n";
+    }
+    std::cerr << "ksol optimize: evaluation needs a GPU (" << s.gpu_reason()
+              << "); the seed programs were parsed, checked and compiled, nothing was timed.\n";
+    return bad ? 1 : 77;
+  }
+
+  agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}}});
+  json all = json::array();
+  std::vector<search::OptimizeResult> results;
+  for (auto& sd : seeds) {
+    auto agent = agents::make_agent(a.agent, k, a.seed);
+    search::SessionEvaluator ev(s, a.agent, a.resume, a.timeout);
+    search::OptimizeOptions o;
+    o.max_candidates = a.candidates;
+    o.budget_seconds = a.seconds;
+    o.target_sol = a.target_sol;
+    o.seed = a.seed;
+    o.plateau = a.plateau;
+    o.agent = a.agent;
+    o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
+    std::cerr << "optimizing " << sd.task.name << " from " << sd.path << " with the " << a.agent << " agent\n";
+    search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
+    json j = r.to_json();
+    j["seed_program"] = sd.path;
+    all.push_back(j);
+    results.push_back(std::move(r));
+  }
+  s.finish_run("finished");
+  json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
+  if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
+  if (json_out) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"task", "tried", "stop", "result", "kernel", "vs best baseline", "vs naive", "%SOL before", "%SOL after"}};
+    for (auto& r : results) {
+      const search::Attempt* b = r.best_attempt();
+      rows.push_back({r.task, std::to_string(r.trajectory.size()), r.stop_reason,
+                      r.use_baseline ? "baseline:" + r.best_baseline : "c" + std::to_string(r.best),
+                      b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", f2(r.speedup_vs_naive) + "x",
+                      f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%"});
+    }
+    std::vector<size_t> w(rows[0].size(), 0);
+    for (auto& r : rows)
+      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    for (auto& r : rows) {
+      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << std::string(w[i] - r[i].size(), ' ');
+      std::cout << "\n";
+    }
+    for (auto& r : results)
+      if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline)
+        std::cout << "\n# " << r.task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
+    std::cout << "run " << s.run_id() << "; JSON with --json" << (a.json_out.empty() ? "" : ", written to " + a.json_out) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Registers `ksol optimize`. The global options are read when the command runs; it ends the
+// parse with its exit status (CLI::Success / CLI::RuntimeError), so CLI11_PARSE returns it.
+void add_optimize_command(CLI::App& app, const std::string& store, const std::string& worker, const std::string& assume_gpu,
+                          const bool& json_out, int argc, char** argv) {
+  auto a = std::make_shared<OptimizeArgs>();
+  auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
+  cmd->add_option("tasks", a->tasks, "task names or folders")->required();
+  cmd->add_option("--agent", a->agent, "expert (decision table + method cards) or random")->check(CLI::IsMember({"expert", "random"}))->capture_default_str();
+  cmd->add_option("--budget-candidates", a->candidates, "programs to evaluate per task, the seed included")->capture_default_str();
+  cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task (0: none)")->capture_default_str();
+  cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();
+  cmd->add_option("--plateau", a->plateau, "stop after this many candidates without a new best")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();
+  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated");
+  cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
+  cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
+  // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
+  cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+    std::vector<std::string> parts;
+    for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
+    int rc = 2;
+    try {
+      rc = run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " "));
+    } catch (const dsl::DslError& e) {
+      std::cerr << e.what() << "\n";
+    } catch (const TaskError& e) {
+      std::cerr << e.what() << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+    }
+    std::cout.flush();
+    if (rc == 0) throw CLI::Success();
+    throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace ksol::cli

@@ -1,0 +1,827 @@
+// The gemm family: acc[m, n] = sum(A[m, k] * B[k, n]) over k with row-major A[M, K], B[K, N],
+// then an elementwise epilogue into the output C[M, N] (bias broadcasts, activations, ...).
+//
+// Two code paths:
+//  - mainloop = cooperative | pingpong (bf16 / f16 operands, f32 accumulation, sm_90a): a
+//    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
+//    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
+//    Shapes TMA cannot take (rows not 16-byte aligned, K = 0) run the SIMT kernel instead, which
+//    is emitted into the same source, so the candidate is correct for every size.
+//  - mainloop = simt: a CUDA-core kernel (shared-memory tiles, register blocking, f32 FMA) with
+//    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "codegen/common.h"
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Definition;
+using dsl::Expr;
+using dsl::Param;
+using dsl::ReduceOp;
+using dsl::Type;
+
+// Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
+constexpr int64_t kSharedLimitBytes = 232448;
+// Static shared memory without the opt-in (the SIMT kernel uses static arrays).
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+const std::vector<std::string> kInternal = {
+    "row", "col", "tile_m", "tile_n", "acc", "a_frag", "b_frag", "As", "Bs", "k0", "kk", "tid", "tx", "ty", "v",
+    "x", "i", "j", "e", "M_", "N_", "K_", "Gemm", "GemmKernel", "KsolEpilogueFn", "ksol_gemm_simt", "ksol_epilogue",
+    "ksol_run_simt", "ksol_run_tma", "g_workspace", "g_workspace_bytes", "args", "status", "hw", "ws_bytes", "cutlass",
+    "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out"};
+
+struct GemmKnobs {
+  int64_t tm = 128, tn = 128, tk = 64;
+  int64_t cm = 1, cn = 1;
+  int64_t stages = 0;  // 0 = auto
+  std::string mainloop = "cooperative", epilogue = "auto", raster = "along_n";
+  int64_t swizzle = 1, split_k = 1, stream_k = 0;
+};
+
+// The program read as a GEMM.
+struct Analysis {
+  const Definition* acc = nullptr;  // the sum over k
+  const Definition* out = nullptr;  // the output (acc itself for a plain f32 GEMM)
+  const Param* a = nullptr;
+  const Param* b = nullptr;
+  std::string m_dim, n_dim, k_dim;
+  Type in_type = Type::f32;
+  // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
+  bool fusable = false;
+  std::string not_fusable;          // why not, when !fusable
+  const Param* bias = nullptr;      // per-column bias (indexed by n only)
+  Expr act;                         // `act` with the core replaced by the read "__x"
+  bool identity = true;             // act is the value itself
+  std::string tag;                  // epilogue tag for the kernel name
+};
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// e with casts peeled off, and the read it reaches (or nullptr).
+const Expr* peel_read(const Expr& e) {
+  const Expr* x = &e;
+  while (x->kind == Expr::Kind::cast) x = &x->args[0];
+  return x->kind == Expr::Kind::read ? x : nullptr;
+}
+
+bool reads_name(const Expr& e, const std::string& name) {
+  if (e.kind == Expr::Kind::read && e.name == name) return true;
+  for (const Expr& a : e.args)
+    if (reads_name(a, name)) return true;
+  return false;
+}
+
+bool uses_dims(const Expr& e) {
+  if (e.kind == Expr::Kind::dim) return true;
+  for (const Expr& a : e.args)
+    if (uses_dims(a)) return true;
+  return false;
+}
+
+void collect_calls(const Expr& e, std::vector<std::string>& out) {
+  if (e.kind == Expr::Kind::call && std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
+  for (const Expr& a : e.args) collect_calls(a, out);
+}
+
+class Analyser {
+ public:
+  explicit Analyser(const dsl::Program& p) : p_(p) {}
+
+  Analysis run() {
+    if (p_.outputs.size() != 1) throw Refused("a gemm program has exactly one output; this one has " + std::to_string(p_.outputs.size()));
+    for (const Definition& d : p_.defs) {
+      if (d.reduce == ReduceOp::none) continue;
+      if (a_.acc) throw Refused("definition '" + d.name + "' is a second reduction; the gemm family fuses one sum over k");
+      a_.acc = &d;
+    }
+    if (!a_.acc || a_.acc->reduce != ReduceOp::sum || a_.acc->indices.size() != 2)
+      throw Refused("the gemm family needs a definition acc[m, n] = sum(A[m, k] * B[k, n]) over k");
+    const Definition& acc = *a_.acc;
+    const Expr& body = acc.body;
+    if (body.kind != Expr::Kind::binary || body.op != "*")
+      throw Refused("the sum of '" + acc.name + "' must be a product A[m, k] * B[k, n], not " + format_expr(body));
+    const Expr* ra = peel_read(body.args[0]);
+    const Expr* rb = peel_read(body.args[1]);
+    const std::string &m = acc.indices[0], &n = acc.indices[1], &k = acc.over;
+    auto is_read = [&](const Expr* r, const std::string& i0, const std::string& i1) {
+      return r && r->indices.size() == 2 && r->indices[0].var == i0 && r->indices[1].var == i1 &&
+             r->indices[0].offset == 0 && r->indices[1].offset == 0 && p_.param(r->name) &&
+             p_.param(r->name)->format == "dense";
+    };
+    if (is_read(rb, m, k) && is_read(ra, k, n)) std::swap(ra, rb);
+    if (!is_read(ra, m, k) || !is_read(rb, k, n))
+      throw Refused("the sum of '" + acc.name + "' must read A[" + m + ", " + k + "] and B[" + k + ", " + n +
+                    "] from row-major parameters (A[M, K], B[K, N]); it is " + format_expr(body));
+    a_.a = p_.param(ra->name);
+    a_.b = p_.param(rb->name);
+    a_.m_dim = acc.extents[0];
+    a_.n_dim = acc.extents[1];
+    a_.k_dim = acc.over_extent;
+    if (a_.a->type != a_.b->type)
+      throw Refused(std::string("A is ") + dsl::type_name(a_.a->type) + " and B is " + dsl::type_name(a_.b->type) +
+                    "; the gemm family needs operands of one type");
+    a_.in_type = a_.a->type;
+    if (a_.in_type != Type::bf16 && a_.in_type != Type::f16 && a_.in_type != Type::f32)
+      throw Refused(std::string("operands of type ") + dsl::type_name(a_.in_type) + " are not supported (bf16, f16, f32)");
+    // The factors: f32(A) * f32(B) for half operands, A * B for f32; the sum accumulates in f32.
+    for (const Expr* f : {&body.args[0], &body.args[1]}) {
+      bool ok = f->kind == Expr::Kind::read || (f->kind == Expr::Kind::cast && f->type == Type::f32 &&
+                                                 f->args[0].kind == Expr::Kind::read);
+      if (!ok) throw Refused("the factors of the sum must be the reads themselves or their f32 casts, not " + format_expr(*f));
+    }
+    if (acc.type != Type::f32 || body.type != Type::f32)
+      throw Refused(std::string("the sum accumulates in ") + dsl::type_name(acc.type) +
+                    "; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");
+    // The output: acc itself, or one elementwise definition over [m, n] reading acc[m, n].
+    for (const Definition& d : p_.defs) {
+      if (&d == &acc) continue;
+      if (!d.is_output)
+        throw Refused("intermediate '" + d.name + "' after the sum is not supported; write the epilogue as one output definition");
+      if (a_.out) throw Refused("a second output definition '" + d.name + "'");
+      a_.out = &d;
+    }
+    for (const Definition& d : p_.defs) {
+      if (&d == a_.acc) break;
+      throw Refused("definition '" + d.name + "' before the sum is not supported (a prologue); the gemm family reads A and B directly");
+    }
+    if (!a_.out) {
+      if (!acc.is_output) throw Refused("the program has no output definition");
+      a_.out = &acc;
+      a_.fusable = true;
+      return a_;
+    }
+    const Definition& out = *a_.out;
+    if (out.indices.size() != 2 || out.extents[0] != a_.m_dim || out.extents[1] != a_.n_dim)
+      throw Refused("output '" + out.name + "' must range over [" + a_.m_dim + ", " + a_.n_dim + "] like the sum");
+    check_epilogue_reads(out.body, out);
+    check_emittable(out.body);
+    fusion(out);
+    return a_;
+  }
+
+ private:
+  // Every read in the epilogue is acc[m, n] or a parameter indexed by the output's indices.
+  void check_epilogue_reads(const Expr& e, const Definition& out) {
+    if (e.kind == Expr::Kind::read) {
+      for (const dsl::IndexExpr& ix : e.indices)
+        if (ix.offset != 0) throw Refused("read " + format_expr(e) + " has an offset index; gemm epilogues read whole rows");
+      if (e.name == a_.acc->name) {
+        if (e.indices[0].var != out.indices[0] || e.indices[1].var != out.indices[1])
+          throw Refused("the epilogue must read " + a_.acc->name + "[" + out.indices[0] + ", " + out.indices[1] + "], not " +
+                        format_expr(e));
+      } else {
+        const Param* prm = p_.param(e.name);
+        if (!prm) throw Refused("epilogue read " + format_expr(e) + " is not a parameter or the sum");
+        if (prm->format != "dense") throw Refused("parameter '" + prm->name + "' is " + prm->format);
+        for (size_t i = 0; i < e.indices.size(); ++i) {
+          const std::string& v = e.indices[i].var;
+          if (v != out.indices[0] && v != out.indices[1])
+            throw Refused("epilogue read " + format_expr(e) + " uses an index other than the output's");
+          const std::string& want = v == out.indices[0] ? a_.m_dim : a_.n_dim;
+          if (prm->extents[i] != want)
+            throw Refused("epilogue read " + format_expr(e) + ": index '" + v + "' ranges over " + want + ", not " + prm->extents[i]);
+        }
+      }
+    }
+    for (const Expr& a : e.args) check_epilogue_reads(a, out);
+  }
+
+  bool is_col_bias(const Expr& e, const Definition& out) const {
+    const Expr* r = &e;
+    if (r->kind == Expr::Kind::cast) {
+      if (r->type != Type::f32) return false;
+      r = &r->args[0];
+    }
+    return r->kind == Expr::Kind::read && r->name != a_.acc->name && r->indices.size() == 1 &&
+           r->indices[0].var == out.indices[1] && (r->type == Type::f32 || is_half(r->type));
+  }
+
+  bool is_acc(const Expr& e) const { return e.kind == Expr::Kind::read && e.name == a_.acc->name; }
+
+  // Finds the core (acc, or acc + bias[n]) in the output expression and checks that the rest is a
+  // function of the core alone.
+  void fusion(const Definition& out) {
+    const Expr* inner = &out.body;
+    if (inner->kind == Expr::Kind::cast && inner->type == out.type && inner->args[0].type == Type::f32) inner = &inner->args[0];
+    else if (out.type != Type::f32) {
+      a_.not_fusable = "the output is not a cast of an f32 value";
+      return;
+    }
+    const Expr* core = nullptr;
+    std::function<void(const Expr&)> find = [&](const Expr& e) {
+      if (core) return;
+      if (e.kind == Expr::Kind::binary && e.op == "+" &&
+          ((is_acc(e.args[0]) && is_col_bias(e.args[1], out)) || (is_acc(e.args[1]) && is_col_bias(e.args[0], out)))) {
+        core = &e;
+        return;
+      }
+      if (is_acc(e)) {
+        core = &e;
+        return;
+      }
+      for (const Expr& a : e.args) find(a);
+    };
+    find(*inner);
+    if (!core) {
+      a_.not_fusable = "the epilogue does not read the sum";
+      return;
+    }
+    if (core->kind == Expr::Kind::binary) {
+      const Expr& bias_read = *peel_read(is_acc(core->args[0]) ? core->args[1] : core->args[0]);
+      a_.bias = p_.param(bias_read.name);
+    }
+    // act: inner with every occurrence of the core replaced by "__x".
+    bool other = false;
+    std::function<Expr(const Expr&)> subst = [&](const Expr& e) -> Expr {
+      if (&e == core) {
+        Expr x;
+        x.kind = Expr::Kind::read;
+        x.name = "__x";
+        x.type = Type::f32;
+        return x;
+      }
+      if (e.kind == Expr::Kind::read) other = true;
+      Expr c = e;
+      for (size_t i = 0; i < e.args.size(); ++i) c.args[i] = subst(e.args[i]);
+      return c;
+    };
+    a_.act = subst(*inner);
+    if (other) {
+      a_.not_fusable = "the epilogue reads tensors other than the sum and one per-column bias added to it (" +
+                       format_expr(out.body) + ")";
+      return;
+    }
+    if (uses_dims(a_.act)) {
+      a_.not_fusable = "the epilogue uses a dim's value";
+      return;
+    }
+    a_.identity = a_.act.kind == Expr::Kind::read;
+    a_.fusable = true;
+    std::vector<std::string> calls;
+    collect_calls(a_.act, calls);
+    std::string tag = a_.bias ? "bias" : "";
+    for (std::string c : calls) {
+      c.erase(std::remove(c.begin(), c.end(), '_'), c.end());
+      tag += c;
+    }
+    if (!a_.identity && calls.empty()) tag += "epi";
+    a_.tag = tag;
+  }
+
+  const dsl::Program& p_;
+  Analysis a_;
+};
+
+// --- knobs -------------------------------------------------------------------------------------
+
+const FamilyGenerator& family();
+
+std::vector<int64_t> list_knob(const Knobs& k, const std::string& key, size_t n) {
+  const dsl::ScheduleValue& v = k.value(key);
+  if (v.kind != dsl::ScheduleValue::Kind::list || v.list.size() != n) {
+    std::string shape = n == 3 ? "[M, N, K]" : "[M, N]";
+    std::string text = v.kind == dsl::ScheduleValue::Kind::list ? list_text(v.list)
+                       : v.kind == dsl::ScheduleValue::Kind::integer ? std::to_string(v.integer) : v.ident;
+    throw Refused(key + " = " + text + " must be a list " + shape);
+  }
+  return v.list;
+}
+
+int64_t auto_or_int(const Knobs& k, const std::string& key) {
+  const dsl::ScheduleValue& v = k.value(key);
+  if (v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto") return 0;
+  if (v.kind == dsl::ScheduleValue::Kind::integer) return v.integer;
+  throw Refused(key + " = " + v.ident + " must be an integer or auto");
+}
+
+// Shared memory the TMA epilogue takes from the mainloop: two D staging buffers of the
+// epilogue subtile (EpilogueTileAuto: at most 128 x 32), the bias row in f32 twice, and 1 KB for
+// the barriers.
+int64_t epilogue_smem(const GemmKnobs& s, const Analysis& a) {
+  if (s.epilogue == "default") return 1024;
+  return 2 * std::min<int64_t>(s.tm, 128) * std::min<int64_t>(s.tn, 32) * type_bytes(a.out->type) +
+         (a.bias ? s.tn * 4 * 2 : 0) + 1024;
+}
+
+int64_t stage_bytes(const GemmKnobs& s, int elem) { return (s.tm * s.tk + s.tn * s.tk) * elem + 16; }
+
+// The stage count `auto` gives: as many as fit beside the epilogue (CUTLASS's carveout rule).
+int64_t auto_stages(const GemmKnobs& s, const Analysis& a, int elem) {
+  return (kSharedLimitBytes - epilogue_smem(s, a)) / stage_bytes(s, elem);
+}
+
+GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
+  Knobs k(p, family());
+  GemmKnobs s;
+  s.mainloop = k.one_of("mainloop", std::vector<std::string>{"cooperative", "pingpong", "simt"});
+  s.epilogue = k.one_of("epilogue", std::vector<std::string>{"auto", "tma", "default"});
+  s.raster = k.one_of("raster", std::vector<std::string>{"along_m", "along_n"});
+  s.swizzle = k.one_of("swizzle", {1, 2, 4, 8});
+  s.split_k = k.integer("split_k");
+  if (s.split_k < 1 || s.split_k > 16) throw Refused("split_k = " + std::to_string(s.split_k) + " must be between 1 and 16");
+  s.stream_k = k.one_of("stream_k", {0, 1});
+  s.stages = auto_or_int(k, "stages");
+  std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
+  s.tm = tile[0], s.tn = tile[1], s.tk = tile[2];
+  s.cm = cluster[0], s.cn = cluster[1];
+  const std::string tile_text = "tile = " + list_text(tile);
+  const std::string cluster_text = "cluster = " + list_text(cluster);
+
+  if (s.mainloop == "simt") {
+    if (!(s.tm == 32 || s.tm == 64 || s.tm == 128) || !(s.tn == 32 || s.tn == 64 || s.tn == 128))
+      throw Refused(tile_text + ": mainloop = simt takes tile M and N in {32, 64, 128}");
+    if (!(s.tk == 8 || s.tk == 16 || s.tk == 32)) throw Refused(tile_text + ": mainloop = simt takes tile K in {8, 16, 32}");
+    if (s.tk * (s.tm + s.tn) * 4 > kStaticSharedBytes)
+      throw Refused(tile_text + " needs " + std::to_string(s.tk * (s.tm + s.tn) * 4) +
+                    " bytes of shared memory; the SIMT kernel's static tiles take at most 49152");
+    if (s.cm != 1 || s.cn != 1)
+      throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
+    if (s.stages != 0 && s.stages != 1)
+      throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop is single-buffered (stages = 1 or auto)");
+    if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
+    if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": the SIMT kernel's tile order is not swizzled (swizzle = 1)");
+    if (s.split_k != 1 || s.stream_k != 0)
+      throw Refused("split_k / stream_k need the CUTLASS stream-K scheduler; mainloop = simt does whole K per tile");
+    return s;
+  }
+
+  // Tensor cores.
+  if (a.in_type == Type::f32)
+    throw Refused("mainloop = " + s.mainloop +
+                  ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
+                  "program asks for f32 products, so mainloop must be simt");
+  const int elem = type_bytes(a.in_type);
+  if (!(s.tm == 64 || s.tm == 128 || s.tm == 256))
+    throw Refused(tile_text + ": WGMMA tiles take M in {64, 128, 256} per block");
+  if (s.tn < 8 || s.tn > 256 || s.tn % 8 != 0) throw Refused(tile_text + ": WGMMA takes N a multiple of 8 up to 256");
+  if (s.tn % 16 != 0)
+    throw Refused(tile_text + ": B is N-major (row-major B[K, N]), and its shared-memory swizzle needs N a multiple of 16");
+  if (s.tk != 64)
+    throw Refused(tile_text + ": tile K must be 64 for 16-bit operands (one 128-byte swizzle row per stage)");
+  if (s.mainloop == "cooperative" && s.tm < 128)
+    throw Refused(tile_text + ": mainloop = cooperative splits the tile's M across two consumer warpgroups of 64 rows, so M >= 128");
+  const int64_t consumers = s.mainloop == "cooperative" ? 256 : 128;
+  const int64_t regs = s.tm * s.tn / consumers;
+  if (regs > 128)
+    throw Refused(tile_text + " with mainloop = " + s.mainloop + " holds " + std::to_string(regs) +
+                  " f32 accumulators per consumer thread; at most 128 fit in the registers");
+  if (!(s.cm == 1 || s.cm == 2 || s.cm == 4) || !(s.cn == 1 || s.cn == 2 || s.cn == 4) || s.cm * s.cn > 4)
+    throw Refused(cluster_text + ": cluster sizes are 1, 2 or 4 with at most 4 blocks per cluster");
+  if (s.mainloop == "pingpong" && (s.split_k != 1 || s.stream_k != 0))
+    throw Refused("split_k / stream_k use the stream-K tile scheduler, which CUTLASS runs with mainloop = cooperative only");
+  if (s.split_k > 1 && s.stream_k == 1)
+    throw Refused("split_k = " + std::to_string(s.split_k) + " and stream_k = 1 are two decompositions; pick one");
+  if (s.epilogue == "default" && !a.identity)
+    throw Refused("epilogue = default (no shared memory) applies no fusion; this epilogue (" + a.tag +
+                  ") needs epilogue = tma or auto");
+  if (s.epilogue == "default" && a.bias)
+    throw Refused("epilogue = default (no shared memory) has no bias broadcast; the bias needs epilogue = tma or auto");
+  if (!a.fusable)
+    throw Refused("mainloop = " + s.mainloop + ": the epilogue has no exact CUTLASS fusion (" + a.not_fusable +
+                  "); it must be out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
+  const int64_t per_stage = stage_bytes(s, elem);
+  const int64_t epi = epilogue_smem(s, a);
+  if (s.stages == 0) {
+    if (auto_stages(s, a, elem) < 2)
+      throw Refused(tile_text + ": not even two stages fit in 227 KB of shared memory");
+  } else {
+    if (s.stages < 2 || s.stages > 8) throw Refused("stages = " + std::to_string(s.stages) + " must be between 2 and 8, or auto");
+    if (s.stages * per_stage + epi > kSharedLimitBytes)
+      throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " + std::to_string(s.stages * per_stage) +
+                    " bytes of shared memory, plus about " + std::to_string(epi) + " for the epilogue: over the 232448 bytes (227 KB) of an sm_90 block");
+  }
+  return s;
+}
+
+std::string name_of(const GemmKnobs& s, const Analysis& a) {
+  std::string n = "gemm_" + std::string(dsl::type_name(a.in_type)) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
+                  "x" + std::to_string(s.tk);
+  if (s.mainloop == "simt") {
+    n += "_simt";
+  } else {
+    n += "_c" + std::to_string(s.cm) + "x" + std::to_string(s.cn);
+    n += s.stages ? "_s" + std::to_string(s.stages) : "_sauto";
+    n += s.mainloop == "cooperative" ? "_coop" : "_pp";
+    if (s.epilogue == "default") n += "_nosmem";
+    if (s.swizzle != 1) n += "_sw" + std::to_string(s.swizzle);
+    if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);
+    if (s.stream_k) n += "_streamk";
+  }
+  n += s.raster == "along_m" ? "_rm" : "_rn";
+  if (!a.tag.empty()) n += "_" + a.tag;
+  else if (!a.fusable) n += "_epi";
+  return n;
+}
+
+void check(const dsl::Program& p, const Binding& b) {
+  if (p.family != "gemm") throw Refused("the program is in the " + p.family + " family, not gemm");
+  Analysis a = Analyser(p).run();
+  read_knobs(p, a);
+  resolve_binding(p, b);
+}
+
+std::string kernel_name_of(const dsl::Program& p) {
+  Analysis a = Analyser(p).run();
+  return name_of(read_knobs(p, a), a);
+}
+
+// --- generation --------------------------------------------------------------------------------
+
+class Generator {
+ public:
+  Generator(const dsl::Program& p, const Binding& b)
+      : p_(p), abi_(resolve_binding(p, b)), a_(Analyser(p).run()), s_(read_knobs(p, a_)), names_(kInternal) {
+    for (const std::string& d : p_.dims) names_.add(d);
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) names_.add(prm.name);
+    for (const Definition& d : p_.defs) names_.add(d.name);
+  }
+
+  std::string run() {
+    const bool tma = s_.mainloop != "simt";
+    Writer w;
+    w.comment(name_of(s_, a_) + ": generated by ksol from the DSL program '" + p_.name + "' (gemm family).");
+    for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
+    if (tma) {
+      w.comment("CUTLASS 3.x sm90 kernel (TMA loads, WGMMA, warp-specialized " + s_.mainloop +
+                " mainloop) for shapes whose rows are 16-byte aligned; the SIMT kernel below for the rest.");
+      w.line("#define CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL 1");
+      w.comment("Device asserts are calls, and a call inside the mainloop serializes the WGMMA pipeline (ptxas C7510).");
+      w.line("#ifndef NDEBUG");
+      w.line("#define NDEBUG 1");
+      w.line("#endif");
+    }
+    w.raw(includes(p_));
+    if (tma) {
+      for (const char* h : {"cutlass/cutlass.h", "cute/tensor.hpp", "cutlass/numeric_types.h",
+                            "cutlass/gemm/device/gemm_universal_adapter.h", "cutlass/gemm/kernel/gemm_universal.hpp",
+                            "cutlass/gemm/collective/collective_builder.hpp",
+                            "cutlass/epilogue/collective/collective_builder.hpp", "cutlass/epilogue/fusion/operations.hpp"})
+        w.line(std::string("#include <") + h + ">");
+    }
+    w.line();
+    Helpers helpers;
+    // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
+    std::string epi_body = simt_epilogue(helpers);
+    std::string act_body;
+    if (tma && !a_.identity) act_body = fused_activation(helpers);
+    if (!helpers.empty()) w.raw(helpers.source() + "\n");
+    simt_kernel(w, epi_body);
+    if (tma) cutlass_kernel(w, act_body);
+    ksol_run(w, tma);
+    return w.text();
+  }
+
+ private:
+  std::string id(const std::string& n) const { return names_[n]; }
+
+  // The output element from the accumulator `v` at (row, col): the epilogue expression.
+  std::string simt_epilogue(Helpers& helpers) {
+    if (a_.out == a_.acc) return "v";
+    const Definition& out = *a_.out;
+    ExprEmitter em;
+    em.helpers = &helpers;
+    em.dim = [&](const std::string& d) { return id(d); };
+    em.read = [&](const Expr& e) -> std::string {
+      if (e.name == a_.acc->name) return "v";
+      const Param* prm = p_.param(e.name);
+      std::string off;
+      for (size_t i = 0; i < e.indices.size(); ++i) {
+        std::string var = e.indices[i].var == out.indices[0] ? "row" : "col";
+        off = off.empty() ? var : "(" + off + ") * " + id(prm->extents[i]) + " + " + var;
+      }
+      return id(prm->name) + "[" + (off.empty() ? "0" : off) + "]";
+    };
+    return em(out.body);
+  }
+
+  std::string fused_activation(Helpers& helpers) {
+    ExprEmitter em;
+    em.helpers = &helpers;
+    em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
+    em.read = [](const Expr&) -> std::string { return "x"; };
+    return em(a_.act);
+  }
+
+  // Parameters of the SIMT kernel: every tensor and every dim, by their identifiers.
+  std::string simt_params() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) {
+      const Param* prm = p_.param(t);
+      bool input = prm != &p_.outputs[0];
+      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + id(t) + ", ";
+    }
+    for (size_t i = 0; i < p_.dims.size(); ++i) s += "int64_t " + id(p_.dims[i]) + (i + 1 < p_.dims.size() ? ", " : "");
+    return s;
+  }
+  std::string simt_args() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) s += id(t) + ", ";
+    for (size_t i = 0; i < p_.dims.size(); ++i) s += id(p_.dims[i]) + (i + 1 < p_.dims.size() ? ", " : "");
+    return s;
+  }
+
+  void simt_kernel(Writer& w, const std::string& epi) {
+    // Tile: the simt schedule's, or 64 x 64 x 16 as the fallback of the tensor-core path.
+    const bool own = s_.mainloop == "simt";
+    const int64_t bm = own ? s_.tm : 64, bn = own ? s_.tn : 64, bk = own ? s_.tk : 16;
+    const int64_t tm = std::max<int64_t>(1, bm / 16), tn = std::max<int64_t>(1, bn / 16);
+    const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
+    const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
+    w.comment("SIMT GEMM: a " + std::to_string(bm) + " x " + std::to_string(bn) + " output tile per block of " +
+              std::to_string((bm / tm) * (bn / tn)) + " threads, each holding " + std::to_string(tm) + " x " +
+              std::to_string(tn) + " accumulators (rows ty + i * kTY, columns tx + j * kTX, so stores are "
+              "coalesced); K advances " + std::to_string(bk) + " at a time through shared memory, in f32, "
+              "with one FMA per product in increasing k.");
+    w.line("constexpr int kBM = " + std::to_string(bm) + ", kBN = " + std::to_string(bn) + ", kBK = " + std::to_string(bk) + ";");
+    w.line("constexpr int kTM = " + std::to_string(tm) + ", kTN = " + std::to_string(tn) + ";");
+    w.line("constexpr int kTX = kBN / kTN, kTY = kBM / kTM, kThreads = kTX * kTY;");
+    w.line();
+    w.open("__global__ void __launch_bounds__(kThreads) ksol_gemm_simt(" + simt_params() + ")");
+    w.line("__shared__ float As[kBK][kBM + 1];");
+    w.line("__shared__ float Bs[kBK][kBN];");
+    w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
+    const bool along_m = s_.raster == "along_m";
+    w.line(std::string("const int64_t tile_m = int64_t(") + (along_m ? "blockIdx.x" : "blockIdx.y") + ") * kBM;");
+    w.line(std::string("const int64_t tile_n = int64_t(") + (along_m ? "blockIdx.y" : "blockIdx.x") + ") * kBN;");
+    w.line("float acc[kTM][kTN];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kTM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
+    w.open("for (int64_t k0 = 0; k0 < " + K + "; k0 += kBK)");
+    w.open("for (int e = tid; e < kBM * kBK; e += kThreads)");
+    w.line("const int i = e / kBK, kk = e % kBK;");
+    w.line("const int64_t row = tile_m + i, k = k0 + kk;");
+    w.line("As[kk][i] = (row < " + M + " && k < " + K + ") ? " + to_float(A + "[row * " + K + " + k]", a_.in_type) + " : 0.0f;");
+    w.close();
+    w.open("for (int e = tid; e < kBK * kBN; e += kThreads)");
+    w.line("const int kk = e / kBN, j = e % kBN;");
+    w.line("const int64_t col = tile_n + j, k = k0 + kk;");
+    w.line("Bs[kk][j] = (col < " + N + " && k < " + K + ") ? " + to_float(B + "[k * " + N + " + col]", a_.in_type) + " : 0.0f;");
+    w.close();
+    w.line("__syncthreads();");
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < kBK; ++kk)");
+    w.line("float a_frag[kTM], b_frag[kTN];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kTM; ++i) a_frag[i] = As[kk][ty + i * kTY];");
+    w.line("#pragma unroll");
+    w.line("for (int j = 0; j < kTN; ++j) b_frag[j] = Bs[kk][tx + j * kTX];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kTM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
+    w.close();
+    w.line("__syncthreads();");
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < kTM; ++i)");
+    w.line("const int64_t row = tile_m + ty + i * kTY;");
+    w.line("if (row >= " + M + ") continue;");
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kTN; ++j)");
+    w.line("const int64_t col = tile_n + j * kTX + tx;");
+    w.line("if (col >= " + N + ") continue;");
+    w.line("const float v = acc[i][j];");
+    w.line(C + "[row * " + N + " + col] = " + epi + ";");
+    w.close();
+    w.close();
+    w.close();
+    w.line();
+    w.open("static int ksol_run_simt(" + simt_params() + ", cudaStream_t stream)");
+    w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
+    w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
+    w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
+    w.line(std::string("const dim3 grid{unsigned(") + (along_m ? "tiles_m" : "tiles_n") + "), unsigned(" +
+           (along_m ? "tiles_n" : "tiles_m") + "), 1u};");
+    w.line("ksol_gemm_simt<<<grid, kThreads, 0, stream>>>(" + simt_args() + ");");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+    w.close();
+    w.line();
+  }
+
+  static std::string cutlass_type(Type t) {
+    switch (t) {
+      case Type::bf16: return "cutlass::bfloat16_t";
+      case Type::f16: return "cutlass::half_t";
+      default: return "float";
+    }
+  }
+
+  void cutlass_kernel(Writer& w, const std::string& act) {
+    const std::string ta = cutlass_type(a_.in_type), td = cutlass_type(p_.outputs[0].type);
+    const bool coop = s_.mainloop == "cooperative";
+    const bool nosmem = s_.epilogue == "default";
+    if (!a_.identity) {
+      w.comment("The epilogue's function of v = acc [+ bias[n]] in f32, applied by CUTLASS's fusion to each fragment; "
+                "the same helpers and order of operations as the DSL (and the SIMT kernel).");
+      w.open("template <class T> struct KsolEpilogueFn");
+      w.line("__device__ __forceinline__ float operator()(float x) const { return " + act + "; }");
+      w.close("};");
+      w.open("template <class T, int N, bool R> struct KsolEpilogueFn<cutlass::Array<T, N, R>>");
+      w.open("__device__ __forceinline__ cutlass::Array<T, N, R> operator()(cutlass::Array<T, N, R> const& v) const");
+      w.line("cutlass::Array<T, N, R> r;");
+      w.line("KsolEpilogueFn<T> f;");
+      w.line("CUTLASS_PRAGMA_UNROLL");
+      w.line("for (int i = 0; i < N; ++i) r[i] = f(v[i]);");
+      w.line("return r;");
+      w.close();
+      w.close("};");
+      w.line();
+    }
+    w.line("using TileShape = cute::Shape<cute::_" + std::to_string(s_.tm) + ", cute::_" + std::to_string(s_.tn) +
+           ", cute::_" + std::to_string(s_.tk) + ">;");
+    w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
+    w.comment("Row-major A[M, K] is K-major (RowMajor); row-major B[K, N] is N-major, which CUTLASS's B tag "
+              "(B as K x N) calls RowMajor; C[M, N] is RowMajor. 8 elements = 16-byte TMA rows.");
+    const std::string epi_sched = nosmem ? "cutlass::epilogue::NoSmemWarpSpecialized"
+                                  : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
+                                         : "cutlass::epilogue::TmaWarpSpecialized";
+    std::string fusion;
+    std::string elem_c = nosmem ? td : "void";
+    if (a_.identity && !a_.bias)
+      fusion = "cutlass::epilogue::fusion::LinearCombination<" + td + ", float, " + elem_c + ", float>";
+    else if (a_.identity)
+      fusion = "cutlass::epilogue::fusion::LinCombPerColBias<" + td + ", float, " + cutlass_type(a_.bias->type) + ", " +
+               elem_c + ", float>";
+    else if (a_.bias)
+      fusion = "cutlass::epilogue::fusion::LinCombPerColBiasEltAct<KsolEpilogueFn, " + td + ", float, " +
+               cutlass_type(a_.bias->type) + ", " + elem_c + ", float>";
+    else
+      fusion = "cutlass::epilogue::fusion::LinCombEltAct<KsolEpilogueFn, " + td + ", float, " + elem_c + ", float>";
+    w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
+    w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
+    w.line(std::string("    ") + "cutlass::epilogue::collective::EpilogueTileAuto, float, float,");
+    w.line("    " + elem_c + ", cutlass::layout::RowMajor, 8, " + td + ", cutlass::layout::RowMajor, 8,");
+    w.line("    " + epi_sched + ", " + fusion);
+    w.line(">::CollectiveOp;");
+    const std::string stages =
+        s_.stages ? "cutlass::gemm::collective::StageCount<" + std::to_string(s_.stages) + ">"
+                  : "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>";
+    w.line("using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<");
+    w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,");
+    w.line("    " + ta + ", cutlass::layout::RowMajor, 8, " + ta + ", cutlass::layout::RowMajor, 8, float,");
+    w.line(std::string("    ") + "TileShape, ClusterShape, " + stages + ",");
+    w.line(std::string("    ") + (coop ? "cutlass::gemm::KernelTmaWarpSpecializedCooperative" : "cutlass::gemm::KernelTmaWarpSpecializedPingpong"));
+    w.line(">::CollectiveOp;");
+    const bool streamk = s_.split_k > 1 || s_.stream_k;
+    w.line("using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop, "
+           "CollectiveEpilogue, " + std::string(streamk ? "cutlass::gemm::StreamKScheduler" : "cutlass::gemm::PersistentScheduler") + ">;");
+    w.line("using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;");
+    w.line();
+    w.line("static void* g_workspace = nullptr;");
+    w.line("static size_t g_workspace_bytes = 0;");
+    w.line();
+    const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
+    const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
+    w.comment("Returns -1 when CUTLASS cannot take the shape (the caller runs the SIMT kernel), else 0 or an error.");
+    std::string params = "const " + std::string(cuda_type(a_.in_type)) + "* " + A + ", const " + cuda_type(a_.in_type) + "* " + B + ", ";
+    if (a_.bias) params += std::string("const ") + cuda_type(a_.bias->type) + "* " + id(a_.bias->name) + ", ";
+    params += std::string(cuda_type(p_.outputs[0].type)) + "* " + C + ", int64_t " + M + ", int64_t " + N + ", int64_t " + K +
+              ", cudaStream_t stream";
+    w.open("static int ksol_run_tma(" + params + ")");
+    w.line("if (" + M + " > INT32_MAX || " + N + " > INT32_MAX || " + K + " > INT32_MAX) return -1;");
+    w.line("const int M_ = int(" + M + "), N_ = int(" + N + "), K_ = int(" + K + ");");
+    w.line("using StrideA = typename Gemm::GemmKernel::StrideA;");
+    w.line("using StrideB = typename Gemm::GemmKernel::StrideB;");
+    w.line("using StrideC = typename Gemm::GemmKernel::StrideC;");
+    w.line("using StrideD = typename Gemm::GemmKernel::StrideD;");
+    w.comment("(m, k, l) of A at m * K + k; (n, k, l) of B at k * N + n; (m, n, l) of C and D at m * N + n.");
+    w.line("using RowStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;");
+    w.line("using ColStride = cute::Stride<cute::Int<1>, int64_t, int64_t>;");
+    w.line("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, ColStride> &&");
+    w.line("              cute::is_same_v<StrideC, RowStride> && cute::is_same_v<StrideD, RowStride>, \"unexpected stride types\");");
+    w.line("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};");
+    w.line("const StrideB stride_b{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_};");
+    w.line("const StrideC stride_c{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
+    w.line("const StrideD stride_d{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
+    w.line("int device = 0;");
+    w.line("if (cudaGetDevice(&device) != cudaSuccess) return 4;");
+    w.line("cutlass::KernelHardwareInfo hw;");
+    w.line("hw.device_id = device;");
+    w.line("hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);");
+    w.line("typename Gemm::Arguments args;");
+    w.line("args.mode = cutlass::gemm::GemmUniversalMode::kGemm;");
+    w.line("args.problem_shape = {M_, N_, K_, 1};");
+    w.line("args.mainloop.ptr_A = reinterpret_cast<const " + ta + "*>(" + A + ");");
+    w.line("args.mainloop.dA = stride_a;");
+    w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + B + ");");
+    w.line("args.mainloop.dB = stride_b;");
+    w.line("args.epilogue.thread.alpha = 1.0f;");
+    w.line("args.epilogue.thread.beta = 0.0f;");
+    if (a_.bias)
+      w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.bias->type) + "*>(" + id(a_.bias->name) + ");");
+    w.line("args.epilogue.ptr_C = nullptr;");
+    w.line("args.epilogue.dC = stride_c;");
+    w.line("args.epilogue.ptr_D = reinterpret_cast<" + td + "*>(" + C + ");");
+    w.line("args.epilogue.dD = stride_d;");
+    w.line("args.hw_info = hw;");
+    w.line(std::string("args.scheduler.raster_order = decltype(args.scheduler.raster_order)::") +
+           (s_.raster == "along_m" ? "AlongM" : "AlongN") + ";");
+    w.line("args.scheduler.max_swizzle_size = " + std::to_string(s_.swizzle) + ";");
+    if (streamk) {
+      w.line("args.scheduler.splits = " + std::to_string(s_.split_k) + ";");
+      w.line(std::string("args.scheduler.decomposition_mode = decltype(args.scheduler.decomposition_mode)::") +
+             (s_.stream_k ? "StreamK" : "SplitK") + ";");
+      w.line("args.scheduler.reduction_mode = decltype(args.scheduler.reduction_mode)::Deterministic;");
+    }
+    w.line("Gemm gemm;");
+    w.line("if (gemm.can_implement(args) != cutlass::Status::kSuccess) return -1;");
+    w.line("const size_t ws_bytes = Gemm::get_workspace_size(args);");
+    w.open("if (ws_bytes > g_workspace_bytes)");
+    w.line("if (g_workspace) cudaFree(g_workspace);");
+    w.line("g_workspace = nullptr;");
+    w.line("g_workspace_bytes = 0;");
+    w.line("if (cudaMalloc(&g_workspace, ws_bytes) != cudaSuccess) return 5;");
+    w.line("g_workspace_bytes = ws_bytes;");
+    w.close();
+    w.line("if (gemm.initialize(args, g_workspace, stream) != cutlass::Status::kSuccess) return 6;");
+    w.line("if (gemm.run(stream) != cutlass::Status::kSuccess) return 7;");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 8;");
+    w.close();
+    w.line();
+  }
+
+  void ksol_run(Writer& w, bool tma) {
+    open_ksol_run(w, p_, abi_, names_);
+    if (tma) {
+      const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
+      const std::string N = id(a_.n_dim), K = id(a_.k_dim), M = id(a_.m_dim);
+      std::string aligned = "reinterpret_cast<uintptr_t>(" + A + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + B +
+                            ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + C + ") % 16 == 0";
+      if (a_.bias) aligned += " && reinterpret_cast<uintptr_t>(" + id(a_.bias->name) + ") % 16 == 0";
+      w.comment("TMA needs 16-byte aligned rows: K and N multiples of 8 elements, and aligned bases.");
+      w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + K + " % 8 == 0 && " + N + " % 8 == 0 && " + aligned + ")");
+      std::string args = A + ", " + B + ", ";
+      if (a_.bias) args += id(a_.bias->name) + ", ";
+      args += C + ", " + M + ", " + N + ", " + K + ", stream";
+      w.line("const int r = ksol_run_tma(" + args + ");");
+      w.line("if (r != -1) return r;");
+      w.close();
+    }
+    w.line("return ksol_run_simt(" + simt_args() + ", stream);");
+    w.close();
+  }
+
+  const dsl::Program& p_;
+  AbiLayout abi_;
+  Analysis a_;
+  GemmKnobs s_;
+  Names names_;
+};
+
+std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+
+const FamilyGenerator& family() {
+  static const FamilyGenerator f{
+      "gemm",
+      {
+          {"tile", "[128, 128, 64]",
+           {"[64, 64, 64]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 192, 64]",
+            "[128, 256, 64]", "[256, 64, 64]", "[256, 128, 64]", "[64, 64, 16]", "[128, 128, 32]", "[128, 128, 8]"}},
+          {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]", "[2, 2]"}},
+          {"stages", "auto", {"auto", "1", "3", "4", "6"}},
+          {"mainloop", "cooperative", {"cooperative", "pingpong", "simt"}},
+          {"epilogue", "auto", {"auto", "default"}},
+          {"raster", "along_n", {"along_n", "along_m"}},
+          {"swizzle", "1", {"1", "2", "8"}},
+          {"split_k", "1", {"1", "2"}},
+          {"stream_k", "0", {"0", "1"}},
+      },
+      &check,
+      &generate,
+      &kernel_name_of,
+  };
+  return f;
+}
+
+}  // namespace
+
+const FamilyGenerator& gemm_family() { return family(); }
+
+}  // namespace ksol::codegen::detail
+
+namespace ksol::codegen {
+
+CompileNeeds compile_needs(const dsl::Program& p) {
+  CompileNeeds n;
+  if (p.family != "gemm") return n;
+  const dsl::ScheduleValue* v = p.knob("mainloop");
+  if (v && v->kind == dsl::ScheduleValue::Kind::ident && v->ident == "simt") return n;
+  n.arch = "sm_90a";
+  n.extra_flags = {"--expt-relaxed-constexpr"};
+  n.libs = {"cuda"};
+  return n;
+}
+
+}  // namespace ksol::codegen

@@ -1,0 +1,558 @@
+// The sparse family: y[m] = sum(f(A[m, j], x[j], ...)) over j with A a CSR matrix (SpMV).
+//
+// Binding. A csr parameter A is three ABI tensors: A_row_ptr (i32, M + 1 entries, zero-based),
+// A_col_idx (i32, one per stored entry) and A_values (A's type). A task may name them
+// A_row_ptr / A_col_idx / A_values, or, when the program has exactly one csr parameter, plainly
+// row_ptr / col_idx / values (as tasks/sparse/spmv_csr_f32 does). Dense parameters bind by name.
+//
+// Strategies (schedule key `strategy`):
+//   row_per_thread  one thread per row, nonzeros in order (vector must be 1);
+//   vector_per_row  `vector` lanes (2..32) per row, lane k takes nonzeros k, k + vector, ...;
+//                   the lanes' partial sums meet in a warp-shuffle butterfly;
+//   nnz_split       the nonzeros are cut into chunks of `vector` consecutive entries, one per
+//                   thread, whatever the rows (balanced for power-law rows). A thread sums the
+//                   part of a row its chunk holds; a row cut by chunk boundaries is written by the
+//                   chunk holding its first entry, and the later chunks' partial sums go to a
+//                   carry buffer that a second kernel adds in chunk order (deterministic, no
+//                   atomics). It needs the task's NNZ dim; the carry buffer is kept across calls
+//                   and grown when needed.
+// cache_x: none (plain loads), readonly (__ldg) or shared (the whole of x in shared memory when
+// it fits in 48 KB, else the readonly path; chosen at run time).
+#include <algorithm>
+#include <map>
+
+#include "codegen/sparse_stencil.h"
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Definition;
+using dsl::Expr;
+using dsl::Param;
+using dsl::Type;
+
+const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBlock", "kChunk", "kMaxBlocks",
+                                            "kMaxSharedX", "kSharedX", "load_ro", "lane", "row", "row0", "p",
+                                            "end", "stop", "acc", "col", "chunk", "chunks", "first", "lo", "hi",
+                                            "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
+                                            "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ"};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+struct Analysis {
+  const Param* csr = nullptr;
+  const Definition* def = nullptr;
+  std::string row_var, col_var;
+  std::vector<const Param*> col_vectors;  // dense inputs read at [j]
+  std::vector<const Param*> row_vectors;  // dense inputs read at [m]
+};
+
+Analysis analyse(const dsl::Program& p) {
+  Analysis a;
+  for (const Param& prm : p.inputs)
+    if (prm.format == "csr") {
+      if (a.csr) throw Refused("the sparse family reads one csr matrix; '" + a.csr->name + "' and '" + prm.name + "' are both csr");
+      a.csr = &prm;
+    }
+  if (!a.csr) throw Refused("the program has no csr input");
+  if (p.defs.size() != 1 || p.outputs.size() != 1)
+    throw Refused("the sparse family generates SpMV: one output defined by one sum over the csr matrix's columns; "
+                  "this program has " + std::to_string(p.defs.size()) + " definitions");
+  const Definition& d = p.defs.front();
+  a.def = &d;
+  if (d.reduce != dsl::ReduceOp::sum) throw Refused("'" + d.name + "' must be a sum over the csr matrix's columns");
+  if (d.indices.size() != 1)
+    throw Refused("'" + d.name + "' has " + std::to_string(d.indices.size()) +
+                  " indices; the sparse family generates SpMV (one output index, the csr row); SpMM is not generated");
+  if (is_half(d.type) || d.type == Type::boolean)
+    throw Refused("'" + d.name + "' accumulates " + dsl::type_name(d.type) +
+                  " values; accumulate in f32 instead, e.g. sum(f32(...))");
+  a.row_var = d.indices[0];
+  a.col_var = d.over;
+  for (const Expr* r : reads_in(d.body)) {
+    const Param* prm = p.param(r->name);
+    if (prm == a.csr) continue;  // the recogniser checked A[m, j]
+    for (const dsl::IndexExpr& ix : r->indices)
+      if (ix.offset != 0) throw Refused("'" + r->name + "' is read at an offset; the sparse family reads no offsets");
+    std::vector<const Param*>* list = nullptr;
+    if (r->indices.size() == 1 && r->indices[0].var == a.col_var) list = &a.col_vectors;
+    if (r->indices.size() == 1 && r->indices[0].var == a.row_var) list = &a.row_vectors;
+    if (!list)
+      throw Refused("'" + format_expr(*r) + "' is neither a vector read at the column index '" + a.col_var +
+                    "' nor at the row index '" + a.row_var + "'; the sparse family reads only those");
+    if (std::find(list->begin(), list->end(), prm) == list->end()) list->push_back(prm);
+  }
+  check_emittable(d.body);
+  return a;
+}
+
+// The ABI tensors a parameter is: a csr matrix is three.
+struct Piece {
+  const Param* param;
+  std::string part;  // "" for a dense tensor, else row_ptr | col_idx | values
+};
+
+// Task tensor name -> piece; refused unless every piece is bound exactly once.
+std::vector<Piece> bind_pieces(const dsl::Program& p, const Binding& b, std::vector<std::string>& order) {
+  std::vector<std::pair<std::string, Piece>> own;
+  int csr_count = 0;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const Param& prm : *list) {
+      if (prm.format == "csr") {
+        ++csr_count;
+        for (const char* part : {"row_ptr", "col_idx", "values"}) own.push_back({prm.name + "_" + part, {&prm, part}});
+      } else {
+        own.push_back({prm.name, {&prm, ""}});
+      }
+    }
+  order = b.tensor_order;
+  if (order.empty())
+    for (const auto& [n, piece] : own) order.push_back(n);
+  std::vector<Piece> out;
+  std::vector<bool> bound(own.size(), false);
+  std::vector<std::string> own_names;
+  for (const auto& [n, piece] : own) own_names.push_back(n);
+  for (const std::string& t : order) {
+    int hit = -1;
+    for (size_t i = 0; i < own.size(); ++i) {
+      const Piece& pc = own[i].second;
+      bool plain = csr_count == 1 && !pc.part.empty() && t == pc.part && !p.param(t);
+      if (own[i].first == t || plain) hit = static_cast<int>(i);
+    }
+    if (hit < 0)
+      throw Refused("task tensor '" + t + "' is not a parameter of the program (its tensors: " + join(own_names) + ")");
+    if (bound[hit]) throw Refused("task tensor '" + t + "' binds '" + own[hit].first + "' a second time");
+    bound[hit] = true;
+    out.push_back(own[hit].second);
+  }
+  for (size_t i = 0; i < own.size(); ++i)
+    if (!bound[i])
+      throw Refused("parameter '" + own[i].first + "' is not a tensor of the task (its tensors: " + join(order) + ")");
+  return out;
+}
+
+struct Sched {
+  std::string strategy;
+  int vector = 1, threads = 256;
+  std::string cache_x;
+};
+
+Sched read_sched(const dsl::Program& p, const Analysis& a) {
+  Knobs k(p, sparse_family());
+  Sched s;
+  s.strategy = k.one_of("strategy", std::vector<std::string>{"row_per_thread", "vector_per_row", "nnz_split"});
+  s.vector = static_cast<int>(k.one_of("vector", {1, 2, 4, 8, 16, 32}));
+  int64_t threads = k.integer("threads");
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  s.threads = static_cast<int>(threads);
+  s.cache_x = k.one_of("cache_x", std::vector<std::string>{"none", "readonly", "shared"});
+  if (s.strategy == "row_per_thread" && s.vector != 1)
+    throw Refused("strategy = row_per_thread gives each row one thread, so vector must be 1, not " +
+                  std::to_string(s.vector));
+  if (s.strategy == "vector_per_row" && s.vector == 1)
+    throw Refused("strategy = vector_per_row needs vector = 2 to 32 lanes per row; vector = 1 is row_per_thread");
+  if (s.cache_x != "none" && a.col_vectors.empty())
+    throw Refused("cache_x = " + s.cache_x + " caches the vector read at the column index, and the program reads none");
+  if (s.cache_x == "shared" && a.col_vectors.size() > 1)
+    throw Refused("cache_x = shared holds one vector read at the column index; the program reads " +
+                  std::to_string(a.col_vectors.size()));
+  return s;
+}
+
+bool has_nnz(const std::vector<std::string>& dims) { return std::find(dims.begin(), dims.end(), "NNZ") != dims.end(); }
+
+void check(const dsl::Program& p, const Binding& b) {
+  Analysis a = analyse(p);
+  std::vector<std::string> order;
+  bind_pieces(p, b, order);
+  std::vector<std::string> dims = b.dim_order.empty() ? p.dims : b.dim_order;
+  for (const std::string& d : p.dims)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end())
+      throw Refused("dim '" + d + "' is not a dim of the task (its dims: " + join(dims) + ")");
+  Sched s = read_sched(p, a);
+  if (s.strategy == "nnz_split" && !has_nnz(dims))
+    throw Refused("strategy = nnz_split sizes its grid by the number of stored entries, and the task has no dim "
+                  "NNZ (its dims: " + join(dims) + ")");
+}
+
+std::string name_of(const dsl::Program& p, const Sched& s) {
+  std::string n = name_stem(p, "sparse");
+  if (s.strategy == "row_per_thread") n += "_row";
+  if (s.strategy == "vector_per_row") n += "_vec" + std::to_string(s.vector);
+  if (s.strategy == "nnz_split") n += "_nnz" + std::to_string(s.vector);
+  n += "_t" + std::to_string(s.threads);
+  if (s.cache_x == "readonly") n += "_ldg";
+  if (s.cache_x == "shared") n += "_smemx";
+  return n;
+}
+
+std::string kernel_name_of(const dsl::Program& p) { return name_of(p, read_sched(p, analyse(p))); }
+
+class Generator {
+ public:
+  Generator(const dsl::Program& p, const Binding& b) : p_(p), a_(analyse(p)), s_(read_sched(p, a_)), names_(kInternal) {
+    pieces_ = bind_pieces(p, b, order_);
+    dims_ = b.dim_order.empty() ? p.dims : b.dim_order;
+    for (const std::string& d : p_.dims) names_.add(d);
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) names_.add(prm.name);
+    for (const Piece& pc : pieces_)
+      piece_name_.push_back(pc.part.empty() ? names_[pc.param->name] : names_.derived(pc.param->name, pc.part));
+    value_ = names_.fresh(names_[a_.csr->name] + "_value");
+    name_ = name_of(p_, s_);
+    acc_t_ = cuda_type(a_.def->type);
+  }
+
+  std::string run() {
+    Writer body;
+    if (split()) {
+      split_kernel(body);
+      fixup_kernel(body);
+    } else {
+      row_kernel(body);
+    }
+    Writer w;
+    w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (sparse family).");
+    w.line("//   " + format_definition(*a_.def));
+    w.comment(description());
+    w.raw(includes(p_));
+    w.line();
+    w.line("namespace {");
+    w.line("constexpr int kThreads = " + std::to_string(s_.threads) + ";  // threads per block");
+    if (s_.strategy == "vector_per_row") {
+      w.line("constexpr int kVector = " + std::to_string(s_.vector) + ";  // lanes per row");
+      w.line("constexpr int kRowsPerBlock = kThreads / kVector;");
+    }
+    if (split()) w.line("constexpr int64_t kChunk = " + std::to_string(s_.vector) + ";  // stored entries per thread");
+    w.line("constexpr int64_t kMaxBlocks = 65536;  // more work loops (grid-stride)");
+    if (s_.cache_x == "shared")
+      w.line("constexpr int64_t kMaxSharedX = 48 * 1024;  // bytes of x a block may keep in shared memory");
+    w.line();
+    if (s_.cache_x != "none") {
+      w.comment("A load through the read-only data cache.");
+      w.line("template <typename T>");
+      w.open("__device__ __forceinline__ T load_ro(const T* p)");
+      w.line("#if defined(__CUDA_ARCH__)");
+      w.line("return __ldg(p);");
+      w.line("#else");
+      w.line("return *p;");
+      w.line("#endif");
+      w.close();
+    }
+    if (split()) w.line("__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }");
+    if (!helpers_.empty()) w.raw(helpers_.source());
+    w.line();
+    w.raw(body.text());
+    w.line("}  // namespace");
+    w.line();
+    host(w);
+    return w.text();
+  }
+
+ private:
+  const dsl::Program& p_;
+  Analysis a_;
+  Sched s_;
+  Names names_;
+  Helpers helpers_;
+  std::vector<Piece> pieces_;
+  std::vector<std::string> order_, dims_, piece_name_;
+  std::string name_, value_, acc_t_;
+
+  bool is_input(const Param* prm) const {
+    for (const Param& x : p_.inputs)
+      if (x.name == prm->name) return true;
+    return false;
+  }
+  bool split() const { return s_.strategy == "nnz_split"; }
+  bool shared_x() const { return s_.cache_x == "shared"; }
+  std::string part(const std::string& which) { return names_.derived(a_.csr->name, which); }
+  const std::string& out() const { return names_[a_.def->name]; }
+
+  std::string description() const {
+    std::string d;
+    if (s_.strategy == "row_per_thread") d = "One thread per row sums the row's stored entries in order";
+    if (s_.strategy == "vector_per_row")
+      d = std::to_string(s_.vector) + " lanes per row take every " + std::to_string(s_.vector) +
+          "th stored entry; their partial sums meet in a warp-shuffle butterfly";
+    if (split())
+      d = "Each thread sums a chunk of " + std::to_string(s_.vector) +
+          " consecutive stored entries; a row cut by chunk boundaries is written by the chunk holding its first "
+          "entry, and the later chunks' partial sums are added by a second kernel, in chunk order";
+    d += ". " + std::to_string(s_.threads) + " threads per block.";
+    if (s_.cache_x == "readonly") d += " x is read through the read-only data cache (__ldg).";
+    if (shared_x())
+      d += " Each block keeps x in shared memory when it fits in kMaxSharedX bytes (else reads it through __ldg).";
+    return d;
+  }
+
+  std::string params_decl() {
+    std::string s;
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const Piece& pc = pieces_[i];
+      bool input = is_input(pc.param);
+      std::string t = pc.part == "row_ptr" || pc.part == "col_idx" ? "int32_t" : cuda_type(pc.param->type);
+      s += std::string(input ? "const " : "") + t + "* __restrict__ " + piece_name_[i] + ", ";
+    }
+    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    return s;
+  }
+  std::string params_pass() {
+    std::string s;
+    for (const std::string& n : piece_name_) s += n + ", ";
+    for (const std::string& d : p_.dims) s += names_[d] + ", ";
+    return s;
+  }
+
+  // The summand at stored entry `p` of row `row`.
+  std::string summand(bool smem) {
+    ExprEmitter em;
+    em.helpers = &helpers_;
+    em.dim = [&](const std::string& d) { return names_[d]; };
+    em.read = [&](const Expr& r) -> std::string {
+      const Param* prm = p_.param(r.name);
+      if (prm == a_.csr) return value_;
+      const std::string& n = names_[prm->name];
+      if (r.indices[0].var == a_.row_var) return n + "[row]";
+      if (smem) return "x_shared[col]";
+      if (s_.cache_x != "none") return "load_ro(" + n + " + col)";
+      return n + "[col]";
+    };
+    return em(a_.def->body);
+  }
+
+  // The loop over stored entries [from, to) by `step`, adding into `acc`.
+  void entry_loop(Writer& w, const std::string& from, const std::string& to, const std::string& step, bool smem) {
+    w.open("for (int64_t p = " + from + "; p < " + to + "; p += " + step + ")");
+    w.line("const int64_t col = " + part("col_idx") + "[p];");
+    w.line("const " + std::string(cuda_type(a_.csr->type)) + " " + value_ + " = " + part("values") + "[p];");
+    w.line("acc += " + summand(smem) + ";");
+    w.close();
+  }
+
+  void shared_prologue(Writer& w) {
+    const Param* x = a_.col_vectors.front();
+    w.line("extern __shared__ " + std::string(cuda_type(x->type)) + " x_shared[];");
+    w.open("if (kSharedX)");
+    w.line("for (int64_t k = threadIdx.x; k < " + names_[x->extents[0]] + "; k += kThreads) x_shared[k] = " +
+           names_[x->name] + "[k];");
+    w.line("__syncthreads();");
+    w.close();
+  }
+
+  void loop_entries(Writer& w, const std::string& from, const std::string& to, const std::string& step) {
+    if (!shared_x()) {
+      entry_loop(w, from, to, step, false);
+      return;
+    }
+    w.open("if (kSharedX)");
+    entry_loop(w, from, to, step, true);
+    w.close();
+    w.open("else");
+    entry_loop(w, from, to, step, false);
+    w.close();
+  }
+
+  void open_kernel(Writer& w, const std::string& name, const std::string& extra) {
+    if (shared_x()) w.line("template <bool kSharedX>");
+    std::string decl = params_decl();
+    if (extra.empty()) decl.resize(decl.size() - 2);
+    decl += extra;
+    w.open("__global__ void __launch_bounds__(kThreads) " + name + "(" + decl + ")");
+    if (shared_x()) shared_prologue(w);
+  }
+
+  void row_kernel(Writer& w) {
+    const std::string M = names_[a_.def->extents[0]];
+    if (s_.strategy == "row_per_thread") {
+      open_kernel(w, name_, "");
+      w.line("for (int64_t row = (int64_t)blockIdx.x * kThreads + threadIdx.x; row < " + M + ";");
+      w.open("     row += (int64_t)gridDim.x * kThreads)");
+      w.line(acc_t_ + " acc = 0;");
+      loop_entries(w, part("row_ptr") + "[row]", "(int64_t)" + part("row_ptr") + "[row + 1]", "1");
+      w.line(out() + "[row] = acc;");
+      w.close();
+      w.close();
+      w.line();
+      return;
+    }
+    open_kernel(w, name_, "");
+    w.line("const int lane = threadIdx.x % kVector;");
+    w.comment("row0 is the block's first row, the same for all its threads: every lane of a warp reaches the "
+              "shuffles.");
+    w.line("for (int64_t row0 = (int64_t)blockIdx.x * kRowsPerBlock; row0 < " + M + ";");
+    w.open("     row0 += (int64_t)gridDim.x * kRowsPerBlock)");
+    w.line("const int64_t row = row0 + threadIdx.x / kVector;");
+    w.line(acc_t_ + " acc = 0;");
+    w.open("if (row < " + M + ")");
+    loop_entries(w, part("row_ptr") + "[row] + lane", "(int64_t)" + part("row_ptr") + "[row + 1]", "kVector");
+    w.close();
+    w.line("#pragma unroll");
+    w.line("for (int k = kVector / 2; k > 0; k /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, k, kVector);");
+    w.line("if (row < " + M + " && lane == 0) " + out() + "[row] = acc;");
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  void split_kernel(Writer& w) {
+    const std::string M = names_[a_.def->extents[0]];
+    const std::string rp = part("row_ptr");
+    w.comment("Chunk t holds stored entries [t * kChunk, min((t + 1) * kChunk, NNZ)). It writes the rows whose first "
+              "entry it holds (the last chunk also the empty rows at the end), summed up to its end, and the sum of "
+              "its entries of a row begun by an earlier chunk into carry_value[t] (carry_row[t] = that row, else -1).");
+    open_kernel(w, name_ + "_chunks", "int64_t NNZ, int64_t chunks, " + acc_t_ + "* __restrict__ carry_value, " +
+                                         "int64_t* __restrict__ carry_row");
+    w.line("for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < chunks;");
+    w.open("     chunk += (int64_t)gridDim.x * kThreads)");
+    w.line("const int64_t b0 = chunk * kChunk, e0 = min64(b0 + kChunk, NNZ);");
+    w.comment("The first row whose first entry is at b0 or later (M when none).");
+    w.line("int64_t lo = 0, hi = " + M + ";");
+    w.open("while (lo < hi)");
+    w.line("const int64_t mid = lo + (hi - lo) / 2;");
+    w.line("if (" + rp + "[mid] < b0) lo = mid + 1; else hi = mid;");
+    w.close();
+    w.line("int64_t row = lo;");
+    w.line(acc_t_ + " acc = 0;");
+    w.open("if (row == " + M + " || " + rp + "[row] > b0)");
+    w.comment("b0 lies inside row - 1, begun by an earlier chunk.");
+    loop_entries(w, "b0", "min64(e0, (int64_t)" + rp + "[row])", "1");
+    w.line("carry_value[chunk] = acc;");
+    w.line("carry_row[chunk] = row - 1;");
+    w.close("} else {");
+    w.line("  carry_row[chunk] = -1;");
+    w.line("}");
+    w.open("for (; row < " + M + " && (" + rp + "[row] < e0 || e0 == NNZ); ++row)");
+    w.line("acc = 0;");
+    loop_entries(w, rp + "[row]", "min64(e0, (int64_t)" + rp + "[row + 1])", "1");
+    w.line(out() + "[row] = acc;");
+    w.close();
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  void fixup_kernel(Writer& w) {
+    w.comment("Adds the carries of each row cut by chunk boundaries, in chunk order: the first chunk continuing a "
+              "row sums the carries of all chunks continuing it.");
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "_carries(" + std::string(cuda_type(a_.def->type)) +
+           "* __restrict__ " + out() + ", int64_t chunks, const " + acc_t_ + "* __restrict__ carry_value, " +
+           "const int64_t* __restrict__ carry_row)");
+    w.line("for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < chunks;");
+    w.open("     chunk += (int64_t)gridDim.x * kThreads)");
+    w.line("const int64_t row = carry_row[chunk];");
+    w.line("if (row < 0 || (chunk > 0 && carry_row[chunk - 1] == row)) continue;");
+    w.line(acc_t_ + " sum = carry_value[chunk];");
+    w.line("for (int64_t u = chunk + 1; u < chunks && carry_row[u] == row; ++u) sum += carry_value[u];");
+    w.line(out() + "[row] = " + out() + "[row] + sum;");
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  void host(Writer& w) {
+    const std::string M = names_[a_.def->extents[0]];
+    if (split()) {
+      w.line("namespace {");
+      w.comment("The carry buffer of nnz_split, kept across calls and grown when a call needs more.");
+      w.line("void* carries = nullptr;");
+      w.line("size_t carries_bytes = 0;");
+      w.line("}  // namespace");
+      w.line();
+    }
+    w.open("extern \"C\" int ksol_run(const ksol_call* call)");
+    w.line("if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != " +
+           std::to_string(order_.size()) + " || call->num_dims != " + std::to_string(dims_.size()) + ")");
+    w.line("  return 1;");
+    std::string neg;
+    for (size_t i = 0; i < dims_.size(); ++i) {
+      bool used = std::find(p_.dims.begin(), p_.dims.end(), dims_[i]) != p_.dims.end();
+      if (!used && !(split() && dims_[i] == "NNZ")) continue;
+      std::string n = used ? names_[dims_[i]] : "NNZ";
+      w.line("const int64_t " + n + " = call->dims[" + std::to_string(i) + "];");
+      neg += (neg.empty() ? "" : " || ") + n + " < 0";
+    }
+    w.line("if (" + neg + ") return 2;");
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const Piece& pc = pieces_[i];
+      bool input = is_input(pc.param);
+      std::string t = std::string(input ? "const " : "") +
+                      (pc.part == "row_ptr" || pc.part == "col_idx" ? "int32_t" : cuda_type(pc.param->type)) + "*";
+      w.line(t + " " + piece_name_[i] + " = static_cast<" + t + ">(call->tensors[" + std::to_string(i) + "]);");
+    }
+    w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
+    w.line("if (" + M + " == 0) return 0;");
+    std::string pass = params_pass();
+    std::string tmpl;
+    if (shared_x()) {
+      const Param* x = a_.col_vectors.front();
+      w.line("const size_t shared_x = (size_t)" + names_[x->extents[0]] + " * sizeof(" + cuda_type(x->type) + ");");
+      w.line("const bool use_shared = shared_x <= (size_t)kMaxSharedX;");
+    }
+    auto launch = [&](const std::string& kernel, const std::string& blocks, const std::string& args) {
+      if (!shared_x()) {
+        w.line(kernel + "<<<(unsigned)" + blocks + ", kThreads, 0, stream>>>(" + args + ");");
+        return;
+      }
+      w.line("if (use_shared)");
+      w.line("  " + kernel + "<true><<<(unsigned)" + blocks + ", kThreads, shared_x, stream>>>(" + args + ");");
+      w.line("else");
+      w.line("  " + kernel + "<false><<<(unsigned)" + blocks + ", kThreads, 0, stream>>>(" + args + ");");
+    };
+    if (s_.strategy == "row_per_thread") {
+      w.line("const int64_t blocks = std::min<int64_t>((" + M + " + kThreads - 1) / kThreads, kMaxBlocks);");
+      pass.resize(pass.size() - 2);
+      launch(name_, "blocks", pass);
+    } else if (s_.strategy == "vector_per_row") {
+      w.line("const int64_t blocks = std::min<int64_t>((" + M + " + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBlocks);");
+      pass.resize(pass.size() - 2);
+      launch(name_, "blocks", pass);
+    } else {
+      w.line("const int64_t chunks = NNZ > 0 ? (NNZ + kChunk - 1) / kChunk : 1;");
+      w.line("const size_t need = (size_t)chunks * (sizeof(int64_t) + sizeof(" + acc_t_ + "));");
+      w.open("if (need > carries_bytes)");
+      w.line("if (carries) cudaFree(carries);");
+      w.line("carries = nullptr;");
+      w.line("carries_bytes = 0;");
+      w.line("if (cudaMalloc(&carries, need) != cudaSuccess) return 4;");
+      w.line("carries_bytes = need;");
+      w.close();
+      w.line("int64_t* carry_row = static_cast<int64_t*>(carries);");
+      w.line(acc_t_ + "* carry_value = reinterpret_cast<" + acc_t_ + "*>(carry_row + chunks);");
+      w.line("const int64_t blocks = std::min<int64_t>((chunks + kThreads - 1) / kThreads, kMaxBlocks);");
+      launch(name_ + "_chunks", "blocks", pass + "NNZ, chunks, carry_value, carry_row");
+      w.line("if (cudaGetLastError() != cudaSuccess) return 4;");
+      w.line(name_ + "_carries<<<(unsigned)blocks, kThreads, 0, stream>>>(" + out() +
+             ", chunks, carry_value, carry_row);");
+    }
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+    w.close();
+  }
+};
+
+std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+
+}  // namespace
+
+const FamilyGenerator& sparse_family() {
+  static const FamilyGenerator f{
+      "sparse",
+      {
+          {"strategy", "row_per_thread", {"row_per_thread", "vector_per_row", "nnz_split"}},
+          {"vector", "1", {"1", "2", "4", "8", "16", "32"}},
+          {"threads", "256", {"64", "128", "256", "512"}},
+          {"cache_x", "none", {"none", "readonly", "shared"}},
+      },
+      &check,
+      &generate,
+      &kernel_name_of,
+  };
+  return f;
+}
+
+}  // namespace ksol::codegen::detail

@@ -1,0 +1,421 @@
+// The stencil family: one definition V[i, j] (or V[z, i, j]) = f(U[i + a, j + b], ...) of
+// constant-offset reads, computed once per output cell (one sweep).
+//
+// Boundary convention. The DSL has no way to say what a cell whose offset reads fall outside
+// the grid is. ksol's convention: a cell is computed by the definition where every read is in
+// range (for each axis k, lo_k <= index < extent_k - hi_k, lo/hi the largest negative/positive
+// offset on that axis over all reads); every other cell is copied from the centre value (offset
+// 0) of the first input the definition reads, converted to the output's type. For the 5-point
+// Jacobi sweep this is exactly the task's "boundary cells are copied from U".
+//
+// Schedule: `tile` [Y, X] (or [Z, Y, X]) outputs per block, X along the fastest axis;
+// `register_block` R: each thread computes R consecutive outputs along the slowest axis (so a
+// block has prod(tile) / R threads), reusing the loads the neighbouring outputs share; `halo`
+// shared: the block stages its tile plus the halo of every input in shared memory, then
+// computes from there; registers: direct loads from global memory (through the read-only
+// cache). `temporal` > 1 (several sweeps per launch) is refused: a program is one sweep.
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "codegen/sparse_stencil.h"
+
+namespace ksol::codegen::detail {
+namespace {
+
+using dsl::Definition;
+using dsl::Expr;
+using dsl::Param;
+using dsl::Type;
+
+const std::vector<std::string> kInternal = {"kThreads", "kRegisterBlock", "kMaxBlocks", "tile", "tiles", "tid",
+                                            "e", "k", "blocks", "o0", "o1", "o2", "l0", "l1", "l2", "g0", "g1",
+                                            "g2", "s0", "s1", "s2", "n0", "n1", "n2", "rest", "inside", "staged"};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+struct Analysis {
+  const Definition* def = nullptr;
+  int rank = 0;
+  std::vector<int64_t> lo, hi;           // halo per axis
+  std::vector<const Param*> inputs;      // inputs read, in first-read order
+  const Param* centre = nullptr;         // boundary cells copy this input
+};
+
+Analysis analyse(const dsl::Program& p) {
+  Analysis a;
+  if (p.defs.size() != 1 || p.outputs.size() != 1)
+    throw Refused("the stencil family generates one output defined by one statement; this program has " +
+                  std::to_string(p.defs.size()) + " definitions");
+  const Definition& d = p.defs.front();
+  a.def = &d;
+  a.rank = static_cast<int>(d.indices.size());
+  if (a.rank != 2 && a.rank != 3)
+    throw Refused("'" + d.name + "' has " + std::to_string(a.rank) + " indices; the stencil family generates 2-D and 3-D stencils");
+  a.lo.assign(a.rank, 0);
+  a.hi.assign(a.rank, 0);
+  for (const Expr* r : reads_in(d.body)) {
+    const Param* prm = p.param(r->name);
+    if (!prm || p.def(r->name)) throw Refused("'" + r->name + "' is not an input");
+    if (static_cast<int>(r->indices.size()) != a.rank || prm->extents != d.extents)
+      throw Refused("'" + format_expr(*r) + "' does not range over the output's grid [" + join(d.extents) +
+                    "]; every stencil input has the output's shape");
+    for (int k = 0; k < a.rank; ++k) {
+      const dsl::IndexExpr& ix = r->indices[k];
+      if (ix.var != d.indices[k])
+        throw Refused("'" + format_expr(*r) + "' reads index '" + ix.var + "' at position " + std::to_string(k + 1) +
+                      " where the output has '" + d.indices[k] + "'; a stencil reads each index at its own position");
+      a.lo[k] = std::max<int64_t>(a.lo[k], -ix.offset);
+      a.hi[k] = std::max<int64_t>(a.hi[k], ix.offset);
+    }
+    if (std::find(a.inputs.begin(), a.inputs.end(), prm) == a.inputs.end()) a.inputs.push_back(prm);
+  }
+  if (a.inputs.empty()) throw Refused("'" + d.name + "' reads no input");
+  a.centre = a.inputs.front();
+  check_emittable(d.body);
+  return a;
+}
+
+struct Sched {
+  std::vector<int64_t> tile;
+  std::string halo;
+  int register_block = 1;
+  int threads = 0;
+  int64_t shared_bytes = 0;
+};
+
+std::vector<int64_t> parse_list(const std::string& text) {
+  std::string t = text;
+  for (char& c : t)
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  std::istringstream in(t);
+  std::vector<int64_t> v;
+  std::string word;
+  while (in >> word) {
+    if (word.find_first_not_of("0123456789") != std::string::npos) throw Refused("tile = " + text + " must be a list of integers");
+    v.push_back(std::stoll(word));
+  }
+  return v;
+}
+
+Sched read_sched(const dsl::Program& p, const Analysis& a) {
+  Knobs k(p, stencil_family());
+  Sched s;
+  const dsl::ScheduleValue* tv = p.knob("tile");
+  if (!tv)
+    s.tile = a.rank == 2 ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{4, 8, 32};
+  else if (tv->kind == dsl::ScheduleValue::Kind::list)
+    s.tile = tv->list;
+  else if (tv->kind == dsl::ScheduleValue::Kind::ident)
+    s.tile = parse_list(tv->ident);
+  else
+    throw Refused("tile = " + std::to_string(tv->integer) + " must be a list [Y, X] or [Z, Y, X]");
+  std::string tile_text;
+  for (size_t i = 0; i < s.tile.size(); ++i) tile_text += (i ? ", " : "") + std::to_string(s.tile[i]);
+  tile_text = "[" + tile_text + "]";
+  if (static_cast<int>(s.tile.size()) != a.rank)
+    throw Refused("tile = " + tile_text + " has " + std::to_string(s.tile.size()) + " entries; a " +
+                  std::to_string(a.rank) + "-D stencil takes " + (a.rank == 2 ? "[Y, X]" : "[Z, Y, X]"));
+  for (int64_t t : s.tile)
+    if (t < 1) throw Refused("tile = " + tile_text + " must have positive entries");
+  s.halo = k.one_of("halo", std::vector<std::string>{"shared", "registers"});
+  s.register_block = static_cast<int>(k.one_of("register_block", {1, 2, 4, 8}));
+  int64_t temporal = k.integer("temporal");
+  if (temporal < 1) throw Refused("temporal = " + std::to_string(temporal) + " must be at least 1");
+  if (temporal > 1)
+    throw Refused("temporal = " + std::to_string(temporal) + " fuses " + std::to_string(temporal) +
+                  " sweeps, but the program is one sweep ('" + a.def->name + "' is computed from its inputs once) and "
+                  "the DSL cannot say that an output feeds the next sweep; temporal must be 1");
+  if (s.tile[0] % s.register_block != 0)
+    throw Refused("register_block = " + std::to_string(s.register_block) + " does not divide the tile's slowest extent " +
+                  std::to_string(s.tile[0]));
+  int64_t threads = 1;
+  for (int64_t t : s.tile) threads *= t;
+  threads /= s.register_block;
+  if (threads < 32 || threads > 1024)
+    throw Refused("tile = " + tile_text + " with register_block = " + std::to_string(s.register_block) + " makes " +
+                  std::to_string(threads) + " threads per block; a block has 32 to 1024");
+  s.threads = static_cast<int>(threads);
+  if (s.halo == "shared") {
+    int64_t cells = 1;
+    for (int kx = 0; kx < a.rank; ++kx) cells *= s.tile[kx] + a.lo[kx] + a.hi[kx];
+    for (const Param* in : a.inputs) s.shared_bytes += cells * type_bytes(in->type);
+    if (s.shared_bytes > 48 * 1024)
+      throw Refused("halo = shared stages " + std::to_string(s.shared_bytes) + " bytes per block (tile " + tile_text +
+                    " plus its halo); static shared memory is at most 49152");
+  }
+  return s;
+}
+
+void check(const dsl::Program& p, const Binding& b) {
+  resolve_binding(p, b);
+  Analysis a = analyse(p);
+  read_sched(p, a);
+}
+
+std::string name_of(const dsl::Program& p, const Sched& s) {
+  std::string n = name_stem(p, "stencil") + "_";
+  for (size_t i = 0; i < s.tile.size(); ++i) n += (i ? "x" : "") + std::to_string(s.tile[i]);
+  n += s.halo == "shared" ? "_smem" : "_regs";
+  if (s.register_block > 1) n += "_rb" + std::to_string(s.register_block);
+  return n;
+}
+
+std::string kernel_name_of(const dsl::Program& p) {
+  Analysis a = analyse(p);
+  return name_of(p, read_sched(p, a));
+}
+
+class Generator {
+ public:
+  Generator(const dsl::Program& p, const Binding& b)
+      : p_(p), abi_(resolve_binding(p, b)), a_(analyse(p)), s_(read_sched(p, a_)), names_(kInternal) {
+    for (const std::string& d : p_.dims) names_.add(d);
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) names_.add(prm.name);
+    for (const Param* in : a_.inputs) staged_[in->name] = names_.derived(in->name, "tile");
+    name_ = name_of(p_, s_);
+  }
+
+  std::string run() {
+    Writer body;
+    kernel(body);
+    Writer w;
+    w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (stencil family).");
+    w.line("//   " + format_definition(*a_.def));
+    std::string tile;
+    for (size_t i = 0; i < s_.tile.size(); ++i) tile += (i ? " x " : "") + std::to_string(s_.tile[i]);
+    w.comment("Each block computes a " + tile + " tile of outputs (tiles in a grid-stride loop), each thread " +
+              std::to_string(s_.register_block) + " consecutive output(s) along the slowest axis; " +
+              (shared() ? "the tile and its halo of every input are staged in shared memory first."
+                        : "inputs are read directly from global memory.") +
+              " Cells whose reads would leave the grid (the outer " + halo_text() + ") are copied from " +
+              a_.centre->name + " (ksol's stencil boundary convention).");
+    w.raw(includes(p_));
+    w.line();
+    w.line("namespace {");
+    w.line("constexpr int kThreads = " + std::to_string(s_.threads) + ";  // threads per block");
+    w.line("constexpr int kRegisterBlock = " + std::to_string(s_.register_block) + ";  // outputs per thread");
+    w.line("constexpr int64_t kMaxBlocks = 65536;  // more tiles loop (grid-stride)");
+    if (!helpers_.empty()) w.raw(helpers_.source());
+    w.line();
+    w.raw(body.text());
+    w.line("}  // namespace");
+    w.line();
+    host(w);
+    return w.text();
+  }
+
+ private:
+  const dsl::Program& p_;
+  AbiLayout abi_;
+  Analysis a_;
+  Sched s_;
+  Names names_;
+  Helpers helpers_;
+  std::map<std::string, std::string> staged_;
+  std::string name_;
+
+  bool shared() const { return s_.halo == "shared"; }
+  int R() const { return a_.rank; }
+  std::string ext(int k) const { return names_[a_.def->extents[k]]; }
+  std::string ax(const char* base, int k) const { return std::string(base) + std::to_string(k); }
+  // Extent of the staged array along axis k.
+  int64_t staged_extent(int k) const { return s_.tile[k] + a_.lo[k] + a_.hi[k]; }
+
+  std::string halo_text() const {
+    std::string s;
+    for (int k = 0; k < R(); ++k)
+      s += (k ? ", " : "") + std::to_string(a_.lo[k]) + "/" + std::to_string(a_.hi[k]);
+    return "cells per axis, low/high: " + s;
+  }
+
+  // The row-major flat index of global coordinates `g` (+ offsets).
+  std::string flat(const std::vector<std::string>& g) const {
+    std::string s = g[0];
+    for (int k = 1; k < R(); ++k) s = "(" + s + ") * " + ext(k) + " + " + g[k];
+    return s;
+  }
+
+  std::string params_decl() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) {
+      const Param* prm = p_.param(t);
+      bool input = false;
+      for (const Param& in : p_.inputs) input = input || in.name == t;
+      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
+    }
+    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + std::string("int64_t ") + names_[p_.dims[i]];
+    return s;
+  }
+  std::string params_pass() const {
+    std::string s;
+    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
+    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + names_[p_.dims[i]];
+    return s;
+  }
+
+  // Block dims along each axis (axis R-1 is threadIdx.x).
+  int64_t block_extent(int k) const { return k == 0 ? s_.tile[0] / s_.register_block : s_.tile[k]; }
+  std::string thread_coord(int k) const {
+    const char* c[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+    return c[R() - 1 - k];
+  }
+
+  void kernel(Writer& w) {
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
+    if (shared()) {
+      for (const Param* in : a_.inputs) {
+        std::string dims;
+        for (int k = 0; k < R(); ++k) dims += "[" + std::to_string(staged_extent(k)) + "]";
+        w.line("__shared__ " + std::string(cuda_type(in->type)) + " " + staged_.at(in->name) + dims + ";");
+      }
+    }
+    // Tiles per axis.
+    for (int k = 0; k < R(); ++k)
+      w.line("const int64_t " + ax("n", k) + " = (" + ext(k) + " + " + std::to_string(s_.tile[k] - 1) + ") / " +
+             std::to_string(s_.tile[k]) + ";");
+    std::string tiles = "n0";
+    for (int k = 1; k < R(); ++k) tiles += " * " + ax("n", k);
+    w.line("const int64_t tiles = " + tiles + ";");
+    w.comment("tile is the same for every thread of the block, so all of them reach the barriers.");
+    w.open("for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)");
+    // Tile origin per axis (fastest axis from the remainder).
+    w.line("int64_t rest = tile;");
+    for (int k = R() - 1; k >= 0; --k) {
+      w.line("const int64_t " + ax("o", k) + " = (rest % " + ax("n", k) + ") * " + std::to_string(s_.tile[k]) + ";");
+      if (k > 0) w.line("rest /= " + ax("n", k) + ";");
+    }
+    if (shared()) stage(w);
+    w.line("#pragma unroll");
+    w.open("for (int k = 0; k < kRegisterBlock; ++k)");
+    for (int k = 0; k < R(); ++k) {
+      std::string l = k == 0 ? "(int64_t)" + thread_coord(0) + " * kRegisterBlock + k" : "(int64_t)" + thread_coord(k);
+      w.line("const int64_t " + ax("l", k) + " = " + l + ";");
+      w.line("const int64_t " + ax("g", k) + " = " + ax("o", k) + " + " + ax("l", k) + ";");
+    }
+    std::string in_grid, inside;
+    for (int k = 0; k < R(); ++k) {
+      in_grid += (k ? " || " : "") + ax("g", k) + " >= " + ext(k);
+      inside += std::string(k ? " && " : "") + ax("g", k) + " >= " + std::to_string(a_.lo[k]) + " && " + ax("g", k) +
+                " < " + ext(k) + " - " + std::to_string(a_.hi[k]);
+    }
+    w.line("if (" + in_grid + ") continue;");
+    std::vector<std::string> g;
+    for (int k = 0; k < R(); ++k) g.push_back(ax("g", k));
+    w.line("const int64_t e = " + flat(g) + ";");
+    w.line("const bool inside = " + inside + ";");
+    ExprEmitter em;
+    em.helpers = &helpers_;
+    em.dim = [&](const std::string& d) { return names_[d]; };
+    em.read = [&](const Expr& r) -> std::string {
+      if (shared()) {
+        std::string s = staged_.at(r.name);
+        for (int k = 0; k < R(); ++k)
+          s += "[" + ax("l", k) + " + " + std::to_string(a_.lo[k] + r.indices[k].offset) + "]";
+        return s;
+      }
+      // Direct loads: the flat index plus the offsets' constant displacement.
+      std::string disp;
+      int64_t stride_const = 0;
+      (void)stride_const;
+      std::string off;
+      for (int k = 0; k < R(); ++k) {
+        int64_t o = r.indices[k].offset;
+        if (o == 0) continue;
+        std::string stride;
+        for (int m = k + 1; m < R(); ++m) stride += (stride.empty() ? "" : " * ") + ext(m);
+        std::string term = stride.empty() ? std::to_string(o < 0 ? -o : o)
+                                          : (std::abs(o) == 1 ? stride : std::to_string(o < 0 ? -o : o) + " * " + stride);
+        off += (o < 0 ? " - " : " + ") + term;
+      }
+      return names_[r.name] + "[e" + off + "]";
+    };
+    const Param& out = p_.outputs.front();
+    const std::string code = em(a_.def->body);
+    const std::string copy = cast_code(names_[a_.centre->name] + "[e]", a_.centre->type, out.type);
+    w.line(names_[out.name] + "[e] = inside ? " + code + " : " + copy + ";");
+    w.close();
+    if (shared()) w.line("__syncthreads();  // the staged tile is rewritten for the next tile");
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  void stage(Writer& w) {
+    int64_t cells = 1;
+    for (int k = 0; k < R(); ++k) cells *= staged_extent(k);
+    std::string tid = thread_coord(R() - 1);
+    if (R() >= 2) tid = "(int)(" + thread_coord(R() - 1) + " + " + std::to_string(block_extent(R() - 1)) + " * (" +
+                        thread_coord(R() - 2) + (R() == 3 ? " + " + std::to_string(block_extent(1)) + " * " + thread_coord(0) : std::string("")) + "))";
+    w.comment("Stage the tile and its halo of every input (cells outside the grid are not loaded: only boundary "
+              "cells would read them, and those copy the centre instead).");
+    w.open("for (int tid = " + tid + "; tid < " + std::to_string(cells) + "; tid += kThreads)");
+    w.line("int rest = tid;");
+    for (int k = R() - 1; k >= 0; --k) {
+      w.line("const int " + ax("s", k) + " = rest % " + std::to_string(staged_extent(k)) + ";");
+      if (k > 0) w.line("rest /= " + std::to_string(staged_extent(k)) + ";");
+      w.line("const int64_t " + ax("g", k) + " = " + ax("o", k) + " + " + ax("s", k) + " - " + std::to_string(a_.lo[k]) +
+             ";");
+    }
+    std::string out_of;
+    std::vector<std::string> g;
+    for (int k = 0; k < R(); ++k) {
+      out_of += (k ? " || " : "") + ax("g", k) + " < 0 || " + ax("g", k) + " >= " + ext(k);
+      g.push_back(ax("g", k));
+    }
+    w.line("if (" + out_of + ") continue;");
+    for (const Param* in : a_.inputs) {
+      std::string s = staged_.at(in->name);
+      for (int k = 0; k < R(); ++k) s += "[" + ax("s", k) + "]";
+      w.line(s + " = " + names_[in->name] + "[" + flat(g) + "];");
+    }
+    w.close();
+    w.line("__syncthreads();");
+  }
+
+  void host(Writer& w) {
+    open_ksol_run(w, p_, abi_, names_);
+    std::string zero;
+    for (int k = 0; k < R(); ++k) zero += (k ? " || " : "") + ext(k) + " == 0";
+    w.line("if (" + zero + ") return 0;");
+    std::string tiles;
+    for (int k = 0; k < R(); ++k)
+      tiles += (k ? " * " : "") + std::string("((") + ext(k) + " + " + std::to_string(s_.tile[k] - 1) + ") / " +
+               std::to_string(s_.tile[k]) + ")";
+    w.line("const int64_t tiles = " + tiles + ";");
+    w.line("const int64_t blocks = std::min<int64_t>(tiles, kMaxBlocks);");
+    std::string block;
+    for (int k = R() - 1; k >= 0; --k) block += (k == R() - 1 ? "" : ", ") + std::to_string(block_extent(k));
+    w.line(name_ + "<<<(unsigned)blocks, dim3(" + block + "), 0, stream>>>(" + params_pass() + ");");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+    w.close();
+  }
+};
+
+std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+
+}  // namespace
+
+const FamilyGenerator& stencil_family() {
+  static const FamilyGenerator f{
+      "stencil",
+      {
+          {"tile", "[16, 64]", {"[8, 32]", "[16, 32]", "[16, 64]", "[32, 32]", "[8, 128]", "[32, 64]", "[4, 8, 32]", "[8, 8, 32]"}},
+          {"halo", "shared", {"shared", "registers"}},
+          {"register_block", "1", {"1", "2", "4", "8"}},
+          {"temporal", "1", {"1", "2"}},
+      },
+      &check,
+      &generate,
+      &kernel_name_of,
+  };
+  return f;
+}
+
+}  // namespace ksol::codegen::detail

@@ -1,0 +1,491 @@
+// The optimisation loop and its evaluators (see optimize.h).
+#include "search/optimize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "codegen/job.h"
+#include "compile/compiler.h"
+#include "coord/session.h"
+#include "core/hash.h"
+#include "core/util.h"
+
+namespace ksol::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double wgeo(const Outcome& o, double SizeResult::*field) {
+  if (!o.ok() || o.sizes.empty()) return 0;
+  double sw = 0, sl = 0;
+  for (auto& s : o.sizes) {
+    double v = s.*field;
+    if (v <= 0) return 0;
+    sw += s.weight;
+    sl += s.weight * std::log(v);
+  }
+  return sw > 0 ? std::exp(sl / sw) : 0;
+}
+
+std::string fmt(double v, int prec = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+double size_weight(const Task& t, const std::string& name) {
+  const SizeSet* s = t.find_size(name);
+  return s ? s->weight : 1.0;
+}
+
+}  // namespace
+
+double Outcome::score_us() const { return wgeo(*this, &SizeResult::median_us); }
+double Outcome::ci_low_us() const { return wgeo(*this, &SizeResult::ci_low_us); }
+double Outcome::ci_high_us() const { return wgeo(*this, &SizeResult::ci_high_us); }
+double Outcome::pct_sol() const { return wgeo(*this, &SizeResult::pct_sol); }
+
+const SizeResult* Outcome::representative() const {
+  const SizeResult* best = nullptr;
+  for (auto& s : sizes)
+    if (!best || s.weight > best->weight || (s.weight == best->weight && s.sol_us > best->sol_us)) best = &s;
+  return best;
+}
+
+double speedup(const Outcome& base, const Outcome& cand) {
+  double sw = 0, sl = 0;
+  for (auto& c : cand.sizes) {
+    if (c.status != "ok" || c.median_us <= 0) continue;
+    for (auto& b : base.sizes)
+      if (b.size == c.size && b.status == "ok" && b.median_us > 0) {
+        sw += c.weight;
+        sl += c.weight * std::log(b.median_us / c.median_us);
+      }
+  }
+  return sw > 0 ? std::exp(sl / sw) : 0;
+}
+
+std::vector<const SizeSet*> visible_sizes(const Task& t) {
+  std::vector<const SizeSet*> v;
+  for (auto& s : t.sizes)
+    if (!s.hidden) v.push_back(&s);
+  return v;
+}
+
+codegen::Binding binding_of(const Task& t) {
+  codegen::Binding b;
+  for (auto& ts : t.tensors) b.tensor_order.push_back(ts.name);
+  b.dim_order = t.dims;
+  return b;
+}
+
+// --- the Session evaluator -------------------------------------------------------------------
+
+namespace {
+
+Outcome convert(const Task& t, const CandidateOutcome& co) {
+  Outcome o;
+  o.label = co.label;
+  if (!co.compiled.ok) {
+    o.status = "failed";
+    o.error = co.compiled.stage + " gate: " + co.compiled.message.substr(0, 2000);
+    return o;
+  }
+  bool ok = !co.sizes.empty();
+  for (auto& s : co.sizes) {
+    SizeResult r;
+    r.size = s.size;
+    r.status = s.status == "skipped" && s.median_us > 0 ? "ok" : s.status;
+    r.weight = size_weight(t, s.size);
+    r.median_us = s.median_us;
+    r.ci_low_us = s.ci_low_us;
+    r.ci_high_us = s.ci_high_us;
+    r.sol_us = s.sol_us;
+    r.pct_sol = s.pct_sol;
+    r.headroom = s.headroom;
+    r.bound = s.bound;
+    r.message = s.message;
+    if (r.status != "ok") {
+      ok = false;
+      if (o.error.empty()) o.error = s.size + ": " + s.status + (s.failed_gate.empty() ? "" : " at " + s.failed_gate) + ": " + s.message;
+    }
+    o.sizes.push_back(r);
+  }
+  o.status = ok ? "ok" : "failed";
+  return o;
+}
+
+EvalOptions visible_options(const Task& t, int64_t resume, double timeout) {
+  EvalOptions eo;
+  for (auto* s : visible_sizes(t)) eo.sizes.push_back(s->name);
+  eo.resume_run = resume;
+  eo.timeout_s = timeout;
+  return eo;
+}
+
+}  // namespace
+
+Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
+                                   const std::string& method) {
+  codegen::Binding b = binding_of(t);
+  codegen::Support sup = codegen::can_implement(p, b);
+  Outcome o;
+  o.label = label;
+  if (!sup.ok) {
+    o.status = "unsupported";
+    o.error = sup.reason;
+    return o;
+  }
+  o.kernel = codegen::kernel_name(p);
+  CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
+  std::string origin = "agent:" + agent_;
+  if (store::Store* st = s_.store()) {
+    // The same row Session::evaluate upserts, written first so that it keeps parent and method.
+    store::CandidateRow c;
+    c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
+    c.source_hash = sha256_hex(j.original + "\n" + j.source_text);
+    c.source = j.original;
+    c.language = "dsl";
+    c.origin = origin;
+    if (parent > 0) c.parent_id = parent;
+    c.method = method;
+    c.agent = agent_;
+    o.candidate_id = st->upsert_candidate(c);
+  }
+  CandidateOutcome co = s_.evaluate(t, j, label, origin, visible_options(t, resume_, timeout_s_));
+  Outcome r = convert(t, co);
+  r.candidate_id = o.candidate_id;
+  r.kernel = o.kernel;
+  return r;
+}
+
+std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
+  std::map<std::string, Outcome> out;
+  for (auto& b : t.baselines) {
+    CandidateOutcome co =
+        s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, visible_options(t, resume_, timeout_s_));
+    out[b.name] = convert(t, co);
+  }
+  return out;
+}
+
+// --- the scripted evaluator ------------------------------------------------------------------
+
+double ScriptedEvaluator::time_of(const codegen::Schedule& s) const {
+  double f = base_us;
+  for (auto& [key, knob] : model) {
+    std::string v;
+    for (auto& kv : s)
+      if (kv.first == key) v = kv.second;
+    if (v == knob.preferred) continue;
+    bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos &&
+               knob.preferred.find_first_not_of("0123456789") == std::string::npos;
+    if (num) f *= 1 + knob.weight * std::fabs(std::log2(std::stod(v) / std::stod(knob.preferred)));
+    else f *= 1 + knob.weight * 2;
+  }
+  return f;
+}
+
+namespace {
+double scale_of(const SizeSet& s) {
+  double n = 1;
+  for (auto& [k, v] : s.dims) n *= v;
+  return n > 0 ? n / 1e6 : 1;
+}
+}  // namespace
+
+Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
+                                    const std::string& method) {
+  ++evaluations;
+  calls.push_back({parent, method});
+  Outcome o;
+  o.label = label;
+  o.candidate_id = evaluations;
+  codegen::Support sup = codegen::can_implement(p, binding_of(t));
+  if (!sup.ok) {
+    o.status = "unsupported";
+    o.error = sup.reason;
+    return o;
+  }
+  o.kernel = codegen::kernel_name(p);
+  codegen::Schedule s = agents::full_schedule(p);
+  bool failed = fail && fail(s);
+  double tm = time_of(s);
+  for (auto* sz : visible_sizes(t)) {
+    SizeResult r;
+    r.size = sz->name;
+    r.weight = sz->weight;
+    double sc = scale_of(*sz);
+    r.status = failed ? "failed" : "ok";
+    r.median_us = tm * sc;
+    r.ci_low_us = r.median_us * (1 - noise_frac);
+    r.ci_high_us = r.median_us * (1 + noise_frac);
+    r.sol_us = sol_us * sc;
+    r.pct_sol = r.sol_us / r.median_us;
+    r.headroom = r.median_us / r.sol_us;
+    r.bound = "memory";
+    if (failed) r.message = "scripted failure";
+    o.sizes.push_back(r);
+  }
+  o.status = failed ? "failed" : "ok";
+  if (failed) o.error = "correctness gate: scripted failure";
+  return o;
+}
+
+std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) {
+  std::map<std::string, Outcome> out;
+  for (auto& [name, us] : baseline_us) {
+    Outcome o;
+    o.label = "baseline:" + name;
+    o.status = "ok";
+    for (auto* sz : visible_sizes(t)) {
+      SizeResult r;
+      r.size = sz->name;
+      r.weight = sz->weight;
+      r.status = "ok";
+      double sc = scale_of(*sz);
+      r.median_us = us * sc;
+      r.ci_low_us = r.median_us * (1 - noise_frac);
+      r.ci_high_us = r.median_us * (1 + noise_frac);
+      r.sol_us = sol_us * sc;
+      r.pct_sol = r.sol_us / r.median_us;
+      r.bound = "memory";
+      o.sizes.push_back(r);
+    }
+    out[name] = o;
+  }
+  return out;
+}
+
+// --- the loop --------------------------------------------------------------------------------
+
+OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, agents::Agent& agent,
+                        const OptimizeOptions& o) {
+  OptimizeResult res;
+  res.task = t.name;
+  auto t0 = Clock::now();
+  auto say = [&](const std::string& line) {
+    res.log.push_back(line);
+  };
+  auto progress = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  std::mt19937_64 rng(o.seed);
+  codegen::Binding b = binding_of(t);
+
+  // Baselines: the reference the search must beat, per size the fastest.
+  res.baselines = ev.baselines(t);
+  double best_base_score = 0;
+  res.baseline_best.label = "baseline:best";
+  res.baseline_best.status = "failed";
+  for (auto* sz : visible_sizes(t)) {
+    const SizeResult* fastest = nullptr;
+    for (auto& [name, bo] : res.baselines)
+      for (auto& s : bo.sizes)
+        if (s.size == sz->name && s.status == "ok" && s.median_us > 0 && (!fastest || s.median_us < fastest->median_us))
+          fastest = &s;
+    if (fastest) res.baseline_best.sizes.push_back(*fastest);
+  }
+  if (!res.baseline_best.sizes.empty() && res.baseline_best.sizes.size() == visible_sizes(t).size())
+    res.baseline_best.status = "ok";
+  for (auto& [name, bo] : res.baselines)
+    if (bo.ok() && (best_base_score == 0 || bo.score_us() < best_base_score)) {
+      best_base_score = bo.score_us();
+      res.best_baseline = name;
+    }
+
+  auto sched_of = [](const dsl::Program& p) { return codegen::schedule_text(agents::full_schedule(p)); };
+  int evaluated = 0;
+  auto run = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) -> Attempt& {
+    Attempt a;
+    a.index = static_cast<int>(res.trajectory.size());
+    a.parent = parent;
+    a.method = method;
+    a.why = why;
+    a.program = p;
+    a.schedule = sched_of(p);
+    std::string label = "c" + std::to_string(a.index);
+    int64_t parent_id = parent >= 0 ? res.trajectory[parent].outcome.candidate_id : 0;
+    a.outcome = ev.evaluate(t, p, label, parent_id, method);
+    ++evaluated;
+    res.trajectory.push_back(std::move(a));
+    return res.trajectory.back();
+  };
+
+  Attempt& s0 = run(seed, -1, "seed", "the task's seed program");
+  if (!s0.outcome.ok()) {
+    s0.note = "seed failed: " + s0.outcome.error;
+    say(s0.note);
+    res.stop_reason = "seed_failed";
+  } else {
+    res.best = 0;
+    s0.accepted = true;
+    s0.note = "seed";
+    res.pct_sol_before = s0.outcome.pct_sol();
+  }
+  progress(t.name + ": seed " + (s0.outcome.ok() ? fmt(s0.outcome.score_us()) + " us, " + fmt(s0.outcome.pct_sol() * 100, 1) + "% SOL"
+                                                  : "FAILED: " + s0.outcome.error));
+
+  std::set<std::pair<int, std::string>> failed_pairs;
+  std::map<std::string, int> seen;
+  seen[s0.schedule] = 0;
+  std::set<int> exhausted;
+  int since_best = 0;
+
+  while (res.best >= 0) {
+    const Attempt& best = res.trajectory[res.best];
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
+    if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
+    if (o.budget_seconds > 0 && secs >= o.budget_seconds) { res.stop_reason = "seconds"; break; }
+    if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }
+
+    // The population: elites (fastest verified) and diverse members (most knobs unlike the best).
+    std::vector<int> ok;
+    for (auto& a : res.trajectory)
+      if (a.outcome.ok()) ok.push_back(a.index);
+    std::stable_sort(ok.begin(), ok.end(), [&](int x, int y) {
+      return res.trajectory[x].outcome.score_us() < res.trajectory[y].outcome.score_us();
+    });
+    std::vector<int> pop(ok.begin(), ok.begin() + std::min(ok.size(), o.elites));
+    auto bs = agents::full_schedule(best.program);
+    std::vector<std::pair<int, int>> far;
+    for (int i : ok) {
+      if (std::find(pop.begin(), pop.end(), i) != pop.end()) continue;
+      auto s = agents::full_schedule(res.trajectory[i].program);
+      int d = 0;
+      for (size_t k = 0; k < s.size() && k < bs.size(); ++k) d += s[k] != bs[k];
+      far.push_back({-d, i});
+    }
+    std::stable_sort(far.begin(), far.end());
+    for (size_t k = 0; k < far.size() && k < o.diverse; ++k) pop.push_back(far[k].second);
+    if (std::find(pop.begin(), pop.end(), res.best) == pop.end()) pop.insert(pop.begin(), res.best);
+
+    // Parent: the best, or (as in GPU Kernel Scientist) now and then a reference version.
+    std::vector<int> order;
+    std::uniform_real_distribution<double> u(0, 1);
+    if (pop.size() > 1 && u(rng) < o.reference_parent_prob) {
+      std::vector<int> others;
+      for (int i : pop)
+        if (i != res.best) others.push_back(i);
+      order.push_back(others[std::uniform_int_distribution<size_t>(0, others.size() - 1)(rng)]);
+    }
+    order.push_back(res.best);
+    for (int i : pop) order.push_back(i);
+
+    int parent = -1;
+    std::optional<agents::Proposal> pick;
+    for (int cand : order) {
+      if (exhausted.count(cand)) continue;
+      const Attempt& pa = res.trajectory[cand];
+      agents::Profile prof;
+      prof.precision = t.precision;
+      if (const SizeResult* r = pa.outcome.representative()) {
+        prof.bound = r->bound;
+        prof.pct_sol = r->pct_sol;
+        if (const SizeSet* sz = t.find_size(r->size)) prof.dims = sz->dims;
+      }
+      std::set<std::string> exclude;
+      for (auto& [pp, m] : failed_pairs)
+        if (pp == cand) exclude.insert(m);
+      std::vector<std::string> alog;
+      std::vector<agents::Proposal> props = agent.propose(pa.program, prof, b, exclude, &alog);
+      for (auto& l : alog) say("[parent c" + std::to_string(cand) + "] " + l);
+      std::string grand = pa.parent >= 0 ? res.trajectory[pa.parent].schedule : "";
+      for (auto& p : props) {
+        std::string st = codegen::schedule_text(p.schedule);
+        if (failed_pairs.count({cand, p.method})) continue;
+        if (!grand.empty() && st == grand) {
+          say("[parent c" + std::to_string(cand) + "] oscillation skipped: " + p.method + " would return to c" +
+              std::to_string(pa.parent) + " {" + st + "}");
+          continue;
+        }
+        if (seen.count(st)) continue;
+        pick = p;
+        break;
+      }
+      if (pick) {
+        parent = cand;
+        break;
+      }
+      exhausted.insert(cand);
+      say("parent c" + std::to_string(cand) + " exhausted: every proposal was tried, failed or refused");
+    }
+    if (!pick) { res.stop_reason = "exhausted"; break; }
+
+    Attempt& a = run(pick->program, parent, pick->method, pick->why);
+    seen[a.schedule] = a.index;
+    const Attempt& cur = res.trajectory[res.best];
+    if (!a.outcome.ok()) {
+      failed_pairs.insert({parent, a.method});
+      a.note = "failed: " + a.outcome.error;
+      ++since_best;
+    } else {
+      double cs = a.outcome.score_us(), bsc = cur.outcome.score_us();
+      double clo = cur.outcome.ci_low_us(), chi = a.outcome.ci_high_us();
+      bool faster = cs * o.gamma <= bsc;
+      bool ci = clo > 0 && chi > 0;
+      bool pass = faster && (!ci || chi < clo / o.gamma);
+      if (pass) {
+        a.accepted = true;
+        a.note = "new best: " + fmt(bsc / cs, 3) + "x over c" + std::to_string(res.best);
+        res.best = a.index;
+        since_best = 0;
+      } else {
+        a.note = "kept c" + std::to_string(res.best) + ": " + fmt(bsc / cs, 3) + "x < gamma " + fmt(o.gamma, 2) +
+                 (faster && ci ? " with overlapping CIs" : "");
+        ++since_best;
+      }
+    }
+    const Attempt& nb = res.trajectory[res.best];
+    double secs2 = std::chrono::duration<double>(Clock::now() - t0).count();
+    double sp = speedup(res.baseline_best, nb.outcome);
+    progress(t.name + ": [" + std::to_string(evaluated) + "/" + std::to_string(o.max_candidates) + "] c" + std::to_string(a.index) +
+             " <- c" + std::to_string(parent) + " " + a.method + " {" + a.schedule + "}: " +
+             (a.outcome.ok() ? fmt(a.outcome.score_us()) + " us" : "FAILED") + "; best c" + std::to_string(res.best) + " " +
+             fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
+             fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL" +
+             (o.budget_seconds > 0 ? ", " + fmt(std::max(0.0, o.budget_seconds - secs2), 0) + " s left" : ""));
+  }
+
+  // The answer: the best verified candidate unless a baseline is faster.
+  if (res.best >= 0 && res.baseline_best.ok()) {
+    double sp = speedup(res.baseline_best, res.trajectory[res.best].outcome);
+    res.use_baseline = sp < 1.0;
+  } else if (res.best < 0) {
+    res.use_baseline = true;
+  }
+  const Outcome& final_out = res.use_baseline ? res.baseline_best : res.trajectory[res.best].outcome;
+  res.speedup_vs_baseline = res.use_baseline ? (res.baseline_best.ok() ? 1.0 : 0.0) : speedup(res.baseline_best, final_out);
+  if (res.baselines.count("naive")) res.speedup_vs_naive = speedup(res.baselines["naive"], final_out);
+  res.pct_sol_after = res.use_baseline ? res.baseline_best.pct_sol() : final_out.pct_sol();
+  if (res.use_baseline && res.baseline_best.ok() && res.pct_sol_after == 0) {
+    // baseline_best mixes baselines per size; its pct_sol still comes from each size.
+    res.pct_sol_after = wgeo(res.baseline_best, &SizeResult::pct_sol);
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return res;
+}
+
+nlohmann::json OptimizeResult::to_json() const {
+  using nlohmann::json;
+  json traj = json::array();
+  for (auto& a : trajectory)
+    traj.push_back({{"index", a.index}, {"parent", a.parent}, {"method", a.method}, {"schedule", a.schedule},
+                    {"status", a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
+                    {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
+                    {"kernel", a.outcome.kernel}, {"why", a.why}});
+  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"seconds", seconds},
+            {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
+            {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
+            {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj}};
+  if (const Attempt* b = best_attempt()) {
+    j["best"] = {{"index", b->index}, {"kernel", b->outcome.kernel}, {"program", dsl::print_source(b->program)},
+                 {"schedule", b->schedule}, {"score_us", b->outcome.score_us()}, {"candidate_id", b->outcome.candidate_id}};
+  }
+  return j;
+}
+
+}  // namespace ksol::search

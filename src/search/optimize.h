@@ -1,0 +1,171 @@
+// The optimisation loop: from a task's seed DSL program, an agent proposes children of chosen
+// parents, an evaluator measures them on the task's visible sizes, and a performance gate keeps
+// the best. Short-term memory (the trajectory) stops repeats, failed (parent, method) pairs and
+// oscillations. The result is never slower or wrong: the best verified candidate, else the best
+// baseline.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agents/expert.h"
+#include "codegen/codegen.h"
+#include "dsl/ir.h"
+#include "task/task.h"
+
+namespace CLI {
+class App;
+}
+namespace ksol {
+class Session;
+}
+
+namespace ksol::cli {
+// Registers `ksol optimize TASK... [--agent ...]` (src/cli/optimize.cpp). The references are the
+// global options, read when the command runs; the command ends CLI11's parse with its status.
+void add_optimize_command(CLI::App& app, const std::string& store, const std::string& worker, const std::string& assume_gpu,
+                          const bool& json_out, int argc, char** argv);
+}
+
+namespace ksol::search {
+
+struct SizeResult {
+  std::string size;
+  std::string status;  // ok | failed | suspect | no_gpu | unsupported
+  double weight = 1;
+  double median_us = 0, ci_low_us = 0, ci_high_us = 0;
+  double sol_us = 0, pct_sol = 0, headroom = 0;
+  std::string bound;   // memory | compute
+  std::string message;
+};
+
+struct Outcome {
+  std::string label;
+  std::string status = "failed";  // ok when every size is ok
+  std::string error;              // why not ok
+  std::vector<SizeResult> sizes;
+  int64_t candidate_id = 0;       // the store's id (0 without a store)
+  std::string kernel;             // the generated kernel's name
+  bool ok() const { return status == "ok"; }
+  // Weighted geometric means over the sizes (0 when not ok or not known).
+  double score_us() const;
+  double ci_low_us() const;
+  double ci_high_us() const;
+  double pct_sol() const;
+  // The size that weighs most (ties: the largest SOL time): what the agent profiles.
+  const SizeResult* representative() const;
+};
+
+// Weighted geometric mean of base/cand per size over the sizes both have ok (0 if none).
+double speedup(const Outcome& base, const Outcome& cand);
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  // Measures a program on the task's visible sizes. `parent` is the parent's candidate_id (0:
+  // none); `method` the card (or "seed", "random").
+  virtual Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
+                           const std::string& method) = 0;
+  // The task's baselines on the same sizes, by name.
+  virtual std::map<std::string, Outcome> baselines(const Task& t) = 0;
+};
+
+// The visible sizes of a task (the search never sees the hidden ones).
+std::vector<const SizeSet*> visible_sizes(const Task& t);
+codegen::Binding binding_of(const Task& t);
+
+// Over a Session: generates CUDA, compiles, runs every gate in the worker, records candidates
+// with parent, method and agent in the store.
+class SessionEvaluator : public Evaluator {
+ public:
+  SessionEvaluator(Session& s, std::string agent, int64_t resume_run = 0, double timeout_s = 300)
+      : s_(s), agent_(std::move(agent)), resume_(resume_run), timeout_s_(timeout_s) {}
+  Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
+                   const std::string& method) override;
+  std::map<std::string, Outcome> baselines(const Task& t) override;
+
+ private:
+  Session& s_;
+  std::string agent_;
+  int64_t resume_;
+  double timeout_s_;
+};
+
+// For tests: a deterministic cost model over the schedule knobs. Each key has a preferred value;
+// time = base * prod(1 + weight_k * |log2(value / preferred)|) (choice keys: a factor when not
+// the preferred one), per size scaled by its bytes. `fail` marks schedules that fail a gate.
+class ScriptedEvaluator : public Evaluator {
+ public:
+  struct Knob {
+    std::string preferred;
+    double weight = 0.1;
+  };
+  std::map<std::string, Knob> model;
+  double base_us = 100;              // at the optimum, size weight 1
+  double sol_us = 50;                // the SOL time at the optimum's scale
+  double noise_frac = 0.0;           // CI half-width as a fraction of the median
+  std::map<std::string, double> baseline_us = {{"naive", 400}, {"vendor", 150}};
+  std::function<bool(const codegen::Schedule&)> fail;
+  int evaluations = 0;
+  std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
+
+  double time_of(const codegen::Schedule& s) const;
+  Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
+                   const std::string& method) override;
+  std::map<std::string, Outcome> baselines(const Task& t) override;
+};
+
+struct OptimizeOptions {
+  int max_candidates = 40;       // evaluations of programs, the seed included
+  double budget_seconds = 0;     // 0: no time limit
+  double target_sol = 0.9;       // stop when the best reaches this %SOL (0..1); 0: never
+  int plateau = 12;              // stop after this many evaluations without a new best
+  uint64_t seed = 1;
+  std::string agent = "expert";  // expert | random
+  double gamma = 1.03;           // the performance gate
+  double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
+  size_t elites = 4, diverse = 2;
+  std::function<void(const std::string&)> progress;  // one line per event (optional)
+};
+
+struct Attempt {
+  int index = 0;                 // in the trajectory
+  int parent = -1;               // trajectory index of the parent (-1: the seed)
+  std::string method, why;
+  std::string schedule;          // schedule_text of the full schedule
+  dsl::Program program;
+  Outcome outcome;
+  bool accepted = false;         // became the new best
+  std::string note;              // gate decision
+};
+
+struct OptimizeResult {
+  std::string task;
+  std::string stop_reason;       // target | plateau | candidates | seconds | exhausted | seed_failed
+  std::vector<Attempt> trajectory;
+  int best = -1;                 // trajectory index of the best verified candidate (-1: none)
+  bool use_baseline = false;     // nothing verified beat the best baseline: the result is it
+  std::string best_baseline;     // name
+  Outcome baseline_best;         // per size: the fastest baseline
+  std::map<std::string, Outcome> baselines;
+  double speedup_vs_baseline = 0, speedup_vs_naive = 0;
+  double pct_sol_before = 0, pct_sol_after = 0;
+  double seconds = 0;
+  std::vector<std::string> log;  // every choice (explain) and refusal
+  const Attempt* best_attempt() const { return best >= 0 ? &trajectory[best] : nullptr; }
+  nlohmann::json to_json() const;
+};
+
+// Runs the loop. `agent` proposes children; `k` is unused by a random agent.
+OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, agents::Agent& agent,
+                        const OptimizeOptions& o);
+
+}  // namespace ksol::search

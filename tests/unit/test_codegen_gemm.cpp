@@ -1,0 +1,338 @@
+// The gemm family's code generator (src/codegen/gemm.cpp): can_implement's exact reasons, kernel
+// names, the schedule space of the bf16 GEMM, the generated SIMT kernel's arithmetic run on the
+// CPU (host emulation) against the IR interpreter on small odd sizes, and two CUTLASS sm_90a
+// instantiations compiled through ksol's compile path (slow: one to four minutes each).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "codegen/emulate.h"
+#include "codegen/interpret.h"
+#include "compile/compiler.h"
+#include "dsl/ir.h"
+#include "task/inputs.h"
+#include "task/task.h"
+
+using namespace ksol;
+using codegen::Binding;
+using codegen::Schedule;
+
+namespace {
+
+const char* const kGemmBf16 = R"(
+kernel gemm(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {
+  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k
+  C[m, n] = bf16(acc[m, n])
+}
+schedule {
+  tile = [128, 128, 64]
+  cluster = [1, 1]
+  stages = 4
+  mainloop = cooperative
+}
+)";
+
+const char* const kGemmBiasGeluTanh = R"(
+kernel gemm_bias_gelu(A: bf16[M, K], B: bf16[K, N], bias: bf16[N]) -> (C: bf16[M, N]) {
+  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k
+  C[m, n]   = bf16(gelu_tanh(acc[m, n] + f32(bias[n])))
+}
+schedule {
+  tile = [128, 256, 64]
+  cluster = [2, 1]
+  stages = 4
+  mainloop = cooperative
+  raster = along_n
+  swizzle = 2
+  split_k = 1
+}
+)";
+
+const char* const kGemmF32 = R"(
+kernel gemm_f32(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
+  C[m, n] = sum(A[m, k] * B[k, n]) over k
+}
+schedule {
+  tile = [64, 64, 16]
+  mainloop = simt
+}
+)";
+
+// An epilogue CUTLASS has no exact fusion for: a residual and a row scale.
+const char* const kGemmResidual = R"(
+kernel gemm_res(A: bf16[M, K], B: bf16[K, N], R: bf16[M, N], s: f32[M]) -> (C: bf16[M, N]) {
+  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k
+  C[m, n] = bf16(relu(acc[m, n] * s[m] + f32(R[m, n])))
+}
+schedule {
+  tile = [64, 32, 8]
+  mainloop = simt
+  raster = along_m
+}
+)";
+
+dsl::Program parse(const std::string& text) { return dsl::parse_program(text, "test.ksol"); }
+
+std::string text_of(const dsl::ScheduleValue& v) {
+  switch (v.kind) {
+    case dsl::ScheduleValue::Kind::integer: return std::to_string(v.integer);
+    case dsl::ScheduleValue::Kind::ident: return v.ident;
+    case dsl::ScheduleValue::Kind::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + std::to_string(v.list[i]);
+      return s + "]";
+    }
+  }
+  return "";
+}
+
+dsl::Program scheduled(const dsl::Program& p, const Schedule& changes) {
+  Schedule s;
+  for (const auto& [k, v] : p.schedule) s.emplace_back(k, text_of(v));
+  for (const auto& [k, v] : changes) {
+    bool found = false;
+    for (auto& [k2, v2] : s)
+      if (k2 == k) v2 = v, found = true;
+    if (!found) s.emplace_back(k, v);
+  }
+  return codegen::with_schedule(p, s);
+}
+
+std::string refusal(const dsl::Program& p, const Binding& b = {}) {
+  codegen::Support s = codegen::can_implement(p, b);
+  return s.ok ? "(accepted)" : s.reason;
+}
+
+// The gemm_bf16 task's layout: A, B, C and M, N, K.
+const Binding kTaskBinding{{"A", "B", "C"}, {"M", "N", "K"}};
+
+}  // namespace
+
+TEST(CodegenGemm, AcceptsAndNames) {
+  const dsl::Program g = parse(kGemmBf16);
+  EXPECT_EQ(refusal(g, kTaskBinding), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_rn");
+  const dsl::Program bg = parse(kGemmBiasGeluTanh);
+  EXPECT_EQ(refusal(bg, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_rn_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[64, 256, 64]"}, {"stages", "auto"},
+                                                {"split_k", "1"}, {"raster", "along_m"}})),
+            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_rm_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_rn");
+  EXPECT_EQ(codegen::kernel_name(parse(kGemmF32)), "gemm_f32_64x64x16_simt_rn");
+  EXPECT_EQ(codegen::kernel_name(parse(kGemmResidual)), "gemm_bf16_64x32x8_simt_rm_epi");
+  // The golden example's epilogue fuses; relu, silu, sigmoid, tanh, clamp, gelu (erf) too.
+  for (const char* act : {"relu", "silu", "sigmoid", "tanh", "gelu"}) {
+    std::string src = std::string("kernel g(A: f16[M, K], B: f16[K, N], bias: f32[N]) -> (C: f16[M, N]) {\n"
+                                  "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
+                                  "  C[m, n] = f16(") + act + "(acc[m, n] + bias[n]))\n}\n";
+    dsl::Program p = parse(src);
+    EXPECT_EQ(refusal(p), "(accepted)") << act;
+    EXPECT_NE(codegen::generate_cuda(p, {}).find("LinCombPerColBiasEltAct<KsolEpilogueFn"), std::string::npos) << act;
+  }
+  dsl::Program clamp = parse(
+      "kernel g(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
+      "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
+      "  C[m, n] = bf16(clamp(acc[m, n] * 0.5, -1, 1))\n}\n");
+  EXPECT_EQ(refusal(clamp), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(clamp), "gemm_bf16_128x128x64_c1x1_sauto_coop_rn_clamp");
+  EXPECT_NE(codegen::generate_cuda(clamp, {}).find("LinCombEltAct<KsolEpilogueFn"), std::string::npos);
+}
+
+TEST(CodegenGemm, RefusesWithExactReasons) {
+  const dsl::Program g = parse(kGemmBf16);
+  const dsl::Program bg = parse(kGemmBiasGeluTanh);
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[96, 128, 64]"}})),
+            "tile = [96, 128, 64]: WGMMA tiles take M in {64, 128, 256} per block");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[128, 264, 64]"}})),
+            "tile = [128, 264, 64]: WGMMA takes N a multiple of 8 up to 256");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[128, 128, 32]"}})),
+            "tile = [128, 128, 32]: tile K must be 64 for 16-bit operands (one 128-byte swizzle row per stage)");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[64, 128, 64]"}})),
+            "tile = [64, 128, 64]: mainloop = cooperative splits the tile's M across two consumer warpgroups of 64 "
+            "rows, so M >= 128");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[256, 256, 64]"}})),
+            "tile = [256, 256, 64] with mainloop = cooperative holds 256 f32 accumulators per consumer thread; at "
+            "most 128 fit in the registers");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[128, 256, 64]"}, {"mainloop", "pingpong"}})),
+            "tile = [128, 256, 64] with mainloop = pingpong holds 256 f32 accumulators per consumer thread; at most "
+            "128 fit in the registers");
+  EXPECT_EQ(refusal(scheduled(g, {{"tile", "[128, 128]"}})), "tile = [128, 128] must be a list [M, N, K]");
+  EXPECT_EQ(refusal(scheduled(g, {{"cluster", "[4, 2]"}})),
+            "cluster = [4, 2]: cluster sizes are 1, 2 or 4 with at most 4 blocks per cluster");
+  EXPECT_EQ(refusal(scheduled(g, {{"cluster", "2"}})), "cluster = 2 must be a list [M, N]");
+  EXPECT_EQ(refusal(scheduled(bg, {{"stages", "7"}})),
+            "stages = 7 of tile = [128, 256, 64] take 344176 bytes of shared memory, plus about 19456 for the "
+            "epilogue: over the 232448 bytes (227 KB) of an sm_90 block");
+  EXPECT_EQ(refusal(scheduled(g, {{"stages", "1"}})), "stages = 1 must be between 2 and 8, or auto");
+  EXPECT_EQ(refusal(scheduled(g, {{"mainloop", "pingpong"}, {"tile", "[64, 128, 64]"}, {"split_k", "2"}})),
+            "split_k / stream_k use the stream-K tile scheduler, which CUTLASS runs with mainloop = cooperative only");
+  EXPECT_EQ(refusal(scheduled(g, {{"split_k", "2"}, {"stream_k", "1"}})),
+            "split_k = 2 and stream_k = 1 are two decompositions; pick one");
+  EXPECT_EQ(refusal(scheduled(bg, {{"epilogue", "default"}})),
+            "epilogue = default (no shared memory) applies no fusion; this epilogue (biasgelutanh) needs epilogue = "
+            "tma or auto");
+  EXPECT_EQ(refusal(scheduled(g, {{"swizzle", "3"}})), "swizzle = 3 must be one of 1, 2, 4, 8");
+  EXPECT_EQ(refusal(scheduled(g, {{"raster", "diagonal"}})), "raster = diagonal must be one of along_m, along_n");
+  EXPECT_EQ(refusal(scheduled(g, {{"threads", "128"}})),
+            "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, epilogue, "
+            "raster, swizzle, split_k, stream_k");
+  // f32 without TF32 is the SIMT kernel's.
+  const dsl::Program f = parse(kGemmF32);
+  EXPECT_EQ(refusal(f), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(f, {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
+            "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
+            "mantissa bits; the program asks for f32 products, so mainloop must be simt");
+  EXPECT_EQ(refusal(scheduled(f, {{"cluster", "[2, 1]"}})),
+            "cluster = [2, 1]: clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
+  EXPECT_EQ(refusal(scheduled(f, {{"stages", "3"}})),
+            "stages = 3: the SIMT mainloop is single-buffered (stages = 1 or auto)");
+  EXPECT_EQ(refusal(scheduled(f, {{"tile", "[128, 128, 64]"}})),
+            "tile = [128, 128, 64]: mainloop = simt takes tile K in {8, 16, 32}");
+  EXPECT_EQ(refusal(scheduled(f, {{"split_k", "2"}})),
+            "split_k / stream_k need the CUTLASS stream-K scheduler; mainloop = simt does whole K per tile");
+  // Epilogues CUTLASS cannot fuse exactly run on the SIMT path only.
+  const dsl::Program res = parse(kGemmResidual);
+  EXPECT_EQ(refusal(res), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(res, {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
+            "mainloop = cooperative: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than "
+            "the sum and one per-column bias added to it (bf16(relu(acc[m, n] * s[m] + f32(R[m, n]))))); it must be "
+            "out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
+  // Not a GEMM.
+  EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n"
+                          "  C[m, n] = sum(f32(A[m, k]) * f32(B[n, k])) over k\n}\n")),
+            "the sum of 'C' must read A[m, k] and B[k, n] from row-major parameters (A[M, K], B[K, N]); it is "
+            "f32(A[m, k]) * f32(B[n, k])");
+  EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
+                          "  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n")),
+            "the sum accumulates in bf16; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");
+  // Binding.
+  EXPECT_EQ(refusal(g, Binding{{"A", "B", "C"}, {"M", "N"}}), "dim 'K' is not a dim of the task (its dims: M, N)");
+}
+
+TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
+  codegen::Space s = codegen::schedule_space(parse(kGemmBf16), kTaskBinding);
+  std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused.size() << " refused\n";
+  EXPECT_GE(s.legal.size(), 100u);
+  EXPECT_EQ(s.legal.size(), 3960u);
+  EXPECT_EQ(s.legal.size() + s.refused.size(), 12u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2);
+  for (const Schedule& sch : s.legal) {
+    dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
+    ASSERT_EQ(refusal(p, kTaskBinding), "(accepted)") << codegen::schedule_text(sch);
+  }
+  // Every refusal has a reason.
+  for (const auto& [sch, why] : s.refused) EXPECT_FALSE(why.empty()) << sch;
+  codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
+  std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused.size() << " refused\n";
+  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster
+}
+
+// The SIMT kernel on the CPU (host emulation) against the IR interpreter, on small odd sizes
+// (partial tiles in M, N and K).
+TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
+  struct Case {
+    const char* program;
+    Schedule changes;
+    std::map<std::string, int64_t> dims;
+  };
+  const std::vector<Case> cases = {
+      {kGemmF32, {}, {{"M", 37}, {"N", 70}, {"K", 19}}},
+      {kGemmF32, {{"tile", "[32, 64, 8]"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 65}, {"K", 0}}},
+      {kGemmResidual, {}, {{"M", 70}, {"N", 31}, {"K", 9}}},
+      {kGemmBiasGeluTanh, {{"mainloop", "simt"}, {"tile", "[32, 32, 16]"}, {"cluster", "[1, 1]"}, {"stages", "auto"},
+                           {"swizzle", "1"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
+  };
+  for (const Case& c : cases) {
+    const dsl::Program p = scheduled(parse(c.program), c.changes);
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const std::string name = codegen::kernel_name(p);
+    uint64_t state = 99;
+    auto next = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
+    };
+    auto dtype = [](dsl::Type t) { return *parse_dtype(dsl::type_name(t)); };
+    auto numel = [&](const dsl::Param& prm) {
+      int64_t n = 1;
+      for (const std::string& e : prm.extents) n *= c.dims.at(e);
+      return n;
+    };
+    codegen::HostArrays in;
+    std::vector<std::vector<uint8_t>> buffers;
+    for (const dsl::Param& prm : p.inputs) {
+      std::vector<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm.type)) + 1);
+      std::vector<double>& v = in[prm.name];
+      for (int64_t i = 0; i < numel(prm); ++i) {
+        store_from_double(dtype(prm.type), bytes.data(), i, next());
+        v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
+      }
+      bytes.resize(numel(prm) * dtype_size(dtype(prm.type)));
+      buffers.push_back(bytes);
+    }
+    const dsl::Param& out = p.outputs[0];
+    buffers.emplace_back(numel(out) * dtype_size(dtype(out.type)), 0xFF);
+    std::vector<int64_t> dims;
+    for (const std::string& d : p.dims) dims.push_back(c.dims.at(d));
+    codegen::HostArrays want = codegen::interpret(p, c.dims, in, codegen::Arithmetic::typed);
+    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+    codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims);
+    ASSERT_TRUE(r.ok) << name << ": " << r.message;
+    ASSERT_EQ(r.rc, 0) << name;
+    const std::vector<double>& w = want.at(out.name);
+    const DType dt = dtype(out.type);
+    const double u = dtype_unit_roundoff(dt);
+    const double kdim = static_cast<double>(std::max<int64_t>(1, c.dims.at("K")));
+    int bad = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      double got = load_as_double(dt, buffers.back().data(), static_cast<int64_t>(i));
+      // The interpreter rounds each product then adds; the kernel fuses them: f32 rounding over K
+      // terms of magnitude up to 4, then the output's rounding (two ulps: the rounded values may
+      // fall on either side of a tie).
+      double bound = 2 * u * std::fabs(w[i]) + kdim * 4 * 4 * std::ldexp(1.0, -23) * 2 + 1e-30;
+      if (!(std::fabs(got - w[i]) <= bound) && bad++ < 5)
+        ADD_FAILURE() << name << ": element " << i << " is " << got << ", the interpreter says " << w[i];
+    }
+    EXPECT_EQ(bad, 0) << name;
+  }
+}
+
+// The generated sources compile with nvcc through ksol's compile path: the SIMT f32 kernel, and
+// two CUTLASS sm_90a instantiations (the plain bf16 GEMM and the bias + gelu_tanh epilogue with a
+// 2x1 cluster and swizzle). Slow: each CUTLASS compile takes minutes.
+TEST(CodegenGemm, GeneratedSourcesCompile) {
+  struct Case {
+    const char* program;
+    Schedule changes;
+    Binding binding;
+  };
+  const std::vector<Case> cases = {
+      {kGemmF32, {}, {}},
+      {kGemmBf16, {}, kTaskBinding},
+      {kGemmBiasGeluTanh, {}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
+  };
+  std::vector<CompileJob> jobs;
+  for (const Case& c : cases) {
+    const dsl::Program p = scheduled(parse(c.program), c.changes);
+    ASSERT_EQ(refusal(p, c.binding), "(accepted)");
+    const std::string name = codegen::kernel_name(p);
+    const std::string src = codegen::generate_cuda(p, c.binding);
+    EXPECT_TRUE(static_scan(src).empty()) << name;
+    const codegen::CompileNeeds needs = codegen::compile_needs(p);
+    CompileJob j;
+    j.source_path = name + ".cu";
+    j.source_text = src;
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    jobs.push_back(j);
+  }
+  EXPECT_EQ(jobs[0].arch, "sm_90");
+  EXPECT_EQ(jobs[1].arch, "sm_90a");
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message.substr(0, 20000);
+}

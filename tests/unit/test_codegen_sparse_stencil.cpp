@@ -1,0 +1,363 @@
+// The sparse (CSR SpMV) and stencil code generators (src/codegen/sparse.cpp, stencil.cpp),
+// called directly until codegen.cpp lists them: refusals with exact reasons, the task binding
+// (row_ptr / col_idx / values or A_row_ptr / ...), kernel names, schedule spaces, generated
+// sources through nvcc and the static gate, and the generated CUDA run on the CPU by the host
+// emulation against the tasks' float64 references through the correctness gate's comparator.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "codegen/codegen.h"
+#include "codegen/emulate.h"
+#include "codegen/interpret.h"
+#include "codegen/sparse_stencil.h"
+#include "compile/compiler.h"
+#include "dsl/ir.h"
+#include "task/inputs.h"
+#include "task/task.h"
+
+using namespace ksol;
+using codegen::Binding;
+using codegen::Schedule;
+namespace cd = ksol::codegen::detail;
+
+namespace {
+
+const char* const kSpmv = R"(
+kernel spmv_csr(A: csr f32[M, N], x: f32[N]) -> (y: f32[M]) {
+  y[m] = sum(A[m, j] * x[j]) over j
+}
+schedule {
+  strategy = vector_per_row
+  vector = 4
+  threads = 256
+}
+)";
+
+const char* const kStencil = R"(
+kernel stencil2d(U: f32[H, W]) -> (V: f32[H, W]) {
+  V[i, j] = 0.2 * (U[i, j] + U[i-1, j] + U[i+1, j] + U[i, j-1] + U[i, j+1])
+}
+schedule {
+  tile = [16, 64]
+  halo = shared
+}
+)";
+
+dsl::Program parse(const std::string& t) { return dsl::parse_program(t, "test.ksol"); }
+
+const cd::FamilyGenerator& family(const dsl::Program& p) {
+  return p.family == "sparse" ? cd::sparse_family() : cd::stencil_family();
+}
+
+std::string refusal(const dsl::Program& p, const Binding& b = {}) {
+  try {
+    family(p).check(p, b);
+  } catch (const cd::Refused& r) {
+    return r.what();
+  }
+  return "(accepted)";
+}
+
+dsl::Program scheduled(const dsl::Program& p, const Schedule& changes) {
+  Schedule s;
+  for (const auto& [k, v] : p.schedule) {
+    std::string text = v.kind == dsl::ScheduleValue::Kind::integer ? std::to_string(v.integer) : v.ident;
+    if (v.kind == dsl::ScheduleValue::Kind::list) {
+      text = "[";
+      for (size_t i = 0; i < v.list.size(); ++i) text += (i ? ", " : "") + std::to_string(v.list[i]);
+      text += "]";
+    }
+    s.emplace_back(k, text);
+  }
+  for (const auto& [k, v] : changes) {
+    bool found = false;
+    for (auto& [k2, v2] : s)
+      if (k2 == k) v2 = v, found = true;
+    if (!found) s.emplace_back(k, v);
+  }
+  return codegen::with_schedule(p, s);
+}
+
+Binding binding_of(const Task& t) {
+  Binding b;
+  for (const TensorSpec& ts : t.tensors) b.tensor_order.push_back(ts.name);
+  b.dim_order = t.dims;
+  return b;
+}
+
+class Reference {
+ public:
+  explicit Reference(const Task& t) {
+    CompileResult r = compile(reference_job(t, false));
+    if (!r.ok) throw std::runtime_error("reference of " + t.name + " does not compile: " + r.message);
+    lib_ = dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) throw std::runtime_error(dlerror());
+    fn_ = reinterpret_cast<ksol_reference_fn>(dlsym(lib_, "ksol_reference"));
+  }
+  ~Reference() { dlclose(lib_); }
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+
+  std::vector<HostTensor> run(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, bool absolute) {
+    std::vector<HostTensor> out = make_reference_outputs(t, s);
+    std::vector<std::vector<double>> abs_copies(t.tensors.size());
+    std::vector<void*> ptrs;
+    for (size_t k = 0; k < t.tensors.size(); ++k) {
+      const bool input = t.tensors[k].role == Role::in;
+      HostTensor& h = input ? const_cast<HostTensor&>(in[k]) : out[k];
+      if (!dtype_is_float(h.dtype)) {
+        ptrs.push_back(h.bytes.data());
+        continue;
+      }
+      if (input && absolute) {
+        abs_copies[k] = h.f64;
+        for (double& v : abs_copies[k]) v = std::fabs(v);
+        ptrs.push_back(abs_copies[k].data());
+        continue;
+      }
+      ptrs.push_back(h.f64.data());
+    }
+    std::vector<int64_t> dims;
+    for (const std::string& d : t.dims) dims.push_back(static_cast<int64_t>(s.dims.at(d)));
+    ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()),
+                   dims.data(), nullptr};
+    if (fn_(&call) != 0) throw std::runtime_error("reference failed");
+    return out;
+  }
+
+ private:
+  void* lib_ = nullptr;
+  ksol_reference_fn fn_ = nullptr;
+};
+
+}  // namespace
+
+TEST(CodegenSparse, AcceptsAndNames) {
+  dsl::Program p = parse(kSpmv);
+  ASSERT_EQ(p.family, "sparse");
+  EXPECT_EQ(refusal(p), "(accepted)");
+  EXPECT_EQ(cd::sparse_family().kernel_name(p), "sparse_spmv_csr_f32_vec4_t256");
+  EXPECT_EQ(cd::sparse_family().kernel_name(scheduled(p, {{"strategy", "row_per_thread"}, {"vector", "1"},
+                                                           {"cache_x", "readonly"}})),
+            "sparse_spmv_csr_f32_row_t256_ldg");
+  EXPECT_EQ(cd::sparse_family().kernel_name(scheduled(p, {{"strategy", "nnz_split"}, {"vector", "8"},
+                                                           {"cache_x", "shared"}, {"threads", "128"}})),
+            "sparse_spmv_csr_f32_nnz8_t128_smemx");
+  // Both namings of the csr tensors bind; the task's order decides the ABI.
+  EXPECT_EQ(refusal(p, Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}}), "(accepted)");
+  EXPECT_EQ(refusal(p, Binding{{"A_row_ptr", "A_col_idx", "A_values", "x", "y"}, {"M", "N"}}), "(accepted)");
+  std::string src = cd::sparse_family().generate(p, Binding{{"x", "values", "row_ptr", "col_idx", "y"}, {"N", "M", "NNZ"}});
+  EXPECT_NE(src.find("const float* A_values = static_cast<const float*>(call->tensors[1]);"), std::string::npos) << src;
+  EXPECT_NE(src.find("const int32_t* A_row_ptr = static_cast<const int32_t*>(call->tensors[2]);"), std::string::npos);
+  EXPECT_NE(src.find("const int64_t M = call->dims[1];"), std::string::npos);
+}
+
+TEST(CodegenSparse, RefusesWithExactReasons) {
+  dsl::Program p = parse(kSpmv);
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "4"}})),
+            "unknown schedule key 'tile' for the sparse family; it accepts strategy, vector, threads, cache_x");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "row_per_thread"}})),
+            "strategy = row_per_thread gives each row one thread, so vector must be 1, not 4");
+  EXPECT_EQ(refusal(scheduled(p, {{"vector", "1"}})),
+            "strategy = vector_per_row needs vector = 2 to 32 lanes per row; vector = 1 is row_per_thread");
+  EXPECT_EQ(refusal(scheduled(p, {{"vector", "64"}})), "vector = 64 must be one of 1, 2, 4, 8, 16, 32");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "merge"}})),
+            "strategy = merge must be one of row_per_thread, vector_per_row, nnz_split");
+  EXPECT_EQ(refusal(scheduled(p, {{"cache_x", "texture"}})), "cache_x = texture must be one of none, readonly, shared");
+  EXPECT_EQ(refusal(scheduled(p, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "nnz_split"}})),
+            "strategy = nnz_split sizes its grid by the number of stored entries, and the task has no dim NNZ (its "
+            "dims: M, N)");
+  EXPECT_EQ(refusal(p, Binding{{"row_ptr", "col_idx", "vals", "x", "y"}, {"M", "N", "NNZ"}}),
+            "task tensor 'vals' is not a parameter of the program (its tensors: A_row_ptr, A_col_idx, A_values, x, y)");
+  EXPECT_EQ(refusal(p, Binding{{"row_ptr", "col_idx", "x", "y"}, {"M", "N", "NNZ"}}),
+            "parameter 'A_values' is not a tensor of the task (its tensors: row_ptr, col_idx, x, y)");
+  EXPECT_EQ(refusal(p, Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M"}}),
+            "dim 'N' is not a dim of the task (its dims: M)");
+  dsl::Program half = parse("kernel h(A: csr bf16[M, N], x: bf16[N]) -> (y: bf16[M]) {\n  y[m] = sum(A[m, j] * x[j]) over j\n}\n");
+  EXPECT_EQ(refusal(half), "'y' accumulates bf16 values; accumulate in f32 instead, e.g. sum(f32(...))");
+  dsl::Program spmm = parse(
+      "kernel mm(A: csr f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n");
+  EXPECT_EQ(refusal(spmm),
+            "'C' has 2 indices; the sparse family generates SpMV (one output index, the csr row); SpMM is not generated");
+  dsl::Program two = parse(
+      "kernel t(A: csr f32[M, N], x: f32[N], w: f32[N]) -> (y: f32[M]) {\n  y[m] = sum(A[m, j] * x[j] * w[j]) over j\n}\n");
+  EXPECT_EQ(refusal(two), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(two, {{"cache_x", "shared"}})),
+            "cache_x = shared holds one vector read at the column index; the program reads 2");
+}
+
+TEST(CodegenStencil, AcceptsRefusesAndNames) {
+  dsl::Program p = parse(kStencil);
+  ASSERT_EQ(p.family, "stencil");
+  EXPECT_EQ(refusal(p), "(accepted)");
+  EXPECT_EQ(cd::stencil_family().kernel_name(p), "stencil_stencil2d_f32_16x64_smem");
+  EXPECT_EQ(cd::stencil_family().kernel_name(scheduled(p, {{"halo", "registers"}, {"register_block", "4"}})),
+            "stencil_stencil2d_f32_16x64_regs_rb4");
+  EXPECT_EQ(refusal(scheduled(p, {{"temporal", "2"}})),
+            "temporal = 2 fuses 2 sweeps, but the program is one sweep ('V' is computed from its inputs once) and the "
+            "DSL cannot say that an output feeds the next sweep; temporal must be 1");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[4, 8, 32]"}})),
+            "tile = [4, 8, 32] has 3 entries; a 2-D stencil takes [Y, X]");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[32, 64]"}})),
+            "tile = [32, 64] with register_block = 1 makes 2048 threads per block; a block has 32 to 1024");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[6, 64]"}, {"register_block", "4"}})),
+            "register_block = 4 does not divide the tile's slowest extent 6");
+  EXPECT_EQ(refusal(scheduled(p, {{"halo", "global"}})), "halo = global must be one of shared, registers");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "x"}})),
+            "unknown schedule key 'strategy' for the stencil family; it accepts tile, halo, register_block, temporal");
+  dsl::Program cross = parse("kernel c(U: f32[N, N]) -> (V: f32[N, N]) {\n  V[i, j] = U[j, i+1]\n}\n");
+  EXPECT_EQ(refusal(cross),
+            "'U[j, i+1]' reads index 'j' at position 1 where the output has 'i'; a stencil reads each index at its own "
+            "position");
+  dsl::Program big = parse("kernel b(U: f64[H, W]) -> (V: f64[H, W]) {\n  V[i, j] = U[i-40, j] + U[i+40, j+40]\n}\n");
+  EXPECT_EQ(refusal(scheduled(big, {{"tile", "[32, 32]"}})),
+            "halo = shared stages 64512 bytes per block (tile [32, 32] plus its halo); static shared memory is at most "
+            "49152");
+}
+
+TEST(CodegenSparseStencil, ScheduleSpaces) {
+  for (const char* text : {kSpmv, kStencil}) {
+    dsl::Program p = parse(text);
+    Binding b = p.family == "sparse" ? Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}} : Binding{};
+    const cd::FamilyGenerator& f = family(p);
+    size_t grid = 1;
+    for (const cd::Knob& k : f.knobs) grid *= k.grid.size();
+    // The odometer of codegen.cpp's schedule_space, over this family.
+    std::vector<size_t> at(f.knobs.size(), 0);
+    std::vector<Schedule> legal;
+    std::map<std::string, int> refused;
+    std::set<std::string> names;
+    while (true) {
+      Schedule s;
+      for (size_t k = 0; k < f.knobs.size(); ++k) s.emplace_back(f.knobs[k].key, f.knobs[k].grid[at[k]]);
+      dsl::Program q = codegen::with_schedule(p, s);
+      std::string r = refusal(q, b);
+      if (r == "(accepted)") {
+        legal.push_back(s);
+        names.insert(f.kernel_name(q));
+      } else {
+        ++refused[r.substr(0, r.find_first_of("=0123456789"))];
+      }
+      size_t k = f.knobs.size();
+      while (k > 0 && ++at[k - 1] == f.knobs[k - 1].grid.size()) at[--k] = 0;
+      if (k == 0) break;
+    }
+    size_t n_refused = 0;
+    for (const auto& [r, n] : refused) n_refused += n;
+    std::cout << "[ schedule space ] " << p.name << " (" << p.family << "): " << legal.size() << " legal, " << n_refused
+              << " refused\n";
+    for (const auto& [r, n] : refused) std::cout << "    " << n << " x " << r << "...\n";
+    EXPECT_EQ(legal.size() + n_refused, grid);
+    EXPECT_GT(legal.size(), 20u);
+    EXPECT_EQ(names.size(), legal.size()) << "two legal schedules share a kernel name";
+  }
+}
+
+TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
+  const Binding spmv_b{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}};
+  struct Case {
+    const char* program;
+    Schedule changes;
+    int kernels;
+  };
+  const std::vector<Case> cases = {
+      {kSpmv, {}, 1},
+      {kSpmv, {{"strategy", "row_per_thread"}, {"vector", "1"}, {"cache_x", "readonly"}}, 1},
+      {kSpmv, {{"vector", "32"}, {"cache_x", "shared"}}, 1},
+      {kSpmv, {{"strategy", "nnz_split"}, {"vector", "16"}, {"cache_x", "shared"}}, 2},
+      {kStencil, {}, 1},
+      {kStencil, {{"halo", "registers"}, {"register_block", "4"}}, 1},
+      {kStencil, {{"tile", "[32, 32]"}, {"register_block", "2"}}, 1},
+  };
+  std::vector<CompileJob> jobs;
+  for (const Case& c : cases) {
+    dsl::Program p = scheduled(parse(c.program), c.changes);
+    Binding b = p.family == "sparse" ? spmv_b : Binding{};
+    ASSERT_EQ(refusal(p, b), "(accepted)");
+    const std::string name = family(p).kernel_name(p);
+    std::string src = family(p).generate(p, b);
+    int n = 0;
+    for (size_t at = src.find("__global__"); at != std::string::npos; at = src.find("__global__", at + 1)) ++n;
+    EXPECT_EQ(n, c.kernels) << name;
+    EXPECT_NE(src.find("// " + name + ": generated by ksol"), std::string::npos) << name;
+    EXPECT_TRUE(static_scan(src).empty()) << name;
+    CompileJob j;
+    j.source_path = name + ".cu";
+    j.source_text = src;
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+// The generated CUDA on the CPU against the tasks' float64 references, on small and odd sizes and
+// every input distribution, in several schedules.
+TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
+  struct Case {
+    const char* task;
+    const char* program;
+    std::vector<Schedule> schedules;
+    std::vector<std::map<std::string, double>> sizes;
+  };
+  const std::vector<Case> cases = {
+      {"spmv_csr_f32",
+       kSpmv,
+       {{},
+        {{"strategy", "row_per_thread"}, {"vector", "1"}, {"threads", "64"}, {"cache_x", "readonly"}},
+        {{"vector", "32"}, {"threads", "64"}, {"cache_x", "shared"}},
+        {{"strategy", "nnz_split"}, {"vector", "4"}, {"threads", "64"}},
+        {{"strategy", "nnz_split"}, {"vector", "32"}, {"threads", "64"}, {"cache_x", "shared"}}},
+       {{{"M", 37}, {"N", 53}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"NNZ", 300}}, {{"M", 5}, {"N", 9}, {"NNZ", 0}}}},
+      {"stencil2d_f32",
+       kStencil,
+       {{{"tile", "[8, 32]"}},
+        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "2"}},
+        {{"tile", "[16, 32]"}, {"register_block", "4"}}},
+       {{{"H", 19}, {"W", 37}}, {{"H", 16}, {"W", 32}}, {{"H", 1}, {"W", 5}}, {{"H", 3}, {"W", 2}}}},
+  };
+  for (const Case& c : cases) {
+    Task t = load_task(resolve_task_path(c.task));
+    Reference ref(t);
+    const Binding b = binding_of(t);
+    for (const Schedule& changes : c.schedules) {
+      dsl::Program p = scheduled(parse(c.program), changes);
+      ASSERT_EQ(refusal(p, b), "(accepted)") << c.task;
+      const std::string name = family(p).kernel_name(p);
+      codegen::HostBuild build = codegen::build_for_host(family(p).generate(p, b));
+      ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+      for (const auto& dims : c.sizes) {
+        SizeSet s;
+        s.name = "cpu";
+        s.dims = dims;
+        for (Distribution d : distributions_for(t)) {
+          std::vector<HostTensor> in = generate_inputs(t, s, d, 5);
+          std::vector<HostTensor> want = ref.run(t, s, in, false);
+          std::vector<HostTensor> mag = t.magnitude == "abs" ? ref.run(t, s, in, true) : want;
+          OutputBytes buffers(t.tensors.size());
+          for (size_t k = 0; k < t.tensors.size(); ++k)
+            buffers[k] = t.tensors[k].role == Role::in
+                             ? in[k].bytes
+                             : std::vector<uint8_t>(t.numel(t.tensors[k], s) * dtype_size(t.tensors[k].dtype), 0xFF);
+          std::vector<int64_t> dv;
+          for (const std::string& dn : t.dims) dv.push_back(static_cast<int64_t>(dims.at(dn)));
+          codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
+          ASSERT_TRUE(r.ok) << name << ": " << r.message;
+          ASSERT_EQ(r.rc, 0) << name;
+          for (size_t k = 0; k < t.tensors.size(); ++k) {
+            if (t.tensors[k].role != Role::out) continue;
+            CompareResult cr = compare_tensor(t, s, k, in, buffers, want, t.magnitude == "abs" ? &mag : nullptr);
+            EXPECT_TRUE(cr.ok) << name << " " << distribution_name(d) << " " << dims.begin()->second << ": "
+                               << cr.message;
+          }
+        }
+      }
+    }
+  }
+}

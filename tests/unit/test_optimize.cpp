@@ -1,0 +1,274 @@
+// The optimisation loop end to end against the scripted evaluator (a cost model over schedule
+// knobs), the built-in agents, and the tasks' seed programs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agents/expert.h"
+#include "agents/knowledge.h"
+#include "codegen/codegen.h"
+#include "core/util.h"
+#include "search/optimize.h"
+#include "task/task.h"
+
+using namespace ksol;
+namespace fs = std::filesystem;
+
+namespace {
+
+const agents::Knowledge& knowledge() {
+  static const agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  return k;
+}
+
+struct Synthetic {
+  std::string task;
+  std::map<std::string, search::ScriptedEvaluator::Knob> model;
+};
+
+// Three tasks with cost models whose optimum is reachable from the seed.
+std::vector<Synthetic> synthetic() {
+  return {
+      {"softmax_f32", {{"vector", {"4", 0.25}}, {"cache_row", {"registers", 0.3}}, {"items_per_thread", {"4", 0.1}},
+                       {"threads", {"512", 0.05}}}},
+      {"rmsnorm_f32", {{"vector", {"4", 0.3}}, {"items_per_thread", {"4", 0.1}}, {"unroll", {"4", 0.05}},
+                       {"cache_row", {"registers", 0.15}}}},
+      {"relu_f32", {{"vector", {"4", 0.3}}, {"items_per_thread", {"4", 0.2}}, {"threads", {"256", 0.05}}, {"unroll", {"2", 0.05}}}},
+  };
+}
+
+struct SeedCase {
+  Task task;
+  dsl::Program seed;
+};
+
+SeedCase setup(const std::string& name) {
+  SeedCase s{load_task(resolve_task_path(name)), {}};
+  std::string path = (fs::path(s.task.dir) / "program.ksol").string();
+  s.seed = dsl::parse_program(read_file(path), path);
+  return s;
+}
+
+double optimum(const search::ScriptedEvaluator& ev) { return ev.base_us; }
+
+search::OptimizeResult run(const std::string& agent_name, const Synthetic& sy, search::ScriptedEvaluator& ev, int budget,
+                           uint64_t seed = 7) {
+  SeedCase s = setup(sy.task);
+  ev.model = sy.model;
+  auto agent = agents::make_agent(agent_name, knowledge(), seed);
+  search::OptimizeOptions o;
+  o.max_candidates = budget;
+  o.seed = seed;
+  o.plateau = 1000;
+  o.target_sol = 0;
+  return search::optimize(s.task, s.seed, ev, *agent, o);
+}
+
+double best_time(const search::OptimizeResult& r) { return r.best_attempt()->outcome.score_us(); }
+
+}  // namespace
+
+TEST(Optimize, SeedProgramsParseAndCanImplement) {
+  for (const char* name : {"softmax_f32", "softmax_bf16", "rmsnorm_bf16", "rmsnorm_f32", "layernorm_f32", "gelu_f32", "relu_f32"}) {
+    SeedCase s = setup(name);
+    codegen::Support ok = codegen::can_implement(s.seed, search::binding_of(s.task));
+    EXPECT_TRUE(ok.ok) << name << ": " << ok.reason;
+    EXPECT_FALSE(codegen::kernel_name(s.seed).empty());
+  }
+}
+
+TEST(Optimize, ExpertMovesAreLegalSchedules) {
+  SeedCase s = setup("softmax_f32");
+  const agents::Method* m = knowledge().method("warp_shuffle_reduction");
+  ASSERT_NE(m, nullptr);
+  auto scheds = agents::apply_moves(*m, s.seed);
+  ASSERT_FALSE(scheds.empty());
+  bool warp = false;
+  for (auto& sc : scheds)
+    for (auto& [k, v] : sc) warp |= k == "reduction" && v == "warp";
+  EXPECT_TRUE(warp);
+  agents::ExpertAgent a(knowledge(), 1);
+  agents::Profile p;
+  p.bound = "memory";
+  p.pct_sol = 0.1;
+  p.dims = {{"R", 4096}, {"C", 4096}};
+  std::vector<std::string> log;
+  auto props = a.propose(s.seed, p, search::binding_of(s.task), {}, &log);
+  ASSERT_FALSE(props.empty());
+  for (auto& pr : props) EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok);
+  bool explained = false;
+  for (auto& l : log) explained |= l.find("rule R") != std::string::npos;
+  EXPECT_TRUE(explained) << join(log, "\n");
+}
+
+TEST(Optimize, ExpertBeatsRandomAtEqualBudget) {
+  int wins = 0;
+  for (const Synthetic& sy : synthetic()) {
+    search::ScriptedEvaluator e1, e2;
+    auto ex = run("expert", sy, e1, 20);
+    auto rn = run("random", sy, e2, 20);
+    ASSERT_GE(ex.best, 0);
+    ASSERT_GE(rn.best, 0);
+    double te = best_time(ex), tr = best_time(rn);
+    std::cerr << sy.task << ": expert " << te << " us (" << ex.trajectory.size() << " tried, " << ex.stop_reason << "), random " << tr
+              << " us; optimum " << optimum(e1) << "\n";
+    if (te <= tr) ++wins;
+    else
+      for (auto& a : ex.trajectory) std::cerr << "  c" << a.index << " <- c" << a.parent << " " << a.method << " {" << a.schedule << "} " << a.outcome.score_us() << " " << a.note << "\n";
+    EXPECT_LT(te, ex.trajectory[0].outcome.score_us());
+  }
+  EXPECT_EQ(wins, 3);
+}
+
+TEST(Optimize, BudgetsStopTheRun) {
+  search::ScriptedEvaluator ev;
+  auto r = run("random", synthetic()[0], ev, 5);
+  EXPECT_EQ(r.stop_reason, "candidates");
+  EXPECT_EQ(ev.evaluations, 5);
+  EXPECT_EQ(r.trajectory.size(), 5u);
+
+  // Target %SOL: the seed already meets it.
+  SeedCase s = setup("relu_f32");
+  search::ScriptedEvaluator ev2;
+  ev2.model = synthetic()[2].model;
+  ev2.sol_us = 1000;
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.target_sol = 0.5;
+  auto r2 = search::optimize(s.task, s.seed, ev2, *agent, o);
+  EXPECT_EQ(r2.stop_reason, "target");
+  EXPECT_EQ(ev2.evaluations, 1);
+
+  // Plateau: a flat cost model never improves.
+  search::ScriptedEvaluator ev3;
+  o.target_sol = 0;
+  o.plateau = 3;
+  auto r3 = search::optimize(s.task, s.seed, ev3, *agent, o);
+  EXPECT_EQ(r3.stop_reason, "plateau");
+  EXPECT_EQ(ev3.evaluations, 4);
+
+  // Seconds.
+  search::ScriptedEvaluator ev4;
+  o.plateau = 0;
+  o.budget_seconds = 1e-9;
+  auto r4 = search::optimize(s.task, s.seed, ev4, *agent, o);
+  EXPECT_EQ(r4.stop_reason, "seconds");
+}
+
+TEST(Optimize, PerformanceGateRejectsOnePercent) {
+  SeedCase s = setup("relu_f32");
+  search::ScriptedEvaluator ev;
+  // Every move away from vector = 1 is 1% faster: within gamma, never accepted.
+  ev.model = {{"vector", {"1", 0.0}}};
+  ev.base_us = 100;
+  auto fn = [](const codegen::Schedule& sc) { return false; };
+  ev.fail = fn;
+  struct OnePct : search::ScriptedEvaluator {
+    search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& l, int64_t par, const std::string& m) override {
+      search::Outcome o = search::ScriptedEvaluator::evaluate(t, p, l, par, m);
+      if (m != "seed")
+        for (auto& sz : o.sizes) sz.median_us *= 0.99, sz.ci_low_us *= 0.99, sz.ci_high_us *= 0.99;
+      return o;
+    }
+  } one;
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 8;
+  o.target_sol = 0;
+  auto r = search::optimize(s.task, s.seed, one, *agent, o);
+  EXPECT_EQ(r.best, 0);
+  EXPECT_GT(r.trajectory.size(), 1u);
+  for (auto& a : r.trajectory)
+    if (a.index > 0) {
+      EXPECT_FALSE(a.accepted) << a.note;
+    }
+
+  // 5% faster but with overlapping confidence intervals: rejected too.
+  struct Noisy : search::ScriptedEvaluator {
+    search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& l, int64_t par, const std::string& m) override {
+      search::Outcome o = search::ScriptedEvaluator::evaluate(t, p, l, par, m);
+      for (auto& sz : o.sizes) {
+        if (m != "seed") sz.median_us *= 0.95;
+        sz.ci_low_us = sz.median_us * 0.9, sz.ci_high_us = sz.median_us * 1.1;
+      }
+      return o;
+    }
+  } noisy;
+  auto r2 = search::optimize(s.task, s.seed, noisy, *agent, o);
+  EXPECT_EQ(r2.best, 0);
+}
+
+TEST(Optimize, FailedParentMethodPairsAreNotRetried) {
+  SeedCase s = setup("softmax_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = synthetic()[0].model;
+  ev.fail = [](const codegen::Schedule& sc) {
+    for (auto& [k, v] : sc)
+      if (k == "vector" && v == "2") return true;
+    return false;
+  };
+  auto agent = agents::make_agent("expert", knowledge(), 3);
+  search::OptimizeOptions o;
+  o.max_candidates = 30;
+  o.target_sol = 0;
+  o.plateau = 1000;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  std::map<std::pair<int, std::string>, int> failed;
+  for (auto& a : r.trajectory) {
+    if (a.index == 0) continue;
+    auto key = std::make_pair(a.parent, a.method);
+    EXPECT_EQ(failed.count(key), 0u) << "retried c" << a.parent << " / " << a.method;
+    if (!a.outcome.ok()) failed[key] = a.index;
+  }
+  EXPECT_FALSE(failed.empty());
+  // No schedule is evaluated twice.
+  std::set<std::string> seen;
+  for (auto& a : r.trajectory) EXPECT_TRUE(seen.insert(a.schedule).second) << a.schedule;
+  // The best never fails.
+  ASSERT_GE(r.best, 0);
+  EXPECT_TRUE(r.best_attempt()->outcome.ok());
+}
+
+TEST(Optimize, NeverWorseThanTheBaseline) {
+  search::ScriptedEvaluator ev;
+  ev.baseline_us = {{"naive", 400}, {"vendor", 20}};  // a vendor kernel faster than anything reachable
+  auto r = run("expert", synthetic()[2], ev, 10);
+  EXPECT_TRUE(r.use_baseline);
+  EXPECT_EQ(r.best_baseline, "vendor");
+  EXPECT_DOUBLE_EQ(r.speedup_vs_baseline, 1.0);
+  EXPECT_GT(r.speedup_vs_naive, 1.0);
+
+  // A seed that fails: the baseline is the answer.
+  search::ScriptedEvaluator bad;
+  bad.fail = [](const codegen::Schedule&) { return true; };
+  auto r2 = run("expert", synthetic()[2], bad, 10);
+  EXPECT_EQ(r2.stop_reason, "seed_failed");
+  EXPECT_TRUE(r2.use_baseline);
+  EXPECT_EQ(bad.evaluations, 1);
+}
+
+TEST(Optimize, ReproducibleWithASeed) {
+  for (const char* agent : {"expert", "random"}) {
+    search::ScriptedEvaluator e1, e2;
+    auto a = run(agent, synthetic()[0], e1, 12, 42);
+    auto b = run(agent, synthetic()[0], e2, 12, 42);
+    ASSERT_EQ(a.trajectory.size(), b.trajectory.size());
+    for (size_t i = 0; i < a.trajectory.size(); ++i) {
+      EXPECT_EQ(a.trajectory[i].schedule, b.trajectory[i].schedule);
+      EXPECT_EQ(a.trajectory[i].method, b.trajectory[i].method);
+      EXPECT_EQ(a.trajectory[i].parent, b.trajectory[i].parent);
+    }
+    EXPECT_EQ(a.best, b.best);
+  }
+}
+
+TEST(Optimize, OnlyVisibleSizesAreEvaluated) {
+  SeedCase s = setup("relu_f32");
+  search::ScriptedEvaluator ev;
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 2;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  for (auto& a : r.trajectory)
+    for (auto& sz : a.outcome.sizes) EXPECT_FALSE(s.task.find_size(sz.size)->hidden) << sz.size;
+}
