@@ -18,6 +18,7 @@
 #include "codegen/codegen.h"
 #include "codegen/job.h"
 #include "dsl/ir.h"
+#include "search/optimize.h"
 #include "sol/sol.h"
 #include "task/inputs.h"
 #include "task/task.h"
@@ -576,6 +577,7 @@ int main(int argc, char** argv) {
   refcheck->add_option("--tasks", rc_tasks, "comma-separated task names or folders (default: all built-in)");
   refcheck->add_option("--sizes", rc_sizes, "sizes to check (default: every size the CPU reference handles)");
 
+  cli::add_optimize_command(app, c.store, c.worker, c.assume_gpu, c.json_out, argc, argv);
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {

@@ -51,6 +51,6 @@ TEST(Cli, DslPrintShowsTheTypedIrAndErrorsPointAtTheSource) {
 
 TEST(Cli, HelpListsEveryCommand) {
   ksol::ProcessResult r = ksol::run_process({ksol_bin(), "--help"}, 60);
-  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl"})
+  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl", "optimize"})
     EXPECT_NE(r.output.find(c), std::string::npos) << c;
 }
