@@ -10,24 +10,12 @@
 namespace ksol::agents {
 namespace {
 
+// Every family with a generator is searchable; knobs and defaults come from the generator.
 const codegen::detail::FamilyGenerator* generator_of(const std::string& family) {
-  if (family == "elementwise") return &codegen::detail::elementwise_family();
-  if (family == "rowwise") return &codegen::detail::rowwise_family();
-  return nullptr;
+  return codegen::detail::family_by_name(family);
 }
 
-std::string value_text(const dsl::ScheduleValue& v) {
-  switch (v.kind) {
-    case dsl::ScheduleValue::Kind::integer: return std::to_string(v.integer);
-    case dsl::ScheduleValue::Kind::ident: return v.ident;
-    case dsl::ScheduleValue::Kind::list: {
-      std::string s = "[";
-      for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + std::to_string(v.list[i]);
-      return s + "]";
-    }
-  }
-  return "";
-}
+using codegen::detail::value_text;
 
 bool is_int(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
 

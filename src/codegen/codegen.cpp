@@ -12,7 +12,7 @@ namespace {
 
 using detail::FamilyGenerator;
 
-const FamilyGenerator* family_of(const dsl::Program& p) {
+const FamilyGenerator* lookup(const std::string& family) {
   const FamilyGenerator* const kFamilies[] = {
       &detail::elementwise_family(),
       &detail::rowwise_family(),
@@ -21,9 +21,11 @@ const FamilyGenerator* family_of(const dsl::Program& p) {
       &detail::stencil_family(),
   };
   for (const FamilyGenerator* f : kFamilies)
-    if (f->name == p.family) return f;
+    if (f->name == family) return f;
   return nullptr;
 }
+
+const FamilyGenerator* family_of(const dsl::Program& p) { return lookup(p.family); }
 
 std::string no_family(const dsl::Program& p) {
   return "no code generator for the " + (p.family.empty() ? std::string("(unrecognised)") : p.family) +
@@ -94,5 +96,9 @@ Space schedule_space(const dsl::Program& p, const Binding& b) {
   }
   return space;
 }
+
+namespace detail {
+const FamilyGenerator* family_by_name(const std::string& family) { return lookup(family); }
+}  // namespace detail
 
 }  // namespace ksol::codegen

@@ -18,18 +18,6 @@ std::string join_names(const std::vector<std::string>& v) {
   return s;
 }
 
-std::string value_text(const dsl::ScheduleValue& v) {
-  switch (v.kind) {
-    case dsl::ScheduleValue::Kind::integer: return std::to_string(v.integer);
-    case dsl::ScheduleValue::Kind::ident: return v.ident;
-    case dsl::ScheduleValue::Kind::list: {
-      std::string s = "[";
-      for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + std::to_string(v.list[i]);
-      return s + "]";
-    }
-  }
-  return "?";
-}
 
 // Names the generated code may not give to a program's tensors and definitions.
 const char* const kReserved[] = {
@@ -196,6 +184,19 @@ void collect_types(const Expr& e, std::set<Type>& out) {
 }
 
 }  // namespace
+
+std::string value_text(const dsl::ScheduleValue& v) {
+  switch (v.kind) {
+    case dsl::ScheduleValue::Kind::integer: return std::to_string(v.integer);
+    case dsl::ScheduleValue::Kind::ident: return v.ident;
+    case dsl::ScheduleValue::Kind::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + std::to_string(v.list[i]);
+      return s + "]";
+    }
+  }
+  return "?";
+}
 
 // --- knobs -------------------------------------------------------------------------------------
 

@@ -15,6 +15,12 @@
 
 namespace ksol::codegen::detail {
 
+// A schedule value as it is written in a program ("4", "block", "[128, 256, 64]").
+std::string value_text(const dsl::ScheduleValue& v);
+// The generator of a family by name, or nullptr; the one table of families is in codegen.cpp.
+const struct FamilyGenerator* family_by_name(const std::string& family);
+
+
 // A reason why a family cannot implement a program; never an internal error.
 struct Refused : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -5,8 +5,10 @@
 //  - mainloop = cooperative | pingpong (bf16 / f16 operands, f32 accumulation, sm_90a): a
 //    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
 //    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
-//    Shapes TMA cannot take (rows not 16-byte aligned, K = 0) run the SIMT kernel instead, which
-//    is emitted into the same source, so the candidate is correct for every size.
+//    Shapes TMA cannot take (rows not 16-byte aligned, K = 0, or refused by CUTLASS's
+//    can_implement at run time) run the SIMT kernel instead, which is emitted into the same
+//    source, so the candidate is correct for every size. This fallback is part of the kernel's
+//    name (`_fbsimt`) and of docs/DSL.md: timings of unaligned shapes are SIMT timings.
 //  - mainloop = simt: a CUDA-core kernel (shared-memory tiles, register blocking, f32 FMA) with
 //    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding).
 #include <algorithm>
@@ -415,6 +417,9 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     if (s.swizzle != 1) n += "_sw" + std::to_string(s.swizzle);
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);
     if (s.stream_k) n += "_streamk";
+    // The tensor-core path runs the SIMT kernel for shapes TMA cannot take; the name says so,
+    // so a timing of such a shape is never mistaken for the tensor-core kernel's.
+    n += "_fbsimt";
   }
   n += s.raster == "along_m" ? "_rm" : "_rn";
   if (!a.tag.empty()) n += "_" + a.tag;

@@ -74,12 +74,7 @@ std::vector<const SizeSet*> visible_sizes(const Task& t) {
   return v;
 }
 
-codegen::Binding binding_of(const Task& t) {
-  codegen::Binding b;
-  for (auto& ts : t.tensors) b.tensor_order.push_back(ts.name);
-  b.dim_order = t.dims;
-  return b;
-}
+codegen::Binding binding_of(const Task& t) { return codegen::binding_for(t); }
 
 // --- the Session evaluator -------------------------------------------------------------------
 

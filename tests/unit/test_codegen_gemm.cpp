@@ -115,14 +115,14 @@ const Binding kTaskBinding{{"A", "B", "C"}, {"M", "N", "K"}};
 TEST(CodegenGemm, AcceptsAndNames) {
   const dsl::Program g = parse(kGemmBf16);
   EXPECT_EQ(refusal(g, kTaskBinding), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_rn");
+  EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_fbsimt_rn");
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(bg, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_rn_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_fbsimt_rn_biasgelutanh");
   EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[64, 256, 64]"}, {"stages", "auto"},
                                                 {"split_k", "1"}, {"raster", "along_m"}})),
-            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_rm_biasgelutanh");
-  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_rn");
+            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_fbsimt_rm_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_fbsimt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmF32)), "gemm_f32_64x64x16_simt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmResidual)), "gemm_bf16_64x32x8_simt_rm_epi");
   // The golden example's epilogue fuses; relu, silu, sigmoid, tanh, clamp, gelu (erf) too.
@@ -139,7 +139,7 @@ TEST(CodegenGemm, AcceptsAndNames) {
       "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
       "  C[m, n] = bf16(clamp(acc[m, n] * 0.5, -1, 1))\n}\n");
   EXPECT_EQ(refusal(clamp), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(clamp), "gemm_bf16_128x128x64_c1x1_sauto_coop_rn_clamp");
+  EXPECT_EQ(codegen::kernel_name(clamp), "gemm_bf16_128x128x64_c1x1_sauto_coop_fbsimt_rn_clamp");
   EXPECT_NE(codegen::generate_cuda(clamp, {}).find("LinCombEltAct<KsolEpilogueFn"), std::string::npos);
 }
 
