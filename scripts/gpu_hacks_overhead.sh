@@ -3,6 +3,8 @@
 # overhead of 100 candidates through one worker. Hack 08 is generated beforehand on a build
 # machine (run_hacks.py --compile-only --work DIR leaves it in DIR/generated) and passed as $1.
 set -uo pipefail
+# The GPU host has no /usr/bin/time: wall time of "$@" on stderr, as "<label> <seconds> s".
+timed() { local label=$1 t0 rc; shift; t0=$(date +%s%N); "$@"; rc=$?; local ms=$((($(date +%s%N) - t0) / 1000000)); echo "$label $((ms / 1000)).$(printf %03d $((ms % 1000))) s" >&2; return $rc; }
 OUT=${OUT:-/tmp/ksol-out}
 GEN=${1:-.carry/generated}
 mkdir -p "$OUT"
@@ -19,7 +21,7 @@ tail -30 "$OUT/hacks.txt"
 echo "=== overhead ($(date +%T))"
 python3 scripts/gen_variants.py /tmp/variants 100
 for pass in cold warm; do
-  /usr/bin/time -f "$pass: 100 candidates, wall %e s" timeout 120 ksol --store "$OUT/overhead.db" eval --task stencil2d_f32 \
+  timed "$pass: 100 candidates, wall" timeout 120 ksol --store "$OUT/overhead.db" eval --task stencil2d_f32 \
     $(for f in /tmp/variants/*.cu; do echo --candidate "$f"; done) --sizes small --compare none --json > "$OUT/hundred_$pass.json" 2> "$OUT/hundred_$pass.err"
   tail -1 "$OUT/hundred_$pass.err"
   python3 - "$OUT/hundred_$pass.json" <<'PY'

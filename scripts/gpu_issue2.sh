@@ -3,6 +3,8 @@
 # calibration, the full baseline bench, cross-process stability, and harness overhead.
 # Results go to $OUT (or /tmp/ksol-out).
 set -uo pipefail
+# The GPU host has no /usr/bin/time: wall time of "$@" on stderr, as "<label> <seconds> s".
+timed() { local label=$1 t0 rc; shift; t0=$(date +%s%N); "$@"; rc=$?; local ms=$((($(date +%s%N) - t0) / 1000000)); echo "$label $((ms / 1000)).$(printf %03d $((ms % 1000))) s" >&2; return $rc; }
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 DB=$OUT/ksol.db
@@ -14,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,te
 want calibrate && { step calibrate
 ksol --store "$DB" device calibrate 2>&1 | tee "$OUT/calibrate.txt"; }
 want bench && { step bench
-/usr/bin/time -f "bench wall %e s" ksol --store "$DB" bench --json-out "$OUT/bench.json" > "$OUT/bench.txt" 2> "$OUT/bench.err"
+timed "bench wall" ksol --store "$DB" bench --json-out "$OUT/bench.json" > "$OUT/bench.txt" 2> "$OUT/bench.err"
 cat "$OUT/bench.txt"; grep -E "wall|error|failed" "$OUT/bench.err" | head -20; }
 want stability && { step stability
 for spec in "scan_f32 tasks/scientific/scan_f32/cub.cu large" "gemm_bf16 tasks/dense/gemm_bf16/cublaslt.cu large"; do
@@ -27,7 +29,7 @@ python3 scripts/stability.py "$OUT"/stab_*.json | tee "$OUT/stability.txt"; }
 want overhead && { step overhead
 python3 scripts/gen_variants.py /tmp/variants 100
 for pass in cold warm; do
-  /usr/bin/time -f "$pass: 100 candidates, wall %e s" ksol --store "$DB" eval --task stencil2d_f32 $(for f in /tmp/variants/*.cu; do echo --candidate "$f"; done) \
+  timed "$pass: 100 candidates, wall" ksol --store "$DB" eval --task stencil2d_f32 $(for f in /tmp/variants/*.cu; do echo --candidate "$f"; done) \
     --sizes small --compare none --json > "$OUT/hundred_$pass.json" 2> "$OUT/hundred_$pass.err"
   tail -1 "$OUT/hundred_$pass.err"
   python3 - "$OUT/hundred_$pass.json" <<'PY'
