@@ -316,7 +316,7 @@ HostBuild build_for_host(const std::string& cuda_source) {
   return b;
 }
 
-HostRun run_on_host(const std::string& so_path, std::vector<std::vector<uint8_t>>& tensors,
+HostRun run_on_host(const std::string& so_path, std::vector<HostVec<uint8_t>>& tensors,
                     const std::vector<int64_t>& dims, double timeout_s) {
   HostRun result;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

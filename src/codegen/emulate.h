@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace ksol::codegen {
 
 struct HostBuild {
@@ -30,7 +32,7 @@ struct HostRun {
 };
 // Calls ksol_run of a host build with `tensors` (task order, bytes in each tensor's dtype) and
 // `dims` (task order); outputs are copied back into `tensors`.
-HostRun run_on_host(const std::string& so_path, std::vector<std::vector<uint8_t>>& tensors,
+HostRun run_on_host(const std::string& so_path, std::vector<HostVec<uint8_t>>& tensors,
                     const std::vector<int64_t>& dims, double timeout_s = 120);
 
 // The source as the host compiler sees it: launches `k<<<g, b, s, st>>>(args)` become calls of

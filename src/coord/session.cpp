@@ -218,6 +218,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
           so.ci_high_us = num("ci_high_us");
           rerun["clock_mhz"] = num("clock_mhz_after");
         }
+        if (so.raw.contains("harness_seconds") && so.raw["harness_seconds"].is_object()) rerun["harness_seconds"] = so.raw["harness_seconds"];
       }
     }
     fill_sol(t, *s, &so);

@@ -2,7 +2,11 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ksol {
@@ -20,6 +24,39 @@ int64_t parallel_for(int64_t n, F f, int64_t min_chunk = 1 << 16) {
   for (int64_t t = 0; t < threads; ++t) pool.emplace_back([=] { f(n * t / threads, n * (t + 1) / threads, t); });
   for (auto& th : pool) th.join();
   return threads;
+}
+
+// An allocator whose value-initialisation (resize(n)) leaves trivial elements uninitialised,
+// for host buffers of a gigabyte or more that are written in full right away: zeroing them
+// first would fault every page in on one thread.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    std::allocator_traits<std::allocator<T>>::construct(static_cast<std::allocator<T>&>(*this), p, std::forward<A>(a)...);
+  }
+};
+template <class T>
+using HostVec = std::vector<T, DefaultInitAllocator<T>>;
+
+// v.resize(n) with every element set to `value`, the pages touched from all threads.
+template <class T>
+void parallel_assign(HostVec<T>& v, size_t n, T value) {
+  v.clear();
+  v.resize(n);
+  T* p = v.data();
+  parallel_for(static_cast<int64_t>(n), [&](int64_t a, int64_t b, int64_t) { std::fill(p + a, p + b, value); });
 }
 
 }  // namespace ksol

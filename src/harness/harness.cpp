@@ -148,47 +148,83 @@ struct BufferSet {
   }
 };
 
+WidenFrom widen_from(DType t) {
+  switch (t) {
+    case DType::f32: return WidenFrom::f32;
+    case DType::f64: return WidenFrom::f64;
+    case DType::bf16: return WidenFrom::bf16;
+    case DType::f16: return WidenFrom::f16;
+    default: throw std::logic_error("widen_from: not a float dtype");
+  }
+}
+
 // Runs a float64 reference (CPU or GPU) on `in`, or on |in| for the magnitude pass. Float
-// tensors travel as doubles, integer ones as they are stored.
+// tensors reach it as doubles, integer ones as they are stored. A GPU reference's float inputs
+// are uploaded in their storage dtype and widened (and made absolute) on the device: a quarter
+// to a half of the bytes over the bus, and no host pass over the inputs.
 std::vector<HostTensor> run_reference(const Task& task, const SizeSet& size, std::vector<int64_t> dims, ksol_reference_fn fn,
                                       bool on_gpu, const std::vector<HostTensor>& in, bool absolute, cudaStream_t stream) {
   std::vector<HostTensor> out = make_reference_outputs(task, size);
-  std::vector<std::vector<double>> absval(in.size());
-  std::vector<void*> ptrs(task.tensors.size());
-  for (size_t k = 0; k < task.tensors.size(); ++k) {
-    const HostTensor& h = task.tensors[k].role == Role::in ? in[k] : out[k];
-    if (task.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
-      absval[k].resize(h.f64.size());
-      parallel_for(static_cast<int64_t>(h.f64.size()), [&](int64_t a, int64_t b, int64_t) {
-        for (int64_t i = a; i < b; ++i) absval[k][i] = std::fabs(h.f64[i]);
-      });
-      ptrs[k] = absval[k].data();
-    } else {
-      ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
-    }
-  }
   if (!on_gpu) {
+    std::vector<HostVec<double>> absval(in.size());
+    std::vector<void*> ptrs(task.tensors.size());
+    for (size_t k = 0; k < task.tensors.size(); ++k) {
+      const HostTensor& h = task.tensors[k].role == Role::in ? in[k] : out[k];
+      if (task.tensors[k].role == Role::in && absolute && !h.f64.empty()) {
+        absval[k].resize(h.f64.size());
+        parallel_for(static_cast<int64_t>(h.f64.size()), [&](int64_t a, int64_t b, int64_t) {
+          for (int64_t i = a; i < b; ++i) absval[k][i] = std::fabs(h.f64[i]);
+        });
+        ptrs[k] = absval[k].data();
+      } else {
+        ptrs[k] = const_cast<void*>(h.f64.empty() ? static_cast<const void*>(h.bytes.data()) : static_cast<const void*>(h.f64.data()));
+      }
+    }
     ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), nullptr};
     if (fn(&c) != 0) throw std::runtime_error("the CPU reference failed");
     return out;
   }
   std::vector<std::unique_ptr<DeviceMemory>> mem;
-  std::vector<void*> dptrs;
-  std::vector<size_t> bytes(ptrs.size());
-  for (size_t k = 0; k < ptrs.size(); ++k) {
+  std::vector<void*> dptrs(task.tensors.size());
+  for (size_t k = 0; k < task.tensors.size(); ++k) {
     const TensorSpec& ts = task.tensors[k];
-    bytes[k] = static_cast<size_t>(task.numel(ts, size)) * (dtype_is_float(ts.dtype) ? 8 : dtype_size(ts.dtype));
-    mem.push_back(std::make_unique<DeviceMemory>(bytes[k]));
-    dptrs.push_back(mem.back()->p);
-    if (ts.role == Role::in) CK(cudaMemcpy(dptrs[k], ptrs[k], bytes[k], cudaMemcpyHostToDevice));
+    const bool fl = dtype_is_float(ts.dtype);
+    const size_t n = static_cast<size_t>(task.numel(ts, size));
+    mem.push_back(std::make_unique<DeviceMemory>(n * (fl ? 8 : dtype_size(ts.dtype))));
+    dptrs[k] = mem.back()->p;
+    if (ts.role != Role::in) continue;
+    if (!fl) {
+      CK(cudaMemcpyAsync(dptrs[k], in[k].bytes.data(), in[k].bytes.size(), cudaMemcpyHostToDevice, stream));
+      continue;
+    }
+    DeviceMemory staged(in[k].bytes.size());
+    CK(cudaMemcpyAsync(staged.p, in[k].bytes.data(), in[k].bytes.size(), cudaMemcpyHostToDevice, stream));
+    check(static_cast<cudaError_t>(device_widen(staged.p, widen_from(ts.dtype), n, static_cast<double*>(dptrs[k]), absolute, stream)),
+          "widen reference input");
+    CK(cudaStreamSynchronize(stream));  // before `staged` is freed
   }
   ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(dptrs.size()), dptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), stream};
   int rc = fn(&c);
   CK(cudaStreamSynchronize(stream));
   if (rc != 0) throw std::runtime_error("the GPU reference failed");
-  for (size_t k = 0; k < ptrs.size(); ++k)
-    if (task.tensors[k].role == Role::out) CK(cudaMemcpy(ptrs[k], dptrs[k], bytes[k], cudaMemcpyDeviceToHost));
+  for (size_t k = 0; k < task.tensors.size(); ++k) {
+    if (task.tensors[k].role != Role::out) continue;
+    void* host = out[k].f64.empty() ? static_cast<void*>(out[k].bytes.data()) : static_cast<void*>(out[k].f64.data());
+    size_t bytes = out[k].f64.empty() ? out[k].bytes.size() : out[k].f64.size() * 8;
+    CK(cudaMemcpy(host, dptrs[k], bytes, cudaMemcpyDeviceToHost));
+  }
   return out;
+}
+
+// Returns f(), adding its wall time (exceptions included) to `acc`.
+template <class F>
+auto add_time(double& acc, F f) {
+  struct Add {
+    double& acc;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Add() { acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } add{acc};
+  return f();
 }
 
 class Evaluator {
@@ -231,6 +267,7 @@ class Evaluator {
   }
 
   nlohmann::json run() {
+    auto t_start = std::chrono::steady_clock::now();
     nlohmann::json out;
     out["task"] = task_.name;
     out["size"] = size_.name;
@@ -242,10 +279,10 @@ class Evaluator {
       // in every phase (free memory included).
       allocate_timing_sets();
       if (req_.check) {
-        correctness(out);
+        add_time(phase_.correctness, [&] { correctness(out); });
         out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
       }
-      if (req_.time) timing(out);
+      if (req_.time) add_time(phase_.timing, [&] { timing(out); });
       out["status"] = "ok";
     } catch (const GateFailure& f) {
       out["status"] = "failed";
@@ -260,6 +297,12 @@ class Evaluator {
       out["message"] = e.what();
     }
     if (out["status"] != "ok") settle();
+    // Where the evaluation's wall time went (host-side work included), for `ksol eval --json`
+    // and the store: large sizes cost seconds of input generation and references.
+    phase_.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    // The two gates' times include their share of the three parts after them.
+    out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
+                              {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks}};
     return out;
   }
 
@@ -345,6 +388,9 @@ class Evaluator {
     std::vector<HostTensor> ref, mag;
   };
   Expected expected(const std::vector<HostTensor>& in) {
+    return add_time(phase_.reference, [&] { return expected_untimed(in); });
+  }
+  Expected expected_untimed(const std::vector<HostTensor>& in) {
     Expected e;
     e.ref = reference(in, false);
     if (task_.magnitude == "abs") e.mag = reference(in, true);
@@ -456,11 +502,13 @@ class Evaluator {
           retired_.push_back(std::make_unique<BufferSet>(allocate()));
           set = retired_.back().get();
         }
-        std::vector<HostTensor> in = generate_inputs(task_, size_, dist, seed);
+        std::vector<HostTensor> in = add_time(phase_.generate, [&] { return generate_inputs(task_, size_, dist, seed); });
         upload(*set, in);
         Expected want = expected(in);
-        checked_call(*set, in, want, Poison::nan, label + ", NaN poison");
-        if (d.on("finite-poison")) checked_call(*set, in, want, Poison::random, label + ", random poison");
+        add_time(phase_.checks, [&] {
+          checked_call(*set, in, want, Poison::nan, label + ", NaN poison");
+          if (d.on("finite-poison")) checked_call(*set, in, want, Poison::random, label + ", random poison");
+        });
         cases.push_back(label);
       }
     out["correctness"] = {{"cases", cases}, {"worst_error_over_tolerance", worst_ratio_}};
@@ -477,7 +525,8 @@ class Evaluator {
   Verification plan_verification(int set, uint64_t seed) {
     Verification v;
     v.set = set;
-    v.inputs = req_.defences.on("rewrite-inputs") ? generate_inputs(task_, size_, Distribution::normal, seed) : timing_inputs_[set];
+    v.inputs = req_.defences.on("rewrite-inputs") ? add_time(phase_.generate, [&] { return generate_inputs(task_, size_, Distribution::normal, seed); })
+                                                   : timing_inputs_[set];
     v.want = expected(v.inputs);
     return v;
   }
@@ -498,7 +547,7 @@ class Evaluator {
     const TimingConfig& cfg = req_.timing;
     int nsets = static_cast<int>(timing_sets_.size());
     for (int i = 0; i < nsets; ++i) {
-      timing_inputs_.push_back(generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i));
+      timing_inputs_.push_back(add_time(phase_.generate, [&] { return generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i); }));
       upload(timing_sets_[i], timing_inputs_.back());
     }
     // Two verified calls: one at a random position among the first samples, one after the last.
@@ -513,7 +562,15 @@ class Evaluator {
     Poison sample_poison = d.on("poison") && d.on("finite-poison") ? Poison::random : Poison::none;
     Poison verify_poison = !d.on("poison") ? Poison::none : d.on("finite-poison") ? Poison::random : Poison::nan;
     Event e0, e1;
-    for (int i = 0; i < cfg.warmup_calls; ++i) {
+    // Warm-up: at least warmup_calls calls and warmup_seconds of them, so that a kernel that
+    // draws enough power to lower the clock is timed at the clock it settles to, the same in
+    // every process, not on the way down.
+    auto tw = Clock::now();
+    for (int i = 0;; ++i) {
+      if (i >= cfg.warmup_calls) {
+        CK(cudaStreamSynchronize(stream_));
+        if (std::chrono::duration<double>(Clock::now() - tw).count() >= cfg.warmup_seconds) break;
+      }
       prepare(timing_sets_[i % nsets], sample_poison);
       if (launch(timing_sets_[i % nsets], nullptr, nullptr).rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
     }
@@ -613,6 +670,9 @@ class Evaluator {
   double worst_ratio_ = 0;
   // With rewrite-inputs off, every correctness case's buffers, held until the evaluation ends.
   std::vector<std::unique_ptr<BufferSet>> retired_;
+  struct Phases {
+    double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0;
+  } phase_;
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ struct TimingConfig {
   double target_rel_ci = 0.005; // stop once the median's 95% CI half-width is this fraction of it
   int rotation_sets = 3;
   int warmup_calls = 3;
+  double warmup_seconds = 0.25; // and keep warming up this long, so clocks and power settle first
 };
 
 struct EvalRequest {

@@ -323,7 +323,10 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
     h.dtype = ts.dtype;
     h.numel = t.numel(ts, s);
     if (ts.role == Role::out) continue;
-    h.bytes.assign(static_cast<size_t>(h.numel) * dtype_size(ts.dtype), 0);
+    // Float tensors are written in full below, from all threads; structure tensors are zeroed.
+    bool structure = ts.init.rfind("csc.", 0) == 0 || ts.init.rfind("csr.", 0) == 0 || ts.init.rfind("coo.", 0) == 0 || ts.init == "ell.col_idx";
+    if (structure || !dtype_is_float(ts.dtype)) parallel_assign<uint8_t>(h.bytes, static_cast<size_t>(h.numel) * dtype_size(ts.dtype), 0);
+    else h.bytes.resize(static_cast<size_t>(h.numel) * dtype_size(ts.dtype));
     if (ts.init.rfind("csc.", 0) == 0) {
       // CSC of rows x cols is the CSR of its transpose: the same generator with the roles swapped.
       if (!sparse_t) {
@@ -397,8 +400,8 @@ std::vector<HostTensor> make_reference_outputs(const Task& t, const SizeSet& s) 
     out[k].dtype = ts.dtype;
     out[k].numel = t.numel(ts, s);
     if (ts.role != Role::out) continue;
-    if (dtype_is_float(ts.dtype)) out[k].f64.assign(out[k].numel, 0.0);
-    else out[k].bytes.assign(out[k].numel * dtype_size(ts.dtype), 0);
+    if (dtype_is_float(ts.dtype)) parallel_assign<double>(out[k].f64, static_cast<size_t>(out[k].numel), 0.0);
+    else parallel_assign<uint8_t>(out[k].bytes, static_cast<size_t>(out[k].numel) * dtype_size(ts.dtype), 0);
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "task/task.h"
 
 namespace ksol {
@@ -20,8 +21,8 @@ std::vector<Distribution> distributions_for(const Task& t);
 struct HostTensor {
   DType dtype = DType::f32;
   int64_t numel = 0;
-  std::vector<uint8_t> bytes;
-  std::vector<double> f64;  // float tensors only
+  HostVec<uint8_t> bytes;  // HostVec: resize() leaves it unwritten, for the generator to fill
+  HostVec<double> f64;     // float tensors only
 };
 
 // Generates every input tensor (outputs are left empty), deterministic in (seed, distribution).
@@ -69,7 +70,7 @@ CompareResult compare_output(const Tolerance& tol, DType out_dtype, const void* 
 SizeSet matrix_market_size(const Task& t, const std::string& path);
 
 // All of one call's outputs by tensor index (inputs left empty), as the candidate wrote them.
-using OutputBytes = std::vector<std::vector<uint8_t>>;
+using OutputBytes = std::vector<HostVec<uint8_t>>;
 
 // Checks output `k` with its comparator (docs/TASK_FORMAT.md, "Comparators"). `ref` and `mag`
 // are the reference outputs on the inputs and on |inputs| (`mag` may be null: magnitude "ref").

@@ -253,7 +253,7 @@ class Reference {
   // The reference's outputs on `in` (or on |in| for magnitudes).
   std::vector<HostTensor> run(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, bool absolute) {
     std::vector<HostTensor> out = make_reference_outputs(t, s);
-    std::vector<std::vector<double>> abs_copies(t.tensors.size());
+    std::vector<HostVec<double>> abs_copies(t.tensors.size());
     std::vector<void*> ptrs;
     for (size_t k = 0; k < t.tensors.size(); ++k) {
       const bool input = t.tensors[k].role == Role::in;
@@ -643,7 +643,7 @@ TEST(HostEmulation, ReportsDeadlocksAndWritesOutsideATensor) {
                  "extern \"C\" int ksol_run(const ksol_call* c) { k<<<1, 64, 0, (cudaStream_t)c->stream>>>((float*)c->tensors[0]);\n"
                  "  return cudaGetLastError() == cudaSuccess ? 0 : 4; }\n");
   ASSERT_TRUE(dead.ok) << dead.message;
-  std::vector<std::vector<uint8_t>> buffers = {std::vector<uint8_t>(64 * 4)};
+  OutputBytes buffers = {HostVec<uint8_t>(64 * 4, 0)};
   codegen::HostRun r = codegen::run_on_host(dead.so_path, buffers, {});
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.message, "barrier deadlock (some threads never reached a __syncthreads or shuffle)");
@@ -653,7 +653,7 @@ TEST(HostEmulation, ReportsDeadlocksAndWritesOutsideATensor) {
                  "extern \"C\" int ksol_run(const ksol_call* c) { k<<<1, 1025>>>((float*)c->tensors[0]);\n"
                  "  if (cudaGetLastError() != cudaSuccess) k<<<1, 1024>>>((float*)c->tensors[0] + 1); return 0; }\n");
   ASSERT_TRUE(past.ok) << past.message;
-  buffers = {std::vector<uint8_t>(1024 * 4)};
+  buffers = {HostVec<uint8_t>(1024 * 4)};
   r = codegen::run_on_host(past.so_path, buffers, {});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("Segmentation fault"), std::string::npos) << r.message;
@@ -734,7 +734,7 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
     const dsl::Program base = parse(c.program);
     // Inputs: normal values, rounded to their dtypes.
     codegen::HostArrays in;
-    std::vector<std::vector<uint8_t>> buffers;
+    OutputBytes buffers;
     uint64_t state = 12345;
     auto next = [&] {
       state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -753,7 +753,7 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
         store_from_double(dtype(prm.type), bytes.data(), i, next());
         v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
       }
-      buffers.push_back(bytes);
+      buffers.emplace_back(bytes.begin(), bytes.end());
     }
     // The float64 meaning, and magnitudes from |inputs| for the tolerance (as the harness's).
     codegen::HostArrays want = codegen::interpret(base, c.dims, in);
@@ -772,7 +772,7 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
       const std::string name = codegen::kernel_name(p);
       codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
       ASSERT_TRUE(build.ok) << name << "\n" << build.message;
-      std::vector<std::vector<uint8_t>> run = buffers;
+      OutputBytes run = buffers;
       for (const dsl::Param& prm : p.outputs) run.emplace_back(numel(prm) * dtype_size(dtype(prm.type)), 0xFF);
       codegen::HostRun r = codegen::run_on_host(build.so_path, run, dims);
       ASSERT_TRUE(r.ok) << name << ": " << r.message;
@@ -804,7 +804,7 @@ TEST(HostEmulation, RowsBeyondTheCacheAreRefusedAtRunTime) {
     codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
     ASSERT_TRUE(build.ok) << build.message;
     const int64_t C = std::string(cache) == "registers" ? 64 * 64 + 4 : 232448 / 4;
-    std::vector<std::vector<uint8_t>> buffers = {std::vector<uint8_t>(C * 4), std::vector<uint8_t>(C * 4)};
+    OutputBytes buffers = {HostVec<uint8_t>(C * 4, 0), HostVec<uint8_t>(C * 4, 0)};
     codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, {1, C});
     ASSERT_TRUE(r.ok) << r.message;
     EXPECT_EQ(r.rc, 3) << cache;

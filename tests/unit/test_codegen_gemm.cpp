@@ -262,7 +262,7 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       return n;
     };
     codegen::HostArrays in;
-    std::vector<std::vector<uint8_t>> buffers;
+    OutputBytes buffers;
     for (const dsl::Param& prm : p.inputs) {
       std::vector<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm.type)) + 1);
       std::vector<double>& v = in[prm.name];
@@ -271,7 +271,7 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
         v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
       }
       bytes.resize(numel(prm) * dtype_size(dtype(prm.type)));
-      buffers.push_back(bytes);
+      buffers.emplace_back(bytes.begin(), bytes.end());
     }
     const dsl::Param& out = p.outputs[0];
     buffers.emplace_back(numel(out) * dtype_size(dtype(out.type)), 0xFF);

@@ -106,7 +106,7 @@ class Reference {
 
   std::vector<HostTensor> run(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, bool absolute) {
     std::vector<HostTensor> out = make_reference_outputs(t, s);
-    std::vector<std::vector<double>> abs_copies(t.tensors.size());
+    std::vector<HostVec<double>> abs_copies(t.tensors.size());
     std::vector<void*> ptrs;
     for (size_t k = 0; k < t.tensors.size(); ++k) {
       const bool input = t.tensors[k].role == Role::in;
@@ -344,7 +344,7 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
           for (size_t k = 0; k < t.tensors.size(); ++k)
             buffers[k] = t.tensors[k].role == Role::in
                              ? in[k].bytes
-                             : std::vector<uint8_t>(t.numel(t.tensors[k], s) * dtype_size(t.tensors[k].dtype), 0xFF);
+                             : HostVec<uint8_t>(t.numel(t.tensors[k], s) * dtype_size(t.tensors[k].dtype), 0xFF);
           std::vector<int64_t> dv;
           for (const std::string& dn : t.dims) dv.push_back(static_cast<int64_t>(dims.at(dn)));
           codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);

@@ -199,8 +199,8 @@ Task topk_task() {
   return t;
 }
 template <class T>
-std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(T));
+HostVec<uint8_t> bytes_of(const std::vector<T>& v) {
+  HostVec<uint8_t> b(v.size() * sizeof(T));
   std::memcpy(b.data(), v.data(), b.size());
   return b;
 }
