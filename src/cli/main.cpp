@@ -96,6 +96,13 @@ struct Common {
   std::string worker;
   std::string assume_gpu = "NVIDIA H200";
   bool json_out = false;
+  std::optional<double> warmup;  // seconds of warm-up calls before sampling (TimingConfig::warmup_seconds)
+  // The TimingConfig overrides these options ask for (null: the worker's defaults).
+  nlohmann::json timing() const {
+    nlohmann::json t;
+    if (warmup) t["warmup_seconds"] = *warmup;
+    return t;
+  }
 };
 
 Session::Options session_options(const Common& c) {
@@ -163,6 +170,7 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   o.seed = seed;
   o.time = !no_time;
   o.timeout_s = timeout;
+  o.timing = c.timing();
   if (!defence_off.empty())
     std::cerr << "warning: defences switched off (" << join(defence_off, ", ") << "): these results are not to be trusted\n";
 
@@ -402,6 +410,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   o.resume_run = resume;
   o.lenient_sizes = true;
   o.timeout_s = timeout;
+  o.timing = c.timing();
   if (no_hidden) o.defences_off.insert("hidden-sizes");
   json all = json::array();
   Table tab = result_table();
@@ -527,6 +536,8 @@ int main(int argc, char** argv) {
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
   app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
   app.add_flag("--json", c.json_out, "print JSON instead of a table");
+  app.add_option("--warmup", c.warmup, "seconds of back-to-back calls before timing starts, so power-limited kernels are timed at the clock they settle to (default 0.25; eval and bench)")
+      ->check(CLI::Range(0.0, 60.0));
 
   auto* eval = app.add_subcommand("eval", "verify and time one candidate on a task (all gates, SOL), with the task's baselines");
   std::string task, sizes, compare = "all", function;

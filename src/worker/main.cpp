@@ -46,6 +46,8 @@ ksol::EvalRequest parse_eval(const json& r) {
     q.timing.max_seconds = t.value("max_seconds", q.timing.max_seconds);
     q.timing.target_rel_ci = t.value("target_rel_ci", q.timing.target_rel_ci);
     q.timing.rotation_sets = t.value("rotation_sets", q.timing.rotation_sets);
+    q.timing.warmup_calls = t.value("warmup_calls", q.timing.warmup_calls);
+    q.timing.warmup_seconds = t.value("warmup_seconds", q.timing.warmup_seconds);
   }
   for (auto& d : r.value("defences_off", std::vector<std::string>{})) q.defences.off.insert(d);
   return q;
