@@ -17,6 +17,7 @@
 #include "core/util.h"
 #include "codegen/codegen.h"
 #include "codegen/job.h"
+#include "cli/commands.h"
 #include "dsl/ir.h"
 #include "search/optimize.h"
 #include "sol/sol.h"
@@ -593,6 +594,7 @@ int main(int argc, char** argv) {
   refcheck->add_option("--sizes", rc_sizes, "sizes to check (default: every size the CPU reference handles)");
 
   cli::add_optimize_command(app, c.store, c.worker, c.assume_gpu, c.json_out, argc, argv);
+  cli::add_import_command(app, c.json_out);
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {

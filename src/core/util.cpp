@@ -140,4 +140,16 @@ std::string source_root() {
   return std::filesystem::path(self_exe_dir()).parent_path().string();
 }
 
+std::string find_torch_python(std::string* why) {
+  std::vector<std::string> tries;
+  if (const char* e = std::getenv("KSOL_PYTHON"); e && *e) tries = {e};
+  else tries = {"python3", "/usr/bin/python3"};
+  for (auto& py : tries)
+    if (run_process({py, "-c", "import torch, torch.fx"}, 120).exit_code == 0) return py;
+  if (why)
+    *why = "no python3 that can import torch (tried " + join(tries, ", ") +
+           "); setup.sh installs python3-torch, or set KSOL_PYTHON to an interpreter that has PyTorch";
+  return "";
+}
+
 }  // namespace ksol

@@ -29,5 +29,8 @@ std::string self_exe_dir();
 // The ksol source tree (include/, tasks/, third_party/): $KSOL_HOME, else the tree this binary
 // was built from, else the folder above the binary's. Lets a build move to another machine.
 std::string source_root();
+// The python3 that can import torch (the PyTorch front end, python/ksol_torch): $KSOL_PYTHON,
+// else the first of python3 and /usr/bin/python3 that can; empty, with `why` set, if none can.
+std::string find_torch_python(std::string* why);
 
 }  // namespace ksol

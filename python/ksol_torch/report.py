@@ -1,0 +1,73 @@
+"""KernelBench-compatible summary of a set of problem results.
+
+Each result: {"problem": str, "correct": bool, "ksol_us": float|None, "eager_us": float,
+"compile_us": float|None, "fell_back": bool, "reason": str, "degenerate": bool}
+(optionally "kb": the same timings under KernelBench's own protocol).
+
+fast_p against a baseline is KernelBench's metric: the fraction of all problems whose result is
+correct and more than p times faster than the baseline (fast_0 is the correctness rate).
+Degenerate problems are reported apart and left out of the headline figures."""
+import math
+from typing import Dict, List, Optional
+
+PS = (0.0, 1.0, 1.5, 2.0)
+
+
+def _speedup(r: Dict, baseline: str) -> Optional[float]:
+    b, k = r.get(baseline), r.get("ksol_us")
+    if not r.get("correct") or not b or not k or k <= 0:
+        return None
+    return b / k
+
+
+def fast_p(results: List[Dict], baseline: str, p: float) -> float:
+    if not results:
+        return 0.0
+    n = sum(1 for r in results if (s := _speedup(r, baseline)) is not None and s > p)
+    return n / len(results)
+
+
+def geomean(xs: List[float]) -> Optional[float]:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(results: List[Dict]) -> Dict:
+    main = [r for r in results if not r.get("degenerate")]
+    out = {"problems": len(results), "degenerate": [r["problem"] for r in results if r.get("degenerate")],
+           "counted": len(main), "correct": sum(1 for r in main if r.get("correct")),
+           "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")]}
+    out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
+    for base in ("eager_us", "compile_us"):
+        key = base.replace("_us", "")
+        out[f"fast_p_vs_{key}"] = {str(p): fast_p(main, base, p) for p in PS}
+        out[f"geomean_speedup_vs_{key}_correct"] = geomean([s for r in main if (s := _speedup(r, base)) is not None])
+        # As delivered: a problem ksol could not beat returns the better of eager and
+        # torch.compile, so it counts at that baseline's speed, never below it.
+        delivered = []
+        for r in main:
+            s = _speedup(r, base)
+            if s is None or r.get("fell_back"):
+                best = min(x for x in (r.get("eager_us"), r.get("compile_us")) if x)
+                s = r[base] / best if r.get(base) else None
+            delivered.append(s)
+        out[f"geomean_speedup_vs_{key}_delivered"] = geomean([s for s in delivered if s])
+    return out
+
+
+def format_summary(s: Dict) -> str:
+    lines = [f"problems {s['problems']} (degenerate, reported apart: {len(s['degenerate'])}); counted {s['counted']}",
+             f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]
+    for key in ("eager", "compile"):
+        fp = s[f"fast_p_vs_{key}"]
+        gc, gd = s[f"geomean_speedup_vs_{key}_correct"], s[f"geomean_speedup_vs_{key}_delivered"]
+        lines.append(f"vs {key}: " + ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) +
+                     f"; geomean speedup {gc:.3f}x over correct" if gc else f"vs {key}: " +
+                     ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) + "; no correct result")
+        if gd:
+            lines[-1] += f", {gd:.3f}x as delivered"
+    for f in s["fell_back"]:
+        lines.append(f"fell back: {f['problem']}: {f['reason']}")
+    for d in s["degenerate"]:
+        lines.append(f"degenerate: {d}")
+    return "\n".join(lines)

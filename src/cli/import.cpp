@@ -1,0 +1,152 @@
+// ksol import kernelbench: runs the PyTorch front end (python -m ksol_torch import) on problem
+// files and reports what it found: the op graph's FLOPs and bytes (for SOL), the pieces the DSL
+// can express, and whether the problem is degenerate.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ksol::cli {
+namespace {
+
+struct ImportArgs {
+  std::vector<std::string> files;
+  std::string out_dir;
+  bool no_screen = false;
+  double screen_max_gflop = 20;
+  int seed = 0;
+  double timeout = 600;
+};
+
+std::string fmt_num(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string fmt_g(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+int run_import(const ImportArgs& a, bool json_out) {
+  std::string why;
+  std::string py = find_torch_python(&why);
+  if (py.empty()) {
+    std::cerr << "error: " << why << "\n";
+    return 3;
+  }
+  for (auto& f : a.files)
+    if (!fs::exists(f)) {
+      std::cerr << f << ": error: no such file\n";
+      return 2;
+    }
+  fs::path tmp = fs::temp_directory_path() / ("ksol-import-" + std::to_string(::getpid()) + ".json");
+  std::vector<std::string> argv = {"env", "PYTHONPATH=" + source_root() + "/python", py, "-m", "ksol_torch", "import",
+                                   "--json-out", tmp.string(), "--seed", std::to_string(a.seed),
+                                   "--screen-max-gflop", fmt_num(a.screen_max_gflop, 3)};
+  if (a.no_screen) argv.push_back("--no-screen");
+  for (auto& f : a.files) argv.push_back(f);  // as given: errors then name the file as the user wrote it
+  std::cerr << "importing " << a.files.size() << " problem file(s) with " << py << " ...\n";
+  ProcessResult r = run_process(argv, a.timeout);
+  if (r.timed_out || !fs::exists(tmp)) {
+    std::cerr << "error: the PyTorch front end " << (r.timed_out ? "timed out" : "failed") << ":\n" << r.output << "\n";
+    fs::remove(tmp);
+    return 2;
+  }
+  json res = json::parse(read_file(tmp.string()));
+  fs::remove(tmp);
+  if (!a.out_dir.empty()) fs::create_directories(a.out_dir);
+  int bad = 0;
+  if (json_out) std::cout << res.dump(2) << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (auto& p : res) {
+    if (!p.value("ok", false)) {
+      ++bad;
+      std::cerr << p.value("error", "unknown error") << "\n";
+      continue;
+    }
+    if (!a.out_dir.empty()) write_file_atomic(a.out_dir + "/" + p["problem"].get<std::string>() + ".json", p.dump(1) + "\n");
+    std::string ins;
+    for (auto& t : p["inputs"]) {
+      std::string s;
+      for (auto& d : t["shape"]) s += (s.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
+      ins += (ins.empty() ? "" : ", ") + (s.empty() ? "scalar" : s) + " " + t["dtype"].get<std::string>();
+    }
+    std::string pieces;
+    int dsl = 0, n = 0;
+    for (auto& q : p["pieces"]) {
+      if (q["family"] == "view") continue;
+      ++n;
+      dsl += q["dsl"].get<bool>();
+      std::string ops;
+      for (auto& o : q["ops"]) ops += (ops.empty() ? "" : "+") + o.get<std::string>();
+      pieces += (pieces.empty() ? "" : " | ") + q["family"].get<std::string>() + ":" + ops + (q["dsl"].get<bool>() ? "" : "(kept)");
+    }
+    double fl = p["flops"].get<double>(), by = p["bytes"].get<double>();
+    rows.push_back({p["problem"], ins, p["traced"].get<bool>() ? fmt_g(fl / 1e9) : "-", fmt_g(by / 1e6),
+                    p["traced"].get<bool>() && by > 0 ? fmt_num(fl / by, 2) : "-", std::to_string(dsl) + "/" + std::to_string(n),
+                    p["screen"]["verdict"], pieces});
+    if (!p["traced"].get<bool>()) rows.back().back() = "not traced: " + p["trace_reason"].get<std::string>().substr(0, 80);
+  }
+  if (!json_out) {
+    std::vector<std::string> head = {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)"};
+    std::vector<size_t> w(head.size());
+    for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+    for (auto& r : rows)
+      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    auto line = [&](const std::vector<std::string>& r) {
+      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << (i + 1 < r.size() ? std::string(w[i] - r[i].size(), ' ') : "");
+      std::cout << "\n";
+    };
+    line(head);
+    std::vector<std::string> dash;
+    for (size_t x : w) dash.push_back(std::string(x, '-'));
+    line(dash);
+    for (auto& r : rows) line(r);
+    std::cout << "MB = compulsory bytes (inputs, parameters, outputs once each); screen: ok, or why the problem is degenerate"
+                 " (reported apart), or why it was skipped.\n";
+    if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
+  }
+  return bad ? 2 : 0;
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app, const bool& json_out) {
+  auto* imp = app.add_subcommand("import", "bring problems from other formats into ksol");
+  auto* kb = imp->add_subcommand("kernelbench", "trace, cost, lower and screen KernelBench-format PyTorch problems (docs/TORCH.md)");
+  auto a = std::make_shared<ImportArgs>();
+  kb->add_option("files", a->files, "problem files (Model, get_inputs, get_init_inputs)")->required();
+  kb->add_option("--out", a->out_dir, "write one JSON problem card per problem into this folder");
+  kb->add_flag("--no-screen", a->no_screen, "skip the float64 screening for degenerate outputs");
+  kb->add_option("--screen-max-gflop", a->screen_max_gflop, "skip screening on the CPU above this many GFLOP (all draws)")->capture_default_str();
+  kb->add_option("--seed", a->seed, "seed for the module's parameters and the example inputs")->capture_default_str();
+  kb->add_option("--timeout", a->timeout, "seconds for the whole import")->capture_default_str();
+  imp->require_subcommand(1);
+  kb->callback([a, &json_out]() {
+    int rc = 2;
+    try {
+      rc = run_import(*a, json_out);
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+    }
+    std::cout.flush();
+    if (rc == 0) throw CLI::Success();
+    throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace ksol::cli

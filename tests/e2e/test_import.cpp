@@ -1,0 +1,45 @@
+// ksol import kernelbench end to end: the CLI drives the PyTorch front end (PyTorch on the CPU)
+// on the test problems in tests/torch, and the front end's own unit tests run from here too.
+#include <gtest/gtest.h>
+
+#include "core/util.h"
+
+namespace {
+std::string ksol_bin() { return std::string(KSOL_BUILD_DIR) + "/ksol"; }
+std::string src(const std::string& rel) { return ksol::source_root() + "/" + rel; }
+}  // namespace
+
+TEST(Import, FrontEndUnitTests) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  ksol::ProcessResult r = ksol::run_process({"env", "PYTHONPATH=" + src("python"), py, "-W", "error::ResourceWarning", "-m", "unittest",
+                                             "discover", "-s", src("tests/torch"), "-t", src("tests/torch")},
+                                            600);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Import, KernelbenchTableAndErrors) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  std::string out = ::testing::TempDir() + "/ksol-cards";
+  ksol::ProcessResult ok = ksol::run_process({ksol_bin(), "import", "kernelbench", src("tests/torch/problems/01_gemm_relu.py"),
+                                              src("tests/torch/problems/07_zero.py"), "--out", out},
+                                             600);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("01_gemm_relu"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("gemm:linear+relu"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("zero"), std::string::npos) << ok.output;
+  std::string card = ksol::read_file(out + "/01_gemm_relu.json");
+  EXPECT_NE(card.find("\"family\": \"gemm\""), std::string::npos) << card;
+
+  // A broken file is reported with file:line:col and a failing exit status; the good one still imports.
+  std::string bad = src("tests/torch/bad/syntax_error.py");
+  ksol::ProcessResult mixed = ksol::run_process({ksol_bin(), "import", "kernelbench", bad, src("tests/torch/problems/02_softmax.py")}, 600);
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
+  EXPECT_NE(mixed.output.find(bad + ":5:25: error: syntax error"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("rowwise:softmax"), std::string::npos) << mixed.output;
+
+  ksol::ProcessResult missing = ksol::run_process({ksol_bin(), "import", "kernelbench", "/nonexistent/problem.py"}, 60);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("/nonexistent/problem.py: error: no such file"), std::string::npos) << missing.output;
+}

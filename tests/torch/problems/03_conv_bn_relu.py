@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Conv2d, eval-mode batch norm, ReLU, then a max pool."""
+
+    def __init__(self, c_in, c_out, k):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, k, padding=1)
+        self.bn = nn.BatchNorm2d(c_out)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.conv(x)))
+        return F.max_pool2d(y, 2)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return [3, 4, 3]

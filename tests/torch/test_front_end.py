@@ -1,0 +1,166 @@
+"""The PyTorch front end on small problems written for these tests in KernelBench's format,
+PyTorch on the CPU. Run: PYTHONPATH=python python3 -m unittest discover -s tests/torch"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+from ksol_torch import lower, problem, report, screen, trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBLEMS = os.path.join(HERE, "problems")
+BAD = os.path.join(HERE, "bad")
+
+
+def imported(name):
+    p = problem.load(os.path.join(PROBLEMS, name))
+    model, inputs = problem.instantiate(p, 0)
+    g = trace.trace(model, inputs)
+    return p, model, g, lower.lower(g)
+
+
+class Load(unittest.TestCase):
+    def expect_error(self, name, line, col, text):
+        path = os.path.join(BAD, name)
+        with self.assertRaises(problem.ProblemError) as cm:
+            p = problem.load(path)
+            problem.instantiate(p, 0)
+        e = cm.exception
+        self.assertEqual((e.line, e.col), (line, col), str(e))
+        self.assertIn(text, str(e))
+        self.assertTrue(str(e).startswith(f"{path}:{line}:{col}: error: "), str(e))
+
+    def test_syntax_error_names_line_and_column(self):
+        self.expect_error("syntax_error.py", 5, 25, "syntax error")
+
+    def test_missing_function(self):
+        self.expect_error("missing_init.py", 1, 1, "missing get_init_inputs")
+
+    def test_model_must_be_a_module(self):
+        self.expect_error("not_module.py", 4, 1, "Model must be a subclass of torch.nn.Module")
+
+    def test_exception_in_get_inputs_points_at_its_line(self):
+        self.expect_error("raises.py", 12, 1, "get_inputs() raised AttributeError")
+
+    def test_instantiation_is_deterministic_in_the_seed(self):
+        p = problem.load(os.path.join(PROBLEMS, "01_gemm_relu.py"))
+        m1, x1 = problem.instantiate(p, 3)
+        m2, x2 = problem.instantiate(p, 3)
+        m3, _ = problem.instantiate(p, 4)
+        self.assertTrue(torch.equal(m1.fc.weight, m2.fc.weight))
+        self.assertTrue(torch.equal(x1[0], x2[0]))
+        self.assertFalse(torch.equal(m1.fc.weight, m3.fc.weight))
+
+
+class TraceAndCost(unittest.TestCase):
+    def test_linear_relu_flops_and_bytes(self):
+        _, _, g, pieces = imported("01_gemm_relu.py")
+        self.assertTrue(g.traced)
+        self.assertEqual([o.op for o in g.ops], ["linear", "relu"])
+        # 8x32 @ 32x16: 2*M*N*K, plus the bias and the ReLU once per output
+        self.assertEqual(g.flops, 2 * 8 * 16 * 32 + 8 * 16 + 8 * 16)
+        # input, weight, bias, output, each once, float32
+        self.assertEqual(g.bytes, 4 * (8 * 32 + 16 * 32 + 16 + 8 * 16))
+        self.assertEqual(len(pieces), 1)
+        self.assertEqual((pieces[0].family, pieces[0].dsl), ("gemm", True))
+        self.assertEqual([o.op for o in pieces[0].ops], ["linear", "relu"])
+
+    def test_conv_flops(self):
+        _, _, g, _ = imported("03_conv_bn_relu.py")
+        conv = g.ops[0]
+        self.assertEqual(conv.op, "conv2d")
+        self.assertEqual(conv.shape, [2, 4, 8, 8])
+        # every output: 2 * C_in * k*k FLOPs, plus the bias
+        self.assertEqual(conv.flops, 2 * (2 * 4 * 8 * 8) * 3 * 9 + 2 * 4 * 8 * 8)
+
+    def test_untraceable_module_is_one_opaque_op(self):
+        _, _, g, pieces = imported("06_data_dependent.py")
+        self.assertFalse(g.traced)
+        self.assertIn("TraceError", g.reason)
+        self.assertEqual([(p.family, p.dsl) for p in pieces], [("torch", False)])
+
+
+class Lowering(unittest.TestCase):
+    def test_residual_add_is_a_gemm_epilogue_and_norm_takes_gelu(self):
+        _, _, _, pieces = imported("05_residual_layernorm.py")
+        self.assertEqual([(p.family, [o.op for o in p.ops]) for p in pieces],
+                         [("gemm", ["matmul", "add"]), ("rowwise", ["layer_norm", "gelu"])])
+        self.assertIn("input0", pieces[0].inputs)  # the residual reads the input again
+        self.assertTrue(all(p.dsl for p in pieces))
+
+    def test_conv_and_pool_stay_vendor_or_torch_calls(self):
+        _, _, _, pieces = imported("03_conv_bn_relu.py")
+        self.assertEqual([(p.family, p.dsl) for p in pieces], [("conv", False), ("torch", False)])
+        self.assertIn("cuDNN", pieces[0].reason)
+
+    def test_an_op_with_two_users_is_not_fused_away(self):
+        class Two(torch.nn.Module):
+            def forward(self, x):
+                y = torch.relu(x)
+                return torch.sigmoid(y) + torch.tanh(y)
+
+        g = trace.trace(Two(), [torch.randn(4, 4)])
+        pieces = lower.lower(g)
+        first = pieces[0]
+        self.assertEqual([o.op for o in first.ops], ["relu"])  # relu's output is needed twice
+        self.assertGreater(len(pieces), 1)
+
+
+class Screening(unittest.TestCase):
+    def verdict(self, name):
+        p, model, g, _ = imported(name)
+        return screen.screen(p, model, g.flops).verdict
+
+    def test_honest_problems_pass(self):
+        for name in ("01_gemm_relu.py", "02_softmax.py", "03_conv_bn_relu.py", "05_residual_layernorm.py"):
+            self.assertEqual(self.verdict(name), "ok", name)
+
+    def test_degenerate_problems_are_marked(self):
+        self.assertEqual(self.verdict("04_constant.py"), "constant_fill")
+        self.assertEqual(self.verdict("07_zero.py"), "zero")
+
+    def test_large_problems_are_skipped_with_the_reason(self):
+        p, model, g, _ = imported("01_gemm_relu.py")
+        s = screen.screen(p, model, g.flops, max_flops=1.0)
+        self.assertEqual(s.verdict, "skipped")
+        self.assertIn("GFLOP", s.detail)
+
+
+class Report(unittest.TestCase):
+    RESULTS = [
+        {"problem": "a", "correct": True, "ksol_us": 50.0, "eager_us": 100.0, "compile_us": 80.0},   # 2.0x, 1.6x
+        {"problem": "b", "correct": True, "ksol_us": 100.0, "eager_us": 120.0, "compile_us": 90.0},  # 1.2x, 0.9x
+        {"problem": "c", "correct": False, "ksol_us": 10.0, "eager_us": 100.0, "compile_us": 100.0,
+         "fell_back": True, "reason": "wrong_result at h1"},
+        {"problem": "d", "correct": True, "ksol_us": 1.0, "eager_us": 9.0, "compile_us": 9.0, "degenerate": True},
+    ]
+
+    def test_fast_p_follows_kernelbench(self):
+        s = report.summarize(self.RESULTS)
+        self.assertEqual(s["counted"], 3)
+        self.assertEqual(s["degenerate"], ["d"])
+        self.assertAlmostEqual(s["correctness_rate"], 2 / 3)
+        self.assertEqual(s["fast_p_vs_eager"], {"0.0": 2 / 3, "1.0": 2 / 3, "1.5": 1 / 3, "2.0": 0.0})  # 2.0x is not > 2
+        self.assertEqual(s["fast_p_vs_compile"]["1.0"], 1 / 3)
+        self.assertAlmostEqual(s["geomean_speedup_vs_eager_correct"], (2.0 * 1.2) ** 0.5)
+        # c fell back to the better baseline: as fast as eager, so 1.0x against eager
+        self.assertAlmostEqual(s["geomean_speedup_vs_eager_delivered"], (2.0 * 1.2 * 1.0) ** (1 / 3))
+        self.assertEqual(s["fell_back"], [{"problem": "c", "reason": "wrong_result at h1"}])
+        self.assertIn("fell back: c", report.format_summary(s))
+
+    def test_cli_report(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(self.RESULTS, fh)
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        out = subprocess.run([sys.executable, "-m", "ksol_torch", "report", fh.name], capture_output=True, text=True, env=env)
+        os.unlink(fh.name)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("correct 2 (66.7%)", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
