@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 
 need_apt=()
 for p in cmake ninja-build g++ pkg-config libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev \
-         libcli11-dev libgtest-dev python3-pip unzip python3-torch; do
+         libcli11-dev libgtest-dev libcurl4-openssl-dev python3-pip unzip python3-torch; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done
 if ((${#need_apt[@]})); then

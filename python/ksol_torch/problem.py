@@ -1,5 +1,6 @@
 """Loading a KernelBench-format problem file, with errors that name file, line and column."""
 import ast
+import contextlib
 import dataclasses
 import os
 import traceback
@@ -90,8 +91,50 @@ def load(path: str) -> Problem:
     return Problem(path, name, model_cls, ns["get_inputs"], ns["get_init_inputs"], ns)
 
 
-def instantiate(problem: Problem, seed: int = 0):
-    """The module (parameters drawn from `seed`) and its example inputs, as KernelBench builds them."""
+_FACTORIES = ("rand", "randn", "randint", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
+              "rand_like", "randn_like", "zeros_like", "ones_like", "empty_like", "full_like", "randperm")
+
+
+@contextlib.contextmanager
+def meta_tensors():
+    """Tensors created inside are shape-only ("meta"): KernelBench problems allocate gigabytes, and
+    tracing needs shapes, not values. torch >= 2.0 has a device context; older ones get their
+    factory functions wrapped for the duration."""
+    import torch
+
+    try:
+        ctx = torch.device("meta")
+        ctx.__enter__
+        with ctx:
+            yield
+        return
+    except AttributeError:
+        pass
+    saved = {}
+
+    def wrap(fn):
+        def f(*a, **k):
+            k["device"] = "meta"
+            return fn(*a, **k)
+        return f
+
+    for name in _FACTORIES:
+        if hasattr(torch, name):
+            saved[name] = getattr(torch, name)
+            setattr(torch, name, wrap(saved[name]))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch, name, fn)
+
+
+def instantiate(problem: Problem, seed: int = 0, meta: bool = False):
+    """The module (parameters drawn from `seed`) and its example inputs, as KernelBench builds
+    them; with `meta`, shape-only tensors (nothing allocated, nothing computed)."""
+    if meta:
+        with meta_tensors():
+            return instantiate(problem, seed, False)
     import torch
 
     torch.manual_seed(seed)

@@ -17,10 +17,10 @@ class Screen:
     draws: int = 0
 
 
-def _draw(problem: Problem, seed: int):
+def _draw(problem: Problem, seed: int, device: str):
     torch.manual_seed(seed)
     xs = call(problem, "get_inputs")
-    return [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+    return [(x.double() if x.is_floating_point() else x).to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
 def _flat(out) -> List[torch.Tensor]:
@@ -29,16 +29,16 @@ def _flat(out) -> List[torch.Tensor]:
 
 
 def screen(problem: Problem, model: torch.nn.Module, flops: float, max_flops: float = 2e10, draws: int = 3,
-           seed: int = 1000) -> Screen:
+           seed: int = 1000, device: str = "cpu") -> Screen:
     """Runs a float64 copy of `model` on `draws` fresh draws of the problem's inputs."""
     if flops * draws > max_flops:
         return Screen("skipped", f"{flops / 1e9:.1f} GFLOP per call is too much for float64 screening on the CPU "
                                  f"(limit {max_flops / 1e9:.0f} GFLOP for {draws} draws)")
-    m64 = copy.deepcopy(model).double().eval()
+    m64 = copy.deepcopy(model).double().eval().to(device)
     results = []
     with torch.no_grad():
         for d in range(draws):
-            results.append(_flat(m64(*_draw(problem, seed + d))))
+            results.append([t.cpu() for t in _flat(m64(*_draw(problem, seed + d, device)))])
     if not results[0]:
         return Screen("skipped", "the forward returns no tensor", draws)
     first = torch.cat(results[0])

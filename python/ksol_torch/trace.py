@@ -5,7 +5,7 @@ Every call node gets a canonical op name and a kind:
   conv         conv1d/2d/3d and their transposes
   elementwise  activations, arithmetic, casts, dropout (identity in eval), eval-mode batch norm
   rowwise      softmax, log_softmax, layer/group/instance/rms norm, reductions, cumulative ops
-  view         reshapes that move no data (view, reshape, flatten, squeeze, unsqueeze, ...)
+  view         reshapes that move no data (view, reshape, flatten, squeeze, unsqueeze, ...), and clone
   layout       ops that move data without arithmetic (permute, transpose, cat, pad, ...)
   pool         pooling
   other        anything else (kept as a PyTorch call)
@@ -42,10 +42,11 @@ _ROWWISE = {
     "local_response_norm": 8,
 }
 _VIEW = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "expand", "expand_as", "unflatten",
-         "view_as", "reshape_as", "getitem", "size", "dim", "detach"}
+         "view_as", "reshape_as", "getitem", "getattr", "size", "dim", "detach",
+         "clone"}  # a clone of a value nothing mutates afterwards needs no copy in a fused kernel
 _LAYOUT = {"permute", "transpose", "t", "cat", "stack", "split", "chunk", "pad", "repeat", "roll", "flip",
            "narrow", "select", "index_select", "gather", "scatter", "tril", "triu", "diag", "pixel_shuffle",
-           "repeat_interleave", "clone", "unfold", "interpolate", "upsample"}
+           "repeat_interleave", "unfold", "interpolate", "upsample"}
 _POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
          "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
          "adaptive_max_pool2d", "adaptive_max_pool3d"}

@@ -8,6 +8,8 @@
 
 #include "agents/expert.h"
 #include "agents/knowledge.h"
+#include "agents/llm.h"
+#include "agents/llm_agent.h"
 #include "codegen/codegen.h"
 #include "codegen/job.h"
 #include "compile/compiler.h"
@@ -34,6 +36,16 @@ struct OptimizeArgs {
   int64_t resume = 0;
   std::string json_out;
   double timeout = 300;
+  // LLM agents (openai:MODEL, anthropic:MODEL, exchange:DIR)
+  std::string llm_base_url, llm_key_env;
+  double llm_timeout = 0;
+  int llm_retries = -1;
+  double llm_min_interval = 0;
+  double price_in = 0, price_out = 0;
+  int64_t budget_tokens = 0, budget_requests = 0;
+  double budget_dollars = 0, budget_llm_seconds = 0;
+  bool no_llm_cache = false;
+  int llm_max_tokens = 2048;
 };
 
 namespace {
@@ -89,11 +101,28 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   }
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  // One LLM client for the whole run: its budgets and its cache span every task.
+  std::unique_ptr<agents::llm::Client> client;
+  if (agents::llm::is_llm_agent(a.agent)) {
+    agents::llm::Spec sp = agents::llm::parse_spec(a.agent);
+    if (!a.llm_base_url.empty()) sp.base_url = a.llm_base_url;
+    if (!a.llm_key_env.empty()) sp.key_env = a.llm_key_env == "none" ? "" : a.llm_key_env;
+    if (a.llm_timeout > 0) sp.timeout_s = a.llm_timeout;
+    if (a.llm_retries >= 0) sp.retries = a.llm_retries;
+    sp.min_interval_s = a.llm_min_interval;
+    sp.price_in = a.price_in;
+    sp.price_out = a.price_out;
+    agents::llm::Budget bud{a.budget_tokens, a.budget_dollars, a.budget_requests, a.budget_llm_seconds};
+    client = std::make_unique<agents::llm::Client>(agents::llm::make_backend(sp), sp, bud,
+                                                   a.no_llm_cache ? "" : cache_dir() + "/llm",
+                                                   [](const std::string& l) { std::cerr << l << "\n"; });
+  }
   s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}}});
   json all = json::array();
   std::vector<search::OptimizeResult> results;
   for (auto& sd : seeds) {
-    auto agent = agents::make_agent(a.agent, k, a.seed);
+    std::unique_ptr<agents::Agent> agent = client ? std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens)
+                                                  : agents::make_agent(a.agent, k, a.seed);
     search::SessionEvaluator ev(s, a.agent, a.resume, a.timeout);
     search::OptimizeOptions o;
     o.max_candidates = a.candidates;
@@ -149,7 +178,30 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   auto a = std::make_shared<OptimizeArgs>();
   auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
   cmd->add_option("tasks", a->tasks, "task names or folders")->required();
-  cmd->add_option("--agent", a->agent, "expert (decision table + method cards) or random")->check(CLI::IsMember({"expert", "random"}))->capture_default_str();
+  cmd->add_option("--agent", a->agent, "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "expert" || v == "random") return "";
+        try {
+          agents::llm::parse_spec(v);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      })
+      ->capture_default_str();
+  cmd->add_option("--llm-base-url", a->llm_base_url, "chat endpoint base (default https://api.openai.com/v1 or https://api.anthropic.com; e.g. http://127.0.0.1:8080/v1 for llama.cpp)");
+  cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; 'none' sends no key)");
+  cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120; exchange: 3600)");
+  cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)");
+  cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str();
+  cmd->add_option("--llm-min-interval", a->llm_min_interval, "seconds between LLM requests (a rate limit)");
+  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars)");
+  cmd->add_option("--price-out", a->price_out, "dollars per million completion tokens");
+  cmd->add_option("--budget-tokens", a->budget_tokens, "stop asking the LLM after this many tokens (0: no limit)");
+  cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this much money (0: no limit)");
+  cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)");
+  cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)");
+  cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
   cmd->add_option("--budget-candidates", a->candidates, "programs to evaluate per task, the seed included")->capture_default_str();
   cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task (0: none)")->capture_default_str();
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();

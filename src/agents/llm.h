@@ -1,0 +1,121 @@
+// LLM backends for the agents: OpenAI-compatible chat completions (hosted APIs, vLLM, llama.cpp
+// server, Ollama), Anthropic messages, and an exchange folder (requests and answers as files, for
+// a person or an outside agent). The Client around a backend adds what a run needs: answers
+// cached by request hash, retries with backoff on rate limits and server errors, a minimum
+// interval between requests, token/money/request/time budgets that stop cleanly, and redaction:
+// the API key never appears in an answer's error, a log line or the cache.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ksol::agents::llm {
+
+struct Message {
+  std::string role;  // user | assistant
+  std::string content;
+};
+
+struct Request {
+  std::string system;
+  std::vector<Message> messages;
+  int max_tokens = 2048;
+  double temperature = 0.2;
+  std::string purpose;  // for logs: "coder", "repair", ...
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0, requests = 0;
+  double dollars = 0;
+};
+
+struct Answer {
+  bool ok = false;
+  std::string text;
+  std::string error;        // why not ok (redacted)
+  std::string finish_reason;  // stop | length | ... (length: the answer was truncated)
+  Usage usage;              // of this request (zero when cached)
+  bool cached = false;
+  int attempts = 0;
+  int http_status = 0;
+};
+
+// What `--agent` names and the options that go with it.
+struct Spec {
+  std::string kind;      // openai | anthropic | exchange
+  std::string model;     // openai/anthropic
+  std::string dir;       // exchange
+  std::string base_url;  // default per kind
+  std::string key_env;   // environment variable holding the API key (default per kind; "" = none)
+  double timeout_s = 120;
+  int retries = 3;
+  double min_interval_s = 0;
+  double backoff_s = 1;   // first retry's wait; doubles each time (a Retry-After header wins)
+  double price_in = 0, price_out = 0;  // dollars per million tokens, for the money budget
+};
+// "openai:MODEL", "anthropic:MODEL" or "exchange:DIR"; throws std::invalid_argument otherwise.
+Spec parse_spec(const std::string& agent);
+bool is_llm_agent(const std::string& agent);
+
+struct HttpResponse {
+  int status = 0;          // 0: no response (error says why)
+  std::string body, error;
+  double retry_after_s = -1;
+};
+using HttpPost = std::function<HttpResponse(const std::string& url, const std::vector<std::string>& headers,
+                                            const std::string& body, double timeout_s)>;
+HttpResponse curl_post(const std::string& url, const std::vector<std::string>& headers, const std::string& body, double timeout_s);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string id() const = 0;  // kind and model, part of the cache key
+  // One attempt, no retries. The Client retries when `retryable` is set.
+  virtual Answer send(const Request& r, bool* retryable) = 0;
+  virtual std::string secret() const { return ""; }  // what redaction must remove
+};
+std::unique_ptr<Backend> make_backend(const Spec& s, HttpPost post = curl_post);
+
+struct Budget {
+  int64_t tokens = 0;  // 0: unlimited
+  double dollars = 0;
+  int64_t requests = 0;
+  double seconds = 0;  // wall time spent waiting for answers
+};
+
+class Client {
+ public:
+  // `cache_dir` empty: no cache. `log` receives one line per request (redacted).
+  Client(std::unique_ptr<Backend> b, Spec spec, Budget budget, std::string cache_dir,
+         std::function<void(const std::string&)> log = nullptr);
+  Answer ask(const Request& r);
+  // True once a budget is spent; `why` names it.
+  bool exhausted(std::string* why = nullptr) const;
+  const Usage& total() const { return total_; }
+  double seconds() const { return seconds_; }
+  std::string id() const { return backend_->id(); }
+  std::string key(const Request& r) const;  // the request hash (cache file name)
+
+ private:
+  std::string redact(std::string s) const;
+  std::unique_ptr<Backend> backend_;
+  Spec spec_;
+  Budget budget_;
+  std::string cache_dir_;
+  std::function<void(const std::string&)> log_;
+  Usage total_;
+  double seconds_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// The first fenced code block of `text` whose language is one of `langs` (or unlabelled when
+// `langs` contains ""); empty when there is none. A block cut off by the end of the text is not
+// returned (a truncated answer).
+std::string extract_code_block(const std::string& text, const std::vector<std::string>& langs);
+
+}  // namespace ksol::agents::llm
