@@ -80,24 +80,17 @@ def lower(g: Graph) -> List[Piece]:
         if op.kind in ("gemm", "conv"):
             new_piece(op.kind, op)
             continue
-        if op.kind == "elementwise":
-            p = can_join(prod, ("gemm", "conv", "elementwise", "rowwise", "view"))
-            if p is not None:
-                if p.family == "view":
-                    p.family = "elementwise"
-                p.ops.append(op)
-                piece_of[op.name] = p
-            else:
-                new_piece("elementwise", op)
-            continue
-        if op.kind == "rowwise":
-            p = can_join(prod, ("elementwise", "view"))
-            if p is not None:
-                p.family = "rowwise"
-                p.ops.append(op)
-                piece_of[op.name] = p
-            else:
-                new_piece("rowwise", op)
+        # An elementwise op may end any piece; a rowwise op may take an elementwise prologue.
+        joinable = {"elementwise": ("gemm", "conv", "elementwise", "rowwise", "view"), "rowwise": ("elementwise", "view")}
+        if op.kind in joinable:
+            p = can_join(prod, joinable[op.kind])
+            if p is None:
+                new_piece(op.kind, op)
+                continue
+            if op.kind == "rowwise" or p.family == "view":
+                p.family = op.kind
+            p.ops.append(op)
+            piece_of[op.name] = p
             continue
         new_piece("torch", op)
 

@@ -87,6 +87,29 @@ std::string key_from_env(const Spec& s, bool hosted) {
   return v ? v : "";
 }
 
+// One request to a JSON chat API: the status decides success and whether to retry; `parse`
+// reads a 200 body into the answer (a body it cannot read is retried: proxies cut them off).
+template <class Parse>
+Answer post_json(const HttpPost& post, const std::string& url, const std::vector<std::string>& headers, const json& body,
+                 double timeout_s, const char* what, bool* retryable, Parse parse) {
+  HttpResponse h = post(url, headers, body.dump(), timeout_s);
+  Answer a;
+  a.http_status = h.status;
+  *retryable = retryable_status(h.status);
+  if (h.status != 200) {
+    a.error = h.status ? "HTTP " + std::to_string(h.status) + ": " + snippet(h.body) : h.error;
+    return a;
+  }
+  try {
+    parse(json::parse(h.body), a);
+    a.ok = true;
+  } catch (const std::exception& e) {
+    a.error = std::string("malformed ") + what + " response (" + e.what() + "): " + snippet(h.body);
+    *retryable = true;
+  }
+  return a;
+}
+
 class OpenAI : public Backend {
  public:
   OpenAI(Spec s, HttpPost post) : s_(std::move(s)), post_(std::move(post)) {
@@ -100,29 +123,18 @@ class OpenAI : public Backend {
     for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
     std::vector<std::string> headers = {"Content-Type: application/json"};
     if (!key_.empty()) headers.push_back("Authorization: Bearer " + key_);
-    HttpResponse h = post_(s_.base_url + "/chat/completions", headers, body.dump(), s_.timeout_s);
-    Answer a;
-    a.http_status = h.status;
-    *retryable = retryable_status(h.status);
-    if (h.status != 200) {
-      a.error = h.status ? "HTTP " + std::to_string(h.status) + ": " + snippet(h.body) : h.error;
-      return a;
-    }
-    try {
-      json j = json::parse(h.body);
-      const json& c = j.at("choices").at(0);
-      a.text = c.at("message").at("content").is_string() ? c["message"]["content"].get<std::string>() : "";
-      a.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string() ? c["finish_reason"].get<std::string>() : "stop";
-      if (j.contains("usage") && j["usage"].is_object()) {
-        a.usage.prompt_tokens = j["usage"].value("prompt_tokens", 0);
-        a.usage.completion_tokens = j["usage"].value("completion_tokens", 0);
-      }
-      a.ok = true;
-    } catch (const std::exception& e) {
-      a.error = std::string("malformed chat-completions response (") + e.what() + "): " + snippet(h.body);
-      *retryable = true;
-    }
-    return a;
+    return post_json(post_, s_.base_url + "/chat/completions", headers, body, s_.timeout_s, "chat-completions", retryable,
+                     [](const json& j, Answer& a) {
+                       const json& c = j.at("choices").at(0);
+                       a.text = c.at("message").at("content").is_string() ? c["message"]["content"].get<std::string>() : "";
+                       a.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string()
+                                             ? c["finish_reason"].get<std::string>()
+                                             : "stop";
+                       if (j.contains("usage") && j["usage"].is_object()) {
+                         a.usage.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+                         a.usage.completion_tokens = j["usage"].value("completion_tokens", 0);
+                       }
+                     });
   }
 
  private:
@@ -144,30 +156,16 @@ class Anthropic : public Backend {
     for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
     std::vector<std::string> headers = {"Content-Type: application/json", "anthropic-version: 2023-06-01"};
     if (!key_.empty()) headers.push_back("x-api-key: " + key_);
-    HttpResponse h = post_(s_.base_url + "/v1/messages", headers, body.dump(), s_.timeout_s);
-    Answer a;
-    a.http_status = h.status;
-    *retryable = retryable_status(h.status);
-    if (h.status != 200) {
-      a.error = h.status ? "HTTP " + std::to_string(h.status) + ": " + snippet(h.body) : h.error;
-      return a;
-    }
-    try {
-      json j = json::parse(h.body);
-      for (auto& c : j.at("content"))
-        if (c.value("type", "") == "text") a.text += c.value("text", "");
-      std::string stop = j.value("stop_reason", "");
-      a.finish_reason = stop == "max_tokens" ? "length" : "stop";
-      if (j.contains("usage")) {
-        a.usage.prompt_tokens = j["usage"].value("input_tokens", 0);
-        a.usage.completion_tokens = j["usage"].value("output_tokens", 0);
-      }
-      a.ok = true;
-    } catch (const std::exception& e) {
-      a.error = std::string("malformed messages response (") + e.what() + "): " + snippet(h.body);
-      *retryable = true;
-    }
-    return a;
+    return post_json(post_, s_.base_url + "/v1/messages", headers, body, s_.timeout_s, "messages", retryable,
+                     [](const json& j, Answer& a) {
+                       for (auto& c : j.at("content"))
+                         if (c.value("type", "") == "text") a.text += c.value("text", "");
+                       a.finish_reason = j.value("stop_reason", "") == "max_tokens" ? "length" : "stop";
+                       if (j.contains("usage")) {
+                         a.usage.prompt_tokens = j["usage"].value("input_tokens", 0);
+                         a.usage.completion_tokens = j["usage"].value("output_tokens", 0);
+                       }
+                     });
   }
 
  private:

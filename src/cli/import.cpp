@@ -136,17 +136,7 @@ void add_import_command(CLI::App& app, const bool& json_out) {
   kb->add_option("--seed", a->seed, "seed for the module's parameters and the example inputs")->capture_default_str();
   kb->add_option("--timeout", a->timeout, "seconds for the whole import")->capture_default_str();
   imp->require_subcommand(1);
-  kb->callback([a, &json_out]() {
-    int rc = 2;
-    try {
-      rc = run_import(*a, json_out);
-    } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << "\n";
-    }
-    std::cout.flush();
-    if (rc == 0) throw CLI::Success();
-    throw CLI::RuntimeError(rc);
-  });
+  kb->callback([a, &json_out]() { finish_command([&] { return run_import(*a, json_out); }); });
 }
 
 }  // namespace ksol::cli

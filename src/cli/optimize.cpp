@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "agents/expert.h"
+#include "cli/commands.h"
 #include "agents/knowledge.h"
 #include "agents/llm.h"
 #include "agents/llm_agent.h"
@@ -214,20 +215,24 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
-    int rc = 2;
-    try {
-      rc = run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " "));
-    } catch (const dsl::DslError& e) {
-      std::cerr << e.what() << "\n";
-    } catch (const TaskError& e) {
-      std::cerr << e.what() << "\n";
-    } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << "\n";
-    }
-    std::cout.flush();
-    if (rc == 0) throw CLI::Success();
-    throw CLI::RuntimeError(rc);
+    finish_command([&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });
   });
+}
+
+void finish_command(const std::function<int()>& body) {
+  int rc = 2;
+  try {
+    rc = body();
+  } catch (const dsl::DslError& e) {
+    std::cerr << e.what() << "\n";
+  } catch (const TaskError& e) {
+    std::cerr << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  std::cout.flush();
+  if (rc == 0) throw CLI::Success();
+  throw CLI::RuntimeError(rc);
 }
 
 }  // namespace ksol::cli

@@ -277,6 +277,9 @@ TEST(Llm, ExchangeFolderWaitsForTheAnswerFile) {
 }
 
 namespace {
+// The agent on the softmax seed, asking the scripted server `s`; its log in `log`.
+std::vector<Proposal> propose_once(const FakeServer& s, std::vector<std::string>* log);
+
 struct AgentCase {
   Task task = load_task(resolve_task_path("softmax_f32"));
   dsl::Program seed = dsl::parse_program(seed_source(), "program.ksol");
@@ -290,18 +293,22 @@ struct AgentCase {
     return p;
   }
 };
+
+std::vector<Proposal> propose_once(const FakeServer& s, std::vector<std::string>* log) {
+  llm::Spec sp = openai_spec(s);
+  llm::Client c(llm::make_backend(sp), sp, {}, "");
+  AgentCase ac;
+  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
+  return agent.propose(ac.seed, ac.prof(), ac.b, {}, log);
+}
 }  // namespace
 
 TEST(LlmAgent, GarbageThenARepairedProgram) {
   KeyEnv key;
   FakeServer s(json::array({{{"content", "I think you should use shared memory."}},
                             {{"content", "Here:\n```ksol\n" + vectorised() + "```\n"}}}));
-  llm::Spec sp = openai_spec(s);
-  llm::Client c(llm::make_backend(sp), sp, {}, "");
-  AgentCase ac;
-  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
   std::vector<std::string> log;
-  auto props = agent.propose(ac.seed, ac.prof(), ac.b, {}, &log);
+  auto props = propose_once(s, &log);
   ASSERT_EQ(props.size(), 1u) << join(log, "\n");
   EXPECT_EQ(codegen::schedule_text(props[0].schedule).find("vector=4") != std::string::npos ||
                 codegen::schedule_text(props[0].schedule).find("vector = 4") != std::string::npos,
@@ -324,12 +331,8 @@ TEST(LlmAgent, TwoBadAnswersDropTheBranch) {
   KeyEnv key;
   FakeServer s(json::array({{{"content", "```ksol\nkernel broken(X: f32[R]) -> (Y: f32[R]) {\n  Y[r] = \n}\n```"}},
                             {{"content", "```ksol\nkernel cut off before the end"}, {"finish", "length"}}}));
-  llm::Spec sp = openai_spec(s);
-  llm::Client c(llm::make_backend(sp), sp, {}, "");
-  AgentCase ac;
-  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
   std::vector<std::string> log;
-  auto props = agent.propose(ac.seed, ac.prof(), ac.b, {}, &log);
+  auto props = propose_once(s, &log);
   EXPECT_TRUE(props.empty());
   std::string all = join(log, "\n");
   EXPECT_NE(all.find("one repair prompt"), std::string::npos) << all;
