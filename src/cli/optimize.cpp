@@ -17,6 +17,7 @@
 #include "coord/session.h"
 #include "core/util.h"
 #include "dsl/ir.h"
+#include "report/optimize_report.h"
 #include "search/optimize.h"
 #include "task/task.h"
 
@@ -47,6 +48,7 @@ struct OptimizeArgs {
   double budget_dollars = 0, budget_llm_seconds = 0;
   bool no_llm_cache = false;
   int llm_max_tokens = 2048;
+  std::string report_dir;  // default runs/run-<id>
 };
 
 namespace {
@@ -143,6 +145,20 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   s.finish_run("finished");
   json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
+  // The report: Markdown, a self-contained HTML page, the JSON, and each task's best kernel as
+  // DSL and as the CUDA generated from it.
+  std::string dir = a.report_dir.empty() ? "runs/run-" + std::to_string(s.run_id()) : a.report_dir;
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/results.json", doc.dump(2));
+  write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
+  write_file_atomic(dir + "/report.html", report::optimize_html(doc));
+  for (size_t i = 0; i < results.size(); ++i)
+    if (const search::Attempt* b = results[i].best_attempt(); b && !results[i].use_baseline) {
+      fs::create_directories(dir + "/" + results[i].task);
+      write_file_atomic(dir + "/" + results[i].task + "/best.ksol", dsl::print_source(b->program));
+      write_file_atomic(dir + "/" + results[i].task + "/best.cu", codegen::compile_job(seeds[i].task, b->program, "best").source_text);
+    }
+  std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
   if (json_out) {
     std::cout << doc.dump(2) << "\n";
   } else {
@@ -210,6 +226,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();
   cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated");
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
+  cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu); default runs/run-<id>");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {

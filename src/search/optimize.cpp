@@ -304,6 +304,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     std::string label = "c" + std::to_string(a.index);
     int64_t parent_id = parent >= 0 ? res.trajectory[parent].outcome.candidate_id : 0;
     a.outcome = ev.evaluate(t, p, label, parent_id, method);
+    a.at_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     ++evaluated;
     res.trajectory.push_back(std::move(a));
     return res.trajectory.back();
@@ -471,7 +472,7 @@ nlohmann::json OptimizeResult::to_json() const {
     traj.push_back({{"index", a.index}, {"parent", a.parent}, {"method", a.method}, {"schedule", a.schedule},
                     {"status", a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
                     {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
-                    {"kernel", a.outcome.kernel}, {"why", a.why}});
+                    {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
   json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"seconds", seconds},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},

@@ -145,6 +145,7 @@ struct Attempt {
   Outcome outcome;
   bool accepted = false;         // became the new best
   std::string note;              // gate decision
+  double at_seconds = 0;         // when its evaluation finished, from the start of the task
 };
 
 struct OptimizeResult {

@@ -1,0 +1,231 @@
+#include "report/optimize_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace ksol::report {
+
+using nlohmann::json;
+
+namespace {
+
+std::string num(double v, int prec = 2) {
+  if (!std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+// Seconds at three significant figures ("0.000412 s" for a scripted run, "41.2 s" for a real one).
+std::string secs(double t) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.3g s", t);
+  return b;
+}
+
+double getd(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
+std::string gets(const json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; }
+
+// Best-so-far speedup over the seed (seed score / best score so far) at each accepted point.
+struct Point {
+  double t, speedup;
+};
+std::vector<Point> best_so_far(const json& r) {
+  std::vector<Point> pts;
+  double seed = 0, best = 0;
+  for (auto& a : r.value("trajectory", json::array())) {
+    double s = getd(a, "score_us");
+    if (gets(a, "status") != "ok" || s <= 0) continue;
+    if (seed == 0) seed = s;
+    if (best == 0 || s < best) {
+      best = s;
+      pts.push_back({getd(a, "at_seconds"), seed / best});
+    }
+  }
+  return pts;
+}
+
+std::string svg_open(int w, int h, const std::string& title) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) +
+         "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) + "\" role=\"img\"><title>" + html_escape(title) +
+         "</title><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>";
+}
+
+// One task's best-so-far over time (a step line) with failed candidates as red crosses.
+std::string svg_progress(const json& r) {
+  const int W = 560, H = 220, L = 50, R = 18, T = 24, B = 34;
+  std::vector<Point> pts = best_so_far(r);
+  double tmax = 1e-9, ymax = 1.0;
+  for (auto& a : r.value("trajectory", json::array())) tmax = std::max(tmax, getd(a, "at_seconds"));
+  for (auto& p : pts) ymax = std::max(ymax, p.speedup);
+  ymax *= 1.1;
+  auto X = [&](double t) { return L + (W - L - R) * t / tmax; };
+  auto Y = [&](double y) { return H - B - (H - T - B) * y / ymax; };
+  std::ostringstream o;
+  o << svg_open(W, H, gets(r, "task") + ": best speedup over the seed program, over time");
+  o << "<text x=\"" << L << "\" y=\"16\" font-size=\"12\" font-family=\"sans-serif\">" << html_escape(gets(r, "task"))
+    << ": best so far (times the seed) over time; red: failed</text>";
+  o << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"#333\"/>";
+  o << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - B << "\" stroke=\"#333\"/>";
+  for (int k = 0; k <= 4; ++k) {
+    double y = ymax * k / 4;
+    o << "<text x=\"" << L - 4 << "\" y=\"" << num(Y(y), 1) << "\" font-size=\"10\" text-anchor=\"end\" font-family=\"sans-serif\">"
+      << num(y, 2) << "</text>";
+    double t = tmax * k / 4;
+    o << "<text x=\"" << num(X(t), 1) << "\" y=\"" << H - B + 14 << "\" font-size=\"10\" text-anchor=\"middle\" font-family=\"sans-serif\">"
+      << secs(t) << "</text>";
+  }
+  if (!pts.empty()) {
+    std::ostringstream path;
+    path << "M" << num(X(pts[0].t), 1) << "," << num(Y(pts[0].speedup), 1);
+    for (size_t i = 1; i < pts.size(); ++i)
+      path << " H" << num(X(pts[i].t), 1) << " V" << num(Y(pts[i].speedup), 1);
+    path << " H" << num(X(tmax), 1);
+    o << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>";
+    for (auto& p : pts) o << "<circle cx=\"" << num(X(p.t), 1) << "\" cy=\"" << num(Y(p.speedup), 1) << "\" r=\"3\" fill=\"#1f77b4\"/>";
+  }
+  for (auto& a : r.value("trajectory", json::array()))
+    if (gets(a, "status") != "ok") {
+      double x = X(getd(a, "at_seconds")), y = Y(0) - 6;
+      o << "<path d=\"M" << num(x - 4, 1) << "," << num(y - 4, 1) << " l8,8 m0,-8 l-8,8\" stroke=\"#d62728\" stroke-width=\"1.5\"><title>"
+        << html_escape("c" + std::to_string(a.value("index", 0)) + " " + gets(a, "method") + ": " + failure_class(a)) << "</title></path>";
+    }
+  o << "</svg>";
+  return o.str();
+}
+
+// %SOL before and after, one pair of bars per task.
+std::string svg_sol(const json& results) {
+  const int row = 26, L = 170, W = 560, T = 28;
+  int H = T + row * static_cast<int>(results.size()) + 20;
+  double xmax = 100;
+  for (auto& r : results) xmax = std::max({xmax, getd(r, "pct_sol_before"), getd(r, "pct_sol_after")});
+  auto X = [&](double v) { return (W - L - 60) * v / xmax; };
+  std::ostringstream o;
+  o << svg_open(W, H, "%SOL per task before and after");
+  o << "<text x=\"4\" y=\"16\" font-size=\"12\" font-family=\"sans-serif\">%SOL per task: grey before (best baseline or seed), blue after</text>";
+  int i = 0;
+  for (auto& r : results) {
+    int y = T + row * i++;
+    double b = getd(r, "pct_sol_before"), a = getd(r, "pct_sol_after");
+    o << "<text x=\"" << L - 6 << "\" y=\"" << y + 14 << "\" font-size=\"11\" text-anchor=\"end\" font-family=\"sans-serif\">"
+      << html_escape(gets(r, "task")) << "</text>";
+    o << "<rect x=\"" << L << "\" y=\"" << y + 2 << "\" width=\"" << num(X(b), 1) << "\" height=\"9\" fill=\"#bbb\"/>";
+    o << "<rect x=\"" << L << "\" y=\"" << y + 12 << "\" width=\"" << num(X(a), 1) << "\" height=\"9\" fill=\"#1f77b4\"/>";
+    o << "<text x=\"" << L + X(std::max(a, b)) + 4 << "\" y=\"" << y + 19 << "\" font-size=\"10\" font-family=\"sans-serif\">"
+      << num(b, 1) << "% to " << num(a, 1) << "%</text>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+std::map<std::string, int> failures_of(const json& r) {
+  std::map<std::string, int> m;
+  for (auto& a : r.value("trajectory", json::array()))
+    if (std::string c = failure_class(a); !c.empty()) ++m[c];
+  return m;
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string failure_class(const json& a) {
+  if (gets(a, "status") == "ok") return "";
+  std::string e = gets(a, "error");
+  if (e.empty()) return gets(a, "status").empty() ? "failed" : gets(a, "status");
+  // "correctness/wrong_result at medium: ..." -> "correctness/wrong_result"
+  size_t cut = e.find_first_of(" :\n");
+  return e.substr(0, std::min<size_t>(cut, 60));
+}
+
+std::string optimize_markdown(const json& doc) {
+  std::ostringstream o;
+  const json& res = doc.value("results", json::array());
+  o << "# ksol optimize: run " << doc.value("run", 0) << "\n\n";
+  o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
+    << gets(doc, "agent") << "\n\n";
+  o << "| task | candidates | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | seconds |\n";
+  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (auto& r : res) {
+    std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
+                         : r.contains("best")            ? "c" + std::to_string(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
+                                                         : "-";
+    o << "| " << gets(r, "task") << " | " << r.value("candidates", 0) << " | " << gets(r, "stop_reason") << " | " << result << " | "
+      << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | " << num(getd(r, "pct_sol_before"), 1)
+      << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " |\n";
+  }
+  for (auto& r : res) {
+    o << "\n## " << gets(r, "task") << "\n\n";
+    auto f = failures_of(r);
+    if (!f.empty()) {
+      o << "Failed candidates by class:";
+      for (auto& [k, n] : f) o << " " << k << " " << n << ";";
+      o << "\n\n";
+    }
+    o << "| # | parent | method | schedule | status | score (us) | %SOL | note |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (auto& a : r.value("trajectory", json::array())) {
+      std::string note = gets(a, "note");
+      std::replace(note.begin(), note.end(), '|', '/');
+      std::replace(note.begin(), note.end(), '\n', ' ');
+      o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? "c" + std::to_string(a["parent"].get<int>()) : "-")
+        << " | " << gets(a, "method") << " | `" << gets(a, "schedule") << "` | " << gets(a, "status") << " | "
+        << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << note << " |\n";
+    }
+    if (r.contains("best")) o << "\nBest program:\n\n```ksol\n" << gets(r["best"], "program") << "```\n";
+  }
+  return o.str();
+}
+
+std::string optimize_html(const json& doc) {
+  std::ostringstream o;
+  const json& res = doc.value("results", json::array());
+  o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ksol optimize: run " << doc.value("run", 0)
+    << "</title><style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
+       "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}code,pre{font-size:12px}pre{background:#f6f6f6;padding:8px}"
+       ".fail{color:#b00}</style></head><body>\n";
+  o << "<h1>ksol optimize: run " << doc.value("run", 0) << "</h1>\n<p>GPU: "
+    << html_escape(doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
+    << html_escape(gets(doc, "agent")) << "</p>\n";
+  o << svg_sol(res) << "\n";
+  o << "<table><tr><th>task</th><th>candidates</th><th>stop</th><th>vs best baseline</th><th>vs naive</th><th>%SOL before</th>"
+       "<th>%SOL after</th><th>failed, by class</th></tr>\n";
+  for (auto& r : res) {
+    std::string f;
+    for (auto& [k, n] : failures_of(r)) f += html_escape(k) + " " + std::to_string(n) + "; ";
+    o << "<tr><td>" << html_escape(gets(r, "task")) << "</td><td>" << r.value("candidates", 0) << "</td><td>" << html_escape(gets(r, "stop_reason"))
+      << "</td><td>" << num(getd(r, "speedup_vs_best_baseline")) << "x</td><td>" << num(getd(r, "speedup_vs_naive")) << "x</td><td>"
+      << num(getd(r, "pct_sol_before"), 1) << "%</td><td>" << num(getd(r, "pct_sol_after"), 1) << "%</td><td class=\"fail\">" << f << "</td></tr>\n";
+  }
+  o << "</table>\n";
+  for (auto& r : res) {
+    o << "<h2>" << html_escape(gets(r, "task")) << "</h2>\n" << svg_progress(r) << "\n";
+    if (r.contains("best")) o << "<p>Best program:</p><pre>" << html_escape(gets(r["best"], "program")) << "</pre>\n";
+    o << "<details><summary>trajectory</summary><table><tr><th>#</th><th>method</th><th>schedule</th><th>status</th><th>us</th><th>%SOL</th><th>note</th></tr>\n";
+    for (auto& a : r.value("trajectory", json::array()))
+      o << "<tr><td>c" << a.value("index", 0) << "</td><td>" << html_escape(gets(a, "method")) << "</td><td><code>" << html_escape(gets(a, "schedule"))
+        << "</code></td><td" << (gets(a, "status") == "ok" ? "" : " class=\"fail\"") << ">" << html_escape(gets(a, "status")) << "</td><td>"
+        << num(getd(a, "score_us")) << "</td><td>" << num(getd(a, "pct_sol"), 1) << "</td><td>" << html_escape(gets(a, "note")) << "</td></tr>\n";
+    o << "</table></details>\n";
+  }
+  o << "</body></html>\n";
+  return o.str();
+}
+
+}  // namespace ksol::report

@@ -1,0 +1,70 @@
+// The optimize report from a run of the loop against the scripted evaluator: the Markdown and the
+// self-contained HTML carry every task, the plots, the failures by class, and escape what they show.
+#include <gtest/gtest.h>
+
+#include "agents/expert.h"
+#include "agents/knowledge.h"
+#include "core/util.h"
+#include "report/optimize_report.h"
+#include "search/optimize.h"
+#include "task/task.h"
+
+using namespace ksol;
+using nlohmann::json;
+
+namespace {
+json run_doc() {
+  static const agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  Task t = load_task(resolve_task_path("softmax_f32"));
+  dsl::Program seed = dsl::parse_program(read_file(t.dir + "/program.ksol"), "program.ksol");
+  search::ScriptedEvaluator ev;
+  ev.model = {{"vector", {"4", 0.25}}, {"cache_row", {"registers", 0.3}}};
+  // Every schedule with items_per_thread = 8 "fails its correctness gate", so the report has failures.
+  ev.fail = [](const codegen::Schedule& s) {
+    for (auto& [key, v] : s)
+      if (key == "items_per_thread" && v == "8") return true;
+    return false;
+  };
+  auto agent = agents::make_agent("expert", k, 3);
+  search::OptimizeOptions o;
+  o.max_candidates = 14;
+  search::OptimizeResult r = search::optimize(t, seed, ev, *agent, o);
+  json res = r.to_json();
+  res["task"] = "softmax_f32 <&>";  // a name that must be escaped
+  return {{"run", 7}, {"gpu", {{"name", "Test GPU"}}}, {"agent", "expert"}, {"results", json::array({res})}};
+}
+}  // namespace
+
+TEST(Report, MarkdownAndHtml) {
+  json doc = run_doc();
+  const json& traj = doc["results"][0]["trajectory"];
+  ASSERT_GE(traj.size(), 3u);
+  int failed = 0;
+  for (auto& a : traj) failed += a["status"] != "ok";
+  std::string md = report::optimize_markdown(doc);
+  EXPECT_NE(md.find("# ksol optimize: run 7"), std::string::npos);
+  EXPECT_NE(md.find("| softmax_f32 <&> |"), std::string::npos) << md;
+  EXPECT_NE(md.find("```ksol\nkernel softmax"), std::string::npos) << md;
+  std::string html = report::optimize_html(doc);
+  EXPECT_NE(html.find("softmax_f32 &lt;&amp;&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("softmax_f32 <&>"), std::string::npos);  // never raw
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  size_t svgs = 0;
+  for (size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++svgs;
+  EXPECT_EQ(svgs, 2u);  // %SOL before/after, and the task's progress
+  EXPECT_NE(html.find("<path d=\"M"), std::string::npos);  // the best-so-far line
+  ASSERT_GT(failed, 0) << traj.dump(1);
+  {
+    EXPECT_NE(html.find("stroke=\"#d62728\""), std::string::npos);  // failed candidates marked
+    EXPECT_NE(md.find("Failed candidates by class:"), std::string::npos);
+  }
+}
+
+TEST(Report, FailureClass) {
+  EXPECT_EQ(report::failure_class({{"status", "ok"}}), "");
+  EXPECT_EQ(report::failure_class({{"status", "failed"}, {"error", "correctness/wrong_result at h1: output 'Y'"}}), "correctness/wrong_result");
+  EXPECT_EQ(report::failure_class({{"status", "failed"}}), "failed");
+  EXPECT_EQ(report::html_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+}
