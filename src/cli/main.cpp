@@ -473,6 +473,39 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   return 0;
 }
 
+// The schedule space of a program: legal schedules (the first `show`), and the refused ones
+// grouped by reason, each with an example.
+int cmd_dsl_space(const std::string& file, const std::string& task, int show, bool json_out) {
+  dsl::Program p = dsl::parse_program(read_file(file), file);
+  codegen::Binding b;
+  if (!task.empty()) {
+    b = search::binding_of(load_task(resolve_task_path(task)));
+  } else {
+    for (auto& x : p.inputs) b.tensor_order.push_back(x.name);
+    for (auto& x : p.outputs) b.tensor_order.push_back(x.name);
+    b.dim_order = p.dims;
+  }
+  codegen::Space sp = codegen::schedule_space(p, b);
+  std::map<std::string, std::pair<int, std::string>> by_reason;
+  for (auto& [sched, why] : sp.refused) {
+    auto& e = by_reason[why];
+    if (e.first++ == 0) e.second = sched;
+  }
+  if (json_out) {
+    json j = {{"program", p.name}, {"family", p.family}, {"legal", sp.legal.size()}, {"refused", sp.refused.size()}, {"reasons", json::array()}};
+    for (auto& [why, e] : by_reason) j["reasons"].push_back({{"reason", why}, {"count", e.first}, {"example", e.second}});
+    j["legal_schedules"] = json::array();
+    for (auto& s : sp.legal) j["legal_schedules"].push_back(codegen::schedule_text(s));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << p.name << " (" << p.family << "): " << sp.legal.size() << " legal schedules, " << sp.refused.size() << " refused\n";
+  for (int i = 0; i < show && i < static_cast<int>(sp.legal.size()); ++i) std::cout << "  legal: " << codegen::schedule_text(sp.legal[i]) << "\n";
+  if (!by_reason.empty()) std::cout << "refused, by reason:\n";
+  for (auto& [why, e] : by_reason) std::cout << "  " << e.first << " x " << why << "\n      e.g. " << e.second << "\n";
+  return 0;
+}
+
 // The GPU float64 references stand in for the CPU ones at large sizes; here both run on the
 // sizes small enough for the CPU, on every seed and distribution, and must agree.
 int cmd_refcheck(const Common& c, const std::string& tasks_csv, const std::string& sizes_csv) {
@@ -587,6 +620,12 @@ int main(int argc, char** argv) {
   auto* dsl_print = dsl->add_subcommand("print", "parse and type-check a program, print its typed IR and family");
   std::string dsl_file;
   dsl_print->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
+  auto* dsl_space = dsl->add_subcommand("space", "enumerate a program's legal schedules and the refused ones, with their reasons");
+  std::string space_task;
+  int space_show = 10;
+  dsl_space->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
+  dsl_space->add_option("--task", space_task, "bind to this task's tensor and dim order (default: the program's own order)");
+  dsl_space->add_option("--show", space_show, "legal schedules to list")->capture_default_str();
   dsl->require_subcommand(1);
   auto* refcheck = app.add_subcommand("refcheck", "check that each task's GPU float64 reference agrees with its CPU one (needs a GPU)");
   std::string rc_tasks, rc_sizes;
@@ -608,6 +647,7 @@ int main(int argc, char** argv) {
       std::cout << dsl::print_program(dsl::parse_program(read_file(dsl_file), dsl_file));
       return 0;
     }
+    if (dsl_space->parsed()) return cmd_dsl_space(dsl_file, space_task, space_show, c.json_out);
   } catch (const dsl::DslError& e) {
     std::cerr << e.what() << "\n";
     return 2;

@@ -1,0 +1,26 @@
+// ksol dsl space: the legal and refused schedules of a program, counted per family.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/util.h"
+
+TEST(DslSpace, CountsLegalAndRefusedWithReasons) {
+  std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol";
+  auto space = [&](const std::string& rel) {
+    ksol::ProcessResult r = ksol::run_process({ksol, "--json", "dsl", "space", ksol::source_root() + "/" + rel}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  nlohmann::json g = space("tests/golden/dsl/gemm_bias_gelu.ksol");
+  EXPECT_EQ(g["family"], "gemm");
+  EXPECT_GE(g["legal"].get<int>(), 100);  // the floor for the GEMM family
+  EXPECT_GT(g["refused"].get<int>(), 0);
+  bool tf32 = false;
+  for (auto& r : space("tests/golden/dsl/gemm_f32.ksol")["reasons"]) tf32 |= r["reason"].get<std::string>().find("TF32") != std::string::npos;
+  EXPECT_TRUE(tf32);  // an fp32 program refuses tensor-core mainloops, saying why
+  nlohmann::json s = space("tasks/llm/softmax_f32/program.ksol");
+  EXPECT_EQ(s["family"], "rowwise");
+  EXPECT_EQ(s["legal"].get<size_t>(), s["legal_schedules"].size());
+  for (auto& r : s["reasons"]) EXPECT_FALSE(r["reason"].get<std::string>().empty());
+}
