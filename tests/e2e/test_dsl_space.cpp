@@ -17,7 +17,8 @@ TEST(DslSpace, CountsLegalAndRefusedWithReasons) {
   EXPECT_GE(g["legal"].get<int>(), 100);  // the floor for the GEMM family
   EXPECT_GT(g["refused"].get<int>(), 0);
   bool tf32 = false;
-  for (auto& r : space("tests/golden/dsl/gemm_f32.ksol")["reasons"]) tf32 |= r["reason"].get<std::string>().find("TF32") != std::string::npos;
+  nlohmann::json f = space("tests/golden/dsl/gemm_f32.ksol");
+  for (auto& r : f["reasons"]) tf32 |= r["reason"].get<std::string>().find("TF32") != std::string::npos;
   EXPECT_TRUE(tf32);  // an fp32 program refuses tensor-core mainloops, saying why
   nlohmann::json s = space("tasks/llm/softmax_f32/program.ksol");
   EXPECT_EQ(s["family"], "rowwise");
