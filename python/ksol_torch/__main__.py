@@ -35,6 +35,9 @@ def _import_one(path: str, args) -> dict:
             sc = screen.screen(prob, model, g.flops, args.screen_max_gflop * 1e9, device=args.device)
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
+    except Exception as e:  # the problem's own code failed past loading: this file only, at its line
+        line = problem.line_in_file(path, e)
+        return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
     return {
         "file": path, "ok": True, "problem": prob.name, "traced": g.traced, "trace_reason": g.reason, "shapes_from": shape_mode,
         "inputs": g.inputs, "outputs": g.outputs, "parameters": len(g.params), "flops": g.flops, "bytes": g.bytes,

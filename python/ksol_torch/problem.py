@@ -27,7 +27,7 @@ class Problem:
     namespace: dict
 
 
-def _line_in_file(path: str, exc: BaseException) -> int:
+def line_in_file(path: str, exc: BaseException) -> int:
     """The innermost traceback line that lies in `path` (1 if none does)."""
     line = 1
     for fr in traceback.extract_tb(exc.__traceback__):
@@ -51,7 +51,7 @@ def call(problem: Problem, fn_name: str, *args):
     try:
         return fn(*args)
     except Exception as e:  # the user's code: any failure is reported against the file
-        raise ProblemError(problem.path, _line_in_file(problem.path, e), 1,
+        raise ProblemError(problem.path, line_in_file(problem.path, e), 1,
                            f"{fn_name}() raised {type(e).__name__}: {e}") from e
 
 
@@ -76,7 +76,7 @@ def load(path: str) -> Problem:
     try:
         exec(code, ns)  # a problem file is code the user asked us to run, as KernelBench does
     except Exception as e:
-        raise ProblemError(path, _line_in_file(path, e), 1, f"running the file raised {type(e).__name__}: {e}") from e
+        raise ProblemError(path, line_in_file(path, e), 1, f"running the file raised {type(e).__name__}: {e}") from e
     missing = [n for n in REQUIRED if n not in ns]
     if missing:
         raise ProblemError(path, 1, 1, "missing " + ", ".join(missing) +

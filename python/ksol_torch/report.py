@@ -48,8 +48,8 @@ def summarize(results: List[Dict]) -> Dict:
         for r in main:
             s = _speedup(r, base)
             if s is None or r.get("fell_back"):
-                best = min(x for x in (r.get("eager_us"), r.get("compile_us")) if x)
-                s = r[base] / best if r.get(base) else None
+                times = [x for x in (r.get("eager_us"), r.get("compile_us")) if x]
+                s = r[base] / min(times) if r.get(base) and times else None
             delivered.append(s)
         out[f"geomean_speedup_vs_{key}_delivered"] = geomean([s for s in delivered if s])
     return out

@@ -181,7 +181,8 @@ def _flops(op: str, kind: str, node, gm, out_shape) -> float:
                 k = mod.in_features
                 return 2.0 * n_out * k + (n_out if mod.bias is not None else 0)
             w = _shape_of_arg(node.args[1], gm)
-            return 2.0 * n_out * (w[-1] if w else 0)
+            has_bias = (len(node.args) > 2 and node.args[2] is not None) or node.kwargs.get("bias") is not None
+            return 2.0 * n_out * (w[-1] if w else 0) + (n_out if has_bias else 0)
         shapes = [_shape_of_arg(a, gm) for a in node.args if isinstance(a, torch.fx.Node)]
         shapes = [s for s in shapes if s]
         if op in ("addmm", "baddbmm") and len(shapes) >= 3:
@@ -198,6 +199,9 @@ def _flops(op: str, kind: str, node, gm, out_shape) -> float:
                 return 2.0 * _numel(in_shape) * (mod.out_channels // mod.groups) * math.prod(mod.kernel_size)
             return 2.0 * n_out * per_out + (n_out if mod.bias is not None else 0)
         w = _shape_of_arg(node.args[1], gm)
+        if op.startswith("conv_transpose"):  # weight [C_in, C_out/groups, k...]: each input element fans out
+            in_shape = _shape_of_arg(node.args[0], gm)
+            return 2.0 * _numel(in_shape) * (math.prod(w[1:]) if w else 0)
         return 2.0 * n_out * (math.prod(w[1:]) if w else 0)
     if kind == "elementwise":
         return float(n_out * _ELEMENTWISE.get(op, 1))

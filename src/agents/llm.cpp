@@ -95,6 +95,7 @@ Answer post_json(const HttpPost& post, const std::string& url, const std::vector
   HttpResponse h = post(url, headers, body.dump(), timeout_s);
   Answer a;
   a.http_status = h.status;
+  a.retry_after_s = h.retry_after_s;
   *retryable = retryable_status(h.status);
   if (h.status != 200) {
     a.error = h.status ? "HTTP " + std::to_string(h.status) + ": " + snippet(h.body) : h.error;
@@ -305,7 +306,6 @@ Answer Client::ask(const Request& r) {
     } catch (const std::exception&) {  // a damaged cache entry is ignored and replaced
     }
   }
-  auto t0 = std::chrono::steady_clock::now();
   if (spec_.min_interval_s > 0 && last_.time_since_epoch().count() != 0) {
     auto next = last_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec_.min_interval_s));
     std::this_thread::sleep_until(next);
@@ -313,7 +313,8 @@ Answer Client::ask(const Request& r) {
   double wait = spec_.backoff_s;
   for (int attempt = 0;; ++attempt) {
     bool retryable = false;
-    last_ = std::chrono::steady_clock::now();
+    auto ta = std::chrono::steady_clock::now();
+    last_ = ta;
     try {
       a = backend_->send(r, &retryable);
     } catch (const std::exception& e) {
@@ -328,13 +329,16 @@ Answer Client::ask(const Request& r) {
     double cost = (a.usage.prompt_tokens * spec_.price_in + a.usage.completion_tokens * spec_.price_out) / 1e6;
     a.usage.dollars = cost;
     total_.dollars += cost;
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
     if (a.ok || !retryable || attempt >= spec_.retries || exhausted()) break;
+    // The server's Retry-After wins over our own backoff when it asks for longer.
+    double pause = std::min(std::max(wait, a.retry_after_s), 120.0);
     if (log_) log_("llm " + redact(backend_->id()) + " " + r.purpose + ": attempt " + std::to_string(attempt + 1) + " failed (" + redact(a.error) +
-                   "); retrying in " + std::to_string(wait).substr(0, 4) + " s");
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+                   "); retrying in " + std::to_string(pause).substr(0, 4) + " s");
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+    seconds_ += pause;
     wait = std::min(wait * 2, 60.0);
   }
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   a.error = redact(a.error);
   if (a.ok && !cache.empty()) {
     fs::create_directories(fs::path(cache).parent_path());

@@ -43,6 +43,7 @@ struct Answer {
   bool cached = false;
   int attempts = 0;
   int http_status = 0;
+  double retry_after_s = -1;  // the server's Retry-After, when it sent one
 };
 
 // What `--agent` names and the options that go with it.

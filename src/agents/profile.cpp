@@ -21,6 +21,7 @@ const std::map<std::string, std::string>& ncu_metrics() {
       {"shared_requests", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"},
       {"stall_long_scoreboard", "smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio"},
       {"stall_barrier", "smsp__average_warp_latency_issue_stalled_barrier.ratio"},
+      {"stall_total", "smsp__average_warp_latency_per_inst_issued.ratio"},
       {"duration_ns", "gpu__time_duration.sum"},
   };
   return m;
@@ -29,7 +30,8 @@ const std::map<std::string, std::string>& ncu_metrics() {
 std::vector<std::string> ncu_command(const std::string& kernel_regex, const std::vector<std::string>& argv, const std::string& ncu) {
   std::string metrics;
   for (auto& [k, v] : ncu_metrics()) metrics += (metrics.empty() ? "" : ",") + v;
-  std::vector<std::string> c = {ncu, "--clock-control", "none", "--csv", "--kernel-name", "regex:" + kernel_regex, "--metrics", metrics};
+  std::vector<std::string> c = {ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--kernel-name", "regex:" + kernel_regex,
+                                "--metrics", metrics};
   c.insert(c.end(), argv.begin(), argv.end());
   return c;
 }
@@ -113,20 +115,22 @@ std::map<std::string, double> parse_ncu_csv(const std::string& csv, const std::s
   for (auto& [f, a] : acc) out[f] = a.first / a.second;
   for (const char* pct : {"achieved_bw_frac", "achieved_flop_frac", "occupancy", "l2_hit_rate", "coalesced_frac"})
     if (out.count(pct)) out[pct] = std::clamp(out[pct] / 100.0, 0.0, 1.0);
-  // Bank conflicts per shared request, as the feature is defined.
-  if (out.count("bank_conflicts") && out.count("shared_requests") && out["shared_requests"] > 0)
-    out["bank_conflicts"] /= out["shared_requests"];
+  // Bank conflicts as extra wavefronts per conflict-free one (31 for a 32-way conflict), as the
+  // feature is defined: conflicts / (wavefronts - conflicts).
+  if (out.count("bank_conflicts") && out.count("shared_requests") && out["shared_requests"] > out["bank_conflicts"])
+    out["bank_conflicts"] /= out["shared_requests"] - out["bank_conflicts"];
   else if (out.count("bank_conflicts"))
     out["bank_conflicts"] = 0;
   out.erase("shared_requests");
-  // Stall ratios: cycles per issued instruction spent in that stall; as a share of all latency.
-  double stalls = out.count("stall_long_scoreboard") ? out["stall_long_scoreboard"] : 0;
-  stalls += out.count("stall_barrier") ? out["stall_barrier"] : 0;
-  if (stalls > 0) {
-    double total = std::max(stalls, 1.0);
-    if (out.count("stall_long_scoreboard")) out["stall_long_scoreboard"] /= total;
-    if (out.count("stall_barrier")) out["stall_barrier"] /= total;
+  // Stalls as a share of all the cycles a warp waits per issued instruction.
+  if (out.count("stall_total") && out["stall_total"] > 0) {
+    for (const char* k : {"stall_long_scoreboard", "stall_barrier"})
+      if (out.count(k)) out[k] = std::clamp(out[k] / out["stall_total"], 0.0, 1.0);
+  } else {
+    out.erase("stall_long_scoreboard");  // no total to relate them to: better absent than wrong
+    out.erase("stall_barrier");
   }
+  out.erase("stall_total");
   return out;
 }
 

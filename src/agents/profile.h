@@ -11,7 +11,8 @@
 
 namespace ksol::agents::profile {
 
-// The metrics ksol asks ncu for, by feature name.
+// The metrics ksol asks ncu for, by feature name (names from Nsight Compute's sections; this
+// parsing has been tested on CSV written in ncu's format, not yet on a live ncu run).
 const std::map<std::string, std::string>& ncu_metrics();
 
 // ncu's command line for the kernels named `kernel_regex` of `argv` (the process to profile).

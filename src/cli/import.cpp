@@ -53,21 +53,32 @@ int run_import(const ImportArgs& a, bool json_out) {
       std::cerr << f << ": error: no such file\n";
       return 2;
     }
-  fs::path tmp = fs::temp_directory_path() / ("ksol-import-" + std::to_string(::getpid()) + ".json");
-  std::vector<std::string> argv = {"env", "PYTHONPATH=" + source_root() + "/python", py, "-m", "ksol_torch", "import",
+  // A private folder for the answer (mkdtemp: nobody else can plant a link there).
+  std::string tmpl = (fs::temp_directory_path() / "ksol-import-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary folder under " + fs::temp_directory_path().string());
+  fs::path tmpdir = tmpl, tmp = tmpdir / "problems.json";
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{tmpdir};
+  std::string pypath = source_root() + "/python";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::vector<std::string> argv = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "import",
                                    "--json-out", tmp.string(), "--seed", std::to_string(a.seed),
                                    "--screen-max-gflop", fmt_num(a.screen_max_gflop, 3)};
   if (a.no_screen) argv.push_back("--no-screen");
+  argv.push_back("--");
   for (auto& f : a.files) argv.push_back(f);  // as given: errors then name the file as the user wrote it
   std::cerr << "importing " << a.files.size() << " problem file(s) with " << py << " ...\n";
   ProcessResult r = run_process(argv, a.timeout);
   if (r.timed_out || !fs::exists(tmp)) {
     std::cerr << "error: the PyTorch front end " << (r.timed_out ? "timed out" : "failed") << ":\n" << r.output << "\n";
-    fs::remove(tmp);
     return 2;
   }
   json res = json::parse(read_file(tmp.string()));
-  fs::remove(tmp);
   if (!a.out_dir.empty()) fs::create_directories(a.out_dir);
   int bad = 0;
   if (json_out) std::cout << res.dump(2) << "\n";

@@ -108,7 +108,11 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   std::unique_ptr<agents::llm::Client> client;
   if (agents::llm::is_llm_agent(a.agent)) {
     agents::llm::Spec sp = agents::llm::parse_spec(a.agent);
-    if (!a.llm_base_url.empty()) sp.base_url = a.llm_base_url;
+    if (!a.llm_base_url.empty()) {
+      sp.base_url = a.llm_base_url;
+      // A hosted provider's key is never sent to another endpoint unless asked for by name.
+      if (a.llm_key_env.empty()) sp.key_env = "";
+    }
     if (!a.llm_key_env.empty()) sp.key_env = a.llm_key_env == "none" ? "" : a.llm_key_env;
     if (a.llm_timeout > 0) sp.timeout_s = a.llm_timeout;
     if (a.llm_retries >= 0) sp.retries = a.llm_retries;
@@ -207,7 +211,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
       })
       ->capture_default_str();
   cmd->add_option("--llm-base-url", a->llm_base_url, "chat endpoint base (default https://api.openai.com/v1 or https://api.anthropic.com; e.g. http://127.0.0.1:8080/v1 for llama.cpp)");
-  cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; 'none' sends no key)");
+  cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY for the hosted endpoints; with --llm-base-url, none unless named here; 'none' sends no key)");
   cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120; exchange: 3600)");
   cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)");
   cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str();

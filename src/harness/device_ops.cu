@@ -106,6 +106,7 @@ int device_widen(const void* src, WidenFrom from, size_t n, double* dst, bool ab
     case WidenFrom::f64: widen<<<blocks, 256, 0, stream>>>(static_cast<const double*>(src), n, dst, absolute); break;
     case WidenFrom::bf16: widen<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), n, dst, absolute); break;
     case WidenFrom::f16: widen<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(src), n, dst, absolute); break;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

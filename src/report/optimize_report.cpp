@@ -29,7 +29,8 @@ std::string secs(double t) {
 double getd(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
 std::string gets(const json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; }
 
-// Best-so-far speedup over the seed (seed score / best score so far) at each accepted point.
+// Best-so-far speedup over the first verified program (the seed, c0, unless it failed) at each
+// new best.
 struct Point {
   double t, speedup;
 };
@@ -65,9 +66,9 @@ std::string svg_progress(const json& r) {
   auto X = [&](double t) { return L + (W - L - R) * t / tmax; };
   auto Y = [&](double y) { return H - B - (H - T - B) * y / ymax; };
   std::ostringstream o;
-  o << svg_open(W, H, gets(r, "task") + ": best speedup over the seed program, over time");
+  o << svg_open(W, H, gets(r, "task") + ": best speedup over the first verified program, over time");
   o << "<text x=\"" << L << "\" y=\"16\" font-size=\"12\" font-family=\"sans-serif\">" << html_escape(gets(r, "task"))
-    << ": best so far (times the seed) over time; red: failed</text>";
+    << ": best so far (times the first verified program) over time; red: failed</text>";
   o << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"#333\"/>";
   o << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - B << "\" stroke=\"#333\"/>";
   for (int k = 0; k <= 4; ++k) {
@@ -122,6 +123,16 @@ std::string svg_sol(const json& results) {
   return o.str();
 }
 
+// Text for a Markdown table cell: no pipes or line breaks.
+std::string cell(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|') o += "\\|";
+    else o += c == '\n' ? ' ' : c;
+  }
+  return o;
+}
+
 std::map<std::string, int> failures_of(const json& r) {
   std::map<std::string, int> m;
   for (auto& a : r.value("trajectory", json::array()))
@@ -167,7 +178,7 @@ std::string optimize_markdown(const json& doc) {
     std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
                          : r.contains("best")            ? "c" + std::to_string(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
                                                          : "-";
-    o << "| " << gets(r, "task") << " | " << r.value("candidates", 0) << " | " << gets(r, "stop_reason") << " | " << result << " | "
+    o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << gets(r, "stop_reason") << " | " << cell(result) << " | "
       << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | " << num(getd(r, "pct_sol_before"), 1)
       << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " |\n";
   }
@@ -181,12 +192,9 @@ std::string optimize_markdown(const json& doc) {
     }
     o << "| # | parent | method | schedule | status | score (us) | %SOL | note |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (auto& a : r.value("trajectory", json::array())) {
-      std::string note = gets(a, "note");
-      std::replace(note.begin(), note.end(), '|', '/');
-      std::replace(note.begin(), note.end(), '\n', ' ');
       o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? "c" + std::to_string(a["parent"].get<int>()) : "-")
-        << " | " << gets(a, "method") << " | `" << gets(a, "schedule") << "` | " << gets(a, "status") << " | "
-        << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << note << " |\n";
+        << " | " << cell(gets(a, "method")) << " | `" << cell(gets(a, "schedule")) << "` | " << cell(gets(a, "status")) << " | "
+        << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << cell(gets(a, "note")) << " |\n";
     }
     if (r.contains("best")) o << "\nBest program:\n\n```ksol\n" << gets(r["best"], "program") << "```\n";
   }

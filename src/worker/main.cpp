@@ -1,6 +1,7 @@
 // ksol-worker: one process per GPU. Reads one JSON request per line on stdin, writes one JSON
 // reply per line on the protocol stream (the original stdout; candidate output that goes to
 // stdout is redirected to stderr so it cannot corrupt the protocol). See docs/PROTOCOL.md.
+#include <algorithm>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -47,7 +48,7 @@ ksol::EvalRequest parse_eval(const json& r) {
     q.timing.target_rel_ci = t.value("target_rel_ci", q.timing.target_rel_ci);
     q.timing.rotation_sets = t.value("rotation_sets", q.timing.rotation_sets);
     q.timing.warmup_calls = t.value("warmup_calls", q.timing.warmup_calls);
-    q.timing.warmup_seconds = t.value("warmup_seconds", q.timing.warmup_seconds);
+    q.timing.warmup_seconds = std::clamp(t.value("warmup_seconds", q.timing.warmup_seconds), 0.0, 60.0);
   }
   for (auto& d : r.value("defences_off", std::vector<std::string>{})) q.defences.off.insert(d);
   return q;

@@ -56,6 +56,22 @@ class Load(unittest.TestCase):
         self.assertFalse(torch.equal(m1.fc.weight, m3.fc.weight))
 
 
+class Batch(unittest.TestCase):
+    def test_a_failing_forward_costs_only_its_own_file(self):
+        from ksol_torch import __main__ as cli
+
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out.json")
+            rc = cli.main(["import", "--json-out", out, "--", os.path.join(BAD, "forward_raises.py"),
+                           os.path.join(PROBLEMS, "02_softmax.py")])
+            res = json.load(open(out))
+        self.assertEqual(rc, 2)
+        self.assertFalse(res[0]["ok"])
+        self.assertIn("forward_raises.py:7:1: error: RuntimeError: this forward always fails", res[0]["error"])
+        self.assertTrue(res[1]["ok"])
+        self.assertEqual(res[1]["pieces"][0]["family"], "rowwise")
+
+
 class TraceAndCost(unittest.TestCase):
     def test_linear_relu_flops_and_bytes(self):
         _, _, g, pieces = imported("01_gemm_relu.py")

@@ -160,6 +160,19 @@ TEST(Llm, RetriesRateLimitsAndServerErrorsThenSucceeds) {
   EXPECT_GE(lines.size(), 3u);
 }
 
+TEST(Llm, RetryAfterWinsOverAShorterBackoff) {
+  KeyEnv key;
+  FakeServer s(json::array({{{"status", 429}, {"retry_after", 1}}, {{"content", "ok now"}}}));
+  llm::Spec sp = openai_spec(s);  // backoff 0.05 s
+  llm::Client c(llm::make_backend(sp), sp, {}, "");
+  auto t0 = std::chrono::steady_clock::now();
+  llm::Answer a = c.ask(hello());
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(a.ok) << a.error;
+  EXPECT_GE(waited, 1.0);
+  EXPECT_GE(c.seconds(), 1.0);  // the wait counts against the time budget
+}
+
 TEST(Llm, GivesUpAfterTheRetriesAndNeverLeaksTheKey) {
   KeyEnv key;
   // The server echoes the key back in its error body (as some proxies do). Only the test's own
@@ -175,9 +188,11 @@ TEST(Llm, GivesUpAfterTheRetriesAndNeverLeaksTheKey) {
   EXPECT_EQ(a.error.find(kSecret), std::string::npos) << a.error;
   EXPECT_NE(a.error.find("[redacted]"), std::string::npos) << a.error;
   for (auto& l : lines) EXPECT_EQ(l.find(kSecret), std::string::npos) << l;
-  for (auto& e : fs::recursive_directory_iterator(s.dir))
-    if (e.is_regular_file() && e.path().filename() != "requests.jsonl" && e.path().filename() != "script.json")
+  for (auto& e : fs::recursive_directory_iterator(s.dir)) {
+    if (e.is_regular_file() && e.path().filename() != "requests.jsonl" && e.path().filename() != "script.json") {
       EXPECT_EQ(read_file(e.path().string()).find(kSecret), std::string::npos) << e.path();
+    }
+  }
 }
 
 TEST(Llm, ConnectionRefusedIsAnErrorNotACrash) {

@@ -16,7 +16,8 @@ TEST(Profile, ParsesNcuCsvPerKernel) {
   EXPECT_NEAR(f.at("achieved_bw_frac"), (0.8152 + 0.8348) / 2, 1e-9);  // two launches averaged
   EXPECT_NEAR(f.at("achieved_flop_frac"), 0.231, 1e-9);
   EXPECT_NEAR(f.at("occupancy"), 0.38, 1e-9);
-  EXPECT_NEAR(f.at("bank_conflicts"), 2.0, 1e-9);  // 1,200 conflicts over 600 requests
+  EXPECT_NEAR(f.at("bank_conflicts"), 2.0, 1e-9);  // 1,200 conflicts in 1,800 wavefronts: 2 extra per request
+  EXPECT_EQ(f.count("stall_long_scoreboard"), 0u);  // no total latency in the CSV: no share
   EXPECT_EQ(f.count("coalesced_frac"), 0u);         // "n/a" is left out, not read as 0
   auto g = parse_ncu_csv(csv, "gemm_k");
   EXPECT_NEAR(g.at("achieved_flop_frac"), 0.91, 1e-9);
