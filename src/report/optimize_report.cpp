@@ -26,6 +26,9 @@ std::string secs(double t) {
   return b;
 }
 
+// "c<i>", a candidate's label (built by append: GCC 12 warns falsely on "c" + std::string).
+std::string clabel(int i) { return std::string("c").append(std::to_string(i)); }
+
 double getd(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
 std::string gets(const json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; }
 
@@ -92,7 +95,7 @@ std::string svg_progress(const json& r) {
     if (gets(a, "status") != "ok") {
       double x = X(getd(a, "at_seconds")), y = Y(0) - 6;
       o << "<path d=\"M" << num(x - 4, 1) << "," << num(y - 4, 1) << " l8,8 m0,-8 l-8,8\" stroke=\"#d62728\" stroke-width=\"1.5\"><title>"
-        << html_escape("c" + std::to_string(a.value("index", 0)) + " " + gets(a, "method") + ": " + failure_class(a)) << "</title></path>";
+        << html_escape(clabel(a.value("index", 0)) + " " + gets(a, "method") + ": " + failure_class(a)) << "</title></path>";
     }
   o << "</svg>";
   return o.str();
@@ -176,7 +179,7 @@ std::string optimize_markdown(const json& doc) {
   o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (auto& r : res) {
     std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
-                         : r.contains("best")            ? "c" + std::to_string(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
+                         : r.contains("best")            ? clabel(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
                                                          : "-";
     o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << gets(r, "stop_reason") << " | " << cell(result) << " | "
       << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | " << num(getd(r, "pct_sol_before"), 1)
@@ -192,7 +195,7 @@ std::string optimize_markdown(const json& doc) {
     }
     o << "| # | parent | method | schedule | status | score (us) | %SOL | note |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (auto& a : r.value("trajectory", json::array())) {
-      o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? "c" + std::to_string(a["parent"].get<int>()) : "-")
+      o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? clabel(a["parent"].get<int>()) : std::string("-"))
         << " | " << cell(gets(a, "method")) << " | `" << cell(gets(a, "schedule")) << "` | " << cell(gets(a, "status")) << " | "
         << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << cell(gets(a, "note")) << " |\n";
     }
