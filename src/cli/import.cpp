@@ -29,18 +29,6 @@ struct ImportArgs {
   double timeout = 600;
 };
 
-std::string fmt_num(double v, int prec) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
-
-std::string fmt_g(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
-
 int run_import(const ImportArgs& a, bool json_out) {
   std::string why;
   std::string py = find_torch_python(&why);
@@ -68,7 +56,7 @@ int run_import(const ImportArgs& a, bool json_out) {
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
   std::vector<std::string> argv = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "import",
                                    "--json-out", tmp.string(), "--seed", std::to_string(a.seed),
-                                   "--screen-max-gflop", fmt_num(a.screen_max_gflop, 3)};
+                                   "--screen-max-gflop", fixed(a.screen_max_gflop, 3)};
   if (a.no_screen) argv.push_back("--no-screen");
   argv.push_back("--");
   for (auto& f : a.files) argv.push_back(f);  // as given: errors then name the file as the user wrote it
@@ -107,8 +95,8 @@ int run_import(const ImportArgs& a, bool json_out) {
       pieces += (pieces.empty() ? "" : " | ") + q["family"].get<std::string>() + ":" + ops + (q["dsl"].get<bool>() ? "" : "(kept)");
     }
     double fl = p["flops"].get<double>(), by = p["bytes"].get<double>();
-    rows.push_back({p["problem"], ins, p["traced"].get<bool>() ? fmt_g(fl / 1e9) : "-", fmt_g(by / 1e6),
-                    p["traced"].get<bool>() && by > 0 ? fmt_num(fl / by, 2) : "-", std::to_string(dsl) + "/" + std::to_string(n),
+    rows.push_back({p["problem"], ins, p["traced"].get<bool>() ? sig(fl / 1e9) : "-", sig(by / 1e6),
+                    p["traced"].get<bool>() && by > 0 ? fixed(fl / by, 2) : "-", std::to_string(dsl) + "/" + std::to_string(n),
                     p["screen"]["verdict"], pieces});
     if (!p["traced"].get<bool>()) rows.back().back() = "not traced: " + p["trace_reason"].get<std::string>().substr(0, 80);
   }

@@ -1,3 +1,4 @@
+#include <cmath>
 #include "core/util.h"
 
 #include <fcntl.h>
@@ -150,6 +151,20 @@ std::string find_torch_python(std::string* why) {
     *why = "no python3 that can import torch (tried " + join(tries, ", ") +
            "); setup.sh installs python3-torch, or set KSOL_PYTHON to an interpreter that has PyTorch";
   return "";
+}
+
+std::string fixed(double v, int prec) {
+  if (!std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string sig(double v, int digits) {
+  if (!std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  return b;
 }
 
 }  // namespace ksol

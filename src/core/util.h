@@ -23,6 +23,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
 std::string shell_quote(const std::string& s);
 std::string join(const std::vector<std::string>& v, const std::string& sep);
 std::string trim(const std::string& s);
+// printf("%.*f") and printf("%.*g") of one number ("-" for NaN or infinity).
+std::string fixed(double v, int prec);
+std::string sig(double v, int digits = 3);
 // Directory for caches: $KSOL_CACHE_DIR, else $XDG_CACHE_HOME/ksol, else ~/.cache/ksol.
 std::string cache_dir();
 std::string self_exe_dir();

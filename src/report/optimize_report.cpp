@@ -1,5 +1,7 @@
 #include "report/optimize_report.h"
 
+#include "core/util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,19 +14,10 @@ using nlohmann::json;
 
 namespace {
 
-std::string num(double v, int prec = 2) {
-  if (!std::isfinite(v)) return "-";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
+std::string num(double v, int prec = 2) { return fixed(v, prec); }
 
 // Seconds at three significant figures ("0.000412 s" for a scripted run, "41.2 s" for a real one).
-std::string secs(double t) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.3g s", t);
-  return b;
-}
+std::string secs(double t) { return sig(t, 3) + " s"; }
 
 // "c<i>", a candidate's label (built by append: GCC 12 warns falsely on "c" + std::string).
 std::string clabel(int i) { return std::string("c").append(std::to_string(i)); }

@@ -167,7 +167,9 @@ TEST(WorkerProtocol, RealWorkerAnswersHello) {
     WorkerReply r = w.call({{"op", "hello"}}, 60);
     ASSERT_TRUE(r.ok) << r.failure << ": " << r.message;
     EXPECT_TRUE(r.body.contains("gpu"));
-    if (!r.body["gpu"].get<bool>()) EXPECT_FALSE(r.body.value("reason", "").empty());
+    if (!r.body["gpu"].get<bool>()) {
+      EXPECT_FALSE(r.body.value("reason", "").empty());
+    }
   }
   EXPECT_EQ(w.restarts(), 0);
   WorkerReply bad = w.call({{"op", "no-such-op"}}, 60);
