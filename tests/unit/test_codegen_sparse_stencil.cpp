@@ -20,11 +20,14 @@
 #include "dsl/ir.h"
 #include "task/inputs.h"
 #include "task/task.h"
+#include "host_reference.h"
 
 using namespace ksol;
 using codegen::Binding;
 using codegen::Schedule;
 namespace cd = ksol::codegen::detail;
+
+using namespace ksol::test_support;
 
 namespace {
 
@@ -90,51 +93,6 @@ Binding binding_of(const Task& t) {
   b.dim_order = t.dims;
   return b;
 }
-
-class Reference {
- public:
-  explicit Reference(const Task& t) {
-    CompileResult r = compile(reference_job(t, false));
-    if (!r.ok) throw std::runtime_error("reference of " + t.name + " does not compile: " + r.message);
-    lib_ = dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) throw std::runtime_error(dlerror());
-    fn_ = reinterpret_cast<ksol_reference_fn>(dlsym(lib_, "ksol_reference"));
-  }
-  ~Reference() { dlclose(lib_); }
-  Reference(const Reference&) = delete;
-  Reference& operator=(const Reference&) = delete;
-
-  std::vector<HostTensor> run(const Task& t, const SizeSet& s, const std::vector<HostTensor>& in, bool absolute) {
-    std::vector<HostTensor> out = make_reference_outputs(t, s);
-    std::vector<HostVec<double>> abs_copies(t.tensors.size());
-    std::vector<void*> ptrs;
-    for (size_t k = 0; k < t.tensors.size(); ++k) {
-      const bool input = t.tensors[k].role == Role::in;
-      HostTensor& h = input ? const_cast<HostTensor&>(in[k]) : out[k];
-      if (!dtype_is_float(h.dtype)) {
-        ptrs.push_back(h.bytes.data());
-        continue;
-      }
-      if (input && absolute) {
-        abs_copies[k] = h.f64;
-        for (double& v : abs_copies[k]) v = std::fabs(v);
-        ptrs.push_back(abs_copies[k].data());
-        continue;
-      }
-      ptrs.push_back(h.f64.data());
-    }
-    std::vector<int64_t> dims;
-    for (const std::string& d : t.dims) dims.push_back(static_cast<int64_t>(s.dims.at(d)));
-    ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()),
-                   dims.data(), nullptr};
-    if (fn_(&call) != 0) throw std::runtime_error("reference failed");
-    return out;
-  }
-
- private:
-  void* lib_ = nullptr;
-  ksol_reference_fn fn_ = nullptr;
-};
 
 }  // namespace
 
