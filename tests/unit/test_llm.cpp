@@ -434,3 +434,33 @@ TEST(LlmServer, RealLlamaCppServerOnLoopback) {
   // Either the model's program was usable, or it was rejected, repaired once, and dropped.
   EXPECT_TRUE(!props.empty() || all.find("branch dropped") != std::string::npos || all.find("repeats the parent") != std::string::npos) << all;
 }
+
+// The hand-written answer kept for the exchange-folder run on the GPU (scripts/gpu_next.sh
+// exchange) is a program the agent accepts.
+TEST(LlmAgent, HandWrittenExchangeAnswerIsAccepted) {
+  std::string dir = ::testing::TempDir() + "/ksol-exchange-agent-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  llm::Spec sp = llm::parse_spec("exchange:" + dir);
+  sp.timeout_s = 30;
+  llm::Client c(llm::make_backend(sp), sp, {}, "");
+  std::string answer = read_file(source_root() + "/examples/exchange/softmax_f32_answer.md");
+  std::thread person([&] {
+    for (int i = 0; i < 3000; ++i) {
+      if (fs::exists(dir + "/requests"))
+        for (auto& e : fs::directory_iterator(dir + "/requests"))
+          if (e.path().extension() == ".md") {
+            write_file_atomic(dir + "/answers/" + e.path().filename().string(), answer);
+            return;
+          }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  AgentCase ac;
+  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
+  std::vector<std::string> log;
+  auto props = agent.propose(ac.seed, ac.prof(), ac.b, {}, &log);
+  person.join();
+  ASSERT_EQ(props.size(), 1u) << join(log, "\n");
+  std::string sched = codegen::schedule_text(props[0].schedule);
+  EXPECT_NE(sched.find("cache_row = registers"), std::string::npos) << sched;
+}
