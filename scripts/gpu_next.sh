@@ -13,7 +13,6 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 step=${1:-}; shift || true
-SEEDED=$(for f in tasks/*/*/program.ksol; do basename "$(dirname "$f")"; done | paste -sd,)
 case "$step" in
   suite)
     DB=.carry/suite.db; [ -f "$DB" ] || DB=$OUT/suite.db
@@ -23,7 +22,7 @@ case "$step" in
   refcheck)
     timeout 540 ksol --store "$OUT/refcheck.db" refcheck > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
   optimize)
-    timeout 560 ksol --store "$OUT/opt.db" optimize ${SEEDED//,/ } --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
+    timeout 560 ksol --store "$OUT/opt.db" optimize --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
       --report "$OUT/report" --json-out "$OUT/optimize.json" 2> "$OUT/optimize.err"; echo "rc=$?"; tail -5 "$OUT/optimize.err" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32

@@ -81,7 +81,11 @@ Seed load_seed(const std::string& name) {
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                  bool json_out, const std::string& cmdline) {
   std::vector<Seed> seeds;
-  for (auto& n : a.tasks) seeds.push_back(load_seed(n));
+  std::vector<std::string> names = a.tasks;
+  if (names.empty())
+    for (const std::string& dir : builtin_task_dirs())
+      if (fs::exists(fs::path(dir) / "program.ksol")) names.push_back(dir);
+  for (auto& n : names) seeds.push_back(load_seed(n));
 
   Session::Options so;
   so.store_path = a.store.empty() ? store : a.store;
@@ -198,7 +202,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                           const bool& json_out, int argc, char** argv) {
   auto a = std::make_shared<OptimizeArgs>();
   auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
-  cmd->add_option("tasks", a->tasks, "task names or folders")->required();
+  cmd->add_option("tasks", a->tasks, "task names or folders (default: every built-in task with a seed program)");
   cmd->add_option("--agent", a->agent, "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR")
       ->check([](const std::string& v) -> std::string {
         if (v == "expert" || v == "random") return "";

@@ -51,6 +51,18 @@ TEST(Cli, DslPrintShowsTheTypedIrAndErrorsPointAtTheSource) {
 
 TEST(Cli, HelpListsEveryCommand) {
   ksol::ProcessResult r = ksol::run_process({ksol_bin(), "--help"}, 60);
-  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl", "optimize"})
+  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl", "optimize", "import"})
     EXPECT_NE(r.output.find(c), std::string::npos) << c;
+}
+
+// Without a GPU, optimize goes as far as it can (seed parsed, checked, compiled) and says why it
+// stops, with its own exit status; a malformed agent is refused by name.
+TEST(Cli, OptimizeWithoutAGpuStopsAfterCompilingTheSeed) {
+  ksol::ProcessResult r = ksol::run_process({ksol_bin(), "--store", "", "optimize", "relu_f32"}, 300);
+  if (r.output.find("evaluation needs a GPU") == std::string::npos) GTEST_SKIP() << "a GPU is present: " << r.output;
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("relu_f32: seed elementwise_relu_f32"), std::string::npos) << r.output;
+  ksol::ProcessResult bad = ksol::run_process({ksol_bin(), "optimize", "relu_f32", "--agent", "ollama:x"}, 60);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("unknown backend 'ollama'"), std::string::npos) << bad.output;
 }

@@ -96,7 +96,9 @@ TEST(Seeds, EveryTaskSeedComputesTheTasksOutputs) {
       std::vector<HostTensor> want = ref.run(t, s, in, false);
       std::vector<HostTensor> mag = t.magnitude == "abs" ? ref.run(t, s, in, true) : want;
       const std::vector<HostTensor>* m = t.magnitude == "abs" ? &mag : nullptr;
-      if (interp) EXPECT_EQ(check_outputs(t, s, in, interpreted(t, s, p, in), want, m), "") << "interpreter, " << distribution_name(d);
+      if (interp) {
+        EXPECT_EQ(check_outputs(t, s, in, interpreted(t, s, p, in), want, m), "") << "interpreter, " << distribution_name(d);
+      }
       if (build) {
         OutputBytes buffers = poisoned_outputs(t, s);
         for (size_t k = 0; k < t.tensors.size(); ++k)
