@@ -387,14 +387,18 @@ class Evaluator {
   struct Expected {
     std::vector<HostTensor> ref, mag;
   };
-  Expected expected(const std::vector<HostTensor>& in) {
-    return add_time(phase_.reference, [&] { return expected_untimed(in); });
+  // The task's inputs for (distribution, seed), the time spent counted.
+  std::vector<HostTensor> generate(Distribution d, uint64_t seed) {
+    return add_time(phase_.generate, [&] { return generate_inputs(task_, size_, d, seed); });
   }
-  Expected expected_untimed(const std::vector<HostTensor>& in) {
-    Expected e;
-    e.ref = reference(in, false);
-    if (task_.magnitude == "abs") e.mag = reference(in, true);
-    return e;
+
+  Expected expected(const std::vector<HostTensor>& in) {
+    return add_time(phase_.reference, [&] {
+      Expected e;
+      e.ref = reference(in, false);
+      if (task_.magnitude == "abs") e.mag = reference(in, true);
+      return e;
+    });
   }
 
   // Calls the candidate once on `s`, with the checks every checked call gets.
@@ -502,7 +506,7 @@ class Evaluator {
           retired_.push_back(std::make_unique<BufferSet>(allocate()));
           set = retired_.back().get();
         }
-        std::vector<HostTensor> in = add_time(phase_.generate, [&] { return generate_inputs(task_, size_, dist, seed); });
+        std::vector<HostTensor> in = generate(dist, seed);
         upload(*set, in);
         Expected want = expected(in);
         add_time(phase_.checks, [&] {
@@ -525,8 +529,7 @@ class Evaluator {
   Verification plan_verification(int set, uint64_t seed) {
     Verification v;
     v.set = set;
-    v.inputs = req_.defences.on("rewrite-inputs") ? add_time(phase_.generate, [&] { return generate_inputs(task_, size_, Distribution::normal, seed); })
-                                                   : timing_inputs_[set];
+    v.inputs = req_.defences.on("rewrite-inputs") ? generate(Distribution::normal, seed) : timing_inputs_[set];
     v.want = expected(v.inputs);
     return v;
   }
@@ -547,7 +550,7 @@ class Evaluator {
     const TimingConfig& cfg = req_.timing;
     int nsets = static_cast<int>(timing_sets_.size());
     for (int i = 0; i < nsets; ++i) {
-      timing_inputs_.push_back(add_time(phase_.generate, [&] { return generate_inputs(task_, size_, Distribution::normal, req_.timing_seed + 1000 + i); }));
+      timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
       upload(timing_sets_[i], timing_inputs_.back());
     }
     // Two verified calls: one at a random position among the first samples, one after the last.
