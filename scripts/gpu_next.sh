@@ -2,8 +2,9 @@
 # The GPU evidence issues 3, 4 and 5 still need, in steps (through scripts/device_run.sh, one
 # device call per step or two). Results go to $OUT. Each step's command is what the issue's
 # closing note will quote.
-#   suite [RUN]   issue 3: every baseline of every task at every size (resumable: pass the run id
-#                 of an interrupted pass, with its store carried back as .carry/suite.db)
+#   suite [RUN]   issue 3: every baseline of every task at every size, on every GPU of the host
+#                 (resumable: pass the run id of an interrupted pass, with its store carried back
+#                 as .carry/suite.db)
 #   refcheck      issue 3: the GPU float64 references against the CPU ones
 #   optimize      issue 5: the expert over the 20 tasks with seed programs, 60 s each, resumable
 #   versus        issue 5: expert against random search at equal budget on 8 tasks
@@ -13,11 +14,12 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 step=${1:-}; shift || true
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${GPUS:-0}" -ge 1 ] || GPUS=1
 case "$step" in
   suite)
     DB=.carry/suite.db; [ -f "$DB" ] || DB=$OUT/suite.db
     resume=${1:+--resume $1}
-    timeout 540 ksol --store "$DB" bench --timeout 150 $resume --json-out "$OUT/suite.json" > "$OUT/suite.txt" 2> "$OUT/suite.err"
+    timeout ${SUITE_SECONDS:-540} ksol --store "$DB" bench --gpus "$GPUS" --timeout 150 $resume --json-out "$OUT/suite.json" > "$OUT/suite.txt" 2> "$OUT/suite.err"
     echo "rc=$?"; cp -f "$DB" "$OUT/suite.db" 2>/dev/null; grep -v "^\[" "$OUT/suite.err" | tail -20; tail -5 "$OUT/suite.txt" ;;
   refcheck)
     timeout 540 ksol --store "$OUT/refcheck.db" refcheck > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;

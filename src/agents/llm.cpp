@@ -273,6 +273,7 @@ std::string Client::redact(std::string s) const {
 }
 
 bool Client::exhausted(std::string* why) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   auto say = [&](const std::string& w) {
     if (why) *why = w;
     return true;
@@ -286,6 +287,7 @@ bool Client::exhausted(std::string* why) const {
 }
 
 Answer Client::ask(const Request& r) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   Answer a;
   std::string why;
   if (exhausted(&why)) {

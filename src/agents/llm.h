@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,8 @@ class Client {
   // `cache_dir` empty: no cache. `log` receives one line per request (redacted).
   Client(std::unique_ptr<Backend> b, Spec spec, Budget budget, std::string cache_dir,
          std::function<void(const std::string&)> log = nullptr);
+  // Thread-safe: requests from several tasks' searches (one per GPU) are made one at a time, so
+  // budgets and the rate limit hold across them.
   Answer ask(const Request& r);
   // True once a budget is spent; `why` names it.
   bool exhausted(std::string* why = nullptr) const;
@@ -112,6 +115,7 @@ class Client {
   Usage total_;
   double seconds_ = 0;
   std::chrono::steady_clock::time_point last_{};
+  mutable std::recursive_mutex mu_;
 };
 
 // The first fenced code block of `text` whose language is one of `langs` (or unlabelled when

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "compile/compiler.h"
@@ -337,7 +338,7 @@ int cmd_device(const Common& c, bool calibrate) {
 }
 
 struct BenchArgs {
-  std::string tasks, sizes, baselines, families, precisions, json_path, matrix;
+  std::string tasks, sizes, baselines, families, precisions, json_path, matrix, gpus;
   int64_t resume = 0;
   double timeout = 300;
   bool no_hidden = false;
@@ -369,13 +370,19 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   if (tasks.empty()) throw std::runtime_error("no task matches the filters");
   std::vector<std::string> want_sizes = split_csv(sizes_csv);
   if (!a.matrix.empty()) want_sizes = {tasks[0].sizes.back().name};
-  Session s(session_options(c));
+  std::vector<int> gpu_ids = parse_gpus(a.gpus);
+  std::vector<std::unique_ptr<Session>> sessions = open_sessions(session_options(c), gpu_ids);
+  Session& s = *sessions[0];
   bool gpu = s.has_gpu();
+  for (size_t i = 1; i < sessions.size(); ++i)
+    if (gpu && !sessions[i]->has_gpu())
+      throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
   if (resume) {
     auto run = s.store()->find_run(resume);
     if (!run) throw std::runtime_error("no run " + std::to_string(resume) + " in " + c.store);
   }
-  int64_t run = s.begin_run(cmdline, {{"resume_of", resume}});
+  int64_t run = s.begin_run(cmdline, {{"resume_of", resume}, {"gpus", sessions.size()}});
+  for (auto& other : sessions) other->join_run(run);
   if (!gpu)
     std::cerr << "note: " << s.gpu_reason() << ".\n      ksol bench parses every task, compiles every baseline and reference, and computes SOL;"
               << " timing needs a GPU. SOL below assumes " << s.peaks().name << ".\n";
@@ -417,29 +424,40 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   o.timeout_s = timeout;
   o.timing = c.timing();
   if (no_hidden) o.defences_off.insert("hidden-sizes");
-  json all = json::array();
-  Table tab = result_table();
-  std::vector<CandidateOutcome> outs;
-  outs.reserve(jobs.size());
-  std::vector<std::pair<std::string, const CandidateOutcome*>> fails;
-  size_t done = 0, total = 0;
-  for (auto& w : which) total += w.second != nullptr;
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    if (!which[k].second) continue;
+  // The baselines' evaluations, spread over the sessions (one per GPU) in order; each line of
+  // progress is written when its evaluation ends.
+  std::vector<size_t> eval_jobs;
+  for (size_t k = 0; k < jobs.size(); ++k)
+    if (which[k].second) eval_jobs.push_back(k);
+  std::vector<CandidateOutcome> outs(eval_jobs.size());
+  std::mutex progress;
+  size_t done = 0, total = eval_jobs.size();
+  bool several = sessions.size() > 1;
+  run_parallel(eval_jobs.size(), sessions.size(), [&](size_t i, size_t w) {
+    size_t k = eval_jobs[i];
     const Task& t = tasks[which[k].first];
     const BaselineSpec& b = *which[k].second;
     auto te = std::chrono::steady_clock::now();
-    std::cerr << "[" << ++done << "/" << total << "] " << t.name << " / " << b.name << " ..." << std::flush;
-    outs.push_back(s.evaluate(t, jobs[k], "baseline:" + b.name, "baseline:" + b.name, o, &compiled[k]));
-    const CandidateOutcome& co = outs.back();
+    if (!several) std::cerr << "[" << i + 1 << "/" << total << "] " << t.name << " / " << b.name << " ..." << std::flush;
+    CandidateOutcome co = sessions[w]->evaluate(t, jobs[k], "baseline:" + b.name, "baseline:" + b.name, o, &compiled[k]);
     int ok = 0;
     for (auto& so : co.sizes) ok += so.status == "ok" || (so.status == "skipped");
+    std::lock_guard<std::mutex> g(progress);
+    ++done;
+    if (several) std::cerr << "[" << done << "/" << total << "] " << t.name << " / " << b.name << " (GPU " << gpu_ids[w] << ")";
     if (!gpu)
       std::cerr << (co.compiled.ok ? " compiled; not run (no GPU)\n" : " does not compile\n");
     else
-      std::cerr << " " << ok << "/" << co.sizes.size() << " sizes ok, " << fmt(seconds_since(te), 1) << " s\n";
-    all.push_back(outcome_json(t, co));
-    fails.push_back({t.name, &co});
+      std::cerr << (several ? ": " : " ") << ok << "/" << co.sizes.size() << " sizes ok, " << fmt(seconds_since(te), 1) << " s\n";
+    outs[i] = std::move(co);
+  });
+  json all = json::array();
+  Table tab = result_table();
+  std::vector<std::pair<std::string, const CandidateOutcome*>> fails;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Task& t = tasks[which[eval_jobs[i]].first];
+    all.push_back(outcome_json(t, outs[i]));
+    fails.push_back({t.name, &outs[i]});
   }
   // Speedups: each baseline against the task's naive baseline.
   std::vector<size_t> task_of;
@@ -614,6 +632,7 @@ int main(int argc, char** argv) {
   bench->add_option("--json-out", ba.json_path, "also write the results as JSON to this file");
   bench->add_option("--timeout", ba.timeout, "cap in seconds on each evaluation (one candidate at one size); past it the worker is killed and the evaluation recorded as a timeout")->capture_default_str();
   bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
+  bench->add_option("--gpus", ba.gpus, "evaluate on several GPUs at once, one worker each: a count (2) or device indices (0,1); default one worker on device 0");
 
   app.add_subcommand("tasks", "list the built-in tasks");
   auto* dsl = app.add_subcommand("dsl", "the ksol DSL: 'dsl print FILE' prints the typed IR (docs/DSL.md)");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 
 #include "agents/expert.h"
 #include "cli/commands.h"
@@ -49,6 +50,7 @@ struct OptimizeArgs {
   bool no_llm_cache = false;
   int llm_max_tokens = 2048;
   std::string report_dir;  // default runs/run-<id>
+  std::string gpus;        // --gpus: one worker per device, tasks spread over them
 };
 
 namespace {
@@ -91,7 +93,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   so.store_path = a.store.empty() ? store : a.store;
   if (!worker.empty()) so.worker_argv = {worker};
   so.assume_gpu = assume_gpu;
-  Session s(so);
+  std::vector<int> gpu_ids = parse_gpus(a.gpus);
+  std::vector<std::unique_ptr<Session>> sessions = open_sessions(so, gpu_ids);
+  Session& s = *sessions[0];
   if (!s.has_gpu()) {
     // Gate 1 and compilation need no GPU: check the seeds get that far, then stop.
     int bad = 0;
@@ -106,6 +110,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
               << "); the seed programs were parsed, checked and compiled, nothing was timed.\n";
     return bad ? 1 : 77;
   }
+  for (size_t i = 1; i < sessions.size(); ++i)
+    if (!sessions[i]->has_gpu())
+      throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
   // One LLM client for the whole run: its budgets and its cache span every task.
@@ -128,13 +135,24 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                                                    a.no_llm_cache ? "" : cache_dir() + "/llm",
                                                    [](const std::string& l) { std::cerr << l << "\n"; });
   }
-  s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}}});
-  json all = json::array();
-  std::vector<search::OptimizeResult> results;
-  for (auto& sd : seeds) {
+  s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}},
+                        {"gpus", sessions.size()}});
+  for (auto& other : sessions) other->join_run(s.run_id());
+  // Tasks are spread over the GPUs, one search per GPU at a time; with several, each progress
+  // line names its task.
+  bool several = sessions.size() > 1;
+  std::mutex out_mu;
+  auto say = [&](const std::string& task, const std::string& line) {
+    std::lock_guard<std::mutex> g(out_mu);
+    std::cerr << (several ? "[" + task + "] " : "") << line << "\n";
+  };
+  std::vector<json> all_items(seeds.size());
+  std::vector<search::OptimizeResult> results(seeds.size());
+  run_parallel(seeds.size(), sessions.size(), [&](size_t i, size_t w) {
+    const Seed& sd = seeds[i];
     std::unique_ptr<agents::Agent> agent = client ? std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens)
                                                   : agents::make_agent(a.agent, k, a.seed);
-    search::SessionEvaluator ev(s, a.agent, a.resume, a.timeout);
+    search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
     search::OptimizeOptions o;
     o.max_candidates = a.candidates;
     o.budget_seconds = a.seconds;
@@ -142,14 +160,18 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     o.seed = a.seed;
     o.plateau = a.plateau;
     o.agent = a.agent;
-    o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
-    std::cerr << "optimizing " << sd.task.name << " from " << sd.path << " with the " << a.agent << " agent\n";
+    o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
+    say(sd.task.name, "optimizing " + sd.task.name + " from " + sd.path + " with the " + a.agent + " agent" +
+                          (several ? " on GPU " + std::to_string(gpu_ids[w]) : ""));
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
     json j = r.to_json();
     j["seed_program"] = sd.path;
-    all.push_back(j);
-    results.push_back(std::move(r));
-  }
+    if (several) j["gpu"] = gpu_ids[w];
+    all_items[i] = std::move(j);
+    results[i] = std::move(r);
+  });
+  json all = json::array();
+  for (auto& j : all_items) all.push_back(std::move(j));
   s.finish_run("finished");
   json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
@@ -236,6 +258,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu); default runs/run-<id>");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     std::vector<std::string> parts;

@@ -2,7 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 #include <cstdio>
 #include <random>
 
@@ -30,6 +36,75 @@ std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n) {
   else rng.seed((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
   for (int i = 0; i < n; ++i) seeds.push_back(rng() >> 12);  // stays exact in a JSON double
   return seeds;
+}
+
+std::vector<int> parse_gpus(const std::string& spec) {
+  std::vector<int> out;
+  if (spec.empty()) return out;
+  auto number = [&](const std::string& t) {
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 4)
+      throw std::runtime_error("--gpus '" + spec + "': expected a count (2) or device indices (0,1)");
+    return std::stoi(t);
+  };
+  if (spec.find(',') == std::string::npos) {
+    int n = number(spec);
+    if (n < 1) throw std::runtime_error("--gpus '" + spec + "': at least one GPU");
+    for (int i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  size_t a = 0;
+  while (a <= spec.size()) {
+    size_t b = spec.find(',', a);
+    if (b == std::string::npos) b = spec.size();
+    int d = number(spec.substr(a, b - a));
+    if (std::find(out.begin(), out.end(), d) != out.end()) throw std::runtime_error("--gpus '" + spec + "' names device " + std::to_string(d) + " twice");
+    out.push_back(d);
+    a = b + 1;
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<Session>> open_sessions(const Session::Options& base, const std::vector<int>& gpus) {
+  std::vector<std::unique_ptr<Session>> out;
+  if (gpus.empty()) {
+    out.push_back(std::make_unique<Session>(base));
+    return out;
+  }
+  for (int d : gpus) {
+    Session::Options o = base;
+    if (o.worker_argv.empty()) o.worker_argv = {default_worker_path()};
+    o.worker_argv.push_back("--device");
+    o.worker_argv.push_back(std::to_string(d));
+    out.push_back(std::make_unique<Session>(o));
+  }
+  return out;
+}
+
+void run_parallel(size_t n, size_t workers, const std::function<void(size_t, size_t)>& f) {
+  workers = std::max<size_t>(1, std::min(workers, n));
+  if (workers == 1) {
+    for (size_t j = 0; j < n; ++j) f(j, 0);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::exception_ptr first;
+  std::mutex m;
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (size_t j; !stop && (j = next++) < n;) {
+        try {
+          f(j, w);
+        } catch (...) {
+          std::lock_guard<std::mutex> g(m);
+          if (!first) first = std::current_exception();
+          stop = true;
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  if (first) std::rethrow_exception(first);
 }
 
 Session::Session(Options o) : opt_(std::move(o)) {

@@ -1,6 +1,7 @@
 // The coordinator's pipeline for one candidate: gate 1 and compilation here, gates 2-4 in the
 // worker, SOL, and a store row per size. ksol eval and ksol bench are loops over this.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -67,6 +68,8 @@ class Session {
   WorkerClient& worker() { return *worker_; }
 
   int64_t begin_run(const std::string& command, const nlohmann::json& extra = {});
+  // Records into a run another session (on another GPU, same store file) began.
+  void join_run(int64_t id) { run_id_ = id; }
   void finish_run(const std::string& status);
   int64_t run_id() const { return run_id_; }
 
@@ -95,5 +98,18 @@ class Session {
 };
 
 std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n);
+
+// The devices of --gpus: "N" means 0..N-1, "0,2" those indices; "" none named (one worker on
+// its default device). Throws on anything else.
+std::vector<int> parse_gpus(const std::string& spec);
+
+// One session per device in `gpus`, each with a worker started with `--device i` and its own
+// connection to the store; one session on the default device when `gpus` is empty.
+std::vector<std::unique_ptr<Session>> open_sessions(const Session::Options& base, const std::vector<int>& gpus);
+
+// Calls f(job, worker) for every job in [0, n) from `workers` threads, each taking the next job
+// when it is free (one thread: in order, on this thread). The first exception is rethrown once
+// every thread has stopped; jobs not yet started when it was thrown are not started.
+void run_parallel(size_t n, size_t workers, const std::function<void(size_t job, size_t worker)>& f);
 
 }  // namespace ksol

@@ -314,7 +314,7 @@ void store_from_double(DType t, void* p, int64_t i, double v) {
   }
 }
 
-std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed) {
+std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed, bool with_f64) {
   std::vector<HostTensor> out(t.tensors.size());
   std::optional<SparseStructure> sparse, sparse_t;
   for (size_t k = 0; k < t.tensors.size(); ++k) {
@@ -378,7 +378,7 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
       }
       continue;
     }
-    h.f64.resize(h.numel);
+    if (with_f64) h.f64.resize(h.numel);
     uint64_t stream = mix(seed * 0x100000001b3ull + k + 1) ^ (static_cast<uint64_t>(d) << 56);
     bool uniform = ts.init == "uniform01";
     parallel_for(h.numel, [&](int64_t a, int64_t b, int64_t) {
@@ -386,7 +386,7 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
         uint64_t key = stream ^ (static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
         double v = uniform ? unit(key) : draw(d, key);
         store_from_double(ts.dtype, h.bytes.data(), i, v);
-        h.f64[i] = load_as_double(ts.dtype, h.bytes.data(), i);
+        if (with_f64) h.f64[i] = load_as_double(ts.dtype, h.bytes.data(), i);
       }
     });
   }

@@ -26,7 +26,9 @@ struct HostTensor {
 };
 
 // Generates every input tensor (outputs are left empty), deterministic in (seed, distribution).
-std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed);
+// `with_f64` false leaves HostTensor::f64 empty: only a CPU reference reads it (a GPU reference
+// widens the stored values on the device), and at a gigabyte of inputs it is most of the writing.
+std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed, bool with_f64 = true);
 // Allocates output tensors of the right size for the references (zeros, in f64 for floats).
 std::vector<HostTensor> make_reference_outputs(const Task& t, const SizeSet& s);
 

@@ -3,10 +3,13 @@
 request, so the coordinator's timeouts, crash handling and restarts are tested without a GPU.
 
 Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
-garbage, wrong (a failed correctness gate)."""
+garbage, wrong (a failed correctness gate). With SCRIPTED_LOG set, each eval appends
+"<device> <candidate_so>" to that file (device: the --device argument, else 0), so tests can see
+which worker evaluated what."""
 import json, os, sys, time
 
 out = sys.stdout
+device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "0"
 for line in sys.stdin:
     req = json.loads(line)
     rid = req.get("id", 0)
@@ -18,6 +21,9 @@ for line in sys.stdin:
         out.write(json.dumps({"id": rid, "ok": True}) + "\n"); out.flush(); sys.exit(0)
     elif op == "eval":
         mode = os.path.basename(req["candidate_so"]).split(".")[0]
+        if os.environ.get("SCRIPTED_LOG"):
+            with open(os.environ["SCRIPTED_LOG"], "a") as log:
+                log.write(f"{device} {req['candidate_so']}\n")
         if os.environ.get("SCRIPTED_MODE"):
             mode = os.environ["SCRIPTED_MODE"]
         if mode == "crash":

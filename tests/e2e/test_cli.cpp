@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -65,4 +67,57 @@ TEST(Cli, OptimizeWithoutAGpuStopsAfterCompilingTheSeed) {
   ksol::ProcessResult bad = ksol::run_process({ksol_bin(), "optimize", "relu_f32", "--agent", "ollama:x"}, 60);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("unknown backend 'ollama'"), std::string::npos) << bad.output;
+}
+
+// --gpus: one worker per device, the work spread over them, one run in one store. The scripted
+// worker logs the device it was started for with every evaluation.
+TEST(Cli, BenchAndOptimizeSpreadTheirWorkOverSeveralGpus) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ksol-gpus-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string log = (dir / "evals.log").string(), db = (dir / "k.db").string(), js = (dir / "bench.json").string();
+  ::setenv("SCRIPTED_LOG", log.c_str(), 1);
+  std::string worker = src("tests/e2e/scripted_worker.py");
+  auto devices_in_log = [&] {
+    std::map<std::string, int> n;
+    std::istringstream in(ksol::read_file(log));
+    for (std::string d, so; in >> d >> so;) ++n[d];
+    return n;
+  };
+
+  ksol::ProcessResult b = ksol::run_process({ksol_bin(), "--store", db, "--worker", worker, "bench", "--tasks", "relu_f32,copy_f32",
+                                             "--sizes", "small,medium", "--no-hidden", "--gpus", "2", "--json-out", js}, 600);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto n = devices_in_log();
+  EXPECT_EQ(n.size(), 2u) << b.output;  // both devices evaluated something
+  EXPECT_GT(n["0"], 0);
+  EXPECT_GT(n["1"], 0);
+  EXPECT_EQ(n["0"] + n["1"], 8);        // 4 baselines x 2 sizes, each evaluated once
+  EXPECT_NE(b.output.find("(GPU 0)"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("(GPU 1)"), std::string::npos) << b.output;
+  nlohmann::json j = nlohmann::json::parse(ksol::read_file(js));
+  ASSERT_EQ(j["results"].size(), 4u);    // in task and baseline order, whichever GPU ran them
+  EXPECT_EQ(j["results"][0]["task"], "relu_f32");
+  EXPECT_EQ(j["results"][3]["task"], "copy_f32");
+
+  ksol::ProcessResult bad = ksol::run_process({ksol_bin(), "--store", "", "bench", "--tasks", "relu_f32", "--gpus", "0,x"}, 60);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--gpus '0,x': expected a count (2) or device indices (0,1)"), std::string::npos) << bad.output;
+
+  fs::remove(log);
+  ksol::ProcessResult o = ksol::run_process({ksol_bin(), "--store", db, "--worker", worker, "optimize", "relu_f32", "copy_f32", "--gpus", "0,1",
+                                             "--budget-candidates", "2", "--report", (dir / "report").string()}, 900);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  n = devices_in_log();
+  EXPECT_GT(n["0"], 0) << o.output;
+  EXPECT_GT(n["1"], 0) << o.output;
+  EXPECT_NE(o.output.find("[relu_f32] optimizing relu_f32"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("[copy_f32] optimizing copy_f32"), std::string::npos) << o.output;
+  nlohmann::json rep = nlohmann::json::parse(ksol::read_file((dir / "report" / "results.json").string()));
+  ASSERT_EQ(rep["results"].size(), 2u);
+  EXPECT_EQ(rep["results"][0]["task"], "relu_f32");
+  EXPECT_NE(rep["results"][0]["gpu"], rep["results"][1]["gpu"]);
+  ::unsetenv("SCRIPTED_LOG");
+  fs::remove_all(dir);
 }

@@ -48,6 +48,21 @@ TEST(Inputs, DeterministicInSeedAndDistinctAcrossSeeds) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a[0].f64[i], load_as_double(DType::bf16, a[0].bytes.data(), i));
 }
 
+// Without the float64 copies (a GPU reference's case) the stored bytes are the same.
+TEST(Inputs, StoredBytesDoNotDependOnTheFloat64Copies) {
+  Task t = builtin("gemm_bf16");
+  const SizeSet* s = t.find_size("small");
+  ASSERT_NE(s, nullptr);
+  auto with = generate_inputs(t, *s, Distribution::spiky, 5);
+  auto without = generate_inputs(t, *s, Distribution::spiky, 5, false);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t k = 0; k < with.size(); ++k) {
+    EXPECT_TRUE(with[k].bytes == without[k].bytes) << k;
+    EXPECT_TRUE(without[k].f64.empty()) << k;
+    if (t.tensors[k].role == Role::in) EXPECT_EQ(with[k].f64.size(), static_cast<size_t>(with[k].numel)) << k;
+  }
+}
+
 TEST(Inputs, DistributionsHaveTheirShape) {
   Task t = builtin("scan_f32");
   const SizeSet* s = t.find_size("medium");
