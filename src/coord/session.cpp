@@ -226,9 +226,19 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
     so.size = s->name;
     so.hidden = s->hidden;
     if (store_ && o.resume_run) {
-      if (auto prev = store_->find_evaluation(o.resume_run, cand_id, s->name)) {
+      // The run resumed, then the run it resumed, and so on: a pass interrupted twice resumes
+      // from the last run and still skips what the first one did.
+      std::optional<store::EvaluationRow> prev;
+      int64_t from = 0;
+      for (int64_t r = o.resume_run, hops = 0; r > 0 && !prev && hops < 1000; ++hops) {
+        prev = store_->find_evaluation(r, cand_id, s->name);
+        from = r;
+        auto run = store_->find_run(r);
+        r = run && run->meta.contains("resume_of") && run->meta["resume_of"].is_number_integer() ? run->meta["resume_of"].get<int64_t>() : 0;
+      }
+      if (prev) {
         so.status = "skipped";
-        so.message = "already in run " + std::to_string(o.resume_run);
+        so.message = "already in run " + std::to_string(from);
         so.median_us = prev->median_us.value_or(0);
         so.ci_low_us = prev->ci_low_us.value_or(0);
         so.ci_high_us = prev->ci_high_us.value_or(0);

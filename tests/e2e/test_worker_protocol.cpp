@@ -123,9 +123,10 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     EXPECT_EQ(rows[2].error_class.value_or(""), "crash");
     EXPECT_EQ(st.find_run(run)->status, "running");
   }
+  int64_t second = 0;
   {
     Session s(so);
-    s.begin_run("resume");
+    second = s.begin_run("resume", {{"resume_of", run}});
     EvalOptions o;
     o.sizes = {"small", "odd", "medium"};
     o.resume_run = run;
@@ -137,6 +138,23 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     EXPECT_EQ(by["odd"]->status, "skipped");
     EXPECT_EQ(by["medium"]->status, "ok");
     EXPECT_DOUBLE_EQ(by["small"]->median_us, 100);
+  }
+  {
+    // Resuming the resumed run: what either run did is skipped, found through resume_of.
+    Session s(so);
+    s.begin_run("resume again", {{"resume_of", second}});
+    EvalOptions o;
+    o.sizes = {"small", "medium", "large"};
+    o.resume_run = second;
+    CompileResult ok = fake("ok");
+    CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
+    std::map<std::string, const SizeOutcome*> by;
+    for (auto& so : a.sizes) by[so.size] = &so;
+    EXPECT_EQ(by["small"]->status, "skipped");
+    EXPECT_EQ(by["small"]->message, "already in run " + std::to_string(run));
+    EXPECT_EQ(by["medium"]->status, "skipped");
+    EXPECT_EQ(by["medium"]->message, "already in run " + std::to_string(second));
+    EXPECT_NE(by["large"]->status, "skipped");  // evaluated (the scripted 100 us is "suspect" there: faster than SOL)
   }
 }
 
