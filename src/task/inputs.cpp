@@ -427,6 +427,13 @@ Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, 
   return tol;
 }
 
+Tolerance reference_agreement_tolerance(const Task& t, const SizeSet& s, const TensorSpec& out) {
+  Tolerance tol = tolerance_for(t, s, out, false);
+  tol.c_out *= kReferenceAgreementFraction;  // both terms of the bound scale by the fraction
+  tol.u_acc *= kReferenceAgreementFraction;
+  return tol;
+}
+
 CompareResult compare_output(const Tolerance& tol, DType dt, const void* out, const double* ref, const double* mag,
                              int64_t n, int64_t stride) {
   // Pass 1: the mean magnitude over finite elements (per chunk, then combined).

@@ -50,6 +50,13 @@ struct Tolerance {
 // The tolerance for one output of a task at a size; `loose_precision` applies the bf16
 // policy instead of the task's (only for the precision defence's switched-off mode).
 Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, bool loose_precision = false);
+// How closely a task's CPU and GPU float64 references must agree (ksol refcheck): within 1/1024
+// of the bound a candidate is held to, so which reference runs cannot change a verdict. Both
+// compute in float64 and differ only in the order of operations, so they agree to ~1e-13, but
+// not elementwise-relative: where an output cancels (LayerNorm's x - mean, a softmax weight of
+// large scores) two orders differ by ulps of the terms, which the candidate bound covers.
+Tolerance reference_agreement_tolerance(const Task& t, const SizeSet& s, const TensorSpec& out);
+constexpr double kReferenceAgreementFraction = 1.0 / 1024;
 
 struct CompareResult {
   bool ok = true;

@@ -158,6 +158,31 @@ TEST(Tolerance, SeparatesFp32FromTf32AndBf16ShortcutsAtLargeK) {
   EXPECT_TRUE(compare_output(loose, DType::f32, tf32.data(), ref.data(), mag.data(), rows).ok);
 }
 
+// refcheck's bound is the candidates' bound scaled by 1/1024, element by element: a float64
+// difference of 1/2048 of a candidate's allowance passes, one of 1/512 does not.
+TEST(Tolerance, ReferenceAgreementIsAFractionOfTheCandidateBound) {
+  Task t = builtin("layernorm_bf16");
+  const SizeSet& s = *t.find_size("small");
+  const TensorSpec* out = nullptr;
+  for (auto& ts : t.tensors)
+    if (ts.role == Role::out) out = &ts;
+  ASSERT_NE(out, nullptr);
+  Tolerance cand = tolerance_for(t, s, *out), agree = reference_agreement_tolerance(t, s, *out);
+  std::vector<double> ref = {0.0116, -5.6e-5, 1.7, -0.8}, mag = {0.0116, 5.6e-5, 1.7, 0.8};
+  double mean = 0;
+  for (double m : mag) mean += m / mag.size();
+  for (double frac : {0.5, 2.0}) {
+    std::vector<double> got(ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double bound = cand.c_out * cand.u_out * std::fabs(ref[i]) + cand.u_acc * cand.growth * (mag[i] + cand.floor_frac * mean);
+      got[i] = ref[i] + frac * kReferenceAgreementFraction * bound;
+    }
+    CompareResult r = compare_output(agree, DType::f64, got.data(), ref.data(), mag.data(), static_cast<int64_t>(ref.size()));
+    EXPECT_EQ(r.ok, frac < 1) << frac << ": " << r.message;
+    EXPECT_NEAR(r.worst_ratio, frac, 1e-6);
+  }
+}
+
 TEST(Tolerance, NanAndInfMustMatchExactly) {
   Tolerance tol;
   tol.u_out = tol.u_acc = std::ldexp(1.0, -24);
