@@ -275,6 +275,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
                             {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
                             {"size_dims", s->dims}, {"size_options", s->options}};
       if (!o.timing.is_null()) req["timing"] = o.timing;
+      if (auto pr = o.prune_above_us.find(s->name); pr != o.prune_above_us.end() && pr->second > 0) req["prune_above_us"] = pr->second;
       WorkerReply r = worker_->call(req, o.timeout_s);
       if (!r.ok) {
         so.status = "failed";
@@ -341,6 +342,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
       if (run_id_) so.evaluation_id = store_->record_evaluation(e);
     }
     out.sizes.push_back(so);
+    if (so.failed_gate == "screen") break;  // rejected: the other sizes would not change that
   }
   return out;
 }

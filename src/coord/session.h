@@ -2,6 +2,7 @@
 // worker, SOL, and a store row per size. ksol eval and ksol bench are loops over this.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,6 +28,9 @@ struct EvalOptions {
   nlohmann::json timing;               // overrides of TimingConfig fields
   int64_t resume_run = 0;              // skip (candidate, size) pairs this run already has
   bool lenient_sizes = false;          // a named size a task lacks is skipped, not an error (bench)
+  // Search screening, per size name: time first and stop (gate "screen") above this median; the
+  // sizes after a screened-out one are not evaluated (see EvalRequest::prune_above_us).
+  std::map<std::string, double> prune_above_us;
 };
 
 struct SizeOutcome {

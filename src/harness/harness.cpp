@@ -282,11 +282,27 @@ class Evaluator {
       // The timing sets exist from the start, so the device looks the same to the candidate
       // in every phase (free memory included).
       allocate_timing_sets();
+      if (req_.time && req_.prune_above_us > 0) {
+        // Screening for a search: a candidate slower than the best so far is rejected after a
+        // timing pass alone (unverified: it is never a result); a faster one is then evaluated
+        // in full, timing included, as if the screen had not happened.
+        nlohmann::json screen;
+        add_time(phase_.timing, [&] { timing(screen, false); });
+        const nlohmann::json& st = screen["timing"];
+        out["screen"] = {{"median_us", st["median_us"]}, {"ci_low_us", st["ci_low_us"]}, {"ci_high_us", st["ci_high_us"]},
+                         {"samples", st["samples"]}, {"prune_above_us", req_.prune_above_us}};
+        if (st["ci_low_us"].get<double>() > req_.prune_above_us) {
+          std::ostringstream m;
+          m << "screened out: median " << st["median_us"].get<double>() << " us (95% CI from " << st["ci_low_us"].get<double>()
+            << ") is above " << req_.prune_above_us << " us, the search's limit from the best so far; not verified";
+          throw GateFailure{"screen", "slower_than_best", m.str()};
+        }
+      }
       if (req_.check) {
         add_time(phase_.correctness, [&] { correctness(out); });
         out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
       }
-      if (req_.time) add_time(phase_.timing, [&] { timing(out); });
+      if (req_.time) add_time(phase_.timing, [&] { timing(out, req_.defences.on("verify-timed")); });
       out["status"] = "ok";
     } catch (const GateFailure& f) {
       out["status"] = "failed";
@@ -559,16 +575,19 @@ class Evaluator {
     }
   }
 
-  void timing(nlohmann::json& out) {
+  // Times the candidate on the rotation sets; `verifying`: two of the calls are verified (the
+  // verify-timed defence; off only for the search's screening pass, which can only reject).
+  void timing(nlohmann::json& out, bool verifying) {
     const Defences& d = req_.defences;
     const TimingConfig& cfg = req_.timing;
     int nsets = static_cast<int>(timing_sets_.size());
+    // The sets' inputs: generated once (a screening pass and the timing gate share them), and
+    // uploaded again before each pass, since a correctness case may have run on the first set.
     for (int i = 0; i < nsets; ++i) {
-      timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
-      upload(timing_sets_[i], timing_inputs_.back());
+      if (static_cast<int>(timing_inputs_.size()) <= i) timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
+      upload(timing_sets_[i], timing_inputs_[i]);
     }
     // Two verified calls: one at a random position among the first samples, one after the last.
-    bool verifying = d.on("verify-timed");
     int verify_at = static_cast<int>(rng_() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
     Verification early_v, final_v;
     if (verifying) {

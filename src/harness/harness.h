@@ -44,6 +44,10 @@ struct EvalRequest {
   uint64_t timing_seed = 0;          // rotation-set inputs and the verified timed call
   bool time = true;
   bool check = true;
+  // Search screening: > 0 times the candidate first, without verifying it, and stops there
+  // (status "failed", gate "screen", error class "slower_than_best") when its median is above
+  // this; otherwise the evaluation runs in full. It can only reject, never accept.
+  double prune_above_us = 0;
   TimingConfig timing;
   Defences defences;
 };

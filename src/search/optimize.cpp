@@ -149,7 +149,9 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
     c.agent = agent_;
     o.candidate_id = st->upsert_candidate(c);
   }
-  CandidateOutcome co = s_.evaluate(t, j, label, origin, visible_options(t, resume_, timeout_s_));
+  EvalOptions eo = visible_options(t, resume_, timeout_s_);
+  eo.prune_above_us = prune_above_us;
+  CandidateOutcome co = s_.evaluate(t, j, label, origin, eo);
   Outcome r = convert(t, co);
   r.candidate_id = o.candidate_id;
   r.kernel = o.kernel;
@@ -213,6 +215,16 @@ Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const 
     r.size = sz->name;
     r.weight = sz->weight;
     double sc = scale_of(*sz);
+    if (auto it = prune_above_us.find(sz->name); it != prune_above_us.end() && tm * sc > it->second) {
+      // As the worker's screen does: timed, not verified, and nothing after it evaluated.
+      r.status = "failed";
+      r.message = "screened out: " + std::to_string(tm * sc) + " us is above " + std::to_string(it->second) + " us";
+      o.sizes.push_back(r);
+      o.status = "failed";
+      o.error = "screen: " + r.message;
+      ++screened;
+      return o;
+    }
     r.status = failed ? "failed" : "ok";
     r.median_us = tm * sc;
     r.ci_low_us = r.median_us * (1 - noise_frac);
@@ -303,7 +315,15 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     a.schedule = sched_of(p);
     std::string label = "c" + std::to_string(a.index);
     int64_t parent_id = parent >= 0 ? res.trajectory[parent].outcome.candidate_id : 0;
+    // Screening: a child slower than prune x the best at some size cannot pass the performance
+    // gate there; it is rejected after a timing pass alone, without its correctness gate.
+    ev.prune_above_us.clear();
+    if (o.prune > 0 && parent >= 0 && res.best >= 0)
+      for (auto& r : res.trajectory[res.best].outcome.sizes)
+        if (r.status == "ok" && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
     a.outcome = ev.evaluate(t, p, label, parent_id, method);
+    ev.prune_above_us.clear();
+    if (a.outcome.error.find("screened out") != std::string::npos) ++res.screened;
     a.at_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     ++evaluated;
     res.trajectory.push_back(std::move(a));
@@ -414,7 +434,12 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     Attempt& a = run(pick->program, parent, pick->method, pick->why);
     seen[a.schedule] = a.index;
     const Attempt& cur = res.trajectory[res.best];
-    if (!a.outcome.ok()) {
+    if (a.outcome.error.find("screened out") != std::string::npos) {
+      // Slower than the best, like an unaccepted child; its move may still pay off from another
+      // parent, so the (parent, method) pair is not marked failed. Unverified, it joins no population.
+      a.note = "screened out: " + a.outcome.error;
+      ++since_best;
+    } else if (!a.outcome.ok()) {
       failed_pairs.insert({parent, a.method});
       a.note = "failed: " + a.outcome.error;
       ++since_best;
@@ -473,7 +498,7 @@ nlohmann::json OptimizeResult::to_json() const {
                     {"status", a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
                     {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
                     {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
-  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"seconds", seconds},
+  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj}};

@@ -76,6 +76,10 @@ class Evaluator {
                            const std::string& method) = 0;
   // The task's baselines on the same sizes, by name.
   virtual std::map<std::string, Outcome> baselines(const Task& t) = 0;
+  // Set by the loop before each child's evaluation: per size, the median (us) above which the
+  // child is screened out after a timing pass alone (it cannot beat the best there), before its
+  // correctness gate; the sizes after a screened-out one are not evaluated. Empty: no screening.
+  std::map<std::string, double> prune_above_us;
 };
 
 // The visible sizes of a task (the search never sees the hidden ones).
@@ -115,6 +119,7 @@ class ScriptedEvaluator : public Evaluator {
   std::map<std::string, double> baseline_us = {{"naive", 400}, {"vendor", 150}};
   std::function<bool(const codegen::Schedule&)> fail;
   int evaluations = 0;
+  int screened = 0;                                    // evaluations stopped by prune_above_us
   std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
 
   double time_of(const codegen::Schedule& s) const;
@@ -131,6 +136,7 @@ struct OptimizeOptions {
   uint64_t seed = 1;
   std::string agent = "expert";  // expert | random
   double gamma = 1.03;           // the performance gate
+  double prune = 2.0;            // screen out a child slower than prune x the best at any size (0: off)
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
   std::function<void(const std::string&)> progress;  // one line per event (optional)
@@ -160,6 +166,7 @@ struct OptimizeResult {
   double speedup_vs_baseline = 0, speedup_vs_naive = 0;
   double pct_sol_before = 0, pct_sol_after = 0;
   double seconds = 0;
+  int screened = 0;              // children rejected by the timing screen (never verified)
   std::vector<std::string> log;  // every choice (explain) and refusal
   const Attempt* best_attempt() const { return best >= 0 ? &trajectory[best] : nullptr; }
   nlohmann::json to_json() const;

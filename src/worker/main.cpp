@@ -39,6 +39,7 @@ ksol::EvalRequest parse_eval(const json& r) {
   q.timing_seed = r.value("timing_seed", uint64_t{7});
   q.time = r.value("time", true);
   q.check = r.value("check", true);
+  q.prune_above_us = r.value("prune_above_us", 0.0);
   if (r.contains("timing")) {
     const json& t = r["timing"];
     q.timing.min_samples = t.value("min_samples", q.timing.min_samples);

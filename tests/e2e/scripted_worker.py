@@ -38,6 +38,9 @@ for line in sys.stdin:
         if mode == "wrong":
             res = {"status": "failed", "failed_gate": "correctness", "error_class": "wrong_result",
                    "message": "output 'y': 3 of 10 elements out of tolerance", "gates": []}
+        elif req.get("prune_above_us", 0) > 0 and float(os.environ.get("SCRIPTED_US", "100")) > req["prune_above_us"]:
+            res = {"status": "failed", "failed_gate": "screen", "error_class": "slower_than_best",
+                   "message": f"screened out: above {req['prune_above_us']} us", "gates": []}
         else:
             us = float(os.environ.get("SCRIPTED_US", "100"))
             res = {"status": "ok", "gates": [{"gate": "correctness", "ok": True}, {"gate": "timing", "ok": True}],

@@ -158,6 +158,37 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
   }
 }
 
+// Screening (the search's prune_above_us): the worker is asked to time first; once a size is
+// screened out, the sizes after it are not evaluated.
+TEST(Session, AScreenedOutSizeEndsTheEvaluation) {
+  std::string dir = temp_dir("screen");
+  setenv("KSOL_CACHE_DIR", (dir + "/cache").c_str(), 1);
+  Task t = load_task(resolve_task_path("scan_f32"));
+  CompileResult c;
+  c.ok = true;
+  c.so_path = dir + "/ok.so";
+  c.key = "ok";
+  CompileJob job;
+  job.source_path = "cand.cu";
+  job.source_text = "// screened candidate";
+  Session::Options so;
+  so.store_path = dir + "/ksol.db";
+  so.worker_argv = {scripted()};
+  Session s(so);
+  ASSERT_TRUE(s.has_gpu());
+  s.begin_run("screen");
+  EvalOptions o;
+  o.sizes = {"small", "odd", "medium"};
+  o.prune_above_us = {{"small", 150}, {"medium", 50}};  // the scripted candidate takes 100 us; sizes run in task order
+  CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &c);
+  ASSERT_EQ(a.sizes.size(), 2u);
+  EXPECT_EQ(a.sizes[0].status, "ok");
+  EXPECT_EQ(a.sizes[1].status, "failed");
+  EXPECT_EQ(a.sizes[1].failed_gate, "screen");
+  EXPECT_EQ(a.sizes[1].error_class, "slower_than_best");
+  EXPECT_FALSE(a.all_ok());
+}
+
 TEST(Session, SuspectWhenFasterThanSpeedOfLight) {
   std::string dir = temp_dir("suspect");
   setenv("SCRIPTED_US", "0.001", 1);

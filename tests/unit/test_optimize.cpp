@@ -272,3 +272,41 @@ TEST(Optimize, OnlyVisibleSizesAreEvaluated) {
   for (auto& a : r.trajectory)
     for (auto& sz : a.outcome.sizes) EXPECT_FALSE(s.task.find_size(sz.size)->hidden) << sz.size;
 }
+
+// Screening: a child slower than prune x the best at some size is rejected after timing alone:
+// never accepted, nothing after that size evaluated, and the search still improves on the seed
+// (a screened child leaves the population, so the path can differ from an unscreened search).
+TEST(Optimize, ScreeningRejectsSlowChildrenBeforeTheirOtherSizes) {
+  for (const Synthetic& sy : synthetic()) {
+    SeedCase s = setup(sy.task);
+    auto go = [&](double prune, search::ScriptedEvaluator& ev) {
+      ev.model = sy.model;
+      auto agent = agents::make_agent("expert", knowledge(), 7);
+      search::OptimizeOptions o;
+      o.max_candidates = 20;
+      o.seed = 7;
+      o.plateau = 1000;
+      o.target_sol = 0;
+      o.prune = prune;
+      return search::optimize(s.task, s.seed, ev, *agent, o);
+    };
+    search::ScriptedEvaluator e_off, e_on;
+    auto off = go(0, e_off), on = go(1.5, e_on);
+    EXPECT_EQ(off.screened, 0);
+    EXPECT_EQ(e_off.screened, 0);
+    EXPECT_GT(on.screened, 0) << sy.task;
+    EXPECT_EQ(on.screened, e_on.screened);
+    ASSERT_GE(on.best, 0);
+    EXPECT_LT(best_time(on), on.trajectory[0].outcome.score_us()) << sy.task;
+    std::cerr << sy.task << ": best " << best_time(on) << " us with screening (" << on.screened << " of " << on.trajectory.size()
+              << " screened), " << best_time(off) << " us without\n";
+    for (auto& a : on.trajectory)
+      if (a.outcome.error.find("screened out") != std::string::npos) {
+        EXPECT_FALSE(a.accepted);
+        ASSERT_FALSE(a.outcome.sizes.empty());
+        // The screened-out size is the last one: the sizes after it were not evaluated.
+        EXPECT_NE(a.outcome.sizes.back().message.find("screened out"), std::string::npos);
+        EXPECT_LT(a.outcome.sizes.size(), search::visible_sizes(s.task).size() + 1);
+      }
+  }
+}
