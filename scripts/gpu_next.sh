@@ -24,12 +24,12 @@ case "$step" in
   refcheck)
     timeout 540 ksol --store "$OUT/refcheck.db" refcheck > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
   optimize)
-    timeout 560 ksol --store "$OUT/opt.db" optimize --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
+    timeout 560 ksol --store "$OUT/opt.db" optimize --gpus "$GPUS" --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
       --report "$OUT/report" --json-out "$OUT/optimize.json" 2> "$OUT/optimize.err"; echo "rc=$?"; tail -5 "$OUT/optimize.err" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
     for agent in expert random; do
-      timeout 270 ksol --store "$OUT/versus.db" optimize ${T//,/ } --agent $agent --budget-candidates 16 --budget-seconds 30 \
+      timeout 270 ksol --store "$OUT/versus.db" optimize ${T//,/ } --gpus "$GPUS" --agent $agent --budget-candidates 16 --budget-seconds 30 \
         --report "$OUT/versus_$agent" > "$OUT/versus_$agent.txt" 2>&1; echo "$agent rc=$?"; tail -12 "$OUT/versus_$agent.txt"
     done ;;
   exchange)
