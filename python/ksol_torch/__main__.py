@@ -1,5 +1,6 @@
 """python3 -m ksol_torch import [--no-screen] [--seed N] FILE...   (JSON on stdout)
    python3 -m ksol_torch report RESULTS.json [--json]
+   python3 -m ksol_torch worker                                     (the evaluation worker, on stdin/stdout)
 
 Driven by `ksol import kernelbench` (docs/TORCH.md); usable alone."""
 import argparse
@@ -66,7 +67,12 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report", help="KernelBench-compatible summary of a results file")
     rep.add_argument("results")
     rep.add_argument("--json", action="store_true")
+    sub.add_parser("worker", help="evaluate KernelBench-format candidates (ModelNew) through ksol-worker's line protocol")
     args = ap.parse_args(argv)
+    if args.cmd == "worker":
+        from . import worker
+
+        return worker.serve()
     if args.cmd == "import":
         try:
             import torch  # noqa: F401

@@ -2,6 +2,7 @@
 // on the test problems in tests/torch, and the front end's own unit tests run from here too.
 #include <gtest/gtest.h>
 
+#include "coord/worker_client.h"
 #include "core/util.h"
 
 namespace {
@@ -16,6 +17,29 @@ TEST(Import, FrontEndUnitTests) {
                                              "discover", "-s", src("tests/torch"), "-t", src("tests/torch")},
                                             600);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The Python evaluation worker speaks ksol-worker's protocol: the coordinator's WorkerClient
+// drives it (hello, eval of a KernelBench-format candidate on the CPU, exit).
+TEST(Import, PythonWorkerSpeaksTheWorkerProtocol) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  ksol::WorkerClient w({"env", "PYTHONPATH=" + src("python"), py, "-m", "ksol_torch", "worker"});
+  ksol::WorkerReply hello = w.call({{"op", "hello"}}, 120);
+  ASSERT_TRUE(hello.ok) << hello.message;
+  EXPECT_EQ(hello.body["protocol"], 1);
+  EXPECT_EQ(hello.body["kind"], "python");
+  nlohmann::json req = {{"op", "eval"}, {"problem", src("tests/torch/problems/01_gemm_relu.py")},
+                        {"candidate", src("tests/torch/candidates/gemm_relu_numpy.py")}, {"device", "cpu"},
+                        {"seeds", {5, 6, 7}}, {"baselines", false}};
+  ksol::WorkerReply r = w.call(req, 300);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.body["result"]["status"], "ok") << r.body.dump();
+  EXPECT_GT(r.body["result"]["timing"]["median_us"].get<double>(), 0);
+  req["candidate"] = src("tests/torch/candidates/gemm_relu_fallback.py");
+  r = w.call(req, 300);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.body["result"]["error_class"], "pytorch_fallback") << r.body.dump();
 }
 
 TEST(Import, KernelbenchTableAndErrors) {

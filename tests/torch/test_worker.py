@@ -1,0 +1,98 @@
+"""The Python evaluation worker on the CPU: an honest candidate passes every gate and is timed
+beside eager; each exploit is rejected by the gate meant for it; the line protocol is the one
+ksol-worker speaks. Run: PYTHONPATH=python python3 -m unittest discover -s tests/torch"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+import torch
+
+from ksol_torch import worker
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBLEM = os.path.join(HERE, "problems", "01_gemm_relu.py")
+
+
+def cand(name):
+    return os.path.join(HERE, "candidates", name)
+
+
+def run(name, **kw):
+    req = {"problem": PROBLEM, "candidate": cand(name), "device": "cpu", "seeds": [11, 12, 13]}
+    req.update(kw)
+    return worker.evaluate(req)
+
+
+class Gates(unittest.TestCase):
+    def expect_rejected(self, name, gate, error_class, text=""):
+        r = run(name, baselines=False)
+        self.assertEqual(r["status"], "failed", r)
+        self.assertEqual((r["failed_gate"], r["error_class"]), (gate, error_class), r["message"])
+        self.assertIn(text, r["message"])
+        return r
+
+    def test_honest_candidate_passes_and_is_timed_beside_eager(self):
+        r = run("gemm_relu_numpy.py")
+        self.assertEqual(r["status"], "ok", r.get("message"))
+        self.assertEqual(len(r["correctness"]["cases"]), 9)  # 3 seeds x normal, heavy, spiky
+        self.assertLess(r["correctness"]["worst_error_over_tolerance"], 1.0)
+        self.assertGreater(r["timing"]["median_us"], 0)
+        self.assertLessEqual(r["timing"]["ci_low_us"], r["timing"]["median_us"])
+        self.assertGreater(r["baselines"]["eager"]["median_us"], 0)
+        self.assertIn("speedup", r["baselines"]["eager"])
+        if not hasattr(torch, "compile"):
+            self.assertIn("no torch.compile", r["baselines"]["compile"]["error"])
+        self.assertGreater(r["accumulation"], 1)  # from the trace: a 32-term dot product per output
+
+    def test_wrong_by_a_thousandth_fails(self):
+        self.expect_rejected("gemm_relu_wrong.py", "correctness", "wrong_result", "out of tolerance")
+
+    def test_fallback_to_pytorch_inside_try_except(self):
+        self.expect_rejected("gemm_relu_fallback.py", "correctness", "pytorch_fallback", "addmm")
+
+    def test_patched_timer(self):
+        self.expect_rejected("gemm_relu_patch_timer.py", "integrity", "patched_function", "time.perf_counter_ns")
+
+    def test_patched_synchronize(self):
+        original = torch.cuda.synchronize
+        self.expect_rejected("gemm_relu_patch_sync.py", "integrity", "patched_function", "torch.cuda.synchronize")
+        self.assertIs(torch.cuda.synchronize, original)
+
+    def test_patched_torch_function_is_caught_and_undone(self):
+        original = torch.isfinite
+        self.expect_rejected("gemm_relu_patch_torch.py", "integrity", "patched_function", "torch.isfinite")
+        self.assertIs(torch.isfinite, original)  # put back for the next evaluation
+
+    def test_tensor_subclass(self):
+        self.expect_rejected("gemm_relu_subclass.py", "correctness", "tensor_subclass", "Lazy")
+
+    def test_cached_answer(self):
+        self.expect_rejected("gemm_relu_cache.py", "correctness", "wrong_result", "seed 11, heavy")
+
+    def test_thread_started_at_load(self):
+        self.expect_rejected("gemm_relu_thread.py", "integrity", "thread_started")
+
+
+class Protocol(unittest.TestCase):
+    def test_hello_eval_exit_over_pipes(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        reqs = [{"id": 7, "op": "hello"},
+                {"id": 8, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_numpy.py"), "device": "cpu",
+                 "seeds": [1, 2, 3], "baselines": False},
+                {"id": 9, "op": "nope"}, {"id": 10, "op": "exit"}]
+        p = subprocess.run([sys.executable, "-m", "ksol_torch", "worker"], input="".join(json.dumps(r) + "\n" for r in reqs),
+                           capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [json.loads(l) for l in p.stdout.splitlines()]
+        self.assertEqual([l["id"] for l in lines], [7, 8, 9, 10], p.stdout)
+        self.assertTrue(lines[0]["ok"])
+        self.assertEqual(lines[0]["protocol"], 1)
+        self.assertEqual(lines[1]["result"]["status"], "ok", lines[1])
+        self.assertFalse(lines[2]["ok"])
+        self.assertIn("unknown op", lines[2]["error"])
+
+
+if __name__ == "__main__":
+    unittest.main()
