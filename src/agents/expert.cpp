@@ -78,6 +78,7 @@ std::vector<std::string> move_values(const Move& m, const std::string& cur, cons
 }  // namespace
 
 std::string bottleneck_of(const Profile& p) {
+  if (!p.bottleneck.empty()) return p.bottleneck;  // measured (Nsight Compute)
   if (p.bound == "compute") return "compute";
   if (p.pct_sol >= 0.3) return "memory_bandwidth";
   return "memory_latency";
@@ -114,6 +115,7 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
     if (prof.bound == "memory") f.num["achieved_bw_frac"] = prof.pct_sol;
     if (prof.bound == "compute") f.num["achieved_flop_frac"] = prof.pct_sol;
   }
+  for (auto& [k, v] : prof.metrics) f.num[k] = v;  // measured beats the roofline's estimate
   codegen::Schedule s = full_schedule(p);
   for (auto& [k, v] : s) {
     if (is_int(v)) f.num[k] = static_cast<double>(std::stoll(v));

@@ -28,6 +28,13 @@ struct Profile {
   std::map<std::string, double> dims;  // the representative size's dims
   std::string precision;            // the task's precision policy (fp32, bf16, ...)
   double sm_count = 132;            // H200 unless told otherwise
+  // From Nsight Compute when the search could profile the kernel (agents/profile.h): its
+  // metrics as features, the class they give, where the class came from, and the filtered
+  // summary for prompts. Without them the class is the roofline's (bottleneck_of).
+  std::map<std::string, double> metrics;
+  std::string bottleneck;           // compute | memory_bandwidth | memory_latency; "": roofline
+  std::string source = "roofline";  // e.g. "ncu, thresholds otsu(n=34)"
+  std::string summary;
 };
 
 // memory_bandwidth (memory-bound, %SOL >= 0.3), memory_latency (memory-bound, lower), compute.

@@ -38,9 +38,11 @@ std::string LlmAgent::user_prompt(const dsl::Program& parent, const Profile& pro
   o << "\n# Where the current program stands\n\n";
   if (prof.pct_sol >= 0)
     o << "It runs at " << static_cast<int>(prof.pct_sol * 100 + 0.5) << "% of speed-of-light; the bound is "
-      << (prof.bound.empty() ? "unknown" : prof.bound) << ", the bottleneck class " << bottleneck_of(prof) << ".\n";
+      << (prof.bound.empty() ? "unknown" : prof.bound) << ", the bottleneck class " << bottleneck_of(prof) << " ("
+      << prof.source << ").\n";
   else
     o << "It has not been timed yet.\n";
+  if (!prof.summary.empty()) o << "\nNsight Compute on the current program:\n" << prof.summary << "\n";
   o << "\n```ksol\n" << dsl::print_source(parent) << "```\n";
   if (!method_text.empty()) o << "\n# The method to apply (from ksol's method cards)\n\n" << method_text << "\n";
   o << "\nWrite the improved program.\n";

@@ -52,6 +52,7 @@ struct OptimizeArgs {
   std::string report_dir;  // default runs/run-<id>
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
+  bool no_profile = false; // --no-profile: classify by the roofline only
 };
 
 namespace {
@@ -162,6 +163,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     o.plateau = a.plateau;
     o.agent = a.agent;
     o.prune = a.prune;
+    o.profile = !a.no_profile;
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
     say(sd.task.name, "optimizing " + sd.task.name + " from " + sd.path + " with the " + a.agent + " agent" +
                           (several ? " on GPU " + std::to_string(gpu_ids[w]) : ""));
@@ -261,6 +263,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu); default runs/run-<id>");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
   cmd->add_option("--prune", a->prune, "screen: a child slower than this many times the best at any size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
+  cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {

@@ -70,6 +70,8 @@ class Session {
   const sol::DevicePeaks& peaks() const { return peaks_; }
   store::Store* store() { return store_.get(); }
   WorkerClient& worker() { return *worker_; }
+  // The worker command (with --device when the session has one), e.g. for a one-shot worker.
+  const std::vector<std::string>& worker_argv() const { return opt_.worker_argv; }
 
   int64_t begin_run(const std::string& command, const nlohmann::json& extra = {});
   // Records into a run another session (on another GPU, same store file) began.

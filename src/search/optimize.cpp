@@ -1,11 +1,16 @@
 // The optimisation loop and its evaluators (see optimize.h).
 #include "search/optimize.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
+#include "agents/profile.h"
 #include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/session.h"
@@ -166,6 +171,80 @@ std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
     out[b.name] = convert(t, co);
   }
   return out;
+}
+
+ProfileResult classify_profile(const std::map<std::string, double>& metrics, std::vector<std::map<std::string, double>>& history) {
+  ProfileResult r;
+  r.metrics = metrics;
+  agents::profile::Thresholds th = agents::profile::fit_thresholds(history);
+  r.bottleneck = agents::profile::classify(metrics, th, &r.why);
+  r.thresholds = th.source;
+  r.summary = agents::profile::summary(metrics, th);
+  history.push_back(metrics);
+  return r;
+}
+
+std::optional<ProfileResult> SessionEvaluator::profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) {
+  static std::string ncu_why;
+  static const bool have_ncu = agents::profile::ncu_available(&ncu_why);
+  if (!have_ncu) {
+    if (why) *why = ncu_why;
+    return std::nullopt;
+  }
+  // The program compiled as for its evaluation (a cache hit), run once by a one-shot worker:
+  // no correctness gate, a few timed calls, under ncu with only its kernel selected.
+  CompileJob j = codegen::compile_job(t, p, t.name + "/profile.ksol");
+  CompileResult c = compile(j);
+  const SizeSet* sz = t.find_size(size);
+  if (!c.ok || !sz) {
+    if (why) *why = !c.ok ? "the program does not compile" : "no size " + size;
+    return std::nullopt;
+  }
+  Session::References refs = s_.compile_references(t);
+  nlohmann::json req = {{"op", "eval"}, {"id", 1}, {"task_dir", t.dir}, {"size", size}, {"candidate_so", c.so_path},
+                        {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
+                        {"seeds", {1, 2, 3}}, {"timing_seed", 7}, {"check", false}, {"time", true},
+                        {"timing", {{"min_samples", 3}, {"max_samples", 3}, {"warmup_calls", 1}, {"warmup_seconds", 0.0}}},
+                        {"defences_off", {"verify-timed"}}, {"size_dims", sz->dims}, {"size_options", sz->options}};
+  std::string dir = cache_dir() + "/profile";
+  std::filesystem::create_directories(dir);
+  std::string file = dir + "/request-" + std::to_string(::getpid()) + ".json";
+  write_file_atomic(file, req.dump() + "\n");
+  std::vector<std::string> worker = s_.worker_argv();
+  worker.push_back("--once");
+  worker.push_back(file);
+  ProcessResult pr = run_process(agents::profile::ncu_command(codegen::kernel_name(p), worker), 600);
+  std::map<std::string, double> metrics;
+  try {
+    metrics = agents::profile::parse_ncu_csv(pr.output, codegen::kernel_name(p));
+  } catch (const std::exception& e) {
+    if (why) *why = std::string("ncu gave no metrics (") + e.what() + "); exit code " + std::to_string(pr.exit_code);
+    return std::nullopt;
+  }
+  // The thresholds learn from every kernel profiled on this machine (the cache folder).
+  std::string hist_path = cache_dir() + "/profiles.jsonl";
+  std::vector<std::map<std::string, double>> history;
+  {
+    std::ifstream in(hist_path);
+    for (std::string line; std::getline(in, line);)
+      try {
+        history.push_back(nlohmann::json::parse(line).get<std::map<std::string, double>>());
+      } catch (const std::exception&) {
+      }
+  }
+  ProfileResult r = classify_profile(metrics, history);
+  std::ofstream(hist_path, std::ios::app) << nlohmann::json(metrics).dump() << "\n";
+  return r;
+}
+
+std::optional<ProfileResult> ScriptedEvaluator::profile(const Task&, const dsl::Program& p, const std::string&, std::string* why) {
+  std::optional<std::map<std::string, double>> m = profiler ? profiler(agents::full_schedule(p)) : std::nullopt;
+  if (!m) {
+    if (why) *why = profiler ? "the scripted profiler has no profile for this schedule" : "no scripted profiler";
+    return std::nullopt;
+  }
+  ++profiles;
+  return classify_profile(*m, profile_history);
 }
 
 // --- the scripted evaluator ------------------------------------------------------------------
@@ -345,6 +424,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
                                                   : "FAILED: " + s0.outcome.error));
 
   std::set<std::pair<int, std::string>> failed_pairs;
+  std::map<int, std::optional<ProfileResult>> profiled;  // by trajectory index
+  std::string no_profiler;                                // why not, once it has failed
   std::map<std::string, int> seen;
   seen[s0.schedule] = 0;
   std::set<int> exhausted;
@@ -402,6 +483,26 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         prof.bound = r->bound;
         prof.pct_sol = r->pct_sol;
         if (const SizeSet* sz = t.find_size(r->size)) prof.dims = sz->dims;
+        // Each parent is profiled once, at the size that weighs most; the class then comes from
+        // its metrics instead of the roofline. A profiler that cannot run is said once per task.
+        if (o.profile && !profiled.count(cand)) {
+          std::string why;
+          std::optional<ProfileResult> pr = no_profiler.empty() ? ev.profile(t, pa.program, r->size, &why) : std::nullopt;
+          if (pr) {
+            say("profile c" + std::to_string(cand) + " at " + r->size + ": " + pr->bottleneck + " (" + pr->why + "; thresholds " + pr->thresholds + ")");
+            profiled[cand] = *pr;
+          } else {
+            if (no_profiler.empty()) say("profile: none (" + why + "); the roofline classifies");
+            no_profiler = why.empty() ? "unavailable" : why;
+            profiled[cand] = std::nullopt;
+          }
+        }
+        if (auto it = profiled.find(cand); it != profiled.end() && it->second) {
+          prof.metrics = it->second->metrics;
+          prof.bottleneck = it->second->bottleneck;
+          prof.source = "Nsight Compute, thresholds " + it->second->thresholds;
+          prof.summary = it->second->summary;
+        }
       }
       std::set<std::string> exclude;
       for (auto& [pp, m] : failed_pairs)
@@ -501,7 +602,8 @@ nlohmann::json OptimizeResult::to_json() const {
   json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
-            {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj}};
+            {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},
+            {"log", log}};
   if (const Attempt* b = best_attempt()) {
     j["best"] = {{"index", b->index}, {"kernel", b->outcome.kernel}, {"program", dsl::print_source(b->program)},
                  {"schedule", b->schedule}, {"score_us", b->outcome.score_us()}, {"candidate_id", b->outcome.candidate_id}};

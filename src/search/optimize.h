@@ -67,9 +67,26 @@ struct Outcome {
 // Weighted geometric mean of base/cand per size over the sizes both have ok (0 if none).
 double speedup(const Outcome& base, const Outcome& cand);
 
+// What profiling a kernel gave: Nsight Compute's metrics as features, the class they give under
+// the thresholds in force, and the summary for prompts.
+struct ProfileResult {
+  std::map<std::string, double> metrics;
+  std::string bottleneck;  // compute | memory_bandwidth | memory_latency
+  std::string why;         // the fractions that decided it
+  std::string thresholds;  // fixed | otsu(n=N)
+  std::string summary;
+};
+
 class Evaluator {
  public:
   virtual ~Evaluator() = default;
+  // Profiles a verified program at one size; nullopt with `why` when it cannot (no profiler, no
+  // ncu, the run failed): the search then classifies by the roofline.
+  virtual std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) {
+    (void)t, (void)p, (void)size;
+    if (why) *why = "this evaluator has no profiler";
+    return std::nullopt;
+  }
   // Measures a program on the task's visible sizes. `parent` is the parent's candidate_id (0:
   // none); `method` the card (or "seed", "random").
   virtual Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
@@ -95,6 +112,9 @@ class SessionEvaluator : public Evaluator {
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                    const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
+  // Nsight Compute over a one-shot worker (`ksol-worker --once`), the kernel selected by its
+  // name; the thresholds from the profiles recorded in the cache folder (profiles.jsonl).
+  std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
 
  private:
   Session& s_;
@@ -118,6 +138,11 @@ class ScriptedEvaluator : public Evaluator {
   double noise_frac = 0.0;           // CI half-width as a fraction of the median
   std::map<std::string, double> baseline_us = {{"naive", 400}, {"vendor", 150}};
   std::function<bool(const codegen::Schedule&)> fail;
+  // Recorded profiles for tests: metrics for a schedule (nullopt: "cannot profile"), classified
+  // as SessionEvaluator does.
+  std::function<std::optional<std::map<std::string, double>>(const codegen::Schedule&)> profiler;
+  std::vector<std::map<std::string, double>> profile_history;
+  int profiles = 0;
   int evaluations = 0;
   int screened = 0;                                    // evaluations stopped by prune_above_us
   std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
@@ -126,7 +151,11 @@ class ScriptedEvaluator : public Evaluator {
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                    const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
+  std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
 };
+
+// The class of one kernel's metrics under thresholds fitted on `history` (which it then joins).
+ProfileResult classify_profile(const std::map<std::string, double>& metrics, std::vector<std::map<std::string, double>>& history);
 
 struct OptimizeOptions {
   int max_candidates = 40;       // evaluations of programs, the seed included
@@ -137,6 +166,7 @@ struct OptimizeOptions {
   std::string agent = "expert";  // expert | random
   double gamma = 1.03;           // the performance gate
   double prune = 2.0;            // screen out a child slower than prune x the best at any size (0: off)
+  bool profile = true;           // profile each parent once (Evaluator::profile) before it proposes
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
   std::function<void(const std::string&)> progress;  // one line per event (optional)

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -69,15 +70,27 @@ int main(int argc, char** argv) {
   dup2(2, 1);
   g_proto = fdopen(proto_fd, "w");
   int device = 0;
-  for (int i = 1; i + 1 < argc; ++i)
+  std::string once;  // --once FILE: the requests in FILE (one per line), then exit: for running under a profiler
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--device") device = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--once") once = argv[i + 1];
+  }
+  std::ifstream once_in;
+  if (!once.empty()) {
+    once_in.open(once);
+    if (!once_in) {
+      reply({{"ok", false}, {"error", "cannot read " + once}});
+      return 2;
+    }
+  }
+  std::istream& in = once.empty() ? std::cin : once_in;
 
   // Select the device once at start, so every request (also after a restart) runs on it.
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > device) cudaSetDevice(device);
 
   std::string line;
-  while (std::getline(std::cin, line)) {
+  while (std::getline(in, line)) {
     if (line.empty()) continue;
     json req, out;
     try {

@@ -121,3 +121,36 @@ TEST(Cli, BenchAndOptimizeSpreadTheirWorkOverSeveralGpus) {
   ::unsetenv("SCRIPTED_LOG");
   fs::remove_all(dir);
 }
+
+// Profiling through Nsight Compute's command line (a stand-in for ncu on the PATH): the one-shot
+// worker runs under it with only the candidate's kernel selected, and the class it gives is
+// what the search logs for the parent.
+TEST(Cli, OptimizeProfilesParentsWithNcuWhereItRuns) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ksol-ncu-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string old_path = ::getenv("PATH") ? ::getenv("PATH") : "";
+  ::setenv("PATH", (src("tests/e2e/fake_ncu") + ":" + old_path).c_str(), 1);
+  ::setenv("FAKE_NCU_LOG", (dir / "ncu.log").c_str(), 1);
+  ::setenv("KSOL_CACHE_DIR", (dir / "cache").c_str(), 1);
+  ::setenv("SCRIPTED_US", "100000", 1);  // slower than SOL at every size, so the seed is a parent
+  ksol::ProcessResult o = ksol::run_process({ksol_bin(), "--store", (dir / "k.db").string(), "--worker", src("tests/e2e/scripted_worker.py"),
+                                             "optimize", "relu_f32", "--budget-candidates", "3", "--prune", "0", "--report", (dir / "rep").string()},
+                                            900);
+  ::setenv("PATH", old_path.c_str(), 1);
+  ::unsetenv("FAKE_NCU_LOG");
+  ::unsetenv("KSOL_CACHE_DIR");
+  ::unsetenv("SCRIPTED_US");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  nlohmann::json rep = nlohmann::json::parse(ksol::read_file((dir / "rep" / "results.json").string()));
+  std::string profile_line;
+  for (auto& l : rep["results"][0]["log"])
+    if (l.get<std::string>().rfind("profile c0 at ", 0) == 0) profile_line = l;
+  EXPECT_NE(profile_line.find(": compute ("), std::string::npos) << rep["results"][0]["log"].dump(1);
+  std::string calls = ksol::read_file((dir / "ncu.log").string());
+  EXPECT_NE(calls.find("--kernel-name regex:"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("--once"), std::string::npos) << calls;
+  EXPECT_NE(ksol::read_file((dir / "cache" / "profiles.jsonl").string()).find("achieved_flop_frac"), std::string::npos);
+  fs::remove_all(dir);
+}

@@ -310,3 +310,55 @@ TEST(Optimize, ScreeningRejectsSlowChildrenBeforeTheirOtherSizes) {
       }
   }
 }
+
+// Profiles: each parent is profiled once; its measured class replaces the roofline's in the
+// decision table (the log names the rule's cell), and a missing profiler is said once.
+TEST(Optimize, ParentsAreProfiledAndTheMeasuredClassDrivesTheTable) {
+  const Synthetic sy = synthetic()[0];  // softmax_f32: the roofline calls it memory-bound
+  SeedCase s = setup(sy.task);
+  search::ScriptedEvaluator ev;
+  ev.model = sy.model;
+  ev.profiler = [](const codegen::Schedule&) {
+    return std::optional<std::map<std::string, double>>({{"achieved_bw_frac", 0.2}, {"achieved_flop_frac", 0.9}, {"occupancy", 0.5}});
+  };
+  auto agent = agents::make_agent("expert", knowledge(), 7);
+  search::OptimizeOptions o;
+  o.max_candidates = 6;
+  o.seed = 7;
+  o.target_sol = 0;
+  search::OptimizeResult r = search::optimize(s.task, s.seed, ev, *agent, o);
+  int profile_lines = 0, compute_rules = 0, memory_rules = 0;
+  for (auto& l : r.log) {
+    if (l.rfind("profile c", 0) == 0) {
+      ++profile_lines;
+      EXPECT_NE(l.find(": compute ("), std::string::npos) << l;
+      EXPECT_NE(l.find("thresholds fixed"), std::string::npos) << l;  // fewer than 30 profiles so far
+    }
+    if (l.find(" [compute/") != std::string::npos) ++compute_rules;
+    if (l.find(" [memory_") != std::string::npos) ++memory_rules;
+  }
+  EXPECT_GE(profile_lines, 1);
+  EXPECT_EQ(profile_lines, ev.profiles);  // once per parent
+  EXPECT_GT(compute_rules, 0);
+  EXPECT_EQ(memory_rules, 0);
+
+  // Without a profiler the roofline classifies, and the log says so once.
+  search::ScriptedEvaluator plain;
+  plain.model = sy.model;
+  auto agent2 = agents::make_agent("expert", knowledge(), 7);
+  search::OptimizeResult q = search::optimize(s.task, s.seed, plain, *agent2, o);
+  int none = 0;
+  for (auto& l : q.log) none += l.rfind("profile: none (no scripted profiler)", 0) == 0;
+  EXPECT_EQ(none, 1);
+}
+
+// Otsu's thresholds take over from the fixed ones once 30 kernels have been profiled.
+TEST(Optimize, ProfileThresholdsComeFromHistoryAfterThirtyKernels) {
+  std::vector<std::map<std::string, double>> history;
+  search::ProfileResult r;
+  for (int i = 0; i < 31; ++i)
+    r = search::classify_profile({{"achieved_bw_frac", i % 2 == 0 ? 0.85 : 0.15}, {"achieved_flop_frac", 0.1}}, history);
+  EXPECT_EQ(history.size(), 31u);
+  EXPECT_EQ(r.thresholds.rfind("otsu", 0), 0u) << r.thresholds;
+  EXPECT_EQ(r.bottleneck, "memory_bandwidth");
+}
