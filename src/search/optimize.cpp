@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -208,12 +210,15 @@ std::optional<ProfileResult> SessionEvaluator::profile(const Task& t, const dsl:
                         {"defences_off", {"verify-timed"}}, {"size_dims", sz->dims}, {"size_options", sz->options}};
   std::string dir = cache_dir() + "/profile";
   std::filesystem::create_directories(dir);
-  std::string file = dir + "/request-" + std::to_string(::getpid()) + ".json";
+  // One file per call: searches on several GPUs profile at the same time.
+  static std::atomic<int> serial{0};
+  std::string file = dir + "/request-" + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".json";
   write_file_atomic(file, req.dump() + "\n");
   std::vector<std::string> worker = s_.worker_argv();
   worker.push_back("--once");
   worker.push_back(file);
   ProcessResult pr = run_process(agents::profile::ncu_command(codegen::kernel_name(p), worker), 600);
+  std::filesystem::remove(file);
   std::map<std::string, double> metrics;
   try {
     metrics = agents::profile::parse_ncu_csv(pr.output, codegen::kernel_name(p));
@@ -223,6 +228,8 @@ std::optional<ProfileResult> SessionEvaluator::profile(const Task& t, const dsl:
   }
   // The thresholds learn from every kernel profiled on this machine (the cache folder).
   std::string hist_path = cache_dir() + "/profiles.jsonl";
+  static std::mutex hist_mu;  // searches on several GPUs share the file
+  std::lock_guard<std::mutex> lock(hist_mu);
   std::vector<std::map<std::string, double>> history;
   {
     std::ifstream in(hist_path);
