@@ -95,7 +95,8 @@ def main(argv=None) -> int:
         return 0 if all(o["ok"] for o in out) else 2
     from . import report
 
-    s = report.summarize(json.load(open(args.results)))
+    with open(args.results) as fh:
+        s = report.summarize(json.load(fh))
     print(json.dumps(s, indent=1) if args.json else report.format_summary(s))
     return 0
 

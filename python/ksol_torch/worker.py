@@ -25,6 +25,7 @@ u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part
 a magnitude pass needs where outputs cancel.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
 """
+import ctypes
 import json
 import math
 import os
@@ -263,6 +264,72 @@ def _accumulation(model, inputs):
         return 1.0
 
 
+def _load_model_new(req, prob, seeds, model, device, snap, threads):
+    """The candidate's file, run in a namespace of its own, then ModelNew built as the Model was
+    (same seed, same init inputs), with the Model's parameters where their names match."""
+    try:
+        ns = {"__name__": "ksol_candidate", "__file__": req["candidate"]}
+        with open(req["candidate"]) as fh:
+            src = fh.read()
+        exec(compile(src, req["candidate"], "exec"), ns)
+    except Exception as e:
+        raise GateFailure("load", "candidate_error", f"{req['candidate']}: {type(e).__name__}: {e}")
+    _check_integrity(snap, threads, "while the candidate's file ran")
+    if "ModelNew" not in ns:
+        raise GateFailure("load", "candidate_error", f"{req['candidate']} defines no ModelNew")
+    torch.manual_seed(seeds[0])
+    init = problem_mod.call(prob, "get_init_inputs")
+    cand = ns["ModelNew"](*init).to(device)
+    try:
+        cand.load_state_dict(model.state_dict(), strict=False)
+    except Exception:
+        pass
+    _check_integrity(snap, threads, "while ModelNew was built")
+    return cand
+
+
+# --- candidates built to ksol's C ABI ------------------------------------------------------------
+KSOL_ABI_VERSION = 1
+
+
+class _KsolCall(ctypes.Structure):
+    """include/ksol/abi.h's ksol_call."""
+    _fields_ = [("abi_version", ctypes.c_int32), ("num_tensors", ctypes.c_int32), ("tensors", ctypes.POINTER(ctypes.c_void_p)),
+                ("num_dims", ctypes.c_int32), ("dims", ctypes.POINTER(ctypes.c_int64)), ("stream", ctypes.c_void_p)]
+
+
+class AbiCandidate(torch.nn.Module):
+    """A shared library exporting ksol_run (include/ksol/abi.h), called on the module's tensors:
+    the tensor table is the forward's tensor inputs, then the Model's parameters and buffers in
+    state_dict order, then the outputs, allocated here with the reference's shapes and dtypes;
+    `dims` are passed as given; the stream is PyTorch's current one. Non-contiguous inputs are
+    made contiguous first (a copy, which the dispatch watch allows)."""
+
+    def __init__(self, so_path, params, out_specs, dims):
+        super().__init__()
+        self.lib = ctypes.CDLL(os.path.abspath(so_path))
+        self.fn = self.lib.ksol_run
+        self.fn.argtypes = [ctypes.POINTER(_KsolCall)]
+        self.fn.restype = ctypes.c_int
+        self.params = [p.contiguous() for p in params]
+        self.out_specs = out_specs
+        self.dims = [int(d) for d in dims]
+
+    def forward(self, *inputs):
+        ins = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
+        dev = ins[0].device if ins else torch.device("cpu")
+        outs = [torch.empty(shape, dtype=dt, device=dev) for shape, dt in self.out_specs]
+        table = ins + self.params + outs
+        ptrs = (ctypes.c_void_p * len(table))(*[t.data_ptr() for t in table])
+        dims = (ctypes.c_int64 * max(1, len(self.dims)))(*self.dims)
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+        call = _KsolCall(KSOL_ABI_VERSION, len(table), ptrs, len(self.dims), dims, stream)
+        rc = self.fn(ctypes.byref(call))
+        if rc != 0:
+            raise RuntimeError(f"ksol_run returned {rc}")
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 def evaluate(req):
     device = req.get("device") or ("cuda" if _cuda else "cpu")
     seeds = [int(s) for s in req.get("seeds", [1, 2, 3])]
@@ -307,26 +374,17 @@ def evaluate(req):
 
     snap, threads = _snapshot(), _threads()
     try:
-        # The candidate: its file, then ModelNew built as the Model was (same seed, same init
-        # inputs), with the Model's parameters where their names match.
-        try:
-            ns = {"__name__": "ksol_candidate", "__file__": req["candidate"]}
-            with open(req["candidate"]) as fh:
-                src = fh.read()
-            exec(compile(src, req["candidate"], "exec"), ns)
-        except Exception as e:
-            raise GateFailure("load", "candidate_error", f"{req['candidate']}: {type(e).__name__}: {e}")
-        _check_integrity(snap, threads, "while the candidate's file ran")
-        if "ModelNew" not in ns:
-            raise GateFailure("load", "candidate_error", f"{req['candidate']} defines no ModelNew")
-        torch.manual_seed(seeds[0])
-        init = problem_mod.call(prob, "get_init_inputs")
-        cand = ns["ModelNew"](*init).to(device)
-        try:
-            cand.load_state_dict(model.state_dict(), strict=False)
-        except Exception:
-            pass
-        _check_integrity(snap, threads, "while ModelNew was built")
+        if req.get("candidate_so"):
+            # A library built to ksol's ABI: the tensor table is inputs, parameters, outputs.
+            with torch.no_grad():
+                specs = [(tuple(t.shape), t.dtype) for t in _flat(model(*inputs0))]
+            try:
+                cand = AbiCandidate(req["candidate_so"], list(model.state_dict().values()), specs, req.get("dims", []))
+            except (OSError, AttributeError) as e:
+                raise GateFailure("load", "candidate_error", f"{req['candidate_so']}: {e}")
+            _check_integrity(snap, threads, "while the candidate's library loaded")
+        else:
+            cand = _load_model_new(req, prob, seeds, model, device, snap, threads)
 
         def call(inputs, label):
             try:

@@ -64,7 +64,8 @@ class Batch(unittest.TestCase):
             out = os.path.join(d, "out.json")
             rc = cli.main(["import", "--json-out", out, "--", os.path.join(BAD, "forward_raises.py"),
                            os.path.join(PROBLEMS, "02_softmax.py")])
-            res = json.load(open(out))
+            with open(out) as fh:
+                res = json.load(fh)
         self.assertEqual(rc, 2)
         self.assertFalse(res[0]["ok"])
         self.assertIn("forward_raises.py:7:1: error: RuntimeError: this forward always fails", res[0]["error"])

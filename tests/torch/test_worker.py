@@ -3,8 +3,10 @@ beside eager; each exploit is rejected by the gate meant for it; the line protoc
 ksol-worker speaks. Run: PYTHONPATH=python python3 -m unittest discover -s tests/torch"""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import torch
@@ -73,6 +75,45 @@ class Gates(unittest.TestCase):
 
     def test_thread_started_at_load(self):
         self.expect_rejected("gemm_relu_thread.py", "integrity", "thread_started")
+
+
+class AbiCandidates(unittest.TestCase):
+    """Libraries built to ksol's C ABI (include/ksol/abi.h), called on the module's tensors: on the
+    CPU a host-memory ksol_run stands in for a CUDA kernel."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="ksol-abi-")
+        root = os.path.join(HERE, "..", "..")
+        cls.libs = {}
+        for name, flags in (("ok", []), ("wrong", ["-DKSOL_WRONG"]), ("fail", ["-DKSOL_FAIL"])):
+            out = os.path.join(cls.dir, f"gemm_relu_{name}.so")
+            subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", os.path.join(root, "include"), *flags,
+                            cand("gemm_relu_abi.c"), "-o", out], check=True)
+            cls.libs[name] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def abi(self, name):
+        return worker.evaluate({"problem": PROBLEM, "candidate_so": self.libs[name], "dims": [8, 32, 16], "device": "cpu",
+                                "seeds": [3, 4, 5], "baselines": False})
+
+    def test_honest_library_passes(self):
+        r = self.abi("ok")
+        self.assertEqual(r["status"], "ok", r.get("message"))
+        self.assertEqual(len(r["correctness"]["cases"]), 9)
+        self.assertGreater(r["timing"]["median_us"], 0)
+
+    def test_wrong_library_fails(self):
+        r = self.abi("wrong")
+        self.assertEqual((r["status"], r["error_class"]), ("failed", "wrong_result"), r)
+
+    def test_failing_library_is_a_launch_failure(self):
+        r = self.abi("fail")
+        self.assertEqual((r["failed_gate"], r["error_class"]), ("launch", "candidate_error"), r)
+        self.assertIn("ksol_run returned 7", r["message"])
 
 
 class Protocol(unittest.TestCase):
