@@ -101,20 +101,8 @@ int run_import(const ImportArgs& a, bool json_out) {
     if (!p["traced"].get<bool>()) rows.back().back() = "not traced: " + p["trace_reason"].get<std::string>().substr(0, 80);
   }
   if (!json_out) {
-    std::vector<std::string> head = {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)"};
-    std::vector<size_t> w(head.size());
-    for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
-    for (auto& r : rows)
-      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-    auto line = [&](const std::vector<std::string>& r) {
-      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << (i + 1 < r.size() ? std::string(w[i] - r[i].size(), ' ') : "");
-      std::cout << "\n";
-    };
-    line(head);
-    std::vector<std::string> dash;
-    for (size_t x : w) dash.push_back(std::string(x, '-'));
-    line(dash);
-    for (auto& r : rows) line(r);
+    rows.insert(rows.begin(), {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)"});
+    print_columns(std::cout, rows);
     std::cout << "MB = compulsory bytes (inputs, parameters, outputs once each); screen: ok, or why the problem is degenerate"
                  " (reported apart), or why it was skipped.\n";
     if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
@@ -123,6 +111,27 @@ int run_import(const ImportArgs& a, bool json_out) {
 }
 
 }  // namespace
+
+void print_columns(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (w.size() <= i) w.push_back(0);
+      w[i] = std::max(w[i], r[i].size());
+    }
+  auto line = [&](const std::vector<std::string>& r) {
+    for (size_t i = 0; i < r.size(); ++i) out << (i ? "  " : "") << r[i] << (i + 1 < r.size() ? std::string(w[i] - r[i].size(), ' ') : "");
+    out << "\n";
+  };
+  for (size_t k = 0; k < rows.size(); ++k) {
+    line(rows[k]);
+    if (k == 0) {
+      std::vector<std::string> dash;
+      for (size_t x : w) dash.push_back(std::string(x, '-'));
+      line(dash);
+    }
+  }
+}
 
 void add_import_command(CLI::App& app, const bool& json_out) {
   auto* imp = app.add_subcommand("import", "bring problems from other formats into ksol");

@@ -653,6 +653,7 @@ int main(int argc, char** argv) {
 
   cli::add_optimize_command(app, c.store, c.worker, c.assume_gpu, c.json_out, argc, argv);
   cli::add_import_command(app, c.json_out);
+  cli::add_eval_module_command(app, c.json_out);
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {

@@ -53,7 +53,7 @@ TEST(Cli, DslPrintShowsTheTypedIrAndErrorsPointAtTheSource) {
 
 TEST(Cli, HelpListsEveryCommand) {
   ksol::ProcessResult r = ksol::run_process({ksol_bin(), "--help"}, 60);
-  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl", "optimize", "import"})
+  for (const char* c : {"eval", "sol", "device", "bench", "tasks", "refcheck", "dsl", "optimize", "import", "eval-module"})
     EXPECT_NE(r.output.find(c), std::string::npos) << c;
 }
 

@@ -1,6 +1,11 @@
 // ksol import kernelbench end to end: the CLI drives the PyTorch front end (PyTorch on the CPU)
 // on the test problems in tests/torch, and the front end's own unit tests run from here too.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
 
 #include "coord/worker_client.h"
 #include "core/util.h"
@@ -40,6 +45,34 @@ TEST(Import, PythonWorkerSpeaksTheWorkerProtocol) {
   r = w.call(req, 300);
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.body["result"]["error_class"], "pytorch_fallback") << r.body.dump();
+}
+
+// ksol eval-module: a ModelNew file, an ABI library and CUDA source for one problem, through the
+// Python worker; the table and the JSON say which passed and why the others did not.
+TEST(Import, EvalModuleRunsCandidatesThroughThePythonWorker) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  std::string dir = (std::filesystem::temp_directory_path() / ("ksol-evalmod-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::string so = dir + "/gemm_relu.so", js = dir + "/out.json";
+  ASSERT_EQ(ksol::run_process({"cc", "-O2", "-shared", "-fPIC", "-I", src("include"), src("tests/torch/candidates/gemm_relu_abi.c"), "-o", so}, 120).exit_code, 0);
+  ksol::ProcessResult r = ksol::run_process({ksol_bin(), "eval-module", src("tests/torch/problems/01_gemm_relu.py"),
+                                             "--candidate", src("tests/torch/candidates/gemm_relu_numpy.py"),
+                                             "--candidate", src("tests/torch/candidates/gemm_relu_fallback.py"),
+                                             "--candidate", so, "--dims", "8,32,16", "--device", "cpu", "--json-out", js},
+                                            600);
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // one candidate failed
+  EXPECT_NE(r.output.find("correctness/pytorch_fallback"), std::string::npos) << r.output;
+  nlohmann::json j = nlohmann::json::parse(ksol::read_file(js));
+  ASSERT_EQ(j["results"].size(), 3u);
+  EXPECT_EQ(j["results"][0]["status"], "ok");
+  EXPECT_EQ(j["results"][1]["error_class"], "pytorch_fallback");
+  EXPECT_EQ(j["results"][2]["status"], "ok");
+  EXPECT_GT(j["results"][2]["baselines"]["eager"]["median_us"].get<double>(), 0);
+  ksol::ProcessResult few = ksol::run_process({ksol_bin(), "eval-module", src("tests/torch/problems/01_gemm_relu.py"), "--candidate", so, "--seeds", "1,2"}, 60);
+  EXPECT_NE(few.exit_code, 0);
+  EXPECT_NE(few.output.find("at least 3 seeds"), std::string::npos) << few.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Import, KernelbenchTableAndErrors) {

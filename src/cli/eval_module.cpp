@@ -1,0 +1,164 @@
+// ksol eval-module: candidates for a PyTorch problem (KernelBench format) through the Python
+// evaluation worker (python/ksol_torch/worker.py), which the coordinator drives over the same
+// line protocol as ksol-worker. A candidate is a ModelNew file (.py), a library built to ksol's
+// ABI (.so), or CUDA source exporting ksol_run (.cu), compiled here behind gate 1.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "compile/compiler.h"
+#include "coord/worker_client.h"
+#include "core/util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ksol::cli {
+namespace {
+
+struct EvalModuleArgs {
+  std::string problem;
+  std::vector<std::string> candidates;
+  std::vector<int64_t> dims;
+  std::vector<uint64_t> seeds = {1, 2, 3};
+  std::string device;
+  std::string json_path;
+  bool no_baselines = false;
+  double timeout = 600;
+};
+
+std::string us(const json& j, const char* key = "median_us") {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", j[key].get<double>());
+  return b;
+}
+
+int run_eval_module(const EvalModuleArgs& a, bool json_out) {
+  std::string why, py = find_torch_python(&why);
+  if (py.empty()) {
+    std::cerr << "error: " << why << "\n";
+    return 3;
+  }
+  if (!fs::exists(a.problem)) {
+    std::cerr << a.problem << ": error: no such file\n";
+    return 2;
+  }
+  std::string pypath = source_root() + "/python";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
+  WorkerReply hello = w.call({{"op", "hello"}}, 120);
+  if (!hello.ok) {
+    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
+    return 3;
+  }
+  bool gpu = hello.body.value("gpu", false);
+  std::string device = a.device.empty() ? (gpu ? "cuda" : "cpu") : a.device;
+  std::cerr << "Python worker: PyTorch " << hello.body.value("torch", "?") << ", device " << device
+            << (gpu ? "" : " (" + hello.body.value("reason", std::string("no GPU")) + ")") << "\n";
+
+  json results = json::array();
+  std::vector<std::vector<std::string>> rows = {
+      {"candidate", "status", "median us", "eager us", "compile us", "vs eager", "vs compile", "worst err/tol", "detail"}};
+  int failed = 0;
+  for (const std::string& c : a.candidates) {
+    json req = {{"op", "eval"}, {"problem", fs::absolute(a.problem).string()}, {"device", device}, {"seeds", a.seeds},
+                {"baselines", !a.no_baselines}};
+    std::string ext = fs::path(c).extension().string();
+    if (ext == ".py") {
+      req["candidate"] = fs::absolute(c).string();
+    } else if (ext == ".so" || ext == ".cu") {
+      std::string so = fs::absolute(c).string();
+      if (ext == ".cu") {
+        CompileJob job;
+        job.source_path = c;
+        job.source_text = read_file(c);
+        CompileResult cr = compile(job);
+        if (!cr.ok) {
+          ++failed;
+          rows.push_back({c, "failed", "-", "-", "-", "-", "-", "-", cr.stage + ": " + cr.message.substr(0, 200)});
+          results.push_back({{"candidate", c}, {"status", "failed"}, {"failed_gate", cr.stage}, {"message", cr.message}});
+          continue;
+        }
+        if (device == "cpu") {
+          rows.push_back({c, "compiled", "-", "-", "-", "-", "-", "-", "a CUDA candidate needs a GPU: compiled, not run"});
+          results.push_back({{"candidate", c}, {"status", "no_gpu"}, {"message", "compiled, not run: no GPU"}});
+          continue;
+        }
+        so = cr.so_path;
+      }
+      req["candidate_so"] = so;
+      req["dims"] = a.dims;
+    } else {
+      throw std::runtime_error(c + ": a candidate is a ModelNew file (.py), CUDA exporting ksol_run (.cu), or a built library (.so)");
+    }
+    std::cerr << "evaluating " << c << " ...\n";
+    WorkerReply r = w.call(req, a.timeout);
+    json res;
+    if (!r.ok) {
+      res = {{"status", "failed"}, {"failed_gate", "worker"}, {"error_class", r.failure.empty() ? "worker_error" : r.failure},
+             {"message", r.message.empty() ? r.body.value("error", std::string("the worker failed")) : r.message}};
+    } else {
+      res = r.body["result"];
+    }
+    res["candidate"] = c;
+    results.push_back(res);
+    std::string status = res.value("status", "failed");
+    if (status != "ok") ++failed;
+    const json& b = res.contains("baselines") ? res["baselines"] : json::object();
+    auto ratio = [&](const char* name) {
+      if (!b.contains(name) || !b[name].contains("speedup")) return std::string("-");
+      char s[32];
+      std::snprintf(s, sizeof s, "%.2fx", b[name]["speedup"].get<double>());
+      return std::string(s);
+    };
+    std::string worst = "-";
+    if (res.contains("correctness") && res["correctness"].contains("worst_error_over_tolerance")) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.3g", res["correctness"]["worst_error_over_tolerance"].get<double>());
+      worst = s;
+    }
+    std::string detail = status == "ok" ? "" : res.value("failed_gate", "") + "/" + res.value("error_class", "") + ": " + res.value("message", "");
+    if (b.contains("compile") && b["compile"].contains("error")) detail += (detail.empty() ? "" : "; ") + std::string("compile: ") + b["compile"]["error"].get<std::string>();
+    rows.push_back({c, status, res.contains("timing") ? us(res["timing"]) : "-", b.contains("eager") ? us(b["eager"]) : "-",
+                    b.contains("compile") ? us(b["compile"]) : "-", ratio("eager"), ratio("compile"), worst, detail.substr(0, 160)});
+  }
+  json doc = {{"problem", a.problem}, {"device", device}, {"torch", hello.body.value("torch", "")}, {"results", results}};
+  if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2) + "\n");
+  if (json_out) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    print_columns(std::cout, rows);
+    std::cout << "vs eager / vs compile: the baseline's median over the candidate's, timed by the same timer on the same inputs\n";
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_eval_module_command(CLI::App& app, const bool& json_out) {
+  auto a = std::make_shared<EvalModuleArgs>();
+  auto* cmd = app.add_subcommand("eval-module",
+                                 "verify and time candidates for a PyTorch problem (KernelBench format) beside eager and torch.compile (docs/TORCH.md)");
+  cmd->add_option("problem", a->problem, "the problem file (Model, get_inputs, get_init_inputs)")->required();
+  cmd->add_option("--candidate", a->candidates, "a ModelNew file (.py), CUDA exporting ksol_run (.cu) or a built library (.so); repeat for several")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--dims", a->dims, "dims passed to an ABI candidate's ksol_run, in order (comma-separated)")->delimiter(',');
+  cmd->add_option("--seeds", a->seeds, "correctness seeds (at least 3)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--device", a->device, "cuda or cpu (default: cuda where PyTorch sees a GPU)");
+  cmd->add_flag("--no-baselines", a->no_baselines, "do not time eager and torch.compile");
+  cmd->add_option("--json-out", a->json_path, "also write the results as JSON to this file");
+  cmd->add_option("--timeout", a->timeout, "seconds per candidate")->capture_default_str();
+  cmd->callback([a, &json_out]() {
+    if (a->seeds.size() < 3) throw CLI::ValidationError("--seeds", "the correctness gate needs at least 3 seeds");
+    finish_command([&] { return run_eval_module(*a, json_out); });
+  });
+}
+
+}  // namespace ksol::cli
