@@ -10,6 +10,13 @@
 #   versus        issue 5: expert against random search at equal budget on 8 tasks
 #   exchange      issue 5: an exchange-folder run answered by hand (examples/exchange)
 #   reverify RUN  issue 5: each returned kernel through a fresh ksol eval
+#   issue4 [dense|rows]  issue 4's comparisons (both parts: about 10 minutes; one per call), with
+#                 BEST=<optimize report folder> for its best.ksol per
+#                 task (else the seed programs): GEMM bf16 and fp32 (SIMT) at 4096^3 and 8192^3 vs
+#                 cuBLAS(Lt); GEMM+bias+GELU vs cuBLASLt's epilogue and the unfused GEMM+kernel;
+#                 softmax/RMSNorm/LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile
+#                 (examples/modules, ksol eval-module); SpMV power-law and banded vs cuSPARSE;
+#                 the 2D stencil vs its naive baseline
 set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
@@ -45,5 +52,20 @@ for r in json.load(open(sys.argv[1]))["results"]:
         p = f"/tmp/reverify_{r['task']}.ksol"; open(p, "w").write(r["best"]["program"]); print(r["task"], p)
 PY
     ;;
-  *) sed -n 2,12p "$0"; exit 2 ;;
+  issue4)
+    P() { local f="${BEST:+$BEST/$1/best.ksol}"; [ -n "$f" ] && [ -f "$f" ] || f=$(ls tasks/*/"$1"/program.ksol); echo "$f"; }
+    E() { timeout 300 ksol --store "$OUT/issue4.db" eval --task "$1" --candidate "$(P "$1")" "${@:2}" --compare all 2>&1 | tail -12; }
+    K=k4096:M=4096,N=4096,K=4096
+    if [ "${1:-dense}" = dense ]; then
+      E gemm_bf16 --sizes large --shape "$K"
+      E gemm_f32 --sizes large --shape "$K"
+      E gemm_bias_gelu_bf16 --sizes large,wide_k512
+      E spmv_csr_f32 --sizes large_powerlaw,large_banded
+      E stencil2d_f32 --sizes large
+    fi
+    [ "${1:-rows}" = rows ] && for m in softmax_f32 softmax_bf16 rmsnorm_f32 rmsnorm_bf16 layernorm_f32 layernorm_bf16; do
+      timeout 300 ksol eval-module "examples/modules/$m.py" --candidate "$(P $m)" --task $m --dims 8192,8192 \
+        --json-out "$OUT/module_$m.json" 2>&1 | tail -4
+    done ;;
+  *) sed -n 2,18p "$0"; exit 2 ;;
 esac

@@ -120,6 +120,37 @@ class _Watch:
         return self.mode.__exit__(*exc)
 
 
+class _Float64:
+    """Keeps a reference forward in float64: casts to a narrower float type inside it (x.float(),
+    x.to(torch.bfloat16), a dtype= argument) become float64, so a module written with fp32 math
+    and bf16 outputs is compared against its float64 function, not a rounded copy."""
+
+    def __init__(self):
+        from torch.overrides import TorchFunctionMode
+
+        narrow = (torch.float32, torch.float16, torch.bfloat16)
+        casts = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = dict(kwargs or {})
+                if func in casts:
+                    return args[0]
+                if kwargs.get("dtype") in narrow:
+                    kwargs["dtype"] = torch.float64
+                args = tuple(torch.float64 if a in narrow else a for a in args)
+                return func(*args, **kwargs)
+
+        self.mode = Mode()
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
 # --- inputs ------------------------------------------------------------------------------------
 DISTRIBUTIONS = ("normal", "heavy", "spiky")
 
@@ -253,15 +284,17 @@ class Timer:
 
 
 # --- one evaluation ----------------------------------------------------------------------------------
-def _accumulation(model, inputs):
+def _costs(model, inputs):
+    """The module's FLOPs and compulsory bytes (trace.py, on meta-free real tensors) and its mean
+    accumulation length: FLOPs over twice the outputs (1 where the trace fails)."""
     from . import trace
 
     try:
         g = trace.trace(model, inputs)
         outs = sum(o.numel() for o in _flat(model(*inputs)) if isinstance(o, torch.Tensor)) or 1
-        return max(1.0, g.flops / (2.0 * outs))
+        return max(1.0, g.flops / (2.0 * outs)), float(g.flops), float(g.bytes)
     except Exception:
-        return 1.0
+        return 1.0, 0.0, 0.0
 
 
 def _load_model_new(req, prob, seeds, model, device, snap, threads):
@@ -340,13 +373,28 @@ def evaluate(req):
     model, example = problem_mod.instantiate(prob, seeds[0])
     model = model.to(device)
     ref_model = problem_mod.instantiate(prob, seeds[0])[0].double()
-    accumulation = float(req.get("accumulation") or _accumulation(ref_model, [_f64(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in example]))
-    result = {"status": "ok", "gates": [], "accumulation": accumulation, "device": device}
+    # Costs from the module as the user runs it (its dtypes: bf16 bytes are 2), traced on shape-only
+    # tensors where every op has a meta kernel, else on the example inputs.
+    try:
+        accumulation, flops, nbytes = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
+    except Exception:
+        accumulation, flops, nbytes = 1.0, 0.0, 0.0
+    if flops == 0 and nbytes == 0:
+        accumulation, flops, nbytes = _costs(problem_mod.instantiate(prob, seeds[0])[0], example)
+    accumulation = float(req.get("accumulation") or accumulation)
+    result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device}
+
+    # The float64 reference runs where the candidate does (a GPU's float64 is fast enough for
+    # large problems), its outputs then held on the host.
+    ref_model = ref_model.to(device)
 
     def ref_out(inputs):
         with torch.no_grad():
-            return [_f64(t) for t in _flat(ref_model(*[_f64(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else
-                                                      (x.cpu() if isinstance(x, torch.Tensor) else x) for x in inputs]))]
+            args = [_to(x.detach(), device=device, dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    else x for x in inputs]
+            with _Float64():
+                outs = _flat(ref_model(*args))
+            return [_f64(t) for t in outs]
 
     def out_types(inputs):
         with torch.no_grad():
@@ -382,6 +430,15 @@ def evaluate(req):
                 cand = AbiCandidate(req["candidate_so"], list(model.state_dict().values()), specs, req.get("dims", []))
             except (OSError, AttributeError) as e:
                 raise GateFailure("load", "candidate_error", f"{req['candidate_so']}: {e}")
+            if req.get("expect_shapes"):
+                # The library was generated for a task: its tensors must be the module's, in order.
+                table = [tuple(x.shape) for x in inputs0 if isinstance(x, torch.Tensor)]
+                table += [tuple(p.shape) for p in model.state_dict().values()] + [sh for sh, _ in specs]
+                want = [(e["name"], tuple(e["shape"])) for e in req["expect_shapes"]]
+                if len(want) != len(table) or any(w[1] != t for w, t in zip(want, table)):
+                    raise GateFailure("load", "binding",
+                                      "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
+                                      "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))
             _check_integrity(snap, threads, "while the candidate's library loaded")
         else:
             cand = _load_model_new(req, prob, seeds, model, device, snap, threads)

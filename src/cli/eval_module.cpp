@@ -1,7 +1,8 @@
 // ksol eval-module: candidates for a PyTorch problem (KernelBench format) through the Python
 // evaluation worker (python/ksol_torch/worker.py), which the coordinator drives over the same
 // line protocol as ksol-worker. A candidate is a ModelNew file (.py), a library built to ksol's
-// ABI (.so), or CUDA source exporting ksol_run (.cu), compiled here behind gate 1.
+// ABI (.so), CUDA source exporting ksol_run (.cu), compiled here behind gate 1, or a DSL program
+// (.ksol) generated and compiled for the tensors and dims of the task named by --task.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,9 +12,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "codegen/codegen.h"
+#include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/worker_client.h"
 #include "core/util.h"
+#include "dsl/ir.h"
+#include "search/optimize.h"
+#include "sol/peaks.h"
+#include "task/task.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -28,6 +35,7 @@ struct EvalModuleArgs {
   std::vector<uint64_t> seeds = {1, 2, 3};
   std::string device;
   std::string json_path;
+  std::string task;  // binds a .ksol candidate's parameters and dims
   bool no_baselines = false;
   double timeout = 600;
 };
@@ -64,7 +72,11 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
 
   json results = json::array();
   std::vector<std::vector<std::string>> rows = {
-      {"candidate", "status", "median us", "eager us", "compile us", "vs eager", "vs compile", "worst err/tol", "detail"}};
+      {"candidate", "status", "median us", "%HBM SOL", "eager us", "compile us", "vs eager", "vs compile", "worst err/tol", "detail"}};
+  // HBM SOL: the module's compulsory bytes (from the trace) at the GPU's datasheet bandwidth.
+  double hbm = 0;
+  if (gpu && hello.body.contains("device") && hello.body["device"].is_object())
+    if (auto pk = sol::datasheet_peaks(hello.body["device"].value("name", ""))) hbm = pk->hbm_bytes_per_s;
   int failed = 0;
   for (const std::string& c : a.candidates) {
     json req = {{"op", "eval"}, {"problem", fs::absolute(a.problem).string()}, {"device", device}, {"seeds", a.seeds},
@@ -72,21 +84,38 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
     std::string ext = fs::path(c).extension().string();
     if (ext == ".py") {
       req["candidate"] = fs::absolute(c).string();
-    } else if (ext == ".so" || ext == ".cu") {
+    } else if (ext == ".so" || ext == ".cu" || ext == ".ksol") {
       std::string so = fs::absolute(c).string();
-      if (ext == ".cu") {
+      if (ext == ".cu" || ext == ".ksol") {
         CompileJob job;
-        job.source_path = c;
-        job.source_text = read_file(c);
+        if (ext == ".ksol") {
+          if (a.task.empty()) throw std::runtime_error(c + ": a DSL candidate needs --task, whose tensors and dims it is generated for");
+          Task t = load_task(resolve_task_path(a.task));
+          dsl::Program prog = dsl::parse_program(read_file(c), c);
+          codegen::Support sup = codegen::can_implement(prog, search::binding_of(t));
+          if (!sup.ok) throw std::runtime_error(c + ": unsupported for task " + t.name + ": " + sup.reason);
+          job = codegen::compile_job(t, prog, c);
+          // The table the worker will pass must have the task's shapes at these dims.
+          if (a.dims.size() != t.dims.size())
+            throw std::runtime_error("--dims: task " + t.name + " has " + std::to_string(t.dims.size()) + " dims (" + join(t.dims, ", ") + ")");
+          SizeSet sz;
+          for (size_t i = 0; i < t.dims.size(); ++i) sz.dims[t.dims[i]] = static_cast<double>(a.dims[i]);
+          json shapes = json::array();
+          for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, sz)}});
+          req["expect_shapes"] = shapes;
+        } else {
+          job.source_path = c;
+          job.source_text = read_file(c);
+        }
         CompileResult cr = compile(job);
         if (!cr.ok) {
           ++failed;
-          rows.push_back({c, "failed", "-", "-", "-", "-", "-", "-", cr.stage + ": " + cr.message.substr(0, 200)});
+          rows.push_back({c, "failed", "-", "-", "-", "-", "-", "-", "-", cr.stage + ": " + cr.message.substr(0, 200)});
           results.push_back({{"candidate", c}, {"status", "failed"}, {"failed_gate", cr.stage}, {"message", cr.message}});
           continue;
         }
         if (device == "cpu") {
-          rows.push_back({c, "compiled", "-", "-", "-", "-", "-", "-", "a CUDA candidate needs a GPU: compiled, not run"});
+          rows.push_back({c, "compiled", "-", "-", "-", "-", "-", "-", "-", "a CUDA candidate needs a GPU: compiled, not run"});
           results.push_back({{"candidate", c}, {"status", "no_gpu"}, {"message", "compiled, not run: no GPU"}});
           continue;
         }
@@ -95,7 +124,7 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       req["candidate_so"] = so;
       req["dims"] = a.dims;
     } else {
-      throw std::runtime_error(c + ": a candidate is a ModelNew file (.py), CUDA exporting ksol_run (.cu), or a built library (.so)");
+      throw std::runtime_error(c + ": a candidate is a ModelNew file (.py), CUDA exporting ksol_run (.cu), a DSL program (.ksol, with --task) or a built library (.so)");
     }
     std::cerr << "evaluating " << c << " ...\n";
     WorkerReply r = w.call(req, a.timeout);
@@ -125,7 +154,16 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
     }
     std::string detail = status == "ok" ? "" : res.value("failed_gate", "") + "/" + res.value("error_class", "") + ": " + res.value("message", "");
     if (b.contains("compile") && b["compile"].contains("error")) detail += (detail.empty() ? "" : "; ") + std::string("compile: ") + b["compile"]["error"].get<std::string>();
-    rows.push_back({c, status, res.contains("timing") ? us(res["timing"]) : "-", b.contains("eager") ? us(b["eager"]) : "-",
+    std::string pct = "-";
+    if (hbm > 0 && res.value("bytes", 0.0) > 0 && res.contains("timing") && res["timing"].value("median_us", 0.0) > 0) {
+      double sol_us = res["bytes"].get<double>() / hbm * 1e6;
+      res["hbm_sol_us"] = sol_us;
+      char b2[32];
+      std::snprintf(b2, sizeof b2, "%.1f%%", 100.0 * sol_us / res["timing"]["median_us"].get<double>());
+      pct = b2;
+      results.back() = res;
+    }
+    rows.push_back({c, status, res.contains("timing") ? us(res["timing"]) : "-", pct, b.contains("eager") ? us(b["eager"]) : "-",
                     b.contains("compile") ? us(b["compile"]) : "-", ratio("eager"), ratio("compile"), worst, detail.substr(0, 160)});
   }
   json doc = {{"problem", a.problem}, {"device", device}, {"torch", hello.body.value("torch", "")}, {"results", results}};
@@ -146,9 +184,10 @@ void add_eval_module_command(CLI::App& app, const bool& json_out) {
   auto* cmd = app.add_subcommand("eval-module",
                                  "verify and time candidates for a PyTorch problem (KernelBench format) beside eager and torch.compile (docs/TORCH.md)");
   cmd->add_option("problem", a->problem, "the problem file (Model, get_inputs, get_init_inputs)")->required();
-  cmd->add_option("--candidate", a->candidates, "a ModelNew file (.py), CUDA exporting ksol_run (.cu) or a built library (.so); repeat for several")
+  cmd->add_option("--candidate", a->candidates, "a ModelNew file (.py), CUDA exporting ksol_run (.cu), a DSL program (.ksol, with --task) or a built library (.so); repeat for several")
       ->required()
       ->check(CLI::ExistingFile);
+  cmd->add_option("--task", a->task, "the task a .ksol candidate is generated for (its tensor order must be the module's: inputs, parameters, outputs)");
   cmd->add_option("--dims", a->dims, "dims passed to an ABI candidate's ksol_run, in order (comma-separated)")->delimiter(',');
   cmd->add_option("--seeds", a->seeds, "correctness seeds (at least 3)")->delimiter(',')->capture_default_str();
   cmd->add_option("--device", a->device, "cuda or cpu (default: cuda where PyTorch sees a GPU)");

@@ -160,18 +160,54 @@ CompileJob dsl_job(const Task& t, const std::string& path) {
   return j;
 }
 
+// --shape NAME:D=V,D=V,...: a size of the user's for this run (every dim of the task, positive
+// integers), evaluated like the task's own visible sizes.
+SizeSet parse_shape(const Task& t, const std::string& spec) {
+  auto fail = [&](const std::string& m) { throw std::runtime_error("--shape '" + spec + "': " + m); };
+  size_t colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0) fail("expected NAME:" + join(t.dims, "=V,") + "=V");
+  SizeSet sz;
+  sz.name = spec.substr(0, colon);
+  for (char ch : sz.name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') fail("a size name is letters, digits and '_'");
+  if (t.find_size(sz.name)) fail("task " + t.name + " already has a size '" + sz.name + "'");
+  for (const std::string& kv : split_csv(spec.substr(colon + 1))) {
+    size_t eq = kv.find('=');
+    std::string d = kv.substr(0, eq);
+    if (eq == std::string::npos || std::find(t.dims.begin(), t.dims.end(), d) == t.dims.end())
+      fail("'" + kv + "' is not DIM=VALUE for a dim of " + t.name + " (" + join(t.dims, ", ") + ")");
+    std::string v = kv.substr(eq + 1);
+    if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos || std::stoll(v) <= 0)
+      fail("'" + kv + "': the value must be a positive integer");
+    if (sz.dims.count(d)) fail("dim " + d + " given twice");
+    sz.dims[d] = static_cast<double>(std::stoll(v));
+  }
+  for (auto& d : t.dims)
+    if (!sz.dims.count(d)) fail("dim " + d + " is missing");
+  return sz;
+}
+
 int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
              const std::string& compare, double timeout, const std::string& cmdline, const std::string& function,
-             bool compile_only) {
+             bool compile_only, const std::vector<std::string>& shapes) {
   Task t = load_task(resolve_task_path(task_name));
+  std::string sizes_with_shapes = sizes;
+  for (auto& sh : shapes) {
+    t.sizes.push_back(parse_shape(t, sh));
+    // Named shapes are evaluated; with --sizes too, both lists are.
+    if (!sizes.empty()) sizes_with_shapes += "," + t.sizes.back().name;
+  }
+  if (sizes.empty() && !shapes.empty())
+    for (size_t i = t.sizes.size() - shapes.size(); i < t.sizes.size(); ++i)
+      sizes_with_shapes += (sizes_with_shapes.empty() ? "" : ",") + t.sizes[i].name;
   for (auto& d : defence_off)
     if (std::find(defence_names().begin(), defence_names().end(), d) == defence_names().end())
       throw std::runtime_error("unknown defence '" + d + "' (" + join(defence_names(), ", ") + ")");
   Session s(session_options(c));
   s.begin_run(cmdline, {{"defences_off", defence_off}});
   EvalOptions o;
-  o.sizes = split_csv(sizes);
+  o.sizes = split_csv(sizes_with_shapes);
   o.defences_off = {defence_off.begin(), defence_off.end()};
   o.seed = seed;
   o.time = !no_time;
@@ -600,12 +636,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> cands;
   std::vector<std::string> defence_off;
   std::optional<uint64_t> seed;
+  std::vector<std::string> shapes;
   bool no_time = false, compile_only = false;
   double timeout = 300;
   eval->add_option("--task", task, "task name or folder")->required();
   eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h), or a .ksol DSL program; repeat for several")->required()->check(CLI::ExistingFile);
   eval->add_option("--function", function, "treat the candidate as a plain C function with this declaration");
   eval->add_option("--sizes", sizes, "comma-separated size names (default: all, hidden ones included)");
+  eval->add_option("--shape", shapes, "a size of your own, NAME:DIM=V,DIM=V,... (every dim of the task); only the named sizes and these run");
   eval->add_option("--compare", compare, "baselines to time beside it: all, none, or names")->capture_default_str();
   eval->add_option("--seed", seed, "fix the seeds (to re-run an evaluation); default: fresh seeds");
   eval->add_option("--defence-off", defence_off, "switch a defence off (exploit-suite use only; results marked untrusted)");
@@ -657,7 +695,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {
-    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only);
+    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only, shapes);
     if (sol->parsed()) return cmd_sol(c, task);
     if (dev->parsed()) return cmd_device(c, cal->parsed());
     if (bench->parsed()) return cmd_bench(c, ba, cmdline);

@@ -406,6 +406,7 @@ CompileJob baseline_job(const Task& t, const BaselineSpec& b) {
   // functions (getenv, dlsym, cudaSetDevice) that a candidate may not.
   j.trusted = true;
   j.libs = b.libs;
+  for (auto& d : b.defines) j.extra_flags.push_back("-D" + d);
   std::string text = read_file(b.source);
   if (!b.function.empty()) {
     CFunction f = parse_c_declaration(b.function);

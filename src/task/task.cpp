@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -373,7 +374,7 @@ Task load_task(const std::string& path_in) {
     for (auto& bn : *bl->as_array()) {
       const toml::table* bt = bn.as_table();
       if (!bt) L.fail(bn, "[[baseline]] entries must be tables");
-      L.only_keys(*bt, {"name", "source", "kind", "libs", "function"}, "[[baseline]]");
+      L.only_keys(*bt, {"name", "source", "kind", "libs", "function", "defines"}, "[[baseline]]");
       BaselineSpec b;
       b.name = L.str(*bt, "name", "", true);
       if (t.find_baseline(b.name)) L.fail(*bt->get("name"), "duplicate baseline '" + b.name + "'");
@@ -385,6 +386,22 @@ Task load_task(const std::string& path_in) {
       for (size_t i = 0; i < b.libs.size(); ++i)
         if (!libs.count(b.libs[i])) L.fail(*bt->get("libs")->as_array()->get(i), "unknown library '" + b.libs[i] + "'");
       b.function = L.str(*bt, "function", "");
+      b.defines = L.strs(*bt, "defines");
+      for (size_t i = 0; i < b.defines.size(); ++i) {
+        // A macro name, optionally =VALUE of letters, digits, '_' and '.': nothing that could
+        // become another compiler flag.
+        const std::string& d = b.defines[i];
+        size_t eq = d.find('=');
+        std::string name = d.substr(0, eq), value = eq == std::string::npos ? "" : d.substr(eq + 1);
+        auto word = [](const std::string& w, bool first_alpha) {
+          if (w.empty() || (first_alpha && std::isdigit(static_cast<unsigned char>(w[0])))) return false;
+          for (char c : w)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && (first_alpha || c != '.')) return false;
+          return true;
+        };
+        if (!word(name, true) || (eq != std::string::npos && !word(value, false)))
+          L.fail(*bt->get("defines")->as_array()->get(i), "a define is NAME or NAME=VALUE (letters, digits, '_'; '.' in the value)");
+      }
       t.baselines.push_back(b);
     }
   }
@@ -393,7 +410,10 @@ Task load_task(const std::string& path_in) {
   h.update(t.spec_text);
   for (auto* f : {&t.ref_cpu, &t.ref_gpu})
     if (!f->empty()) h.update(read_file(*f));
-  for (auto& b : t.baselines) h.update(read_file(b.source));
+  for (auto& b : t.baselines) {
+    h.update(read_file(b.source));
+    for (auto& d : b.defines) h.update("-D" + d);
+  }
   t.spec_hash = h.hex();
   return t;
 }

@@ -46,6 +46,7 @@ struct BaselineSpec {
   std::string kind;    // naive | vendor | user
   std::vector<std::string> libs;
   std::string function;  // plain C declaration for kind=user sources without the ksol ABI
+  std::vector<std::string> defines;  // NAME or NAME=VALUE, passed as -D: two baselines from one source
 };
 
 struct SparseSpec {

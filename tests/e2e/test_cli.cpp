@@ -154,3 +154,25 @@ TEST(Cli, OptimizeProfilesParentsWithNcuWhereItRuns) {
   EXPECT_NE(ksol::read_file((dir / "cache" / "profiles.jsonl").string()).find("achieved_flop_frac"), std::string::npos);
   fs::remove_all(dir);
 }
+
+// --shape: a size of the user's, bounded and run like the task's own; malformed ones are refused.
+TEST(Cli, EvalAtAShapeOfTheUsers) {
+  ksol::ProcessResult ok = ksol::run_process({ksol_bin(), "--store", "", "eval", "--task", "gemm_bf16", "--candidate",
+                                              src("tasks/dense/gemm_bf16/program.ksol"), "--shape", "k4096:M=4096,N=4096,K=4096",
+                                              "--compare", "none"},
+                                             600);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("k4096"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("139 us"), std::string::npos) << ok.output;  // 2*4096^3 / 989.5 TFLOP/s
+  for (auto [shape, msg] : std::vector<std::pair<std::string, std::string>>{
+           {"k:M=4096,N=4096", "dim K is missing"},
+           {"k:M=4096,N=4096,K=0", "must be a positive integer"},
+           {"large:M=1,N=1,K=1", "already has a size 'large'"},
+           {"k:M=1,N=1,K=1,Q=2", "'Q=2' is not DIM=VALUE"}}) {
+    ksol::ProcessResult bad = ksol::run_process({ksol_bin(), "--store", "", "eval", "--task", "gemm_bf16", "--candidate",
+                                                 src("tasks/dense/gemm_bf16/program.ksol"), "--shape", shape},
+                                                60);
+    EXPECT_NE(bad.exit_code, 0) << shape;
+    EXPECT_NE(bad.output.find(msg), std::string::npos) << shape << ": " << bad.output;
+  }
+}

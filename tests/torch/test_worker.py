@@ -77,6 +77,20 @@ class Gates(unittest.TestCase):
         self.expect_rejected("gemm_relu_thread.py", "integrity", "thread_started")
 
 
+class Float64Reference(unittest.TestCase):
+    def test_narrowing_casts_inside_the_reference_stay_float64(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return (x.float() * 3.0).to(torch.bfloat16) + torch.zeros(x.shape, dtype=torch.float32)
+
+        x = torch.tensor([0.1], dtype=torch.float64)
+        with worker._Float64():
+            y = M()(x)
+        self.assertEqual(y.dtype, torch.float64)
+        self.assertEqual(y.item(), 0.1 * 3.0)  # float64 arithmetic: not fp32's 0.3000000119 nor bf16's 0.30078125
+        self.assertNotEqual((x.float() * 3.0).to(torch.bfloat16).dtype, torch.float64)  # and only inside
+
+
 class AbiCandidates(unittest.TestCase):
     """Libraries built to ksol's C ABI (include/ksol/abi.h), called on the module's tensors: on the
     CPU a host-memory ksol_run stands in for a CUDA kernel."""
@@ -109,6 +123,17 @@ class AbiCandidates(unittest.TestCase):
     def test_wrong_library_fails(self):
         r = self.abi("wrong")
         self.assertEqual((r["status"], r["error_class"]), ("failed", "wrong_result"), r)
+
+    def test_task_shapes_must_match_the_module(self):
+        shapes = [{"name": "X", "shape": [8, 32]}, {"name": "W", "shape": [16, 32]}, {"name": "B", "shape": [16]},
+                  {"name": "Y", "shape": [8, 16]}]
+        base = {"problem": PROBLEM, "candidate_so": self.libs["ok"], "dims": [8, 32, 16], "device": "cpu", "seeds": [3, 4, 5],
+                "baselines": False, "time": False}
+        self.assertEqual(worker.evaluate(dict(base, expect_shapes=shapes))["status"], "ok")
+        shapes[3]["shape"] = [8, 17]
+        r = worker.evaluate(dict(base, expect_shapes=shapes))
+        self.assertEqual((r["failed_gate"], r["error_class"]), ("load", "binding"), r)
+        self.assertIn("Y [8, 17]", r["message"])
 
     def test_failing_library_is_a_launch_failure(self):
         r = self.abi("fail")
