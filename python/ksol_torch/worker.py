@@ -94,7 +94,18 @@ def _check_integrity(snap, threads, when):
         raise GateFailure("integrity", "thread_started", f"the candidate started a thread {when}")
 
 
-class _Watch:
+class _InMode:
+    """A context manager around the torch mode in self.mode."""
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+class _Watch(_InMode):
     """Records the aten ops called inside the candidate's forward that are not allocation,
     views or copies (a TorchDispatchMode, entered only around the call)."""
 
@@ -112,15 +123,8 @@ class _Watch:
 
         self.mode = Mode()
 
-    def __enter__(self):
-        self.mode.__enter__()
-        return self
 
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
-
-
-class _Float64:
+class _Float64(_InMode):
     """Keeps a reference forward in float64: casts to a narrower float type inside it (x.float(),
     x.to(torch.bfloat16), a dtype= argument) become float64, so a module written with fp32 math
     and bf16 outputs is compared against its float64 function, not a rounded copy."""
@@ -142,13 +146,6 @@ class _Float64:
                 return func(*args, **kwargs)
 
         self.mode = Mode()
-
-    def __enter__(self):
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
 
 
 # --- inputs ------------------------------------------------------------------------------------
