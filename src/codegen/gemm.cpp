@@ -1,5 +1,7 @@
 // The gemm family: acc[m, n] = sum(A[m, k] * B[k, n]) over k with row-major A[M, K], B[K, N],
 // then an elementwise epilogue into the output C[M, N] (bias broadcasts, activations, ...).
+// Batched: acc[b, m, n] = sum(A[b, m, k] * B[b, k, n]) over k, every operand's batch outermost
+// and contiguous (CUTLASS's L mode; the SIMT kernel's grid z).
 //
 // Two code paths:
 //  - mainloop = cooperative | pingpong (bf16 / f16 operands, f32 accumulation, sm_90a): a
@@ -16,6 +18,7 @@
 #include <set>
 
 #include "codegen/common.h"
+#include "core/util.h"
 
 namespace ksol::codegen::detail {
 namespace {
@@ -52,6 +55,7 @@ struct Analysis {
   const Param* a = nullptr;
   const Param* b = nullptr;
   std::string m_dim, n_dim, k_dim;
+  std::string batch_dim;            // "" unless batched: acc[b, m, n]
   Type in_type = Type::f32;
   // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
   bool fusable = false;
@@ -105,28 +109,39 @@ class Analyser {
       if (a_.acc) throw Refused("definition '" + d.name + "' is a second reduction; the gemm family fuses one sum over k");
       a_.acc = &d;
     }
-    if (!a_.acc || a_.acc->reduce != ReduceOp::sum || a_.acc->indices.size() != 2)
-      throw Refused("the gemm family needs a definition acc[m, n] = sum(A[m, k] * B[k, n]) over k");
+    if (!a_.acc || a_.acc->reduce != ReduceOp::sum || a_.acc->indices.size() < 2 || a_.acc->indices.size() > 3)
+      throw Refused("the gemm family needs a definition acc[m, n] = sum(A[m, k] * B[k, n]) over k (or acc[b, m, n] for a batch)");
     const Definition& acc = *a_.acc;
     const Expr& body = acc.body;
     if (body.kind != Expr::Kind::binary || body.op != "*")
       throw Refused("the sum of '" + acc.name + "' must be a product A[m, k] * B[k, n], not " + format_expr(body));
     const Expr* ra = peel_read(body.args[0]);
     const Expr* rb = peel_read(body.args[1]);
-    const std::string &m = acc.indices[0], &n = acc.indices[1], &k = acc.over;
+    const bool batched = acc.indices.size() == 3;
+    const size_t o = batched ? 1 : 0;  // m and n after the batch index
+    const std::string &m = acc.indices[o], &n = acc.indices[o + 1], &k = acc.over;
+    const std::string bv = batched ? acc.indices[0] : "";
     auto is_read = [&](const Expr* r, const std::string& i0, const std::string& i1) {
-      return r && r->indices.size() == 2 && r->indices[0].var == i0 && r->indices[1].var == i1 &&
-             r->indices[0].offset == 0 && r->indices[1].offset == 0 && p_.param(r->name) &&
-             p_.param(r->name)->format == "dense";
+      if (!r || r->indices.size() != o + 2 || !p_.param(r->name) || p_.param(r->name)->format != "dense") return false;
+      for (auto& ix : r->indices)
+        if (ix.offset != 0) return false;
+      return (!batched || r->indices[0].var == bv) && r->indices[o].var == i0 && r->indices[o + 1].var == i1;
     };
     if (is_read(rb, m, k) && is_read(ra, k, n)) std::swap(ra, rb);
+    const std::string b_ = batched ? bv + ", " : "";
     if (!is_read(ra, m, k) || !is_read(rb, k, n))
-      throw Refused("the sum of '" + acc.name + "' must read A[" + m + ", " + k + "] and B[" + k + ", " + n +
-                    "] from row-major parameters (A[M, K], B[K, N]); it is " + format_expr(body));
+      throw Refused("the sum of '" + acc.name + "' must read A[" + b_ + m + ", " + k + "] and B[" + b_ + k + ", " + n +
+                    "] from row-major parameters (A[" + (batched ? "BATCH, " : "") + "M, K], B[" + (batched ? "BATCH, " : "") +
+                    "K, N]); it is " + format_expr(body));
     a_.a = p_.param(ra->name);
     a_.b = p_.param(rb->name);
-    a_.m_dim = acc.extents[0];
-    a_.n_dim = acc.extents[1];
+    if (batched) {
+      a_.batch_dim = acc.extents[0];
+      if (a_.a->extents[0] != a_.batch_dim || a_.b->extents[0] != a_.batch_dim)
+        throw Refused("A, B and the sum must share the batch extent " + a_.batch_dim);
+    }
+    a_.m_dim = acc.extents[o];
+    a_.n_dim = acc.extents[o + 1];
     a_.k_dim = acc.over_extent;
     if (a_.a->type != a_.b->type)
       throw Refused(std::string("A is ") + dsl::type_name(a_.a->type) + " and B is " + dsl::type_name(a_.b->type) +
@@ -162,8 +177,9 @@ class Analyser {
       return a_;
     }
     const Definition& out = *a_.out;
-    if (out.indices.size() != 2 || out.extents[0] != a_.m_dim || out.extents[1] != a_.n_dim)
-      throw Refused("output '" + out.name + "' must range over [" + a_.m_dim + ", " + a_.n_dim + "] like the sum");
+    if (out.indices.size() != o + 2 || out.extents[o] != a_.m_dim || out.extents[o + 1] != a_.n_dim || (batched && out.extents[0] != a_.batch_dim))
+      throw Refused("output '" + out.name + "' must range over [" + (batched ? a_.batch_dim + ", " : "") + a_.m_dim + ", " + a_.n_dim +
+                    "] like the sum");
     check_epilogue_reads(out.body, out);
     check_emittable(out.body);
     fusion(out);
@@ -177,18 +193,19 @@ class Analyser {
       for (const dsl::IndexExpr& ix : e.indices)
         if (ix.offset != 0) throw Refused("read " + format_expr(e) + " has an offset index; gemm epilogues read whole rows");
       if (e.name == a_.acc->name) {
-        if (e.indices[0].var != out.indices[0] || e.indices[1].var != out.indices[1])
-          throw Refused("the epilogue must read " + a_.acc->name + "[" + out.indices[0] + ", " + out.indices[1] + "], not " +
-                        format_expr(e));
+        bool same = e.indices.size() == out.indices.size();
+        for (size_t i = 0; same && i < e.indices.size(); ++i) same = e.indices[i].var == out.indices[i];
+        if (!same) throw Refused("the epilogue must read " + a_.acc->name + "[" + join(out.indices, ", ") + "], not " + format_expr(e));
       } else {
         const Param* prm = p_.param(e.name);
         if (!prm) throw Refused("epilogue read " + format_expr(e) + " is not a parameter or the sum");
         if (prm->format != "dense") throw Refused("parameter '" + prm->name + "' is " + prm->format);
+        const size_t o = a_.batch_dim.empty() ? 0 : 1;
         for (size_t i = 0; i < e.indices.size(); ++i) {
           const std::string& v = e.indices[i].var;
-          if (v != out.indices[0] && v != out.indices[1])
+          if (std::find(out.indices.begin(), out.indices.end(), v) == out.indices.end())
             throw Refused("epilogue read " + format_expr(e) + " uses an index other than the output's");
-          const std::string& want = v == out.indices[0] ? a_.m_dim : a_.n_dim;
+          const std::string& want = o && v == out.indices[0] ? a_.batch_dim : v == out.indices[o] ? a_.m_dim : a_.n_dim;
           if (prm->extents[i] != want)
             throw Refused("epilogue read " + format_expr(e) + ": index '" + v + "' ranges over " + want + ", not " + prm->extents[i]);
         }
@@ -204,7 +221,7 @@ class Analyser {
       r = &r->args[0];
     }
     return r->kind == Expr::Kind::read && r->name != a_.acc->name && r->indices.size() == 1 &&
-           r->indices[0].var == out.indices[1] && (r->type == Type::f32 || is_half(r->type));
+           r->indices[0].var == out.indices.back() && (r->type == Type::f32 || is_half(r->type));
   }
 
   bool is_acc(const Expr& e) const { return e.kind == Expr::Kind::read && e.name == a_.acc->name; }
@@ -238,6 +255,10 @@ class Analyser {
       return;
     }
     if (core->kind == Expr::Kind::binary) {
+      if (!a_.batch_dim.empty()) {
+        a_.not_fusable = "a batched GEMM's fused epilogue takes no bias (its broadcast over the batch is not set up)";
+        return;
+      }
       const Expr& bias_read = *peel_read(is_acc(core->args[0]) ? core->args[1] : core->args[0]);
       a_.bias = p_.param(bias_read.name);
     }
@@ -405,7 +426,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
 }
 
 std::string name_of(const GemmKnobs& s, const Analysis& a) {
-  std::string n = "gemm_" + std::string(dsl::type_name(a.in_type)) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
+  std::string n = std::string(a.batch_dim.empty() ? "gemm_" : "bgemm_") + dsl::type_name(a.in_type) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "simt") {
     n += "_simt";
@@ -500,8 +521,10 @@ class Generator {
       if (e.name == a_.acc->name) return "v";
       const Param* prm = p_.param(e.name);
       std::string off;
+      const size_t o = a_.batch_dim.empty() ? 0 : 1;
       for (size_t i = 0; i < e.indices.size(); ++i) {
-        std::string var = e.indices[i].var == out.indices[0] ? "row" : "col";
+        const std::string& v = e.indices[i].var;
+        std::string var = o && v == out.indices[0] ? "bat" : v == out.indices[o] ? "row" : "col";
         off = off.empty() ? var : "(" + off + ") * " + id(prm->extents[i]) + " + " + var;
       }
       return id(prm->name) + "[" + (off.empty() ? "0" : off) + "]";
@@ -555,6 +578,15 @@ class Generator {
     w.line("__shared__ float As[kBK][kBM + 1];");
     w.line("__shared__ float Bs[kBK][kBN];");
     w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
+    const bool batched = !a_.batch_dim.empty();
+    if (batched) {
+      w.comment("One batch per grid z; A, B and C advance by one matrix each.");
+      w.line("const int64_t bat = blockIdx.z;");
+    }
+    // The batch's matrices (the whole tensors without a batch).
+    const std::string Ab = batched ? "(" + A + " + bat * " + M + " * " + K + ")" : A;
+    const std::string Bb = batched ? "(" + B + " + bat * " + K + " * " + N + ")" : B;
+    const std::string Cb = batched ? "(" + C + " + bat * " + M + " * " + N + ")" : C;
     const bool along_m = s_.raster == "along_m";
     w.line(std::string("const int64_t tile_m = int64_t(") + (along_m ? "blockIdx.x" : "blockIdx.y") + ") * kBM;");
     w.line(std::string("const int64_t tile_n = int64_t(") + (along_m ? "blockIdx.y" : "blockIdx.x") + ") * kBN;");
@@ -567,12 +599,12 @@ class Generator {
     w.open("for (int e = tid; e < kBM * kBK; e += kThreads)");
     w.line("const int i = e / kBK, kk = e % kBK;");
     w.line("const int64_t row = tile_m + i, k = k0 + kk;");
-    w.line("As[kk][i] = (row < " + M + " && k < " + K + ") ? " + to_float(A + "[row * " + K + " + k]", a_.in_type) + " : 0.0f;");
+    w.line("As[kk][i] = (row < " + M + " && k < " + K + ") ? " + to_float(Ab + "[row * " + K + " + k]", a_.in_type) + " : 0.0f;");
     w.close();
     w.open("for (int e = tid; e < kBK * kBN; e += kThreads)");
     w.line("const int kk = e / kBN, j = e % kBN;");
     w.line("const int64_t col = tile_n + j, k = k0 + kk;");
-    w.line("Bs[kk][j] = (col < " + N + " && k < " + K + ") ? " + to_float(B + "[k * " + N + " + col]", a_.in_type) + " : 0.0f;");
+    w.line("Bs[kk][j] = (col < " + N + " && k < " + K + ") ? " + to_float(Bb + "[k * " + N + " + col]", a_.in_type) + " : 0.0f;");
     w.close();
     w.line("__syncthreads();");
     w.line("#pragma unroll");
@@ -598,7 +630,7 @@ class Generator {
     w.line("const int64_t col = tile_n + j * kTX + tx;");
     w.line("if (col >= " + N + ") continue;");
     w.line("const float v = acc[i][j];");
-    w.line(C + "[row * " + N + " + col] = " + epi + ";");
+    w.line(Cb + "[row * " + N + " + col] = " + epi + ";");
     w.close();
     w.close();
     w.close();
@@ -607,8 +639,13 @@ class Generator {
     w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
     w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
     w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
+    const std::string nb = batched ? id(a_.batch_dim) : "";
+    if (batched) {
+      w.line("if (" + nb + " == 0) return 0;");
+      w.line("if (" + nb + " > 65535) return 3;");
+    }
     w.line(std::string("const dim3 grid{unsigned(") + (along_m ? "tiles_m" : "tiles_n") + "), unsigned(" +
-           (along_m ? "tiles_n" : "tiles_m") + "), 1u};");
+           (along_m ? "tiles_n" : "tiles_m") + "), " + (batched ? "unsigned(" + nb + ")" : "1u") + "};");
     w.line("ksol_gemm_simt<<<grid, kThreads, 0, stream>>>(" + simt_args() + ");");
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
@@ -692,16 +729,18 @@ class Generator {
     w.comment("Returns -1 when CUTLASS cannot take the shape (the caller runs the SIMT kernel), else 0 or an error.");
     std::string params = "const " + std::string(cuda_type(a_.in_type)) + "* " + A + ", const " + cuda_type(a_.in_type) + "* " + B + ", ";
     if (a_.bias) params += std::string("const ") + cuda_type(a_.bias->type) + "* " + id(a_.bias->name) + ", ";
+    const std::string L = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
     params += std::string(cuda_type(p_.outputs[0].type)) + "* " + C + ", int64_t " + M + ", int64_t " + N + ", int64_t " + K +
-              ", cudaStream_t stream";
+              (L.empty() ? "" : ", int64_t " + L) + ", cudaStream_t stream";
     w.open("static int ksol_run_tma(" + params + ")");
-    w.line("if (" + M + " > INT32_MAX || " + N + " > INT32_MAX || " + K + " > INT32_MAX) return -1;");
-    w.line("const int M_ = int(" + M + "), N_ = int(" + N + "), K_ = int(" + K + ");");
+    w.line("if (" + M + " > INT32_MAX || " + N + " > INT32_MAX || " + K + " > INT32_MAX" + (L.empty() ? "" : " || " + L + " > INT32_MAX") + ") return -1;");
+    w.line("const int M_ = int(" + M + "), N_ = int(" + N + "), K_ = int(" + K + "), L_ = " + (L.empty() ? "1" : "int(" + L + ")") + ";");
     w.line("using StrideA = typename Gemm::GemmKernel::StrideA;");
     w.line("using StrideB = typename Gemm::GemmKernel::StrideB;");
     w.line("using StrideC = typename Gemm::GemmKernel::StrideC;");
     w.line("using StrideD = typename Gemm::GemmKernel::StrideD;");
-    w.comment("(m, k, l) of A at m * K + k; (n, k, l) of B at k * N + n; (m, n, l) of C and D at m * N + n.");
+    w.comment("(m, k, l) of A at l * M * K + m * K + k; (n, k, l) of B at l * K * N + k * N + n; (m, n, l) of C and D at "
+              "l * M * N + m * N + n (l = 0 without a batch).");
     w.line("using RowStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;");
     w.line("using ColStride = cute::Stride<cute::Int<1>, int64_t, int64_t>;");
     w.line("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, ColStride> &&");
@@ -717,7 +756,7 @@ class Generator {
     w.line("hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);");
     w.line("typename Gemm::Arguments args;");
     w.line("args.mode = cutlass::gemm::GemmUniversalMode::kGemm;");
-    w.line("args.problem_shape = {M_, N_, K_, 1};");
+    w.line("args.problem_shape = {M_, N_, K_, L_};");
     w.line("args.mainloop.ptr_A = reinterpret_cast<const " + ta + "*>(" + A + ");");
     w.line("args.mainloop.dA = stride_a;");
     w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + B + ");");
@@ -766,10 +805,12 @@ class Generator {
                             ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + C + ") % 16 == 0";
       if (a_.bias) aligned += " && reinterpret_cast<uintptr_t>(" + id(a_.bias->name) + ") % 16 == 0";
       w.comment("TMA needs 16-byte aligned rows: K and N multiples of 8 elements, and aligned bases.");
-      w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + K + " % 8 == 0 && " + N + " % 8 == 0 && " + aligned + ")");
+      const std::string L = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
+      w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + (L.empty() ? "" : L + " > 0 && ") + K + " % 8 == 0 && " + N +
+             " % 8 == 0 && " + aligned + ")");
       std::string args = A + ", " + B + ", ";
       if (a_.bias) args += id(a_.bias->name) + ", ";
-      args += C + ", " + M + ", " + N + ", " + K + ", stream";
+      args += C + ", " + M + ", " + N + ", " + K + (L.empty() ? "" : ", " + L) + ", stream";
       w.line("const int r = ksol_run_tma(" + args + ");");
       w.line("if (r != -1) return r;");
       w.close();

@@ -1,7 +1,7 @@
 // The gemm family's code generator (src/codegen/gemm.cpp): can_implement's exact reasons, kernel
 // names, the schedule space of the bf16 GEMM, the generated SIMT kernel's arithmetic run on the
-// CPU (host emulation) against the IR interpreter on small odd sizes, and two CUTLASS sm_90a
-// instantiations compiled through ksol's compile path (slow: one to four minutes each).
+// CPU (host emulation) against the IR interpreter on small odd sizes (batched ones too), and three
+// CUTLASS sm_90a instantiations compiled through ksol's compile path (slow: one to four minutes each).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,6 +49,33 @@ schedule {
   raster = along_n
   swizzle = 2
   split_k = 1
+}
+)";
+
+// Batched (the batch outermost in every tensor), with an epilogue reading a per-row scale and a
+// batched residual: the SIMT path.
+const char* const kBatchedResidual = R"(
+kernel bgemm(A: bf16[BATCH, M, K], B: bf16[BATCH, K, N], R: bf16[BATCH, M, N], s: f32[M]) -> (C: bf16[BATCH, M, N]) {
+  acc[b, m, n] = sum(f32(A[b, m, k]) * f32(B[b, k, n])) over k
+  C[b, m, n] = bf16(relu(acc[b, m, n] * s[m] + f32(R[b, m, n])))
+}
+schedule {
+  tile = [32, 64, 16]
+  mainloop = simt
+}
+)";
+
+// Batched on the tensor cores (CUTLASS's L mode).
+const char* const kBatchedBf16 = R"(
+kernel bgemm(A: bf16[BATCH, M, K], B: bf16[BATCH, K, N]) -> (C: bf16[BATCH, M, N]) {
+  acc[b, m, n] = sum(f32(A[b, m, k]) * f32(B[b, k, n])) over k
+  C[b, m, n] = bf16(acc[b, m, n])
+}
+schedule {
+  tile = [128, 128, 64]
+  cluster = [1, 1]
+  stages = auto
+  mainloop = cooperative
 }
 )";
 
@@ -212,6 +239,15 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "the sum accumulates in bf16; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");
   // Binding.
   EXPECT_EQ(refusal(g, Binding{{"A", "B", "C"}, {"M", "N"}}), "dim 'K' is not a dim of the task (its dims: M, N)");
+  // Batched: accepted on both paths; a bias in the fused epilogue is not (yet).
+  EXPECT_EQ(refusal(parse(kBatchedBf16)), "(accepted)");
+  EXPECT_EQ(refusal(parse(kBatchedResidual)), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(parse(kBatchedBf16)), "bgemm_bf16_128x128x64_c1x1_sauto_coop_fbsimt_rn");
+  EXPECT_EQ(refusal(parse("kernel g(A: bf16[BATCH, M, K], B: bf16[BATCH, K, N], bias: bf16[N]) -> (C: bf16[BATCH, M, N]) {\n"
+                          "  acc[b, m, n] = sum(f32(A[b, m, k]) * f32(B[b, k, n])) over k\n"
+                          "  C[b, m, n] = bf16(acc[b, m, n] + f32(bias[n]))\n}\n")),
+            "mainloop = cooperative: the epilogue has no exact CUTLASS fusion (a batched GEMM's fused epilogue takes no bias (its "
+            "broadcast over the batch is not set up)); it must be out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
 }
 
 TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
@@ -245,6 +281,8 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       {kGemmResidual, {}, {{"M", 70}, {"N", 31}, {"K", 9}}},
       {kGemmBiasGeluTanh, {{"mainloop", "simt"}, {"tile", "[32, 32, 16]"}, {"cluster", "[1, 1]"}, {"stages", "auto"},
                            {"swizzle", "1"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
+      {kBatchedResidual, {}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 19}}},
+      {kBatchedBf16, {{"mainloop", "simt"}, {"tile", "[64, 32, 8]"}, {"stages", "auto"}}, {{"BATCH", 2}, {"M", 65}, {"N", 9}, {"K", 33}}},
   };
   for (const Case& c : cases) {
     const dsl::Program p = scheduled(parse(c.program), c.changes);
@@ -314,6 +352,7 @@ TEST(CodegenGemm, GeneratedSourcesCompile) {
       {kGemmF32, {}, {}},
       {kGemmBf16, {}, kTaskBinding},
       {kGemmBiasGeluTanh, {}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
+      {kBatchedBf16, {}, Binding{{"A", "B", "C"}, {"BATCH", "M", "N", "K"}}},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
