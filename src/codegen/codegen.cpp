@@ -54,7 +54,18 @@ Support can_implement(const dsl::Program& p, const Binding& b) {
 
 std::string generate_cuda(const dsl::Program& p, const Binding& b) { return checked(p, b).generate(p, b); }
 
-std::string kernel_name(const dsl::Program& p) { return checked(p, Binding{}).kernel_name(p); }
+// The name depends on the program and its schedule alone: no task's binding is checked here (a
+// schedule legal only for some tasks, such as the sparse nnz_split that needs an NNZ dim, still
+// has its name).
+std::string kernel_name(const dsl::Program& p) {
+  const FamilyGenerator* f = family_of(p);
+  if (!f) throw std::runtime_error("cannot name '" + p.name + "': " + no_family(p));
+  try {
+    return f->kernel_name(p);
+  } catch (const detail::Refused& r) {
+    throw std::runtime_error("cannot name '" + p.name + "': " + r.what());
+  }
+}
 
 dsl::Program with_schedule(const dsl::Program& p, const Schedule& s) {
   dsl::Program q = p;

@@ -107,6 +107,10 @@ TEST(CodegenSparse, AcceptsAndNames) {
   EXPECT_EQ(cd::sparse_family().kernel_name(scheduled(p, {{"strategy", "nnz_split"}, {"vector", "8"},
                                                            {"cache_x", "shared"}, {"threads", "128"}})),
             "sparse_spmv_csr_f32_nnz8_t128_smemx");
+  // codegen::kernel_name checks no binding: nnz_split (legal only for a task with an NNZ dim)
+  // has a name, as ksol eval and the search ask for it after binding to such a task.
+  EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"strategy", "nnz_split"}, {"vector", "4"}, {"threads", "64"}})),
+            "sparse_spmv_csr_f32_nnz4_t64");
   // Both namings of the csr tensors bind; the task's order decides the ABI.
   EXPECT_EQ(refusal(p, Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}}), "(accepted)");
   EXPECT_EQ(refusal(p, Binding{{"A_row_ptr", "A_col_idx", "A_values", "x", "y"}, {"M", "N"}}), "(accepted)");
