@@ -96,7 +96,10 @@ def main(argv=None) -> int:
     from . import report
 
     with open(args.results) as fh:
-        s = report.summarize(json.load(fh))
+        doc = json.load(fh)
+    # ksol eval-module's JSON (one document or a list) or results already in report's form.
+    is_eval = isinstance(doc, dict) or (isinstance(doc, list) and doc and isinstance(doc[0], dict) and "results" in doc[0])
+    s = report.summarize(report.from_eval_module(doc) if is_eval else doc)
     print(json.dumps(s, indent=1) if args.json else report.format_summary(s))
     return 0
 

@@ -8,6 +8,7 @@ fast_p against a baseline is KernelBench's metric: the fraction of all problems 
 correct and more than p times faster than the baseline (fast_0 is the correctness rate).
 Degenerate problems are reported apart and left out of the headline figures."""
 import math
+import os
 from typing import Dict, List, Optional
 
 PS = (0.0, 1.0, 1.5, 2.0)
@@ -52,6 +53,36 @@ def summarize(results: List[Dict]) -> Dict:
                 s = r[base] / min(times) if r.get(base) and times else None
             delivered.append(s)
         out[f"geomean_speedup_vs_{key}_delivered"] = geomean([s for s in delivered if s])
+    return out
+
+
+def from_eval_module(docs) -> List[Dict]:
+    """Results in the form above from `ksol eval-module --json-out` files (one document, or a list
+    of them, one per problem): a problem's result is its fastest candidate that passed every gate;
+    none passing, or none faster than the better of eager and torch.compile, is a fall-back, with
+    the reason (the first candidate's failure, or the speeds)."""
+    if isinstance(docs, dict):
+        docs = [docs]
+    out = []
+    for d in docs:
+        res = d.get("results", [])
+        ok = [r for r in res if r.get("status") == "ok" and r.get("timing", {}).get("median_us")]
+        base = next((r.get("baselines") for r in res if r.get("baselines")), {}) or {}
+        eager = base.get("eager", {}).get("median_us")
+        comp = base.get("compile", {}).get("median_us")
+        name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
+        r = {"problem": name, "correct": bool(ok), "eager_us": eager, "compile_us": comp, "degenerate": False,
+             "ksol_us": min(x["timing"]["median_us"] for x in ok) if ok else None, "fell_back": False, "reason": ""}
+        best_base = min([x for x in (eager, comp) if x], default=None)
+        if not ok:
+            first = res[0] if res else {}
+            r["fell_back"] = True
+            r["reason"] = (f"no candidate passed: {first.get('failed_gate', '')}/{first.get('error_class', '')}: "
+                           f"{first.get('message', '')}")[:300]
+        elif best_base and r["ksol_us"] >= best_base:
+            r["fell_back"] = True
+            r["reason"] = f"the best candidate ({r['ksol_us']:.2f} us) is not faster than eager/torch.compile ({best_base:.2f} us)"
+        out.append(r)
     return out
 
 

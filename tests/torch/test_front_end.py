@@ -178,6 +178,29 @@ class Report(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("correct 2 (66.7%)", out.stdout)
 
+    def test_from_eval_module_documents(self):
+        base = {"eager": {"median_us": 100.0}, "compile": {"median_us": 80.0}}
+        docs = [
+            {"problem": "/p/a.py", "results": [
+                {"candidate": "x.py", "status": "failed", "failed_gate": "correctness", "error_class": "wrong_result",
+                 "message": "off", "baselines": base},
+                {"candidate": "y.so", "status": "ok", "timing": {"median_us": 40.0}, "baselines": base}]},
+            {"problem": "/p/b.py", "results": [
+                {"candidate": "z.py", "status": "ok", "timing": {"median_us": 90.0}, "baselines": base}]},
+            {"problem": "/p/c.py", "results": [
+                {"candidate": "w.py", "status": "failed", "failed_gate": "correctness", "error_class": "pytorch_fallback",
+                 "message": "addmm", "baselines": base}]},
+        ]
+        rs = report.from_eval_module(docs)
+        self.assertEqual([r["problem"] for r in rs], ["a", "b", "c"])
+        self.assertEqual((rs[0]["correct"], rs[0]["ksol_us"], rs[0]["fell_back"]), (True, 40.0, False))
+        self.assertTrue(rs[1]["fell_back"])  # 90 us is not faster than torch.compile's 80
+        self.assertIn("not faster than eager/torch.compile", rs[1]["reason"])
+        self.assertEqual((rs[2]["correct"], rs[2]["fell_back"]), (False, True))
+        self.assertIn("pytorch_fallback", rs[2]["reason"])
+        s = report.summarize(rs)
+        self.assertAlmostEqual(s["fast_p_vs_eager"]["1.0"], 2 / 3)  # a (2.5x) and b (1.11x)
+
 
 if __name__ == "__main__":
     unittest.main()
