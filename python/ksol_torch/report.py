@@ -39,6 +39,8 @@ def summarize(results: List[Dict]) -> Dict:
            "counted": len(main), "correct": sum(1 for r in main if r.get("correct")),
            "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")]}
     out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
+    for key in ("eager", "compile"):
+        out[f"{key}_timed"] = any(r.get(f"{key}_us") for r in main)
     for base in ("eager_us", "compile_us"):
         key = base.replace("_us", "")
         out[f"fast_p_vs_{key}"] = {str(p): fast_p(main, base, p) for p in PS}
@@ -53,6 +55,12 @@ def summarize(results: List[Dict]) -> Dict:
                 s = r[base] / min(times) if r.get(base) and times else None
             delivered.append(s)
         out[f"geomean_speedup_vs_{key}_delivered"] = geomean([s for s in delivered if s])
+    kb = [dict(r["kb"], problem=r["problem"]) for r in main if r.get("kb")]
+    if kb:
+        # KernelBench's protocol (allclose at 1e-2, mean of timed calls, no L2 flush) beside ksol's.
+        out["kernelbench_protocol"] = {"problems": len(kb), "correct": sum(1 for r in kb if r.get("correct")),
+                                       "fast_p_vs_eager": {str(p): fast_p(kb, "eager_us", p) for p in PS},
+                                       "geomean_speedup_vs_eager_correct": geomean([x for r in kb if (x := _speedup(r, "eager_us")) is not None])}
     return out
 
 
@@ -73,6 +81,9 @@ def from_eval_module(docs) -> List[Dict]:
         name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
         r = {"problem": name, "correct": bool(ok), "eager_us": eager, "compile_us": comp, "degenerate": False,
              "ksol_us": min(x["timing"]["median_us"] for x in ok) if ok else None, "fell_back": False, "reason": ""}
+        kb = next((x.get("kernelbench") for x in ok + res if isinstance(x.get("kernelbench"), dict) and "correct" in x["kernelbench"]), None)
+        if kb:
+            r["kb"] = {"correct": kb["correct"], "ksol_us": kb.get("mean_us"), "eager_us": kb.get("eager_mean_us"), "compile_us": None}
         best_base = min([x for x in (eager, comp) if x], default=None)
         if not ok:
             first = res[0] if res else {}
@@ -90,6 +101,9 @@ def format_summary(s: Dict) -> str:
     lines = [f"problems {s['problems']} (degenerate, reported apart: {len(s['degenerate'])}); counted {s['counted']}",
              f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]
     for key in ("eager", "compile"):
+        if not s.get(f"{key}_timed", True):
+            lines.append(f"vs {key}: not timed")
+            continue
         fp = s[f"fast_p_vs_{key}"]
         gc, gd = s[f"geomean_speedup_vs_{key}_correct"], s[f"geomean_speedup_vs_{key}_delivered"]
         lines.append(f"vs {key}: " + ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) +
@@ -97,6 +111,12 @@ def format_summary(s: Dict) -> str:
                      ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) + "; no correct result")
         if gd:
             lines[-1] += f", {gd:.3f}x as delivered"
+    if s.get("kernelbench_protocol"):
+        k = s["kernelbench_protocol"]
+        g = k["geomean_speedup_vs_eager_correct"]
+        lines.append(f"KernelBench's protocol: correct {k['correct']} of {k['problems']}; vs eager: " +
+                     ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in k["fast_p_vs_eager"].items()) +
+                     (f"; geomean speedup {g:.3f}x over correct" if g else ""))
     for f in s["fell_back"]:
         lines.append(f"fell back: {f['problem']}: {f['reason']}")
     for d in s["degenerate"]:

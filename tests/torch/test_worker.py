@@ -49,7 +49,14 @@ class Gates(unittest.TestCase):
         self.assertGreater(r["accumulation"], 1)  # from the trace: a 32-term dot product per output
 
     def test_wrong_by_a_thousandth_fails(self):
-        self.expect_rejected("gemm_relu_wrong.py", "correctness", "wrong_result", "out of tolerance")
+        r = self.expect_rejected("gemm_relu_wrong.py", "correctness", "wrong_result", "out of tolerance")
+        # ... while KernelBench's allclose(atol=rtol=1e-2) lets it through: both are reported.
+        self.assertTrue(r["kernelbench"]["correct"], r["kernelbench"])
+        self.assertGreater(r["kernelbench"]["mean_us"], 0)
+
+    def test_cheats_get_no_kernelbench_numbers(self):
+        r = run("gemm_relu_fallback.py", baselines=False)
+        self.assertNotIn("kernelbench", r)
 
     def test_fallback_to_pytorch_inside_try_except(self):
         self.expect_rejected("gemm_relu_fallback.py", "correctness", "pytorch_fallback", "addmm")
