@@ -217,11 +217,15 @@ std::optional<ProfileResult> SessionEvaluator::profile(const Task& t, const dsl:
   std::vector<std::string> worker = s_.worker_argv();
   worker.push_back("--once");
   worker.push_back(file);
-  ProcessResult pr = run_process(agents::profile::ncu_command(codegen::kernel_name(p), worker), 600);
+  // The generated kernels carry the program's kernel name, except the gemm family's: its SIMT
+  // kernel is ksol_gemm_simt and its CUTLASS one a cutlass::device_kernel instantiation. Only the
+  // selected kernels are profiled, so every row of the CSV is the candidate's.
+  const std::string regex = p.family == "gemm" ? "ksol_gemm_simt|device_kernel" : codegen::kernel_name(p);
+  ProcessResult pr = run_process(agents::profile::ncu_command(regex, worker), 600);
   std::filesystem::remove(file);
   std::map<std::string, double> metrics;
   try {
-    metrics = agents::profile::parse_ncu_csv(pr.output, codegen::kernel_name(p));
+    metrics = agents::profile::parse_ncu_csv(pr.output);
   } catch (const std::exception& e) {
     if (why) *why = std::string("ncu gave no metrics (") + e.what() + "); exit code " + std::to_string(pr.exit_code);
     return std::nullopt;
