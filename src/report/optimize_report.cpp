@@ -168,16 +168,26 @@ std::string optimize_markdown(const json& doc) {
   o << "# ksol optimize: run " << doc.value("run", 0) << "\n\n";
   o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << gets(doc, "agent") << "\n\n";
-  o << "| task | candidates | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | seconds |\n";
-  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  o << "| task | candidates | screened | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | wall s | worker s | "
+       "candidates per worker-minute |\n";
+  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  double log_base = 0, log_naive = 0;
+  int n_base = 0, n_naive = 0;
   for (auto& r : res) {
     std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
                          : r.contains("best")            ? clabel(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
                                                          : "-";
-    o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << gets(r, "stop_reason") << " | " << cell(result) << " | "
-      << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | " << num(getd(r, "pct_sol_before"), 1)
-      << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " |\n";
+    o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << r.value("screened", 0) << " | " << gets(r, "stop_reason")
+      << " | " << cell(result) << " | " << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | "
+      << num(getd(r, "pct_sol_before"), 1) << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " | "
+      << num(getd(r, "worker_seconds"), 1) << " | " << num(getd(r, "candidates_per_worker_minute"), 2) << " |\n";
+    if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
+    if (getd(r, "speedup_vs_naive") > 0) log_naive += std::log(getd(r, "speedup_vs_naive")), ++n_naive;
   }
+  if (n_base || n_naive)
+    o << "\nGeomean over the tasks: " << (n_base ? num(std::exp(log_base / n_base), 3) : std::string("-")) << "x over the best baseline ("
+      << n_base << " tasks), " << (n_naive ? num(std::exp(log_naive / n_naive), 3) : std::string("-")) << "x over the naive one (" << n_naive
+      << " tasks). A task whose search beat no baseline returns that baseline and counts 1.00x against it.\n";
   for (auto& r : res) {
     o << "\n## " << gets(r, "task") << "\n\n";
     auto f = failures_of(r);

@@ -109,6 +109,8 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
     r.headroom = s.headroom;
     r.bound = s.bound;
     r.message = s.message;
+    if (s.raw.is_object() && s.raw.contains("harness_seconds") && s.raw["harness_seconds"].is_object())
+      o.worker_seconds += s.raw["harness_seconds"].value("total", 0.0);
     if (r.status != "ok") {
       ok = false;
       if (o.error.empty()) o.error = s.size + ": " + s.status + (s.failed_gate.empty() ? "" : " at " + s.failed_gate) + ": " + s.message;
@@ -374,6 +376,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   // Baselines: the reference the search must beat, per size the fastest.
   res.baselines = ev.baselines(t);
+  for (auto& [name, b] : res.baselines) res.worker_seconds += b.worker_seconds;
   double best_base_score = 0;
   res.baseline_best.label = "baseline:best";
   res.baseline_best.status = "failed";
@@ -412,6 +415,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       for (auto& r : res.trajectory[res.best].outcome.sizes)
         if (r.status == "ok" && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
     a.outcome = ev.evaluate(t, p, label, parent_id, method);
+    res.worker_seconds += a.outcome.worker_seconds;
     ev.prune_above_us.clear();
     if (a.outcome.error.find("screened out") != std::string::npos) ++res.screened;
     a.at_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -611,6 +615,8 @@ nlohmann::json OptimizeResult::to_json() const {
                     {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
                     {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
   json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds},
+            {"worker_seconds", worker_seconds},
+            {"candidates_per_worker_minute", worker_seconds > 0 ? 60.0 * static_cast<double>(trajectory.size()) / worker_seconds : 0.0},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},

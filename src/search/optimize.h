@@ -54,6 +54,7 @@ struct Outcome {
   std::vector<SizeResult> sizes;
   int64_t candidate_id = 0;       // the store's id (0 without a store)
   std::string kernel;             // the generated kernel's name
+  double worker_seconds = 0;      // the worker's wall time over its sizes (GPU held), 0 when unknown
   bool ok() const { return status == "ok"; }
   // Weighted geometric means over the sizes (0 when not ok or not known).
   double score_us() const;
@@ -197,6 +198,7 @@ struct OptimizeResult {
   double pct_sol_before = 0, pct_sol_after = 0;
   double seconds = 0;
   int screened = 0;              // children rejected by the timing screen (never verified)
+  double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)
   std::vector<std::string> log;  // every choice (explain) and refusal
   const Attempt* best_attempt() const { return best >= 0 ? &trajectory[best] : nullptr; }
   nlohmann::json to_json() const;

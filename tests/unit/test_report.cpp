@@ -2,6 +2,8 @@
 // self-contained HTML carry every task, the plots, the failures by class, and escape what they show.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "agents/expert.h"
 #include "agents/knowledge.h"
 #include "core/util.h"
@@ -45,6 +47,13 @@ TEST(Report, MarkdownAndHtml) {
   EXPECT_NE(md.find("# ksol optimize: run 7"), std::string::npos);
   EXPECT_NE(md.find("| softmax_f32 <&> |"), std::string::npos) << md;
   EXPECT_NE(md.find("```ksol\nkernel softmax"), std::string::npos) << md;
+  // The summary over tasks: geomeans against the best and the naive baselines.
+  const json& r0 = doc["results"][0];
+  char want[160];
+  std::snprintf(want, sizeof want, "Geomean over the tasks: %.3fx over the best baseline (1 tasks), %.3fx over the naive one (1 tasks)",
+                r0["speedup_vs_best_baseline"].get<double>(), r0["speedup_vs_naive"].get<double>());
+  EXPECT_NE(md.find(want), std::string::npos) << md;
+  EXPECT_NE(md.find("| candidates | screened |"), std::string::npos) << md;
   std::string html = report::optimize_html(doc);
   EXPECT_NE(html.find("softmax_f32 &lt;&amp;&gt;"), std::string::npos);
   EXPECT_EQ(html.find("softmax_f32 <&>"), std::string::npos);  // never raw
