@@ -1,6 +1,7 @@
 // ksol optimize: the search loop (src/search) over each task's seed DSL program (program.ksol).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -53,6 +54,7 @@ struct OptimizeArgs {
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
+  double total_seconds = 0; // --budget-total-seconds: one budget for the run, shared by headroom
 };
 
 namespace {
@@ -148,6 +150,15 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::lock_guard<std::mutex> g(out_mu);
     std::cerr << (several ? "[" + task + "] " : "") << line << "\n";
   };
+  // The run-wide budget: each task, once its seed is timed, reserves a share of what is left by
+  // its headroom (search::headroom_share); what it does not use goes back for the tasks after it.
+  struct Shared {
+    std::mutex mu;
+    double remaining = 0, weight_sum = 0;
+    int left = 0, seen = 0;
+  } pool;
+  pool.remaining = a.total_seconds;
+  pool.left = static_cast<int>(seeds.size());
   std::vector<json> all_items(seeds.size());
   std::vector<search::OptimizeResult> results(seeds.size());
   run_parallel(seeds.size(), sessions.size(), [&](size_t i, size_t w) {
@@ -165,9 +176,29 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     o.prune = a.prune;
     o.profile = !a.no_profile;
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
+    double reserved = 0;
+    bool took = false;
+    if (a.total_seconds > 0)
+      o.seconds_after_seed = [&](double pct) {
+        std::lock_guard<std::mutex> g(pool.mu);
+        took = true;
+        double w = std::clamp(1.0 - pct, 0.05, 1.0);
+        pool.weight_sum += w;
+        ++pool.seen;
+        reserved = search::headroom_share(pool.remaining, w, pool.left, pool.weight_sum / pool.seen);
+        if (a.seconds > 0) reserved = std::min(reserved, a.seconds);
+        pool.remaining -= reserved;
+        --pool.left;
+        return reserved;
+      };
     say(sd.task.name, "optimizing " + sd.task.name + " from " + sd.path + " with the " + a.agent + " agent" +
                           (several ? " on GPU " + std::to_string(gpu_ids[w]) : ""));
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
+    if (a.total_seconds > 0) {
+      std::lock_guard<std::mutex> g(pool.mu);
+      if (!took) --pool.left;  // the seed failed: the task took no share
+      pool.remaining += std::max(0.0, reserved - r.seconds);
+    }
     json j = r.to_json();
     j["seed_program"] = sd.path;
     if (several) j["gpu"] = gpu_ids[w];
@@ -254,7 +285,8 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)");
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
   cmd->add_option("--budget-candidates", a->candidates, "programs to evaluate per task, the seed included")->capture_default_str();
-  cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task (0: none)")->capture_default_str();
+  cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
+  cmd->add_option("--budget-total-seconds", a->total_seconds, "one wall-time budget for the whole run: each task, once its seed is timed, gets a share of what is left in proportion to its SOL headroom, and returns what it does not use");
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();
   cmd->add_option("--plateau", a->plateau, "stop after this many candidates without a new best")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();

@@ -177,6 +177,13 @@ std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
   return out;
 }
 
+double headroom_share(double remaining, double w, int left, double mean_w) {
+  if (remaining <= 0 || left <= 0) return 0;
+  w = std::clamp(w, 0.05, 1.0);
+  mean_w = std::clamp(mean_w, 0.05, 1.0);
+  return remaining * w / (w + (left - 1) * mean_w);
+}
+
 ProfileResult classify_profile(const std::map<std::string, double>& metrics, std::vector<std::map<std::string, double>>& history) {
   ProfileResult r;
   r.metrics = metrics;
@@ -398,6 +405,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   auto sched_of = [](const dsl::Program& p) { return codegen::schedule_text(agents::full_schedule(p)); };
   int evaluated = 0;
+  double budget = o.budget_seconds;  // the run-wide scheduler may set it once the seed is timed
   auto run = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) -> Attempt& {
     Attempt a;
     a.index = static_cast<int>(res.trajectory.size());
@@ -434,6 +442,10 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     s0.accepted = true;
     s0.note = "seed";
     res.pct_sol_before = s0.outcome.pct_sol();
+    if (o.seconds_after_seed) {
+      budget = o.seconds_after_seed(res.pct_sol_before);
+      say("budget: " + fmt(budget, 1) + " s for this task from the run's total (seed at " + fmt(res.pct_sol_before * 100, 1) + "% of SOL)");
+    }
   }
   progress(t.name + ": seed " + (s0.outcome.ok() ? fmt(s0.outcome.score_us()) + " us, " + fmt(s0.outcome.pct_sol() * 100, 1) + "% SOL"
                                                   : "FAILED: " + s0.outcome.error));
@@ -451,7 +463,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
-    if (o.budget_seconds > 0 && secs >= o.budget_seconds) { res.stop_reason = "seconds"; break; }
+    if (budget > 0 && secs >= budget) { res.stop_reason = "seconds"; break; }
     if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }
 
     // The population: elites (fastest verified) and diverse members (most knobs unlike the best).
@@ -584,7 +596,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
              (a.outcome.ok() ? fmt(a.outcome.score_us()) + " us" : "FAILED") + "; best c" + std::to_string(res.best) + " " +
              fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
              fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL" +
-             (o.budget_seconds > 0 ? ", " + fmt(std::max(0.0, o.budget_seconds - secs2), 0) + " s left" : ""));
+             (budget > 0 ? ", " + fmt(std::max(0.0, budget - secs2), 0) + " s left" : ""));
   }
 
   // The answer: the best verified candidate unless a baseline is faster.
@@ -603,6 +615,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     res.pct_sol_after = wgeo(res.baseline_best, &SizeResult::pct_sol);
   }
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  res.budget_seconds = budget;
   return res;
 }
 
@@ -614,7 +627,7 @@ nlohmann::json OptimizeResult::to_json() const {
                     {"status", a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
                     {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
                     {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
-  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds},
+  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds}, {"budget_seconds", budget_seconds},
             {"worker_seconds", worker_seconds},
             {"candidates_per_worker_minute", worker_seconds > 0 ? 60.0 * static_cast<double>(trajectory.size()) / worker_seconds : 0.0},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},

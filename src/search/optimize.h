@@ -168,6 +168,10 @@ struct OptimizeOptions {
   double gamma = 1.03;           // the performance gate
   double prune = 2.0;            // screen out a child slower than prune x the best at any size (0: off)
   bool profile = true;           // profile each parent once (Evaluator::profile) before it proposes
+  // A run-wide budget (ksol optimize --budget-total-seconds): called once the seed is timed, with
+  // its %SOL (0..1), it returns this task's wall-time budget in seconds (replacing
+  // budget_seconds), so that tasks far from SOL get more of what is left.
+  std::function<double(double seed_pct_sol)> seconds_after_seed;
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
   std::function<void(const std::string&)> progress;  // one line per event (optional)
@@ -198,11 +202,17 @@ struct OptimizeResult {
   double pct_sol_before = 0, pct_sol_after = 0;
   double seconds = 0;
   int screened = 0;              // children rejected by the timing screen (never verified)
+  double budget_seconds = 0;     // the wall-time budget this task ran under (0: none)
   double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)
   std::vector<std::string> log;  // every choice (explain) and refusal
   const Attempt* best_attempt() const { return best >= 0 ? &trajectory[best] : nullptr; }
   nlohmann::json to_json() const;
 };
+
+// The scheduler across tasks: of `remaining` seconds, the share of a task whose headroom weight
+// is `w` (1 - its seed's %SOL, at least 0.05), with `left` tasks still to run counting this one,
+// the ones not yet seen assumed at `mean_w`, the mean weight seen so far (this one included).
+double headroom_share(double remaining, double w, int left, double mean_w);
 
 // Runs the loop. `agent` proposes children; `k` is unused by a random agent.
 OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, agents::Agent& agent,

@@ -176,3 +176,26 @@ TEST(Cli, EvalAtAShapeOfTheUsers) {
     EXPECT_NE(bad.output.find(msg), std::string::npos) << shape << ": " << bad.output;
   }
 }
+
+// --budget-total-seconds: each task's share comes from the run's total once its seed is timed.
+TEST(Cli, OptimizeSharesARunWideBudget) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ksol-total-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ::setenv("SCRIPTED_US", "100000", 1);
+  ksol::ProcessResult o = ksol::run_process({ksol_bin(), "--store", (dir / "k.db").string(), "--worker", src("tests/e2e/scripted_worker.py"),
+                                             "optimize", "relu_f32", "copy_f32", "--budget-total-seconds", "100", "--budget-candidates", "2",
+                                             "--no-profile", "--report", (dir / "rep").string()},
+                                            900);
+  ::unsetenv("SCRIPTED_US");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  nlohmann::json rep = nlohmann::json::parse(ksol::read_file((dir / "rep" / "results.json").string()));
+  // The first task (no other seen yet) takes half; the second, last, takes what is left: the
+  // other half plus what the first did not use.
+  const nlohmann::json& r0 = rep["results"][0];
+  const nlohmann::json& r1 = rep["results"][1];
+  EXPECT_NEAR(r0["budget_seconds"].get<double>(), 50.0, 1e-6) << r0.dump();
+  EXPECT_NEAR(r1["budget_seconds"].get<double>(), 100.0 - r0["seconds"].get<double>(), 0.5) << r1.dump();
+  EXPECT_LE(r0["seconds"].get<double>() + r1["seconds"].get<double>(), 100.0);
+  fs::remove_all(dir);
+}

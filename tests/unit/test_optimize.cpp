@@ -362,3 +362,37 @@ TEST(Optimize, ProfileThresholdsComeFromHistoryAfterThirtyKernels) {
   EXPECT_EQ(r.thresholds.rfind("otsu", 0), 0u) << r.thresholds;
   EXPECT_EQ(r.bottleneck, "memory_bandwidth");
 }
+
+// The scheduler across tasks: shares in proportion to headroom, the unseen tasks at the mean.
+TEST(Optimize, HeadroomSharesTheRunsBudget) {
+  // Four tasks, 400 s: the first at 10% of SOL (w 0.9) against an assumed mean of 0.9: a quarter.
+  EXPECT_DOUBLE_EQ(search::headroom_share(400, 0.9, 4, 0.9), 100);
+  // A task far from SOL after one close to it gets more than an even split of what is left.
+  double first = search::headroom_share(400, 0.1, 4, 0.1);             // 100: nothing seen yet but itself
+  double second = search::headroom_share(400 - first, 0.9, 3, 0.5);    // 300 * 0.9 / (0.9 + 2 * 0.5)
+  EXPECT_DOUBLE_EQ(first, 100);
+  EXPECT_NEAR(second, 300 * 0.9 / 1.9, 1e-9);
+  EXPECT_GT(second, (400 - first) / 3);
+  EXPECT_DOUBLE_EQ(search::headroom_share(100, 0.0, 1, 0.5), 100);    // the last task takes what is left
+  EXPECT_DOUBLE_EQ(search::headroom_share(0, 0.9, 2, 0.9), 0);
+  // The loop asks once the seed is timed, and runs under the answer.
+  const Synthetic sy = synthetic()[1];
+  SeedCase s = setup(sy.task);
+  search::ScriptedEvaluator ev;
+  ev.model = sy.model;
+  auto agent = agents::make_agent("expert", knowledge(), 7);
+  search::OptimizeOptions o;
+  o.max_candidates = 5;
+  o.target_sol = 0;
+  double asked = -1;
+  o.seconds_after_seed = [&](double pct) {
+    asked = pct;
+    return 123.0;
+  };
+  search::OptimizeResult r = search::optimize(s.task, s.seed, ev, *agent, o);
+  EXPECT_DOUBLE_EQ(asked, r.pct_sol_before);
+  EXPECT_DOUBLE_EQ(r.budget_seconds, 123.0);
+  bool logged = false;
+  for (auto& l : r.log) logged = logged || l.rfind("budget: 123.0 s for this task", 0) == 0;
+  EXPECT_TRUE(logged);
+}
