@@ -29,7 +29,7 @@ case "$step" in
     timeout ${SUITE_SECONDS:-540} ksol --store "$DB" bench --gpus "$GPUS" --timeout 150 $resume --json-out "$OUT/suite.json" > "$OUT/suite.txt" 2> "$OUT/suite.err"
     echo "rc=$?"; cp -f "$DB" "$OUT/suite.db" 2>/dev/null; grep -v "^\[" "$OUT/suite.err" | tail -20; tail -5 "$OUT/suite.txt" ;;
   refcheck)
-    timeout 540 ksol --store "$OUT/refcheck.db" refcheck > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
+    timeout 540 ksol --store "$OUT/refcheck.db" refcheck --sizes small,odd > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
   optimize)
     timeout 560 ksol --store "$OUT/opt.db" optimize --gpus "$GPUS" --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
       --report "$OUT/report" --json-out "$OUT/optimize.json" 2> "$OUT/optimize.err"; echo "rc=$?"; tail -5 "$OUT/optimize.err" ;;
