@@ -32,7 +32,7 @@ struct OptimizeArgs {
   std::vector<std::string> tasks;
   std::string agent = "expert";
   int candidates = 40;
-  double seconds = 0;
+  double seconds = 60;     // per task: the README's main job over every seed program stays near an hour
   double target_sol = 0.9;
   uint64_t seed = 1;
   int plateau = 12;
@@ -55,6 +55,7 @@ struct OptimizeArgs {
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
   double total_seconds = 0; // --budget-total-seconds: one budget for the run, shared by headroom
+  bool seconds_given = false;  // --budget-seconds on the command line (a cap on the shares then)
 };
 
 namespace {
@@ -186,7 +187,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
         pool.weight_sum += w;
         ++pool.seen;
         reserved = search::headroom_share(pool.remaining, w, pool.left, pool.weight_sum / pool.seen);
-        if (a.seconds > 0) reserved = std::min(reserved, a.seconds);
+        if (a.seconds_given && a.seconds > 0) reserved = std::min(reserved, a.seconds);
         pool.remaining -= reserved;
         --pool.left;
         return reserved;
@@ -285,7 +286,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)");
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
   cmd->add_option("--budget-candidates", a->candidates, "programs to evaluate per task, the seed included")->capture_default_str();
-  cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
+  CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, the seed included, the baselines' evaluations not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
   cmd->add_option("--budget-total-seconds", a->total_seconds, "one wall-time budget for the whole run: each task, once its seed is timed, gets a share of what is left in proportion to its SOL headroom, and returns what it does not use");
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();
   cmd->add_option("--plateau", a->plateau, "stop after this many candidates without a new best")->capture_default_str();
@@ -298,7 +299,8 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+    a->seconds_given = seconds_opt->count() > 0;
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
     finish_command([&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });

@@ -404,6 +404,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     }
 
   auto sched_of = [](const dsl::Program& p) { return codegen::schedule_text(agents::full_schedule(p)); };
+  // The budget counts the search's own evaluations, the seed's included, not the baselines'.
+  const auto t_search = Clock::now();
   int evaluated = 0;
   double budget = o.budget_seconds;  // the run-wide scheduler may set it once the seed is timed
   auto run = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) -> Attempt& {
@@ -460,7 +462,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   while (res.best >= 0) {
     const Attempt& best = res.trajectory[res.best];
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    double secs = std::chrono::duration<double>(Clock::now() - t_search).count();
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
     if (budget > 0 && secs >= budget) { res.stop_reason = "seconds"; break; }
@@ -589,7 +591,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       }
     }
     const Attempt& nb = res.trajectory[res.best];
-    double secs2 = std::chrono::duration<double>(Clock::now() - t0).count();
+    double secs2 = std::chrono::duration<double>(Clock::now() - t_search).count();
     double sp = speedup(res.baseline_best, nb.outcome);
     progress(t.name + ": [" + std::to_string(evaluated) + "/" + std::to_string(o.max_candidates) + "] c" + std::to_string(a.index) +
              " <- c" + std::to_string(parent) + " " + a.method + " {" + a.schedule + "}: " +

@@ -160,7 +160,7 @@ ProfileResult classify_profile(const std::map<std::string, double>& metrics, std
 
 struct OptimizeOptions {
   int max_candidates = 40;       // evaluations of programs, the seed included
-  double budget_seconds = 0;     // 0: no time limit
+  double budget_seconds = 0;     // 0: no time limit; counts the seed and the children, not the baselines
   double target_sol = 0.9;       // stop when the best reaches this %SOL (0..1); 0: never
   int plateau = 12;              // stop after this many evaluations without a new best
   uint64_t seed = 1;
