@@ -74,7 +74,11 @@ if _cuda:
 
 
 def _snapshot():
-    return {(name, k): v for name, ns in _WATCHED.items() for k, v in list(vars(ns).items())}
+    """The functions, classes and descriptors of the watched namespaces. Plain state (flags,
+    counters, caches such as torch.cuda's lazily set ones) changes in normal use and is left out;
+    what the worker calls is not."""
+    return {(name, k): v for name, ns in _WATCHED.items() for k, v in list(vars(ns).items())
+            if callable(v) or isinstance(v, (type, staticmethod, classmethod, property)) or hasattr(v, "__get__")}
 
 
 class GateFailure(Exception):

@@ -136,7 +136,6 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       res = r.body["result"];
     }
     res["candidate"] = c;
-    results.push_back(res);
     std::string status = res.value("status", "failed");
     if (status != "ok") ++failed;
     const json& b = res.contains("baselines") ? res["baselines"] : json::object();
@@ -161,8 +160,8 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       char b2[32];
       std::snprintf(b2, sizeof b2, "%.1f%%", 100.0 * sol_us / res["timing"]["median_us"].get<double>());
       pct = b2;
-      results.back() = res;
     }
+    results.push_back(res);
     rows.push_back({c, status, res.contains("timing") ? us(res["timing"]) : "-", pct, b.contains("eager") ? us(b["eager"]) : "-",
                     b.contains("compile") ? us(b["compile"]) : "-", ratio("eager"), ratio("compile"), worst, detail.substr(0, 160)});
   }

@@ -237,13 +237,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                       b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", f2(r.speedup_vs_naive) + "x",
                       f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%"});
     }
-    std::vector<size_t> w(rows[0].size(), 0);
-    for (auto& r : rows)
-      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-    for (auto& r : rows) {
-      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << std::string(w[i] - r[i].size(), ' ');
-      std::cout << "\n";
-    }
+    print_columns(std::cout, rows);
     for (auto& r : results)
       if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline)
         std::cout << "\n# " << r.task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
