@@ -21,7 +21,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
 step=${1:-}; shift || true
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${GPUS:-0}" -ge 1 ] || GPUS=1
+GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)}; [ "${GPUS:-0}" -ge 1 ] || GPUS=1
 case "$step" in
   suite)
     DB=.carry/suite.db; [ -f "$DB" ] || DB=$OUT/suite.db
