@@ -35,8 +35,8 @@ case "$step" in
       --report "$OUT/report" --json-out "$OUT/optimize.json" 2> "$OUT/optimize.err"; echo "rc=$?"; tail -5 "$OUT/optimize.err" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
-    for agent in expert random; do
-      timeout 270 ksol --store "$OUT/versus.db" optimize ${T//,/ } --gpus "$GPUS" --agent $agent --budget-candidates 16 --budget-seconds 30 \
+    for agent in ${AGENTS:-expert random}; do
+      timeout ${VS_TIMEOUT:-270} ksol --store "$OUT/versus_$agent.db" optimize ${T//,/ } --gpus "$GPUS" --agent $agent --budget-candidates 16 --budget-seconds ${VS_SECONDS:-30} \
         --report "$OUT/versus_$agent" > "$OUT/versus_$agent.txt" 2>&1; echo "$agent rc=$?"; tail -12 "$OUT/versus_$agent.txt"
     done ;;
   exchange)

@@ -45,6 +45,17 @@ TEST(Import, PythonWorkerSpeaksTheWorkerProtocol) {
   r = w.call(req, 300);
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.body["result"]["error_class"], "pytorch_fallback") << r.body.dump();
+  // A candidate that leaves a thread running ends its worker, and the reply says why (not "sticky
+  // CUDA error"); the next call gets a fresh worker. Baselines on: PyTorch's own threads do not count.
+  req["candidate"] = src("tests/torch/candidates/gemm_relu_thread.py");
+  r = w.call(req, 300);
+  EXPECT_EQ(r.failure, "fatal") << r.body.dump();
+  EXPECT_NE(r.message.find("started a thread"), std::string::npos) << r.message;
+  req["candidate"] = src("tests/torch/candidates/gemm_relu_numpy.py");
+  req["baselines"] = true;
+  r = w.call(req, 300);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.body["result"]["status"], "ok") << r.body.dump();
 }
 
 // ksol eval-module: a ModelNew file, an ABI library and CUDA source for one problem, through the
