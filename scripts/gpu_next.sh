@@ -9,7 +9,7 @@
 #   optimize      issue 5: the expert over the 20 tasks with seed programs, 60 s each, resumable
 #   versus        issue 5: expert against random search at equal budget on 8 tasks
 #   exchange      issue 5: an exchange-folder run answered by hand (examples/exchange)
-#   reverify RUN  issue 5: each returned kernel through a fresh ksol eval
+#   reverify [JSON]  issue 5: each returned kernel through a fresh ksol eval (PART=i/n: a share)
 #   issue4 [dense|rows]  issue 4's comparisons (both parts: about 10 minutes; one per call), with
 #                 BEST=<optimize report folder> for its best.ksol per
 #                 task (else the seed programs): GEMM bf16 and fp32 (SIMT) at 4096^3 and 8192^3 vs
@@ -31,8 +31,11 @@ case "$step" in
   refcheck)
     timeout 540 ksol --store "$OUT/refcheck.db" refcheck --sizes small,odd > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
   optimize)
-    timeout 560 ksol --store "$OUT/opt.db" optimize --gpus "$GPUS" --budget-seconds 60 --budget-candidates 40 ${1:+--resume $1} \
-      --report "$OUT/report" --json-out "$OUT/optimize.json" 2> "$OUT/optimize.err"; echo "rc=$?"; tail -5 "$OUT/optimize.err" ;;
+    # OPT_DB: the store (a copy of the suite's store with RUN = its last run reuses the suite's
+    # baseline timings instead of repeating them); OPT_TASKS: the tasks (default all with seeds).
+    timeout ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize $OPT_TASKS --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
+      --budget-candidates 40 ${1:+--resume $1} --report "$OUT/report" --json-out "$OUT/optimize.json" > "$OUT/optimize.txt" 2> "$OUT/optimize.err"
+    echo "rc=$?"; cp -f "${OPT_DB:-$OUT/opt.db}" "$OUT/opt.db" 2>/dev/null; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
     for agent in ${AGENTS:-expert random}; do
@@ -45,11 +48,13 @@ case "$step" in
     timeout 300 ksol --store "$OUT/exchange.db" optimize softmax_f32 --agent exchange:$X --budget-candidates 2 --llm-timeout 120 \
       --report "$OUT/exchange" 2>&1 | tail -25; wait ;;
   reverify)
-    python3 - "$OUT/optimize.json" <<'PY' | while read -r task file; do timeout 120 ksol --store "$OUT/reverify.db" eval --task "$task" --candidate "$file" --compare all | tail -12; done
+    # PART=i/n: the i-th of n shares of the tasks (one per GPU, with CUDA_VISIBLE_DEVICES).
+    python3 - "${1:-$OUT/optimize.json}" "${PART:-0/1}" <<'PY' | while read -r task file; do timeout 120 ksol --store "$OUT/reverify.db" eval --task "$task" --candidate "$file" --compare none | tail -9; done
 import json, sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    if "best" in r and not r.get("use_baseline"):
-        p = f"/tmp/reverify_{r['task']}.ksol"; open(p, "w").write(r["best"]["program"]); print(r["task"], p)
+i, n = map(int, sys.argv[2].split("/"))
+todo = [r for r in json.load(open(sys.argv[1]))["results"] if "best" in r and not r.get("use_baseline")]
+for r in todo[i::n]:
+    p = f"/tmp/reverify_{r['task']}.ksol"; open(p, "w").write(r["best"]["program"]); print(r["task"], p)
 PY
     ;;
   issue4)

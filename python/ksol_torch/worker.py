@@ -53,7 +53,35 @@ ALLOWED_ATEN = {
 
 # --- what the worker keeps for itself before any candidate code runs -------------------------
 _perf_ns = time.perf_counter_ns
-_threads = threading.active_count
+_enumerate_threads = threading.enumerate
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+def _thread_origin(t):
+    """The file that holds a thread's code (its target, else its class's run), or '?'."""
+    fn = getattr(t, "_target", None) or type(t).run
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else "?"
+
+
+def _threads():
+    """The live Python threads, to tell later which ones a candidate started."""
+    return frozenset(_enumerate_threads())
+
+
+def _new_threads(before):
+    """Threads alive now that were not in `before`, less PyTorch's own (torch.compile's compile
+    workers start lazily, after the baselines ran): (name, origin) pairs."""
+    out = []
+    for t in _enumerate_threads():
+        if t in before or not t.is_alive():
+            continue
+        origin = _thread_origin(t)
+        if os.path.abspath(origin).startswith(_TORCH_DIR):
+            continue
+        out.append((t.name, origin))
+    return out
 _to = torch.Tensor.to
 _cuda = torch.cuda.is_available()
 if _cuda:
@@ -94,8 +122,10 @@ def _check_integrity(snap, threads, when):
             raise GateFailure("integrity", "patched_function",
                               f"{key[0]}.{key[1]} was replaced or removed {when}: the worker's timer, comparisons and "
                               "PyTorch must stay as they were")
-    if _threads() > threads:
-        raise GateFailure("integrity", "thread_started", f"the candidate started a thread {when}")
+    new = _new_threads(threads)
+    if new:
+        raise GateFailure("integrity", "thread_started", f"the candidate started a thread {when}: " +
+                          ", ".join(f"{n} ({o})" for n, o in new[:4]))
 
 
 class _InMode:
