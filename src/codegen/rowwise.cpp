@@ -825,8 +825,7 @@ class Generator {
       const std::string cache = names_.derived(u.param->name, "cache");
       std::string source;
       if (s_.cache == "registers" && cached) {
-        if (first) w.line(cache + "[t][item] = " + global + ";");
-        source = cache + "[t][item]";
+        source = cache + "[t][item]";  // filled before the first pass (prefetch_registers)
       } else if (s_.cache == "shared" && cached) {
         source = first ? global : "load_pack<kVec>(" + cache + " + c0)";
       } else {
@@ -1067,6 +1066,7 @@ class Generator {
     walk.end = col_dim_;
     walk.registers = s_.cache == "registers";
     const std::string first_lane = "active && lane == 0";
+    if (walk.registers) prefetch_registers(body);
     row_definitions(body, 0, first_lane);
     for (int pass = 1; pass <= a_.passes; ++pass) {
       body.line();
@@ -1093,6 +1093,24 @@ class Generator {
     row_declarations(w);
     w.raw(body.text());
     if (!warp()) w.line("__syncthreads();  // the shared partials are rewritten for the next rows");
+    w.close();
+    w.close();
+  }
+
+  // The register cache filled in one unrolled loop of loads before any pass reads it, so that all
+  // of a thread's loads are in flight at once (one round trip to memory per row, not one per step).
+  void prefetch_registers(Writer& w) {
+    w.comment("The cached rows, loaded before the first pass: every load in flight at once.");
+    w.line("#pragma unroll");
+    w.open("for (int t = 0; t < kCacheTiles; ++t)");
+    w.line("#pragma unroll");
+    w.open("for (int item = 0; item < kItems; ++item)");
+    w.line("const int64_t c0 = (int64_t)t * kTile + (int64_t)(item * kThreadsPerRow + lane) * kVec;");
+    for (const ParamUse& u : a_.params) {
+      if (!u.element || !u.cached) continue;
+      const std::string cache = names_.derived(u.param->name, "cache");
+      w.line("if (c0 < " + col_dim_ + ") " + cache + "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
+    }
     w.close();
     w.close();
   }

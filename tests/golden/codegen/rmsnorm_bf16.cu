@@ -77,6 +77,15 @@ __global__ void __launch_bounds__(kThreads) rowwise_rmsnorm_bf16_t256_v8_r1_bloc
     Pack<__nv_bfloat16, kVec> X_cache[kCacheTiles][kItems];  // the row, as this thread reads it
     const __nv_bfloat16* X_row = X + row * C;
     __nv_bfloat16* Y_row = Y + row * C;
+    // The cached rows, loaded before the first pass: every load in flight at once.
+    #pragma unroll
+    for (int t = 0; t < kCacheTiles; ++t) {
+      #pragma unroll
+      for (int item = 0; item < kItems; ++item) {
+        const int64_t c0 = (int64_t)t * kTile + (int64_t)(item * kThreadsPerRow + lane) * kVec;
+        if (c0 < C) X_cache[t][item] = load_pack<kVec>(X_row + c0);
+      }
+    }
 
     // Pass 1:
     //   ss[r] = sum(f32(X[r, c]) * f32(X[r, c])) over c
@@ -89,7 +98,6 @@ __global__ void __launch_bounds__(kThreads) rowwise_rmsnorm_bf16_t256_v8_r1_bloc
       for (int item = 0; item < kItems; ++item) {
         const int64_t c0 = tile + (int64_t)(item * kThreadsPerRow + lane) * kVec;
         if (c0 < C) {
-          X_cache[t][item] = load_pack<kVec>(X_row + c0);
           const Pack<__nv_bfloat16, kVec> X_pack = X_cache[t][item];
           #pragma unroll
           for (int j = 0; j < kVec; ++j) {
