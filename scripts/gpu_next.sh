@@ -68,7 +68,7 @@ PY
       E spmv_csr_f32 --sizes large_powerlaw,large_banded
       E stencil2d_f32 --sizes large
     fi
-    [ "${1:-rows}" = rows ] && for m in softmax_f32 softmax_bf16 rmsnorm_f32 rmsnorm_bf16 layernorm_f32 layernorm_bf16; do
+    [ "${1:-rows}" = rows ] && for m in ${ROWS:-softmax_f32 softmax_bf16 rmsnorm_f32 rmsnorm_bf16 layernorm_f32 layernorm_bf16}; do
       timeout 300 ksol eval-module "examples/modules/$m.py" --candidate "$(P $m)" --task $m --dims 8192,8192 \
         --json-out "$OUT/module_$m.json" 2>&1 | tail -4
     done ;;
