@@ -38,8 +38,11 @@ case "$step" in
     echo "rc=$?"; cp -f "${OPT_DB:-$OUT/opt.db}" "$OUT/opt.db" 2>/dev/null; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
+    # VS_DB: a store to copy per agent (the suite's, with VS_RESUME = its last run, reuses the
+    # baselines' timings, so the budget goes to the search).
     for agent in ${AGENTS:-expert random}; do
-      timeout ${VS_TIMEOUT:-270} ksol --store "$OUT/versus_$agent.db" optimize ${T//,/ } --gpus "$GPUS" --agent $agent --budget-candidates 16 --budget-seconds ${VS_SECONDS:-30} \
+      [ -n "${VS_DB:-}" ] && cp -f "$VS_DB" "$OUT/versus_$agent.db"
+      timeout ${VS_TIMEOUT:-270} ksol --store "$OUT/versus_$agent.db" optimize ${T//,/ } --gpus "$GPUS" --agent $agent --budget-candidates 16 --budget-seconds ${VS_SECONDS:-30} ${VS_RESUME:+--resume $VS_RESUME} \
         --report "$OUT/versus_$agent" > "$OUT/versus_$agent.txt" 2>&1; echo "$agent rc=$?"; tail -12 "$OUT/versus_$agent.txt"
     done ;;
   exchange)
