@@ -140,7 +140,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                                                    a.no_llm_cache ? "" : cache_dir() + "/llm",
                                                    [](const std::string& l) { std::cerr << l << "\n"; });
   }
-  s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}},
+  s.begin_run(cmdline, {{"resume_of", a.resume}, {"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}},
                         {"gpus", sessions.size()}});
   for (auto& other : sessions) other->join_run(s.run_id());
   // Tasks are spread over the GPUs, one search per GPU at a time; with several, each progress

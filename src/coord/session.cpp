@@ -25,6 +25,16 @@ bool CandidateOutcome::all_ok() const {
   return true;
 }
 
+// The run a run resumed: "resume_of" at the top of its meta (bench), or in its command's object
+// (optimize's runs before it also wrote it at the top).
+int64_t resumed_from(const nlohmann::json& meta) {
+  if (meta.contains("resume_of") && meta["resume_of"].is_number_integer()) return meta["resume_of"].get<int64_t>();
+  if (meta.contains("optimize") && meta["optimize"].is_object() && meta["optimize"].contains("resume_of") &&
+      meta["optimize"]["resume_of"].is_number_integer())
+    return meta["optimize"]["resume_of"].get<int64_t>();
+  return 0;
+}
+
 std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n) {
   std::vector<uint64_t> seeds;
   if (o.defences_off.count("fresh-seeds")) {
@@ -234,7 +244,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
         prev = store_->find_evaluation(r, cand_id, s->name);
         from = r;
         auto run = store_->find_run(r);
-        r = run && run->meta.contains("resume_of") && run->meta["resume_of"].is_number_integer() ? run->meta["resume_of"].get<int64_t>() : 0;
+        r = run ? resumed_from(run->meta) : 0;
       }
       if (prev) {
         so.status = "skipped";
@@ -245,6 +255,9 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
         so.evaluation_id = prev->id;
         fill_sol(t, *s, &so);
         so.raw = {{"resumed", true}, {"status", prev->status}};
+        // The worker time it cost when it ran, so that a resumed search spends its budget as the
+        // interrupted one did (optimize counts it against the task's seconds).
+        if (prev->rerun.is_object() && prev->rerun.contains("harness_seconds")) so.raw["resumed_harness_seconds"] = prev->rerun["harness_seconds"];
         if (prev->status != "ok") so.status = prev->status, so.message = prev->message.value_or("");
         out.sizes.push_back(so);
         continue;

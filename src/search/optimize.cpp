@@ -111,6 +111,8 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
     r.message = s.message;
     if (s.raw.is_object() && s.raw.contains("harness_seconds") && s.raw["harness_seconds"].is_object())
       o.worker_seconds += s.raw["harness_seconds"].value("total", 0.0);
+    if (s.raw.is_object() && s.raw.contains("resumed_harness_seconds") && s.raw["resumed_harness_seconds"].is_object())
+      o.resumed_seconds += s.raw["resumed_harness_seconds"].value("total", 0.0);
     if (r.status != "ok") {
       ok = false;
       if (o.error.empty()) o.error = s.size + ": " + s.status + (s.failed_gate.empty() ? "" : " at " + s.failed_gate) + ": " + s.message;
@@ -408,6 +410,9 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   const auto t_search = Clock::now();
   int evaluated = 0;
   double budget = o.budget_seconds;  // the run-wide scheduler may set it once the seed is timed
+  // Evaluations reused from an interrupted run count the worker time they cost then, so that a
+  // resumed search stops where the interrupted one would have, not later.
+  double resumed_seconds = 0;
   auto run = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) -> Attempt& {
     Attempt a;
     a.index = static_cast<int>(res.trajectory.size());
@@ -426,6 +431,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         if (r.status == "ok" && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
     a.outcome = ev.evaluate(t, p, label, parent_id, method);
     res.worker_seconds += a.outcome.worker_seconds;
+    resumed_seconds += a.outcome.resumed_seconds;
     ev.prune_above_us.clear();
     if (a.outcome.error.find("screened out") != std::string::npos) ++res.screened;
     a.at_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -462,7 +468,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   while (res.best >= 0) {
     const Attempt& best = res.trajectory[res.best];
-    double secs = std::chrono::duration<double>(Clock::now() - t_search).count();
+    double secs = std::chrono::duration<double>(Clock::now() - t_search).count() + resumed_seconds;
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
     if (budget > 0 && secs >= budget) { res.stop_reason = "seconds"; break; }

@@ -55,6 +55,7 @@ struct Outcome {
   int64_t candidate_id = 0;       // the store's id (0 without a store)
   std::string kernel;             // the generated kernel's name
   double worker_seconds = 0;      // the worker's wall time over its sizes (GPU held), 0 when unknown
+  double resumed_seconds = 0;     // of those sizes reused from an earlier run: the worker time they cost then
   bool ok() const { return status == "ok"; }
   // Weighted geometric means over the sizes (0 when not ok or not known).
   double score_us() const;
