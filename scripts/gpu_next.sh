@@ -26,16 +26,17 @@ case "$step" in
   suite)
     DB=.carry/suite.db; [ -f "$DB" ] || DB=$OUT/suite.db
     resume=${1:+--resume $1}
-    timeout ${SUITE_SECONDS:-540} ksol --store "$DB" bench --gpus "$GPUS" --timeout 150 $resume --json-out "$OUT/suite.json" > "$OUT/suite.txt" 2> "$OUT/suite.err"
-    echo "rc=$?"; cp -f "$DB" "$OUT/suite.db" 2>/dev/null; grep -v "^\[" "$OUT/suite.err" | tail -20; tail -5 "$OUT/suite.txt" ;;
+    timeout -k 90 ${SUITE_SECONDS:-540} ksol --store "$DB" bench --gpus "$GPUS" --timeout 150 $resume --json-out "$OUT/suite.json" > "$OUT/suite.txt" 2> "$OUT/suite.err"
+    echo "rc=$?"; for f in "$DB" "$DB-wal" "$DB-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/suite.db${f#$DB}"; done; grep -v "^\[" "$OUT/suite.err" | tail -20; tail -5 "$OUT/suite.txt" ;;
   refcheck)
     timeout 540 ksol --store "$OUT/refcheck.db" refcheck --sizes small,odd > "$OUT/refcheck.txt" 2>&1; echo "rc=$?"; tail -60 "$OUT/refcheck.txt" ;;
   optimize)
     # OPT_DB: the store (a copy of the suite's store with RUN = its last run reuses the suite's
     # baseline timings instead of repeating them); OPT_TASKS: the tasks (default all with seeds).
-    timeout ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize $OPT_TASKS --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
+    # SIGTERM at the cap: ksol finishes the evaluation in flight and writes its report (killed 90 s later).
+    timeout -k 90 ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize $OPT_TASKS --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
       --budget-candidates 40 ${1:+--resume $1} --report "$OUT/report" --json-out "$OUT/optimize.json" > "$OUT/optimize.txt" 2> "$OUT/optimize.err"
-    echo "rc=$?"; cp -f "${OPT_DB:-$OUT/opt.db}" "$OUT/opt.db" 2>/dev/null; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
+    echo "rc=$?"; D="${OPT_DB:-$OUT/opt.db}"; [ "$D" = "$OUT/opt.db" ] || for f in "$D" "$D-wal" "$D-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/opt.db${f#$D}"; done; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
   versus)
     T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
     # VS_DB: a store to copy per agent (the suite's, with VS_RESUME = its last run, reuses the

@@ -221,7 +221,7 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   for (auto& cand : cands) {
     CompileJob job = fs::path(cand).extension() == ".ksol" ? dsl_job(t, cand) : candidate_job(t, cand);
     if (!function.empty()) {
-      BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function};
+      BaselineSpec b{fs::path(cand).filename().string(), fs::absolute(cand).string(), "user", {}, function, {}};
       for (auto& bl : t.baselines) b.libs.insert(b.libs.end(), bl.libs.begin(), bl.libs.end());
       job = baseline_job(t, b);
       job.trusted = false;  // a candidate, even when it is the user's own function

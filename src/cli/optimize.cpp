@@ -17,6 +17,7 @@
 #include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/session.h"
+#include "core/stop.h"
 #include "core/util.h"
 #include "dsl/ir.h"
 #include "report/optimize_report.h"
@@ -162,8 +163,12 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   pool.left = static_cast<int>(seeds.size());
   std::vector<json> all_items(seeds.size());
   std::vector<search::OptimizeResult> results(seeds.size());
+  install_stop_handlers();
+  std::vector<char> started(seeds.size(), 0);
   run_parallel(seeds.size(), sessions.size(), [&](size_t i, size_t w) {
     const Seed& sd = seeds[i];
+    if (stop_requested()) return;  // interrupted: the tasks not begun are left to --resume
+    started[i] = 1;
     std::unique_ptr<agents::Agent> agent = client ? std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens)
                                                   : agents::make_agent(a.agent, k, a.seed);
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
@@ -207,9 +212,14 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     results[i] = std::move(r);
   });
   json all = json::array();
-  for (auto& j : all_items) all.push_back(std::move(j));
-  s.finish_run("finished");
+  std::vector<std::string> not_started;
+  for (size_t i = 0; i < all_items.size(); ++i)
+    if (started[i]) all.push_back(std::move(all_items[i]));
+    else not_started.push_back(seeds[i].task.name);
+  const bool interrupted = stop_requested();
+  s.finish_run(interrupted ? "interrupted" : "finished");
   json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
+  if (interrupted) doc["interrupted"] = {{"signal", stop_signal()}, {"not_started", not_started}};
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
   // The report: Markdown, a self-contained HTML page, the JSON, and each task's best kernel as
   // DSL and as the CUDA generated from it.
@@ -219,7 +229,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
   write_file_atomic(dir + "/report.html", report::optimize_html(doc));
   for (size_t i = 0; i < results.size(); ++i)
-    if (const search::Attempt* b = results[i].best_attempt(); b && !results[i].use_baseline) {
+    if (const search::Attempt* b = results[i].best_attempt(); started[i] && b && !results[i].use_baseline) {
       fs::create_directories(dir + "/" + results[i].task);
       write_file_atomic(dir + "/" + results[i].task + "/best.ksol", dsl::print_source(b->program));
       write_file_atomic(dir + "/" + results[i].task + "/best.cu", codegen::compile_job(seeds[i].task, b->program, "best").source_text);
@@ -229,19 +239,30 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::cout << doc.dump(2) << "\n";
   } else {
     std::vector<std::vector<std::string>> rows = {
-        {"task", "tried", "stop", "result", "kernel", "vs best baseline", "vs naive", "%SOL before", "%SOL after"}};
-    for (auto& r : results) {
+        {"task", "tried", "stop", "result", "kernel", "vs best baseline", "vs naive", "%SOL before", "%SOL after", "hidden sizes"}};
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!started[i]) continue;
+      const search::OptimizeResult& r = results[i];
       const search::Attempt* b = r.best_attempt();
+      std::string hidden = r.hidden_speedup > 0 ? f2(r.hidden_speedup) + "x vs best baseline"
+                           : !r.hidden.sizes.empty() && !r.hidden.ok() ? "FAILED: baseline returned"
+                                                                        : "-";
       rows.push_back({r.task, std::to_string(r.trajectory.size()), r.stop_reason,
                       r.use_baseline ? "baseline:" + r.best_baseline : "c" + std::to_string(r.best),
                       b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", f2(r.speedup_vs_naive) + "x",
-                      f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%"});
+                      f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%", hidden});
     }
     print_columns(std::cout, rows);
-    for (auto& r : results)
-      if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline)
-        std::cout << "\n# " << r.task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
+    for (size_t i = 0; i < results.size(); ++i)
+      if (const search::Attempt* b = results[i].best_attempt(); started[i] && b && !results[i].use_baseline)
+        std::cout << "\n# " << results[i].task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
     std::cout << "run " << s.run_id() << "; JSON with --json" << (a.json_out.empty() ? "" : ", written to " + a.json_out) << "\n";
+  }
+  if (interrupted) {
+    std::cerr << "ksol optimize: interrupted (signal " << stop_signal() << "): the evaluations in flight finished, "
+              << not_started.size() << " task(s) not started" << (not_started.empty() ? "" : " (" + join(not_started, ", ") + ")")
+              << "; resume with --resume " << s.run_id() << "\n";
+    return 128 + (stop_signal() > 0 ? stop_signal() : 2);
   }
   return 0;
 }

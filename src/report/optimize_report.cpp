@@ -162,15 +162,24 @@ std::string failure_class(const json& a) {
   return e.substr(0, std::min<size_t>(cut, 60));
 }
 
+// The grade on the hidden sizes, in a few words: the speedup there, a failure, or why none.
+static std::string hidden_cell(const json& r) {
+  if (!r.contains("hidden") || !r["hidden"].is_object()) return "-";
+  const json& h = r["hidden"];
+  if (gets(h, "status") == "ok" && getd(h, "speedup_vs_best_baseline") > 0) return num(getd(h, "speedup_vs_best_baseline")) + "x vs best baseline";
+  if (gets(h, "status") == "failed") return "failed: baseline returned";
+  return gets(h, "note").empty() ? "-" : gets(h, "note");
+}
+
 std::string optimize_markdown(const json& doc) {
   std::ostringstream o;
   const json& res = doc.value("results", json::array());
   o << "# ksol optimize: run " << doc.value("run", 0) << "\n\n";
   o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << gets(doc, "agent") << "\n\n";
-  o << "| task | candidates | screened | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | wall s | worker s | "
-       "candidates per worker-minute |\n";
-  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  o << "| task | candidates | screened | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | hidden sizes | wall s | "
+       "worker s | candidates per worker-minute |\n";
+  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   double log_base = 0, log_naive = 0;
   int n_base = 0, n_naive = 0;
   for (auto& r : res) {
@@ -179,10 +188,20 @@ std::string optimize_markdown(const json& doc) {
                                                          : "-";
     o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << r.value("screened", 0) << " | " << gets(r, "stop_reason")
       << " | " << cell(result) << " | " << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | "
-      << num(getd(r, "pct_sol_before"), 1) << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " | "
-      << num(getd(r, "worker_seconds"), 1) << " | " << num(getd(r, "candidates_per_worker_minute"), 2) << " |\n";
+      << num(getd(r, "pct_sol_before"), 1) << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << cell(hidden_cell(r)) << " | "
+      << num(getd(r, "seconds"), 1) << " | " << num(getd(r, "worker_seconds"), 1) << " | " << num(getd(r, "candidates_per_worker_minute"), 2)
+      << " |\n";
     if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
     if (getd(r, "speedup_vs_naive") > 0) log_naive += std::log(getd(r, "speedup_vs_naive")), ++n_naive;
+  }
+  if (doc.contains("interrupted") && doc["interrupted"].is_object()) {
+    o << "\nInterrupted (signal " << doc["interrupted"].value("signal", 0) << "): the evaluations in flight finished";
+    const json& ns = doc["interrupted"].value("not_started", json::array());
+    if (!ns.empty()) {
+      o << "; not started:";
+      for (auto& n : ns) o << " " << n.get<std::string>();
+    }
+    o << ". `ksol optimize --resume " << doc.value("run", 0) << "` goes on from here.\n";
   }
   if (n_base || n_naive)
     o << "\nGeomean over the tasks: " << (n_base ? num(std::exp(log_base / n_base), 3) : std::string("-")) << "x over the best baseline ("
@@ -219,13 +238,14 @@ std::string optimize_html(const json& doc) {
     << html_escape(gets(doc, "agent")) << "</p>\n";
   o << svg_sol(res) << "\n";
   o << "<table><tr><th>task</th><th>candidates</th><th>stop</th><th>vs best baseline</th><th>vs naive</th><th>%SOL before</th>"
-       "<th>%SOL after</th><th>failed, by class</th></tr>\n";
+       "<th>%SOL after</th><th>hidden sizes</th><th>failed, by class</th></tr>\n";
   for (auto& r : res) {
     std::string f;
     for (auto& [k, n] : failures_of(r)) f += html_escape(k) + " " + std::to_string(n) + "; ";
     o << "<tr><td>" << html_escape(gets(r, "task")) << "</td><td>" << r.value("candidates", 0) << "</td><td>" << html_escape(gets(r, "stop_reason"))
       << "</td><td>" << num(getd(r, "speedup_vs_best_baseline")) << "x</td><td>" << num(getd(r, "speedup_vs_naive")) << "x</td><td>"
-      << num(getd(r, "pct_sol_before"), 1) << "%</td><td>" << num(getd(r, "pct_sol_after"), 1) << "%</td><td class=\"fail\">" << f << "</td></tr>\n";
+      << num(getd(r, "pct_sol_before"), 1) << "%</td><td>" << num(getd(r, "pct_sol_after"), 1) << "%</td><td>" << html_escape(hidden_cell(r))
+      << "</td><td class=\"fail\">" << f << "</td></tr>\n";
   }
   o << "</table>\n";
   for (auto& r : res) {

@@ -17,6 +17,7 @@
 #include "compile/compiler.h"
 #include "coord/session.h"
 #include "core/hash.h"
+#include "core/stop.h"
 #include "core/util.h"
 
 namespace ksol::search {
@@ -78,6 +79,13 @@ std::vector<const SizeSet*> visible_sizes(const Task& t) {
   std::vector<const SizeSet*> v;
   for (auto& s : t.sizes)
     if (!s.hidden) v.push_back(&s);
+  return v;
+}
+
+std::vector<const SizeSet*> hidden_sizes(const Task& t) {
+  std::vector<const SizeSet*> v;
+  for (auto& s : t.sizes)
+    if (s.hidden) v.push_back(&s);
   return v;
 }
 
@@ -167,6 +175,35 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
   r.candidate_id = o.candidate_id;
   r.kernel = o.kernel;
   return r;
+}
+
+Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
+  Outcome o;
+  o.label = label;
+  EvalOptions eo;
+  for (auto* s : hidden_sizes(t)) eo.sizes.push_back(s->name);
+  if (eo.sizes.empty()) {
+    o.error = "the task has no hidden sizes";
+    return o;
+  }
+  eo.resume_run = resume_;
+  eo.timeout_s = timeout_s_;
+  // The same source as in the search, so the same candidate row: its hidden sizes join it.
+  CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
+  Outcome r = convert(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
+  r.kernel = codegen::kernel_name(p);
+  return r;
+}
+
+std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t) {
+  std::map<std::string, Outcome> out;
+  EvalOptions eo;
+  for (auto* s : hidden_sizes(t)) eo.sizes.push_back(s->name);
+  if (eo.sizes.empty()) return out;
+  eo.resume_run = resume_;
+  eo.timeout_s = timeout_s_;
+  for (auto& b : t.baselines) out[b.name] = convert(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
+  return out;
 }
 
 std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
@@ -298,6 +335,27 @@ Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const 
                                     const std::string& method) {
   ++evaluations;
   calls.push_back({parent, method});
+  return run_on(t, p, label, visible_sizes(t), false);
+}
+
+Outcome ScriptedEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
+  std::vector<const SizeSet*> sizes = hidden_sizes(t);
+  if (sizes.empty()) {
+    Outcome o;
+    o.label = label;
+    o.error = "the task has no hidden sizes";
+    return o;
+  }
+  return run_on(t, p, label, sizes, true);
+}
+
+std::map<std::string, Outcome> ScriptedEvaluator::baselines_hidden(const Task& t) {
+  std::vector<const SizeSet*> sizes = hidden_sizes(t);
+  return sizes.empty() ? std::map<std::string, Outcome>{} : baselines_on(sizes);
+}
+
+Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const std::string& label,
+                                  const std::vector<const SizeSet*>& sizes, bool hidden) {
   Outcome o;
   o.label = label;
   o.candidate_id = evaluations;
@@ -309,9 +367,9 @@ Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const 
   }
   o.kernel = codegen::kernel_name(p);
   codegen::Schedule s = agents::full_schedule(p);
-  bool failed = fail && fail(s);
+  bool failed = (fail && fail(s)) || (hidden && fail_hidden && fail_hidden(s));
   double tm = time_of(s);
-  for (auto* sz : visible_sizes(t)) {
+  for (auto* sz : sizes) {
     SizeResult r;
     r.size = sz->name;
     r.weight = sz->weight;
@@ -342,13 +400,15 @@ Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const 
   return o;
 }
 
-std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) {
+std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) { return baselines_on(visible_sizes(t)); }
+
+std::map<std::string, Outcome> ScriptedEvaluator::baselines_on(const std::vector<const SizeSet*>& sizes) {
   std::map<std::string, Outcome> out;
   for (auto& [name, us] : baseline_us) {
     Outcome o;
     o.label = "baseline:" + name;
     o.status = "ok";
-    for (auto* sz : visible_sizes(t)) {
+    for (auto* sz : sizes) {
       SizeResult r;
       r.size = sz->name;
       r.weight = sz->weight;
@@ -369,6 +429,25 @@ std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) {
 
 // --- the loop --------------------------------------------------------------------------------
 
+namespace {
+// Per size, the fastest baseline that passed there; ok when every size has one.
+Outcome fastest_per_size(const std::map<std::string, Outcome>& baselines, const std::vector<const SizeSet*>& sizes) {
+  Outcome best;
+  best.label = "baseline:best";
+  best.status = "failed";
+  for (auto* sz : sizes) {
+    const SizeResult* fastest = nullptr;
+    for (auto& [name, bo] : baselines)
+      for (auto& s : bo.sizes)
+        if (s.size == sz->name && s.status == "ok" && s.median_us > 0 && (!fastest || s.median_us < fastest->median_us))
+          fastest = &s;
+    if (fastest) best.sizes.push_back(*fastest);
+  }
+  if (!best.sizes.empty() && best.sizes.size() == sizes.size()) best.status = "ok";
+  return best;
+}
+}  // namespace
+
 OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, agents::Agent& agent,
                         const OptimizeOptions& o) {
   OptimizeResult res;
@@ -387,18 +466,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   res.baselines = ev.baselines(t);
   for (auto& [name, b] : res.baselines) res.worker_seconds += b.worker_seconds;
   double best_base_score = 0;
-  res.baseline_best.label = "baseline:best";
-  res.baseline_best.status = "failed";
-  for (auto* sz : visible_sizes(t)) {
-    const SizeResult* fastest = nullptr;
-    for (auto& [name, bo] : res.baselines)
-      for (auto& s : bo.sizes)
-        if (s.size == sz->name && s.status == "ok" && s.median_us > 0 && (!fastest || s.median_us < fastest->median_us))
-          fastest = &s;
-    if (fastest) res.baseline_best.sizes.push_back(*fastest);
-  }
-  if (!res.baseline_best.sizes.empty() && res.baseline_best.sizes.size() == visible_sizes(t).size())
-    res.baseline_best.status = "ok";
+  res.baseline_best = fastest_per_size(res.baselines, visible_sizes(t));
   for (auto& [name, bo] : res.baselines)
     if (bo.ok() && (best_base_score == 0 || bo.score_us() < best_base_score)) {
       best_base_score = bo.score_us();
@@ -468,6 +536,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   while (res.best >= 0) {
     const Attempt& best = res.trajectory[res.best];
+    if (stop_requested()) { res.stop_reason = "interrupted"; break; }
     double secs = std::chrono::duration<double>(Clock::now() - t_search).count() + resumed_seconds;
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
@@ -614,6 +683,36 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   } else if (res.best < 0) {
     res.use_baseline = true;
   }
+  // The grade on the hidden sizes, which the search never saw. A returned kernel that fails
+  // there is not returned: the result is the baseline (never less correct than it). Its speed
+  // there is reported, not used to choose (that would tune to the hidden sizes).
+  if (!res.use_baseline && res.best >= 0) {
+    if (stop_requested()) {
+      res.hidden_note = "not graded: the run was interrupted";
+    } else if (hidden_sizes(t).empty()) {
+      res.hidden_note = "the task has no hidden sizes";
+    } else {
+      const Attempt& ba = res.trajectory[res.best];
+      res.hidden = ev.grade_hidden(t, ba.program, "c" + std::to_string(ba.index));
+      res.worker_seconds += res.hidden.worker_seconds;
+      std::map<std::string, Outcome> hb = ev.baselines_hidden(t);
+      for (auto& [name, bo] : hb) res.worker_seconds += bo.worker_seconds;
+      res.hidden_baseline_best = fastest_per_size(hb, hidden_sizes(t));
+      if (res.hidden.sizes.empty()) {
+        res.hidden_note = "not graded: " + res.hidden.error;
+      } else if (!res.hidden.ok()) {
+        res.hidden_note = "c" + std::to_string(ba.index) + " failed on a hidden size (" + res.hidden.error +
+                          "): the result is the baseline";
+        say(res.hidden_note);
+        res.use_baseline = true;
+      } else {
+        res.hidden_speedup = res.hidden_baseline_best.ok() ? speedup(res.hidden_baseline_best, res.hidden) : 0;
+        res.hidden_note = "graded on " + std::to_string(res.hidden.sizes.size()) + " hidden size(s)";
+      }
+      progress(t.name + ": hidden sizes: " + res.hidden_note +
+               (res.hidden_speedup > 0 ? ", " + fmt(res.hidden_speedup, 2) + "x vs best baseline" : ""));
+    }
+  }
   const Outcome& final_out = res.use_baseline ? res.baseline_best : res.trajectory[res.best].outcome;
   res.speedup_vs_baseline = res.use_baseline ? (res.baseline_best.ok() ? 1.0 : 0.0) : speedup(res.baseline_best, final_out);
   if (res.baselines.count("naive")) res.speedup_vs_naive = speedup(res.baselines["naive"], final_out);
@@ -642,6 +741,15 @@ nlohmann::json OptimizeResult::to_json() const {
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},
             {"log", log}};
+  json hs = json::array();
+  for (auto& r : hidden.sizes) {
+    json h = {{"size", r.size}, {"status", r.status}, {"median_us", r.median_us}, {"pct_sol", r.pct_sol * 100}, {"message", r.message}};
+    for (auto& b : hidden_baseline_best.sizes)
+      if (b.size == r.size && b.median_us > 0) h["best_baseline_us"] = b.median_us;
+    hs.push_back(h);
+  }
+  j["hidden"] = {{"note", hidden_note}, {"status", hidden.sizes.empty() ? "not_graded" : hidden.status},
+                 {"speedup_vs_best_baseline", hidden_speedup}, {"sizes", hs}};
   if (const Attempt* b = best_attempt()) {
     j["best"] = {{"index", b->index}, {"kernel", b->outcome.kernel}, {"program", dsl::print_source(b->program)},
                  {"schedule", b->schedule}, {"score_us", b->outcome.score_us()}, {"candidate_id", b->outcome.candidate_id}};

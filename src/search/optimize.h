@@ -95,14 +95,28 @@ class Evaluator {
                            const std::string& method) = 0;
   // The task's baselines on the same sizes, by name.
   virtual std::map<std::string, Outcome> baselines(const Task& t) = 0;
+  // The grade: the returned program and the baselines on the task's hidden sizes, which the
+  // search never saw. An evaluator that cannot grade returns an outcome with no sizes.
+  virtual Outcome grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
+    (void)t, (void)p;
+    Outcome o;
+    o.label = label;
+    o.error = "this evaluator does not grade hidden sizes";
+    return o;
+  }
+  virtual std::map<std::string, Outcome> baselines_hidden(const Task& t) {
+    (void)t;
+    return {};
+  }
   // Set by the loop before each child's evaluation: per size, the median (us) above which the
   // child is screened out after a timing pass alone (it cannot beat the best there), before its
   // correctness gate; the sizes after a screened-out one are not evaluated. Empty: no screening.
   std::map<std::string, double> prune_above_us;
 };
 
-// The visible sizes of a task (the search never sees the hidden ones).
+// The visible sizes of a task (the search never sees the hidden ones), and the hidden ones.
 std::vector<const SizeSet*> visible_sizes(const Task& t);
+std::vector<const SizeSet*> hidden_sizes(const Task& t);
 codegen::Binding binding_of(const Task& t);
 
 // Over a Session: generates CUDA, compiles, runs every gate in the worker, records candidates
@@ -114,6 +128,8 @@ class SessionEvaluator : public Evaluator {
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                    const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
+  Outcome grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) override;
+  std::map<std::string, Outcome> baselines_hidden(const Task& t) override;
   // Nsight Compute over a one-shot worker (`ksol-worker --once`), the kernel selected by its
   // name; the thresholds from the profiles recorded in the cache folder (profiles.jsonl).
   std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
@@ -140,6 +156,7 @@ class ScriptedEvaluator : public Evaluator {
   double noise_frac = 0.0;           // CI half-width as a fraction of the median
   std::map<std::string, double> baseline_us = {{"naive", 400}, {"vendor", 150}};
   std::function<bool(const codegen::Schedule&)> fail;
+  std::function<bool(const codegen::Schedule&)> fail_hidden;  // fails on the hidden sizes only
   // Recorded profiles for tests: metrics for a schedule (nullopt: "cannot profile"), classified
   // as SessionEvaluator does.
   std::function<std::optional<std::map<std::string, double>>(const codegen::Schedule&)> profiler;
@@ -153,7 +170,13 @@ class ScriptedEvaluator : public Evaluator {
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                    const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
+  Outcome grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) override;
+  std::map<std::string, Outcome> baselines_hidden(const Task& t) override;
   std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
+
+ private:
+  Outcome run_on(const Task& t, const dsl::Program& p, const std::string& label, const std::vector<const SizeSet*>& sizes, bool hidden);
+  std::map<std::string, Outcome> baselines_on(const std::vector<const SizeSet*>& sizes);
 };
 
 // The class of one kernel's metrics under thresholds fitted on `history` (which it then joins).
@@ -192,7 +215,7 @@ struct Attempt {
 
 struct OptimizeResult {
   std::string task;
-  std::string stop_reason;       // target | plateau | candidates | seconds | exhausted | seed_failed
+  std::string stop_reason;       // target | plateau | candidates | seconds | exhausted | seed_failed | interrupted
   std::vector<Attempt> trajectory;
   int best = -1;                 // trajectory index of the best verified candidate (-1: none)
   bool use_baseline = false;     // nothing verified beat the best baseline: the result is it
@@ -205,6 +228,12 @@ struct OptimizeResult {
   int screened = 0;              // children rejected by the timing screen (never verified)
   double budget_seconds = 0;     // the wall-time budget this task ran under (0: none)
   double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)
+  // The grade on the hidden sizes (the returned DSL kernel's; empty sizes when not graded, with
+  // hidden_note saying why): its outcome, the fastest baseline per hidden size, and the speedup.
+  Outcome hidden;
+  Outcome hidden_baseline_best;
+  double hidden_speedup = 0;
+  std::string hidden_note;
   std::vector<std::string> log;  // every choice (explain) and refusal
   const Attempt* best_attempt() const { return best >= 0 ? &trajectory[best] : nullptr; }
   nlohmann::json to_json() const;

@@ -3,6 +3,7 @@
 // stdout is redirected to stderr so it cannot corrupt the protocol). See docs/PROTOCOL.md.
 #include <algorithm>
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,6 +66,10 @@ json calibration_json(const ksol::harness::CalibrationResult& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C in a terminal reaches the whole process group: the coordinator finishes the evaluation
+  // in flight and then closes this worker (docs/PROTOCOL.md), which must not die under it and
+  // have the candidate blamed. A worker whose coordinator is gone sees end of input and exits.
+  signal(SIGINT, SIG_IGN);
   // Keep the real stdout for the protocol and point fd 1 at stderr for everything else.
   int proto_fd = dup(1);
   dup2(2, 1);

@@ -8,6 +8,7 @@
 #include "agents/knowledge.h"
 #include "codegen/codegen.h"
 #include "core/util.h"
+#include "core/stop.h"
 #include "search/optimize.h"
 #include "task/task.h"
 
@@ -271,6 +272,66 @@ TEST(Optimize, OnlyVisibleSizesAreEvaluated) {
   auto r = search::optimize(s.task, s.seed, ev, *agent, o);
   for (auto& a : r.trajectory)
     for (auto& sz : a.outcome.sizes) EXPECT_FALSE(s.task.find_size(sz.size)->hidden) << sz.size;
+}
+
+// The returned kernel is graded on the hidden sizes after the search; one that fails there is not
+// returned (the baseline is), and its speed there is reported, not used to choose.
+TEST(Optimize, ReturnedKernelIsGradedOnTheHiddenSizes) {
+  SeedCase s = setup("relu_f32");
+  ASSERT_FALSE(search::hidden_sizes(s.task).empty());
+  search::ScriptedEvaluator ev;
+  ev.model = synthetic()[2].model;
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 6;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  ASSERT_FALSE(r.use_baseline);
+  ASSERT_EQ(r.hidden.sizes.size(), search::hidden_sizes(s.task).size());
+  for (auto& sz : r.hidden.sizes) EXPECT_TRUE(s.task.find_size(sz.size)->hidden) << sz.size;
+  EXPECT_TRUE(r.hidden.ok());
+  EXPECT_GT(r.hidden_speedup, 1.0);  // the scripted optimum beats the scripted baselines everywhere
+  nlohmann::json j = r.to_json();
+  EXPECT_EQ(j["hidden"]["status"], "ok");
+  EXPECT_EQ(j["hidden"]["sizes"].size(), r.hidden.sizes.size());
+  EXPECT_GT(j["hidden"]["sizes"][0]["best_baseline_us"].get<double>(), 0);
+
+  // Correct on the visible sizes, wrong on a hidden one: the baseline is returned, and why is said.
+  search::ScriptedEvaluator ev2;
+  ev2.model = synthetic()[2].model;
+  ev2.fail_hidden = [](const codegen::Schedule&) { return true; };
+  auto agent2 = agents::make_agent("expert", knowledge(), 1);
+  auto r2 = search::optimize(s.task, s.seed, ev2, *agent2, o);
+  EXPECT_TRUE(r2.use_baseline);
+  EXPECT_FALSE(r2.hidden.ok());
+  EXPECT_NE(r2.hidden_note.find("failed on a hidden size"), std::string::npos) << r2.hidden_note;
+  EXPECT_DOUBLE_EQ(r2.speedup_vs_baseline, 1.0);
+  EXPECT_EQ(r2.to_json()["hidden"]["status"], "failed");
+}
+
+// A stop request (SIGINT/SIGTERM in ksol optimize) ends the search after the evaluation in flight,
+// with the result so far (never worse than the baseline) and no hidden grading.
+TEST(Optimize, StopRequestEndsTheSearchCleanly) {
+  SeedCase s = setup("relu_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = synthetic()[2].model;
+  ev.baseline_us = {{"naive", 4000}};  // slow: the search's best is the answer
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 20;
+  o.plateau = 1000;
+  o.target_sol = 0;
+  int lines = 0;
+  o.progress = [&](const std::string&) {
+    if (++lines == 3) request_stop(0);
+  };
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  clear_stop();
+  EXPECT_EQ(r.stop_reason, "interrupted");
+  EXPECT_EQ(r.trajectory.size(), 3u);  // the seed, then two children: the third line asked to stop
+  EXPECT_TRUE(r.hidden.sizes.empty());
+  EXPECT_NE(r.hidden_note.find("interrupted"), std::string::npos);
+  EXPECT_FALSE(r.use_baseline);
+  EXPECT_GT(r.speedup_vs_baseline, 1.0);
 }
 
 // Screening: a child slower than prune x the best at some size is rejected after timing alone:
