@@ -51,6 +51,29 @@ def _import_one(path: str, args) -> dict:
     }
 
 
+def _synth_one(path: str, seed: int) -> dict:
+    """The module's forward as one DSL program (synth.py), with its costs from the trace."""
+    from . import problem, synth, trace
+
+    try:
+        prob = problem.load(path)
+        try:
+            model, inputs = problem.instantiate(prob, seed, meta=True)
+            g = trace.trace(model, inputs)
+        except Exception:  # an op without a meta kernel
+            model, inputs = problem.instantiate(prob, seed)
+            g = trace.trace(model, inputs)
+        out = synth.synthesize(model, inputs)
+    except problem.ProblemError as e:
+        return {"file": path, "ok": False, "error": str(e)}
+    except Exception as e:
+        line = problem.line_in_file(path, e)
+        return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
+    out.update({"file": path, "ok": True, "problem": prob.name, "flops": g.flops, "bytes": g.bytes,
+                "inputs": g.inputs, "outputs": g.outputs})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m ksol_torch")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -68,7 +91,14 @@ def main(argv=None) -> int:
     rep.add_argument("results")
     rep.add_argument("--json", action="store_true")
     sub.add_parser("worker", help="evaluate KernelBench-format candidates (ModelNew) through ksol-worker's line protocol")
+    syn = sub.add_parser("synth", help="the module's whole forward as one ksol DSL program, or why not (JSON)")
+    syn.add_argument("file")
+    syn.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.cmd == "synth":
+        r = _synth_one(args.file, args.seed)
+        sys.stdout.write(json.dumps(r, indent=1) + "\n")
+        return 0 if r["ok"] else 2
     if args.cmd == "worker":
         from . import worker
 

@@ -450,6 +450,8 @@ def evaluate(req):
             else:
                 base["compile"] = {"error": f"torch {torch.__version__} has no torch.compile"}
     result["baselines"] = base
+    if req.get("baselines_only"):
+        return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 
     # The float64 reference once before the snapshot, so that whatever PyTorch starts lazily on
     # its first float64 work on this device (library handles, pools) is not counted against the

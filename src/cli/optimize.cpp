@@ -17,6 +17,7 @@
 #include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/session.h"
+#include "cli/optimize_module.h"
 #include "core/stop.h"
 #include "core/util.h"
 #include "dsl/ir.h"
@@ -88,6 +89,25 @@ Seed load_seed(const std::string& name) {
 
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                  bool json_out, const std::string& cmdline) {
+  // A PyTorch module (KernelBench format) instead of built-in tasks.
+  auto is_py = [](const std::string& t) { return fs::path(t).extension() == ".py"; };
+  if (std::any_of(a.tasks.begin(), a.tasks.end(), is_py)) {
+    if (a.tasks.size() != 1) throw std::runtime_error("ksol optimize FILE.py takes one module file and no task names");
+    if (a.agent != "expert" && a.agent != "random")
+      throw std::runtime_error("--agent " + a.agent + ": a module is searched by the expert or random agent");
+    ModuleOptimizeArgs m;
+    m.file = a.tasks[0];
+    m.agent = a.agent;
+    m.candidates = a.candidates;
+    m.seconds = a.seconds;
+    m.target_sol = a.target_sol;
+    m.seed = a.seed;
+    m.plateau = a.plateau;
+    m.timeout = std::max(a.timeout, 600.0);
+    m.report_dir = a.report_dir;
+    m.json_path = a.json_out;
+    return run_optimize_module(m, json_out);
+  }
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -275,7 +295,9 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                           const bool& json_out, int argc, char** argv) {
   auto a = std::make_shared<OptimizeArgs>();
   auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
-  cmd->add_option("tasks", a->tasks, "task names or folders (default: every built-in task with a seed program)");
+  cmd->add_option("tasks", a->tasks,
+                  "task names or folders (default: every built-in task with a seed program), or one PyTorch module file "
+                  "(KernelBench format, .py) whose forward is lowered to one DSL program and searched on its own tensors");
   cmd->add_option("--agent", a->agent, "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR")
       ->check([](const std::string& v) -> std::string {
         if (v == "expert" || v == "random") return "";

@@ -111,3 +111,25 @@ TEST(Import, KernelbenchTableAndErrors) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("/nonexistent/problem.py: error: no such file"), std::string::npos) << missing.output;
 }
+
+// ksol optimize FILE.py: the module is traced and lowered to one DSL program whose CUDA compiles
+// (gate 1); without a GPU it stops there with 77. A forward that is not one program says why.
+TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  ksol::ProcessResult r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/02_layernorm_logsoftmax.py")}, 600);
+  if (r.exit_code == 0) GTEST_SKIP() << "a GPU is visible to PyTorch here: the search ran (covered on the GPU host)";
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("the forward is one DSL program (rowwise)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kernel model(input0: f32[R, C], ln_weight: f32[C], ln_bias: f32[C])"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": compiles"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("evaluation needs a GPU"), std::string::npos) << r.output;
+
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("not one DSL program: conv2d"), std::string::npos) << r.output;
+
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/02_softmax.py"), "softmax_f32"}, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("takes one module file"), std::string::npos) << r.output;
+}

@@ -1,0 +1,304 @@
+// ksol optimize FILE.py: a PyTorch module (KernelBench format) whose whole forward is one DSL
+// program (python/ksol_torch/synth.py writes it) is searched like a built-in task, each candidate
+// compiled here and verified and timed on the module's own tensors by the Python worker (float64
+// end to end, the worker's gates), beside eager PyTorch and torch.compile. When the forward is not
+// one DSL program, or nothing beats them, the answer is the better of eager and torch.compile.
+#include "cli/optimize_module.h"
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "agents/expert.h"
+#include "agents/knowledge.h"
+#include "cli/commands.h"
+#include "codegen/codegen.h"
+#include "codegen/job.h"
+#include "compile/compiler.h"
+#include "coord/worker_client.h"
+#include "core/hash.h"
+#include "core/stop.h"
+#include "core/util.h"
+#include "dsl/ir.h"
+#include "report/optimize_report.h"
+#include "search/optimize.h"
+#include "sol/peaks.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ksol::cli {
+namespace {
+
+DType dtype_of(const std::string& s) {
+  if (s == "f32") return DType::f32;
+  throw std::runtime_error("the lowered module has a tensor of type " + s + ": only f32 is lowered");
+}
+
+// The synthesized program's tensors and dims as a ksol task with one size, "module": the
+// module's own shapes (no hidden sizes: the module fixes them).
+Task module_task(const json& syn, const std::string& file) {
+  Task t;
+  t.name = fs::path(file).stem().string();
+  t.dir = fs::absolute(file).parent_path().string();
+  t.spec_path = fs::absolute(file).string();
+  t.spec_text = read_file(file);
+  t.spec_hash = sha256_hex(t.spec_text + syn.value("program", ""));
+  t.family = syn.value("family", "");
+  t.description = "lowered from " + file;
+  SizeSet s;
+  s.name = "module";
+  for (auto& d : syn.at("dim_order")) {
+    std::string name = d.get<std::string>();
+    t.dims.push_back(name);
+    s.dims[name] = syn.at("dims").at(name).get<double>();
+  }
+  for (auto& j : syn.at("tensors")) {
+    TensorSpec ts;
+    ts.name = j.at("name").get<std::string>();
+    ts.dtype = dtype_of(j.at("dtype").get<std::string>());
+    ts.role = j.at("role") == "out" ? Role::out : Role::in;
+    for (auto& d : j.at("shape")) ts.shape.push_back(d.get<std::string>());
+    t.tensors.push_back(ts);
+  }
+  char b[64];
+  std::snprintf(b, sizeof b, "%.17g", syn.value("flops", 0.0));
+  t.flops = b;
+  std::snprintf(b, sizeof b, "%.17g", syn.value("bytes", 0.0));
+  t.bytes = b;
+  t.sizes.push_back(s);
+  return t;
+}
+
+// Candidates through the Python worker on the module's tensors; the baselines are eager and
+// torch.compile, timed by the same worker.
+class ModuleEvaluator : public search::Evaluator {
+ public:
+  ModuleEvaluator(WorkerClient& w, std::string problem, std::string device, double timeout, std::optional<sol::DevicePeaks> peaks)
+      : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)) {}
+
+  search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) override {
+    search::Outcome o;
+    o.label = label;
+    codegen::Support sup = codegen::can_implement(p, search::binding_of(t));
+    if (!sup.ok) {
+      o.status = "unsupported";
+      o.error = sup.reason;
+      return o;
+    }
+    o.kernel = codegen::kernel_name(p);
+    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
+    if (!cr.ok) {
+      o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
+      return o;
+    }
+    json req = request();
+    req["candidate_so"] = cr.so_path;
+    req["baselines"] = false;
+    const SizeSet& s = t.sizes.at(0);
+    std::vector<int64_t> dims;
+    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(s.dims.at(d))));
+    req["dims"] = dims;
+    json shapes = json::array();
+    for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, s)}});
+    req["expect_shapes"] = shapes;
+    WorkerReply r = w_.call(req, timeout_);
+    search::SizeResult sr = size_result(t);
+    if (!r.ok) {
+      sr.status = "failed";
+      sr.message = "worker: " + r.message;
+    } else {
+      const json& res = r.body["result"];
+      sr.status = res.value("status", "failed");
+      sr.message = res.value("message", "");
+      if (res.contains("timing") && res["timing"].is_object()) fill_time(sr, res["timing"]);
+    }
+    o.status = sr.status == "ok" ? "ok" : "failed";
+    if (!o.ok()) o.error = "module: " + sr.message;
+    o.sizes.push_back(sr);
+    return o;
+  }
+
+  std::map<std::string, search::Outcome> baselines(const Task& t) override {
+    std::map<std::string, search::Outcome> out;
+    json req = request();
+    req["baselines_only"] = true;
+    WorkerReply r = w_.call(req, timeout_);
+    if (!r.ok) throw std::runtime_error("the Python worker could not time eager and torch.compile: " + r.message);
+    const json& base = r.body["result"].value("baselines", json::object());
+    for (const char* name : {"eager", "compile"}) {
+      search::Outcome o;
+      o.label = std::string("baseline:") + name;
+      search::SizeResult sr = size_result(t);
+      if (base.contains(name) && base[name].contains("median_us")) {
+        fill_time(sr, base[name]);
+        sr.status = "ok";
+        o.status = "ok";
+      } else {
+        sr.status = "failed";
+        sr.message = base.contains(name) ? base[name].value("error", std::string("not timed")) : "not timed";
+        o.error = sr.message;
+      }
+      o.sizes.push_back(sr);
+      out[name] = o;
+    }
+    return out;
+  }
+
+ private:
+  json request() const {
+    return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}};
+  }
+  search::SizeResult size_result(const Task& t) const {
+    search::SizeResult sr;
+    sr.size = "module";
+    sr.weight = 1;
+    const SizeSet& s = t.sizes.at(0);
+    double tb = peaks_ && peaks_->hbm_bytes_per_s > 0 ? t.bytes_at(s) / peaks_->hbm_bytes_per_s : 0;
+    double tf = peaks_ && peaks_->fp32_flops > 0 ? t.flops_at(s) / peaks_->fp32_flops : 0;
+    sr.sol_us = std::max(tb, tf) * 1e6;
+    sr.bound = tf > tb ? "compute" : "memory";
+    return sr;
+  }
+  static void fill_time(search::SizeResult& sr, const json& tm) {
+    sr.median_us = tm.value("median_us", 0.0);
+    sr.ci_low_us = tm.value("ci_low_us", sr.median_us);
+    sr.ci_high_us = tm.value("ci_high_us", sr.median_us);
+    if (sr.median_us > 0 && sr.sol_us > 0) {
+      sr.pct_sol = sr.sol_us / sr.median_us;
+      sr.headroom = sr.median_us / sr.sol_us;
+    }
+  }
+
+  WorkerClient& w_;
+  std::string problem_, device_;
+  double timeout_;
+  std::optional<sol::DevicePeaks> peaks_;
+};
+
+}  // namespace
+
+int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
+  std::string why, py = find_torch_python(&why);
+  if (py.empty()) {
+    std::cerr << "error: " << why << "\n";
+    return 3;
+  }
+  if (!fs::exists(a.file)) {
+    std::cerr << a.file << ": error: no such file\n";
+    return 2;
+  }
+  std::string pypath = source_root() + "/python";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::string file = fs::absolute(a.file).string();
+  ProcessResult pr = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file}, 600);
+  json syn;
+  try {
+    syn = json::parse(pr.output.substr(pr.output.find('{')));
+  } catch (const std::exception&) {
+    std::cerr << "error: the PyTorch front end failed on " << a.file << ":\n" << pr.output << "\n";
+    return 2;
+  }
+  if (!syn.value("ok", false)) {
+    std::cerr << syn.value("error", std::string("the front end failed")) << "\n";
+    return 2;
+  }
+  bool lowered = syn.contains("program") && syn["program"].is_string();
+  std::optional<Task> task;
+  std::optional<dsl::Program> seed;
+  if (lowered) {
+    task = module_task(syn, a.file);
+    seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
+    codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
+    if (!sup.ok) {
+      std::cerr << syn["program"].get<std::string>();
+      syn["reason"] = "the lowered program has no generator yet: " + sup.reason;
+      lowered = false;
+    }
+  }
+  std::cerr << a.file << ": " << (lowered ? "the forward is one DSL program (" + syn.value("family", std::string("?")) + ")"
+                                          : "not one DSL program: " + syn.value("reason", std::string("?")))
+            << "\n";
+  if (lowered) {
+    std::cerr << syn["program"].get<std::string>();
+    // Gate 1 before any GPU work: the seed's generated CUDA compiles.
+    CompileResult cr = compile(codegen::compile_job(*task, *seed, task->name + "/seed.ksol"));
+    std::cerr << "seed " << codegen::kernel_name(*seed) << ": " << (cr.ok ? "compiles" : "does not compile (" + cr.stage + ")") << "\n";
+    if (!cr.ok) {
+      std::cerr << cr.message << "\n";
+      return 1;
+    }
+  }
+
+  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
+  WorkerReply hello = w.call({{"op", "hello"}}, 120);
+  if (!hello.ok) {
+    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
+    return 3;
+  }
+  if (!hello.body.value("gpu", false)) {
+    std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
+              << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "") << ", nothing was timed.\n";
+    return 77;
+  }
+  std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
+  ModuleEvaluator ev(w, file, "cuda", a.timeout, sol::datasheet_peaks(gpu_name));
+  install_stop_handlers();
+  json doc = {{"run", 0}, {"gpu", {{"name", gpu_name}}}, {"agent", a.agent}, {"problem", file}};
+  std::string stem = fs::path(a.file).stem().string();
+  if (!lowered) {
+    // Nothing to search: the answer is the faster of eager and torch.compile, timed here.
+    Task t;
+    t.sizes.push_back(SizeSet{"module", {}, {}, 1.0, false});
+    auto base = ev.baselines(t);
+    json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
+                 {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
+    std::string best;
+    double best_us = 0;
+    for (auto& [name, o] : base)
+      if (o.ok() && (best.empty() || o.score_us() < best_us)) best = name, best_us = o.score_us();
+    item["best_baseline"] = best;
+    for (auto& [name, o] : base) item["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
+    doc["results"] = json::array({item});
+    std::cout << (json_out ? doc.dump(2) : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us")) << "\n";
+    if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
+    return best.empty() ? 1 : 0;
+  }
+
+  agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  std::unique_ptr<agents::Agent> agent = agents::make_agent(a.agent, k, a.seed);
+  search::OptimizeOptions o;
+  o.max_candidates = a.candidates;
+  o.budget_seconds = a.seconds;
+  o.target_sol = a.target_sol;
+  o.seed = a.seed;
+  o.plateau = a.plateau;
+  o.agent = a.agent;
+  o.prune = 0;  // the Python worker has no screening pass
+  o.profile = false;
+  o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
+  search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
+  json item = r.to_json();
+  item["seed_program"] = syn["program"];
+  doc["results"] = json::array({item});
+  std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/results.json", doc.dump(2));
+  write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
+  write_file_atomic(dir + "/report.html", report::optimize_html(doc));
+  if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) {
+    write_file_atomic(dir + "/best.ksol", dsl::print_source(b->program));
+    write_file_atomic(dir + "/best.cu", codegen::compile_job(*task, b->program, "best").source_text);
+  }
+  if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
+  if (json_out) std::cout << doc.dump(2) << "\n";
+  else
+    std::cout << stem << ": " << (r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
+                                                  : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " + r.best_baseline)
+              << "; report " << dir << "/report.html\n";
+  return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : 0;
+}
+
+}  // namespace ksol::cli

@@ -1,0 +1,26 @@
+// ksol optimize FILE.py: a PyTorch module whose forward is one DSL program, searched and verified
+// on the module's own tensors through the Python worker (src/cli/optimize_module.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ksol::cli {
+
+struct ModuleOptimizeArgs {
+  std::string file;
+  std::string agent = "expert";  // expert | random
+  int candidates = 40;
+  double seconds = 60;
+  double target_sol = 0.9;
+  uint64_t seed = 1;
+  int plateau = 12;
+  double timeout = 600;     // seconds per worker call
+  std::string report_dir;   // default runs/module-<stem>
+  std::string json_path;    // --json-out
+};
+
+// Exit status: 0 done, 77 no GPU (traced, lowered and compiled only), 1 a failed compile, 2 bad
+// input, 3 no PyTorch; 128+signal when interrupted.
+int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out);
+
+}  // namespace ksol::cli

@@ -1,0 +1,76 @@
+"""ksol_torch.synth: a module's forward as one DSL program, checked in float64 against the module
+itself (tests/torch/dsl_eval.py evaluates the program), and the reasons when it is not one.
+Run: PYTHONPATH=python python3 -m unittest discover -s tests/torch"""
+import os
+import unittest
+
+import torch
+
+from ksol_torch import problem, synth
+
+import dsl_eval
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def lowered(folder, name, seed=0):
+    p = problem.load(os.path.join(HERE, folder, name))
+    model, inputs = problem.instantiate(p, seed)
+    return model, inputs, synth.synthesize(model, inputs)
+
+
+class Synth(unittest.TestCase):
+    def check_against_module(self, folder, name, family):
+        model, inputs, out = lowered(folder, name)
+        self.assertIsNotNone(out["program"], out["reason"])
+        self.assertEqual(out["family"], family)
+        # The tensor table is the ABI's: the forward's inputs, the state_dict in order, the output.
+        names = [t["name"] for t in out["tensors"]]
+        want = [f"input{i}" for i in range(len(inputs))] + [synth._ident(k) for k in model.state_dict()] + ["output0"]
+        self.assertEqual(names, want)
+        env = {f"input{i}": x for i, x in enumerate(inputs)}
+        env.update({synth._ident(k): v for k, v in model.state_dict().items()})
+        got = dsl_eval.run(out["program"], env)["output0"]
+        with torch.no_grad():
+            ref = model.double()(*[x.double() for x in inputs])
+        self.assertEqual(tuple(got.shape), tuple(ref.shape))
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+        # Dims: every tensor's shape at these dims is the module's.
+        for t, x in zip(out["tensors"], list(inputs) + list(model.state_dict().values()) + [ref]):
+            self.assertEqual([out["dims"][d] for d in t["shape"]], list(x.shape), t["name"])
+        return out
+
+    def test_elementwise_chain_of_activations(self):
+        out = self.check_against_module("synth_problems", "01_activation_chain.py", "elementwise")
+        self.assertIn("select(", out["program"])  # leaky_relu, elu, softplus, mish
+
+    def test_rowwise_layernorm_then_log_softmax(self):
+        self.check_against_module("synth_problems", "02_layernorm_logsoftmax.py", "rowwise")
+
+    def test_linear_with_an_epilogue_and_a_parameter_along_n(self):
+        out = self.check_against_module("synth_problems", "03_linear_epilogue.py", "gemm")
+        self.assertIn("shift[n]", out["program"])
+
+    def test_kernelbench_style_problems(self):
+        self.check_against_module("problems", "01_gemm_relu.py", "gemm")
+        self.check_against_module("problems", "02_softmax.py", "rowwise")
+        self.check_against_module("problems", "07_zero.py", "elementwise")
+
+    def test_reasons_when_the_forward_is_not_one_program(self):
+        for name, text in [("03_conv_bn_relu.py", "conv2d"), ("05_residual_layernorm.py", "GEMM followed by a row-wise op"),
+                           ("06_data_dependent.py", "cannot be traced")]:
+            _, _, out = lowered("problems", name)
+            self.assertIsNone(out["program"], name)
+            self.assertIn(text, out["reason"], name)
+
+    def test_non_float32_is_refused_with_the_reason(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.relu(x)
+        out = synth.synthesize(M(), [torch.randn(4, 4, dtype=torch.float64)])
+        self.assertIsNone(out["program"])
+        self.assertIn("only float32", out["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()
