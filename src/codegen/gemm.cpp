@@ -56,6 +56,7 @@ struct Analysis {
   const Param* b = nullptr;
   std::string m_dim, n_dim, k_dim;
   std::string batch_dim;            // "" unless batched: acc[b, m, n]
+  bool b_trans = false;             // B read as B[n, k] (an nn.Linear weight): N rows of K (SIMT only)
   Type in_type = Type::f32;
   // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
   bool fusable = false;
@@ -127,12 +128,13 @@ class Analyser {
         if (ix.offset != 0) return false;
       return (!batched || r->indices[0].var == bv) && r->indices[o].var == i0 && r->indices[o + 1].var == i1;
     };
-    if (is_read(rb, m, k) && is_read(ra, k, n)) std::swap(ra, rb);
+    if ((is_read(rb, m, k) && is_read(ra, k, n)) || (is_read(rb, m, k) && is_read(ra, n, k))) std::swap(ra, rb);
     const std::string b_ = batched ? bv + ", " : "";
-    if (!is_read(ra, m, k) || !is_read(rb, k, n))
+    if (is_read(ra, m, k) && is_read(rb, n, k) && m != n) a_.b_trans = true;
+    if (!is_read(ra, m, k) || !(is_read(rb, k, n) || a_.b_trans))
       throw Refused("the sum of '" + acc.name + "' must read A[" + b_ + m + ", " + k + "] and B[" + b_ + k + ", " + n +
-                    "] from row-major parameters (A[" + (batched ? "BATCH, " : "") + "M, K], B[" + (batched ? "BATCH, " : "") +
-                    "K, N]); it is " + format_expr(body));
+                    "] (or B[" + b_ + n + ", " + k + "]) from row-major parameters (A[" + (batched ? "BATCH, " : "") + "M, K], B[" +
+                    (batched ? "BATCH, " : "") + "K, N] or B[" + (batched ? "BATCH, " : "") + "N, K]); it is " + format_expr(body));
     a_.a = p_.param(ra->name);
     a_.b = p_.param(rb->name);
     if (batched) {
@@ -378,6 +380,9 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   }
 
   // Tensor cores.
+  if (a.b_trans)
+    throw Refused("mainloop = " + s.mainloop + ": B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major "
+                  "B[K, N] only, so mainloop must be simt");
   if (a.in_type == Type::f32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
@@ -568,7 +573,8 @@ class Generator {
     w.comment("SIMT GEMM: a " + std::to_string(bm) + " x " + std::to_string(bn) + " output tile per block of " +
               std::to_string((bm / tm) * (bn / tn)) + " threads, each holding " + std::to_string(tm) + " x " +
               std::to_string(tn) + " accumulators (rows ty + i * kTY, columns tx + j * kTX, so stores are "
-              "coalesced); K advances " + std::to_string(bk) + " at a time through shared memory, in f32, "
+              "coalesced); K advances " + std::to_string(bk) + " at a time through shared memory (the next tile staged in "
+              "registers meanwhile), in f32, "
               "with one FMA per product in increasing k.");
     w.line("constexpr int kBM = " + std::to_string(bm) + ", kBN = " + std::to_string(bn) + ", kBK = " + std::to_string(bk) + ";");
     w.line("constexpr int kTM = " + std::to_string(tm) + ", kTN = " + std::to_string(tn) + ";");
@@ -595,18 +601,49 @@ class Generator {
     w.line("for (int i = 0; i < kTM; ++i)");
     w.line("  #pragma unroll");
     w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
+    // Each thread stages kLA elements of A's tile and kLB of B's in registers: the next tile's
+    // global loads are issued before the current tile's products, so they are in flight while the
+    // FMAs run (one shared-memory buffer, the pipeline in registers). Consecutive threads read
+    // consecutive addresses: along k for A[m, k] (and B[n, k]), along n for B[k, n].
+    const std::string b_addr = a_.b_trans ? Bb + "[col * " + K + " + k]" : Bb + "[k * " + N + " + col]";
+    const std::string b_split = a_.b_trans ? "const int j = e / kBK, kk = e % kBK;" : "const int kk = e / kBN, j = e % kBN;";
+    w.line("constexpr int kLA = (kBM * kBK + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
+    w.line("float ra[kLA], rb[kLB];");
+    auto load = [&](const std::string& kbase) {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("const int e = tid + l * kThreads, i = e / kBK, kk = e % kBK;");
+      w.line("const int64_t row = tile_m + i, k = " + kbase + " + kk;");
+      w.line("ra[l] = (e < kBM * kBK && row < " + M + " && k < " + K + ") ? " + to_float(Ab + "[row * " + K + " + k]", a_.in_type) +
+             " : 0.0f;");
+      w.close();
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLB; ++l)");
+      w.line("const int e = tid + l * kThreads;");
+      w.line(b_split);
+      w.line("const int64_t col = tile_n + j, k = " + kbase + " + kk;");
+      w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + K + ") ? " + to_float(b_addr, a_.in_type) + " : 0.0f;");
+      w.close();
+    };
+    load("0");
     w.open("for (int64_t k0 = 0; k0 < " + K + "; k0 += kBK)");
-    w.open("for (int e = tid; e < kBM * kBK; e += kThreads)");
-    w.line("const int i = e / kBK, kk = e % kBK;");
-    w.line("const int64_t row = tile_m + i, k = k0 + kk;");
-    w.line("As[kk][i] = (row < " + M + " && k < " + K + ") ? " + to_float(Ab + "[row * " + K + " + k]", a_.in_type) + " : 0.0f;");
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e < kBM * kBK) As[e % kBK][e / kBK] = ra[l];");
     w.close();
-    w.open("for (int e = tid; e < kBK * kBN; e += kThreads)");
-    w.line("const int kk = e / kBN, j = e % kBN;");
-    w.line("const int64_t col = tile_n + j, k = k0 + kk;");
-    w.line("Bs[kk][j] = (col < " + N + " && k < " + K + ") ? " + to_float(Bb + "[k * " + N + " + col]", a_.in_type) + " : 0.0f;");
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLB; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.open("if (e < kBK * kBN)");
+    w.line(b_split);
+    w.line("Bs[kk][j] = rb[l];");
+    w.close();
     w.close();
     w.line("__syncthreads();");
+    w.open("if (k0 + kBK < " + K + ")");
+    load("(k0 + kBK)");
+    w.close();
     w.line("#pragma unroll");
     w.open("for (int kk = 0; kk < kBK; ++kk)");
     w.line("float a_frag[kTM], b_frag[kTN];");

@@ -90,6 +90,19 @@ schedule {
 )";
 
 // An epilogue CUTLASS has no exact fusion for: a residual and a row scale.
+// nn.Linear's layout: the weight is W[N, K] (ksol optimize FILE.py lowers linear layers so), with
+// the product written weight first, and a per-column bias.
+const char* const kLinearF32 = R"(
+kernel linear(x: f32[M, K], w: f32[N, K], b: f32[N]) -> (y: f32[M, N]) {
+  acc[m, n] = sum(w[n, k] * x[m, k]) over k
+  y[m, n] = silu(acc[m, n] + b[n])
+}
+schedule {
+  tile = [64, 32, 16]
+  mainloop = simt
+}
+)";
+
 const char* const kGemmResidual = R"(
 kernel gemm_res(A: bf16[M, K], B: bf16[K, N], R: bf16[M, N], s: f32[M]) -> (C: bf16[M, N]) {
   acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k
@@ -171,6 +184,9 @@ TEST(CodegenGemm, AcceptsAndNames) {
 }
 
 TEST(CodegenGemm, RefusesWithExactReasons) {
+  EXPECT_EQ(refusal(scheduled(parse(kLinearF32), {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
+            "mainloop = cooperative: B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major B[K, N] "
+            "only, so mainloop must be simt");
   const dsl::Program g = parse(kGemmBf16);
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(scheduled(g, {{"tile", "[96, 128, 64]"}})),
@@ -229,11 +245,11 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "mainloop = cooperative: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than "
             "the sum and one per-column bias added to it (bf16(relu(acc[m, n] * s[m] + f32(R[m, n]))))); it must be "
             "out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
-  // Not a GEMM.
+  // B[n, k] (an nn.Linear weight) is taken by the SIMT path only.
   EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n"
                           "  C[m, n] = sum(f32(A[m, k]) * f32(B[n, k])) over k\n}\n")),
-            "the sum of 'C' must read A[m, k] and B[k, n] from row-major parameters (A[M, K], B[K, N]); it is "
-            "f32(A[m, k]) * f32(B[n, k])");
+            "mainloop = cooperative: B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major B[K, N] "
+            "only, so mainloop must be simt");
   EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
                           "  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n")),
             "the sum accumulates in bf16; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");
@@ -283,6 +299,8 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
                            {"swizzle", "1"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
       {kBatchedResidual, {}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 19}}},
       {kBatchedBf16, {{"mainloop", "simt"}, {"tile", "[64, 32, 8]"}, {"stages", "auto"}}, {{"BATCH", 2}, {"M", 65}, {"N", 9}, {"K", 33}}},
+      {kLinearF32, {}, {{"M", 45}, {"N", 37}, {"K", 50}}},
+      {kLinearF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 129}, {"K", 17}}},
   };
   for (const Case& c : cases) {
     const dsl::Program p = scheduled(parse(c.program), c.changes);
