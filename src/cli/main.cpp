@@ -374,7 +374,7 @@ int cmd_device(const Common& c, bool calibrate) {
 }
 
 struct BenchArgs {
-  std::string tasks, sizes, baselines, families, precisions, json_path, matrix, gpus;
+  std::string suite = "ksol", tasks, sizes, baselines, families, precisions, json_path, matrix, gpus;
   int64_t resume = 0;
   double timeout = 300;
   bool no_hidden = false;
@@ -659,6 +659,10 @@ int main(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "verify and time every baseline of the built-in tasks (resumable)");
   BenchArgs ba;
+  bench->add_option("--suite", ba.suite, "the suite to run: ksol (the built-in tasks, the default; others may be named by their tasks folder with $KSOL_TASKS)")
+      ->check([](const std::string& v) -> std::string {
+        return v == "ksol" ? "" : "unknown suite '" + v + "': the built-in suite is 'ksol' (point $KSOL_TASKS at another tasks folder)";
+      });
   bench->add_option("--tasks", ba.tasks, "comma-separated task names or folders (default: all built-in)");
   bench->add_option("--family", ba.families, "only these families (comma-separated: dense, sparse, llm, scientific, tensor)");
   bench->add_option("--precision", ba.precisions, "only these precision policies (comma-separated: fp32, tf32, bf16, fp16, fp64)");

@@ -57,6 +57,15 @@ TEST(Cli, HelpListsEveryCommand) {
     EXPECT_NE(r.output.find(c), std::string::npos) << c;
 }
 
+// `ksol bench --suite ksol` is the built-in suite; another name is refused with the way to name one.
+TEST(Cli, BenchNamesItsSuite) {
+  ksol::ProcessResult r = ksol::run_process({ksol_bin(), "--store", store(), "bench", "--suite", "other", "--tasks", "relu_f32"}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("unknown suite 'other': the built-in suite is 'ksol'"), std::string::npos) << r.output;
+  r = ksol::run_process({ksol_bin(), "--store", store(), "bench", "--suite", "ksol", "--tasks", "relu_f32", "--sizes", "small"}, 300);
+  EXPECT_NE(r.output.find("relu_f32"), std::string::npos) << r.output;
+}
+
 // Without a GPU, optimize goes as far as it can (seed parsed, checked, compiled) and says why it
 // stops, with its own exit status; a malformed agent is refused by name.
 TEST(Cli, OptimizeWithoutAGpuStopsAfterCompilingTheSeed) {
