@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from .trace import _MODULE_OPS, _OPERATORS, kind_of
+from .trace import _canonical as _canon, kind_of
 
 
 class Unsupported(Exception):
@@ -33,21 +33,6 @@ def _num(v) -> str:
         raise Unsupported(f"the constant {v!r} is not finite")
     s = repr(float(v))
     return f"({s})" if s.startswith("-") else s
-
-
-def _canon(node, gm) -> str:
-    if node.op == "call_module":
-        mod = gm.get_submodule(node.target)
-        for cls, name in _MODULE_OPS.items():
-            if type(mod) is cls:
-                return name
-        return type(mod).__name__.lower()
-    if node.op == "call_method":
-        return {"add_": "add", "mul_": "mul", "relu_": "relu", "clamp_": "clamp", "div_": "div", "sub_": "sub"}.get(node.target, node.target)
-    t = node.target
-    if t in _OPERATORS:
-        return _OPERATORS[t]
-    return getattr(t, "__name__", str(t))
 
 
 def _arg(node, i, name, default=None):
@@ -255,9 +240,10 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     users = {n.name: len(n.users) for n in nodes}
 
     def bind(n, expr: str):
-        # A value read more than once is materialised, so that the expression does not grow; any
+        # A value read more than once is materialised, so that the expression does not grow (in a
+        # GEMM's epilogue it is repeated instead: the family takes one output definition); any
         # other is kept in parentheses, so that it composes whatever operator reads it.
-        if users.get(n.name, 0) > 1:
+        if users.get(n.name, 0) > 1 and family != "gemm":  # a GEMM's epilogue is one output definition
             v = b.fresh()
             b.stmts.append(f"{v}{idx} = {expr}")
             expr = v + idx

@@ -87,6 +87,20 @@ Seed load_seed(const std::string& name) {
   return s;
 }
 
+// The search's options from the command line (one task's; the run-wide budget is added per task).
+search::OptimizeOptions search_options(const OptimizeArgs& a) {
+  search::OptimizeOptions o;
+  o.max_candidates = a.candidates;
+  o.budget_seconds = a.seconds;
+  o.target_sol = a.target_sol;
+  o.seed = a.seed;
+  o.plateau = a.plateau;
+  o.agent = a.agent;
+  o.prune = a.prune;
+  o.profile = !a.no_profile;
+  return o;
+}
+
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                  bool json_out, const std::string& cmdline) {
   // A PyTorch module (KernelBench format) instead of built-in tasks.
@@ -97,12 +111,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       throw std::runtime_error("--agent " + a.agent + ": a module is searched by the expert or random agent");
     ModuleOptimizeArgs m;
     m.file = a.tasks[0];
-    m.agent = a.agent;
-    m.candidates = a.candidates;
-    m.seconds = a.seconds;
-    m.target_sol = a.target_sol;
-    m.seed = a.seed;
-    m.plateau = a.plateau;
+    m.search = search_options(a);
     m.timeout = std::max(a.timeout, 600.0);
     m.report_dir = a.report_dir;
     m.json_path = a.json_out;
@@ -192,15 +201,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::unique_ptr<agents::Agent> agent = client ? std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens)
                                                   : agents::make_agent(a.agent, k, a.seed);
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
-    search::OptimizeOptions o;
-    o.max_candidates = a.candidates;
-    o.budget_seconds = a.seconds;
-    o.target_sol = a.target_sol;
-    o.seed = a.seed;
-    o.plateau = a.plateau;
-    o.agent = a.agent;
-    o.prune = a.prune;
-    o.profile = !a.no_profile;
+    search::OptimizeOptions o = search_options(a);
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
     double reserved = 0;
     bool took = false;

@@ -246,7 +246,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
   ModuleEvaluator ev(w, file, "cuda", a.timeout, sol::datasheet_peaks(gpu_name));
   install_stop_handlers();
-  json doc = {{"run", 0}, {"gpu", {{"name", gpu_name}}}, {"agent", a.agent}, {"problem", file}};
+  json doc = {{"run", 0}, {"gpu", {{"name", gpu_name}}}, {"agent", a.search.agent}, {"problem", file}};
   std::string stem = fs::path(a.file).stem().string();
   if (!lowered) {
     // Nothing to search: the answer is the faster of eager and torch.compile, timed here.
@@ -268,14 +268,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
-  std::unique_ptr<agents::Agent> agent = agents::make_agent(a.agent, k, a.seed);
-  search::OptimizeOptions o;
-  o.max_candidates = a.candidates;
-  o.budget_seconds = a.seconds;
-  o.target_sol = a.target_sol;
-  o.seed = a.seed;
-  o.plateau = a.plateau;
-  o.agent = a.agent;
+  std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed);
+  search::OptimizeOptions o = a.search;
   o.prune = 0;  // the Python worker has no screening pass
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };

@@ -4,16 +4,13 @@
 #include <cstdint>
 #include <string>
 
+#include "search/optimize.h"
+
 namespace ksol::cli {
 
 struct ModuleOptimizeArgs {
   std::string file;
-  std::string agent = "expert";  // expert | random
-  int candidates = 40;
-  double seconds = 60;
-  double target_sol = 0.9;
-  uint64_t seed = 1;
-  int plateau = 12;
+  search::OptimizeOptions search;  // agent (expert | random), budgets, target, seed, plateau
   double timeout = 600;     // seconds per worker call
   std::string report_dir;   // default runs/module-<stem>
   std::string json_path;    // --json-out

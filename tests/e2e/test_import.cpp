@@ -125,6 +125,13 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   EXPECT_NE(r.output.find(": compiles"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("evaluation needs a GPU"), std::string::npos) << r.output;
 
+  // nn.Linear (W[n, k]) with a parameter along n and an epilogue that reads the GEMM twice: one
+  // output definition on the SIMT path.
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/03_linear_epilogue.py")}, 600);
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("the forward is one DSL program (gemm)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed gemm_f32_64x64x16_simt_rn_epi: compiles"), std::string::npos) << r.output;
+
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("not one DSL program: conv2d"), std::string::npos) << r.output;
