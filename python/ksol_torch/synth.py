@@ -166,8 +166,8 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     bad = sorted({op for _, op in ops if kind_of(op) in ("conv", "pool", "layout", "other")} |
                  {op for _, op in ops if kind_of(op) == "rowwise" and op not in ("softmax", "log_softmax", "layer_norm")})
     if bad:
-        raise Unsupported(f"{', '.join(bad)} has no DSL form here: the forward is not one DSL program "
-                          "(pieces around vendor calls are not stitched yet)")
+        raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program "
+                          "(pieces around PyTorch or vendor calls are not stitched yet)")
     gemm = [n for n, op in ops if op in ("matmul", "mm", "linear")]
     rowwise = [n for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")]
     if gemm and rowwise:
