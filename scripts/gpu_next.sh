@@ -17,6 +17,8 @@
 #                 softmax/RMSNorm/LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile
 #                 (examples/modules, ksol eval-module); SpMV power-law and banded vs cuSPARSE;
 #                 the 2D stencil vs its naive baseline
+#   kernelbench   issue 6: ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's
+#                 rule (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
@@ -76,5 +78,17 @@ PY
       timeout 300 ksol eval-module "examples/modules/$m.py" --candidate "$(P $m)" --task $m --dims 8192,8192 \
         --json-out "$OUT/module_$m.json" 2>&1 | tail -4
     done ;;
-  *) sed -n 2,18p "$0"; exit 2 ;;
+  kernelbench)
+    # Issue 6: ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
+    # as .cache/kernelbench), a fixed budget each; PART=i/n takes a share (one per GPU). Then the
+    # KernelBench-compatible summary of the JSONs, and one archive of everything (kb.tgz).
+    KB=${KB:-.cache/kernelbench/KernelBench}; mkdir -p "$OUT/kb"; i=0; IFS=/ read -r p n <<< "${PART:-0/1}"
+    for L in level1 level2; do for f in $(ls $KB/$L/*.py | sort -V); do k=$(basename "$f" | cut -d_ -f1); [ $((k % 5)) -eq 0 ] || continue
+      i=$((i + 1)); [ $((i % n)) -eq "$p" ] || continue
+      timeout -k 30 ${KB_TIMEOUT:-240} ksol optimize "$f" --budget-seconds ${KB_SECONDS:-30} --budget-candidates 12 \
+        --json-out "$OUT/kb/$L-$k.json" --report "$OUT/kb/$L-$k" > /dev/null 2>> "$OUT/kb/log.txt"; echo "$L/$k rc=$?"
+    done; done
+    python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "$OUT"/kb/*.json > "$OUT/kb_all.json"
+    PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
+  *) sed -n 2,22p "$0"; exit 2 ;;
 esac

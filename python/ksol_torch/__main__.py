@@ -127,9 +127,12 @@ def main(argv=None) -> int:
 
     with open(args.results) as fh:
         doc = json.load(fh)
-    # ksol eval-module's JSON (one document or a list) or results already in report's form.
-    is_eval = isinstance(doc, dict) or (isinstance(doc, list) and doc and isinstance(doc[0], dict) and "results" in doc[0])
-    s = report.summarize(report.from_eval_module(doc) if is_eval else doc)
+    # ksol eval-module's or ksol optimize FILE.py's JSON (one document or a list), or results
+    # already in report's form.
+    docs = [doc] if isinstance(doc, dict) else doc
+    is_doc = bool(docs) and isinstance(docs[0], dict) and "results" in docs[0]
+    is_opt = is_doc and any("stop_reason" in r for d in docs for r in d.get("results", []))
+    s = report.summarize(report.from_optimize_module(docs) if is_opt else report.from_eval_module(docs) if is_doc else doc)
     print(json.dumps(s, indent=1) if args.json else report.format_summary(s))
     return 0
 

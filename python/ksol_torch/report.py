@@ -97,6 +97,32 @@ def from_eval_module(docs) -> List[Dict]:
     return out
 
 
+def from_optimize_module(docs) -> List[Dict]:
+    """Results in the form above from `ksol optimize FILE.py --json-out` files (one per problem):
+    correct when the search returned a verified kernel (its time is ksol's), a fall-back when the
+    forward is not one DSL program or nothing verified beat the better of eager and torch.compile."""
+    if isinstance(docs, dict):
+        docs = [docs]
+    out = []
+    for d in docs:
+        item = (d.get("results") or [{}])[0]
+        base = item.get("baseline_us", {}) or {}
+        name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
+        best = item.get("best") or {}
+        verified = bool(best.get("score_us")) and item.get("stop_reason") != "not_lowered"
+        r = {"problem": name, "correct": verified, "ksol_us": best.get("score_us") if verified else None,
+             "eager_us": base.get("eager") or None, "compile_us": base.get("compile") or None, "degenerate": False,
+             "fell_back": bool(item.get("use_baseline", True)), "reason": ""}
+        if item.get("stop_reason") == "not_lowered":
+            r["reason"] = "not one DSL program: " + item.get("reason", "")
+        elif not verified:
+            r["reason"] = "no candidate passed every gate"
+        elif r["fell_back"]:
+            r["reason"] = f"the best verified kernel ({best['score_us']:.2f} us) is not faster than the best baseline"
+        out.append(r)
+    return out
+
+
 def format_summary(s: Dict) -> str:
     lines = [f"problems {s['problems']} (degenerate, reported apart: {len(s['degenerate'])}); counted {s['counted']}",
              f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]

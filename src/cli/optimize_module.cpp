@@ -276,6 +276,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
   json item = r.to_json();
   item["seed_program"] = syn["program"];
+  for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   doc["results"] = json::array({item});
   std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
   fs::create_directories(dir);

@@ -201,6 +201,32 @@ class Report(unittest.TestCase):
         s = report.summarize(rs)
         self.assertAlmostEqual(s["fast_p_vs_eager"]["1.0"], 2 / 3)  # a (2.5x) and b (1.11x)
 
+    def test_from_optimize_module_documents(self):
+        # ksol optimize FILE.py --json-out: a verified winner, a verified kernel slower than the
+        # baselines, a forward that is not one DSL program.
+        docs = [
+            {"problem": "/p/a.py", "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 40.0},
+                                                "baseline_us": {"eager": 100.0, "compile": 80.0}}]},
+            {"problem": "/p/b.py", "results": [{"stop_reason": "seconds", "use_baseline": True, "best": {"score_us": 90.0},
+                                                "baseline_us": {"eager": 100.0, "compile": 80.0}}]},
+            {"problem": "/p/c.py", "results": [{"stop_reason": "not_lowered", "use_baseline": True, "reason": "no DSL form for conv2d",
+                                                "baseline_us": {"eager": 100.0, "compile": 0.0}}]},
+        ]
+        rs = report.from_optimize_module(docs)
+        self.assertEqual((rs[0]["correct"], rs[0]["ksol_us"], rs[0]["fell_back"]), (True, 40.0, False))
+        self.assertEqual((rs[1]["correct"], rs[1]["fell_back"]), (True, True))
+        self.assertIn("not faster than the best baseline", rs[1]["reason"])
+        self.assertEqual((rs[2]["correct"], rs[2]["fell_back"], rs[2]["compile_us"]), (False, True, None))
+        self.assertIn("conv2d", rs[2]["reason"])
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(docs, fh)
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        out = subprocess.run([sys.executable, "-m", "ksol_torch", "report", fh.name], capture_output=True, text=True, env=env)
+        os.unlink(fh.name)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("correct 2 (66.7%)", out.stdout)
+        self.assertIn("fell back: c: not one DSL program: no DSL form for conv2d", out.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
