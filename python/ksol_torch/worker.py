@@ -29,6 +29,7 @@ import ctypes
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -613,6 +614,10 @@ def _restore(snap):
 
 
 def serve(stdin=sys.stdin, stdout=None):
+    # Ctrl-C reaches the whole process group: the coordinator finishes the evaluation in flight,
+    # then closes this worker (end of input), which must not die under it and have the
+    # candidate blamed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Replies go to the real stdout; anything a candidate prints goes to stderr instead.
     out = stdout or os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
