@@ -71,15 +71,24 @@ def _threads():
     return frozenset(_enumerate_threads())
 
 
+def _pool_of(name):
+    """A pool thread's pool: concurrent.futures names them PREFIX_N."""
+    head, _, tail = name.rpartition("_")
+    return head if head and tail.isdigit() else None
+
+
 def _new_threads(before):
     """Threads alive now that were not in `before`, less PyTorch's own (torch.compile's compile
-    workers start lazily, after the baselines ran): (name, origin) pairs."""
+    workers start lazily, after the baselines ran) and less new workers of thread pools that
+    existed before (a pool grows on demand): (name, origin) pairs. A pool the candidate creates
+    has a name of its own, so its threads count."""
+    pools = {p for p in (_pool_of(t.name) for t in before) if p}
     out = []
     for t in _enumerate_threads():
         if t in before or not t.is_alive():
             continue
         origin = _thread_origin(t)
-        if os.path.abspath(origin).startswith(_TORCH_DIR):
+        if os.path.abspath(origin).startswith(_TORCH_DIR) or _pool_of(t.name) in pools:
             continue
         out.append((t.name, origin))
     return out

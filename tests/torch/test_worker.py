@@ -83,6 +83,23 @@ class Gates(unittest.TestCase):
     def test_thread_started_at_load(self):
         self.expect_rejected("gemm_relu_thread.py", "integrity", "thread_started")
 
+    def test_thread_pool_of_its_own(self):
+        # A pool's workers start on the first submit, inside the call: a pool that existed
+        # before the candidate may grow (PyTorch's own), a new one may not.
+        self.expect_rejected("gemm_relu_pool.py", "integrity", "thread_started")
+
+    def test_pool_growth_of_an_existing_pool_is_not_the_candidates(self):
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+        pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="torch_like")
+        pool.submit(lambda: None).result()
+        before = worker._threads()
+        futs = [pool.submit(threading.Event().wait, 0.2) for _ in range(3)]
+        self.assertEqual(worker._new_threads(before), [])
+        for f in futs:
+            f.result()
+        pool.shutdown()
+
 
 class Float64Reference(unittest.TestCase):
     def test_narrowing_casts_inside_the_reference_stay_float64(self):
