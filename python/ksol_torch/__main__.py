@@ -94,10 +94,16 @@ def main(argv=None) -> int:
     syn = sub.add_parser("synth", help="the module's whole forward as one ksol DSL program, or why not (JSON)")
     syn.add_argument("file")
     syn.add_argument("--seed", type=int, default=0)
+    syn.add_argument("--out", help="write the JSON here (not to stdout, which the problem's own code may print to)")
     args = ap.parse_args(argv)
     if args.cmd == "synth":
         r = _synth_one(args.file, args.seed)
-        sys.stdout.write(json.dumps(r, indent=1) + "\n")
+        text = json.dumps(r, indent=1) + "\n"
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
         return 0 if r["ok"] else 2
     if args.cmd == "worker":
         from . import worker

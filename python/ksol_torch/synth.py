@@ -41,9 +41,19 @@ def _arg(node, i, name, default=None):
     return node.kwargs.get(name, default)
 
 
-def _ident(s: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_]", "_", s)
-    return s if re.match(r"[A-Za-z_]", s) else "p_" + s
+def param_names(keys) -> Dict[str, str]:
+    """DSL names for state_dict keys: 'w_' and the key with its dots as underscores ('fc.weight' is
+    w_fc_weight), so that no name meets an input, an intermediate, an index, a dim, a function or
+    a keyword; two keys that would meet get _2, _3, ..."""
+    out, used = {}, set()
+    for k in keys:
+        base = "w_" + re.sub(r"[^A-Za-z0-9_]", "_", k)
+        name, i = base, 2
+        while name in used:
+            name, i = f"{base}_{i}", i + 1
+        used.add(name)
+        out[k] = name
+    return out
 
 
 # Elementwise ops of one tensor operand (x) and constants, as DSL expressions.
@@ -100,7 +110,7 @@ def _unary(op: str, x: str, node, mod) -> Optional[str]:
         return f"{x} * {x}"
     if op == "reciprocal":
         return f"1.0 / {x}"
-    if op in ("dropout", "identity", "contiguous", "clone", "detach", "float"):
+    if op in ("dropout", "identity", "contiguous", "clone", "detach", "float"):  # dropout: eval mode (checked by the caller)
         return x
     return None
 
@@ -176,7 +186,7 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
         raise Unsupported("more than one GEMM")
     placeholders = [n for n in nodes if n.op == "placeholder"]
     ph_names = {n.name: f"input{k}" for k, n in enumerate(placeholders)}
-    params = {k: _ident(k) for k in sd}
+    params = param_names(sd)
     used_params = set()
 
     if gemm:
@@ -368,6 +378,15 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
             else:
                 raise Unsupported(f"pow with exponent {e!r} is not lowered")
             continue
+        raw = (n.target if n.op == "call_method" else getattr(n.target, "__name__", "")).rstrip("_")
+        if raw in ("clamp_min", "clamp_max") and n.args:
+            v = _arg(n, 1, "min" if raw == "clamp_min" else "max")
+            bind(n, f"{'max' if raw == 'clamp_min' else 'min'}({operand(n.args[0])}, {_num(v)})")
+            continue
+        if op == "dropout":
+            training = mod.training if mod is not None else _arg(n, 2, "training", True)
+            if training:
+                raise Unsupported("dropout in training mode is random: not lowered")
         if not n.args or not isinstance(n.args[0], torch.fx.Node):
             raise Unsupported(f"{op} is not lowered to the DSL")
         u = _unary(op, operand(n.args[0]), n, mod)

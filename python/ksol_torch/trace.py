@@ -127,7 +127,8 @@ def _canonical(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
                 return name
         return type(mod).__name__.lower()
     if node.op == "call_method":
-        return {"add_": "add", "mul_": "mul", "relu_": "relu", "clamp_": "clamp", "div_": "div", "sub_": "sub"}.get(node.target, node.target)
+        return {"add_": "add", "mul_": "mul", "relu_": "relu", "clamp_": "clamp", "div_": "div", "sub_": "sub",
+                "clamp_min": "clamp", "clamp_max": "clamp", "clamp_min_": "clamp", "clamp_max_": "clamp"}.get(node.target, node.target)
     t = node.target
     if t in _OPERATORS:
         return _OPERATORS[t]

@@ -31,6 +31,7 @@ import math
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -56,6 +57,16 @@ ALLOWED_ATEN = {
 _perf_ns = time.perf_counter_ns
 _enumerate_threads = threading.enumerate
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_current_frames = sys._current_frames
+
+
+def _trusted_file(path):
+    """PyTorch's own code or the standard library (not third-party packages beside it)."""
+    p = os.path.abspath(path)
+    if p.startswith(_TORCH_DIR):
+        return True
+    return p.startswith(_STDLIB_DIR) and "site-packages" not in p and "dist-packages" not in p
 
 
 def _thread_origin(t):
@@ -71,27 +82,52 @@ def _threads():
     return frozenset(_enumerate_threads())
 
 
-def _pool_of(name):
-    """A pool thread's pool: concurrent.futures names them PREFIX_N."""
-    head, _, tail = name.rpartition("_")
-    return head if head and tail.isdigit() else None
+try:
+    from concurrent.futures.thread import _worker as _pool_worker
+except ImportError:  # pragma: no cover
+    _pool_worker = None
+
+
+def _executor_of(t):
+    """The ThreadPoolExecutor a pool worker thread serves (None for other threads)."""
+    if _pool_worker is None or getattr(t, "_target", None) is not _pool_worker:
+        return None
+    args = getattr(t, "_args", ())
+    try:
+        return args[0]() if args and callable(args[0]) else None
+    except Exception:
+        return None
 
 
 def _new_threads(before):
-    """Threads alive now that were not in `before`, less PyTorch's own (torch.compile's compile
-    workers start lazily, after the baselines ran) and less new workers of thread pools that
-    existed before (a pool grows on demand): (name, origin) pairs. A pool the candidate creates
-    has a name of its own, so its threads count."""
-    pools = {p for p in (_pool_of(t.name) for t in before) if p}
+    """Threads alive now that were not in `before` and are not PyTorch's: (name, where) pairs.
+    A new thread is PyTorch's (torch.compile starts compile workers lazily, thread pools that
+    existed before grow on demand) only when it is not a worker of a pool started since, and both
+    its target and every frame it is running now are PyTorch's code or the standard library's; a target of the candidate's, or any frame of its code on the thread's
+    stack (a wrapper such as torch.no_grad() around its function included), makes it the
+    candidate's. A target without Python code (a C function through ctypes) counts too."""
+    frames = _current_frames()
+    pools = {id(e) for e in map(_executor_of, before) if e is not None}
     out = []
     for t in _enumerate_threads():
         if t in before or not t.is_alive():
             continue
         origin = _thread_origin(t)
-        if os.path.abspath(origin).startswith(_TORCH_DIR) or _pool_of(t.name) in pools:
-            continue
-        out.append((t.name, origin))
+        where = origin
+        trusted = origin != "?" and _trusted_file(origin)
+        ex = _executor_of(t)
+        if ex is not None and id(ex) not in pools:
+            trusted, where = False, "a thread pool started during the evaluation"
+        f = frames.get(t.ident)
+        while trusted and f is not None:
+            if not _trusted_file(f.f_code.co_filename):
+                trusted, where = False, f"{f.f_code.co_filename}:{f.f_lineno}"
+            f = f.f_back
+        if not trusted:
+            out.append((t.name, where))
     return out
+
+
 _to = torch.Tensor.to
 _cuda = torch.cuda.is_available()
 if _cuda:
@@ -565,6 +601,10 @@ def evaluate(req):
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):
             try:
                 result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0])
+                _check_integrity(snap, threads, "during KernelBench's protocol")
+            except GateFailure as f:
+                result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
+                result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})
             except Exception as e:
                 result["kernelbench"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         _restore(snap)
@@ -651,11 +691,12 @@ def serve(stdin=sys.stdin, stdout=None):
             out.flush()
             return 0
         elif op == "eval":
+            before = _threads()
             try:
                 rep = {"id": rid, "ok": True, "result": evaluate(req)}
             except Exception as e:
                 rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
-            if rep.get("result", {}).get("error_class") == "thread_started":
+            if rep.get("result", {}).get("error_class") == "thread_started" or _new_threads(before):
                 # A candidate's thread lives on in this process: answer, then stop, so that the
                 # next evaluation runs in a fresh worker (the reply says so). Threads PyTorch
                 # starts itself (torch.compile's compile workers) are not the candidate's: only

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "agents/expert.h"
@@ -25,6 +27,7 @@
 #include "report/optimize_report.h"
 #include "search/optimize.h"
 #include "sol/peaks.h"
+#include "sol/sol.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -114,7 +117,13 @@ class ModuleEvaluator : public search::Evaluator {
       sr.status = res.value("status", "failed");
       sr.message = res.value("message", "");
       if (res.contains("timing") && res["timing"].is_object()) fill_time(sr, res["timing"]);
+      if (sr.status == "ok" && sol::suspect(sr.pct_sol)) {
+        // Faster than speed-of-light: the timing or the kernel is lying; never rewarded.
+        sr.status = "suspect";
+        sr.message = "faster than the module's SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
+      }
     }
+    o.worker_seconds = r.seconds;
     o.status = sr.status == "ok" ? "ok" : "failed";
     if (!o.ok()) o.error = "module: " + sr.message;
     o.sizes.push_back(sr);
@@ -193,10 +202,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::string pypath = source_root() + "/python";
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
   std::string file = fs::absolute(a.file).string();
-  ProcessResult pr = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file}, 600);
+  // The front end's JSON goes to a file of its own: the problem's code may print anything.
+  std::string out_json = (fs::temp_directory_path() / ("ksol-synth-" + std::to_string(::getpid()) + ".json")).string();
+  ProcessResult pr = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file, "--out", out_json}, 600);
   json syn;
   try {
-    syn = json::parse(pr.output.substr(pr.output.find('{')));
+    syn = json::parse(read_file(out_json));
+    fs::remove(out_json);
   } catch (const std::exception&) {
     std::cerr << "error: the PyTorch front end failed on " << a.file << ":\n" << pr.output << "\n";
     return 2;
@@ -209,12 +221,20 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::optional<Task> task;
   std::optional<dsl::Program> seed;
   if (lowered) {
-    task = module_task(syn, a.file);
-    seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
-    codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
-    if (!sup.ok) {
+    // A program the DSL front end or the generators refuse is a fall-back with the reason, not
+    // the end of the command.
+    std::string why_not;
+    try {
+      task = module_task(syn, a.file);
+      seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
+      codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
+      if (!sup.ok) why_not = "the lowered program has no generator yet: " + sup.reason;
+    } catch (const std::exception& e) {
+      why_not = std::string("the lowered program is refused: ") + e.what();
+    }
+    if (!why_not.empty()) {
       std::cerr << syn["program"].get<std::string>();
-      syn["reason"] = "the lowered program has no generator yet: " + sup.reason;
+      syn["reason"] = why_not;
       lowered = false;
     }
   }

@@ -435,6 +435,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "simt") {
     n += "_simt";
+    if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
     n += "_c" + std::to_string(s.cm) + "x" + std::to_string(s.cn);
     n += s.stages ? "_s" + std::to_string(s.stages) : "_sauto";
@@ -582,7 +583,8 @@ class Generator {
     w.line();
     w.open("__global__ void __launch_bounds__(kThreads) ksol_gemm_simt(" + simt_params() + ")");
     w.line("__shared__ float As[kBK][kBM + 1];");
-    w.line("__shared__ float Bs[kBK][kBN];");
+    // Padded by one column when B is B[n, k]: its stores run along k, kBN floats apart.
+    w.line(std::string("__shared__ float Bs[kBK][kBN") + (a_.b_trans ? " + 1" : "") + "];");
     w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
     const bool batched = !a_.batch_dim.empty();
     if (batched) {

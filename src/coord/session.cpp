@@ -246,6 +246,11 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
         auto run = store_->find_run(r);
         r = run ? resumed_from(run->meta) : 0;
       }
+      // A worker that died under an evaluation (killed from outside, or its host ran out of
+      // memory) says nothing about the candidate: that evaluation runs again.
+      if (prev && prev->status != "ok" && prev->failed_gate.value_or("") == "worker" &&
+          (prev->error_class.value_or("") == "crash" || prev->error_class.value_or("") == "worker_error"))
+        prev.reset();
       if (prev) {
         so.status = "skipped";
         so.message = "already in run " + std::to_string(from);

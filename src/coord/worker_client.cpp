@@ -42,6 +42,10 @@ void WorkerClient::start() {
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    // A process group of its own: a signal meant for ksol (Ctrl-C in a terminal, `timeout`
+    // signalling its child's group) does not kill the evaluation in flight; ksol finishes it and
+    // closes the worker, and a worker whose ksol is gone reads end of input and exits.
+    setpgid(0, 0);
     dup2(in[0], 0);
     dup2(out[1], 1);
     if (log >= 0) dup2(log, 2);
@@ -60,6 +64,7 @@ void WorkerClient::start() {
 
 void WorkerClient::kill_worker() {
   if (pid_ > 0) {
+    kill(-pid_, SIGKILL);  // the worker's group: anything it started goes too
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }

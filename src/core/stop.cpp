@@ -29,6 +29,9 @@ void install_stop_handlers() {
 
 bool stop_requested() { return g_signal.load() >= 0; }
 int stop_signal() { return g_signal.load() > 0 ? g_signal.load() : 0; }
-void request_stop(int sig) { on_signal(sig); }
+void request_stop(int sig) {
+  int none = -1;
+  g_signal.compare_exchange_strong(none, sig);  // as the first signal; never the second's default action
+}
 void clear_stop() { g_signal.store(-1); }
 }  // namespace ksol

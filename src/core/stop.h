@@ -10,7 +10,7 @@ void install_stop_handlers();
 bool stop_requested();
 // The signal that asked (0: none, or asked by request_stop(0)).
 int stop_signal();
-// Asks for a stop as the first signal would (tests; the handler).
+// Asks for a stop as the first signal would (tests); a second call changes nothing.
 void request_stop(int sig);
 // Forgets a stop (tests).
 void clear_stop();

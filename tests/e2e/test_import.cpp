@@ -121,7 +121,7 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   if (r.exit_code == 0) GTEST_SKIP() << "a GPU is visible to PyTorch here: the search ran (covered on the GPU host)";
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("the forward is one DSL program (rowwise)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("kernel model(input0: f32[R, C], ln_weight: f32[C], ln_bias: f32[C])"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kernel model(input0: f32[R, C], w_ln_weight: f32[C], w_ln_bias: f32[C])"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(": compiles"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("evaluation needs a GPU"), std::string::npos) << r.output;
 
@@ -130,7 +130,7 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/03_linear_epilogue.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("the forward is one DSL program (gemm)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("seed gemm_f32_64x64x16_simt_rn_epi: compiles"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed gemm_f32_64x64x16_simt_bnk_rn_epi: compiles"), std::string::npos) << r.output;
 
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;

@@ -138,6 +138,15 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     EXPECT_EQ(by["odd"]->status, "skipped");
     EXPECT_EQ(by["medium"]->status, "ok");
     EXPECT_DOUBLE_EQ(by["small"]->median_us, 100);
+    // A worker that died under an evaluation says nothing about the candidate: it runs again
+    // (and crashes again here), where a failure the worker reported would be reused.
+    CompileJob job2 = job;
+    job2.source_text = "// another candidate";
+    CompileResult crash = fake("crash");
+    CandidateOutcome b = s.evaluate(t, job2, "crasher", "file:crash.cu", o, &crash);
+    EXPECT_EQ(b.sizes[0].status, "failed");
+    EXPECT_EQ(b.sizes[0].error_class, "crash");
+    EXPECT_EQ(b.sizes[0].message.find("already in run"), std::string::npos) << b.sizes[0].message;
   }
   {
     // Resuming the resumed run: what either run did is skipped, found through resume_of.
@@ -155,6 +164,20 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     EXPECT_EQ(by["medium"]->status, "skipped");
     EXPECT_EQ(by["medium"]->message, "already in run " + std::to_string(second));
     EXPECT_NE(by["large"]->status, "skipped");  // evaluated (the scripted 100 us is "suspect" there: faster than SOL)
+  }
+  {
+    // An optimize run keeps resume_of in its command's object: the chain still goes through it.
+    Session s(so);
+    int64_t opt = s.begin_run("optimize", {{"optimize", {{"resume_of", second}}}});
+    Session s2(so);
+    s2.begin_run("resume the optimize run", {{"resume_of", opt}});
+    EvalOptions o;
+    o.sizes = {"small"};
+    o.resume_run = opt;
+    CompileResult ok = fake("ok");
+    CandidateOutcome a = s2.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
+    EXPECT_EQ(a.sizes[0].status, "skipped");
+    EXPECT_EQ(a.sizes[0].message, "already in run " + std::to_string(run));
   }
 }
 

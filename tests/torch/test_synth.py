@@ -26,10 +26,11 @@ class Synth(unittest.TestCase):
         self.assertEqual(out["family"], family)
         # The tensor table is the ABI's: the forward's inputs, the state_dict in order, the output.
         names = [t["name"] for t in out["tensors"]]
-        want = [f"input{i}" for i in range(len(inputs))] + [synth._ident(k) for k in model.state_dict()] + ["output0"]
+        want = [f"input{i}" for i in range(len(inputs))] + list(synth.param_names(model.state_dict()).values()) + ["output0"]
         self.assertEqual(names, want)
         env = {f"input{i}": x for i, x in enumerate(inputs)}
-        env.update({synth._ident(k): v for k, v in model.state_dict().items()})
+        names = synth.param_names(model.state_dict())
+        env.update({names[k]: v for k, v in model.state_dict().items()})
         got = dsl_eval.run(out["program"], env)["output0"]
         with torch.no_grad():
             ref = model.double()(*[x.double() for x in inputs])
@@ -49,7 +50,7 @@ class Synth(unittest.TestCase):
 
     def test_linear_with_an_epilogue_and_a_parameter_along_n(self):
         out = self.check_against_module("synth_problems", "03_linear_epilogue.py", "gemm")
-        self.assertIn("shift[n]", out["program"])
+        self.assertIn("w_shift[n]", out["program"])
 
     def test_kernelbench_style_problems(self):
         self.check_against_module("problems", "01_gemm_relu.py", "gemm")
@@ -62,6 +63,29 @@ class Synth(unittest.TestCase):
             _, _, out = lowered("problems", name)
             self.assertIsNone(out["program"], name)
             self.assertIn(text, out["reason"], name)
+
+    def test_clamp_min_and_max_and_dropout(self):
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = torch.nn.Dropout(0.5)
+
+            def forward(self, x):
+                return self.drop(torch.clamp_max(torch.clamp_min(x, -0.5), 0.25) + x.clamp_max(0.1))
+        m = M().eval()
+        x = torch.randn(6, 10)
+        out = synth.synthesize(m, [x])
+        self.assertIsNotNone(out["program"], out["reason"])
+        got = dsl_eval.run(out["program"], {"input0": x})["output0"]
+        torch.testing.assert_close(got, m.double()(x.double()), rtol=0, atol=0)
+        m.train()
+        self.assertIn("training mode", synth.synthesize(m, [x])["reason"])
+        self.assertIn("training mode", synth.synthesize(type("F", (torch.nn.Module,), {
+            "forward": lambda self, x: torch.nn.functional.dropout(x, 0.1)})().eval(), [x])["reason"])
+
+    def test_parameter_names_never_meet(self):
+        self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
+                         ["w_fc_weight", "w_fc_weight_2", "w_acc", "w_v1"])
 
     def test_non_float32_is_refused_with_the_reason(self):
         class M(torch.nn.Module):

@@ -88,14 +88,31 @@ class Gates(unittest.TestCase):
         # before the candidate may grow (PyTorch's own), a new one may not.
         self.expect_rejected("gemm_relu_pool.py", "integrity", "thread_started")
 
-    def test_pool_growth_of_an_existing_pool_is_not_the_candidates(self):
+    def test_idle_pool_workers_are_not_the_candidates_but_its_code_on_them_is(self):
         import threading
+        import time
         from concurrent.futures import ThreadPoolExecutor
+        # A pool that grows while running only standard-library code (as PyTorch's do).
         pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="torch_like")
         pool.submit(lambda: None).result()
         before = worker._threads()
-        futs = [pool.submit(threading.Event().wait, 0.2) for _ in range(3)]
+        futs = [pool.submit(threading.Event().wait, 0.3) for _ in range(3)]
         self.assertEqual(worker._new_threads(before), [])
+        for f in futs:
+            f.result()
+        # The same pool running the candidate's function, and a thread whose target is wrapped
+        # by PyTorch: the candidate's code on their stacks gives them away.
+        def evil():
+            time.sleep(0.3)
+        before = worker._threads()
+        futs = [pool.submit(evil) for _ in range(4)]
+        t = threading.Thread(target=torch.no_grad()(evil), name="ThreadPoolExecutor-0_9")
+        t.start()
+        time.sleep(0.05)
+        found = worker._new_threads(before)
+        self.assertTrue(any(n == "ThreadPoolExecutor-0_9" for n, _ in found), found)
+        self.assertTrue(all("test_worker.py" in w for _, w in found), found)
+        t.join()
         for f in futs:
             f.result()
         pool.shutdown()
