@@ -224,7 +224,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     if (a.total_seconds > 0) {
       std::lock_guard<std::mutex> g(pool.mu);
       if (!took) --pool.left;  // the seed failed: the task took no share
-      pool.remaining += std::max(0.0, reserved - r.seconds);
+      // What the task did not use goes back, its reused evaluations counted as spent (a resumed
+      // search stopped on them as the interrupted one would have).
+      pool.remaining += std::max(0.0, reserved - r.seconds - r.resumed_seconds);
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;

@@ -695,7 +695,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       const Attempt& ba = res.trajectory[res.best];
       res.hidden = ev.grade_hidden(t, ba.program, "c" + std::to_string(ba.index));
       res.worker_seconds += res.hidden.worker_seconds;
-      std::map<std::string, Outcome> hb = ev.baselines_hidden(t);
+      std::map<std::string, Outcome> hb = stop_requested() ? std::map<std::string, Outcome>{} : ev.baselines_hidden(t);
       for (auto& [name, bo] : hb) res.worker_seconds += bo.worker_seconds;
       res.hidden_baseline_best = fastest_per_size(hb, hidden_sizes(t));
       if (res.hidden.sizes.empty()) {
@@ -722,6 +722,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     res.pct_sol_after = wgeo(res.baseline_best, &SizeResult::pct_sol);
   }
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  res.resumed_seconds = resumed_seconds;
   res.budget_seconds = budget;
   return res;
 }
@@ -735,7 +736,7 @@ nlohmann::json OptimizeResult::to_json() const {
                     {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
                     {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
   json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds}, {"budget_seconds", budget_seconds},
-            {"worker_seconds", worker_seconds},
+            {"worker_seconds", worker_seconds}, {"resumed_seconds", resumed_seconds},
             {"candidates_per_worker_minute", worker_seconds > 0 ? 60.0 * static_cast<double>(trajectory.size()) / worker_seconds : 0.0},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},

@@ -228,6 +228,7 @@ struct OptimizeResult {
   int screened = 0;              // children rejected by the timing screen (never verified)
   double budget_seconds = 0;     // the wall-time budget this task ran under (0: none)
   double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)
+  double resumed_seconds = 0;    // of the search's budget, what reused evaluations cost when they ran
   // The grade on the hidden sizes (the returned DSL kernel's; empty sizes when not graded, with
   // hidden_note saying why): its outcome, the fastest baseline per hidden size, and the speedup.
   Outcome hidden;
