@@ -199,9 +199,10 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
         family, idx = "rowwise", "[r, c]"
         x = rowwise[0].args[0] if rowwise[0].args else None
         sh = b.shape(x) if isinstance(x, torch.fx.Node) else None
-        if sh is None or len(sh) != 2 or out_shape != sh:
-            raise Unsupported("row-wise ops are lowered on 2-D tensors whose output has the input's shape")
-        dims = {"R": sh[0], "C": sh[1]}
+        if sh is None or len(sh) < 2 or out_shape != sh:
+            raise Unsupported("row-wise ops are lowered on tensors of 2 or more dims whose output has the input's shape")
+        # Rows are every index but the last, merged (the tensors are contiguous: [B, S, C] is [B*S, C]).
+        dims = {"R": math.prod(sh[:-1]), "C": sh[-1]}
     else:
         family = "elementwise"
         if out_shape is None or len(out_shape) == 0:
@@ -218,8 +219,9 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
             raise Unsupported(f"the forward's argument {n.name} is not a tensor: non-tensor inputs are not lowered")
         if family == "gemm":
             continue  # bound below by their use
-        if sh != full:
-            raise Unsupported(f"input {ph_names[n.name]} has shape {sh}, not the output's {full}: broadcasting is not lowered yet")
+        merged = [math.prod(sh[:-1]), sh[-1]] if family == "rowwise" and len(sh) >= 2 else sh
+        if merged != full:
+            raise Unsupported(f"input {ph_names[n.name]} has shape {sh}, not the output's: broadcasting is not lowered yet")
         env[n.name] = ph_names[n.name] + idx
         decl[ph_names[n.name]] = list(dims)
 
@@ -312,7 +314,8 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
             continue
         if op in ("softmax", "log_softmax") and family == "rowwise":
             dim = _arg(n, 1, "dim") if mod is None else mod.dim
-            if dim not in (-1, 1):
+            rank = len(b.shape(n.args[0]) or [])
+            if dim not in (-1, rank - 1):
                 raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
             t = b.fresh()
             b.stmts.append(f"{t}[r, c] = {operand(n.args[0])}")

@@ -161,6 +161,16 @@ class GateFailure(Exception):
         self.gate, self.error_class, self.message = gate, error_class, message
 
 
+def _same_layout(want, got):
+    """True when a contiguous tensor of shape `got` is the task's `want`: the same shape, or the
+    same with leading dims merged (a row-wise program sees [B, S, C] as [B*S, C])."""
+    want, got = tuple(want), tuple(got)
+    if want == got:
+        return True
+    return (len(want) >= 1 and len(got) > len(want) and want[1:] == got[len(got) - len(want) + 1:] and
+            want[0] == math.prod(got[:len(got) - len(want) + 1]))
+
+
 def _check_integrity(snap, threads, when):
     now = _snapshot()
     for key, v in snap.items():
@@ -519,7 +529,7 @@ def evaluate(req):
                 table = [tuple(x.shape) for x in inputs0 if isinstance(x, torch.Tensor)]
                 table += [tuple(p.shape) for p in model.state_dict().values()] + [sh for sh, _ in specs]
                 want = [(e["name"], tuple(e["shape"])) for e in req["expect_shapes"]]
-                if len(want) != len(table) or any(w[1] != t for w, t in zip(want, table)):
+                if len(want) != len(table) or any(not _same_layout(w[1], t) for w, t in zip(want, table)):
                     raise GateFailure("load", "binding",
                                       "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
                                       "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))

@@ -6,7 +6,7 @@ import unittest
 
 import torch
 
-from ksol_torch import problem, synth
+from ksol_torch import problem, synth, worker
 
 import dsl_eval
 
@@ -28,17 +28,22 @@ class Synth(unittest.TestCase):
         names = [t["name"] for t in out["tensors"]]
         want = [f"input{i}" for i in range(len(inputs))] + list(synth.param_names(model.state_dict()).values()) + ["output0"]
         self.assertEqual(names, want)
-        env = {f"input{i}": x for i, x in enumerate(inputs)}
+        # Rows of a row-wise program merge the leading dims of contiguous tensors.
+        flat = (lambda x: x.reshape(-1, x.shape[-1])) if family == "rowwise" else (lambda x: x)
+        env = {f"input{i}": flat(x) for i, x in enumerate(inputs)}
         names = synth.param_names(model.state_dict())
         env.update({names[k]: v for k, v in model.state_dict().items()})
         got = dsl_eval.run(out["program"], env)["output0"]
         with torch.no_grad():
             ref = model.double()(*[x.double() for x in inputs])
+        ref_full, ref = ref, flat(ref)
         self.assertEqual(tuple(got.shape), tuple(ref.shape))
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
-        # Dims: every tensor's shape at these dims is the module's.
-        for t, x in zip(out["tensors"], list(inputs) + list(model.state_dict().values()) + [ref]):
-            self.assertEqual([out["dims"][d] for d in t["shape"]], list(x.shape), t["name"])
+        # Dims: every tensor's shape at these dims is the module's (leading dims merged for rows),
+        # as the worker's binding check accepts it.
+        for t, x in zip(out["tensors"], list(inputs) + list(model.state_dict().values()) + [ref_full]):
+            want = [out["dims"][d] for d in t["shape"]]
+            self.assertTrue(worker._same_layout(want, list(x.shape)), (t["name"], want, list(x.shape)))
         return out
 
     def test_elementwise_chain_of_activations(self):
@@ -51,6 +56,16 @@ class Synth(unittest.TestCase):
     def test_linear_with_an_epilogue_and_a_parameter_along_n(self):
         out = self.check_against_module("synth_problems", "03_linear_epilogue.py", "gemm")
         self.assertIn("w_shift[n]", out["program"])
+
+    def test_rowwise_over_the_last_dim_of_a_3d_tensor(self):
+        self.check_against_module("synth_problems", "04_attention_softmax_3d.py", "rowwise")
+
+    def test_same_layout_merges_leading_dims_only(self):
+        self.assertTrue(worker._same_layout([12, 48], [2, 6, 48]))
+        self.assertTrue(worker._same_layout([48], [48]))
+        self.assertFalse(worker._same_layout([12, 48], [2, 48, 6]))
+        self.assertFalse(worker._same_layout([2, 288], [2, 6, 48]))
+        self.assertFalse(worker._same_layout([12, 48, 1], [12, 48]))
 
     def test_kernelbench_style_problems(self):
         self.check_against_module("problems", "01_gemm_relu.py", "gemm")
