@@ -509,10 +509,6 @@ def evaluate(req):
     if req.get("baselines_only"):
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 
-    # The float64 reference once before the snapshot, so that whatever PyTorch starts lazily on
-    # its first float64 work on this device (library handles, pools) is not counted against the
-    # candidate; torch.compile above has started its own compile threads already.
-    ref_out(inputs0)
     snap, threads = _snapshot(), _threads()
     cand = None
     try:

@@ -131,13 +131,17 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
   return o;
 }
 
-EvalOptions visible_options(const Task& t, int64_t resume, double timeout) {
+// The evaluation options for some of a task's sizes (the visible ones for the search, the hidden
+// ones for the grade).
+EvalOptions options_for(const std::vector<const SizeSet*>& sizes, int64_t resume, double timeout) {
   EvalOptions eo;
-  for (auto* s : visible_sizes(t)) eo.sizes.push_back(s->name);
+  for (auto* s : sizes) eo.sizes.push_back(s->name);
   eo.resume_run = resume;
   eo.timeout_s = timeout;
   return eo;
 }
+
+EvalOptions visible_options(const Task& t, int64_t resume, double timeout) { return options_for(visible_sizes(t), resume, timeout); }
 
 }  // namespace
 
@@ -180,14 +184,11 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
 Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
   Outcome o;
   o.label = label;
-  EvalOptions eo;
-  for (auto* s : hidden_sizes(t)) eo.sizes.push_back(s->name);
+  EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
   if (eo.sizes.empty()) {
     o.error = "the task has no hidden sizes";
     return o;
   }
-  eo.resume_run = resume_;
-  eo.timeout_s = timeout_s_;
   // The same source as in the search, so the same candidate row: its hidden sizes join it.
   CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
   Outcome r = convert(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
@@ -197,11 +198,8 @@ Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, con
 
 std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t) {
   std::map<std::string, Outcome> out;
-  EvalOptions eo;
-  for (auto* s : hidden_sizes(t)) eo.sizes.push_back(s->name);
+  EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
   if (eo.sizes.empty()) return out;
-  eo.resume_run = resume_;
-  eo.timeout_s = timeout_s_;
   for (auto& b : t.baselines) out[b.name] = convert(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
   return out;
 }
