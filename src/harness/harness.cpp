@@ -2,15 +2,19 @@
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
 
+#include "harness/case_cache.h"
 #include "harness/clocks.h"
 #include "harness/device_ops.h"
 #include "core/defences.h"
@@ -216,6 +220,11 @@ std::vector<HostTensor> run_reference(const Task& task, const SizeSet& size, std
   return out;
 }
 
+// The float64 expected outputs of one case (and of its magnitude pass, for "abs" tasks).
+struct Expected {
+  std::vector<HostTensor> ref, mag;
+};
+
 // Returns f(), adding its wall time (exceptions included) to `acc`.
 template <class F>
 auto add_time(double& acc, F f) {
@@ -321,6 +330,7 @@ class Evaluator {
     // and the store: large sizes cost seconds of input generation and references.
     phase_.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     // The two gates' times include their share of the three parts after them.
+    out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}};
     out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
                               {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks}};
     return out;
@@ -404,20 +414,52 @@ class Evaluator {
     return run_reference(task_, size_, dims_, ref_, !use_cpu_ref_, in, absolute, stream_);
   }
 
-  struct Expected {
-    std::vector<HostTensor> ref, mag;
+  // One case's inputs and the key they are cached under.
+  struct Case {
+    std::string key;
+    std::shared_ptr<const std::vector<HostTensor>> in;
   };
+  // The worker's case cache; an entry that changed since it was made ends the worker.
+  template <class T, class... A>
+  std::shared_ptr<const T> cache_get(A&&... a) {
+    try {
+      return CaseCache::instance().get<T>(std::forward<A>(a)...);
+    } catch (const CaseCache::Tampered& e) {
+      throw CudaFatal(e.what());
+    }
+  }
+  // What the cache keeps for this evaluation: the task's spec and its reference libraries.
+  std::string cache_scope() const {
+    return task_.spec_hash + "|" + req_.reference_cpu_so + "|" + req_.reference_gpu_so;
+  }
   // The task's inputs for (distribution, seed), the time spent counted.
-  std::vector<HostTensor> generate(Distribution d, uint64_t seed) {
-    return add_time(phase_.generate, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); });
+  Case generate(Distribution d, uint64_t seed) {
+    std::ostringstream k;
+    k << "in|" << size_.name << "|" << distribution_name(d) << "|" << seed << "|" << use_cpu_ref_;
+    for (int64_t v : dims_) k << "|" << v;
+    for (auto& [o, v] : size_.options) k << "|" << o << "=" << v;
+    Case c{k.str(), nullptr};
+    c.in = add_time(phase_.generate, [&] {
+      return cache_get<std::vector<HostTensor>>(
+          cache_scope(), c.key, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); },
+          [](const std::vector<HostTensor>& v) { return digest(v); }, [](const std::vector<HostTensor>& v) { return bytes_of(v); },
+          &cache_hits_, &cache_misses_);
+    });
+    return c;
   }
 
-  Expected expected(const std::vector<HostTensor>& in) {
+  std::shared_ptr<const Expected> expected(const Case& c) {
     return add_time(phase_.reference, [&] {
-      Expected e;
-      e.ref = reference(in, false);
-      if (task_.magnitude == "abs") e.mag = reference(in, true);
-      return e;
+      return cache_get<Expected>(
+          cache_scope(), "ref|" + c.key,
+          [&] {
+            Expected e;
+            e.ref = reference(*c.in, false);
+            if (task_.magnitude == "abs") e.mag = reference(*c.in, true);
+            return e;
+          },
+          [](const Expected& e) { return digest(e.mag, digest(e.ref)); },
+          [](const Expected& e) { return bytes_of(e.ref) + bytes_of(e.mag); }, &cache_hits_, &cache_misses_);
     });
   }
 
@@ -536,12 +578,12 @@ class Evaluator {
           retired_.push_back(std::make_unique<BufferSet>(allocate()));
           set = retired_.back().get();
         }
-        std::vector<HostTensor> in = generate(dist, seed);
-        upload(*set, in);
-        Expected want = expected(in);
+        Case c = generate(dist, seed);
+        upload(*set, *c.in);
+        std::shared_ptr<const Expected> want = expected(c);
         add_time(phase_.checks, [&] {
-          checked_call(*set, in, want, Poison::nan, label + ", NaN poison");
-          if (d.on("finite-poison")) checked_call(*set, in, want, Poison::random, label + ", random poison");
+          checked_call(*set, *c.in, *want, Poison::nan, label + ", NaN poison");
+          if (d.on("finite-poison")) checked_call(*set, *c.in, *want, Poison::random, label + ", random poison");
         });
         cases.push_back(label);
       }
@@ -553,8 +595,8 @@ class Evaluator {
   // the sampling starts, so verification costs no time inside the loop but the comparison.
   struct Verification {
     int set = 0;
-    std::vector<HostTensor> inputs;
-    Expected want;
+    Case inputs;
+    std::shared_ptr<const Expected> want;
   };
   Verification plan_verification(int set, uint64_t seed) {
     Verification v;
@@ -567,7 +609,7 @@ class Evaluator {
     BufferSet& s = timing_sets_[v.set];
     const OutputBytes& got = download_outputs(s.ptrs(), s);
     try {
-      compare_all(got, v.inputs, v.want, label);
+      compare_all(got, *v.inputs.in, *v.want, label);
       if (req_.defences.on("input-hash")) check_inputs(s, label);
     } catch (const GateFailure& f) {
       throw GateFailure{"timing", f.error_class == "wrong_result" ? "timed_call_wrong" : f.error_class,
@@ -585,7 +627,7 @@ class Evaluator {
     // uploaded again before each pass, since a correctness case may have run on the first set.
     for (int i = 0; i < nsets; ++i) {
       if (static_cast<int>(timing_inputs_.size()) <= i) timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
-      upload(timing_sets_[i], timing_inputs_[i]);
+      upload(timing_sets_[i], *timing_inputs_[i].in);
     }
     // Two verified calls: one at a random position among the first samples, one after the last.
     int verify_at = static_cast<int>(rng_() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
@@ -636,7 +678,7 @@ class Evaluator {
       bool verify_now = verifying && i == verify_at;
       if (verify_now) {
         auto tv = Clock::now();
-        upload(timing_sets_[early_v.set], early_v.inputs);
+        upload(timing_sets_[early_v.set], *early_v.inputs.in);
         excluded += std::chrono::duration<double>(Clock::now() - tv).count();
       }
       BufferSet& s = timing_sets_[verify_now ? early_v.set : i % nsets];
@@ -659,7 +701,7 @@ class Evaluator {
     ClockSample after = clocks.read();
     // A candidate that stops working once it has seen enough calls fails this one.
     if (verifying) {
-      upload(timing_sets_[final_v.set], final_v.inputs);
+      upload(timing_sets_[final_v.set], *final_v.inputs.in);
       prepare(timing_sets_[final_v.set], verify_poison);
       Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr);
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
@@ -703,7 +745,8 @@ class Evaluator {
   size_t flush_bytes_ = 0;
   std::unique_ptr<DeviceMemory> flush_;
   std::vector<BufferSet> timing_sets_;
-  std::vector<std::vector<HostTensor>> timing_inputs_;
+  std::vector<Case> timing_inputs_;
+  int cache_hits_ = 0, cache_misses_ = 0;  // the worker's case cache, this evaluation
   int checked_calls_ = 0;
   double worst_ratio_ = 0;
   // With rewrite-inputs off, every correctness case's buffers, held until the evaluation ends.

@@ -173,12 +173,22 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
     o.candidate_id = st->upsert_candidate(c);
   }
   EvalOptions eo = visible_options(t, resume_, timeout_s_);
+  eo.seed = search_seed(t);
   eo.prune_above_us = prune_above_us;
   CandidateOutcome co = s_.evaluate(t, j, label, origin, eo);
   Outcome r = convert(t, co);
   r.candidate_id = o.candidate_id;
   r.kernel = o.kernel;
   return r;
+}
+
+uint64_t SessionEvaluator::search_seed(const Task& t) {
+  auto it = search_seeds_.find(t.name);
+  if (it == search_seeds_.end()) {
+    std::random_device rd;
+    it = search_seeds_.emplace(t.name, (static_cast<uint64_t>(rd()) << 20) ^ rd()).first;
+  }
+  return it->second;
 }
 
 Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
@@ -207,8 +217,9 @@ std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t)
 std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
   std::map<std::string, Outcome> out;
   for (auto& b : t.baselines) {
-    CandidateOutcome co =
-        s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, visible_options(t, resume_, timeout_s_));
+    EvalOptions eo = visible_options(t, resume_, timeout_s_);
+    eo.seed = search_seed(t);
+    CandidateOutcome co = s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo);
     out[b.name] = convert(t, co);
   }
   return out;

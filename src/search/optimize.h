@@ -133,8 +133,14 @@ class SessionEvaluator : public Evaluator {
   // Nsight Compute over a one-shot worker (`ksol-worker --once`), the kernel selected by its
   // name; the thresholds from the profiles recorded in the cache folder (profiles.jsonl).
   std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
+  // The master seed of a task's search: drawn from the OS once per task and this evaluator, so
+  // that the baselines and every candidate on the visible sizes are checked on the same cases
+  // (the worker then generates them and their references once: see harness.cpp's CaseCache).
+  // The hidden sizes' grade draws fresh seeds per evaluation, as `ksol eval` does.
+  uint64_t search_seed(const Task& t);
 
  private:
+  std::map<std::string, uint64_t> search_seeds_;
   Session& s_;
   std::string agent_;
   int64_t resume_;

@@ -1,0 +1,123 @@
+// The worker's cache of generated inputs and float64 expected outputs across evaluations, and
+// the host-memory digest that guards it (see CaseCache).
+#pragma once
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "task/inputs.h"
+
+namespace ksol {
+
+// A 64-bit digest of host bytes, from every thread; the chunking depends on the length only, so
+// the digest does too.
+inline uint64_t digest_bytes(const void* data, size_t n, uint64_t h) {
+  const size_t chunk = size_t{1} << 20;
+  const int64_t chunks = static_cast<int64_t>((n + chunk - 1) / chunk);
+  std::vector<uint64_t> part(static_cast<size_t>(chunks), 0);
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  parallel_for(
+      chunks,
+      [&](int64_t a, int64_t b, int64_t) {
+        for (int64_t c = a; c < b; ++c) {
+          size_t lo = static_cast<size_t>(c) * chunk, hi = std::min(n, lo + chunk);
+          uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(c);
+          size_t i = lo;
+          for (; i + 8 <= hi; i += 8) {
+            uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            x = (x ^ w) * 0xff51afd7ed558ccdull;
+            x ^= x >> 32;
+          }
+          for (; i < hi; ++i) x = (x ^ p[i]) * 0xc4ceb9fe1a85ec53ull;
+          part[static_cast<size_t>(c)] = x;
+        }
+      },
+      16);
+  h ^= n * 0x2545f4914f6cdd1dull;
+  for (uint64_t x : part) h = (h ^ x) * 0x9e3779b97f4a7c15ull, h ^= h >> 29;
+  return h;
+}
+inline uint64_t digest(const std::vector<HostTensor>& v, uint64_t h = 0) {
+  for (auto& t : v) {
+    h = digest_bytes(t.bytes.data(), t.bytes.size(), h);
+    h = digest_bytes(t.f64.data(), t.f64.size() * sizeof(double), h);
+  }
+  return h;
+}
+inline size_t bytes_of(const std::vector<HostTensor>& v) {
+  size_t n = 0;
+  for (auto& t : v) n += t.bytes.size() + t.f64.size() * sizeof(double);
+  return n;
+}
+
+// Inputs and expected outputs kept by the worker process across evaluations. A search draws its
+// seeds once per task (see search/optimize.cpp), so each of its candidates is checked on the same
+// cases: they are generated and their float64 references computed once, not once per candidate.
+// The cache holds one task (its spec and reference libraries) at a time, and takes an entry only
+// while the total stays under its cap (KSOL_WORKER_CACHE_MIB; default an eighth of the host's
+// memory): nothing is evicted mid-task, so a working set larger than the cap still hits on the
+// entries that fit. Every hit is checked against the digest taken when the entry was made: a
+// candidate runs in this process and could write host memory, and a changed entry ends the worker.
+class CaseCache {
+ public:
+  struct Tampered : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  static CaseCache& instance() {
+    static CaseCache c(default_cap());
+    return c;
+  }
+  explicit CaseCache(size_t cap_bytes) : cap_(cap_bytes) {}
+  size_t total_bytes() const { return total_; }
+  size_t entries() const { return entries_.size(); }
+  // An eighth of the host's memory, or KSOL_WORKER_CACHE_MIB (0 turns the cache off).
+  static size_t default_cap() {
+    if (const char* e = std::getenv("KSOL_WORKER_CACHE_MIB")) return static_cast<size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 8 : 0;
+  }
+  template <class T, class Make, class Digest, class Bytes>
+  std::shared_ptr<const T> get(const std::string& scope, const std::string& key, Make make, Digest dig, Bytes size_of, int* hits, int* misses) {
+    if (scope != scope_) {
+      entries_.clear();
+      total_ = 0;
+      scope_ = scope;
+    }
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      auto v = std::static_pointer_cast<const T>(it->second.value);
+      if (dig(*v) != it->second.sum)
+        throw Tampered("the worker's cached inputs or references changed between evaluations: a candidate wrote to the worker's host memory");
+      ++*hits;
+      return v;
+    }
+    ++*misses;
+    auto v = std::make_shared<const T>(make());
+    size_t n = size_of(*v);
+    if (cap_ > 0 && total_ + n <= cap_) {
+      entries_[key] = Entry{v, dig(*v)};
+      total_ += n;
+    }
+    return v;
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const void> value;
+    uint64_t sum = 0;
+  };
+  std::string scope_;
+  std::map<std::string, Entry> entries_;
+  size_t total_ = 0, cap_ = 0;
+};
+
+}  // namespace ksol
