@@ -252,23 +252,29 @@ std::vector<Proposal> RandomAgent::propose(const dsl::Program& parent, const Pro
   std::string key = parent.name + "/" + parent.family + "/" + std::to_string(parent.dims.size());
   for (auto& d : parent.dims) key += "," + d;
   auto it = spaces_.find(key);
-  if (it == spaces_.end()) it = spaces_.emplace(key, codegen::schedule_space(parent, b).legal).first;
-  const auto& legal = it->second;
+  if (it == spaces_.end()) {
+    // Uniform random search without replacement: one seeded permutation of the legal schedules,
+    // walked in order; each call starts one further on, so the loop (which takes the first
+    // schedule it has not tried) draws the next, and the ones after it can be built ahead.
+    Space sp;
+    sp.order = codegen::schedule_space(parent, b).legal;
+    std::shuffle(sp.order.begin(), sp.order.end(), rng_);
+    it = spaces_.emplace(key, std::move(sp)).first;
+  }
+  Space& sp = it->second;
   std::vector<Proposal> out;
-  if (legal.empty()) {
+  if (sp.order.empty()) {
     if (log) log->push_back("random: the schedule space of " + parent.name + " holds no legal schedule");
     return out;
   }
   codegen::Schedule base = full_schedule(parent);
-  std::uniform_int_distribution<size_t> pick(0, legal.size() - 1);
-  for (size_t tries = 0; out.size() < batch_ && tries < batch_ * 4; ++tries) {
-    const codegen::Schedule& s = legal[pick(rng_)];
+  for (size_t k = sp.next; k < sp.order.size() && out.size() < batch_; ++k) {
+    const codegen::Schedule& s = sp.order[k];
     if (s == base) continue;
-    bool dup = false;
-    for (auto& p : out) dup |= p.schedule == s;
-    if (dup) continue;
-    out.push_back({codegen::with_schedule(parent, s), s, "random", "drawn uniformly from " + std::to_string(legal.size()) + " legal schedules"});
+    out.push_back({codegen::with_schedule(parent, s), s, "random",
+                   "drawn uniformly (without replacement) from " + std::to_string(sp.order.size()) + " legal schedules"});
   }
+  sp.next = std::min(sp.next + 1, sp.order.size());
   return out;
 }
 

@@ -92,7 +92,11 @@ class RandomAgent : public Agent {
  private:
   std::mt19937_64 rng_;
   size_t batch_;
-  std::map<std::string, std::vector<codegen::Schedule>> spaces_;  // legal schedules by program name+family
+  struct Space {
+    std::vector<codegen::Schedule> order;  // the legal schedules, shuffled once
+    size_t next = 0;                       // where the next call starts
+  };
+  std::map<std::string, Space> spaces_;  // by program name+family
 };
 
 // "expert" or "random"; throws std::invalid_argument otherwise. `k` must outlive the agent.

@@ -191,6 +191,37 @@ uint64_t SessionEvaluator::search_seed(const Task& t) {
   return it->second;
 }
 
+void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) {
+  codegen::Binding b = binding_of(t);
+  for (const dsl::Program& p : next) {
+    if (!codegen::can_implement(p, b).ok) continue;
+    CompileJob j;
+    try {
+      j = codegen::compile_job(t, p, t.name + "/prefetch.ksol");
+    } catch (const std::exception&) {
+      continue;
+    }
+    while (prefetching_.size() >= std::max<size_t>(1, prefetch_threads)) {
+      prefetching_.front().join();
+      prefetching_.erase(prefetching_.begin());
+    }
+    prefetching_.emplace_back([j = std::move(j)] {
+      try {
+        compile(j);
+      } catch (const std::exception&) {
+        // the evaluation compiles it again and reports why
+      }
+    });
+  }
+}
+
+SessionEvaluator::~SessionEvaluator() {
+  // A run being stopped does not wait for builds nobody will time (nvcc finishes on its own).
+  for (auto& th : prefetching_)
+    if (stop_requested()) th.detach();
+    else th.join();
+}
+
 Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
   Outcome o;
   o.label = label;
@@ -535,7 +566,10 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   progress(t.name + ": seed " + (s0.outcome.ok() ? fmt(s0.outcome.score_us()) + " us, " + fmt(s0.outcome.pct_sol() * 100, 1) + "% SOL"
                                                   : "FAILED: " + s0.outcome.error));
 
+  // (parent, method) pairs that failed; a random draw is a move of its own, so its key is the
+  // schedule it drew, not the shared name "random".
   std::set<std::pair<int, std::string>> failed_pairs;
+  auto move_key = [](const std::string& method, const std::string& schedule) { return method == "random" ? "random " + schedule : method; };
   std::map<int, std::optional<ProfileResult>> profiled;  // by trajectory index
   std::string no_profiler;                                // why not, once it has failed
   std::map<std::string, int> seen;
@@ -624,20 +658,26 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       std::vector<agents::Proposal> props = agent.propose(pa.program, prof, b, exclude, &alog);
       for (auto& l : alog) say("[parent c" + std::to_string(cand) + "] " + l);
       std::string grand = pa.parent >= 0 ? res.trajectory[pa.parent].schedule : "";
+      std::vector<dsl::Program> after_pick;  // the parent's next proposals, to build while the pick runs
       for (auto& p : props) {
         std::string st = codegen::schedule_text(p.schedule);
-        if (failed_pairs.count({cand, p.method})) continue;
+        if (failed_pairs.count({cand, move_key(p.method, st)})) continue;
         if (!grand.empty() && st == grand) {
-          say("[parent c" + std::to_string(cand) + "] oscillation skipped: " + p.method + " would return to c" +
-              std::to_string(pa.parent) + " {" + st + "}");
+          if (!pick)
+            say("[parent c" + std::to_string(cand) + "] oscillation skipped: " + p.method + " would return to c" +
+                std::to_string(pa.parent) + " {" + st + "}");
           continue;
         }
-        if (seen.count(st)) continue;
-        pick = p;
-        break;
+        if (seen.count(st) || (pick && codegen::schedule_text(pick->schedule) == st)) continue;
+        if (!pick) {
+          pick = p;
+          continue;
+        }
+        if (after_pick.size() < o.prefetch) after_pick.push_back(p.program);
       }
       if (pick) {
         parent = cand;
+        if (!after_pick.empty()) ev.prefetch(t, after_pick);
         break;
       }
       exhausted.insert(cand);
@@ -654,7 +694,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       a.note = "screened out: " + a.outcome.error;
       ++since_best;
     } else if (!a.outcome.ok()) {
-      failed_pairs.insert({parent, a.method});
+      failed_pairs.insert({parent, move_key(a.method, a.schedule)});
       a.note = "failed: " + a.outcome.error;
       ++since_best;
     } else {

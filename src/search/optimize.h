@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,9 @@ class Evaluator {
     (void)t;
     return {};
   }
+  // A hint: these programs may be evaluated next. An evaluator that compiles may start building
+  // them in the background (the compile cache then serves the evaluation); nothing is measured.
+  virtual void prefetch(const Task& t, const std::vector<dsl::Program>& next) { (void)t, (void)next; }
   // Set by the loop before each child's evaluation: per size, the median (us) above which the
   // child is screened out after a timing pass alone (it cannot beat the best there), before its
   // correctness gate; the sizes after a screened-out one are not evaluated. Empty: no screening.
@@ -138,9 +142,15 @@ class SessionEvaluator : public Evaluator {
   // (the worker then generates them and their references once: see harness.cpp's CaseCache).
   // The hidden sizes' grade draws fresh seeds per evaluation, as `ksol eval` does.
   uint64_t search_seed(const Task& t);
+  // Compiles each program on a thread of its own (at most `prefetch_threads` at a time; the
+  // oldest are waited for first), for the compile cache; failures are left for the evaluation.
+  void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
+  ~SessionEvaluator() override;
+  size_t prefetch_threads = 4;
 
  private:
   std::map<std::string, uint64_t> search_seeds_;
+  std::vector<std::thread> prefetching_;
   Session& s_;
   std::string agent_;
   int64_t resume_;
@@ -204,6 +214,7 @@ struct OptimizeOptions {
   std::function<double(double seed_pct_sol)> seconds_after_seed;
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
+  size_t prefetch = 3;  // the parent's next proposals compiled in the background while one is evaluated
   std::function<void(const std::string&)> progress;  // one line per event (optional)
 };
 
