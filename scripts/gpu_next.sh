@@ -82,11 +82,16 @@ PY
     # Issue 6: ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
     # as .cache/kernelbench), a fixed budget each; PART=i/n takes a share (one per GPU). Then the
     # KernelBench-compatible summary of the JSONs, and one archive of everything (kb.tgz).
+    # KB_DEADLINE (seconds from now): problems not started by then are listed as not run.
     KB=${KB:-.cache/kernelbench/KernelBench}; mkdir -p "$OUT/kb"; i=0; IFS=/ read -r p n <<< "${PART:-0/1}"
+    end=$(( $(date +%s) + ${KB_DEADLINE:-100000} ))
     for L in level1 level2; do for f in $(ls $KB/$L/*.py | sort -V); do k=$(basename "$f" | cut -d_ -f1); [ $((k % 5)) -eq 0 ] || continue
       i=$((i + 1)); [ $((i % n)) -eq "$p" ] || continue
+      if [ "$(date +%s)" -ge "$end" ]; then echo "$L/$k not run (KB_DEADLINE)"; continue; fi
+      t0=$(date +%s.%N)
       timeout -k 30 ${KB_TIMEOUT:-240} ksol optimize "$f" --budget-seconds ${KB_SECONDS:-30} --budget-candidates 12 \
-        --json-out "$OUT/kb/$L-$k.json" --report "$OUT/kb/$L-$k" > /dev/null 2>> "$OUT/kb/log.txt"; echo "$L/$k rc=$?"
+        --json-out "$OUT/kb/$L-$k.json" --report "$OUT/kb/$L-$k" > /dev/null 2>> "$OUT/kb/log.txt"
+      rc=$?; echo "$L/$k rc=$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
     done; done
     python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "$OUT"/kb/*.json > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
