@@ -77,6 +77,10 @@ def _thread_origin(t):
     return code.co_filename if code is not None else "?"
 
 
+# What serve() needs from the evaluation it ran: the threads alive once the baselines were timed.
+_STATE = {"threads_after_baselines": None}
+
+
 def _threads():
     """The live Python threads, to tell later which ones a candidate started."""
     return frozenset(_enumerate_threads())
@@ -506,6 +510,10 @@ def evaluate(req):
             else:
                 base["compile"] = {"error": f"torch {torch.__version__} has no torch.compile"}
     result["baselines"] = base
+    # torch.compile's compile workers (a thread pool it starts on first use, and keeps) are
+    # PyTorch's, started by ksol's own baseline code: serve() looks for threads left behind
+    # relative to this point, not to the start of the request.
+    _STATE["threads_after_baselines"] = _threads()
     if req.get("baselines_only"):
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 
@@ -698,11 +706,15 @@ def serve(stdin=sys.stdin, stdout=None):
             return 0
         elif op == "eval":
             before = _threads()
+            _STATE["threads_after_baselines"] = None
             try:
                 rep = {"id": rid, "ok": True, "result": evaluate(req)}
             except Exception as e:
                 rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
-            if rep.get("result", {}).get("error_class") == "thread_started" or _new_threads(before):
+            known = before | (_STATE["threads_after_baselines"] or frozenset())
+            # A baselines-only request runs no candidate code: whatever it leaves is PyTorch's.
+            ran_candidate = not req.get("baselines_only")
+            if rep.get("result", {}).get("error_class") == "thread_started" or (ran_candidate and _new_threads(known)):
                 # A candidate's thread lives on in this process: answer, then stop, so that the
                 # next evaluation runs in a fresh worker (the reply says so). Threads PyTorch
                 # starts itself (torch.compile's compile workers) are not the candidate's: only

@@ -2,6 +2,7 @@
 #include "agents/expert.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -125,6 +126,29 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
   f.num["accumulators"] = items;
   if (!f.num.count("unroll")) f.num["unroll"] = 1;
   f.num["uses_shared"] = value_of(s, "cache_row") == "shared" || value_of(s, "reduction") == "block" ? 1 : 0;
+  f.num["sm"] = prof.sm;
+  if (p.family == "gemm") {
+    // The CTA tile "[m, n, k]", the main loop's instructions, and the output tiles at the
+    // representative size (tile_mn, tile_waves and wave_efficiency are derived from them).
+    std::vector<double> tile;
+    std::string t = value_of(s, "tile");
+    for (size_t i = 0; i < t.size();) {
+      if (std::isdigit(static_cast<unsigned char>(t[i]))) {
+        size_t j = i;
+        while (j < t.size() && std::isdigit(static_cast<unsigned char>(t[j]))) ++j;
+        tile.push_back(std::stod(t.substr(i, j - i)));
+        i = j;
+      } else {
+        ++i;
+      }
+    }
+    if (tile.size() == 3) {
+      f.num["tile_m"] = tile[0], f.num["tile_n"] = tile[1], f.num["tile_k"] = tile[2];
+      if (prof.dims.count("M") && prof.dims.count("N"))
+        f.num["output_tiles"] = std::ceil(prof.dims.at("M") / tile[0]) * std::ceil(prof.dims.at("N") / tile[1]);
+    }
+    f.num["uses_tensor_cores"] = value_of(s, "mainloop") == "simt" ? 0 : 1;
+  }
 
   // Extents: the row length is the reduced dim's extent; rows the product of the others.
   double total = 1;
@@ -224,7 +248,10 @@ std::vector<Proposal> ExpertAgent::propose(const dsl::Program& parent, const Pro
   Trace trace;
   std::vector<Choice> choices = choose(k_, f, o, &trace);
   std::vector<Proposal> out;
-  if (choices.empty() && log) log->push_back("expert: no method applies (" + f.str["bottleneck"] + "/" + parent.family + ")");
+  if (choices.empty() && log) {
+    log->push_back("expert: no method applies (" + f.str["bottleneck"] + "/" + parent.family + ")");
+    for (auto& l : trace.lines) log->push_back("expert:   " + l);
+  }
   for (const Choice& c : choices) {
     const Method* m = k_.method(c.method);
     if (!m) continue;

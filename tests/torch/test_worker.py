@@ -200,6 +200,44 @@ class Protocol(unittest.TestCase):
         self.assertFalse(lines[2]["ok"])
         self.assertIn("unknown op", lines[2]["error"])
 
+    def test_threads_torch_compile_keeps_are_not_the_candidates(self):
+        # torch.compile starts a pool of compile workers on first use and keeps it (found on the
+        # H200 with PyTorch 2.11: every baseline request ended the worker). Here a stand-in for
+        # torch.compile does the same; the baselines, and a candidate after them, must pass, and
+        # the worker must live on.
+        shim = (
+            "import sys, torch\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "kept = []\n"
+            "def compile(model, **kw):\n"
+            "    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix='compile_worker')\n"
+            "    pool.submit(lambda: None).result()\n"
+            "    kept.append(pool)\n"
+            "    return model\n"
+            "torch.compile = compile\n"
+            "from ksol_torch import worker\n"
+            "sys.exit(worker.serve())\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        reqs = [{"id": 1, "op": "eval", "problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3], "baselines_only": True},
+                {"id": 2, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_numpy.py"), "device": "cpu",
+                 "seeds": [1, 2, 3]},
+                {"id": 3, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_pool.py"), "device": "cpu",
+                 "seeds": [1, 2, 3]},
+                {"id": 4, "op": "exit"}]
+        p = subprocess.run([sys.executable, "-c", shim], input="".join(json.dumps(r) + "\n" for r in reqs),
+                           capture_output=True, text=True, env=env, timeout=300)
+        lines = [json.loads(l) for l in p.stdout.splitlines()]
+        self.assertEqual([l["id"] for l in lines], [1, 2, 3], p.stdout + p.stderr)
+        for l in lines[:2]:
+            self.assertTrue(l["ok"], l)
+            self.assertNotIn("fatal", l)
+            self.assertGreater(l["result"]["baselines"]["compile"]["median_us"], 0, l)
+        self.assertEqual(lines[1]["result"]["status"], "ok", lines[1])
+        # A pool of the candidate's own is still caught, and still ends the worker.
+        self.assertEqual(lines[2]["result"]["error_class"], "thread_started", lines[2])
+        self.assertTrue(lines[2]["fatal"])
+        self.assertEqual(p.returncode, 3)
+
 
 if __name__ == "__main__":
     unittest.main()

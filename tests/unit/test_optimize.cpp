@@ -495,3 +495,24 @@ TEST(Optimize, TheNextProposalsAreBuiltAheadForBothAgents) {
                                                                                     << r.trajectory.size();
   }
 }
+
+TEST(Optimize, TheExpertHasMovesForGemmsWhenComputeBound) {
+  // On the H200 the SIMT seed of gemm_f32 profiled compute-bound (SM throughput 77%) and the
+  // expert had no move: the GEMM features its rules test (tile, tensor cores, compute
+  // capability) were never computed, and register blocking only offered tensor-core tiles.
+  for (const char* task : {"gemm_f32", "gemm_bf16"}) {
+    SeedCase s = setup(task);
+    agents::ExpertAgent a(knowledge(), 1);
+    agents::Profile p;
+    p.precision = s.task.precision;
+    p.bound = "compute";
+    p.bottleneck = "compute";
+    p.pct_sol = 0.17;
+    p.dims = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+    std::vector<std::string> log;
+    auto props = a.propose(s.seed, p, search::binding_of(s.task), {}, &log);
+    ASSERT_FALSE(props.empty()) << task << "\n" << join(log, "\n");
+    for (auto& pr : props) EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << task << ": " << pr.method;
+    if (std::string(task) == "gemm_bf16") EXPECT_GE(props.size(), 3u) << join(log, "\n");
+  }
+}
