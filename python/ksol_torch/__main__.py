@@ -1,5 +1,7 @@
 """python3 -m ksol_torch import [--no-screen] [--seed N] FILE...   (JSON on stdout)
    python3 -m ksol_torch report RESULTS.json [--json]
+   python3 -m ksol_torch synth FILE [--out JSON]                   (the forward as one DSL program, or why not)
+   python3 -m ksol_torch stitch FILE [--out JSON]                  (DSL pieces around ops kept as PyTorch calls)
    python3 -m ksol_torch worker                                     (the evaluation worker, on stdin/stdout)
 
 Driven by `ksol import kernelbench` (docs/TORCH.md); usable alone."""
@@ -64,6 +66,13 @@ def _synth_one(path: str, seed: int) -> dict:
             model, inputs = problem.instantiate(prob, seed)
             g = trace.trace(model, inputs)
         out = synth.synthesize(model, inputs)
+        if not out.get("program"):
+            out["stitch"] = _stitch_summary(model, inputs)
+            if out["stitch"].get("pieces"):
+                st = out["stitch"]
+                out["reason"] += (f"; cut around the ops kept as PyTorch calls ({', '.join(st['kept']) or 'none'}) it is "
+                                  f"{len(st['pieces'])} DSL piece(s) ({', '.join(st['pieces'])}), checked in float64 on the "
+                                  "CPU by the tests; running the stitched pieces in the evaluation is not built yet")
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:
@@ -71,6 +80,40 @@ def _synth_one(path: str, seed: int) -> dict:
         return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
     out.update({"file": path, "ok": True, "problem": prob.name, "flops": g.flops, "bytes": g.bytes,
                 "inputs": g.inputs, "outputs": g.outputs})
+    return out
+
+
+def _stitch_summary(model, inputs) -> dict:
+    """The families of the DSL pieces stitch.py cuts the forward into, and the ops it keeps."""
+    from . import stitch
+
+    try:
+        plan = stitch.split(model, inputs)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    views = ("view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr")
+    return {"pieces": [p.family for p in plan.pieces], "kept": [k["op"] for k in plan.kept if k["op"] not in views]}
+
+
+def _stitch_one(path: str, seed: int) -> dict:
+    """The forward cut into DSL pieces around the ops that stay PyTorch calls (stitch.py)."""
+    from . import problem, stitch
+
+    try:
+        prob = problem.load(path)
+        try:
+            model, inputs = problem.instantiate(prob, seed, meta=True)
+            plan = stitch.split(model, inputs)
+        except Exception:  # an op without a meta kernel, or a trace that needs values
+            model, inputs = problem.instantiate(prob, seed)
+            plan = stitch.split(model, inputs)
+    except problem.ProblemError as e:
+        return {"file": path, "ok": False, "error": str(e)}
+    except Exception as e:
+        line = problem.line_in_file(path, e)
+        return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
+    out = {"file": path, "ok": True, "problem": prob.name, "ops_in_pieces": stitch.dsl_only_fraction(plan)}
+    out.update(plan.summary())
     return out
 
 
@@ -95,9 +138,13 @@ def main(argv=None) -> int:
     syn.add_argument("file")
     syn.add_argument("--seed", type=int, default=0)
     syn.add_argument("--out", help="write the JSON here (not to stdout, which the problem's own code may print to)")
+    sti = sub.add_parser("stitch", help="the forward cut into DSL pieces around ops kept as PyTorch calls (JSON)")
+    sti.add_argument("file")
+    sti.add_argument("--seed", type=int, default=0)
+    sti.add_argument("--out", help="write the JSON here (not to stdout)")
     args = ap.parse_args(argv)
-    if args.cmd == "synth":
-        r = _synth_one(args.file, args.seed)
+    if args.cmd in ("synth", "stitch"):
+        r = (_synth_one if args.cmd == "synth" else _stitch_one)(args.file, args.seed)
         text = json.dumps(r, indent=1) + "\n"
         if args.out:
             with open(args.out, "w") as fh:

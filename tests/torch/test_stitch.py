@@ -1,0 +1,153 @@
+"""Cutting a forward into DSL pieces around kept PyTorch ops, and re-stitching it: each piece's
+program is run by a float64 DSL evaluator (dsl_eval.py) inside the module's own graph, and the
+whole is checked against the module in float64. CPU only: the pieces' CUDA is compiled and timed
+by ksol on a GPU. Run: PYTHONPATH=python:tests/torch python3 -m unittest test_stitch"""
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dsl_eval
+from ksol_torch import stitch, synth
+
+
+def dsl_runner(piece, tensors):
+    """Runs a piece's program in float64 on its ABI tensors (inputs, then parameters)."""
+    ins = [t for t in piece.tensors if t["role"] == "in"]
+    env = {}
+    for spec, x in zip(ins, tensors):
+        want = [piece.dims[d] for d in spec["shape"]]
+        env[spec["name"]] = x.reshape(want)  # a row-wise piece merges leading dims into rows
+    return dsl_eval.run(piece.program, env)["output0"]
+
+
+class ConvEpilogue(nn.Module):
+    """Level-2 style: a convolution (kept: cuDNN) then an elementwise chain (one DSL piece)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.tanh(F.relu(y) * 2.0 - 0.5)
+
+
+class MlpBlock(nn.Module):
+    """Two GEMMs with epilogues around a LayerNorm, then a softmax: four pieces, nothing kept."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.ln = nn.LayerNorm(32)
+        self.fc2 = nn.Linear(32, 24)
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(x))
+        h = self.ln(h)
+        return torch.softmax(self.fc2(h) * 0.5, dim=-1)
+
+
+class ReduceThenMap(nn.Module):
+    """A reduction to a smaller shape (kept) between two elementwise chains."""
+
+    def forward(self, x):
+        s = torch.sigmoid(x) * x
+        m = s.mean(dim=1, keepdim=True)
+        return torch.relu(m - 1.0) + 0.25
+
+
+class SharedValue(nn.Module):
+    """A value read by a kept op and by the chain after it: the chain is cut there, so every piece
+    has one output."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool1d(2)
+
+    def forward(self, x):
+        a = torch.exp(x * 0.1)
+        p = self.pool(a.unsqueeze(0)).squeeze(0)
+        return torch.cat([a + 1.0, p], dim=1)
+
+
+class Stitching(unittest.TestCase):
+    def stitched(self, model, inputs, pieces, kept_ops):
+        model.eval()
+        plan = stitch.split(model, inputs)
+        self.assertEqual(len(plan.pieces), pieces, plan.summary())
+        self.assertEqual(sorted(k["op"] for k in plan.kept), sorted(kept_ops), plan.summary())
+        for k in plan.kept:
+            self.assertTrue(k["reason"], k)
+        st = stitch.Stitched(plan, dsl_runner).double()
+        with torch.no_grad():
+            got = st(*[x.double() for x in inputs])
+            want = model.double()(*[x.double() for x in inputs])
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+        return plan
+
+    def test_convolution_stays_and_its_epilogue_becomes_one_piece(self):
+        torch.manual_seed(0)
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 3, 10, 10)], 1, ["conv2d"])
+        self.assertEqual(plan.pieces[0].family, "elementwise")
+        self.assertEqual(plan.pieces[0].inputs, ["conv"])
+        self.assertIn("no DSL form", plan.kept[0]["reason"])
+
+    def test_gemms_layernorm_and_softmax_are_four_pieces(self):
+        torch.manual_seed(1)
+        plan = self.stitched(MlpBlock(), [torch.randn(5, 16)], 4, [])
+        self.assertEqual([p.family for p in plan.pieces], ["gemm", "rowwise", "gemm", "rowwise"])
+        self.assertEqual(plan.pieces[0].params, ["fc1.weight", "fc1.bias"])
+
+    def test_a_reduction_is_kept_between_two_chains(self):
+        torch.manual_seed(2)
+        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7)], 2, ["mean"])
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise"])
+
+    def test_a_value_read_outside_its_chain_ends_the_piece(self):
+        torch.manual_seed(3)
+        plan = self.stitched(SharedValue(), [torch.randn(4, 6)], 2, ["max_pool1d", "cat", "squeeze", "unsqueeze"])
+        for p in plan.pieces:
+            # Every node inside a piece but its last is read only inside it.
+            inner = set(p.nodes[:-1])
+            for n in plan.gm.graph.nodes:
+                if n.name not in p.nodes:
+                    self.assertFalse({a.name for a in n.all_input_nodes} & inner, (p.nodes, n.name))
+
+    def test_each_piece_is_a_program_synth_writes_on_its_own_tensors(self):
+        torch.manual_seed(4)
+        model = MlpBlock().eval()
+        plan = stitch.split(model, [torch.randn(5, 16)])
+        for p in plan.pieces:
+            self.assertTrue(p.program.startswith("# Lowered by ksol"), p.program)
+            names = [t["name"] for t in p.tensors]
+            self.assertEqual(names[:len(p.inputs)], [f"input{i}" for i in range(len(p.inputs))])
+            self.assertEqual(names[-1], "output0")
+            self.assertEqual(len(names), len(p.inputs) + len(p.params) + 1)
+
+    def test_a_refused_op_in_a_chain_leaves_the_rest_to_a_piece(self):
+        # Eval-mode batch norm is elementwise to the tracer but has no DSL form: it stays a call,
+        # and the ReLU after it is still a piece.
+        torch.manual_seed(5)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+        with torch.no_grad():
+            model[1].running_mean.uniform_(-1, 1)
+            model[1].running_var.uniform_(0.5, 2)
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 1, ["conv2d", "batch_norm", "max_pool2d"])
+        self.assertEqual(len(plan.pieces[0].nodes), 1)  # the ReLU (Sequential index 2)
+        bn = next(k for k in plan.kept if k["op"] == "batch_norm")
+        self.assertIn("batch_norm", bn["reason"])
+
+    def test_synth_says_what_stitching_would_make(self):
+        import os
+        from ksol_torch import __main__ as cli
+        r = cli._synth_one(os.path.join(os.path.dirname(__file__), "problems", "03_conv_bn_relu.py"), 0)
+        self.assertIsNone(r["program"])
+        self.assertEqual(r["stitch"]["pieces"], ["elementwise"])
+        self.assertIn("1 DSL piece(s) (elementwise)", r["reason"])
+        self.assertIn("not built yet", r["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()
