@@ -41,6 +41,7 @@ class Piece:
     family: str
     tensors: List[Dict]         # synth's ABI table
     dims: Dict[str, int]
+    dim_order: List[str]        # the program's dims in the ABI's order (the dims array)
     shape: List[int]            # the output's shape in the module (a row-wise program's [R, C] is this, rows merged)
 
 
@@ -52,7 +53,8 @@ class Plan:
 
     def summary(self) -> Dict:
         return {"pieces": [{"id": p.id, "nodes": p.nodes, "inputs": p.inputs, "params": p.params, "family": p.family,
-                            "program": p.program, "tensors": p.tensors, "dims": p.dims, "shape": p.shape}
+                            "program": p.program, "tensors": p.tensors, "dims": p.dims, "dim_order": p.dim_order,
+                            "shape": p.shape}
                            for p in self.pieces],
                 "kept": self.kept}
 
@@ -217,7 +219,7 @@ def _piece(gm, seg, values, pid):
         return None, r.get("reason", "not one DSL program")
     out = values.get(seg[-1].name)
     return Piece(pid, [n.name for n in seg], [a.name for a in ext], list(sub.state_dict().keys()), r["program"], r["family"],
-                 r["tensors"], r["dims"], list(out.shape) if isinstance(out, torch.Tensor) else []), ""
+                 r["tensors"], r["dims"], r["dim_order"], list(out.shape) if isinstance(out, torch.Tensor) else []), ""
 
 
 class Stitched(nn.Module):
@@ -225,11 +227,12 @@ class Stitched(nn.Module):
     piece's inputs then its parameters (the module's, at call time, so .double() reaches them);
     the runner returns the piece's output (any shape with the right number of elements)."""
 
-    def __init__(self, plan: Plan, runner: Callable):
+    def __init__(self, plan: Plan, runner: Callable, around_kept: Optional[Callable] = None):
         super().__init__()
         self.gm = plan.gm
         self.pieces = plan.pieces
         self.runner = runner
+        self.around_kept = around_kept  # a context manager factory around each kept call (the worker records their ops)
 
     def forward(self, *args):
         last = {p.nodes[-1]: p for p in self.pieces}
@@ -243,6 +246,9 @@ class Stitched(nn.Module):
                     return None  # computed inside its piece; nothing outside reads it
                 p = last.get(n.name)
                 if p is None:
+                    if outer.around_kept is not None and n.op in ("call_module", "call_function", "call_method"):
+                        with outer.around_kept():
+                            return super().run_node(n)
                     return super().run_node(n)
                 tensors = [self.env[self.env_node(i)] for i in p.inputs] + [state[k] for k in p.params]
                 y = outer.runner(p, tensors)

@@ -176,12 +176,11 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     bad = sorted({op for _, op in ops if kind_of(op) in ("conv", "pool", "layout", "other")} |
                  {op for _, op in ops if kind_of(op) == "rowwise" and op not in ("softmax", "log_softmax", "layer_norm")})
     if bad:
-        raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program "
-                          "(pieces around PyTorch or vendor calls are not stitched yet)")
+        raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program")
     gemm = [n for n, op in ops if op in ("matmul", "mm", "linear")]
     rowwise = [n for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")]
     if gemm and rowwise:
-        raise Unsupported("a GEMM followed by a row-wise op is two DSL programs (not stitched yet)")
+        raise Unsupported("a GEMM followed by a row-wise op is two DSL programs")
     if len(gemm) > 1:
         raise Unsupported("more than one GEMM")
     placeholders = [n for n in nodes if n.op == "placeholder"]

@@ -25,6 +25,7 @@ u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part
 a magnitude pass needs where outputs cancel.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
 """
+import contextlib
 import ctypes
 import json
 import math
@@ -203,7 +204,7 @@ class _Watch(_InMode):
     """Records the aten ops called inside the candidate's forward that are not allocation,
     views or copies (a TorchDispatchMode, entered only around the call)."""
 
-    def __init__(self):
+    def __init__(self, allow=frozenset()):
         from torch.utils._python_dispatch import TorchDispatchMode
 
         calls = self.calls = []
@@ -211,7 +212,7 @@ class _Watch(_InMode):
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func.overloadpacket.__name__
-                if name not in ALLOWED_ATEN:
+                if name not in ALLOWED_ATEN and name not in allow:
                     calls.append(name)
                 return func(*args, **(kwargs or {}))
 
@@ -454,6 +455,57 @@ class AbiCandidate(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _stitched_candidate(pieces, model, inputs):
+    """The module with its DSL pieces (stitch.py) computed by their libraries, each called with
+    its ABI table (its inputs, its parameters, its output); the ops the plan keeps run as PyTorch
+    calls. The request's pieces must be the plan's, node for node (the libraries were built for
+    those programs). Returns the candidate and the aten ops the kept calls make, which the
+    dispatch watch then allows: those calls are ksol's, declared in the plan, not the pieces'."""
+    from . import stitch as stitch_mod
+
+    plan = stitch_mod.split(model, inputs)
+    want = [p.nodes for p in plan.pieces]
+    got = [list(p.get("nodes", [])) for p in pieces]
+    if got != want:
+        raise GateFailure("load", "binding", f"the request's pieces {got} are not the module's {want}")
+    libs = {}
+    for piece, spec in zip(plan.pieces, pieces):
+        try:
+            lib = ctypes.CDLL(os.path.abspath(spec["so"]))
+        except OSError as e:
+            raise GateFailure("load", "candidate_error", f"{spec['so']}: {e}")
+        fn = lib.ksol_run
+        fn.argtypes = [ctypes.POINTER(_KsolCall)]
+        fn.restype = ctypes.c_int
+        libs[piece.id] = (lib, fn, [int(d) for d in spec.get("dims", [])])
+
+    def runner(piece, tensors):
+        _, fn, dims = libs[piece.id]
+        ins = [t.contiguous() for t in tensors]
+        dev = ins[0].device
+        out = torch.empty(piece.shape, dtype=torch.float32, device=dev)
+        table = ins + [out]
+        ptrs = (ctypes.c_void_p * len(table))(*[t.data_ptr() for t in table])
+        cdims = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+        rc = fn(ctypes.byref(_KsolCall(KSOL_ABI_VERSION, len(table), ptrs, len(dims), cdims, stream)))
+        if rc != 0:
+            raise RuntimeError(f"piece {piece.id}: ksol_run returned {rc}")
+        return out
+
+    # The aten ops of the kept calls, recorded on the example inputs.
+    rec = _Watch()
+
+    @contextlib.contextmanager
+    def recording():
+        with rec:
+            yield
+
+    with torch.no_grad():
+        stitch_mod.Stitched(plan, runner, around_kept=recording)(*inputs)
+    return stitch_mod.Stitched(plan, runner), frozenset(rec.calls)
+
+
 def evaluate(req):
     device = req.get("device") or ("cuda" if _cuda else "cpu")
     seeds = [int(s) for s in req.get("seeds", [1, 2, 3])]
@@ -519,6 +571,7 @@ def evaluate(req):
 
     snap, threads = _snapshot(), _threads()
     cand = None
+    kept_ops = frozenset()  # aten ops a stitched candidate's kept PyTorch calls make (ksol's code, not the candidate's)
     try:
         if req.get("candidate_so"):
             # A library built to ksol's ABI: the tensor table is inputs, parameters, outputs.
@@ -538,12 +591,15 @@ def evaluate(req):
                                       "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
                                       "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))
             _check_integrity(snap, threads, "while the candidate's library loaded")
+        elif req.get("stitch"):
+            cand, kept_ops = _stitched_candidate(req["stitch"], model, inputs0)
+            _check_integrity(snap, threads, "while the pieces' libraries loaded")
         else:
             cand = _load_model_new(req, prob, seeds, model, device, snap, threads)
 
         def call(inputs, label):
             try:
-                with torch.no_grad(), _Watch() as w:
+                with torch.no_grad(), _Watch(kept_ops) as w:
                     out = cand(*inputs)
             except Exception as e:
                 _check_integrity(snap, threads, f"during a call ({label})")
@@ -591,7 +647,7 @@ def evaluate(req):
                 if isinstance(x, torch.Tensor):
                     keep[k].copy_(x)
             try:
-                with torch.no_grad(), _Watch() as w:
+                with torch.no_grad(), _Watch(kept_ops) as w:
                     tm, last = timer.time(cand, keep)
             except Exception as e:
                 _check_integrity(snap, threads, "during the timed calls")

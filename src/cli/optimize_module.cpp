@@ -28,52 +28,13 @@
 #include "search/optimize.h"
 #include "sol/peaks.h"
 #include "sol/sol.h"
+#include "task/lowered.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace ksol::cli {
 namespace {
-
-DType dtype_of(const std::string& s) {
-  if (s == "f32") return DType::f32;
-  throw std::runtime_error("the lowered module has a tensor of type " + s + ": only f32 is lowered");
-}
-
-// The synthesized program's tensors and dims as a ksol task with one size, "module": the
-// module's own shapes (no hidden sizes: the module fixes them).
-Task module_task(const json& syn, const std::string& file) {
-  Task t;
-  t.name = fs::path(file).stem().string();
-  t.dir = fs::absolute(file).parent_path().string();
-  t.spec_path = fs::absolute(file).string();
-  t.spec_text = read_file(file);
-  t.spec_hash = sha256_hex(t.spec_text + syn.value("program", ""));
-  t.family = syn.value("family", "");
-  t.description = "lowered from " + file;
-  SizeSet s;
-  s.name = "module";
-  for (auto& d : syn.at("dim_order")) {
-    std::string name = d.get<std::string>();
-    t.dims.push_back(name);
-    s.dims[name] = syn.at("dims").at(name).get<double>();
-  }
-  for (auto& j : syn.at("tensors")) {
-    TensorSpec ts;
-    ts.name = j.at("name").get<std::string>();
-    ts.dtype = dtype_of(j.at("dtype").get<std::string>());
-    ts.role = j.at("role") == "out" ? Role::out : Role::in;
-    for (auto& d : j.at("shape")) ts.shape.push_back(d.get<std::string>());
-    t.tensors.push_back(ts);
-  }
-  char b[64];
-  std::snprintf(b, sizeof b, "%.17g", syn.value("flops", 0.0));
-  t.flops = b;
-  std::snprintf(b, sizeof b, "%.17g", syn.value("bytes", 0.0));
-  t.bytes = b;
-  t.sizes.push_back(s);
-  return t;
-}
 
 // Candidates through the Python worker on the module's tensors; the baselines are eager and
 // torch.compile, timed by the same worker.
@@ -156,6 +117,15 @@ class ModuleEvaluator : public search::Evaluator {
     return out;
   }
 
+  // The module with its DSL pieces from their libraries and the kept ops as PyTorch calls
+  // (python/ksol_torch/stitch.py), through every gate: the worker's result.
+  WorkerReply stitched(const json& pieces) {
+    json req = request();
+    req["stitch"] = pieces;
+    req["baselines"] = false;
+    return w_.call(req, timeout_);
+  }
+
  private:
   json request() const {
     return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}};
@@ -225,7 +195,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     // the end of the command.
     std::string why_not;
     try {
-      task = module_task(syn, a.file);
+      task = lowered_task(syn, a.file);
       seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
       codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
       if (!sup.ok) why_not = "the lowered program has no generator yet: " + sup.reason;
@@ -252,6 +222,39 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     }
   }
 
+  // Not one program: the DSL pieces around the ops kept as PyTorch calls (stitch.py), each
+  // through gate 1 here, at the schedule synth writes (no search per piece yet).
+  json pieces = json::array();
+  std::string stitch_why;
+  if (!lowered && syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0) {
+    std::string plan_json = (fs::temp_directory_path() / ("ksol-stitch-" + std::to_string(::getpid()) + ".json")).string();
+    ProcessResult sp = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "stitch", file, "--out", plan_json}, 600);
+    try {
+      json plan = json::parse(read_file(plan_json));
+      fs::remove(plan_json);
+      for (auto& piece : plan.at("pieces")) {
+        std::string tag = "_p" + std::to_string(piece.value("id", 0));
+        Task pt = lowered_task(piece, a.file, tag);
+        dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
+        codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
+        if (!sup.ok) throw std::runtime_error("piece " + tag.substr(2) + " has no generator yet: " + sup.reason);
+        CompileResult cr = compile(codegen::compile_job(pt, prog, pt.name + "/seed.ksol"));
+        std::cerr << "piece " << tag.substr(2) << " (" << piece.value("family", std::string("?")) << ", nodes "
+                  << join(piece["nodes"].get<std::vector<std::string>>(), ", ") << "): " << codegen::kernel_name(prog) << ": "
+                  << (cr.ok ? "compiles" : "does not compile (" + cr.stage + ")") << "\n";
+        if (!cr.ok) throw std::runtime_error("piece " + tag.substr(2) + " does not compile: " + cr.message.substr(0, 2000));
+        std::vector<int64_t> dims;
+        for (auto& d : pt.dims) dims.push_back(static_cast<int64_t>(std::llround(pt.sizes[0].dims.at(d))));
+        pieces.push_back({{"nodes", piece["nodes"]}, {"so", cr.so_path}, {"dims", dims}, {"family", piece.value("family", "")},
+                          {"kernel", codegen::kernel_name(prog)}});
+      }
+    } catch (const std::exception& e) {
+      stitch_why = std::string("stitching refused: ") + e.what() + (sp.exit_code != 0 ? "\n" + sp.output : "");
+      std::cerr << stitch_why << "\n";
+      pieces = json::array();
+    }
+  }
+
   WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
   WorkerReply hello = w.call({{"op", "hello"}}, 120);
   if (!hello.ok) {
@@ -260,7 +263,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
   if (!hello.body.value("gpu", false)) {
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
-              << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "") << ", nothing was timed.\n";
+              << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
+              << (pieces.empty() ? "" : ", cut into " + std::to_string(pieces.size()) + " DSL piece(s) that compile") << ", nothing was timed.\n";
     return 77;
   }
   std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
@@ -275,12 +279,37 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     auto base = ev.baselines(t);
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
+    if (!stitch_why.empty()) item["reason"] = item["reason"].get<std::string>() + "; " + stitch_why;
     std::string best;
     double best_us = 0;
     for (auto& [name, o] : base)
       if (o.ok() && (best.empty() || o.score_us() < best_us)) best = name, best_us = o.score_us();
     item["best_baseline"] = best;
     for (auto& [name, o] : base) item["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
+    if (!pieces.empty()) {
+      // The stitched module: its pieces at their seed schedules, the kept ops as PyTorch calls.
+      item["stop_reason"] = "stitched";
+      item["candidates"] = 1;
+      item["pieces"] = pieces;
+      WorkerReply sr = ev.stitched(pieces);
+      const json res = sr.ok ? sr.body.value("result", json::object()) : json::object();
+      std::string status = sr.ok ? res.value("status", std::string("failed")) : "failed";
+      double us = res.contains("timing") && res["timing"].is_object() ? res["timing"].value("median_us", 0.0) : 0.0;
+      item["stitched"] = {{"status", status}, {"median_us", us},
+                          {"message", sr.ok ? res.value("message", std::string("")) : "worker: " + sr.message}};
+      std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
+                << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
+      if (status == "ok" && us > 0 && !best.empty() && us < best_us) {
+        item["use_baseline"] = false;
+        item["speedup_vs_best_baseline"] = best_us / us;
+        item["reason"] = "";
+        best = "stitched";
+        best_us = us;
+      } else {
+        item["reason"] = status == "ok" ? "the stitched module (" + std::to_string(us) + " us) is not faster than " + item["best_baseline"].get<std::string>()
+                                        : "the stitched module failed: " + item["stitched"]["message"].get<std::string>();
+      }
+    }
     doc["results"] = json::array({item});
     std::cout << (json_out ? doc.dump(2) : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us")) << "\n";
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));

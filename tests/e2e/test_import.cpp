@@ -7,8 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codegen/codegen.h"
+#include "codegen/emulate.h"
 #include "coord/worker_client.h"
 #include "core/util.h"
+#include "codegen/job.h"
+#include "dsl/ir.h"
+#include "task/lowered.h"
 
 namespace {
 std::string ksol_bin() { return std::string(KSOL_BUILD_DIR) + "/ksol"; }
@@ -136,8 +141,66 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("not one DSL program: no DSL form for conv2d"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 DSL piece(s) (elementwise)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("piece 0 (elementwise, nodes relu): elementwise_model_f32_t256_v1_i1: compiles"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cut into 1 DSL piece(s) that compile"), std::string::npos) << r.output;
 
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/02_softmax.py"), "softmax_f32"}, 120);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("takes one module file"), std::string::npos) << r.output;
+}
+
+// Stitching end to end on the CPU: the plan of a module with a kept convolution, batch norm and
+// pool (python3 -m ksol_torch stitch), each DSL piece generated and built for the host's CUDA
+// emulator (codegen::build_for_host), then the Python worker evaluates the stitched module through
+// its gates: the pieces' libraries on the module's tensors, the kept calls as PyTorch, the whole
+// against the module in float64. A piece built from another program fails the correctness gate.
+TEST(Import, StitchedPiecesPassThePythonWorkersGates) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  std::string file = src("tests/torch/problems/03_conv_bn_relu.py");
+  std::string plan_path = (std::filesystem::temp_directory_path() / ("ksol-stitch-" + std::to_string(getpid()) + ".json")).string();
+  ksol::ProcessResult r =
+      ksol::run_process({"env", "PYTHONPATH=" + src("python"), py, "-m", "ksol_torch", "stitch", file, "--out", plan_path}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json plan = nlohmann::json::parse(ksol::read_file(plan_path));
+  std::filesystem::remove(plan_path);
+  ASSERT_EQ(plan["pieces"].size(), 1u) << plan.dump(1);
+
+  auto build = [&](const nlohmann::json& piece) {
+    ksol::Task t = ksol::lowered_task(piece, file, "_piece");
+    ksol::dsl::Program prog = ksol::dsl::parse_program(piece["program"].get<std::string>(), "piece.ksol");
+    ksol::codegen::HostBuild hb = ksol::codegen::build_for_host(ksol::codegen::generate_cuda(prog, ksol::codegen::binding_for(t)));
+    EXPECT_TRUE(hb.ok) << hb.message;
+    std::vector<int64_t> dims;
+    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(t.sizes[0].dims.at(d)));
+    return nlohmann::json{{"nodes", piece["nodes"]}, {"so", hb.so_path}, {"dims", dims}};
+  };
+  nlohmann::json pieces = nlohmann::json::array();
+  for (auto& p : plan["pieces"]) pieces.push_back(build(p));
+
+  ksol::WorkerClient w({"env", "PYTHONPATH=" + src("python"), py, "-m", "ksol_torch", "worker"});
+  nlohmann::json req = {{"op", "eval"}, {"problem", file}, {"stitch", pieces}, {"device", "cpu"}, {"seeds", {5, 6, 7}}, {"baselines", false}};
+  ksol::WorkerReply ok = w.call(req, 300);
+  ASSERT_TRUE(ok.ok) << ok.message;
+  EXPECT_EQ(ok.body["result"]["status"], "ok") << ok.body.dump(1);
+  EXPECT_EQ(ok.body["result"]["correctness"]["cases"].size(), 9u) << ok.body.dump(1);
+
+  // The same piece with a program that computes something else (ReLU became |x|).
+  nlohmann::json wrong_piece = plan["pieces"][0];
+  std::string prog = wrong_piece["program"];
+  auto at = prog.find("relu(");
+  ASSERT_NE(at, std::string::npos) << prog;
+  prog.replace(at, 5, "abs(");
+  wrong_piece["program"] = prog;
+  req["stitch"] = nlohmann::json::array({build(wrong_piece)});
+  ksol::WorkerReply bad = w.call(req, 300);
+  ASSERT_TRUE(bad.ok) << bad.message;
+  EXPECT_EQ(bad.body["result"]["status"], "failed") << bad.body.dump(1);
+  EXPECT_EQ(bad.body["result"]["error_class"], "wrong_result") << bad.body.dump(1);
+
+  // Pieces that are not the module's plan are refused before anything runs.
+  req["stitch"][0]["nodes"] = {"conv"};
+  ksol::WorkerReply other = w.call(req, 300);
+  ASSERT_TRUE(other.ok) << other.message;
+  EXPECT_EQ(other.body["result"]["error_class"], "binding") << other.body.dump(1);
 }

@@ -146,7 +146,7 @@ class Stitching(unittest.TestCase):
         self.assertIsNone(r["program"])
         self.assertEqual(r["stitch"]["pieces"], ["elementwise"])
         self.assertIn("1 DSL piece(s) (elementwise)", r["reason"])
-        self.assertIn("not built yet", r["reason"])
+        self.assertIn("evaluated stitched back together", r["reason"])
 
 
 if __name__ == "__main__":
