@@ -109,12 +109,18 @@ def from_optimize_module(docs) -> List[Dict]:
         base = item.get("baseline_us", {}) or {}
         name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
         best = item.get("best") or {}
+        if item.get("stop_reason") == "stitched":
+            # DSL pieces around kept PyTorch calls, evaluated as one module.
+            st = item.get("stitched") or {}
+            best = {"score_us": st.get("median_us")} if st.get("status") == "ok" else {}
         verified = bool(best.get("score_us")) and item.get("stop_reason") != "not_lowered"
         r = {"problem": name, "correct": verified, "ksol_us": best.get("score_us") if verified else None,
              "eager_us": base.get("eager") or None, "compile_us": base.get("compile") or None, "degenerate": False,
              "fell_back": bool(item.get("use_baseline", True)), "reason": ""}
         if item.get("stop_reason") == "not_lowered":
             r["reason"] = "not one DSL program: " + item.get("reason", "")
+        elif item.get("stop_reason") == "stitched" and r["fell_back"]:
+            r["reason"] = "stitched: " + item.get("reason", "")
         elif not verified:
             r["reason"] = "no candidate passed every gate"
         elif r["fell_back"]:

@@ -218,6 +218,20 @@ class Report(unittest.TestCase):
         self.assertIn("not faster than the best baseline", rs[1]["reason"])
         self.assertEqual((rs[2]["correct"], rs[2]["fell_back"], rs[2]["compile_us"]), (False, True, None))
         self.assertIn("conv2d", rs[2]["reason"])
+        # Stitched modules: one faster than both baselines, one that failed a gate.
+        stitched = [
+            {"problem": "/p/d.py", "results": [{"stop_reason": "stitched", "use_baseline": False,
+                                                "stitched": {"status": "ok", "median_us": 50.0},
+                                                "baseline_us": {"eager": 100.0, "compile": 80.0}}]},
+            {"problem": "/p/e.py", "results": [{"stop_reason": "stitched", "use_baseline": True,
+                                                "reason": "the stitched module failed: wrong_result",
+                                                "stitched": {"status": "failed", "median_us": 0.0},
+                                                "baseline_us": {"eager": 100.0, "compile": 80.0}}]},
+        ]
+        rs2 = report.from_optimize_module(stitched)
+        self.assertEqual((rs2[0]["correct"], rs2[0]["ksol_us"], rs2[0]["fell_back"]), (True, 50.0, False))
+        self.assertEqual((rs2[1]["correct"], rs2[1]["fell_back"]), (False, True))
+        self.assertIn("stitched: the stitched module failed", rs2[1]["reason"])
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(docs, fh)
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
