@@ -53,18 +53,26 @@ def _import_one(path: str, args) -> dict:
     }
 
 
+def _meta_then_real(prob, seed: int, fn):
+    """fn(model, inputs) on shape-only (meta) tensors, or on real ones where an op has no meta
+    kernel (or the trace needs values): (model, inputs, its result)."""
+    from . import problem
+
+    try:
+        model, inputs = problem.instantiate(prob, seed, meta=True)
+        return model, inputs, fn(model, inputs)
+    except Exception:
+        model, inputs = problem.instantiate(prob, seed)
+        return model, inputs, fn(model, inputs)
+
+
 def _synth_one(path: str, seed: int) -> dict:
     """The module's forward as one DSL program (synth.py), with its costs from the trace."""
     from . import problem, synth, trace
 
     try:
         prob = problem.load(path)
-        try:
-            model, inputs = problem.instantiate(prob, seed, meta=True)
-            g = trace.trace(model, inputs)
-        except Exception:  # an op without a meta kernel
-            model, inputs = problem.instantiate(prob, seed)
-            g = trace.trace(model, inputs)
+        model, inputs, g = _meta_then_real(prob, seed, trace.trace)
         out = synth.synthesize(model, inputs)
         if not out.get("program"):
             out["stitch"] = _stitch_summary(model, inputs)
@@ -101,12 +109,7 @@ def _stitch_one(path: str, seed: int) -> dict:
 
     try:
         prob = problem.load(path)
-        try:
-            model, inputs = problem.instantiate(prob, seed, meta=True)
-            plan = stitch.split(model, inputs)
-        except Exception:  # an op without a meta kernel, or a trace that needs values
-            model, inputs = problem.instantiate(prob, seed)
-            plan = stitch.split(model, inputs)
+        _, _, plan = _meta_then_real(prob, seed, stitch.split)
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:
