@@ -455,6 +455,37 @@ class AbiCandidate(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _op_kinds(prob, seed):
+    """The kinds of op (trace.py: gemm, conv, elementwise, ...) in the problem's forward."""
+    from . import trace
+
+    try:
+        return {o.kind for o in trace.trace(*problem_mod.instantiate(prob, seed, meta=True)).ops}
+    except Exception:
+        try:
+            return {o.kind for o in trace.trace(*problem_mod.instantiate(prob, seed)).ops}
+        except Exception:
+            return set()
+
+
+def _time_compiled(timer, model, inputs, options):
+    """torch.compile(model, **options), compiled by a first call, then timed like eager; the
+    compile's seconds beside the timing, or why it could not run."""
+    if not hasattr(torch, "compile"):
+        return {"error": f"torch {torch.__version__} has no torch.compile"}
+    try:
+        t = _perf_ns()
+        compiled = torch.compile(model, **options)
+        compiled(*inputs)
+        out, _ = timer.time(compiled, inputs)
+        out["compile_seconds"] = (_perf_ns() - t) / 1e9
+        if options:
+            out["options"] = options
+        return out
+    except Exception as e:
+        return {"error": f"torch.compile({', '.join(f'{k}={v!r}' for k, v in options.items())}) failed: {type(e).__name__}: {e}"[:500]}
+
+
 def _stitched_candidate(pieces, model, inputs):
     """The module with its DSL pieces (stitch.py) computed by their libraries, each called with
     its ABI table (its inputs, its parameters, its output); the ops the plan keeps run as PyTorch
@@ -548,19 +579,15 @@ def evaluate(req):
     inputs0 = _draw(prob, seeds[0], "normal", device)
     base = {}
     if req.get("baselines", True):
+        # max-autotune too on GEMM and convolution problems ("auto"), or when asked (true); its
+        # compile time is reported beside its timing.
+        ma = req.get("max_autotune", "auto")
+        want_ma = ma is True or (ma == "auto" and bool(_op_kinds(prob, seeds[0]) & {"gemm", "conv"}))
         with torch.no_grad():
             base["eager"], _ = timer.time(model, inputs0)
-            if hasattr(torch, "compile"):
-                try:
-                    t = _perf_ns()
-                    compiled = torch.compile(model)
-                    compiled(*inputs0)
-                    base["compile"], _ = timer.time(compiled, inputs0)
-                    base["compile"]["compile_seconds"] = (_perf_ns() - t) / 1e9
-                except Exception as e:
-                    base["compile"] = {"error": f"torch.compile failed: {type(e).__name__}: {e}"[:500]}
-            else:
-                base["compile"] = {"error": f"torch {torch.__version__} has no torch.compile"}
+            base["compile"] = _time_compiled(timer, model, inputs0, {})
+            if want_ma:
+                base["compile_max_autotune"] = _time_compiled(timer, model, inputs0, {"mode": "max-autotune"})
     result["baselines"] = base
     # torch.compile's compile workers (a thread pool it starts on first use, and keeps) are
     # PyTorch's, started by ksol's own baseline code: serve() looks for threads left behind

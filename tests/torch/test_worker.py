@@ -210,6 +210,7 @@ class Protocol(unittest.TestCase):
             "from concurrent.futures import ThreadPoolExecutor\n"
             "kept = []\n"
             "def compile(model, **kw):\n"
+            "    sys.stderr.write('compile mode=%s\\n' % kw.get('mode'))\n"
             "    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix='compile_worker')\n"
             "    pool.submit(lambda: None).result()\n"
             "    kept.append(pool)\n"
@@ -221,21 +222,32 @@ class Protocol(unittest.TestCase):
         reqs = [{"id": 1, "op": "eval", "problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3], "baselines_only": True},
                 {"id": 2, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_numpy.py"), "device": "cpu",
                  "seeds": [1, 2, 3]},
+                {"id": 5, "op": "eval", "problem": os.path.join(HERE, "problems", "02_softmax.py"), "device": "cpu",
+                 "seeds": [1, 2, 3], "baselines_only": True},
                 {"id": 3, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_pool.py"), "device": "cpu",
                  "seeds": [1, 2, 3]},
                 {"id": 4, "op": "exit"}]
         p = subprocess.run([sys.executable, "-c", shim], input="".join(json.dumps(r) + "\n" for r in reqs),
                            capture_output=True, text=True, env=env, timeout=300)
         lines = [json.loads(l) for l in p.stdout.splitlines()]
-        self.assertEqual([l["id"] for l in lines], [1, 2, 3], p.stdout + p.stderr)
+        self.assertEqual([l["id"] for l in lines], [1, 2, 5, 3], p.stdout + p.stderr)
         for l in lines[:2]:
             self.assertTrue(l["ok"], l)
             self.assertNotIn("fatal", l)
             self.assertGreater(l["result"]["baselines"]["compile"]["median_us"], 0, l)
         self.assertEqual(lines[1]["result"]["status"], "ok", lines[1])
+        # A GEMM problem: torch.compile's max-autotune mode is timed too, with its compile time.
+        ma = lines[0]["result"]["baselines"]["compile_max_autotune"]
+        self.assertGreater(ma["median_us"], 0, ma)
+        self.assertEqual(ma["options"], {"mode": "max-autotune"})
+        self.assertIn("compile_seconds", ma)
+        self.assertIn("compile mode=max-autotune", p.stderr)
+        # A softmax has neither a GEMM nor a convolution: the default mode only.
+        self.assertIn("compile", lines[2]["result"]["baselines"])
+        self.assertNotIn("compile_max_autotune", lines[2]["result"]["baselines"])
         # A pool of the candidate's own is still caught, and still ends the worker.
-        self.assertEqual(lines[2]["result"]["error_class"], "thread_started", lines[2])
-        self.assertTrue(lines[2]["fatal"])
+        self.assertEqual(lines[3]["result"]["error_class"], "thread_started", lines[3])
+        self.assertTrue(lines[3]["fatal"])
         self.assertEqual(p.returncode, 3)
 
 
