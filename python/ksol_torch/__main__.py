@@ -80,7 +80,7 @@ def _synth_one(path: str, seed: int) -> dict:
                 st = out["stitch"]
                 out["reason"] += (f"; cut around the ops kept as PyTorch calls ({', '.join(st['kept']) or 'none'}) it is "
                                   f"{len(st['pieces'])} DSL piece(s) ({', '.join(st['pieces'])}), evaluated stitched back "
-                                  "together with the kept calls (each piece at the schedule synth writes: no search per piece yet)")
+                                  "together with the kept calls (each piece searched in turn, the module evaluated whole)")
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:

@@ -26,6 +26,7 @@
 #include "dsl/ir.h"
 #include "report/optimize_report.h"
 #include "search/optimize.h"
+#include "search/stitched.h"
 #include "sol/peaks.h"
 #include "sol/sol.h"
 #include "task/lowered.h"
@@ -226,6 +227,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   // Not one program: the DSL pieces around the ops kept as PyTorch calls (stitch.py), each
   // through gate 1 here, at the schedule synth writes (no search per piece yet).
   json pieces = json::array();
+  std::vector<Task> piece_tasks;
+  std::vector<dsl::Program> piece_progs;
   std::string stitch_why;
   if (!lowered && syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0) {
     std::string plan_json = (fs::temp_directory_path() / ("ksol-stitch-" + std::to_string(::getpid()) + ".json")).string();
@@ -247,12 +250,16 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         std::vector<int64_t> dims;
         for (auto& d : pt.dims) dims.push_back(static_cast<int64_t>(std::llround(pt.sizes[0].dims.at(d))));
         pieces.push_back({{"nodes", piece["nodes"]}, {"so", cr.so_path}, {"dims", dims}, {"family", piece.value("family", "")},
-                          {"kernel", codegen::kernel_name(prog)}});
+                          {"kernel", codegen::kernel_name(prog)}, {"program", piece["program"]}});
+        piece_tasks.push_back(pt);
+        piece_progs.push_back(prog);
       }
     } catch (const std::exception& e) {
       stitch_why = std::string("stitching refused: ") + e.what() + (sp.exit_code != 0 ? "\n" + sp.output : "");
       std::cerr << stitch_why << "\n";
       pieces = json::array();
+      piece_tasks.clear();
+      piece_progs.clear();
     }
   }
 
@@ -292,12 +299,51 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       item["stop_reason"] = "stitched";
       item["candidates"] = 1;
       item["pieces"] = pieces;
-      WorkerReply sr = ev.stitched(pieces);
-      const json res = sr.ok ? sr.body.value("result", json::object()) : json::object();
-      std::string status = sr.ok ? res.value("status", std::string("failed")) : "failed";
-      double us = res.contains("timing") && res["timing"].is_object() ? res["timing"].value("median_us", 0.0) : 0.0;
-      item["stitched"] = {{"status", status}, {"median_us", us},
-                          {"message", sr.ok ? res.value("message", std::string("")) : "worker: " + sr.message}};
+      auto run = [&](const json& ps) {
+        WorkerReply r = ev.stitched(ps);
+        return search::StitchedRun{r.ok, r.ok ? r.body.value("result", json::object()) : json::object(), r.message, r.seconds};
+      };
+      search::Outcome first = search::stitched_outcome(run(pieces), "seeds");
+      // Each piece searched in turn (the expert or random agent, the same loop and gates), the
+      // module evaluated whole for every candidate, the other pieces at their best so far.
+      json searched = json::array();
+      double cur_us = first.ok() ? first.score_us() : 0.0;
+      if (first.ok() && a.search.max_candidates > 1) {
+        agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+        std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed);
+        for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
+          search::PieceEvaluator pe(pieces, i, run, base);
+          search::OptimizeOptions o = a.search;
+          o.prune = 0;
+          o.profile = false;
+          o.target_sol = 0;  // the module's SOL is not split over its pieces
+          if (o.budget_seconds > 0) o.budget_seconds /= static_cast<double>(pieces.size());
+          o.progress = [i](const std::string& l) { std::cerr << "[piece " << i << "] " << l << "\n"; };
+          search::OptimizeResult r = search::optimize(piece_tasks[i], piece_progs[i], pe, *agent, o);
+          json rec = {{"piece", i}, {"candidates", r.trajectory.size()}, {"stop_reason", r.stop_reason}};
+          const search::Attempt* b = r.best >= 0 ? &r.trajectory[r.best] : nullptr;
+          if (b && b->outcome.ok() && b->index > 0 && b->outcome.score_us() < cur_us && pe.libraries().count(b->outcome.label)) {
+            pieces[i] = pe.with_piece(pe.libraries().at(b->outcome.label), b->outcome.kernel)[i];
+            pieces[i]["program"] = dsl::print_source(b->program);
+            cur_us = b->outcome.score_us();
+            rec["best"] = {{"kernel", b->outcome.kernel}, {"schedule", b->schedule}, {"module_us", cur_us}};
+          }
+          searched.push_back(rec);
+        }
+        item["pieces"] = pieces;
+        item["candidates"] = 1 + [&] {
+          size_t n = 0;
+          for (auto& r : searched) n += r["candidates"].get<size_t>();
+          return n;
+        }();
+      }
+      item["piece_search"] = searched;
+      // The answer's time: the final pieces evaluated once more, afresh.
+      search::Outcome fin = searched.empty() ? first : search::stitched_outcome(run(pieces), "final");
+      std::string status = fin.ok() ? "ok" : "failed";
+      double us = fin.ok() ? fin.score_us() : 0.0;
+      item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},
+                          {"message", fin.ok() ? std::string("") : fin.error}};
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
       if (status == "ok" && us > 0 && !best.empty() && us < best_us) {

@@ -1,0 +1,66 @@
+#include "search/stitched.h"
+
+#include "codegen/codegen.h"
+#include "codegen/job.h"
+#include "compile/compiler.h"
+
+namespace ksol::search {
+
+Outcome stitched_outcome(const StitchedRun& r, const std::string& label) {
+  Outcome o;
+  o.label = label;
+  SizeResult sr;
+  sr.size = "module";
+  sr.weight = 1;
+  if (!r.ok) {
+    sr.status = "failed";
+    sr.message = "worker: " + r.message;
+  } else {
+    sr.status = r.result.value("status", std::string("failed"));
+    sr.message = r.result.value("message", std::string(""));
+    if (r.result.contains("timing") && r.result["timing"].is_object()) {
+      const auto& tm = r.result["timing"];
+      sr.median_us = tm.value("median_us", 0.0);
+      sr.ci_low_us = tm.value("ci_low_us", sr.median_us);
+      sr.ci_high_us = tm.value("ci_high_us", sr.median_us);
+    }
+    if (sr.status == "ok" && sr.median_us <= 0) sr.status = "failed", sr.message = "the worker reported no time";
+  }
+  o.worker_seconds = r.seconds;
+  o.status = sr.status == "ok" ? "ok" : "failed";
+  if (!o.ok()) o.error = "stitched module: " + sr.message;
+  o.sizes.push_back(sr);
+  return o;
+}
+
+nlohmann::json PieceEvaluator::with_piece(const std::string& so_path, const std::string& kernel) const {
+  nlohmann::json p = pieces_;
+  p.at(index_)["so"] = so_path;
+  p.at(index_)["kernel"] = kernel;
+  return p;
+}
+
+Outcome PieceEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) {
+  Outcome o;
+  o.label = label;
+  codegen::Support sup = codegen::can_implement(p, binding_of(t));
+  if (!sup.ok) {
+    o.status = "unsupported";
+    o.error = sup.reason;
+    return o;
+  }
+  o.kernel = codegen::kernel_name(p);
+  CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
+  if (!cr.ok) {
+    o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
+    return o;
+  }
+  libs_[label] = cr.so_path;
+  Outcome r = stitched_outcome(run_(with_piece(cr.so_path, o.kernel)), label);
+  r.kernel = o.kernel;
+  return r;
+}
+
+std::map<std::string, Outcome> PieceEvaluator::baselines(const Task&) { return baselines_; }
+
+}  // namespace ksol::search

@@ -1,0 +1,51 @@
+// Searching one DSL piece of a stitched PyTorch module (python/ksol_torch/stitch.py): each of the
+// piece's candidates is built and the whole module is evaluated with it in the piece's place, the
+// other pieces at their current best, so every candidate passes the gates end to end and its time
+// is the module's. `ksol optimize FILE.py` searches the pieces one after another this way.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "search/optimize.h"
+
+namespace ksol::search {
+
+// The worker's reply for a stitched module: ok (the call worked) and the result object
+// (status, message, timing.median_us and ci_*), or why the call failed.
+struct StitchedRun {
+  bool ok = false;
+  nlohmann::json result;
+  std::string message;
+  double seconds = 0;  // the worker's wall time
+};
+
+class PieceEvaluator : public Evaluator {
+ public:
+  // `pieces`: the request's pieces (nodes, so, dims); `index`: the one searched; `run`: evaluates
+  // a stitched module (the Python worker); `baselines`: the module's, by name (eager, compile...).
+  PieceEvaluator(nlohmann::json pieces, size_t index, std::function<StitchedRun(const nlohmann::json&)> run,
+                 std::map<std::string, Outcome> baselines)
+      : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)) {}
+  Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent, const std::string& method) override;
+  std::map<std::string, Outcome> baselines(const Task& t) override;
+  // The pieces with the searched one's library replaced (what a candidate was evaluated as).
+  nlohmann::json with_piece(const std::string& so_path, const std::string& kernel) const;
+  // The library each evaluated candidate was built into, by label (c0, c1, ...).
+  const std::map<std::string, std::string>& libraries() const { return libs_; }
+
+ private:
+  nlohmann::json pieces_;
+  size_t index_;
+  std::function<StitchedRun(const nlohmann::json&)> run_;
+  std::map<std::string, Outcome> baselines_;
+  std::map<std::string, std::string> libs_;
+};
+
+// The outcome of one stitched evaluation at the module's single size ("module").
+Outcome stitched_outcome(const StitchedRun& r, const std::string& label);
+
+}  // namespace ksol::search

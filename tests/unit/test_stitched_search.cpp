@@ -1,0 +1,110 @@
+// Searching one piece of a stitched module (src/search/stitched.h): every candidate is built and
+// the module is evaluated whole with it in the piece's place; the loop keeps the fastest. The
+// worker is replaced by a cost model over the piece's kernel name (this machine has no GPU).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "agents/expert.h"
+#include "agents/knowledge.h"
+#include "core/util.h"
+#include "dsl/ir.h"
+#include "search/stitched.h"
+#include "task/lowered.h"
+
+using namespace ksol;
+using nlohmann::json;
+
+namespace {
+
+json relu_piece() {
+  return {{"program",
+           "kernel model(input0: f32[D0, D1, D2, D3]) -> (output0: f32[D0, D1, D2, D3]) {\n"
+           "  output0[i0, i1, i2, i3] = relu(input0[i0, i1, i2, i3])\n}\nschedule {\n  threads = 256\n  vector = 1\n}\n"},
+          {"family", "elementwise"},
+          {"tensors", json::array({{{"name", "input0"}, {"role", "in"}, {"shape", {"D0", "D1", "D2", "D3"}}, {"dtype", "f32"}},
+                                   {{"name", "output0"}, {"role", "out"}, {"shape", {"D0", "D1", "D2", "D3"}}, {"dtype", "f32"}}})},
+          {"dims", {{"D0", 8}, {"D1", 64}, {"D2", 64}, {"D3", 64}}},
+          {"dim_order", {"D0", "D1", "D2", "D3"}}};
+}
+
+// Module time from the piece's kernel name: vector loads and a few items per thread help.
+double cost(const std::string& kernel) {
+  std::smatch m;
+  double v = 1, i = 1, t = 256;
+  if (std::regex_search(kernel, m, std::regex("_t(\\d+)"))) t = std::stod(m[1]);
+  if (std::regex_search(kernel, m, std::regex("_v(\\d+)"))) v = std::stod(m[1]);
+  if (std::regex_search(kernel, m, std::regex("_i(\\d+)"))) i = std::stod(m[1]);
+  return 50.0 + 200.0 / v + 20.0 * std::abs(std::log2(i / 2.0)) + 10.0 * std::abs(std::log2(t / 256.0));
+}
+
+}  // namespace
+
+TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
+  std::string file = source_root() + "/tests/torch/problems/03_conv_bn_relu.py";
+  json piece = relu_piece();
+  Task t = lowered_task(piece, file, "_p0");
+  dsl::Program seed = dsl::parse_program(piece["program"].get<std::string>(), "p0.ksol");
+  json pieces = json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
+                             {{"nodes", {"other"}}, {"so", "/nowhere/other.so"}, {"dims", {4}}, {"kernel", "other"}}});
+  std::vector<json> seen;
+  auto run = [&](const json& ps) {
+    seen.push_back(ps);
+    search::StitchedRun r;
+    r.ok = true;
+    double us = cost(ps[0]["kernel"].get<std::string>());
+    r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us * 0.999}, {"ci_high_us", us * 1.001}}}};
+    r.seconds = 0.5;
+    return r;
+  };
+  search::Outcome eager;
+  eager.status = "ok";
+  search::SizeResult es;
+  es.size = "module";
+  es.status = "ok";
+  es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
+  eager.sizes.push_back(es);
+  search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}});
+
+  agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  auto agent = agents::make_agent("expert", k, 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 5;
+  o.budget_seconds = 0;
+  o.prune = 0;
+  o.profile = false;
+  o.target_sol = 0;
+  search::OptimizeResult r = search::optimize(t, seed, pe, *agent, o);
+
+  ASSERT_GE(r.best, 0);
+  ASSERT_EQ(seen.size(), r.trajectory.size());
+  for (size_t c = 0; c < seen.size(); ++c) {
+    const search::Attempt& a = r.trajectory[c];
+    // The searched piece is this candidate's library; the other piece is untouched.
+    ASSERT_TRUE(pe.libraries().count(a.outcome.label)) << a.outcome.label << ": " << a.outcome.error;
+    EXPECT_EQ(seen[c][0]["so"], pe.libraries().at(a.outcome.label));
+    EXPECT_EQ(seen[c][0]["kernel"], a.outcome.kernel);
+    EXPECT_EQ(seen[c][1]["so"], "/nowhere/other.so");
+    EXPECT_DOUBLE_EQ(a.outcome.score_us(), cost(a.outcome.kernel));
+  }
+  const search::Attempt& best = r.trajectory[r.best];
+  EXPECT_LT(best.outcome.score_us(), r.trajectory[0].outcome.score_us()) << "the expert found nothing faster than the seed";
+  json out = pe.with_piece(pe.libraries().at(best.outcome.label), best.outcome.kernel);
+  EXPECT_EQ(out[0]["kernel"], best.outcome.kernel);
+  EXPECT_EQ(out[1], pieces[1]);
+}
+
+TEST(StitchedSearch, AFailedOrSilentWorkerIsAFailedCandidate) {
+  search::StitchedRun dead;
+  dead.message = "the worker exited";
+  EXPECT_FALSE(search::stitched_outcome(dead, "c1").ok());
+  EXPECT_NE(search::stitched_outcome(dead, "c1").error.find("the worker exited"), std::string::npos);
+  search::StitchedRun wrong;
+  wrong.ok = true;
+  wrong.result = {{"status", "failed"}, {"message", "output 0: out of tolerance"}};
+  EXPECT_NE(search::stitched_outcome(wrong, "c2").error.find("out of tolerance"), std::string::npos);
+  search::StitchedRun untimed;
+  untimed.ok = true;
+  untimed.result = {{"status", "ok"}};
+  EXPECT_FALSE(search::stitched_outcome(untimed, "c3").ok()) << "a pass without a time is not a result";
+}
