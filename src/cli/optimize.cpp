@@ -56,6 +56,7 @@ struct OptimizeArgs {
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
+  bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
   double total_seconds = 0; // --budget-total-seconds: one budget for the run, shared by headroom
   bool seconds_given = false;  // --budget-seconds on the command line (a cap on the shares then)
 };
@@ -115,8 +116,10 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.timeout = std::max(a.timeout, 600.0);
     m.report_dir = a.report_dir;
     m.json_path = a.json_out;
+    m.emulate = a.emulate;
     return run_optimize_module(m, json_out);
   }
+  if (a.emulate) throw std::runtime_error("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -336,6 +339,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu); default runs/run-<id>");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
   cmd->add_option("--prune", a->prune, "screen: a child slower than this many times the best at any size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
+  cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.

@@ -17,6 +17,7 @@
 #include "agents/knowledge.h"
 #include "cli/commands.h"
 #include "codegen/codegen.h"
+#include "codegen/emulate.h"
 #include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/worker_client.h"
@@ -37,12 +38,20 @@ using nlohmann::json;
 namespace ksol::cli {
 namespace {
 
+// A program built for the host's CUDA emulator (ksol optimize --emulate): the library, or "".
+std::string host_library(const Task& t, const dsl::Program& p, std::string* why) {
+  codegen::HostBuild hb = codegen::build_for_host(codegen::generate_cuda(p, search::binding_of(t)));
+  if (!hb.ok && why) *why = hb.message;
+  return hb.ok ? hb.so_path : "";
+}
+
 // Candidates through the Python worker on the module's tensors; the baselines are eager and
 // torch.compile, timed by the same worker.
 class ModuleEvaluator : public search::Evaluator {
  public:
-  ModuleEvaluator(WorkerClient& w, std::string problem, std::string device, double timeout, std::optional<sol::DevicePeaks> peaks)
-      : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)) {}
+  ModuleEvaluator(WorkerClient& w, std::string problem, std::string device, double timeout, std::optional<sol::DevicePeaks> peaks,
+                  bool emulate = false)
+      : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)), emulate_(emulate) {}
 
   search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) override {
     search::Outcome o;
@@ -61,6 +70,14 @@ class ModuleEvaluator : public search::Evaluator {
     }
     json req = request();
     req["candidate_so"] = cr.so_path;
+    if (emulate_) {
+      std::string why, so = host_library(t, p, &why);
+      if (so.empty()) {
+        o.error = "build for the emulator: " + why.substr(0, 2000);
+        return o;
+      }
+      req["candidate_so"] = so;
+    }
     req["baselines"] = false;
     const SizeSet& s = t.sizes.at(0);
     std::vector<int64_t> dims;
@@ -143,6 +160,7 @@ class ModuleEvaluator : public search::Evaluator {
     sr.bound = tf > tb ? "compute" : "memory";
     return sr;
   }
+  bool emulate_ = false;
   static void fill_time(search::SizeResult& sr, const json& tm) {
     sr.median_us = tm.value("median_us", 0.0);
     sr.ci_low_us = tm.value("ci_low_us", sr.median_us);
@@ -249,7 +267,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         if (!cr.ok) throw std::runtime_error("piece " + tag.substr(2) + " does not compile: " + cr.message.substr(0, 2000));
         std::vector<int64_t> dims;
         for (auto& d : pt.dims) dims.push_back(static_cast<int64_t>(std::llround(pt.sizes[0].dims.at(d))));
-        pieces.push_back({{"nodes", piece["nodes"]}, {"so", cr.so_path}, {"dims", dims}, {"family", piece.value("family", "")},
+        std::string so = cr.so_path;
+        if (a.emulate) {
+          std::string why;
+          so = host_library(pt, prog, &why);
+          if (so.empty()) throw std::runtime_error("piece " + tag.substr(2) + " does not build for the emulator: " + why.substr(0, 2000));
+        }
+        pieces.push_back({{"nodes", piece["nodes"]}, {"so", so}, {"dims", dims}, {"family", piece.value("family", "")},
                           {"kernel", codegen::kernel_name(prog)}, {"program", piece["program"]}});
         piece_tasks.push_back(pt);
         piece_progs.push_back(prog);
@@ -269,16 +293,20 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
     return 3;
   }
-  if (!hello.body.value("gpu", false)) {
+  if (!hello.body.value("gpu", false) && !a.emulate) {
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
               << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
               << (pieces.empty() ? "" : ", cut into " + std::to_string(pieces.size()) + " DSL piece(s) that compile") << ", nothing was timed.\n";
     return 77;
   }
   std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
-  ModuleEvaluator ev(w, file, "cuda", a.timeout, sol::datasheet_peaks(gpu_name));
+  if (a.emulate)
+    std::cerr << "ksol optimize --emulate: candidates run on the CPU through ksol's CUDA emulator and the worker on the CPU; "
+                 "their times are the emulator's, not a GPU's: a test of the flow, never a result\n";
+  ModuleEvaluator ev(w, file, a.emulate ? "cpu" : "cuda", a.timeout, a.emulate ? std::nullopt : sol::datasheet_peaks(gpu_name), a.emulate);
   install_stop_handlers();
-  json doc = {{"run", 0}, {"gpu", {{"name", gpu_name}}}, {"agent", a.search.agent}, {"problem", file}};
+  json doc = {{"run", 0}, {"gpu", {{"name", a.emulate ? std::string("none: the CPU emulator") : gpu_name}}}, {"agent", a.search.agent}, {"problem", file}};
+  if (a.emulate) doc["emulated"] = true;
   std::string stem = fs::path(a.file).stem().string();
   if (!lowered) {
     // Nothing to search: the answer is the faster of eager and torch.compile, timed here.
@@ -312,7 +340,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
         std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed);
         for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
-          search::PieceEvaluator pe(pieces, i, run, base);
+          search::PieceEvaluator::Build build;
+          if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
+          search::PieceEvaluator pe(pieces, i, run, base, build);
           search::OptimizeOptions o = a.search;
           o.prune = 0;
           o.profile = false;

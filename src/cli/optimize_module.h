@@ -14,6 +14,7 @@ struct ModuleOptimizeArgs {
   double timeout = 600;     // seconds per worker call
   std::string report_dir;   // default runs/module-<stem>
   std::string json_path;    // --json-out
+  bool emulate = false;     // --emulate: candidates built for the host's CUDA emulator, the worker on the CPU
 };
 
 // Exit status: 0 done, 77 no GPU (traced, lowered and compiled only), 1 a failed compile, 2 bad

@@ -50,13 +50,24 @@ Outcome PieceEvaluator::evaluate(const Task& t, const dsl::Program& p, const std
     return o;
   }
   o.kernel = codegen::kernel_name(p);
-  CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
-  if (!cr.ok) {
-    o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
-    return o;
+  std::string so;
+  if (build_) {
+    std::string why;
+    so = build_(t, p, label, &why);
+    if (so.empty()) {
+      o.error = "build: " + why.substr(0, 2000);
+      return o;
+    }
+  } else {
+    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
+    if (!cr.ok) {
+      o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
+      return o;
+    }
+    so = cr.so_path;
   }
-  libs_[label] = cr.so_path;
-  Outcome r = stitched_outcome(run_(with_piece(cr.so_path, o.kernel)), label);
+  libs_[label] = so;
+  Outcome r = stitched_outcome(run_(with_piece(so, o.kernel)), label);
   r.kernel = o.kernel;
   return r;
 }

@@ -27,9 +27,12 @@ class PieceEvaluator : public Evaluator {
  public:
   // `pieces`: the request's pieces (nodes, so, dims); `index`: the one searched; `run`: evaluates
   // a stitched module (the Python worker); `baselines`: the module's, by name (eager, compile...).
+  // `build` (optional) makes a candidate's library instead of nvcc (ksol optimize --emulate
+  // builds for the host's CUDA emulator): the library's path, or "" with the reason in `why`.
+  using Build = std::function<std::string(const Task&, const dsl::Program&, const std::string& label, std::string* why)>;
   PieceEvaluator(nlohmann::json pieces, size_t index, std::function<StitchedRun(const nlohmann::json&)> run,
-                 std::map<std::string, Outcome> baselines)
-      : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)) {}
+                 std::map<std::string, Outcome> baselines, Build build = nullptr)
+      : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)), build_(std::move(build)) {}
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent, const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
   // The pieces with the searched one's library replaced (what a candidate was evaluated as).
@@ -43,6 +46,7 @@ class PieceEvaluator : public Evaluator {
   std::function<StitchedRun(const nlohmann::json&)> run_;
   std::map<std::string, Outcome> baselines_;
   std::map<std::string, std::string> libs_;
+  Build build_;
 };
 
 // The outcome of one stitched evaluation at the module's single size ("module").

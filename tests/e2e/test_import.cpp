@@ -204,3 +204,39 @@ TEST(Import, StitchedPiecesPassThePythonWorkersGates) {
   ASSERT_TRUE(other.ok) << other.message;
   EXPECT_EQ(other.body["result"]["error_class"], "binding") << other.body.dump(1);
 }
+
+// ksol optimize FILE.py --emulate: the whole flow without a GPU, candidates built for the host's
+// CUDA emulator and the Python worker on the CPU (times are the emulator's: the result is the
+// baseline, never the emulated kernel). One module that is one DSL program (searched), one that is
+// stitched from a piece around kept calls (the piece searched, the module evaluated whole).
+TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  auto dir = std::filesystem::temp_directory_path() / ("ksol-emu-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& rel, const std::string& name) {
+    std::string json_path = (dir / (name + ".json")).string();
+    ksol::ProcessResult r = ksol::run_process({ksol_bin(), "optimize", src(rel), "--emulate", "--budget-candidates", "3", "--json-out",
+                                               json_path, "--report", (dir / name).string()},
+                                              900);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("never a result"), std::string::npos) << r.output;
+    return nlohmann::json::parse(ksol::read_file(json_path));
+  };
+  nlohmann::json one = run("tests/torch/synth_problems/01_activation_chain.py", "one");
+  EXPECT_TRUE(one.value("emulated", false));
+  const auto& r1 = one["results"][0];
+  EXPECT_EQ(r1["candidates"], 3) << r1.dump(1);
+  for (auto& a : r1["trajectory"]) EXPECT_EQ(a["status"], "ok") << a.dump(1);
+  EXPECT_TRUE(r1["use_baseline"].get<bool>()) << "an emulated kernel is never faster than eager on the CPU";
+  EXPECT_TRUE(std::filesystem::exists(dir / "one" / "report.html"));
+
+  nlohmann::json st = run("tests/torch/problems/03_conv_bn_relu.py", "stitched");
+  const auto& r2 = st["results"][0];
+  EXPECT_EQ(r2["stop_reason"], "stitched") << r2.dump(1);
+  EXPECT_EQ(r2["stitched"]["status"], "ok") << r2.dump(1);
+  ASSERT_EQ(r2["piece_search"].size(), 1u) << r2.dump(1);
+  EXPECT_EQ(r2["piece_search"][0]["candidates"], 3) << r2.dump(1);
+  EXPECT_EQ(r2["pieces"].size(), 1u);
+  std::filesystem::remove_all(dir);
+}
