@@ -376,7 +376,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
                           {"message", fin.ok() ? std::string("") : fin.error}};
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
-      if (status == "ok" && us > 0 && !best.empty() && us < best_us) {
+      if (status == "ok" && us > 0 && !best.empty() && us < best_us && !a.emulate) {
         item["use_baseline"] = false;
         item["speedup_vs_best_baseline"] = best_us / us;
         item["reason"] = "";
@@ -400,6 +400,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
+  if (a.emulate) r.use_baseline = true;  // an emulated kernel's time is the CPU's: never a result
   json item = r.to_json();
   item["seed_program"] = syn["program"];
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
