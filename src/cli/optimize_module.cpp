@@ -383,7 +383,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         best = "stitched";
         best_us = us;
       } else {
-        item["reason"] = status == "ok" ? "the stitched module (" + std::to_string(us) + " us) is not faster than " + item["best_baseline"].get<std::string>()
+        item["reason"] = a.emulate && status == "ok" ? "--emulate: the stitched module's time is the CPU emulator's, never a result"
+                       : status == "ok" ? "the stitched module (" + std::to_string(us) + " us) is not faster than " + item["best_baseline"].get<std::string>()
                                         : "the stitched module failed: " + item["stitched"]["message"].get<std::string>();
       }
     }
