@@ -65,7 +65,7 @@ inline size_t bytes_of(const std::vector<HostTensor>& v) {
 // cases: they are generated and their float64 references computed once, not once per candidate.
 // The cache holds one task (its spec and reference libraries) at a time, and takes an entry only
 // while the total stays under its cap (KSOL_WORKER_CACHE_MIB; default an eighth of the host's
-// memory): nothing is evicted mid-task, so a working set larger than the cap still hits on the
+// memory over the number of GPUs, one worker each): nothing is evicted mid-task, so a working set larger than the cap still hits on the
 // entries that fit. Every hit is checked against the digest taken when the entry was made: a
 // candidate runs in this process and could write host memory, and a changed entry ends the worker.
 class CaseCache {
@@ -73,18 +73,16 @@ class CaseCache {
   struct Tampered : std::runtime_error {
     using std::runtime_error::runtime_error;
   };
-  static CaseCache& instance() {
-    static CaseCache c(default_cap());
-    return c;
-  }
   explicit CaseCache(size_t cap_bytes) : cap_(cap_bytes) {}
   size_t total_bytes() const { return total_; }
   size_t entries() const { return entries_.size(); }
-  // An eighth of the host's memory, or KSOL_WORKER_CACHE_MIB (0 turns the cache off).
-  static size_t default_cap() {
+  // An eighth of the host's memory shared by `workers` workers (one per GPU), or
+  // KSOL_WORKER_CACHE_MIB per worker (0 turns the cache off).
+  static size_t default_cap(int workers = 1) {
     if (const char* e = std::getenv("KSOL_WORKER_CACHE_MIB")) return static_cast<size_t>(std::strtoull(e, nullptr, 10)) << 20;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 8 : 0;
+    size_t phys = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+    return phys / 8 / static_cast<size_t>(workers < 1 ? 1 : workers);
   }
   template <class T, class Make, class Digest, class Bytes>
   std::shared_ptr<const T> get(const std::string& scope, const std::string& key, Make make, Digest dig, Bytes size_of, int* hits, int* misses) {

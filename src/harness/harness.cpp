@@ -225,6 +225,16 @@ struct Expected {
   std::vector<HostTensor> ref, mag;
 };
 
+// The worker's case cache (case_cache.h), its cap shared with the other GPUs' workers.
+CaseCache& case_cache() {
+  static CaseCache c([] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) n = 1;
+    return CaseCache::default_cap(n);
+  }());
+  return c;
+}
+
 // Returns f(), adding its wall time (exceptions included) to `acc`.
 template <class F>
 auto add_time(double& acc, F f) {
@@ -423,7 +433,7 @@ class Evaluator {
   template <class T, class... A>
   std::shared_ptr<const T> cache_get(A&&... a) {
     try {
-      return CaseCache::instance().get<T>(std::forward<A>(a)...);
+      return case_cache().get<T>(std::forward<A>(a)...);
     } catch (const CaseCache::Tampered& e) {
       throw CudaFatal(e.what());
     }
