@@ -719,7 +719,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     double sp = speedup(res.baseline_best, nb.outcome);
     progress(t.name + ": [" + std::to_string(evaluated) + "/" + std::to_string(o.max_candidates) + "] c" + std::to_string(a.index) +
              " <- c" + std::to_string(parent) + " " + a.method + " {" + a.schedule + "}: " +
-             (a.outcome.ok() ? fmt(a.outcome.score_us()) + " us" : "FAILED") + "; best c" + std::to_string(res.best) + " " +
+             (a.outcome.ok() ? fmt(a.outcome.score_us()) + " us"
+                              : a.outcome.error.find("screened out") != std::string::npos ? "screened out (slower than the best)" : "FAILED") + "; best c" + std::to_string(res.best) + " " +
              fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
              fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL" +
              (budget > 0 ? ", " + fmt(std::max(0.0, budget - secs2), 0) + " s left" : ""));
