@@ -476,9 +476,10 @@ def _time_compiled(timer, model, inputs, options):
     try:
         t = _perf_ns()
         compiled = torch.compile(model, **options)
-        compiled(*inputs)
+        compiled(*inputs)  # compiles
+        seconds = (_perf_ns() - t) / 1e9
         out, _ = timer.time(compiled, inputs)
-        out["compile_seconds"] = (_perf_ns() - t) / 1e9
+        out["compile_seconds"] = seconds
         if options:
             out["options"] = options
         return out
@@ -794,6 +795,20 @@ def serve(stdin=sys.stdin, stdout=None):
                 rep = {"id": rid, "ok": True, "result": evaluate(req)}
             except Exception as e:
                 rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+            failed = not rep.get("ok") or rep.get("result", {}).get("status") != "ok"
+            if failed and _cuda:
+                # As ksol-worker does: after a failure the device must still work, or the next
+                # candidate would be blamed for this one's illegal access.
+                try:
+                    torch.cuda.synchronize()
+                    torch.empty(1024, device="cuda").zero_()
+                    torch.cuda.synchronize()
+                except Exception as e:
+                    rep["fatal"] = True
+                    rep["error"] = f"the CUDA context is unusable after the candidate ran: {type(e).__name__}: {e}"[:500]
+                    out.write(json.dumps(rep) + "\n")
+                    out.flush()
+                    os._exit(3)
             known = before | (_STATE["threads_after_baselines"] or frozenset())
             # A baselines-only request runs no candidate code: whatever it leaves is PyTorch's.
             ran_candidate = not req.get("baselines_only")

@@ -254,6 +254,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     try {
       json plan = json::parse(read_file(plan_json));
       fs::remove(plan_json);
+      if (!plan.value("ok", false)) throw std::runtime_error(plan.value("error", std::string("the stitch front end failed")));
       for (auto& piece : plan.at("pieces")) {
         std::string tag = "_p" + std::to_string(piece.value("id", 0));
         Task pt = lowered_task(piece, a.file, tag);
@@ -279,6 +280,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         piece_progs.push_back(prog);
       }
     } catch (const std::exception& e) {
+      std::error_code ec;
+      fs::remove(plan_json, ec);
       stitch_why = std::string("stitching refused: ") + e.what() + (sp.exit_code != 0 ? "\n" + sp.output : "");
       std::cerr << stitch_why << "\n";
       pieces = json::array();
@@ -338,8 +341,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       double cur_us = first.ok() ? first.score_us() : 0.0;
       if (first.ok() && a.search.max_candidates > 1) {
         agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
-        std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed);
         for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
+          // An agent per piece: the pieces' programs share a name, and random search keeps its
+          // permutation by program name.
+          std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
           search::PieceEvaluator::Build build;
           if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
           search::PieceEvaluator pe(pieces, i, run, base, build);

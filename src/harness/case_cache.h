@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -75,6 +77,25 @@ class CaseCache {
   };
   explicit CaseCache(size_t cap_bytes) : cap_(cap_bytes) {}
   size_t total_bytes() const { return total_; }
+  // Re-checks every entry used since the last call (or begin()) against its digest, so that a
+  // candidate that wrote to one is caught by its own evaluation, not the next one's hit. On a
+  // mismatch the whole cache is dropped and the entry's key is returned in `which`.
+  bool verify_touched(std::string* which = nullptr) {
+    bool ok = true;
+    for (const std::string& k : touched_) {
+      auto it = entries_.find(k);
+      if (it == entries_.end()) continue;
+      if (it->second.check() != it->second.sum) {
+        if (which) *which = k;
+        ok = false;
+        break;
+      }
+    }
+    touched_.clear();
+    if (!ok) entries_.clear(), total_ = 0;
+    return ok;
+  }
+  void begin() { touched_.clear(); }
   size_t entries() const { return entries_.size(); }
   // An eighth of the host's memory shared by `workers` workers (one per GPU), or
   // KSOL_WORKER_CACHE_MIB per worker (0 turns the cache off).
@@ -91,6 +112,7 @@ class CaseCache {
       total_ = 0;
       scope_ = scope;
     }
+    touched_.insert(key);
     if (auto it = entries_.find(key); it != entries_.end()) {
       auto v = std::static_pointer_cast<const T>(it->second.value);
       if (dig(*v) != it->second.sum)
@@ -102,7 +124,7 @@ class CaseCache {
     auto v = std::make_shared<const T>(make());
     size_t n = size_of(*v);
     if (cap_ > 0 && total_ + n <= cap_) {
-      entries_[key] = Entry{v, dig(*v)};
+      entries_[key] = Entry{v, dig(*v), [v, dig] { return dig(*v); }};
       total_ += n;
     }
     return v;
@@ -112,7 +134,9 @@ class CaseCache {
   struct Entry {
     std::shared_ptr<const void> value;
     uint64_t sum = 0;
+    std::function<uint64_t()> check;  // the digest now
   };
+  std::set<std::string> touched_;
   std::string scope_;
   std::map<std::string, Entry> entries_;
   size_t total_ = 0, cap_ = 0;

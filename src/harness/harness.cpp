@@ -297,6 +297,7 @@ class Evaluator {
     out["reference"] = use_cpu_ref_ ? "cpu" : "gpu";
     out["defences_off"] = std::vector<std::string>(req_.defences.off.begin(), req_.defences.off.end());
     out["gates"] = nlohmann::json::array();
+    case_cache().begin();
     try {
       // The timing sets exist from the start, so the device looks the same to the candidate
       // in every phase (free memory included).
@@ -336,6 +337,15 @@ class Evaluator {
       out["message"] = e.what();
     }
     if (out["status"] != "ok") settle();
+    // The cached cases this evaluation used must be as they were made: a candidate runs in this
+    // process and could have written to them; it fails here, not the next candidate.
+    if (std::string which; !case_cache().verify_touched(&which)) {
+      out["status"] = "failed";
+      out["failed_gate"] = "integrity";
+      out["error_class"] = "host_memory_written";
+      out["message"] = "the worker's cached inputs or references (" + which + ") changed during this evaluation: the candidate wrote to the worker's host memory";
+      out["gates"].push_back({{"gate", "integrity"}, {"ok", false}, {"error_class", "host_memory_written"}, {"message", out["message"]}});
+    }
     // Where the evaluation's wall time went (host-side work included), for `ksol eval --json`
     // and the store: large sizes cost seconds of input generation and references.
     phase_.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -201,16 +201,26 @@ void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& 
     } catch (const std::exception&) {
       continue;
     }
-    while (prefetching_.size() >= std::max<size_t>(1, prefetch_threads)) {
-      prefetching_.front().join();
-      prefetching_.erase(prefetching_.begin());
-    }
-    prefetching_.emplace_back([j = std::move(j)] {
+    // Never wait here (the GPU would idle behind a build nobody may time): finished builds are
+    // reaped, and a hint is dropped while every slot is busy.
+    for (size_t k = 0; k < prefetching_.size();)
+      if (prefetch_done_[k]->load()) {
+        prefetching_[k].join();
+        prefetching_.erase(prefetching_.begin() + static_cast<long>(k));
+        prefetch_done_.erase(prefetch_done_.begin() + static_cast<long>(k));
+      } else {
+        ++k;
+      }
+    if (prefetching_.size() >= std::max<size_t>(1, prefetch_threads)) break;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    prefetch_done_.push_back(done);
+    prefetching_.emplace_back([j = std::move(j), done] {
       try {
         compile(j);
       } catch (const std::exception&) {
         // the evaluation compiles it again and reports why
       }
+      done->store(true);
     });
   }
 }

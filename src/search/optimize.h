@@ -4,6 +4,7 @@
 // oscillations. The result is never slower or wrong: the best verified candidate, else the best
 // baseline.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -142,8 +143,9 @@ class SessionEvaluator : public Evaluator {
   // (the worker then generates them and their references once: see harness.cpp's CaseCache).
   // The hidden sizes' grade draws fresh seeds per evaluation, as `ksol eval` does.
   uint64_t search_seed(const Task& t);
-  // Compiles each program on a thread of its own (at most `prefetch_threads` at a time; the
-  // oldest are waited for first), for the compile cache; failures are left for the evaluation.
+  // Compiles each program on a thread of its own (at most `prefetch_threads` at a time; a hint
+  // that finds every slot busy is dropped, never waited for), for the compile cache; failures
+  // are left for the evaluation.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
   ~SessionEvaluator() override;
   size_t prefetch_threads = 4;
@@ -151,6 +153,7 @@ class SessionEvaluator : public Evaluator {
  private:
   std::map<std::string, uint64_t> search_seeds_;
   std::vector<std::thread> prefetching_;
+  std::vector<std::shared_ptr<std::atomic<bool>>> prefetch_done_;  // set by each build when it ends
   Session& s_;
   std::string agent_;
   int64_t resume_;

@@ -75,6 +75,22 @@ TEST(CaseCache, AChangedEntryIsCaughtOnItsNextHit) {
   EXPECT_THROW(p.get("t", "a"), CaseCache::Tampered);
 }
 
+TEST(CaseCache, TheEvaluationThatChangedAnEntryIsTheOneCaught) {
+  CaseCache c(64 << 20);
+  Probe p{c};
+  c.begin();
+  auto a = p.get("t", "a");
+  p.get("t", "b");
+  EXPECT_TRUE(c.verify_touched()) << "nothing changed";
+  c.begin();
+  a = p.get("t", "a");  // a hit: this evaluation uses it
+  const_cast<HostTensor&>((*a)[1]).f64[3] += 1.0;
+  std::string which;
+  EXPECT_FALSE(c.verify_touched(&which));
+  EXPECT_EQ(which, "a");
+  EXPECT_EQ(c.entries(), 0u) << "a cache that was written to is dropped whole";
+}
+
 TEST(CaseCache, DigestDependsOnEveryByteAndOnLengthNotOnThreads) {
   std::vector<uint8_t> x(5 << 20, 7);
   uint64_t d0 = digest_bytes(x.data(), x.size(), 0);
