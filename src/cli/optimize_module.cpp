@@ -136,6 +136,15 @@ class ModuleEvaluator : public search::Evaluator {
     return out;
   }
 
+  // The module's speed-of-light time (us) from a worker result's FLOPs and bytes, 0 unknown.
+  double sol_us(const json& result) const {
+    if (!peaks_) return 0;
+    double f = result.value("flops", 0.0), b = result.value("bytes", 0.0);
+    double tb = peaks_->hbm_bytes_per_s > 0 ? b / peaks_->hbm_bytes_per_s : 0;
+    double tf = peaks_->fp32_flops > 0 ? f / peaks_->fp32_flops : 0;
+    return std::max(tb, tf) * 1e6;
+  }
+
   // The module with its DSL pieces from their libraries and the kept ops as PyTorch calls
   // (python/ksol_torch/stitch.py), through every gate: the worker's result.
   WorkerReply stitched(const json& pieces) {
@@ -334,7 +343,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         WorkerReply r = ev.stitched(ps);
         return search::StitchedRun{r.ok, r.ok ? r.body.value("result", json::object()) : json::object(), r.message, r.seconds};
       };
-      search::Outcome first = search::stitched_outcome(run(pieces), "seeds");
+      search::StitchedRun seeds_run = run(pieces);
+      const double module_sol_us = seeds_run.ok ? ev.sol_us(seeds_run.result) : 0.0;
+      search::Outcome first = search::stitched_outcome(seeds_run, "seeds", module_sol_us);
       // Each piece searched in turn (the expert or random agent, the same loop and gates), the
       // module evaluated whole for every candidate, the other pieces at their best so far.
       json searched = json::array();
@@ -347,7 +358,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
           std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
           search::PieceEvaluator::Build build;
           if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
-          search::PieceEvaluator pe(pieces, i, run, base, build);
+          search::PieceEvaluator pe(pieces, i, run, base, build, module_sol_us);
           search::OptimizeOptions o = a.search;
           o.prune = 0;
           o.profile = false;
@@ -374,7 +385,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       }
       item["piece_search"] = searched;
       // The answer's time: the final pieces evaluated once more, afresh.
-      search::Outcome fin = searched.empty() ? first : search::stitched_outcome(run(pieces), "final");
+      search::Outcome fin = searched.empty() ? first : search::stitched_outcome(run(pieces), "final", module_sol_us);
       std::string status = fin.ok() ? "ok" : "failed";
       double us = fin.ok() ? fin.score_us() : 0.0;
       item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},

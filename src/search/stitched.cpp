@@ -3,10 +3,11 @@
 #include "codegen/codegen.h"
 #include "codegen/job.h"
 #include "compile/compiler.h"
+#include "sol/sol.h"
 
 namespace ksol::search {
 
-Outcome stitched_outcome(const StitchedRun& r, const std::string& label) {
+Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double sol_us) {
   Outcome o;
   o.label = label;
   SizeResult sr;
@@ -25,6 +26,15 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label) {
       sr.ci_high_us = tm.value("ci_high_us", sr.median_us);
     }
     if (sr.status == "ok" && sr.median_us <= 0) sr.status = "failed", sr.message = "the worker reported no time";
+    if (sol_us > 0 && sr.median_us > 0) {
+      sr.sol_us = sol_us;
+      sr.pct_sol = sol_us / sr.median_us;
+      if (sr.status == "ok" && sol::suspect(sr.pct_sol)) {
+        // Faster than speed-of-light: the timing or the kernel is lying; never rewarded.
+        sr.status = "suspect";
+        sr.message = "faster than the module's SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
+      }
+    }
   }
   o.worker_seconds = r.seconds;
   o.status = sr.status == "ok" ? "ok" : "failed";
@@ -67,7 +77,7 @@ Outcome PieceEvaluator::evaluate(const Task& t, const dsl::Program& p, const std
     so = cr.so_path;
   }
   libs_[label] = so;
-  Outcome r = stitched_outcome(run_(with_piece(so, o.kernel)), label);
+  Outcome r = stitched_outcome(run_(with_piece(so, o.kernel)), label, sol_us_);
   r.kernel = o.kernel;
   return r;
 }

@@ -31,8 +31,9 @@ class PieceEvaluator : public Evaluator {
   // builds for the host's CUDA emulator): the library's path, or "" with the reason in `why`.
   using Build = std::function<std::string(const Task&, const dsl::Program&, const std::string& label, std::string* why)>;
   PieceEvaluator(nlohmann::json pieces, size_t index, std::function<StitchedRun(const nlohmann::json&)> run,
-                 std::map<std::string, Outcome> baselines, Build build = nullptr)
-      : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)), build_(std::move(build)) {}
+                 std::map<std::string, Outcome> baselines, Build build = nullptr, double sol_us = 0)
+      : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)), build_(std::move(build)),
+        sol_us_(sol_us) {}
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent, const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
   // The pieces with the searched one's library replaced (what a candidate was evaluated as).
@@ -47,9 +48,11 @@ class PieceEvaluator : public Evaluator {
   std::map<std::string, Outcome> baselines_;
   std::map<std::string, std::string> libs_;
   Build build_;
+  double sol_us_ = 0;
 };
 
-// The outcome of one stitched evaluation at the module's single size ("module").
-Outcome stitched_outcome(const StitchedRun& r, const std::string& label);
+// The outcome of one stitched evaluation at the module's single size ("module"). `sol_us` > 0:
+// the module's speed-of-light time; a result faster than it allows is "suspect", never a result.
+Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double sol_us = 0);
 
 }  // namespace ksol::search

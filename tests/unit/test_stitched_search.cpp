@@ -107,4 +107,11 @@ TEST(StitchedSearch, AFailedOrSilentWorkerIsAFailedCandidate) {
   untimed.ok = true;
   untimed.result = {{"status", "ok"}};
   EXPECT_FALSE(search::stitched_outcome(untimed, "c3").ok()) << "a pass without a time is not a result";
+  search::StitchedRun fast;
+  fast.ok = true;
+  fast.result = {{"status", "ok"}, {"timing", {{"median_us", 1.0}}}};
+  EXPECT_TRUE(search::stitched_outcome(fast, "c4", 0.5).ok()) << "50% of SOL";
+  search::Outcome lie = search::stitched_outcome(fast, "c5", 10.0);
+  EXPECT_FALSE(lie.ok()) << "ten times faster than speed-of-light";
+  EXPECT_EQ(lie.sizes.at(0).status, "suspect");
 }
