@@ -303,7 +303,8 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
   cmd->add_option("tasks", a->tasks,
                   "task names or folders (default: every built-in task with a seed program), or one PyTorch module file "
-                  "(KernelBench format, .py) whose forward is lowered to one DSL program and searched on its own tensors");
+                  "(KernelBench format, .py) whose forward is lowered to one DSL program, or cut into DSL pieces around the ops "
+                  "kept as PyTorch calls, and searched on its own tensors");
   cmd->add_option("--agent", a->agent, "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR")
       ->check([](const std::string& v) -> std::string {
         if (v == "expert" || v == "random") return "";
