@@ -261,6 +261,44 @@ class Stitched(nn.Module):
         return Run(self.gm, garbage_collect_values=False).run(*args)
 
 
+class _PieceCall(nn.Module):
+    """One piece inside a compiled stitched module: its ABI tensors in, its output out."""
+
+    def __init__(self, piece: Piece, runner: Callable):
+        super().__init__()
+        self.piece = piece
+        self.runner = runner
+
+    def forward(self, *tensors):
+        return self.runner(self.piece, list(tensors)).reshape(self.piece.shape)
+
+
+def compiled(plan: Plan, runner: Callable) -> torch.fx.GraphModule:
+    """The stitched module as generated Python code (torch.fx), built once: each piece's nodes
+    replaced by one call of its runner, the kept ops as traced. What the worker times: no
+    interpreter walks the graph on each call. Shares the module's parameters with `plan.gm`."""
+    g = torch.fx.Graph()
+    vm: Dict[torch.fx.Node, torch.fx.Node] = {}
+    g.output(g.graph_copy(plan.gm.graph, vm))
+    old = {n.name: n for n in plan.gm.graph.nodes}
+    gm = torch.fx.GraphModule(plan.gm, g)
+    cur = {name: vm[n] for name, n in old.items() if n in vm}  # each value's node now (a piece's output: its call)
+    for i, p in enumerate(plan.pieces):
+        last = cur[p.nodes[-1]]
+        name = f"_ksol_piece{i}"
+        gm.add_submodule(name, _PieceCall(p, runner))
+        with g.inserting_before(last):
+            args = [cur[n] for n in p.inputs] + [g.get_attr(k) for k in p.params]
+            call = g.call_module(name, tuple(args))
+        last.replace_all_uses_with(call)
+        for n in reversed(p.nodes):
+            g.erase_node(cur[n])
+        cur[p.nodes[-1]] = call
+    g.lint()
+    gm.recompile()
+    return gm
+
+
 def dsl_only_fraction(plan: Plan) -> float:
     """The share of the forward's ops (views aside) that run inside DSL pieces."""
     total = len(plan.kept) + sum(len(p.nodes) for p in plan.pieces)
