@@ -54,14 +54,9 @@ class ModuleEvaluator : public search::Evaluator {
       : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)), emulate_(emulate) {}
 
   search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) override {
+    if (auto u = search::unsupported(t, p, label)) return *u;
     search::Outcome o;
     o.label = label;
-    codegen::Support sup = codegen::can_implement(p, search::binding_of(t));
-    if (!sup.ok) {
-      o.status = "unsupported";
-      o.error = sup.reason;
-      return o;
-    }
     o.kernel = codegen::kernel_name(p);
     CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
     if (!cr.ok) {
@@ -96,11 +91,7 @@ class ModuleEvaluator : public search::Evaluator {
       sr.status = res.value("status", "failed");
       sr.message = res.value("message", "");
       if (res.contains("timing") && res["timing"].is_object()) fill_time(sr, res["timing"]);
-      if (sr.status == "ok" && sol::suspect(sr.pct_sol)) {
-        // Faster than speed-of-light: the timing or the kernel is lying; never rewarded.
-        sr.status = "suspect";
-        sr.message = "faster than the module's SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
-      }
+      search::flag_faster_than_sol(sr, "the module");
     }
     o.worker_seconds = r.seconds;
     o.status = sr.status == "ok" ? "ok" : "failed";

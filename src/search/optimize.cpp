@@ -19,6 +19,7 @@
 #include "core/hash.h"
 #include "core/stop.h"
 #include "core/util.h"
+#include "sol/sol.h"
 
 namespace ksol::search {
 namespace {
@@ -91,6 +92,22 @@ std::vector<const SizeSet*> hidden_sizes(const Task& t) {
 
 codegen::Binding binding_of(const Task& t) { return codegen::binding_for(t); }
 
+std::optional<Outcome> unsupported(const Task& t, const dsl::Program& p, const std::string& label) {
+  codegen::Support sup = codegen::can_implement(p, binding_of(t));
+  if (sup.ok) return std::nullopt;
+  Outcome o;
+  o.label = label;
+  o.status = "unsupported";
+  o.error = sup.reason;
+  return o;
+}
+
+void flag_faster_than_sol(SizeResult& sr, const std::string& what) {
+  if (sr.status != "ok" || !sol::suspect(sr.pct_sol)) return;
+  sr.status = "suspect";
+  sr.message = "faster than " + what + "'s SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
+}
+
 // --- the Session evaluator -------------------------------------------------------------------
 
 namespace {
@@ -147,15 +164,9 @@ EvalOptions visible_options(const Task& t, int64_t resume, double timeout) { ret
 
 Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                                    const std::string& method) {
-  codegen::Binding b = binding_of(t);
-  codegen::Support sup = codegen::can_implement(p, b);
+  if (auto u = unsupported(t, p, label)) return *u;
   Outcome o;
   o.label = label;
-  if (!sup.ok) {
-    o.status = "unsupported";
-    o.error = sup.reason;
-    return o;
-  }
   o.kernel = codegen::kernel_name(p);
   CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
   std::string origin = "agent:" + agent_;
@@ -406,15 +417,13 @@ std::map<std::string, Outcome> ScriptedEvaluator::baselines_hidden(const Task& t
 
 Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const std::string& label,
                                   const std::vector<const SizeSet*>& sizes, bool hidden) {
+  if (auto u = unsupported(t, p, label)) {
+    u->candidate_id = evaluations;
+    return *u;
+  }
   Outcome o;
   o.label = label;
   o.candidate_id = evaluations;
-  codegen::Support sup = codegen::can_implement(p, binding_of(t));
-  if (!sup.ok) {
-    o.status = "unsupported";
-    o.error = sup.reason;
-    return o;
-  }
   o.kernel = codegen::kernel_name(p);
   codegen::Schedule s = agents::full_schedule(p);
   bool failed = (fail && fail(s)) || (hidden && fail_hidden && fail_hidden(s));

@@ -119,6 +119,13 @@ class Evaluator {
   std::map<std::string, double> prune_above_us;
 };
 
+// The outcome of a program no generator implements for this task ("unsupported", with the
+// generator's reason), or nullopt when one does; an evaluator's first step.
+std::optional<Outcome> unsupported(const Task& t, const dsl::Program& p, const std::string& label);
+// Marks an ok size result faster than its speed-of-light bound "suspect": the timing or the kernel
+// is lying, and it is never rewarded.
+void flag_faster_than_sol(SizeResult& sr, const std::string& what);
+
 // The visible sizes of a task (the search never sees the hidden ones), and the hidden ones.
 std::vector<const SizeSet*> visible_sizes(const Task& t);
 std::vector<const SizeSet*> hidden_sizes(const Task& t);

@@ -29,11 +29,7 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
     if (sol_us > 0 && sr.median_us > 0) {
       sr.sol_us = sol_us;
       sr.pct_sol = sol_us / sr.median_us;
-      if (sr.status == "ok" && sol::suspect(sr.pct_sol)) {
-        // Faster than speed-of-light: the timing or the kernel is lying; never rewarded.
-        sr.status = "suspect";
-        sr.message = "faster than the module's SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
-      }
+      flag_faster_than_sol(sr, "the module");
     }
   }
   o.worker_seconds = r.seconds;
@@ -51,14 +47,9 @@ nlohmann::json PieceEvaluator::with_piece(const std::string& so_path, const std:
 }
 
 Outcome PieceEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) {
+  if (auto u = unsupported(t, p, label)) return *u;
   Outcome o;
   o.label = label;
-  codegen::Support sup = codegen::can_implement(p, binding_of(t));
-  if (!sup.ok) {
-    o.status = "unsupported";
-    o.error = sup.reason;
-    return o;
-  }
   o.kernel = codegen::kernel_name(p);
   std::string so;
   if (build_) {
