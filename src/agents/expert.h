@@ -27,7 +27,7 @@ struct Profile {
   double pct_sol = -1;              // 0..1; < 0 unknown
   std::map<std::string, double> dims;  // the representative size's dims
   std::string precision;            // the task's precision policy (fp32, bf16, ...)
-  double sm_count = 132;            // H200 unless told otherwise
+  double sm_count = 132;            // H200 unless told otherwise (the search fills both from its evaluator's GPU)
   double sm = 90;                   // compute capability x 10 (the H200's) unless told otherwise
   // From Nsight Compute when the search could profile the kernel (agents/profile.h): its
   // metrics as features, the class they give, where the class came from, and the filtered

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "agents/profile.h"
 #include "codegen/job.h"
@@ -234,6 +235,23 @@ void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& 
       done->store(true);
     });
   }
+}
+
+std::pair<double, double> SessionEvaluator::device_sm() const {
+  // The session's GPU ({"cc": "9.0", "sm_count": 132, ...}), else the evaluator's default.
+  std::pair<double, double> d = Evaluator::device_sm();
+  const nlohmann::json& g = s_.device();
+  if (!g.is_object()) return d;
+  if (g.contains("cc") && g["cc"].is_string()) {
+    const std::string cc = g["cc"];
+    auto dot = cc.find('.');
+    try {
+      if (dot != std::string::npos) d.first = std::stod(cc.substr(0, dot)) * 10 + std::stod(cc.substr(dot + 1));
+    } catch (const std::exception&) {
+    }
+  }
+  if (g.contains("sm_count") && g["sm_count"].is_number()) d.second = g["sm_count"].get<double>();
+  return d;
 }
 
 SessionEvaluator::~SessionEvaluator() {
@@ -645,6 +663,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       const Attempt& pa = res.trajectory[cand];
       agents::Profile prof;
       prof.precision = t.precision;
+      std::tie(prof.sm, prof.sm_count) = ev.device_sm();
       if (const SizeResult* r = pa.outcome.representative()) {
         prof.bound = r->bound;
         prof.pct_sol = r->pct_sol;

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -110,6 +111,9 @@ class Evaluator {
     (void)t;
     return {};
   }
+  // The GPU the evaluations run on, for the decision table: compute capability x 10 and SM count
+  // (the H200's when the evaluator does not know).
+  virtual std::pair<double, double> device_sm() const { return {90, 132}; }
   // A hint: these programs may be evaluated next. An evaluator that compiles may start building
   // them in the background (the compile cache then serves the evaluation); nothing is measured.
   virtual void prefetch(const Task& t, const std::vector<dsl::Program>& next) { (void)t, (void)next; }
@@ -155,6 +159,7 @@ class SessionEvaluator : public Evaluator {
   // are left for the evaluation.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
   ~SessionEvaluator() override;
+  std::pair<double, double> device_sm() const override;
   size_t prefetch_threads = 4;
 
  private:

@@ -516,3 +516,38 @@ TEST(Optimize, TheExpertHasMovesForGemmsWhenComputeBound) {
     if (std::string(task) == "gemm_bf16") EXPECT_GE(props.size(), 3u) << join(log, "\n");
   }
 }
+
+namespace {
+struct OlderGpu : search::ScriptedEvaluator {
+  std::pair<double, double> device_sm() const override { return {80, 108}; }
+};
+}  // namespace
+
+TEST(Optimize, TheEvaluatorsGpuReachesTheDecisionTable) {
+  // Hopper-only methods (warp-specialized ping-pong, TMA pipelines, clusters) need sm >= 90: the
+  // search takes the compute capability from its evaluator, not a built-in H200.
+  const std::set<std::string> hopper = {"warp_specialization_pingpong", "tma_pipeline", "cluster_multicast"};
+  SeedCase s = setup("gemm_bf16");
+  auto methods = [&](search::ScriptedEvaluator& ev) {
+    auto agent = agents::make_agent("expert", knowledge(), 1);
+    search::OptimizeOptions o;
+    o.max_candidates = 8;
+    o.target_sol = 0;
+    o.plateau = 1000;
+    auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+    std::set<std::string> m;
+    for (auto& a : r.trajectory) m.insert(a.method);
+    return m;
+  };
+  search::ScriptedEvaluator h200;
+  OlderGpu a100;
+  for (search::ScriptedEvaluator* ev : {&h200, static_cast<search::ScriptedEvaluator*>(&a100)})
+    ev->profiler = [](const codegen::Schedule&) {  // compute-bound, as the H200 measured the GEMMs
+      return std::optional<std::map<std::string, double>>({{"achieved_bw_frac", 0.2}, {"achieved_flop_frac", 0.8}, {"occupancy", 0.5}});
+    };
+  std::set<std::string> on_h200 = methods(h200), on_a100 = methods(a100);
+  bool any = false;
+  for (auto& m : on_h200) any |= hopper.count(m) > 0;
+  EXPECT_TRUE(any) << "the H200 gets Hopper methods; it got: " << join(std::vector<std::string>(on_h200.begin(), on_h200.end()), ", ");
+  for (auto& m : on_a100) EXPECT_FALSE(hopper.count(m)) << m << " offered on an sm_80 GPU";
+}
