@@ -115,7 +115,7 @@ def _stitch_one(path: str, seed: int) -> dict:
     except Exception as e:
         line = problem.line_in_file(path, e)
         return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
-    out = {"file": path, "ok": True, "problem": prob.name, "ops_in_pieces": stitch.dsl_only_fraction(plan)}
+    out = {"file": path, "ok": True, "problem": prob.name, "ops_in_pieces": stitch.fraction_in_pieces(plan)}
     out.update(plan.summary())
     return out
 

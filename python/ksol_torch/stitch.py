@@ -10,9 +10,9 @@ synth accepts, then the longest from the next op, and so on; an op that starts n
 stays a PyTorch call, with synth's reason. Convolutions,
 pooling, reductions to scalars, layout changes and the like stay PyTorch or vendor calls.
 
-`Stitched(plan, runner)` is the module again, as a torch.nn.Module: the kept ops run as traced,
-and each piece's output comes from `runner(piece, tensors)`, with the piece's ABI tensor table
-(its inputs in order, then its parameters, as synth.py lays them out). The tests run the pieces
+`compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
+run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
+piece's ABI tensor table (its inputs in order, then its parameters, as synth.py lays them out). The tests run the pieces
 with a float64 DSL evaluator and check the stitched whole against the module in float64; on a
 GPU the runner is the piece's compiled library.
 """
@@ -222,45 +222,6 @@ def _piece(gm, seg, values, pid):
                  r["tensors"], r["dims"], r["dim_order"], list(out.shape) if isinstance(out, torch.Tensor) else []), ""
 
 
-class Stitched(nn.Module):
-    """The module with each piece of `plan` computed by `runner(piece, tensors)`: `tensors` are the
-    piece's inputs then its parameters (the module's, at call time, so .double() reaches them);
-    the runner returns the piece's output (any shape with the right number of elements)."""
-
-    def __init__(self, plan: Plan, runner: Callable, around_kept: Optional[Callable] = None):
-        super().__init__()
-        self.gm = plan.gm
-        self.pieces = plan.pieces
-        self.runner = runner
-        self.around_kept = around_kept  # a context manager factory around each kept call (the worker records their ops)
-
-    def forward(self, *args):
-        last = {p.nodes[-1]: p for p in self.pieces}
-        inner = {name for p in self.pieces for name in p.nodes[:-1]}
-        state = dict(self.gm.state_dict(keep_vars=True))
-        outer = self
-
-        class Run(torch.fx.Interpreter):
-            def run_node(self, n):
-                if n.name in inner:
-                    return None  # computed inside its piece; nothing outside reads it
-                p = last.get(n.name)
-                if p is None:
-                    if outer.around_kept is not None and n.op in ("call_module", "call_function", "call_method"):
-                        with outer.around_kept():
-                            return super().run_node(n)
-                    return super().run_node(n)
-                tensors = [self.env[self.env_node(i)] for i in p.inputs] + [state[k] for k in p.params]
-                y = outer.runner(p, tensors)
-                return y.reshape(p.shape)
-
-            def env_node(self, name):
-                return by_name[name]
-
-        by_name = {n.name: n for n in self.gm.graph.nodes}
-        return Run(self.gm, garbage_collect_values=False).run(*args)
-
-
 class _PieceCall(nn.Module):
     """One piece inside a compiled stitched module: its ABI tensors in, its output out."""
 
@@ -299,7 +260,7 @@ def compiled(plan: Plan, runner: Callable) -> torch.fx.GraphModule:
     return gm
 
 
-def dsl_only_fraction(plan: Plan) -> float:
+def fraction_in_pieces(plan: Plan) -> float:
     """The share of the forward's ops (views aside) that run inside DSL pieces."""
     total = len(plan.kept) + sum(len(p.nodes) for p in plan.pieces)
     return sum(len(p.nodes) for p in plan.pieces) / total if total else 0.0

@@ -25,7 +25,6 @@ u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part
 a magnitude pass needs where outputs cancel.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
 """
-import contextlib
 import ctypes
 import json
 import math
@@ -377,16 +376,17 @@ class Timer:
 
 # --- one evaluation ----------------------------------------------------------------------------------
 def _costs(model, inputs):
-    """The module's FLOPs and compulsory bytes (trace.py, on meta-free real tensors) and its mean
-    accumulation length: FLOPs over twice the outputs (1 where the trace fails)."""
+    """The module's FLOPs and compulsory bytes (trace.py, on meta-free real tensors), its mean
+    accumulation length (FLOPs over twice the outputs; 1 where the trace fails) and the kinds of
+    op in it (gemm, conv, elementwise, ...)."""
     from . import trace
 
     try:
         g = trace.trace(model, inputs)
         outs = sum(o.numel() for o in _flat(model(*inputs)) if isinstance(o, torch.Tensor)) or 1
-        return max(1.0, g.flops / (2.0 * outs)), float(g.flops), float(g.bytes)
+        return max(1.0, g.flops / (2.0 * outs)), float(g.flops), float(g.bytes), {o.kind for o in g.ops}
     except Exception:
-        return 1.0, 0.0, 0.0
+        return 1.0, 0.0, 0.0, set()
 
 
 def _load_model_new(req, prob, seeds, model, device, snap, threads):
@@ -455,19 +455,6 @@ class AbiCandidate(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _op_kinds(prob, seed):
-    """The kinds of op (trace.py: gemm, conv, elementwise, ...) in the problem's forward."""
-    from . import trace
-
-    try:
-        return {o.kind for o in trace.trace(*problem_mod.instantiate(prob, seed, meta=True)).ops}
-    except Exception:
-        try:
-            return {o.kind for o in trace.trace(*problem_mod.instantiate(prob, seed)).ops}
-        except Exception:
-            return set()
-
-
 def _time_compiled(timer, model, inputs, options):
     """torch.compile(model, **options), compiled by a first call, then timed like eager; the
     compile's seconds beside the timing, or why it could not run."""
@@ -525,18 +512,13 @@ def _stitched_candidate(pieces, model, inputs):
             raise RuntimeError(f"piece {piece.id}: ksol_run returned {rc}")
         return out
 
-    # The aten ops of the kept calls, recorded on the example inputs.
-    rec = _Watch()
-
-    @contextlib.contextmanager
-    def recording():
-        with rec:
-            yield
-
-    with torch.no_grad():
-        stitch_mod.Stitched(plan, runner, around_kept=recording)(*inputs)
-    # What is timed: the stitched module as generated code, built once (stitch.compiled).
-    return stitch_mod.compiled(plan, runner), frozenset(rec.calls)
+    # What is timed: the stitched module as generated code, built once (stitch.compiled). The
+    # aten ops it asks of PyTorch on the example inputs are the kept calls' (the pieces are native
+    # code, and their output allocations and reshapes are allowed anyway).
+    cand = stitch_mod.compiled(plan, runner)
+    with torch.no_grad(), _Watch() as rec:
+        cand(*inputs)
+    return cand, frozenset(rec.calls)
 
 
 def evaluate(req):
@@ -552,11 +534,11 @@ def evaluate(req):
     # Costs from the module as the user runs it (its dtypes: bf16 bytes are 2), traced on shape-only
     # tensors where every op has a meta kernel, else on the example inputs.
     try:
-        accumulation, flops, nbytes = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
+        accumulation, flops, nbytes, kinds = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
     except Exception:
-        accumulation, flops, nbytes = 1.0, 0.0, 0.0
+        accumulation, flops, nbytes, kinds = 1.0, 0.0, 0.0, set()
     if flops == 0 and nbytes == 0:
-        accumulation, flops, nbytes = _costs(problem_mod.instantiate(prob, seeds[0])[0], example)
+        accumulation, flops, nbytes, kinds = _costs(problem_mod.instantiate(prob, seeds[0])[0], example)
     accumulation = float(req.get("accumulation") or accumulation)
     result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device}
 
@@ -584,7 +566,7 @@ def evaluate(req):
         # max-autotune too on GEMM and convolution problems ("auto"), or when asked (true); its
         # compile time is reported beside its timing.
         ma = req.get("max_autotune", "auto")
-        want_ma = ma is True or (ma == "auto" and bool(_op_kinds(prob, seeds[0]) & {"gemm", "conv"}))
+        want_ma = ma is True or (ma == "auto" and bool(kinds & {"gemm", "conv"}))
         with torch.no_grad():
             base["eager"], _ = timer.time(model, inputs0)
             base["compile"] = _time_compiled(timer, model, inputs0, {})

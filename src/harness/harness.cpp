@@ -439,15 +439,6 @@ class Evaluator {
     std::string key;
     std::shared_ptr<const std::vector<HostTensor>> in;
   };
-  // The worker's case cache; an entry that changed since it was made ends the worker.
-  template <class T, class... A>
-  std::shared_ptr<const T> cache_get(A&&... a) {
-    try {
-      return case_cache().get<T>(std::forward<A>(a)...);
-    } catch (const CaseCache::Tampered& e) {
-      throw CudaFatal(e.what());
-    }
-  }
   // What the cache keeps for this evaluation: the task's spec and its reference libraries.
   std::string cache_scope() const {
     return task_.spec_hash + "|" + req_.reference_cpu_so + "|" + req_.reference_gpu_so;
@@ -460,7 +451,7 @@ class Evaluator {
     for (auto& [o, v] : size_.options) k << "|" << o << "=" << v;
     Case c{k.str(), nullptr};
     c.in = add_time(phase_.generate, [&] {
-      return cache_get<std::vector<HostTensor>>(
+      return case_cache().get<std::vector<HostTensor>>(
           cache_scope(), c.key, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); },
           [](const std::vector<HostTensor>& v) { return digest(v); }, [](const std::vector<HostTensor>& v) { return bytes_of(v); },
           &cache_hits_, &cache_misses_);
@@ -470,7 +461,7 @@ class Evaluator {
 
   std::shared_ptr<const Expected> expected(const Case& c) {
     return add_time(phase_.reference, [&] {
-      return cache_get<Expected>(
+      return case_cache().get<Expected>(
           cache_scope(), "ref|" + c.key,
           [&] {
             Expected e;

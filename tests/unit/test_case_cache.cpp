@@ -67,12 +67,18 @@ TEST(CaseCache, TakesOnlyWhatFitsUnderItsCapAndEvictsNothing) {
   EXPECT_EQ(q.made, 2) << "a cap of 0 turns the cache off";
 }
 
-TEST(CaseCache, AChangedEntryIsCaughtOnItsNextHit) {
+TEST(CaseCache, AChangedEntryIsNeverServedAgain) {
   CaseCache c(64 << 20);
   Probe p{c};
   auto a = p.get("t", "a", 3 << 20);  // several digest chunks
+  p.get("t", "b");
   const_cast<HostTensor&>((*a)[0]).bytes[(2 << 20) + 5] ^= 1;
-  EXPECT_THROW(p.get("t", "a"), CaseCache::Tampered);
+  auto again = p.get("t", "a", 3 << 20);
+  EXPECT_NE(again.get(), a.get()) << "made again, not served";
+  EXPECT_EQ((*again)[0].bytes[(2 << 20) + 5], static_cast<uint8_t>(1)) << "as the maker makes it";
+  EXPECT_EQ(c.discards(), 1u);
+  EXPECT_EQ(c.entries(), 1u) << "the other entries went with it";
+  EXPECT_EQ(p.made, 3);
 }
 
 TEST(CaseCache, TheEvaluationThatChangedAnEntryIsTheOneCaught) {
