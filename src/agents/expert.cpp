@@ -206,6 +206,18 @@ std::vector<codegen::Schedule> apply_moves(const Method& m, const dsl::Program& 
       if (v != cur && std::find(it->second.begin(), it->second.end(), v) == it->second.end()) it->second.push_back(v);
   }
   offers.erase(std::remove_if(offers.begin(), offers.end(), [](auto& o) { return o.second.empty(); }), offers.end());
+  // Vector widths: 16-byte accesses first (the widest one load or store instruction moves: vector
+  // 4 for f32, 8 for bf16), then narrower ones, widest first; wider than 16 bytes last (two
+  // instructions and more registers for no more bytes per instruction).
+  const double eb = elem_bytes_of(parent);
+  for (auto& [key, vals] : offers) {
+    if (key != "vector") continue;
+    auto rank = [&](const std::string& v) {
+      double bytes = is_int(v) ? static_cast<double>(std::stoll(v)) * eb : 0;
+      return bytes == 16 ? -1e9 : bytes < 16 ? -bytes : bytes;
+    };
+    std::stable_sort(vals.begin(), vals.end(), [&](const std::string& x, const std::string& y) { return rank(x) < rank(y); });
+  }
 
   std::vector<codegen::Schedule> out;
   auto add = [&](const codegen::Schedule& s) {

@@ -231,7 +231,9 @@ TEST(Optimize, FailedParentMethodPairsAreNotRetried) {
     if (a.index == 0) continue;
     auto key = std::make_pair(a.parent, a.method);
     EXPECT_EQ(failed.count(key), 0u) << "retried c" << a.parent << " / " << a.method;
-    if (!a.outcome.ok()) failed[key] = a.index;
+    // A screened-out child (slower than the best, unverified) is not a failed pair: its move may
+    // still pay off from another parent.
+    if (!a.outcome.ok() && a.outcome.error.find("screened out") == std::string::npos) failed[key] = a.index;
   }
   EXPECT_FALSE(failed.empty());
   // No schedule is evaluated twice.
