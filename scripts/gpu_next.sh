@@ -40,7 +40,7 @@ case "$step" in
       --budget-candidates 40 ${1:+--resume $1} --report "$OUT/report" --json-out "$OUT/optimize.json" > "$OUT/optimize.txt" 2> "$OUT/optimize.err"
     echo "rc=$?"; D="${OPT_DB:-$OUT/opt.db}"; [ "$D" = "$OUT/opt.db" ] || for f in "$D" "$D-wal" "$D-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/opt.db${f#$D}"; done; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
   versus)
-    T=softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32
+    T=${VS_TASKS:-softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32}
     # VS_DB: a store to copy per agent (the suite's, with VS_RESUME = its last run, reuses the
     # baselines' timings, so the budget goes to the search).
     for agent in ${AGENTS:-expert random}; do
