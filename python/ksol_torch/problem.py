@@ -129,12 +129,14 @@ def meta_tensors():
             setattr(torch, name, fn)
 
 
-def instantiate(problem: Problem, seed: int = 0, meta: bool = False):
+def instantiate(problem: Problem, seed: int = 0, meta: bool = False, inputs: bool = True):
     """The module (parameters drawn from `seed`) and its example inputs, as KernelBench builds
-    them; with `meta`, shape-only tensors (nothing allocated, nothing computed)."""
+    them; with `meta`, shape-only tensors (nothing allocated, nothing computed); without
+    `inputs`, the module alone (None for the inputs: get_inputs is not called, so a problem's
+    gigabytes of example inputs are not drawn for a caller that draws its own)."""
     if meta:
         with meta_tensors():
-            return instantiate(problem, seed, False)
+            return instantiate(problem, seed, False, inputs)
     import torch
 
     torch.manual_seed(seed)
@@ -144,9 +146,15 @@ def instantiate(problem: Problem, seed: int = 0, meta: bool = False):
                            f"get_init_inputs() must return a list, not {type(init).__name__}")
     model = call(problem, "Model", *init)
     model.eval()
+    if not inputs:
+        return model, None
     torch.manual_seed(seed + 1)
-    inputs = call(problem, "get_inputs")
-    if not isinstance(inputs, (list, tuple)):
+    return model, as_inputs(problem, call(problem, "get_inputs"))
+
+
+def as_inputs(problem: Problem, xs) -> list:
+    """What get_inputs returned, as a list; anything but a list or tuple is an error at its def."""
+    if not isinstance(xs, (list, tuple)):
         raise ProblemError(problem.path, _def_line(ast.parse(_read(problem.path)), "get_inputs"), 1,
-                           f"get_inputs() must return a list, not {type(inputs).__name__}")
-    return model, list(inputs)
+                           f"get_inputs() must return a list, not {type(xs).__name__}")
+    return list(xs)

@@ -12,11 +12,13 @@ call it checks that snapshot, the thread count, and what the call asked PyTorch 
 Gates, in order (the result names the first that fails):
   integrity    the candidate replaced a torch or timer function, or started a thread
   correctness  per seed and distribution (the problem's inputs as drawn by get_inputs under the
-               seed: normal, then heavy-tailed and spiky transforms of them), against the Model
-               in float64: plain torch.Tensor outputs (no subclass, no lazy tensor), not aliasing
-               an input, the reference's shapes and dtypes, inputs unchanged, values within the
-               bound; no PyTorch compute op called inside the candidate's forward (a fallback
-               to the reference, in a try/except or not, is PyTorch doing the work)
+               seed, on the evaluation device where PyTorch can: normal, then heavy-tailed and
+               spiky transforms of them), against the Model in float64 (computed, and compared
+               slice by slice, on the GPU while it has room): plain torch.Tensor outputs (no
+               subclass, no lazy tensor), not aliasing an input, the reference's shapes and
+               dtypes, inputs unchanged, values within the bound; no PyTorch compute op called
+               inside the candidate's forward (a fallback to the reference, in a try/except or
+               not, is PyTorch doing the work)
   timing       median of timed calls with a 95% CI, the L2 flushed before each on a GPU, and the
                last timed call's output verified
 The bound per output element: 2 u_out |ref| + u_acc (8 + 2 sqrt(L)) rtol_scale (|ref| + mean|ref|),
@@ -24,6 +26,8 @@ with L the mean accumulation length (the module's FLOPs over twice its outputs, 
 u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part a module without
 a magnitude pass needs where outputs cancel.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
+The result's phase_seconds says where an evaluation's time went (setup, baselines, load,
+correctness, timing, kernelbench); under serve() each phase is logged to stderr as it starts and ends.
 """
 import ctypes
 import json
@@ -78,7 +82,8 @@ def _thread_origin(t):
 
 
 # What serve() needs from the evaluation it ran: the threads alive once the baselines were timed.
-_STATE = {"threads_after_baselines": None}
+# Whether phases are logged: under serve(), the worker's stderr is a log file.
+_STATE = {"threads_after_baselines": None, "log": False}
 
 
 def _threads():
@@ -157,6 +162,39 @@ def _snapshot():
     what the worker calls is not."""
     return {(name, k): v for name, ns in _WATCHED.items() for k, v in list(vars(ns).items())
             if callable(v) or isinstance(v, (type, staticmethod, classmethod, property)) or hasattr(v, "__get__")}
+
+
+def _log(line):
+    """A line in the worker's log (its stderr) while it serves requests; nothing under tests."""
+    if _STATE["log"]:
+        try:
+            _write(2, f"[ksol worker] {line}\n".encode())
+        except OSError:
+            pass
+
+
+_write = os.write
+
+
+class _Phases:
+    """Seconds spent in each phase of one evaluation (setup, baselines, load, correctness,
+    timing, kernelbench: result["phase_seconds"]), and a log line as each starts and ends, so a
+    phase that never ends (an evaluation past its timeout) shows where the time went."""
+
+    def __init__(self, name):
+        self.name, self.seconds, self.current, self.t0 = name, {}, None, 0
+
+    def start(self, phase):
+        self.end()
+        self.current, self.t0 = phase, _perf_ns()
+        _log(f"{self.name}: {phase} ...")
+
+    def end(self):
+        if self.current is not None:
+            dt = (_perf_ns() - self.t0) / 1e9
+            self.seconds[self.current] = round(self.seconds.get(self.current, 0.0) + dt, 3)
+            _log(f"{self.name}: {self.current} {dt:.2f} s")
+            self.current = None
 
 
 class GateFailure(Exception):
@@ -249,27 +287,69 @@ DISTRIBUTIONS = ("normal", "heavy", "spiky")
 def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
     """The problem's own draw, reshaped into a distribution: `normal` keeps it; `heavy` gives each
     element Pareto tails of index 3 (values in the hundreds) with its sign; `spiky` zeros 2%,
-    scales 1% to magnitudes of 10-1000 and shrinks the rest by 10."""
+    scales 1% to magnitudes of 10-1000 and shrinks the rest by 10. Runs where `x` lies, with `gen`
+    (a generator of that device). Written in place where it can be, so a draw of a few GB needs
+    about 4x its float64 size at most; on the host the values are the ones the plain expressions
+    (sign * (u^(-1/3) - 1); where(u < .02, 0, where(u < .03, sign * 10 * 100^r, 0.1 * x)))
+    give, bit for bit: every step is the same IEEE operation, a product with the sign is exact."""
     if dist == "normal" or not x.is_floating_point():
         return x
-    u = torch.rand(x.shape, generator=gen, dtype=torch.float64)
-    sign = torch.where(x >= 0, 1.0, -1.0).to(torch.float64)
+    f64 = torch.float64
+    u = torch.rand(x.shape, generator=gen, dtype=f64, device=x.device)
+    sign = torch.where(x >= 0, 1.0, -1.0)  # +-1 exactly (NaN counts as negative, as before)
     if dist == "heavy":
-        y = sign * (u.pow(-1.0 / 3.0) - 1.0)
-    else:
-        mag = 10.0 * torch.pow(torch.tensor(100.0, dtype=torch.float64), torch.rand(x.shape, generator=gen, dtype=torch.float64))
-        y = torch.where(u < 0.02, torch.zeros_like(u), torch.where(u < 0.03, sign * mag, 0.1 * x.to(torch.float64)))
-    return y.to(x.dtype)
+        u.pow_(-1.0 / 3.0).sub_(1.0).mul_(sign)
+        return u.to(x.dtype)
+    zero, spike = u < 0.02, u < 0.03
+    del u
+    mag = torch.pow(torch.tensor(100.0, dtype=f64, device=x.device), torch.rand(x.shape, generator=gen, dtype=f64, device=x.device))
+    mag.mul_(10.0).mul_(sign)
+    del sign
+    y = torch.where(spike, mag, _to(x, dtype=f64, copy=True).mul_(0.1))
+    del mag, spike
+    return y.masked_fill_(zero, 0.0).to(x.dtype)
+
+
+def _device_context(device):
+    """torch.device(device) as a context manager, under which factory calls (get_inputs's
+    torch.rand) make their tensors on that device: PyTorch >= 2.0 has it. None on the host (the
+    draw is the host's anyway) and where this PyTorch has no such context."""
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return None
+    return dev if hasattr(dev, "__enter__") and hasattr(dev, "__exit__") else None
+
+
+def _get_inputs(prob, seed: int, device: str):
+    """get_inputs after torch.manual_seed(seed) (which seeds the GPUs' generators too), drawn on
+    `device` where this PyTorch can (_device_context): a GPU draws gigabytes in milliseconds
+    where the host takes tens of seconds. Elsewhere, or when get_inputs fails on the device (it
+    goes through numpy, say), drawn on the host as before. Tensors are left where they were made;
+    the same seed gives the same values on the same device, and a GPU's differ from the host's."""
+    ctx = _device_context(device)
+    if ctx is not None:
+        torch.manual_seed(seed)
+        try:
+            with ctx:
+                return problem_mod.as_inputs(prob, problem_mod.call(prob, "get_inputs"))
+        except Exception:
+            pass  # drawn on the host below, as PyTorch without the context does
+    torch.manual_seed(seed)
+    return problem_mod.as_inputs(prob, problem_mod.call(prob, "get_inputs"))
 
 
 def _draw(prob, seed: int, dist: str, device: str):
-    torch.manual_seed(seed)
-    raw = problem_mod.call(prob, "get_inputs")
-    gen = torch.Generator().manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+    """The inputs of one correctness case, on `device`: get_inputs under `seed` (_get_inputs),
+    each floating tensor transformed into `dist` where it was drawn, with one generator per
+    device seeded from (seed, dist)."""
+    raw = _get_inputs(prob, seed, device)
+    gens = {}
     out = []
     for x in raw:
         if isinstance(x, torch.Tensor):
-            out.append(_transform(x, dist, gen).to(device))
+            if dist != "normal" and x.is_floating_point() and x.device not in gens:
+                gens[x.device] = torch.Generator(device=x.device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+            out.append(_transform(x, dist, gens.get(x.device)).to(device))
         else:
             out.append(x)
     return out
@@ -281,8 +361,27 @@ def _flat(out):
     return [out]
 
 
-def _f64(t):
-    return _to(t.detach(), device="cpu", dtype=torch.float64)
+# The float64 reference stays on the GPU while free memory is at least _ROOM times its size plus _SLACK.
+_ROOM, _SLACK = 2, 2 << 30
+
+
+def _place_reference(outs, device):
+    """Where the float64 reference outputs (computed on `device`) are held for the comparisons:
+    on the GPU while its free memory (the driver's, plus what PyTorch's allocator holds unused) is
+    at least _ROOM times their size plus _SLACK bytes, room for the candidate's outputs and the
+    comparison's slices beside them; else on the host (copies of the same values)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return [_to(t, device="cpu") for t in outs]
+    need = sum(t.numel() * t.element_size() for t in outs)
+    try:
+        free, _ = torch.cuda.mem_get_info(dev)
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+    except Exception:
+        free = 0
+    if free >= _ROOM * need + _SLACK:
+        return outs
+    return [_to(t, device="cpu") for t in outs]
 
 
 # --- comparison ----------------------------------------------------------------------------------
@@ -305,29 +404,74 @@ def _compare(got, ref, want_types, inputs, accumulation, rtol_scale, label):
         if tuple(o.shape) != tuple(w.shape) or o.dtype != want_types[k]:
             raise GateFailure("correctness", "wrong_shape",
                               f"output {k} is {o.dtype} {tuple(o.shape)}; the reference's is {want_types[k]} {tuple(w.shape)} ({label})")
-        got64, ref64 = _f64(o), w
-        fin = torch.isfinite(ref64)
-        bad_special = (~fin & ~((got64 == ref64) | (torch.isnan(got64) & torch.isnan(ref64)))).sum().item()
-        if bad_special:
-            raise GateFailure("correctness", "wrong_result", f"output {k}: {bad_special} NaN/Inf elements differ from the reference ({label})")
-        if not torch.isfinite(got64[fin]).all():
-            raise GateFailure("correctness", "wrong_result", f"output {k}: NaN or Inf where the reference is finite ({label})")
-        mag = ref64[fin].abs()
-        mean = mag.mean().item() if mag.numel() else 0.0
-        u_out = _unit(o.dtype)
-        growth = (8.0 + 2.0 * math.sqrt(max(1.0, accumulation))) * rtol_scale
-        bound = 2 * u_out * ref64.abs() + 2.0 ** -24 * growth * (ref64.abs() + mean)
-        err = (got64 - ref64).abs()
-        ratio = torch.where(fin, err / torch.clamp(bound, min=1e-300), torch.zeros_like(err))
-        if ratio.numel():
-            worst = max(worst, ratio.max().item())
-        nbad = (ratio > 1).sum().item()
-        if nbad:
-            i = int(torch.argmax(ratio).item())
-            raise GateFailure("correctness", "wrong_result",
-                              f"output {k}: {nbad} of {ratio.numel()} elements out of tolerance; worst at flat index {i}: "
-                              f"got {got64.flatten()[i].item():.9g}, want {ref64.flatten()[i].item():.9g} "
-                              f"(allowed {bound.flatten()[i].item():.3g}) ({label})")
+        worst = max(worst, _compare_values(o, w, accumulation, rtol_scale, k, label))
+    return worst
+
+
+# Elements per slice of a comparison: its float64 temporaries stay a few hundred MB each, whatever
+# the output's size (a 6 GB output compared whole would need ten times its float64 size).
+_CHUNK = 1 << 25
+
+
+def _compare_values(o, ref64, accumulation, rtol_scale, k, label):
+    """Output `o` against its float64 reference, on the reference's device (the GPU's, where
+    _place_reference kept it there), slice by slice: NaN and Inf where the reference has them,
+    finite where it is finite, then every element within the bound. The checks, their order and
+    their messages are the whole tensor's; on one slice (up to _CHUNK elements) every number is
+    too, bit for bit; over several, mean|ref| is the sum of the slices' sums over the count.
+    Returns the worst error over tolerance."""
+    dev = ref64.device
+    got = o.detach().reshape(-1)
+    ref = ref64.reshape(-1)
+    n = ref.numel()
+    spans = [(s, min(n, s + _CHUNK)) for s in range(0, n, _CHUNK)]
+
+    def got64(s, e):
+        return _to(got[s:e], device=dev, dtype=torch.float64)
+
+    bad_special, got_not_finite, mag_sum, mag_count = 0, False, 0.0, 0
+    for s, e in spans:
+        g, r = got64(s, e), ref[s:e]
+        fin = torch.isfinite(r)
+        bad_special += int((~fin & ~((g == r) | (torch.isnan(g) & torch.isnan(r)))).sum().item())
+        got_not_finite = got_not_finite or bool((fin & ~torch.isfinite(g)).any().item())
+        mag = r[fin].abs()
+        mag_sum += mag.sum().item()
+        mag_count += mag.numel()
+    if bad_special:
+        raise GateFailure("correctness", "wrong_result", f"output {k}: {bad_special} NaN/Inf elements differ from the reference ({label})")
+    if got_not_finite:
+        raise GateFailure("correctness", "wrong_result", f"output {k}: NaN or Inf where the reference is finite ({label})")
+    mean = mag_sum / mag_count if mag_count else 0.0  # the mean |ref| over finite elements
+    u_out = _unit(o.dtype)
+    growth = (8.0 + 2.0 * math.sqrt(max(1.0, accumulation))) * rtol_scale
+
+    def ratio_of(s, e):
+        g, r = got64(s, e), ref[s:e]
+        fin = torch.isfinite(r)
+        bound = 2 * u_out * r.abs() + 2.0 ** -24 * growth * (r.abs() + mean)
+        err = (g - r).abs()
+        return g, r, bound, torch.where(fin, err / torch.clamp(bound, min=1e-300), torch.zeros_like(err))
+
+    nbad, maxes = 0, []
+    for s, e in spans:
+        ratio = ratio_of(s, e)[3]
+        maxes.append(ratio.max())
+        nbad += (ratio > 1).sum()
+    if not spans:
+        return 0.0
+    maxes = torch.stack(maxes).tolist()
+    worst = max(maxes)
+    nbad = int(nbad)
+    if nbad:
+        j = next((j for j, m in enumerate(maxes) if m == worst or m != m), 0)  # the first worst element's slice
+        s, e = spans[j]
+        g, r, bound, ratio = ratio_of(s, e)
+        i = int(torch.argmax(ratio).item())
+        raise GateFailure("correctness", "wrong_result",
+                          f"output {k}: {nbad} of {n} elements out of tolerance; worst at flat index {s + i}: "
+                          f"got {g[i].item():.9g}, want {r[i].item():.9g} "
+                          f"(allowed {bound[i].item():.3g}) ({label})")
     return worst
 
 
@@ -527,23 +671,28 @@ def evaluate(req):
     if len(seeds) < 3:
         raise ValueError("the correctness gate needs at least 3 seeds")
     rtol_scale = float(req.get("rtol_scale", 16.0))
+    phases = _Phases(os.path.basename(str(req["problem"])))
+    phases.start("setup")
     prob = problem_mod.load(req["problem"])
-    model, example = problem_mod.instantiate(prob, seeds[0])
-    model = model.to(device)
-    ref_model = problem_mod.instantiate(prob, seeds[0])[0].double()
+    # The modules alone: every input below is drawn on the device (_get_inputs), none on the host.
+    model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
+    ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double()
     # Costs from the module as the user runs it (its dtypes: bf16 bytes are 2), traced on shape-only
-    # tensors where every op has a meta kernel, else on the example inputs.
+    # tensors where every op has a meta kernel, else on the example inputs (instantiate's: seed + 1).
     try:
         accumulation, flops, nbytes, kinds = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
     except Exception:
         accumulation, flops, nbytes, kinds = 1.0, 0.0, 0.0, set()
     if flops == 0 and nbytes == 0:
-        accumulation, flops, nbytes, kinds = _costs(problem_mod.instantiate(prob, seeds[0])[0], example)
+        example = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seeds[0] + 1, device)]
+        accumulation, flops, nbytes, kinds = _costs(problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device), example)
+        del example
     accumulation = float(req.get("accumulation") or accumulation)
-    result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device}
+    result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device,
+              "phase_seconds": phases.seconds}
 
     # The float64 reference runs where the candidate does (a GPU's float64 is fast enough for
-    # large problems), its outputs then held on the host.
+    # large problems), its outputs then held there while the GPU has room (_place_reference).
     ref_model = ref_model.to(device)
 
     def ref_out(inputs):
@@ -552,13 +701,15 @@ def evaluate(req):
                     else x for x in inputs]
             with _Float64():
                 outs = _flat(ref_model(*args))
-            return [_f64(t) for t in outs]
+            del args
+            return _place_reference([_to(t.detach(), dtype=torch.float64).contiguous() for t in outs], device)
 
     def out_types(inputs):
         with torch.no_grad():
             return [t.dtype for t in _flat(model(*inputs))]
 
     # Baselines first, before any candidate code runs: eager and torch.compile on the problem's inputs.
+    phases.start("baselines")
     timer = Timer(device)
     inputs0 = _draw(prob, seeds[0], "normal", device)
     base = {}
@@ -578,7 +729,10 @@ def evaluate(req):
     # relative to this point, not to the start of the request.
     _STATE["threads_after_baselines"] = _threads()
     if req.get("baselines_only"):
+        phases.end()
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
+
+    phases.start("load")
 
     snap, threads = _snapshot(), _threads()
     cand = None
@@ -625,16 +779,19 @@ def evaluate(req):
 
         # Correctness: the same input tensors rewritten with each case's values, so a candidate
         # that caches by tensor identity or address answers the previous case.
+        phases.start("correctness")
         keep = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs0]
         want_types = out_types(inputs0)
         worst = 0.0
         cases = []
         for seed in seeds:
             for dist in DISTRIBUTIONS:
+                ref = out = before = None  # the last case's tensors go before this case's are made
                 new = _draw(prob, seed, dist, device)
                 for k, x in enumerate(new):
                     if isinstance(x, torch.Tensor):
                         keep[k].copy_(x)
+                new = None
                 ref = ref_out(keep)
                 if any(not torch.isfinite(r).all() for r in ref) and dist != "normal":
                     cases.append(f"seed {seed}, {dist}: skipped (the reference is not finite on these inputs)")
@@ -649,11 +806,13 @@ def evaluate(req):
                 cases.append(label)
         result["correctness"] = {"cases": cases, "worst_error_over_tolerance": worst}
         result["gates"].append({"gate": "correctness", "ok": True})
+        ref = out = before = None
 
         # Timing, then the last timed call's output against the reference. The watch stays on
         # (PyTorch may not do the work in timed calls either); the integrity check runs after
         # the loop, outside the timed region.
         if req.get("time", True):
+            phases.start("timing")
             for k, x in enumerate(inputs0):
                 if isinstance(x, torch.Tensor):
                     keep[k].copy_(x)
@@ -677,9 +836,11 @@ def evaluate(req):
         result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
         result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})
     finally:
+        ref = out = before = last = None  # GPU memory the protocol below may need
         # KernelBench's own protocol beside ksol's, where the candidate ran and was not caught
         # cheating (a wrong result is reported under both protocols).
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):
+            phases.start("kernelbench")
             try:
                 result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0])
                 _check_integrity(snap, threads, "during KernelBench's protocol")
@@ -689,6 +850,7 @@ def evaluate(req):
             except Exception as e:
                 result["kernelbench"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         _restore(snap)
+        phases.end()
     return result
 
 
@@ -718,14 +880,15 @@ def _kernelbench_protocol(prob, model, cand, device, seed, trials=5, runs=100):
     correct = True
     with torch.no_grad():
         for t in range(trials):
-            torch.manual_seed(seed + 1000 + t)
-            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem_mod.call(prob, "get_inputs")]
+            inputs = want = got = None  # the last trial's go before this one's are drawn
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seed + 1000 + t, device)]
             want, got = _flat(model(*inputs)), _flat(cand(*inputs))
             if len(want) != len(got) or any(type(g) is not torch.Tensor or g.shape != w.shape or
                                              not torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)
                                              for g, w in zip(got, want)):
                 correct = False
                 break
+        want = got = None
         out = {"correct": correct, "trials": trials, "runs": runs, "eager_mean_us": timed(model, inputs)}
         out["mean_us"] = timed(cand, inputs) if correct else None
     return out
@@ -748,6 +911,7 @@ def serve(stdin=sys.stdin, stdout=None):
     # then closes this worker (end of input), which must not die under it and have the
     # candidate blamed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _STATE["log"] = True
     # Replies go to the real stdout; anything a candidate prints goes to stderr instead.
     out = stdout or os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

@@ -177,6 +177,28 @@ class ModuleEvaluator : public search::Evaluator {
   std::optional<sol::DevicePeaks> peaks_;
 };
 
+// A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
+struct KeptProgram {
+  std::string name;
+  Task task;
+  dsl::Program program;
+};
+
+// The report folder of a module's run, one-program search and stitched module alike:
+// results.json, report.md, report.html and the kept programs. Returns the folder.
+std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, const json& doc, const std::vector<KeptProgram>& kept) {
+  std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/results.json", doc.dump(2));
+  write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
+  write_file_atomic(dir + "/report.html", report::optimize_html(doc));
+  for (auto& k : kept) {
+    write_file_atomic(dir + "/" + k.name + ".ksol", dsl::print_source(k.program));
+    write_file_atomic(dir + "/" + k.name + ".cu", codegen::compile_job(k.task, k.program, k.name).source_text);
+  }
+  return dir;
+}
+
 }  // namespace
 
 int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
@@ -325,6 +347,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (o.ok() && (best.empty() || o.score_us() < best_us)) best = name, best_us = o.score_us();
     item["best_baseline"] = best;
     for (auto& [name, o] : base) item["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
+    // The pieces whose search found a faster schedule: kept beside the report whether or not the
+    // stitched module beats the baselines, since each was verified inside the whole module.
+    std::vector<KeptProgram> kept;
     if (!pieces.empty()) {
       // The stitched module: its pieces at their seed schedules, the kept ops as PyTorch calls.
       item["stop_reason"] = "stitched";
@@ -364,6 +389,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
             pieces[i]["program"] = dsl::print_source(b->program);
             cur_us = b->outcome.score_us();
             rec["best"] = {{"kernel", b->outcome.kernel}, {"schedule", b->schedule}, {"module_us", cur_us}};
+            kept.push_back({"piece-" + std::to_string(i), piece_tasks[i], b->program});
           }
           searched.push_back(rec);
         }
@@ -396,6 +422,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       }
     }
     doc["results"] = json::array({item});
+    std::string dir = write_report(a, stem, doc, kept);
+    std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
     std::cout << (json_out ? doc.dump(2) : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us")) << "\n";
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
     return best.empty() ? 1 : 0;
@@ -413,15 +441,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   item["seed_program"] = syn["program"];
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   doc["results"] = json::array({item});
-  std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
-  fs::create_directories(dir);
-  write_file_atomic(dir + "/results.json", doc.dump(2));
-  write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
-  write_file_atomic(dir + "/report.html", report::optimize_html(doc));
-  if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) {
-    write_file_atomic(dir + "/best.ksol", dsl::print_source(b->program));
-    write_file_atomic(dir + "/best.cu", codegen::compile_job(*task, b->program, "best").source_text);
-  }
+  std::vector<KeptProgram> kept;
+  if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});
+  std::string dir = write_report(a, stem, doc, kept);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
   if (json_out) std::cout << doc.dump(2) << "\n";
   else

@@ -136,6 +136,62 @@ std::map<std::string, int> failures_of(const json& r) {
   return m;
 }
 
+const json& array_at(const json& j, const char* k) {
+  static const json none = json::array();
+  return j.contains(k) && j[k].is_array() ? j[k] : none;
+}
+
+bool emulated(const json& doc) { return doc.contains("emulated") && doc["emulated"] == true; }
+
+// A stitched module (ksol optimize FILE.py whose forward is not one DSL program): its DSL pieces
+// around the ops kept as PyTorch calls, each searched in turn with the module evaluated whole.
+bool stitched(const json& r) { return r.contains("stitched") && r["stitched"].is_object(); }
+
+std::string stitched_summary(const json& r) {
+  const json& st = r["stitched"];
+  std::string s = "Stitched from " + std::to_string(array_at(r, "pieces").size()) + " DSL piece(s) around the ops kept as PyTorch calls: " +
+                  (gets(st, "status").empty() ? std::string("?") : gets(st, "status"));
+  if (gets(st, "status") == "ok")
+    s += "; the module " + num(getd(st, "seeds_median_us")) + " us with its pieces at their seed schedules, " + num(getd(st, "median_us")) +
+         " us at the end (median).";
+  else
+    s += ": " + gets(st, "message") + (getd(st, "seeds_median_us") > 0 ? " (at the seed schedules: " + num(getd(st, "seeds_median_us")) + " us)" : "") + ".";
+  return s;
+}
+
+// The baselines' times, "compile 12.00 us, eager 10.00 us", or "" when none is recorded.
+std::string baselines_line(const json& r) {
+  if (!r.contains("baseline_us") || !r["baseline_us"].is_object()) return "";
+  std::vector<std::string> v;
+  for (auto& [name, us] : r["baseline_us"].items())
+    v.push_back(name + " " + (us.is_number() && us.get<double>() > 0 ? num(us.get<double>()) + " us" : std::string("not timed")));
+  return join(v, ", ");
+}
+
+// One row per piece: its id, family, nodes, kernel, and its search (candidates, stop, the
+// module's time with the faster schedule found, or "-" when none was).
+struct PieceRow {
+  std::string piece, family, nodes, kernel, candidates, stop, module_us, program;
+};
+std::vector<PieceRow> piece_rows(const json& r) {
+  std::vector<PieceRow> rows;
+  const json& ps = array_at(r, "pieces");
+  for (size_t i = 0; i < ps.size(); ++i) {
+    std::vector<std::string> nodes;
+    for (auto& n : array_at(ps[i], "nodes"))
+      if (n.is_string()) nodes.push_back(n.get<std::string>());
+    rows.push_back({std::to_string(i), gets(ps[i], "family"), join(nodes, ", "), gets(ps[i], "kernel"), "-", "not searched", "-", gets(ps[i], "program")});
+  }
+  for (auto& rec : array_at(r, "piece_search")) {
+    int i = rec.contains("piece") && rec["piece"].is_number_integer() ? rec["piece"].get<int>() : -1;
+    if (i < 0 || i >= static_cast<int>(rows.size())) continue;
+    rows[i].candidates = std::to_string(rec.value("candidates", 0));
+    rows[i].stop = gets(rec, "stop_reason");
+    if (rec.contains("best") && rec["best"].is_object()) rows[i].module_us = num(getd(rec["best"], "module_us"));
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string html_escape(const std::string& s) {
@@ -177,6 +233,7 @@ std::string optimize_markdown(const json& doc) {
   o << "# ksol optimize: run " << doc.value("run", 0) << "\n\n";
   o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << gets(doc, "agent") << "\n\n";
+  if (emulated(doc)) o << "Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.\n\n";
   o << "| task | candidates | screened | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | hidden sizes | wall s | "
        "worker s | candidates per worker-minute |\n";
   o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
@@ -185,6 +242,7 @@ std::string optimize_markdown(const json& doc) {
   for (auto& r : res) {
     std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
                          : r.contains("best")            ? clabel(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
+                         : stitched(r)                   ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
                                                          : "-";
     o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << r.value("screened", 0) << " | " << gets(r, "stop_reason")
       << " | " << cell(result) << " | " << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | "
@@ -215,6 +273,21 @@ std::string optimize_markdown(const json& doc) {
       for (auto& [k, n] : f) o << " " << k << " " << n << ";";
       o << "\n\n";
     }
+    std::vector<PieceRow> pieces = stitched(r) ? piece_rows(r) : std::vector<PieceRow>{};
+    if (stitched(r)) {
+      o << stitched_summary(r) << "\n\n";
+      o << "| piece | family | nodes | kernel | candidates | stop | module us with its best |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+      for (auto& p : pieces)
+        o << "| " << p.piece << " | " << cell(p.family) << " | " << cell(p.nodes) << " | " << cell(p.kernel) << " | " << p.candidates << " | "
+          << cell(p.stop) << " | " << p.module_us << " |\n";
+      o << "\n";
+    }
+    if (std::string b = baselines_line(r); !b.empty()) o << "Baselines: " << b << ".\n\n";
+    if (!gets(r, "reason").empty()) o << "Reason: " << gets(r, "reason") << "\n\n";
+    for (auto& p : pieces)
+      if (!p.program.empty()) o << "Piece " << p.piece << " program:\n\n```ksol\n" << p.program << "```\n\n";
+    // A module that was not searched as one program (stitched, or the better baseline) has no trajectory.
+    if (!r.contains("trajectory")) continue;
     o << "| # | parent | method | schedule | status | score (us) | %SOL | note |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (auto& a : r.value("trajectory", json::array())) {
       o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? clabel(a["parent"].get<int>()) : std::string("-"))
@@ -236,6 +309,7 @@ std::string optimize_html(const json& doc) {
   o << "<h1>ksol optimize: run " << doc.value("run", 0) << "</h1>\n<p>GPU: "
     << html_escape(doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << html_escape(gets(doc, "agent")) << "</p>\n";
+  if (emulated(doc)) o << "<p>Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.</p>\n";
   o << svg_sol(res) << "\n";
   o << "<table><tr><th>task</th><th>candidates</th><th>stop</th><th>vs best baseline</th><th>vs naive</th><th>%SOL before</th>"
        "<th>%SOL after</th><th>hidden sizes</th><th>failed, by class</th></tr>\n";
@@ -249,7 +323,22 @@ std::string optimize_html(const json& doc) {
   }
   o << "</table>\n";
   for (auto& r : res) {
-    o << "<h2>" << html_escape(gets(r, "task")) << "</h2>\n" << svg_progress(r) << "\n";
+    o << "<h2>" << html_escape(gets(r, "task")) << "</h2>\n";
+    std::vector<PieceRow> pieces = stitched(r) ? piece_rows(r) : std::vector<PieceRow>{};
+    if (stitched(r)) {
+      o << "<p>" << html_escape(stitched_summary(r)) << "</p>\n<table><tr><th>piece</th><th>family</th><th>nodes</th><th>kernel</th>"
+           "<th>candidates</th><th>stop</th><th>module us with its best</th></tr>\n";
+      for (auto& p : pieces)
+        o << "<tr><td>" << p.piece << "</td><td>" << html_escape(p.family) << "</td><td>" << html_escape(p.nodes) << "</td><td>"
+          << html_escape(p.kernel) << "</td><td>" << p.candidates << "</td><td>" << html_escape(p.stop) << "</td><td>" << p.module_us << "</td></tr>\n";
+      o << "</table>\n";
+    }
+    if (std::string b = baselines_line(r); !b.empty()) o << "<p>Baselines: " << html_escape(b) << ".</p>\n";
+    if (!gets(r, "reason").empty()) o << "<p>Reason: " << html_escape(gets(r, "reason")) << "</p>\n";
+    for (auto& p : pieces)
+      if (!p.program.empty()) o << "<details><summary>piece " << p.piece << " program</summary><pre>" << html_escape(p.program) << "</pre></details>\n";
+    if (!r.contains("trajectory")) continue;
+    o << svg_progress(r) << "\n";
     if (r.contains("best")) o << "<p>Best program:</p><pre>" << html_escape(gets(r["best"], "program")) << "</pre>\n";
     o << "<details><summary>trajectory</summary><table><tr><th>#</th><th>method</th><th>schedule</th><th>status</th><th>us</th><th>%SOL</th><th>note</th></tr>\n";
     for (auto& a : r.value("trajectory", json::array()))

@@ -238,5 +238,19 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   ASSERT_EQ(r2["piece_search"].size(), 1u) << r2.dump(1);
   EXPECT_EQ(r2["piece_search"][0]["candidates"], 3) << r2.dump(1);
   EXPECT_EQ(r2["pieces"].size(), 1u);
+  // The stitched module's report folder: the JSON, the Markdown and HTML showing the stitched
+  // result, and the piece's program where its search found a faster schedule.
+  for (const char* f : {"results.json", "report.md", "report.html"}) EXPECT_TRUE(std::filesystem::exists(dir / "stitched" / f)) << f;
+  EXPECT_EQ(nlohmann::json::parse(ksol::read_file((dir / "stitched" / "results.json").string())), st);
+  std::string md = ksol::read_file((dir / "stitched" / "report.md").string());
+  EXPECT_NE(md.find("| stitched |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Stitched from 1 DSL piece(s) around the ops kept as PyTorch calls: ok"), std::string::npos) << md;
+  EXPECT_NE(md.find("Reason: --emulate"), std::string::npos) << md;
+  EXPECT_NE(md.find("Emulated:"), std::string::npos) << md;
+  EXPECT_NE(ksol::read_file((dir / "stitched" / "report.html").string()).find("Stitched from 1 DSL piece(s)"), std::string::npos);
+  bool improved = r2["piece_search"][0].contains("best");
+  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-0.ksol"), improved) << r2.dump(1);
+  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-0.cu"), improved) << r2.dump(1);
+  if (improved) EXPECT_EQ(ksol::read_file((dir / "stitched" / "piece-0.ksol").string()), r2["pieces"][0]["program"].get<std::string>());
   std::filesystem::remove_all(dir);
 }

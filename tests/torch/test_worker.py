@@ -197,6 +197,10 @@ class Protocol(unittest.TestCase):
         self.assertTrue(lines[0]["ok"])
         self.assertEqual(lines[0]["protocol"], 1)
         self.assertEqual(lines[1]["result"]["status"], "ok", lines[1])
+        # Where the time went, in the reply and, phase by phase as they end, in the worker's log.
+        self.assertIn("correctness", lines[1]["result"]["phase_seconds"])
+        self.assertIn("01_gemm_relu.py: correctness ...", p.stderr)
+        self.assertRegex(p.stderr, r"01_gemm_relu.py: correctness [0-9.]+ s")
         self.assertFalse(lines[2]["ok"])
         self.assertIn("unknown op", lines[2]["error"])
 

@@ -77,3 +77,44 @@ TEST(Report, FailureClass) {
   EXPECT_EQ(report::failure_class({{"status", "failed"}}), "failed");
   EXPECT_EQ(report::html_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
 }
+
+// A stitched module's result (ksol optimize FILE.py whose forward is not one DSL program) has no
+// trajectory: the report shows its pieces, their search, the module's times and the reason.
+TEST(Report, StitchedModule) {
+  json pieces = json::array({{{"nodes", {"bn", "relu"}}, {"so", "/tmp/p0.so"}, {"family", "elementwise"}, {"kernel", "map_relu_b256"},
+                              {"program", "kernel map_relu <&>\n"}},
+                             {{"nodes", {"add"}}, {"so", "/tmp/p1.so"}, {"family", "elementwise"}, {"kernel", "map_add_b128"}, {"program", "kernel add\n"}}});
+  json item = {{"task", "03_conv_bn_relu"}, {"stop_reason", "stitched"}, {"use_baseline", true}, {"best_baseline", "eager"},
+               {"reason", "the stitched module (12.5 us) is not faster than eager"}, {"candidates", 4}, {"speedup_vs_best_baseline", 1.0},
+               {"baseline_us", {{"eager", 10.0}, {"compile", 0.0}}}, {"pieces", pieces},
+               {"piece_search", json::array({{{"piece", 0}, {"candidates", 3}, {"stop_reason", "candidates"},
+                                              {"best", {{"kernel", "map_relu_b256"}, {"schedule", "block=256"}, {"module_us", 12.5}}}}})},
+               {"stitched", {{"status", "ok"}, {"median_us", 12.5}, {"seeds_median_us", 14.0}, {"message", ""}}}};
+  json doc = {{"run", 0}, {"gpu", {{"name", "none: the CPU emulator"}}}, {"agent", "expert"}, {"emulated", true}, {"results", json::array({item})}};
+  std::string md = report::optimize_markdown(doc);
+  EXPECT_NE(md.find("| 03_conv_bn_relu | 4 | 0 | stitched | baseline eager |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Emulated:"), std::string::npos) << md;
+  EXPECT_NE(md.find("Stitched from 2 DSL piece(s) around the ops kept as PyTorch calls: ok; the module 14.00 us with its pieces at their "
+                    "seed schedules, 12.50 us at the end"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 0 | elementwise | bn, relu | map_relu_b256 | 3 | candidates | 12.50 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | elementwise | add | map_add_b128 | - | not searched | - |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Baselines: compile not timed, eager 10.00 us."), std::string::npos) << md;
+  EXPECT_NE(md.find("Reason: the stitched module (12.5 us) is not faster than eager"), std::string::npos) << md;
+  EXPECT_NE(md.find("```ksol\nkernel add\n```"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| # | parent |"), std::string::npos) << "no trajectory table without a trajectory";
+  std::string html = report::optimize_html(doc);
+  EXPECT_NE(html.find("Stitched from 2 DSL piece(s)"), std::string::npos) << html;
+  EXPECT_NE(html.find("kernel map_relu &lt;&amp;&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("map_relu <&>"), std::string::npos);  // never raw
+
+  // A failed stitched module, and fields missing altogether, render without throwing.
+  item["stitched"] = {{"status", "failed"}, {"message", "correctness/wrong_result"}};
+  item.erase("pieces");
+  item.erase("baseline_us");
+  doc["results"] = json::array({item, json{{"task", "bare"}, {"stitched", json::object()}}});
+  md = report::optimize_markdown(doc);
+  EXPECT_NE(md.find("Stitched from 0 DSL piece(s) around the ops kept as PyTorch calls: failed: correctness/wrong_result."), std::string::npos) << md;
+  EXPECT_NO_THROW(report::optimize_html(doc));
+}
