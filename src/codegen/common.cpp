@@ -160,8 +160,9 @@ Code emit(const Expr& e, const ExprEmitter& em) {
 }
 
 std::string format_index(const dsl::IndexExpr& ix) {
-  if (ix.offset == 0) return ix.var;
-  return ix.var + (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
+  const std::string sum = ix.plus.empty() ? ix.var : ix.var + "+" + ix.plus;
+  if (ix.offset == 0) return sum;
+  return sum + (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
 }
 
 int dsl_prec(const Expr& e) {
@@ -506,7 +507,9 @@ std::string format_expr(const Expr& e) {
 std::string format_definition(const dsl::Definition& d) {
   std::string s = d.name + "[" + join_names(d.indices) + "] = ";
   if (d.reduce == dsl::ReduceOp::none) return s + format_expr(d.body);
-  return s + dsl::reduce_name(d.reduce) + "(" + format_expr(d.body) + ") over " + d.over;
+  s += dsl::reduce_name(d.reduce) + std::string("(") + format_expr(d.body) + ") over " + d.over;
+  for (const std::string& v : d.over_rest) s += ", " + v;
+  return s;
 }
 
 std::string dtype_tag(const dsl::Program& p) {

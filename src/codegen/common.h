@@ -44,6 +44,7 @@ struct FamilyGenerator {
 const FamilyGenerator& elementwise_family();
 const FamilyGenerator& rowwise_family();
 const FamilyGenerator& gemm_family();
+const FamilyGenerator& conv_family();
 
 // A schedule value from its text: digits make an integer, anything else a name.
 dsl::ScheduleValue schedule_value(const std::string& text);

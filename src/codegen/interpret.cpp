@@ -58,9 +58,12 @@ class Interpreter {
   std::map<std::string, Tensor> tensors_;
   const Definition* current_ = nullptr;
 
+  // A dim's value, or a fixed extent's (F: f32[K, C, 3, 3]).
+  int64_t extent(const std::string& e) const { return dsl::extent_is_number(e) ? std::stoll(e) : dims_.at(e); }
+
   int64_t numel(const std::vector<std::string>& extents) const {
     int64_t n = 1;
-    for (const std::string& e : extents) n *= dims_.at(e);
+    for (const std::string& e : extents) n *= extent(e);
     return n;
   }
 
@@ -149,12 +152,16 @@ class Interpreter {
     const Tensor& t = tensors_.at(e.name);
     int64_t flat = 0;
     for (size_t k = 0; k < e.indices.size(); ++k) {
-      const int64_t extent = dims_.at((*t.extents)[k]);
-      const int64_t i = env.at(e.indices[k].var) + e.indices[k].offset;
-      if (i < 0 || i >= extent)
-        fail("reads " + e.name + " at index " + std::to_string(i) + " of " + std::to_string(extent) +
+      const dsl::IndexExpr& ix = e.indices[k];
+      const int64_t n = extent((*t.extents)[k]);
+      const int64_t i = env.at(ix.var) + (ix.plus.empty() ? 0 : env.at(ix.plus)) + ix.offset;
+      if (i < 0 || i >= n) {
+        const dsl::Param* prm = p_.param(e.name);
+        if (prm && prm->zero_outside) return 0;
+        fail("reads " + e.name + " at index " + std::to_string(i) + " of " + std::to_string(n) +
              " (offset reads outside a tensor have no defined value)");
-      flat = flat * extent + i;
+      }
+      flat = flat * n + i;
     }
     return t.values[flat];
   }
@@ -165,8 +172,8 @@ class Interpreter {
     out.extents = &d.extents;
     out.values.assign(numel(d.extents), 0.0);
     std::vector<int64_t> ext;
-    for (const std::string& e : d.extents) ext.push_back(dims_.at(e));
-    const int64_t over_n = d.reduce == ReduceOp::none ? 0 : dims_.at(d.over_extent);
+    for (const std::string& e : d.extents) ext.push_back(extent(e));
+    const int64_t over_n = d.reduce == ReduceOp::none ? 0 : extent(d.over_extent);
     std::map<std::string, int64_t> env;
     std::vector<int64_t> idx(ext.size(), 0);
     // A scan over its last index runs along the row-major order: a running sum per row.
@@ -187,7 +194,31 @@ class Interpreter {
     }
   }
 
+  // A sum over several indices (a conv's over c, r, s): every combination, the first index
+  // outermost, one rounded addition each.
+  double sum_over_all(const Definition& d, std::map<std::string, int64_t>& env) const {
+    std::vector<std::string> vars = {d.over};
+    std::vector<int64_t> ext = {extent(d.over_extent)};
+    for (size_t j = 0; j < d.over_rest.size(); ++j) {
+      vars.push_back(d.over_rest[j]);
+      ext.push_back(extent(d.over_rest_extents[j]));
+    }
+    int64_t total = 1;
+    for (int64_t e : ext) total *= e;
+    std::vector<int64_t> idx(vars.size(), 0);
+    double acc = 0;
+    for (int64_t step = 0; step < total; ++step) {
+      for (size_t k = 0; k < vars.size(); ++k) env[vars[k]] = idx[k];
+      acc = round(acc + eval(d.body, env), d.type);
+      for (size_t k = idx.size(); k-- > 0;)
+        if (++idx[k] < ext[k]) break;
+        else idx[k] = 0;
+    }
+    return acc;
+  }
+
   double value_at(const Definition& d, std::map<std::string, int64_t>& env, int64_t over_n) const {
+    if (!d.over_rest.empty()) return sum_over_all(d, env);
     switch (d.reduce) {
       case ReduceOp::none: return eval(d.body, env);
       case ReduceOp::scan: {
@@ -258,7 +289,7 @@ int interpret_call(const dsl::Program& p, const Binding& b, const ksol_call* cal
   }
   auto numel = [&](const dsl::Param& prm) {
     int64_t n = 1;
-    for (const std::string& e : prm.extents) n *= dims.at(e);
+    for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : dims.at(e);
     return n;
   };
   HostArrays inputs;

@@ -1,6 +1,7 @@
 // Names, extents and types of a parsed program (docs/DSL.md, "The algorithm"). After this pass
 // every expression has a type, every index an extent, and every read names a parameter or an
 // earlier definition.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -82,8 +83,12 @@ class Checker {
           src_.fail(prm.loc, "a csr matrix has two extents, [ROWS, COLS]");
         if (prm.format == "csr" && list == &p_.outputs)
           src_.fail(prm.loc, "an output cannot be csr; only inputs may be sparse");
+        if (prm.zero_outside && list == &p_.outputs)
+          src_.fail(prm.loc, "an output cannot be 'outside 0'; only inputs are read outside their extents");
+        if (prm.zero_outside && prm.format == "csr")
+          src_.fail(prm.loc, "a csr matrix cannot be 'outside 0'; its missing entries are zero already");
         for (const std::string& ext : prm.extents)
-          if (dims_.insert(ext).second) p_.dims.push_back(ext);
+          if (!extent_is_number(ext) && dims_.insert(ext).second) p_.dims.push_back(ext);
       }
     }
     for (const auto* list : {&p_.inputs, &p_.outputs})
@@ -106,6 +111,7 @@ class Checker {
   std::string current_;
   std::set<std::string> vars_;
   std::map<std::string, Binding> scope_;
+  std::set<std::string> added_;  // indices read in a sum of two (h+r), for the extent message
 
   const Param* input(const std::string& name) const {
     for (const Param& prm : p_.inputs)
@@ -130,6 +136,7 @@ class Checker {
     current_ = d.name;
     vars_.clear();
     scope_.clear();
+    added_.clear();
 
     for (size_t j = 0; j < d.indices.size(); ++j)
       if (!vars_.insert(d.indices[j]).second)
@@ -141,6 +148,15 @@ class Checker {
       if (d.reduce != ReduceOp::scan && on_left)
         src_.fail(locs.over, "'" + d.over + "' is reduced, so it cannot also appear on the left-hand side");
       vars_.insert(d.over);
+      for (size_t j = 0; j < d.over_rest.size(); ++j) {
+        const std::string& v = d.over_rest[j];
+        if (d.reduce != ReduceOp::sum)
+          src_.fail(locs.over_rest[j], std::string("only sum reduces over several indices; this ") + reduce_name(d.reduce) +
+                                           " reduces over '" + d.over + "' and '" + v + "'");
+        if (std::find(d.indices.begin(), d.indices.end(), v) != d.indices.end())
+          src_.fail(locs.over_rest[j], "'" + v + "' is reduced, so it cannot also appear on the left-hand side");
+        if (!vars_.insert(v).second) src_.fail(locs.over_rest[j], "'" + v + "' is reduced over twice");
+      }
     }
     if (out) {
       if (d.indices.size() != out->extents.size())
@@ -156,6 +172,7 @@ class Checker {
 
     for (size_t j = 0; j < d.indices.size(); ++j) d.extents.push_back(extent_of(d.indices[j], locs.indices[j]));
     if (d.reduce != ReduceOp::none) d.over_extent = extent_of(d.over, locs.over);
+    for (size_t j = 0; j < d.over_rest.size(); ++j) d.over_rest_extents.push_back(extent_of(d.over_rest[j], locs.over_rest[j]));
 
     Type t = d.body.type;
     d.type = t;
@@ -177,6 +194,9 @@ class Checker {
 
   std::string extent_of(const std::string& var, Loc at) const {
     auto it = scope_.find(var);
+    if (it == scope_.end() && added_.count(var))
+      src_.fail(at, "cannot infer the extent of index '" + var + "': it is read only in sums of two indices (h+r), which "
+                    "give neither index an extent; read it alone somewhere, as a conv's output is written Y[n, k, h, w]");
     if (it == scope_.end())
       src_.fail(at, "cannot infer the extent of index '" + var + "': no tensor is read with it");
     return it->second.extent;
@@ -287,7 +307,12 @@ class Checker {
       const IndexExpr& ix = e.indices[k];
       if (!vars_.count(ix.var))
         src_.fail(ix.loc, "index '" + ix.var + "' is not bound: use it on the left-hand side or reduce over it");
-      bind(ix.var, extents[k], ix.loc, "position " + std::to_string(k + 1) + " of " + n);
+      if (!ix.plus.empty() && !vars_.count(ix.plus))
+        src_.fail(ix.loc, "index '" + ix.plus + "' is not bound: use it on the left-hand side or reduce over it");
+      // h + r ranges over neither h's extent nor r's, so such a position gives neither index
+      // its extent: other reads (the output's, the filter's) must.
+      if (ix.plus.empty()) bind(ix.var, extents[k], ix.loc, "position " + std::to_string(k + 1) + " of " + n);
+      if (!ix.plus.empty()) added_.insert({ix.var, ix.plus});
     }
   }
 

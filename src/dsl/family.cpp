@@ -1,6 +1,8 @@
 // Which code generator family a checked program belongs to (docs/DSL.md, "The schedule"), or
-// why none does. The tests, in order: any csr input makes it sparse, any offset read a stencil,
-// no reduction elementwise, a sum of A[m, k] * B[k, n] a gemm, anything else must be row-wise.
+// why none does. The tests, in order: any read at a sum of two indices (X[n, c, h+r-1, w+s-1])
+// makes it a conv, any csr input sparse, any offset read a stencil, no reduction elementwise, a
+// sum of A[m, k] * B[k, n] a gemm, anything else must be row-wise. Fixed extents (F: f32[K, C,
+// 3, 3]), `outside 0` and sums over several indices exist for the conv alone.
 #include <string>
 
 #include "dsl/front.h"
@@ -23,8 +25,22 @@ std::vector<const Expr*> reads_of(const Expr& e) {
 
 bool has_offset(const Expr& read) {
   for (const IndexExpr& ix : read.indices)
-    if (ix.offset != 0) return true;
+    if (ix.offset != 0 || !ix.plus.empty()) return true;
   return false;
+}
+
+// An index as the program writes it: h+r-1.
+std::string index_text(const IndexExpr& ix) {
+  std::string s = ix.plus.empty() ? ix.var : ix.var + "+" + ix.plus;
+  if (ix.offset != 0) s += (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
+  return s;
+}
+
+// The first index of the read that adds two indices (h+r), or nullptr.
+const IndexExpr* sum_index(const Expr& read) {
+  for (const IndexExpr& ix : read.indices)
+    if (!ix.plus.empty()) return &ix;
+  return nullptr;
 }
 
 // True when the read's indices are exactly `vars`, in order, without offsets.
@@ -63,6 +79,10 @@ class Recogniser {
   Recogniser(const Source& src, const Parsed& parsed) : src_(src), p_(parsed.program) {}
 
   std::string run() {
+    for (const Definition& d : p_.defs)
+      for (const Expr* r : reads_of(d.body))
+        if (sum_index(*r)) return conv(d, *r);
+    conv_only_features();
     for (const Param& prm : p_.inputs)
       if (prm.format == "csr") return sparse();
     std::vector<size_t> reductions;
@@ -100,6 +120,66 @@ class Recogniser {
       }
     }
     return "sparse";
+  }
+
+  // The language features that only a conv uses, refused in every other program.
+  void conv_only_features() const {
+    for (const auto* list : {&p_.inputs, &p_.outputs}) {
+      for (const Param& prm : *list) {
+        for (const std::string& e : prm.extents)
+          if (extent_is_number(e))
+            src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e +
+                                   "; fixed extents are for a conv's filter, and elsewhere" + kNoFamily + " (use a dim name)");
+        if (prm.zero_outside)
+          src_.fail(prm.loc, "'" + prm.name + "' is 'outside 0' but no read leaves its extents through a sum of two "
+                             "indices (h+r); zero padding is for a conv's image, and elsewhere" + kNoFamily);
+      }
+    }
+    for (const Definition& d : p_.defs)
+      if (!d.over_rest.empty())
+        src_.fail(d.loc, "'" + d.name + "' sums over several indices but reads no tensor at a sum of two indices (h+r); "
+                         "such a sum is a conv's, and elsewhere" + kNoFamily);
+  }
+
+  // Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s: one sum over
+  // several indices of a product of two inputs, one of them (the image, `outside 0`) read at sums
+  // of output and reduced indices, the other (the filter) at plain indices; nothing else. The
+  // exact layout (NCHW, KCRS) is the code generator's to check.
+  std::string conv(const Definition& d, const Expr& image_read) const {
+    const IndexExpr& at = *sum_index(image_read);
+    const std::string hint = "; a conv is Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s";
+    if (d.reduce != ReduceOp::sum || d.over_rest.empty())
+      src_.fail(at.loc, "'" + image_read.name + "' is read at " + index_text(at) + ", a sum of two indices, "
+                        "which only a conv's sum over several indices may do" + hint);
+    const Expr* a = d.body.kind == Expr::Kind::binary && d.body.op == "*" ? strip_casts(d.body.args[0]) : nullptr;
+    const Expr* b = d.body.kind == Expr::Kind::binary && d.body.op == "*" ? strip_casts(d.body.args[1]) : nullptr;
+    if (!a || !b || !is_input(a->name) || !is_input(b->name))
+      src_.fail(d.body.loc, "'" + d.name + "' must be the sum of a product of two input reads" + hint);
+    const Expr* image = sum_index(*a) ? a : b;
+    const Expr* filter = image == a ? b : a;
+    if (sum_index(*filter))
+      src_.fail(sum_index(*filter)->loc, "both '" + image->name + "' and '" + filter->name +
+                                             "' are read at sums of two indices; a conv's filter is read at plain indices" + hint);
+    const Param* img = p_.param(image->name);
+    if (!img->zero_outside) {
+      const IndexExpr& ix = *sum_index(*image);
+      src_.fail(ix.loc, "'" + image->name + "' is read at " + index_text(ix) +
+                            ", which leaves its extents at the edges; say what it holds there: " + image->name + ": " +
+                            type_name(img->type) + list_text(img->extents) + " outside 0");
+    }
+    for (const Param& prm : p_.inputs)
+      if (prm.zero_outside && &prm != img)
+        src_.fail(prm.loc, "'" + prm.name + "' is 'outside 0' but only the conv's image ('" + image->name +
+                               "') is read outside its extents");
+    for (const Definition& other : p_.defs)
+      if (&other != &d)
+        src_.fail(other.loc, "'" + other.name + "' is a definition besides the conv '" + d.name +
+                                 "'; a conv with a prologue or epilogue is" + kNoFamily);
+    for (const Param& prm : p_.outputs)
+      for (const std::string& e : prm.extents)
+        if (extent_is_number(e))
+          src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e + "; only a conv's filter may have one");
+    return "conv";
   }
 
   std::string stencil(const std::vector<size_t>& reductions, const Expr& offset_read) const {

@@ -38,6 +38,7 @@ std::vector<Token> lex(const Source& src);
 struct StmtLocs {
   std::vector<Loc> indices;  // each left-hand index
   Loc over;                  // the reduced index
+  std::vector<Loc> over_rest;  // further reduced indices (sum over c, r, s)
   Loc body;                  // the first token of the right-hand side
 };
 

@@ -35,6 +35,10 @@ const char* reduce_name(ReduceOp r) {
   return "?";
 }
 
+bool extent_is_number(const std::string& extent) {
+  return !extent.empty() && extent.find_first_not_of("0123456789") == std::string::npos;
+}
+
 const ScheduleValue* Program::knob(const std::string& key) const {
   for (const auto& [k, v] : schedule)
     if (k == key) return &v;

@@ -19,9 +19,12 @@ enum class Type { f32, f64, bf16, f16, i32, i64, boolean };
 const char* type_name(Type t);
 bool type_is_float(Type t);
 
-// One index of a tensor read: a variable plus a constant offset (offsets make stencils).
+// One index of a tensor read: a variable plus a constant offset (offsets make stencils), or
+// two variables plus an offset (`h + r - 1`: an output index shifted by a filter index, as a
+// convolution reads its image).
 struct IndexExpr {
   std::string var;
+  std::string plus;  // the second variable added to `var`, or empty
   int64_t offset = 0;
   Loc loc;
 };
@@ -49,6 +52,8 @@ struct Expr {
 
 enum class ReduceOp { none, sum, max, min, mean, argmax, scan };
 const char* reduce_name(ReduceOp r);
+// Whether an extent is written as a number (F: f32[K, C, 3, 3]) rather than a dim name.
+bool extent_is_number(const std::string& extent);
 
 struct Definition {
   std::string name;
@@ -57,6 +62,9 @@ struct Definition {
   ReduceOp reduce = ReduceOp::none;
   std::string over;                  // the reduced index when reduce != none
   std::string over_extent;           // its dim
+  // Further reduced indices of a sum over several (`sum(...) over c, r, s`: `over` is c, these
+  // r and s, outermost first), with their extents; empty for a reduction over one index.
+  std::vector<std::string> over_rest, over_rest_extents;
   Expr body;                         // the reduced expression (or the value, when reduce == none)
   Type type = Type::f32;             // the definition's element type
   bool is_output = false;
@@ -66,8 +74,11 @@ struct Definition {
 struct Param {
   std::string name;
   Type type = Type::f32;
-  std::vector<std::string> extents;  // dim names
+  // Dim names, or positive integers written as numbers (a conv's filter: F: f32[K, C, 3, 3]);
+  // numbers are not dims.
+  std::vector<std::string> extents;
   std::string format = "dense";      // dense | csr
+  bool zero_outside = false;         // `outside 0`: reads outside the extents give 0 (padding)
   Loc loc;
 };
 
@@ -87,8 +98,8 @@ struct Program {
   std::vector<Definition> defs;      // in source order
   std::vector<std::pair<std::string, ScheduleValue>> schedule;  // in source order
   std::map<std::string, Loc> schedule_keys;                     // key -> where it was written
-  std::string family;                // gemm | rowwise | elementwise | sparse | stencil
-  std::vector<std::string> dims;     // every dim the program uses, in first-use order
+  std::string family;                // gemm | rowwise | elementwise | sparse | stencil | conv
+  std::vector<std::string> dims;     // every dim the program uses, in first-use order (no numbers)
 
   const ScheduleValue* knob(const std::string& key) const;
   const Param* param(const std::string& name) const;

@@ -172,10 +172,28 @@ class Parser {
       }
       expect("[", "to open the parameter's extents");
       do {
-        if (peek().kind == Tok::number) fail_at(peek(), "an extent is a dim name such as N, not a number");
+        // A number is a fixed extent, as a conv's 3x3 filter has (F: f32[K, C, 3, 3]).
+        if (peek().kind == Tok::number) {
+          const Token& n = peek();
+          if (!n.integer || to_int(n) < 1)
+            fail_at(n, "an extent is a dim name such as N or a positive integer, not " + n.text);
+          prm.extents.push_back(std::to_string(to_int(next())));
+          continue;
+        }
         prm.extents.push_back(expect_ident("an extent (a dim name such as N)").text);
       } while (accept(","));
       expect("]", "to close the parameter's extents");
+      if (peek().kind == Tok::ident && peek().text == "outside") {
+        next();
+        const Token& v = peek();
+        if (v.kind != Tok::number || v.value != 0) {
+          std::string decl = prm.name + ": " + type_name(prm.type) + "[";
+          for (size_t i = 0; i < prm.extents.size(); ++i) decl += (i ? ", " : "") + prm.extents[i];
+          fail_at(v, "only 0 may be read outside a tensor's extents: " + decl + "] outside 0");
+        }
+        next();
+        prm.zero_outside = true;
+      }
       list.push_back(std::move(prm));
     } while (accept(","));
     return list;
@@ -229,6 +247,11 @@ class Parser {
       const Token& over = expect_ident("the reduced index after 'over'");
       d.over = over.text;
       locs.over = over.loc;
+      while (accept(",")) {
+        const Token& more = expect_ident("another reduced index after ','");
+        d.over_rest.push_back(more.text);
+        locs.over_rest.push_back(more.loc);
+      }
       if (!(peek().kind == Tok::newline || is_punct(peek(), ";") || is_punct(peek(), "}")))
         fail_at(peek(), "a reduction must be the whole right-hand side; compute the rest in a following definition");
     } else {
@@ -381,20 +404,30 @@ class Parser {
     return e;
   }
 
+  // NAME, NAME + INT, NAME - INT, or NAME + NAME with an optional + INT or - INT after it
+  // (a convolution's h + r - 1).
   IndexExpr index() {
-    const char* shape = "an index is a name, optionally plus or minus an integer: i, i+1, i-2";
+    const char* shape = "an index is a name, optionally plus a second name and plus or minus an integer: i, i+1, h+r-1";
     if (peek().kind != Tok::ident) fail_at(peek(), shape);
     const Token& var = next();
     IndexExpr ix;
     ix.var = var.text;
     ix.loc = var.loc;
-    if (is_punct(peek(), "+") || is_punct(peek(), "-")) {
+    bool has_offset = false;
+    while (is_punct(peek(), "+") || is_punct(peek(), "-")) {
       bool minus = next().text == "-";
       const Token& n = peek();
-      if (n.kind != Tok::number) fail_at(n, shape);
+      if (n.kind == Tok::ident) {
+        if (minus) fail_at(n, "an index may add a second name but not subtract it: h+r, not h-r");
+        if (!ix.plus.empty() || has_offset) fail_at(n, shape);
+        ix.plus = next().text;
+        continue;
+      }
+      if (n.kind != Tok::number || has_offset) fail_at(n, shape);
       if (!n.integer) fail_at(n, "an index offset must be an integer, not " + n.text);
       ix.offset = to_int(next());
       if (minus) ix.offset = -ix.offset;
+      has_offset = true;
     }
     if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
     return ix;

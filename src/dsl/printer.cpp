@@ -46,7 +46,8 @@ std::string join_list(const std::vector<std::string>& v) {
 }
 
 std::string param_text(const Param& p) {
-  return p.name + ": " + (p.format == "dense" ? "" : p.format + " ") + type_name(p.type) + "[" + join_list(p.extents) + "]";
+  return p.name + ": " + (p.format == "dense" ? "" : p.format + " ") + type_name(p.type) + "[" + join_list(p.extents) + "]" +
+         (p.zero_outside ? " outside 0" : "");
 }
 
 std::string schedule_text(const ScheduleValue& v) {
@@ -75,6 +76,7 @@ std::string format_expr(const Expr& e) {
       std::vector<std::string> idx;
       for (const IndexExpr& ix : e.indices) {
         std::string s = ix.var;
+        if (!ix.plus.empty()) s += "+" + ix.plus;
         if (ix.offset != 0) s += ix.offset > 0 ? "+" : "-";
         if (ix.offset != 0) s += std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
         idx.push_back(s);
@@ -114,7 +116,11 @@ std::string print_program(const Program& p) {
     if (d.reduce == ReduceOp::none)
       o << detail::format_expr(d.body);
     else
-      o << reduce_name(d.reduce) << " over " << d.over << ":" << d.over_extent << " (" << detail::format_expr(d.body) << ")";
+    {
+      o << reduce_name(d.reduce) << " over " << d.over << ":" << d.over_extent;
+      for (size_t j = 0; j < d.over_rest.size(); ++j) o << ", " << d.over_rest[j] << ":" << d.over_rest_extents[j];
+      o << " (" << detail::format_expr(d.body) << ")";
+    }
     o << "\n";
   }
   if (!p.schedule.empty()) {
@@ -137,7 +143,10 @@ std::string print_source(const Program& p) {
     if (d.reduce == ReduceOp::none)
       o << detail::format_expr(d.body);
     else
+    {
       o << reduce_name(d.reduce) << "(" << detail::format_expr(d.body) << ") over " << d.over;
+      for (const std::string& v : d.over_rest) o << ", " << v;
+    }
     o << "\n";
   }
   o << "}\n";

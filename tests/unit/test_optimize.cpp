@@ -71,7 +71,8 @@ double best_time(const search::OptimizeResult& r) { return r.best_attempt()->out
 }  // namespace
 
 TEST(Optimize, SeedProgramsParseAndCanImplement) {
-  for (const char* name : {"softmax_f32", "softmax_bf16", "rmsnorm_bf16", "rmsnorm_f32", "layernorm_f32", "gelu_f32", "relu_f32"}) {
+  for (const char* name : {"softmax_f32", "softmax_bf16", "rmsnorm_bf16", "rmsnorm_f32", "layernorm_f32", "gelu_f32",
+                           "relu_f32", "conv2d_f32"}) {
     SeedCase s = setup(name);
     codegen::Support ok = codegen::can_implement(s.seed, search::binding_of(s.task));
     EXPECT_TRUE(ok.ok) << name << ": " << ok.reason;
