@@ -26,6 +26,22 @@ std::string value_of(const codegen::Schedule& s, const std::string& key) {
   return "";
 }
 
+// The numbers in a list value's text: "[128, 64, 16]" gives 128, 64, 16.
+std::vector<double> numbers_in(const std::string& t) {
+  std::vector<double> out;
+  for (size_t i = 0; i < t.size();) {
+    if (std::isdigit(static_cast<unsigned char>(t[i]))) {
+      size_t j = i;
+      while (j < t.size() && std::isdigit(static_cast<unsigned char>(t[j]))) ++j;
+      out.push_back(std::stod(t.substr(i, j - i)));
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
 double elem_bytes_of(const dsl::Program& p) {
   double b = 0;
   for (auto& x : p.inputs) {
@@ -127,27 +143,22 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
   if (!f.num.count("unroll")) f.num["unroll"] = 1;
   f.num["uses_shared"] = value_of(s, "cache_row") == "shared" || value_of(s, "reduction") == "block" ? 1 : 0;
   f.num["sm"] = prof.sm;
-  if (p.family == "gemm") {
+  if (p.family == "gemm" || p.family == "conv") {
     // The CTA tile "[m, n, k]", the main loop's instructions, and the output tiles at the
-    // representative size (tile_mn, tile_waves and wave_efficiency are derived from them).
-    std::vector<double> tile;
-    std::string t = value_of(s, "tile");
-    for (size_t i = 0; i < t.size();) {
-      if (std::isdigit(static_cast<unsigned char>(t[i]))) {
-        size_t j = i;
-        while (j < t.size() && std::isdigit(static_cast<unsigned char>(t[j]))) ++j;
-        tile.push_back(std::stod(t.substr(i, j - i)));
-        i = j;
-      } else {
-        ++i;
-      }
-    }
+    // representative size (tile_mn, tile_waves and wave_efficiency are derived from them). A
+    // conv's implicit GEMM has a row per output pixel (N*H*W) and a column per filter (K).
+    std::vector<double> tile = numbers_in(value_of(s, "tile"));
     if (tile.size() == 3) {
       f.num["tile_m"] = tile[0], f.num["tile_n"] = tile[1], f.num["tile_k"] = tile[2];
-      if (prof.dims.count("M") && prof.dims.count("N"))
-        f.num["output_tiles"] = std::ceil(prof.dims.at("M") / tile[0]) * std::ceil(prof.dims.at("N") / tile[1]);
+      auto dim = [&](const char* d) { return prof.dims.count(d) ? prof.dims.at(d) : -1.0; };
+      double m = p.family == "gemm" ? dim("M") : (dim("N") > 0 && dim("H") > 0 && dim("W") > 0 ? dim("N") * dim("H") * dim("W") : -1);
+      double n = p.family == "gemm" ? dim("N") : dim("K");
+      if (m > 0 && n > 0) f.num["output_tiles"] = std::ceil(m / tile[0]) * std::ceil(n / tile[1]);
     }
-    f.num["uses_tensor_cores"] = value_of(s, "mainloop") == "simt" ? 0 : 1;
+    // conv: f32 on CUDA cores (its only main loop), thread_tile outputs per thread.
+    f.num["uses_tensor_cores"] = p.family == "conv" || value_of(s, "mainloop") == "simt" ? 0 : 1;
+    std::vector<double> tt = numbers_in(value_of(s, "thread_tile"));
+    if (p.family == "conv" && tt.size() == 2) f.num["thread_outputs"] = tt[0] * tt[1];
   }
 
   // Extents: the row length is the reduced dim's extent; rows the product of the others.

@@ -27,7 +27,7 @@ const std::vector<std::string>& bottleneck_classes() {
   return v;
 }
 const std::vector<std::string>& dsl_families() {
-  static const std::vector<std::string> v = {"gemm", "rowwise", "elementwise", "sparse", "stencil"};
+  static const std::vector<std::string> v = {"gemm", "conv", "rowwise", "elementwise", "sparse", "stencil"};
   return v;
 }
 
@@ -45,6 +45,8 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "swizzle", K::integer, {}, {}},
       {"gemm", "split_k", K::integer, {}, {}},
       {"gemm", "stream_k", K::integer, {}, {}},  // the doc gives no values: 0 (off) or 1 (on) here
+      {"conv", "tile", K::list, {}, {3}},
+      {"conv", "thread_tile", K::list, {}, {2}},
       {"rowwise", "threads", K::integer, {}, {}},
       {"rowwise", "rows_per_block", K::integer, {}, {}},
       {"rowwise", "vector", K::integer, {}, {}},

@@ -108,7 +108,7 @@ TEST(Knowledge, RealFolderLoadsWithoutWarnings) {
 TEST(Knowledge, EveryCellIsCovered) {
   const Knowledge& k = real();
   auto cover = k.coverage();
-  ASSERT_EQ(cover.size(), 15u);
+  ASSERT_EQ(cover.size(), 18u);
   for (auto& b : bottleneck_classes())
     for (auto& f : dsl_families()) {
       EXPECT_GE(cover[std::make_pair(b, f)].size(), 2u) << b << "/" << f;
@@ -421,7 +421,7 @@ TEST(Features, ProfileFilesAreChecked) {
     ADD_FAILURE() << "loaded";
   } catch (const KnowledgeError& e) {
     EXPECT_EQ(std::string(e.what()),
-              t.path("p.toml") + ":1:10: error: 'dense' is not a value of feature 'family' (gemm, rowwise, elementwise, "
+              t.path("p.toml") + ":1:10: error: 'dense' is not a value of feature 'family' (gemm, conv, rowwise, elementwise, "
                                  "sparse, stencil)\n  family = \"dense\"\n           ^");
   }
 }

@@ -520,6 +520,32 @@ TEST(Optimize, TheExpertHasMovesForGemmsWhenComputeBound) {
   }
 }
 
+TEST(Optimize, TheExpertHasMovesForConvInEveryBottleneck) {
+  // The conv family (implicit GEMM on CUDA cores) has its own cells (R51-R53): from the seed,
+  // every class gets legal moves, compute-bound ones grow the register block first.
+  SeedCase s = setup("conv2d_f32");
+  for (const char* bn : {"compute", "memory_bandwidth", "memory_latency"}) {
+    agents::ExpertAgent a(knowledge(), 1);
+    agents::Profile p;
+    p.precision = s.task.precision;
+    p.bound = "compute";
+    p.bottleneck = bn;
+    p.pct_sol = 0.3;
+    p.metrics["occupancy"] = 0.3;
+    p.dims = {{"N", 8}, {"C", 64}, {"H", 56}, {"W", 56}, {"K", 64}};
+    std::vector<std::string> log;
+    auto props = a.propose(s.seed, p, search::binding_of(s.task), {}, &log);
+    ASSERT_GE(props.size(), 2u) << bn << "\n" << join(log, "\n");
+    for (auto& pr : props) EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << bn << ": " << pr.method;
+    if (std::string(bn) == "compute") {
+      EXPECT_EQ(props[0].method, "register_blocking") << join(log, "\n");
+      EXPECT_NE(codegen::schedule_text(props[0].schedule).find("thread_tile = [8, 8]"), std::string::npos)
+          << codegen::schedule_text(props[0].schedule);
+    }
+    if (std::string(bn) == "memory_latency") EXPECT_EQ(props[0].method, "occupancy_launch_bounds") << join(log, "\n");
+  }
+}
+
 namespace {
 struct OlderGpu : search::ScriptedEvaluator {
   std::pair<double, double> device_sm() const override { return {80, 108}; }
