@@ -16,7 +16,7 @@
 #                 cuBLAS(Lt); GEMM+bias+GELU vs cuBLASLt's epilogue and the unfused GEMM+kernel;
 #                 softmax/RMSNorm/LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile
 #                 (examples/modules, ksol eval-module); SpMV power-law and banded vs cuSPARSE;
-#                 the 2D stencil vs its naive baseline
+#                 the 2D stencil vs its naive baseline; the DSL conv2d (f32 SIMT implicit GEMM) vs cuDNN
 #   kernelbench   issue 6: ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's
 #                 rule (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
@@ -73,6 +73,7 @@ PY
       E gemm_bias_gelu_bf16 --sizes large,wide_k512
       E spmv_csr_f32 --sizes large_powerlaw,large_banded
       E stencil2d_f32 --sizes large
+      E conv2d_f32 --sizes medium,large
     fi
     [ "${1:-rows}" = rows ] && for m in ${ROWS:-softmax_f32 softmax_bf16 rmsnorm_f32 rmsnorm_bf16 layernorm_f32 layernorm_bf16}; do
       timeout 300 ksol eval-module "examples/modules/$m.py" --candidate "$(P $m)" --task $m --dims 8192,8192 \
