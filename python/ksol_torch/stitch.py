@@ -7,7 +7,9 @@ elementwise epilogue) and writes each chain as one DSL program with synth.py, on
 reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
 synth accepts, then the longest from the next op, and so on; an op that starts no accepted run
-stays a PyTorch call, with synth's reason. Convolutions,
+stays a PyTorch call, with synth's reason. A Python number among the forward's inputs is first
+written into the graph as a constant where get_inputs gives it unchanged in every draw
+(synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions,
 pooling, reductions to scalars, layout changes and the like stay PyTorch or vendor calls.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
@@ -17,7 +19,7 @@ with a float64 DSL evaluator and check the stitched whole against the module in 
 GPU the runner is the piece's compiled library.
 """
 import dataclasses
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.fx
@@ -50,13 +52,14 @@ class Plan:
     gm: torch.fx.GraphModule
     pieces: List[Piece]
     kept: List[Dict]            # {"node", "op", "reason"} for every op left to PyTorch
+    constants: List[Dict] = dataclasses.field(default_factory=list)  # numbers written as constants (synth.fold_scalar_inputs)
 
     def summary(self) -> Dict:
         return {"pieces": [{"id": p.id, "nodes": p.nodes, "inputs": p.inputs, "params": p.params, "family": p.family,
                             "program": p.program, "tensors": p.tensors, "dims": p.dims, "dim_order": p.dim_order,
                             "shape": p.shape}
                            for p in self.pieces],
-                "kept": self.kept}
+                "kept": self.kept, "constants": self.constants}
 
 
 def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
@@ -73,12 +76,13 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE else ""
 
 
-def split(model: nn.Module, inputs: List) -> Plan:
-    """The plan for `model` on `inputs` (see the module's docstring). Raises what torch.fx raises
-    when the forward cannot be traced."""
+def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:
+    """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
+    (synth.fold_scalar_inputs). Raises what torch.fx raises when the forward cannot be traced."""
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
+    constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
     # Chains: a lowerable op continues the current chain when it reads the chain's last value;
@@ -116,7 +120,7 @@ def split(model: nn.Module, inputs: List) -> Plan:
                 found = None
                 why_first = ""
                 for j in range(len(seg), i, -1):
-                    piece, why = _piece(gm, seg[i:j], values, len(pieces))
+                    piece, why = _piece(gm, seg[i:j], values, len(pieces), refused)
                     if piece is not None:
                         found = (j, piece)
                         break
@@ -138,7 +142,7 @@ def split(model: nn.Module, inputs: List) -> Plan:
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
         kept.append({"node": n.name, "op": op, "reason": why})
-    return Plan(gm, pieces, kept)
+    return Plan(gm, pieces, kept, constants)
 
 
 def _values(gm: torch.fx.GraphModule, inputs: List) -> Dict[str, object]:
@@ -199,7 +203,7 @@ def _sub(gm: torch.fx.GraphModule, seg: List[torch.fx.Node]):
     return torch.fx.GraphModule(gm, g), ext
 
 
-def _piece(gm, seg, values, pid):
+def _piece(gm, seg, values, pid, refused: Dict[str, str]):
     members = set(seg)
     for n in seg[:-1]:
         if any(u not in members for u in n.users):
@@ -209,8 +213,11 @@ def _piece(gm, seg, values, pid):
     except synth.Unsupported as e:
         return None, str(e)
     ins = [values.get(a.name) for a in ext]
-    if not ins or any(not isinstance(v, torch.Tensor) for v in ins):
-        return None, "the chain reads a value that is not a tensor"
+    for a, v in zip(ext, ins):
+        if not isinstance(v, torch.Tensor):
+            return None, refused.get(a.name, f"the chain reads {a.name}, which is not a tensor")
+    if not ins:
+        return None, "the chain reads no tensor"
     if not any(_canon(n, gm) not in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
                for n in seg):
         return None, "views alone move no data"

@@ -1,17 +1,26 @@
 """Writing a module's whole forward as one ksol DSL program, when it is one: an elementwise chain
-over same-shaped tensors, a row-wise chain over the last dim of a 2-D tensor (softmax, log_softmax,
-layer_norm over the last dim, with elementwise ops before and after), or a 2-D GEMM (matmul,
-nn.Linear) followed by elementwise ops. Anything else gets a reason and no program: ksol then
-returns the better of eager PyTorch and torch.compile.
+over tensors that broadcast to the output's shape (numpy's rule: a lower-rank or size-1-dim
+tensor is read along the indices it has), a row-wise chain over the trailing dims of a tensor
+(softmax, log_softmax over the last dim, layer_norm over its normalized_shape, with elementwise
+ops before and after), or a 2-D GEMM (matmul, nn.Linear) followed by elementwise ops. Anything
+else gets a reason and no program: ksol then returns the better of eager PyTorch and
+torch.compile.
 
 The program's parameters are the candidate ABI's tensor table for the module (worker.py's
 AbiCandidate): the forward's tensor inputs (input0, input1, ...), then every entry of the
-Model's state_dict in order, then the output (output0). Only float32 is lowered today.
+Model's state_dict in order, then the output (output0). Each table entry's shape is the tensor as
+the module lays it out (what the worker's binding check compares), in the program's dims; the
+program may declare a contiguous view of it: a row-wise program's [R, C] is [B, S, C] with its
+rows merged, or [B, F, H, W] with its row [F, H, W] merged (dims C0, C1, C2 beside C), and an
+elementwise program reads a broadcast [C, 1, 1] as [C] (dim U, of extent 1, for the size-1 dims).
+A Python number among the forward's inputs is written into the program as a constant when
+get_inputs gives the same number in every draw (fold_scalar_inputs). Only float32 is lowered today.
 """
 import math
 import operator
+import random
 import re
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx
@@ -118,6 +127,108 @@ def _unary(op: str, x: str, node, mod) -> Optional[str]:
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "truediv": "/"}
 
 
+# The seeds get_inputs is drawn under to check that a Python number among its inputs is the same in
+# every draw: the worker's correctness seeds (1, 2, 3), the example inputs' (instantiate's seed + 1)
+# and a few more.
+DRAW_SEEDS = (0, 1, 2, 3, 4, 5)
+
+
+def draws_of(model: nn.Module, seeds: Sequence[int] = DRAW_SEEDS) -> List[List]:
+    """get_inputs drawn under each seed on shape-only (meta) tensors: a KernelBench file defines it
+    beside the Model, in the namespace its forward runs in. The random generators are left as they
+    were. Raises Unsupported with the reason when there is none or it cannot be drawn so."""
+    from . import problem
+
+    fn = getattr(getattr(type(model), "forward", None), "__globals__", {}).get("get_inputs")
+    if not callable(fn):
+        raise Unsupported("no get_inputs beside the Model to draw it again")
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    state = random.getstate()
+    try:
+        with torch.random.fork_rng(devices=devices):
+            out = []
+            for seed in seeds:
+                torch.manual_seed(seed)
+                with problem.meta_tensors():
+                    xs = fn()
+                if not isinstance(xs, (list, tuple)):
+                    raise Unsupported(f"get_inputs returns a {type(xs).__name__}, not a list")
+                out.append(list(xs))
+            return out
+    except Unsupported:
+        raise
+    except Exception as e:  # the problem's own code, on shape-only tensors
+        raise Unsupported(f"get_inputs cannot be drawn again on shape-only tensors ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''})")
+    finally:
+        random.setstate(state)
+
+
+def fold_scalar_inputs(gm: torch.fx.GraphModule, model: nn.Module, inputs: List,
+                       draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Tuple[List[Dict], Dict[str, str]]:
+    """Writes into `gm`'s graph, as constants, the Python numbers among the forward's inputs that
+    the graph reads and that get_inputs gives unchanged under every seed of DRAW_SEEDS (drawn by
+    `draw(seeds)`, by default draws_of(model)), and the defaults of arguments get_inputs does not
+    pass. Returns a note for each number written (argument, position, value, why) and, for each
+    one that is not, the reason by placeholder name. This check is what makes the constant honest:
+    the worker's correctness gate redraws only the tensors for each seed and keeps the numbers of
+    its example draw, so it catches a constant that differs from that draw, not one that varies."""
+    notes: List[Dict] = []
+    refused: Dict[str, str] = {}
+    draws = None
+    for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        passed = k < len(inputs)
+        v = inputs[k] if passed else (n.args[0] if n.args else None)
+        if isinstance(v, torch.Tensor) or not n.users:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            refused[n.name] = (f"the forward's argument {n.target} is {type(v).__name__} {v!r}, not a tensor: "
+                               "non-tensor inputs are lowered only as finite numbers")
+            continue
+        if passed:
+            if draws is None:
+                try:
+                    draws = draw(DRAW_SEEDS) if draw is not None else draws_of(model, DRAW_SEEDS)
+                except Unsupported as e:
+                    draws = e
+            if isinstance(draws, Unsupported):
+                refused[n.name] = (f"the forward's argument {n.target} is the number {v!r}, not a tensor, and {draws}: "
+                                   "it cannot be checked to be the same in every draw")
+                continue
+            other = [(seed, d[k] if k < len(d) else None) for seed, d in zip(DRAW_SEEDS, draws)]
+            diff = [(seed, w) for seed, w in other if type(w) is not type(v) or w != v]
+            if diff:
+                refused[n.name] = (f"the forward's argument {n.target} is {v!r} here but {diff[0][1]!r} from get_inputs "
+                                   f"under seed {diff[0][0]}: a number that changes between draws is not lowered as a constant")
+                continue
+            why = f"get_inputs gives {v!r} under every seed drawn ({', '.join(map(str, DRAW_SEEDS))})"
+        else:
+            why = "it is the forward's default, which get_inputs does not pass"
+        for u in list(n.users):
+            u.args = torch.fx.node.map_aggregate(u.args, lambda a: v if a is n else a)
+            u.kwargs = torch.fx.node.map_aggregate(u.kwargs, lambda a: v if a is n else a)
+        notes.append({"argument": n.target, "position": k, "value": v, "reason": why})
+    return notes, refused
+
+
+def _broadcast(sh: List[int], out_shape: List[int]) -> Optional[List[Optional[int]]]:
+    """Numpy's broadcast of a tensor of shape `sh` to `out_shape`: the output axis each of its dims
+    is read along (None for a size-1 dim broadcast along an axis longer than 1), or None when
+    it does not broadcast."""
+    lead = len(out_shape) - len(sh)
+    if lead < 0:
+        return None
+    axes: List[Optional[int]] = []
+    for j, d in enumerate(sh):
+        if d == out_shape[lead + j]:
+            axes.append(lead + j)
+        elif d == 1:
+            axes.append(None)
+        else:
+            return None
+    return axes
+
+
 class _Builder:
     def __init__(self, model: nn.Module, inputs: List):
         self.model = model
@@ -141,11 +252,12 @@ class _Builder:
         return f"v{self.count}"
 
 
-def synthesize(model: nn.Module, inputs: List) -> Dict:
-    """The module's forward as one DSL program, or a reason. Shapes are the inputs' own."""
-    out = {"program": None, "reason": "", "family": None, "tensors": [], "dims": {}}
+def synthesize(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Dict:
+    """The module's forward as one DSL program, or a reason. Shapes are the inputs' own; `draw`
+    draws get_inputs again where the forward takes a Python number (fold_scalar_inputs)."""
+    out = {"program": None, "reason": "", "family": None, "tensors": [], "dims": {}, "constants": []}
     try:
-        out.update(_synthesize(model, inputs))
+        out.update(_synthesize(model, inputs, draw))
     except Unsupported as e:
         out["reason"] = str(e)
     except Exception as e:  # fx cannot trace it, or shape propagation failed
@@ -153,7 +265,26 @@ def synthesize(model: nn.Module, inputs: List) -> Dict:
     return out
 
 
-def _synthesize(model: nn.Module, inputs: List) -> Dict:
+def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
+    """The trailing dims a row-wise op works over (its row): the last dim for softmax and
+    log_softmax, normalized_shape for layer_norm."""
+    mod = b.gm.get_submodule(n.target) if n.op == "call_module" else None
+    sh = b.shape(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+    if not sh:
+        raise Unsupported(f"{op} reads a value that is not a tensor of one or more dims")
+    if op in ("softmax", "log_softmax"):
+        dim = _arg(n, 1, "dim") if mod is None else mod.dim
+        if dim not in (-1, len(sh) - 1):
+            raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
+        return sh[-1:]
+    ns = mod.normalized_shape if mod is not None else _arg(n, 1, "normalized_shape")
+    shape = [ns] if isinstance(ns, int) else list(ns)
+    if not shape or shape != sh[len(sh) - len(shape):]:
+        raise Unsupported(f"layer_norm over {shape} on a tensor of shape {sh}: normalized_shape is not its trailing dims")
+    return shape
+
+
+def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     b = _Builder(model, inputs)
     gm = b.gm
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -162,6 +293,7 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     for x in tensors:
         if x.dtype != torch.float32:
             raise Unsupported(f"an input is {x.dtype}: only float32 modules are lowered to the DSL today")
+    constants, refused = fold_scalar_inputs(gm, model, inputs, draw)
     sd = model.state_dict()
     nodes = [n for n in gm.graph.nodes]
     calls = [n for n in nodes if n.op in ("call_module", "call_function", "call_method")]
@@ -184,60 +316,119 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     if len(gemm) > 1:
         raise Unsupported("more than one GEMM")
     placeholders = [n for n in nodes if n.op == "placeholder"]
-    ph_names = {n.name: f"input{k}" for k, n in enumerate(placeholders)}
+    # The ABI's tensor table holds the forward's tensor inputs only; a number the graph still reads
+    # after fold_scalar_inputs is refused with its reason.
+    tensor_phs = [n for k, n in enumerate(placeholders) if k < len(inputs) and isinstance(inputs[k], torch.Tensor)]
+    for n in placeholders:
+        if n not in tensor_phs and n.users:
+            raise Unsupported(refused.get(n.name) or
+                              f"the forward's argument {n.target} is not a tensor: non-tensor inputs are not lowered")
+    ph_names = {n.name: f"input{k}" for k, n in enumerate(tensor_phs)}
     params = param_names(sd)
     used_params = set()
 
+    row: List[int] = []
     if gemm:
         g = gemm[0]
         if out_shape is None or len(out_shape) != 2:
             raise Unsupported("only 2-D GEMMs are lowered")
         family, idx = "gemm", "[m, n]"
         dims = {"M": out_shape[0], "N": out_shape[1]}
+        full = list(out_shape)
     elif rowwise:
         family, idx = "rowwise", "[r, c]"
         x = rowwise[0].args[0] if rowwise[0].args else None
         sh = b.shape(x) if isinstance(x, torch.fx.Node) else None
-        if sh is None or len(sh) < 2 or out_shape != sh:
-            raise Unsupported("row-wise ops are lowered on tensors of 2 or more dims whose output has the input's shape")
-        # Rows are every index but the last, merged (the tensors are contiguous: [B, S, C] is [B*S, C]).
-        dims = {"R": math.prod(sh[:-1]), "C": sh[-1]}
+        if not sh or out_shape != sh:
+            raise Unsupported("row-wise ops are lowered on tensors whose output has the input's shape")
+        rows = {tuple(_row_of(b, n, op)) for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")}
+        if len(rows) > 1:
+            raise Unsupported(f"row-wise ops over different trailing dims ({', '.join(str(list(r)) for r in sorted(rows))}) "
+                              "are not one program")
+        row = list(rows.pop())
+        # Rows are the leading dims merged, the row the trailing dims the ops work over, merged too:
+        # the tensors are contiguous, so [B, S, C] is [B*S, C] and [B, F, H, W] normalized over
+        # [F, H, W] is [B, F*H*W]. A row of several dims keeps them as dims C0, C1, ... for the
+        # tensor table, which the worker's binding check compares with the module's tensors.
+        dims = {"R": math.prod(sh[:len(sh) - len(row)]), "C": math.prod(row)}
+        if len(row) > 1:
+            dims.update({f"C{j}": d for j, d in enumerate(row)})
+        full = [dims["R"], dims["C"]]
     else:
         family = "elementwise"
         if out_shape is None or len(out_shape) == 0:
             raise Unsupported("the output is a scalar")
         dims = {f"D{i}": d for i, d in enumerate(out_shape)}
         idx = "[" + ", ".join(f"i{i}" for i in range(len(out_shape))) + "]"
-    full = list(dims.values()) if family != "gemm" else out_shape
+        full = list(out_shape)
+    row_dims = ["C"] if len(row) <= 1 else [f"C{j}" for j in range(len(row))]
 
     env: Dict[str, str] = {}   # node name -> expression at idx
-    decl: Dict[str, List[str]] = {}  # DSL name -> dim names
-    for n in placeholders:
-        sh = b.shape(n)
-        if sh is None:
-            raise Unsupported(f"the forward's argument {n.name} is not a tensor: non-tensor inputs are not lowered")
+    decl: Dict[str, List[str]] = {}    # DSL name -> the dims the program declares it over
+    layout: Dict[str, List[str]] = {}  # DSL name -> its dims as the module lays it out, where they are not decl's
+
+    def row_layout(sh: List[int]) -> Optional[List[str]]:
+        """A row-wise program's [R, C] tensor as the module lays it out, or None when a tensor of
+        shape `sh` is not rows of the row."""
+        k = len(row)
+        if len(sh) < k or list(sh[len(sh) - k:]) != row or math.prod(sh[:len(sh) - k]) != dims["R"]:
+            return None
+        return (["R"] if len(sh) > k else []) + row_dims
+
+    def tensor_read(name: str, sh: List[int], what: str) -> Optional[str]:
+        """Declares the tensor `name` of shape `sh` and returns its read at the output's index
+        (a row-wise program's [r, c] or [c], an elementwise program's broadcast), or None when
+        the family reads no tensor of that shape."""
+        if family == "rowwise":
+            lay = row_layout(sh)
+            if lay is not None:
+                decl[name], layout[name] = ["R", "C"], lay
+                return name + idx
+            if list(sh) == row:
+                decl[name], layout[name] = ["C"], row_dims
+                return name + "[c]"
+            return None
+        if family == "elementwise":
+            axes = _broadcast(list(sh), full)
+            if axes is None:
+                return None
+            kept = [a for a in axes if a is not None]
+            if not kept:
+                raise Unsupported(f"{what} of shape {list(sh)} is one value broadcast to every element: not lowered "
+                                  "(a DSL read is indexed by the output's indices)")
+            decl[name] = [f"D{a}" for a in kept]
+            if None in axes:
+                dims["U"] = 1
+                layout[name] = [f"D{a}" if a is not None else "U" for a in axes]
+            return name + "[" + ", ".join(f"i{a}" for a in kept) + "]"
+        if list(sh) == full:
+            decl[name] = ["M", "N"]
+            return name + idx
+        if list(sh) == [dims["N"]]:
+            decl[name] = ["N"]
+            return name + "[n]"
+        return None
+
+    for n in tensor_phs:
         if family == "gemm":
             continue  # bound below by their use
-        merged = [math.prod(sh[:-1]), sh[-1]] if family == "rowwise" and len(sh) >= 2 else sh
-        if merged != full:
-            raise Unsupported(f"input {ph_names[n.name]} has shape {sh}, not the output's: broadcasting is not lowered yet")
-        env[n.name] = ph_names[n.name] + idx
-        decl[ph_names[n.name]] = list(dims)
+        sh = b.shape(n)
+        read = tensor_read(ph_names[n.name], sh, f"input {ph_names[n.name]}")
+        if read is None:
+            raise Unsupported(f"input {ph_names[n.name]} has shape {sh}, which the output's {out_shape} does not "
+                              f"{'broadcast' if family == 'elementwise' else 'read as rows of ' + str(row) + ' or as one row'}")
+        env[n.name] = read
 
     # A parameter read beside the output's index: whole ([m, n], [r, c], ...), or broadcast along
-    # the rows where the family allows it ([n] in a GEMM epilogue, [c] in a row-wise chain).
-    along = {"gemm": ("N", "[n]"), "rowwise": ("C", "[c]")}.get(family)
-
+    # the rows where the family allows it ([n] in a GEMM epilogue, [c] in a row-wise chain, any
+    # broadcast in an elementwise chain).
     def param_read(a) -> str:
         name = param_of(a)
         sh = b.shape(a) or list(sd[a.target].shape)
-        if sh == full:
-            decl[name] = ["M", "N"] if family == "gemm" else list(dims)[:len(full)]
-            return name + idx
-        if along and sh == [dims[along[0]]]:
-            decl[name] = [along[0]]
-            return name + along[1]
-        raise Unsupported(f"the parameter {a.target} of shape {sh} is not read at the output's index or along its rows")
+        read = tensor_read(name, sh, f"the parameter {a.target}")
+        if read is None:
+            raise Unsupported(f"the parameter {a.target} of shape {sh} is not read at the output's index or along its rows")
+        return read
 
     def operand(a) -> str:
         if isinstance(a, torch.fx.Node):
@@ -311,39 +502,37 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
                 b.stmts.append(f"acc[m, n] = sum({ph_names[a0.name]}[m, k] * {ph_names[a1.name]}[k, n]) over k")
                 bind(n, "acc[m, n]")
             continue
-        if op in ("softmax", "log_softmax") and family == "rowwise":
-            dim = _arg(n, 1, "dim") if mod is None else mod.dim
-            rank = len(b.shape(n.args[0]) or [])
-            if dim not in (-1, rank - 1):
-                raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
+        if op in ("softmax", "log_softmax") and family == "rowwise":  # over the last dim (_row_of)
             t = b.fresh()
             b.stmts.append(f"{t}[r, c] = {operand(n.args[0])}")
             m, e, s = b.fresh(), b.fresh(), b.fresh()
             b.stmts += [f"{m}[r] = max({t}[r, c]) over c", f"{e}[r, c] = exp({t}[r, c] - {m}[r])", f"{s}[r] = sum({e}[r, c]) over c"]
             bind(n, f"{e}[r, c] / {s}[r]" if op == "softmax" else f"{t}[r, c] - {m}[r] - log({s}[r])")
             continue
-        if op == "layer_norm" and family == "rowwise":
+        if op == "layer_norm" and family == "rowwise":  # over the row, normalized_shape (_row_of)
             if mod is not None:
-                shape, eps = list(mod.normalized_shape), mod.eps
+                eps = mod.eps
                 w = f"{n.target}.weight" if mod.weight is not None else None
                 bias = f"{n.target}.bias" if mod.bias is not None else None
             else:
-                shape, eps = list(_arg(n, 1, "normalized_shape")), _arg(n, 4, "eps", 1e-5)
+                eps = _arg(n, 4, "eps", 1e-5)
                 wn, bn = _arg(n, 2, "weight"), _arg(n, 3, "bias")
                 w = wn.target if isinstance(wn, torch.fx.Node) and param_of(wn) else None
                 bias = bn.target if isinstance(bn, torch.fx.Node) and param_of(bn) else None
-            if shape != [dims["C"]]:
-                raise Unsupported(f"layer_norm over {shape}: only the last dim is lowered")
+            # The affine weight and bias have normalized_shape: read at the row's flattened index.
+            for k in (w, bias):
+                if k is not None and list(sd[k].shape) != row:
+                    raise Unsupported(f"the layer_norm parameter {k} has shape {list(sd[k].shape)}, not the row's {row}")
             t, mu, d, var = b.fresh(), b.fresh(), b.fresh(), b.fresh()
             b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{mu}[r] = mean({t}[r, c]) over c", f"{d}[r, c] = {t}[r, c] - {mu}[r]",
                         f"{var}[r] = mean({d}[r, c] * {d}[r, c]) over c"]
             expr = f"{d}[r, c] * rsqrt({var}[r] + {_num(eps)})"
             if w is not None:
-                decl[params[w]] = ["C"]
+                decl[params[w]], layout[params[w]] = ["C"], row_dims
                 used_params.add(w)
                 expr = f"{expr} * {params[w]}[c]"
             if bias is not None:
-                decl[params[bias]] = ["C"]
+                decl[params[bias]], layout[params[bias]] = ["C"], row_dims
                 used_params.add(bias)
                 expr = f"{expr} + {params[bias]}[c]"
             bind(n, expr)
@@ -356,9 +545,12 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
             continue
         if op in _BINARY:
             x, y = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("other")
+            # Every value is read at the output's index, each tensor along the axes it broadcasts
+            # along (tensor_read), so an operand of fewer or size-1 dims needs nothing here.
             for v in (x, y):
-                if isinstance(v, torch.fx.Node) and v.op != "get_attr" and b.shape(v) not in (b.shape(n), None):
-                    raise Unsupported(f"{op} broadcasts {b.shape(v)} to {b.shape(n)}: not lowered yet")
+                if isinstance(v, torch.fx.Node) and b.shape(v) is not None and b.shape(n) is not None and \
+                        _broadcast(b.shape(v), b.shape(n)) is None:
+                    raise Unsupported(f"{op} reads {b.shape(v)} into {b.shape(n)}, which is not a broadcast")
             alpha = n.kwargs.get("alpha")
             ys = operand(y)
             if alpha is not None and op in ("add", "sub"):
@@ -403,27 +595,29 @@ def _synthesize(model: nn.Module, inputs: List) -> Dict:
     if unused:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
     b.stmts.append(f"output0{idx} = {operand(ret)}")
-    for n in placeholders:
+    for n in tensor_phs:
         if ph_names[n.name] not in decl:
             raise Unsupported(f"input {ph_names[n.name]} is not read by the lowered program")
+    if family == "gemm":
+        decl["output0"] = ["M", "N"]
+    elif family == "rowwise":
+        decl["output0"], layout["output0"] = ["R", "C"], row_layout(out_shape)
+    else:
+        decl["output0"] = [f"D{i}" for i in range(len(out_shape))]
 
-    # The tensor table, in the ABI's order, and the program's header in the same order.
-    table = []
-    for n in placeholders:
-        table.append({"name": ph_names[n.name], "role": "in", "shape": decl[ph_names[n.name]]})
-    for k in sd:
-        table.append({"name": params[k], "role": "in", "shape": decl[params[k]]})
-    out_dims = ["M", "N"] if family == "gemm" else list(dims)[:len(full)] if family == "elementwise" else ["R", "C"]
-    table.append({"name": "output0", "role": "out", "shape": out_dims})
-    for t in table:
-        t["dtype"] = "f32"
-    ins = ", ".join(f"{t['name']}: f32[{', '.join(t['shape'])}]" for t in table if t["role"] == "in")
+    # The tensor table, in the ABI's order, each tensor as the module lays it out; the program's
+    # header in the same order, each as the program reads it.
+    names = [(ph_names[n.name], "in") for n in tensor_phs] + [(params[k], "in") for k in sd] + [("output0", "out")]
+    table = [{"name": nm, "role": role, "shape": layout.get(nm, decl[nm]), "dtype": "f32"} for nm, role in names]
+    ins = ", ".join(f"{nm}: f32[{', '.join(decl[nm])}]" for nm, role in names if role == "in")
+    out_dims = decl["output0"]
     schedule = {
         "elementwise": ["threads = 256", "vector = 1"],
         "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
     }[family]
-    text = (f"# Lowered by ksol from the module's forward ({family}); the schedule is a plain default.\n"
+    notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
+    text = (f"# Lowered by ksol from the module's forward ({family}); the schedule is a plain default.\n" + notes +
             f"kernel model({ins}) -> (output0: f32[{', '.join(out_dims)}]) {{\n" +
             "".join(f"  {s}\n" for s in b.stmts) + "}\nschedule {\n" + "".join(f"  {s}\n" for s in schedule) + "}\n")
-    return {"program": text, "family": family, "tensors": table, "dims": dims, "dim_order": list(dims)}
+    return {"program": text, "family": family, "tensors": table, "dims": dims, "dim_order": list(dims), "constants": constants}

@@ -11,6 +11,24 @@ import torch.nn.functional as F
 _READ = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
 
 
+def declared(text):
+    """The dims each parameter of the program's header is declared over: name -> [dim names]. A
+    tensor of the ABI table may lie in the module in another layout of the same elements (rows
+    merged, a row of several dims, size-1 dims of a broadcast); the program reads this view."""
+    head = re.search(r"kernel\s+\w+\((.*?)\)\s*->\s*\((.*?)\)\s*\{", text, re.S)
+    out = {}
+    for part in re.split(r",\s*(?![^\[]*\])", head.group(1)) + re.split(r",\s*(?![^\[]*\])", head.group(2)):
+        name, ty = part.split(":", 1)
+        out[name.strip()] = [d.strip() for d in ty[ty.index("[") + 1:ty.index("]")].split(",")]
+    return out
+
+
+def as_declared(text, dims, tensors):
+    """`tensors` (name -> tensor as the module lays it out) reshaped to the program's views."""
+    decl = declared(text)
+    return {name: x.reshape([dims[d] for d in decl[name]]) for name, x in tensors.items()}
+
+
 def run(text, inputs):
     """Evaluates the program on `inputs` (name -> tensor, in float64); returns its outputs by name."""
     head = re.search(r"kernel\s+\w+\((.*?)\)\s*->\s*\((.*?)\)\s*\{", text, re.S)

@@ -13,12 +13,10 @@ from ksol_torch import stitch, synth
 
 
 def dsl_runner(piece, tensors):
-    """Runs a piece's program in float64 on its ABI tensors (inputs, then parameters)."""
-    ins = [t for t in piece.tensors if t["role"] == "in"]
-    env = {}
-    for spec, x in zip(ins, tensors):
-        want = [piece.dims[d] for d in spec["shape"]]
-        env[spec["name"]] = x.reshape(want)  # a row-wise piece merges leading dims into rows
+    """Runs a piece's program in float64 on its ABI tensors (inputs, then parameters), each in the
+    view the program declares (rows merged, a row of several dims merged, size-1 dims dropped)."""
+    names = [t["name"] for t in piece.tensors if t["role"] == "in"]
+    env = dsl_eval.as_declared(piece.program, piece.dims, dict(zip(names, tensors)))
     return dsl_eval.run(piece.program, env)["output0"]
 
 
@@ -70,6 +68,38 @@ class SharedValue(nn.Module):
         a = torch.exp(x * 0.1)
         p = self.pool(a.unsqueeze(0)).squeeze(0)
         return torch.cat([a + 1.0, p], dim=1)
+
+
+class HingeLoss(nn.Module):
+    """KernelBench's 100_HingeLoss: targets [N] broadcast over predictions [B, N], then the mean of
+    everything (kept: a reduction to a scalar)."""
+
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+
+class ConvLayerNorm(nn.Module):
+    """A convolution (kept), then LayerNorm over [C, H, W] and a ReLU: one row-wise piece whose row
+    is the normalized dims flattened."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.ln = nn.LayerNorm([4, 5, 6])
+        with torch.no_grad():
+            self.ln.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.relu(self.ln(self.conv(x)))
+
+
+class ScaledMean(nn.Module):
+    """A Python number s scales the input and is subtracted after a mean (kept)."""
+
+    def forward(self, x, s):
+        m = (x * s).mean(dim=1, keepdim=True)
+        return torch.relu(m - s) + x
 
 
 class Stitching(unittest.TestCase):
@@ -149,6 +179,41 @@ class Stitching(unittest.TestCase):
         self.assertEqual(len(plan.pieces[0].nodes), 1)  # the ReLU (Sequential index 2)
         bn = next(k for k in plan.kept if k["op"] == "batch_norm")
         self.assertIn("batch_norm", bn["reason"])
+
+    def test_a_broadcast_input_joins_the_piece(self):
+        torch.manual_seed(6)
+        inputs = [torch.rand(8, 16), torch.randint(0, 2, (16,)).float() * 2 - 1]
+        plan = self.stitched(HingeLoss(), inputs, 1, ["mean"])
+        self.assertEqual(plan.pieces[0].nodes, ["mul", "sub", "clamp"])  # the mul, 1 - x and the clamp
+        self.assertEqual(plan.pieces[0].inputs, ["predictions", "targets"])
+        self.assertEqual([t["shape"] for t in plan.pieces[0].tensors], [["D0", "D1"], ["D1"], ["D0", "D1"]])
+
+    def test_layernorm_over_trailing_dims_is_a_piece(self):
+        torch.manual_seed(7)
+        plan = self.stitched(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], 1, ["conv2d"])
+        p = plan.pieces[0]
+        self.assertEqual(p.family, "rowwise")
+        self.assertEqual(p.dims, {"R": 2, "C": 120, "C0": 4, "C1": 5, "C2": 6})
+        self.assertEqual(p.params, ["ln.weight", "ln.bias"])
+
+    def test_a_python_number_the_same_in_every_draw_is_a_constant_of_the_pieces(self):
+        torch.manual_seed(8)
+        x = torch.randn(4, 6)
+        model = ScaledMean().eval()
+        plan = stitch.split(model, [x, 0.75], draw=lambda seeds: [[None, 0.75] for _ in seeds])
+        self.assertEqual(len(plan.pieces), 2, plan.summary())
+        self.assertEqual(sorted(k["op"] for k in plan.kept), ["mean"])
+        self.assertEqual([c["argument"] for c in plan.summary()["constants"]], ["s"])
+        self.assertIn("* 0.75", plan.pieces[0].program)
+        for p in plan.pieces:
+            self.assertNotIn("s", p.inputs)
+        cm = stitch.compiled(plan, dsl_runner).double()
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x.double(), 0.75), model.double()(x.double(), 0.75), rtol=1e-10, atol=1e-12)
+        # A number that changes between draws stays an input: the ops reading it stay PyTorch calls, with the reason.
+        plan = stitch.split(model, [x, 0.75], draw=lambda seeds: [[None, 0.75 + s] for s in seeds])
+        mul = next(k for k in plan.kept if k["op"] == "mul")
+        self.assertIn("changes between draws", mul["reason"])
 
     def test_synth_says_what_stitching_would_make(self):
         import os

@@ -5,6 +5,7 @@ import os
 import unittest
 
 import torch
+import torch.nn.functional as F
 
 from ksol_torch import problem, synth, worker
 
@@ -21,27 +22,32 @@ def lowered(folder, name, seed=0):
 
 class Synth(unittest.TestCase):
     def check_against_module(self, folder, name, family):
-        model, inputs, out = lowered(folder, name)
+        model, inputs, _ = lowered(folder, name)
+        return self.check_module(model, inputs, family)
+
+    def check_module(self, model, inputs, family):
+        out = synth.synthesize(model, inputs)
         self.assertIsNotNone(out["program"], out["reason"])
         self.assertEqual(out["family"], family)
-        # The tensor table is the ABI's: the forward's inputs, the state_dict in order, the output.
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        # The tensor table is the ABI's: the forward's tensor inputs, the state_dict in order, the output.
         names = [t["name"] for t in out["tensors"]]
-        want = [f"input{i}" for i in range(len(inputs))] + list(synth.param_names(model.state_dict()).values()) + ["output0"]
+        want = [f"input{i}" for i in range(len(tensors))] + list(synth.param_names(model.state_dict()).values()) + ["output0"]
         self.assertEqual(names, want)
-        # Rows of a row-wise program merge the leading dims of contiguous tensors.
-        flat = (lambda x: x.reshape(-1, x.shape[-1])) if family == "rowwise" else (lambda x: x)
-        env = {f"input{i}": flat(x) for i, x in enumerate(inputs)}
-        names = synth.param_names(model.state_dict())
-        env.update({names[k]: v for k, v in model.state_dict().items()})
-        got = dsl_eval.run(out["program"], env)["output0"]
+        # The program reads each tensor in its declared view of the module's layout (rows merged,
+        # a row of several dims merged, a broadcast tensor without its size-1 dims).
+        pnames = synth.param_names(model.state_dict())
+        env = {f"input{i}": x for i, x in enumerate(tensors)}
+        env.update({pnames[k]: v for k, v in model.state_dict().items()})
+        got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env))["output0"]
         with torch.no_grad():
-            ref = model.double()(*[x.double() for x in inputs])
-        ref_full, ref = ref, flat(ref)
+            ref_full = model.double()(*[x.double() if isinstance(x, torch.Tensor) else x for x in inputs])
+        ref = dsl_eval.as_declared(out["program"], out["dims"], {"output0": ref_full})["output0"]
         self.assertEqual(tuple(got.shape), tuple(ref.shape))
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
-        # Dims: every tensor's shape at these dims is the module's (leading dims merged for rows),
-        # as the worker's binding check accepts it.
-        for t, x in zip(out["tensors"], list(inputs) + list(model.state_dict().values()) + [ref_full]):
+        # Dims: every tensor of the table, at these dims, is the module's as the worker's binding
+        # check accepts it (the same shape, or the same with leading dims merged).
+        for t, x in zip(out["tensors"], tensors + list(model.state_dict().values()) + [ref_full]):
             want = [out["dims"][d] for d in t["shape"]]
             self.assertTrue(worker._same_layout(want, list(x.shape)), (t["name"], want, list(x.shape)))
         return out
@@ -59,6 +65,124 @@ class Synth(unittest.TestCase):
 
     def test_rowwise_over_the_last_dim_of_a_3d_tensor(self):
         self.check_against_module("synth_problems", "04_attention_softmax_3d.py", "rowwise")
+
+    def test_layernorm_over_trailing_dims_is_one_row_of_their_product(self):
+        # KernelBench's 40_LayerNorm: normalized over [F, H, W], the row is F*H*W long and the
+        # affine weight and bias (of shape [F, H, W]) are read at the row's flattened index.
+        out = self.check_against_module("synth_problems", "05_layernorm_trailing_dims.py", "rowwise")
+        self.assertEqual(out["dims"], {"R": 3, "C": 120, "C0": 4, "C1": 5, "C2": 6})
+        self.assertIn("w_ln_weight: f32[C]", out["program"])
+        self.assertIn("w_ln_weight[c]", out["program"])
+        # The table keeps the module's layout, which the worker's binding check compares.
+        self.assertEqual([t["shape"] for t in out["tensors"]],
+                         [["R", "C0", "C1", "C2"], ["C0", "C1", "C2"], ["C0", "C1", "C2"], ["R", "C0", "C1", "C2"]])
+        self.assertFalse(worker._same_layout([3, 120], [3, 4, 5, 6]), "a flattened row needs the table's own dims")
+
+    def test_functional_layernorm_over_two_dims_with_leading_dims_merged(self):
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.rand(4, 5) + 0.5)
+                self.b = torch.nn.Parameter(torch.randn(4, 5))
+
+            def forward(self, x):
+                return F.layer_norm(torch.relu(x), (4, 5), self.w, self.b, 1e-3) * 2.0
+        torch.manual_seed(7)
+        out = self.check_module(M().eval(), [torch.randn(2, 3, 4, 5)], "rowwise")
+        self.assertEqual(out["dims"], {"R": 6, "C": 20, "C0": 4, "C1": 5})
+        self.assertEqual(out["tensors"][0]["shape"], ["R", "C0", "C1"])
+
+    def test_a_one_dim_softmax_is_one_row(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.softmax(x * 0.5, dim=0)
+        out = self.check_module(M(), [torch.randn(40)], "rowwise")
+        self.assertEqual(out["dims"], {"R": 1, "C": 40})
+        self.assertEqual(out["tensors"][0]["shape"], ["C"])
+
+    def test_rowwise_ops_over_different_rows_are_refused(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.softmax(F.layer_norm(x, (4, 5)), dim=-1)
+        out = synth.synthesize(M(), [torch.randn(3, 4, 5)])
+        self.assertIsNone(out["program"])
+        self.assertIn("different trailing dims", out["reason"])
+
+    def test_a_broadcast_input_is_read_along_its_own_dims(self):
+        # KernelBench's 100_HingeLoss before its mean: targets [N] broadcast over predictions' rows.
+        out = self.check_against_module("synth_problems", "06_hinge_broadcast.py", "elementwise")
+        self.assertIn("input1: f32[D1]", out["program"])
+        self.assertIn("input1[i1]", out["program"])
+
+    def test_broadcasts_of_lower_rank_and_size_one_dims(self):
+        out = self.check_against_module("synth_problems", "07_broadcast_inputs_and_parameters.py", "elementwise")
+        shapes = {t["name"]: t["shape"] for t in out["tensors"]}
+        self.assertEqual(shapes["input1"], ["D2", "D3"])
+        self.assertEqual(shapes["input2"], ["D0", "U", "U", "D3"])  # the module's [2, 1, 1, 5]
+        self.assertEqual(shapes["w_scale"], ["D1", "U", "U"])
+        self.assertEqual(out["dims"]["U"], 1)
+        for read in ("input2[i0, i3]", "w_scale[i1]", "w_bias[i3]"):
+            self.assertIn(read, out["program"])
+
+    def test_one_value_broadcast_to_every_element_is_refused(self):
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return x + y
+        out = synth.synthesize(M(), [torch.randn(3, 4), torch.randn(1, 1)])
+        self.assertIsNone(out["program"])
+        self.assertIn("one value broadcast to every element", out["reason"])
+
+    def test_a_python_number_the_same_in_every_draw_is_a_constant(self):
+        out = self.check_against_module("synth_problems", "08_scalar_input.py", "elementwise")
+        self.assertIn("input0[i0, i1] * 3.14", out["program"])
+        self.assertEqual([t["name"] for t in out["tensors"]], ["input0", "output0"])
+        self.assertEqual(len(out["constants"]), 1)
+        c = out["constants"][0]
+        self.assertEqual((c["argument"], c["position"], c["value"]), ("s", 1, 3.14))
+        self.assertIn("under every seed drawn", c["reason"])
+        self.assertIn("# The forward's argument s is the constant 3.14: get_inputs gives 3.14", out["program"])
+
+    def test_a_python_number_that_changes_between_draws_is_refused(self):
+        _, _, out = lowered("synth_problems", "09_scalar_input_changes.py")
+        self.assertIsNone(out["program"])
+        self.assertIn("the forward's argument s is 1.5 here but 0.5 from get_inputs under seed 0", out["reason"])
+        self.assertIn("not lowered as a constant", out["reason"])
+
+    def test_a_python_number_without_get_inputs_to_draw_is_refused(self):
+        class M(torch.nn.Module):
+            def forward(self, x, k):
+                return torch.softmax(x * k, dim=-1)
+        x = torch.randn(4, 6)
+        out = synth.synthesize(M(), [x, 2.0])
+        self.assertIsNone(out["program"])
+        self.assertIn("no get_inputs beside the Model", out["reason"])
+        # Drawn by the caller instead: the same number under every seed is written as a constant,
+        # also where the forward uses it as an argument of an op (the softmax's dim below).
+        class D(torch.nn.Module):
+            def forward(self, x, k, dim):
+                return (x * k).softmax(dim)
+        out = synth.synthesize(D(), [x, 2.0, 1], draw=lambda seeds: [[None, 2.0, 1] for _ in seeds])
+        self.assertIsNotNone(out["program"], out["reason"])
+        self.assertEqual([c["argument"] for c in out["constants"]], ["k", "dim"])
+        got = dsl_eval.run(out["program"], {"input0": x})["output0"]
+        torch.testing.assert_close(got, torch.softmax(x.double() * 2.0, dim=1), rtol=1e-12, atol=1e-12)
+        out = synth.synthesize(D(), [x, 2.0, 1], draw=lambda seeds: [[None, 2.0 + s, 1] for s in seeds])
+        self.assertIn("changes between draws", out["reason"])
+
+    def test_a_default_argument_is_a_constant_and_other_values_are_refused(self):
+        class M(torch.nn.Module):
+            def forward(self, x, alpha=0.5):
+                return x * alpha
+        x = torch.randn(3, 4)
+        out = synth.synthesize(M(), [x])
+        self.assertIn("input0[i0, i1] * 0.5", out["program"] or out["reason"])
+        self.assertIn("the forward's default", out["constants"][0]["reason"])
+
+        class T(torch.nn.Module):
+            def forward(self, x, t):
+                return x * t[0]
+        out = synth.synthesize(T(), [x, (2.0,)])
+        self.assertIn("the forward's argument t is tuple (2.0,), not a tensor", out["reason"])
 
     def test_same_layout_merges_leading_dims_only(self):
         self.assertTrue(worker._same_layout([12, 48], [2, 6, 48]))
