@@ -365,11 +365,12 @@ def _flat(out):
 _ROOM, _SLACK = 2, 2 << 30
 
 
-def _place_reference(outs, device):
+def _place_reference(outs, device, also=0):
     """Where the float64 reference outputs (computed on `device`) are held for the comparisons:
     on the GPU while its free memory (the driver's, plus what PyTorch's allocator holds unused) is
-    at least _ROOM times their size plus _SLACK bytes, room for the candidate's outputs and the
-    comparison's slices beside them; else on the host (copies of the same values)."""
+    at least _ROOM times their size plus `also` (the case's input copies, made after this) plus
+    _SLACK bytes, room for the candidate's outputs, its workspace and the comparison's slices
+    beside them; else on the host (copies of the same values)."""
     dev = torch.device(device)
     if dev.type != "cuda":
         return [_to(t, device="cpu") for t in outs]
@@ -379,7 +380,7 @@ def _place_reference(outs, device):
         free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
     except Exception:
         free = 0
-    if free >= _ROOM * need + _SLACK:
+    if free >= _ROOM * need + also + _SLACK:
         return outs
     return [_to(t, device="cpu") for t in outs]
 
@@ -702,7 +703,8 @@ def evaluate(req):
             with _Float64():
                 outs = _flat(ref_model(*args))
             del args
-            return _place_reference([_to(t.detach(), dtype=torch.float64).contiguous() for t in outs], device)
+            copies = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+            return _place_reference([_to(t.detach(), dtype=torch.float64).contiguous() for t in outs], device, also=copies)
 
     def out_types(inputs):
         with torch.no_grad():

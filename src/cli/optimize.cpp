@@ -337,7 +337,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();
   cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated");
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
-  cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu); default runs/run-<id>");
+  cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
   cmd->add_option("--prune", a->prune, "screen: a child slower than this many times the best at any size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");

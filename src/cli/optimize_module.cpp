@@ -189,6 +189,11 @@ struct KeptProgram {
 std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, const json& doc, const std::vector<KeptProgram>& kept) {
   std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
   fs::create_directories(dir);
+  // An earlier run's kept programs would sit beside a report that no longer names them.
+  for (auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string(), ext = e.path().extension().string();
+    if ((ext == ".ksol" || ext == ".cu") && (n.rfind("best.", 0) == 0 || n.rfind("piece-", 0) == 0)) fs::remove(e.path());
+  }
   write_file_atomic(dir + "/results.json", doc.dump(2));
   write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
   write_file_atomic(dir + "/report.html", report::optimize_html(doc));

@@ -223,6 +223,9 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
     EXPECT_NE(r.output.find("never a result"), std::string::npos) << r.output;
     return nlohmann::json::parse(ksol::read_file(json_path));
   };
+  // An earlier run's kept programs in the report folder go before this run's report is written.
+  std::filesystem::create_directories(dir / "one");
+  for (const char* f : {"best.ksol", "best.cu", "piece-3.ksol"}) ksol::write_file_atomic((dir / "one" / f).string(), "stale\n");
   nlohmann::json one = run("tests/torch/synth_problems/01_activation_chain.py", "one");
   EXPECT_TRUE(one.value("emulated", false));
   const auto& r1 = one["results"][0];
@@ -230,6 +233,7 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   for (auto& a : r1["trajectory"]) EXPECT_EQ(a["status"], "ok") << a.dump(1);
   EXPECT_TRUE(r1["use_baseline"].get<bool>()) << "an emulated kernel is never faster than eager on the CPU";
   EXPECT_TRUE(std::filesystem::exists(dir / "one" / "report.html"));
+  for (const char* f : {"best.ksol", "best.cu", "piece-3.ksol"}) EXPECT_FALSE(std::filesystem::exists(dir / "one" / f)) << f;
 
   nlohmann::json st = run("tests/torch/problems/03_conv_bn_relu.py", "stitched");
   const auto& r2 = st["results"][0];

@@ -245,7 +245,7 @@ class SlicedComparison(unittest.TestCase):
 
 
 class ReferencePlacement(unittest.TestCase):
-    def place(self, free, reserved=0, allocated=0):
+    def place(self, free, reserved=0, allocated=0, also=0):
         outs = [torch.zeros(1 << 20, dtype=torch.float64)]  # 8 MiB
         moved = []
 
@@ -257,7 +257,7 @@ class ReferencePlacement(unittest.TestCase):
                 mock.patch.object(torch.cuda, "mem_get_info", lambda dev=None: (free, 1 << 40)), \
                 mock.patch.object(torch.cuda, "memory_reserved", lambda dev=None: reserved), \
                 mock.patch.object(torch.cuda, "memory_allocated", lambda dev=None: allocated):
-            worker._place_reference(outs, "cuda")
+            worker._place_reference(outs, "cuda", also=also)
         return moved
 
     def test_kept_on_the_gpu_while_it_has_room(self):
@@ -265,6 +265,9 @@ class ReferencePlacement(unittest.TestCase):
         self.assertEqual(self.place(need), [])
         self.assertEqual(self.place(need - 1), [{"device": "cpu"}])
         self.assertEqual(self.place(need - (1 << 20), reserved=(3 << 20), allocated=(2 << 20)), [])  # the allocator's unused blocks count
+        # The case's input copies, made after the reference, need room too.
+        self.assertEqual(self.place(need + (5 << 20), also=(5 << 20)), [])
+        self.assertEqual(self.place(need + (5 << 20) - 1, also=(5 << 20)), [{"device": "cpu"}])
 
     def test_on_the_host_the_reference_stays_where_it_is(self):
         t = torch.zeros(3, dtype=torch.float64)
