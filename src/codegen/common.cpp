@@ -159,11 +159,7 @@ Code emit(const Expr& e, const ExprEmitter& em) {
   return {"?", kAtom};
 }
 
-std::string format_index(const dsl::IndexExpr& ix) {
-  const std::string sum = ix.plus.empty() ? ix.var : ix.var + "+" + ix.plus;
-  if (ix.offset == 0) return sum;
-  return sum + (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
-}
+std::string format_index(const dsl::IndexExpr& ix) { return dsl::index_text(ix); }
 
 int dsl_prec(const Expr& e) {
   switch (e.kind) {

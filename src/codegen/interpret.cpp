@@ -154,7 +154,7 @@ class Interpreter {
     for (size_t k = 0; k < e.indices.size(); ++k) {
       const dsl::IndexExpr& ix = e.indices[k];
       const int64_t n = extent((*t.extents)[k]);
-      const int64_t i = env.at(ix.var) + (ix.plus.empty() ? 0 : env.at(ix.plus)) + ix.offset;
+      const int64_t i = ix.scale * env.at(ix.var) + (ix.plus.empty() ? 0 : ix.plus_scale * env.at(ix.plus)) + ix.offset;
       if (i < 0 || i >= n) {
         const dsl::Param* prm = p_.param(e.name);
         if (prm && prm->zero_outside) return 0;

@@ -170,7 +170,10 @@ class Checker {
     bool adaptable = operand(d.body);
     if (adaptable) adapt(d.body, out ? out->type : Type::f32);
 
-    for (size_t j = 0; j < d.indices.size(); ++j) d.extents.push_back(extent_of(d.indices[j], locs.indices[j]));
+    for (size_t j = 0; j < d.indices.size(); ++j) {
+      if (!scope_.count(d.indices[j]) && added_.count(d.indices[j])) extent_from_output(i, j, locs.indices[j]);
+      d.extents.push_back(extent_of(d.indices[j], locs.indices[j]));
+    }
     if (d.reduce != ReduceOp::none) d.over_extent = extent_of(d.over, locs.over);
     for (size_t j = 0; j < d.over_rest.size(); ++j) d.over_rest_extents.push_back(extent_of(d.over_rest[j], locs.over_rest[j]));
 
@@ -192,11 +195,46 @@ class Checker {
     defined_[d.name] = i;
   }
 
+  // A conv's sum into an intermediate (acc[n, k, h, w] = sum(X[n, c, h+r-1, ...] ...)) reads h only
+  // in sums, so its extent comes from the output whose definition reads acc at a plain h: the
+  // epilogue's Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]) gives position 3 of acc Y's third extent.
+  void extent_from_output(size_t def, size_t pos, Loc at) {
+    const Definition& d = p_.defs[def];
+    for (size_t l = def + 1; l < p_.defs.size(); ++l) {
+      const Definition& later = p_.defs[l];
+      const Param* out = output(later.name);
+      if (!out || out->extents.size() != later.indices.size()) continue;
+      for (const Expr* r : reads_in(later.body)) {
+        if (r->name != d.name || r->indices.size() != d.indices.size()) continue;
+        const IndexExpr& ix = r->indices[pos];
+        if (!ix.plus.empty() || ix.offset != 0) continue;
+        auto m = std::find(later.indices.begin(), later.indices.end(), ix.var);
+        if (m == later.indices.end()) continue;
+        const size_t k = static_cast<size_t>(m - later.indices.begin());
+        bind(d.indices[pos], out->extents[k], at,
+             "position " + std::to_string(k + 1) + " of " + later.name + ", which reads " + d.name + " at line " +
+                 std::to_string(r->loc.line));
+        return;
+      }
+    }
+  }
+
+  static void collect_reads(const Expr& e, std::vector<const Expr*>& out) {
+    if (e.kind == Expr::Kind::read) out.push_back(&e);
+    for (const Expr& a : e.args) collect_reads(a, out);
+  }
+  static std::vector<const Expr*> reads_in(const Expr& e) {
+    std::vector<const Expr*> out;
+    collect_reads(e, out);
+    return out;
+  }
+
   std::string extent_of(const std::string& var, Loc at) const {
     auto it = scope_.find(var);
     if (it == scope_.end() && added_.count(var))
       src_.fail(at, "cannot infer the extent of index '" + var + "': it is read only in sums of two indices (h+r), which "
-                    "give neither index an extent; read it alone somewhere, as a conv's output is written Y[n, k, h, w]");
+                    "give neither index an extent, and no output's definition reads '" + current_ + "' with it alone; "
+                    "write the conv's output as Y[n, k, h, w], or read " + current_ + "[n, k, h, w] in the output's definition");
     if (it == scope_.end())
       src_.fail(at, "cannot infer the extent of index '" + var + "': no tensor is read with it");
     return it->second.extent;

@@ -29,13 +29,6 @@ bool has_offset(const Expr& read) {
   return false;
 }
 
-// An index as the program writes it: h+r-1.
-std::string index_text(const IndexExpr& ix) {
-  std::string s = ix.plus.empty() ? ix.var : ix.var + "+" + ix.plus;
-  if (ix.offset != 0) s += (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
-  return s;
-}
-
 // The first index of the read that adds two indices (h+r), or nullptr.
 const IndexExpr* sum_index(const Expr& read) {
   for (const IndexExpr& ix : read.indices)
@@ -47,7 +40,7 @@ const IndexExpr* sum_index(const Expr& read) {
 bool reads_at(const Expr& read, const std::vector<std::string>& vars) {
   if (read.indices.size() != vars.size()) return false;
   for (size_t i = 0; i < vars.size(); ++i)
-    if (read.indices[i].var != vars[i] || read.indices[i].offset != 0) return false;
+    if (read.indices[i].var != vars[i] || read.indices[i].offset != 0 || !read.indices[i].plus.empty()) return false;
   return true;
 }
 
@@ -56,7 +49,7 @@ bool reads_broadcast(const Expr& read, const std::vector<std::string>& vars) {
   size_t next = 0;
   for (const IndexExpr& ix : read.indices) {
     while (next < vars.size() && vars[next] != ix.var) ++next;
-    if (next == vars.size() || ix.offset != 0) return false;
+    if (next == vars.size() || ix.offset != 0 || !ix.plus.empty()) return false;
     ++next;
   }
   return true;
@@ -143,8 +136,9 @@ class Recogniser {
 
   // Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s: one sum over
   // several indices of a product of two inputs, one of them (the image, `outside 0`) read at sums
-  // of output and reduced indices, the other (the filter) at plain indices; nothing else. The
-  // exact layout (NCHW, KCRS) is the code generator's to check.
+  // of output and reduced indices, the other (the filter) at plain indices; then at most an
+  // elementwise epilogue (epilogue() below). The exact layout (NCHW, KCRS) is the code
+  // generator's to check.
   std::string conv(const Definition& d, const Expr& image_read) const {
     const IndexExpr& at = *sum_index(image_read);
     const std::string hint = "; a conv is Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s";
@@ -171,15 +165,54 @@ class Recogniser {
       if (prm.zero_outside && &prm != img)
         src_.fail(prm.loc, "'" + prm.name + "' is 'outside 0' but only the conv's image ('" + image->name +
                                "') is read outside its extents");
-    for (const Definition& other : p_.defs)
-      if (&other != &d)
-        src_.fail(other.loc, "'" + other.name + "' is a definition besides the conv '" + d.name +
-                                 "'; a conv with a prologue or epilogue is" + kNoFamily);
+    epilogue(d, *img, *p_.param(filter->name));
     for (const Param& prm : p_.outputs)
       for (const std::string& e : prm.extents)
         if (extent_is_number(e))
           src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e + "; only a conv's filter may have one");
     return "conv";
+  }
+
+  // After the conv's sum into an intermediate, one elementwise output definition over the same
+  // space, Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]): it reads the sum at its own indices and
+  // other inputs at those indices or some of them (a per-filter bias b[k], a residual Z[n, k, h, w]).
+  void epilogue(const Definition& conv, const Param& image, const Param& filter) const {
+    const std::string hint = "; a conv's epilogue is one output definition such as Y[n, k, h, w] = relu(" + conv.name +
+                             "[n, k, h, w] + b[k])";
+    bool before = true;
+    const Definition* epi = nullptr;
+    for (const Definition& other : p_.defs) {
+      if (&other == &conv) {
+        before = false;
+        continue;
+      }
+      if (before)
+        src_.fail(other.loc, "'" + other.name + "' comes before the conv '" + conv.name + "'; a conv prologue is" + kNoFamily);
+      if (other.reduce != ReduceOp::none)
+        src_.fail(other.loc, "'" + other.name + "' is a reduction besides the conv '" + conv.name +
+                                 "'; a conv combined with another reduction is" + kNoFamily);
+      if (epi)
+        src_.fail(other.loc, "'" + other.name + "' is a second definition after the conv '" + conv.name + "'" + hint);
+      epi = &other;
+    }
+    if (!epi) return;
+    if (!epi->is_output)
+      src_.fail(epi->loc, "'" + epi->name + "' after the conv '" + conv.name + "' is an intermediate" + hint);
+    if (epi->extents != conv.extents)
+      src_.fail(epi->loc, "the conv epilogue keeps the output space " + list_text(conv.extents) + ", but '" + epi->name +
+                              "' ranges over " + list_text(epi->extents));
+    for (const Expr* r : reads_of(epi->body)) {
+      if (r->name == image.name || r->name == filter.name)
+        src_.fail(r->loc, "the conv epilogue reads the conv's " + std::string(r->name == image.name ? "image" : "filter") +
+                              " '" + r->name + "'; it may read the sum '" + conv.name + "' and inputs other than the image and the "
+                              "filter (pass a residual as an input of its own, Z[n, k, h, w])");
+      if (r->name == conv.name && !reads_at(*r, epi->indices))
+        src_.fail(r->loc, "the conv epilogue reads the sum '" + conv.name + "' at other indices than its own " +
+                              list_text(epi->indices));
+      if (r->name != conv.name && !reads_broadcast(*r, epi->indices))
+        src_.fail(r->loc, "the conv epilogue reads '" + r->name + "' at indices other than " + list_text(epi->indices) +
+                              " or some of them in that order");
+    }
   }
 
   std::string stencil(const std::vector<size_t>& reductions, const Expr& offset_read) const {

@@ -35,6 +35,13 @@ const char* reduce_name(ReduceOp r) {
   return "?";
 }
 
+std::string index_text(const IndexExpr& ix) {
+  std::string s = ix.var + (ix.scale != 1 ? "*" + std::to_string(ix.scale) : "");
+  if (!ix.plus.empty()) s += "+" + ix.plus + (ix.plus_scale != 1 ? "*" + std::to_string(ix.plus_scale) : "");
+  if (ix.offset != 0) s += (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
+  return s;
+}
+
 bool extent_is_number(const std::string& extent) {
   return !extent.empty() && extent.find_first_not_of("0123456789") == std::string::npos;
 }

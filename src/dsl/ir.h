@@ -21,13 +21,17 @@ bool type_is_float(Type t);
 
 // One index of a tensor read: a variable plus a constant offset (offsets make stencils), or
 // two variables plus an offset (`h + r - 1`: an output index shifted by a filter index, as a
-// convolution reads its image).
+// convolution reads its image), each of the two with a positive coefficient (`h*2 + r - 1` for
+// stride 2, `h + r*2 - 2` for dilation 2). The value is scale*var + plus_scale*plus + offset.
 struct IndexExpr {
   std::string var;
   std::string plus;  // the second variable added to `var`, or empty
   int64_t offset = 0;
+  int64_t scale = 1, plus_scale = 1;  // coefficients, other than 1 only with `plus`
   Loc loc;
 };
+// An index as the program writes it: i, i-1, h+r-1, h*2+r*3-2.
+std::string index_text(const IndexExpr& ix);
 
 struct Expr {
   enum class Kind {

@@ -406,13 +406,29 @@ class Parser {
 
   // NAME, NAME + INT, NAME - INT, or NAME + NAME with an optional + INT or - INT after it
   // (a convolution's h + r - 1).
+  // A name's coefficient after '*' (h*2), or 1 without one.
+  int64_t coefficient(const std::string& name) {
+    if (!is_punct(peek(), "*")) return 1;
+    next();
+    const Token& c = peek();
+    if (c.kind != Tok::number)
+      fail_at(c, "an index coefficient is a positive integer after the name: " + name + "*2, not " + name + "*" + c.text);
+    if (!c.integer || to_int(c) < 1) fail_at(c, "an index coefficient is a positive integer, not " + c.text);
+    return to_int(next());
+  }
+
   IndexExpr index() {
-    const char* shape = "an index is a name, optionally plus a second name and plus or minus an integer: i, i+1, h+r-1";
+    const char* shape = "an index is a name, optionally plus a second name and plus or minus an integer: i, i+1, h+r-1, "
+                        "the two names with integer coefficients in a conv: h*2+r-1";
+    if (peek().kind == Tok::number && is_punct(peek(1), "*") && peek(2).kind == Tok::ident)
+      fail_at(peek(), "write an index coefficient after its name: " + peek(2).text + "*" + peek().text + ", not " +
+                          peek().text + "*" + peek(2).text);
     if (peek().kind != Tok::ident) fail_at(peek(), shape);
     const Token& var = next();
     IndexExpr ix;
     ix.var = var.text;
     ix.loc = var.loc;
+    ix.scale = coefficient(ix.var);
     bool has_offset = false;
     while (is_punct(peek(), "+") || is_punct(peek(), "-")) {
       bool minus = next().text == "-";
@@ -421,6 +437,7 @@ class Parser {
         if (minus) fail_at(n, "an index may add a second name but not subtract it: h+r, not h-r");
         if (!ix.plus.empty() || has_offset) fail_at(n, shape);
         ix.plus = next().text;
+        ix.plus_scale = coefficient(ix.plus);
         continue;
       }
       if (n.kind != Tok::number || has_offset) fail_at(n, shape);
@@ -430,6 +447,10 @@ class Parser {
       has_offset = true;
     }
     if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
+    // A strided or dilated read is a conv's image read, which adds two indices.
+    if (ix.scale != 1 && ix.plus.empty())
+      src_.fail(ix.loc, "an index coefficient (" + index_text(ix) + ") is only for a conv's image read, which adds two "
+                        "indices: h*2+r-1 (stride 2), h+r*2-2 (dilation 2)");
     return ix;
   }
 

@@ -75,11 +75,7 @@ std::string format_expr(const Expr& e) {
     case Expr::Kind::read: {
       std::vector<std::string> idx;
       for (const IndexExpr& ix : e.indices) {
-        std::string s = ix.var;
-        if (!ix.plus.empty()) s += "+" + ix.plus;
-        if (ix.offset != 0) s += ix.offset > 0 ? "+" : "-";
-        if (ix.offset != 0) s += std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
-        idx.push_back(s);
+        idx.push_back(index_text(ix));
       }
       return e.name + "[" + join_list(idx) + "]";
     }

@@ -81,7 +81,8 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
       "kernel c(X: f32[N, H, W, C] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(X[n, h+r-1, w+s-1, c] * F[k, c, r, s]) over c, r, s\n}\n");
   ASSERT_EQ(nhwc.family, "conv");
-  EXPECT_EQ(refusal(nhwc), "'X[n, h+r-1, w+s-1, c]' must read the NCHW image as X[n, c, h+r+a, w+s+b] (a, b integers)");
+  EXPECT_EQ(refusal(nhwc), "'X[n, h+r-1, w+s-1, c]' must read the NCHW image as X[n, c, h*u+r*d+a, w*v+s*e+b] (strides u, v, "
+                          "dilations d, e, offsets a, b integers)");
   dsl::Program swapped = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, s, r]) over c, r, s\n}\n");
@@ -239,4 +240,212 @@ TEST(CodegenConv, InterpreterReadsZeroOutsideAPaddedInput) {
   // Without `outside 0` the same read has no value past the edge (a DSL error says so first).
   dsl::Program unpadded = parse("kernel s(X: f32[W]) -> (Y: f32[W]) {\n  Y[w] = X[w+1]\n}\n");
   EXPECT_THROW(codegen::interpret(unpadded, {{"W", 3}}, {{"X", {1, 2, 3}}}), std::runtime_error);
+}
+
+namespace {
+
+const char* kBiasRelu =
+    "kernel conv2d_bias_relu(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], b: f32[K]) -> (Y: f32[N, K, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+    "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n";
+
+// A residual of the output's shape, a per-row scale (the pixel's row decoded) and gelu.
+const char* kResidualGelu =
+    "kernel conv2d_residual_gelu(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], Z: f32[N, K, H, W], g: f32[H])\n"
+    "    -> (Y: f32[N, K, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+    "  Y[n, k, h, w] = gelu(0.5 * acc[n, k, h, w] + Z[n, k, h, w] * g[h])\n}\n";
+
+// A 5x5 filter with padding 2, scalars, clamp, a column scale e[w] and an explicit cast.
+const char* kClampColumn =
+    "kernel conv2d_clamp(X: f32[N, C, H, W] outside 0, F: f32[K, C, 5, 5], e: f32[W]) -> (Y: f32[N, K, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r-2, w+s-2] * F[k, c, r, s]) over c, r, s\n"
+    "  Y[n, k, h, w] = f32(clamp(acc[n, k, h, w] * e[w], -2.5, 3) + sigmoid(acc[n, k, h, w]))\n}\n";
+
+}  // namespace
+
+// Convs with an epilogue, generated and run on the CPU, against the interpreter in float64 with
+// the correctness gate's tolerance: bias + relu, residual + gelu, clamp with a column scale; odd
+// sizes (every tile partial), taps mostly in the padding, and empty sums.
+namespace {
+
+struct HostCase {
+  const char* program;
+  std::vector<Schedule> schedules;
+  std::vector<std::map<std::string, int64_t>> sizes;
+};
+
+std::vector<std::map<std::string, int64_t>> int_sizes() {
+  std::vector<std::map<std::string, int64_t>> v;
+  for (const auto& dims_f : kSizes) {
+    std::map<std::string, int64_t> dims;
+    for (const auto& [k, x] : dims_f) dims[k] = static_cast<int64_t>(x);
+    v.push_back(dims);
+  }
+  return v;
+}
+
+// Each program in each schedule, generated and run on the CPU, against the interpreter in float64
+// with the correctness gate's tolerance.
+void check_on_host(const std::vector<HostCase>& cases) {
+  for (const HostCase& c : cases) {
+    const dsl::Program base = parse(c.program);
+    ASSERT_EQ(base.family, "conv");
+    for (const auto& dims : c.sizes) {
+      auto numel = [&](const dsl::Param& prm) {
+        int64_t n = 1;
+        for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : dims.at(e);
+        return n;
+      };
+      uint64_t state = 2024;
+      auto next = [&] {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
+      };
+      codegen::HostArrays in;
+      OutputBytes buffers;
+      for (const dsl::Param& prm : base.inputs) {
+        HostVec<uint8_t> bytes(numel(prm) * 4);
+        std::vector<double>& v = in[prm.name];
+        for (int64_t i = 0; i < numel(prm); ++i) {
+          store_from_double(DType::f32, bytes.data(), i, next());
+          v.push_back(load_as_double(DType::f32, bytes.data(), i));
+        }
+        buffers.push_back(bytes);
+      }
+      // The float64 meaning, and magnitudes from |inputs| for the tolerance (as the gate's).
+      codegen::HostArrays want = codegen::interpret(base, dims, in);
+      codegen::HostArrays abs_in = in;
+      for (auto& [name, v] : abs_in)
+        for (double& x : v) x = std::fabs(x);
+      codegen::HostArrays mag = codegen::interpret(base, dims, abs_in);
+      std::vector<int64_t> dv;
+      for (const std::string& d : base.dims) dv.push_back(dims.at(d));
+      const dsl::Param& out = base.outputs[0];
+      const std::vector<double>& w = want.at(out.name);
+      for (const Schedule& changes : c.schedules) {
+        dsl::Program p = changes.empty() ? base : scheduled(base, changes);
+        ASSERT_EQ(refusal(p), "(accepted)");
+        const std::string name = codegen::kernel_name(p);
+        codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+        ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+        OutputBytes run = buffers;
+        run.emplace_back(numel(out) * 4, 0xFF);
+        codegen::HostRun r = codegen::run_on_host(build.so_path, run, dv);
+        ASSERT_TRUE(r.ok) << name << ": " << r.message;
+        ASSERT_EQ(r.rc, 0) << name;
+        // Output rounding plus f32 accumulation over the C * R * S products of a sum.
+        Tolerance tol;
+        tol.u_out = dtype_unit_roundoff(DType::f32);
+        tol.u_acc = std::ldexp(1.0, -24);
+        tol.growth = 8 + 2 * std::sqrt(static_cast<double>(std::max<int64_t>(1, dims.at("C") * 25)));
+        std::vector<double> m(w.size());
+        for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
+        CompareResult cr = compare_output(tol, DType::f32, run.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
+        EXPECT_TRUE(cr.ok) << name << " C=" << dims.at("C") << " H=" << dims.at("H") << " W=" << dims.at("W") << ": "
+                           << cr.message;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Convs with an epilogue: bias + relu, residual + gelu, clamp with a column scale; odd sizes (every
+// tile partial), taps mostly in the padding, and empty sums.
+TEST(CodegenConv, EpiloguesOnTheHostMatchTheInterpreter) {
+  check_on_host({
+      {kBiasRelu, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
+      {kResidualGelu, {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}, {}}, int_sizes()},
+      {kClampColumn, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
+  });
+}
+
+namespace {
+
+// Stride 2 with padding 1: the output's P x Q is its own dims, (H + 2 - 3) / 2 + 1 for the
+// frameworks' size; the image's bounds are H x W.
+const char* kStride2 =
+    "kernel conv2d_stride2(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, P, Q]) {\n"
+    "  Y[n, k, h, w] = sum(X[n, c, h*2+r-1, w*2+s-1] * F[k, c, r, s]) over c, r, s\n}\n";
+
+// Dilation 2 with padding 2 (same size), and a bias + relu epilogue.
+const char* kDilation2 =
+    "kernel conv2d_dilation2(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], b: f32[K]) -> (Y: f32[N, K, P, Q]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r*2-2, w+s*2-2] * F[k, c, r, s]) over c, r, s\n"
+    "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n";
+
+// Stride 2 in h only, dilation 3 in w, the filter index written first (r*1 + h*2).
+const char* kMixed =
+    "kernel conv2d_mixed(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 2]) -> (Y: f32[N, K, P, Q]) {\n"
+    "  Y[n, k, h, w] = sum(X[n, c, r+h*2, w+s*3-1] * F[k, c, r, s]) over c, r, s\n}\n";
+
+}  // namespace
+
+// Strided and dilated convs on the CPU against the interpreter: odd sizes, an output larger than
+// the image covers (its edge reads only padding), and empty sums.
+TEST(CodegenConv, StrideAndDilationOnTheHostMatchTheInterpreter) {
+  const std::vector<std::map<std::string, int64_t>> stride2 = {
+      {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 5}, {"Q", 4}},
+      {{"N", 1}, {"C", 8}, {"H", 8}, {"W", 8}, {"K", 8}, {"P", 4}, {"Q", 4}},
+      {{"N", 1}, {"C", 2}, {"H", 3}, {"W", 2}, {"K", 3}, {"P", 3}, {"Q", 3}},
+      {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}, {"K", 2}, {"P", 2}, {"Q", 2}},
+  };
+  const std::vector<std::map<std::string, int64_t>> same = {
+      {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 9}, {"Q", 7}},
+      {{"N", 1}, {"C", 5}, {"H", 5}, {"W", 2}, {"K", 3}, {"P", 5}, {"Q", 2}},
+      {{"N", 1}, {"C", 2}, {"H", 3}, {"W", 3}, {"K", 2}, {"P", 1}, {"Q", 5}},
+  };
+  check_on_host({
+      {kStride2, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
+      {kDilation2, {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}}, same},
+      {kMixed, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
+  });
+  // The interpreter's meaning by hand: 1-D, stride 2, dilation 2, padding 2 on a 5-wide image.
+  dsl::Program p = parse(
+      "kernel c(X: f32[N, C, W] outside 0, F: f32[K, C, 3]) -> (Y: f32[N, K, Q]) {\n"
+      "  Y[n, k, w] = sum(X[n, c, w*2+s*2-2] * F[k, c, s]) over c, s\n}\n");
+  // Q = 3 outputs at 0, 2, 4 read taps {-2, 0, 2}, {0, 2, 4}, {2, 4, 6} of [1, 2, 3, 4, 5].
+  codegen::HostArrays out =
+      codegen::interpret(p, {{"N", 1}, {"C", 1}, {"W", 5}, {"K", 1}, {"Q", 3}}, {{"X", {1, 2, 3, 4, 5}}, {"F", {1, 10, 100}}});
+  EXPECT_EQ(out["Y"], (std::vector<double>{0 + 10 + 300, 1 + 30 + 500, 3 + 50 + 0}));
+}
+
+// The epilogues' and the strided and dilated convs' sources through nvcc and the static gate; and what the generator refuses of an
+// epilogue the DSL accepts.
+TEST(CodegenConv, EpilogueSourcesCompileAndRefusals) {
+  std::vector<CompileJob> jobs;
+  for (const char* text : {kBiasRelu, kResidualGelu, kClampColumn, kStride2, kDilation2, kMixed}) {
+    dsl::Program p = parse(text);
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const std::string src = codegen::generate_cuda(p, {});
+    EXPECT_TRUE(static_scan(src).empty()) << p.name;
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = src;
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+
+  // Two outputs: the sum's and the epilogue's.
+  dsl::Program both = parse(
+      "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (A: f32[N, K, H, W], Y: f32[N, K, H, W]) {\n"
+      "  A[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+      "  Y[n, k, h, w] = relu(A[n, k, h, w])\n}\n");
+  ASSERT_EQ(both.family, "conv");
+  EXPECT_EQ(refusal(both), "the conv family generates one output from a sum, Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * "
+                           "F[k, c, r, s]) over c, r, s, and at most one elementwise definition after it");
+  // A bf16 output through a cast is generated; the sum stays f32.
+  dsl::Program half = parse(
+      "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, K, H, W]) {\n"
+      "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+      "  Y[n, k, h, w] = bf16(silu(acc[n, k, h, w]))\n}\n");
+  EXPECT_EQ(refusal(half), "(accepted)");
+  CompileJob hj;
+  hj.source_path = codegen::kernel_name(half) + ".cu";
+  hj.source_text = codegen::generate_cuda(half, {});
+  EXPECT_NE(hj.source_text.find("__nv_bfloat16* out = Y + "), std::string::npos);
+  std::vector<CompileResult> hr = compile_all({hj});
+  EXPECT_TRUE(hr[0].ok) << hr[0].message;
 }
