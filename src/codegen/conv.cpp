@@ -164,6 +164,18 @@ Analysis analyse(const dsl::Program& p) {
   if (!image_ok)
     throw Refused("'" + format_expr(*x) + "' must read the NCHW image as X[" + n + ", c, " + h + "*u+r*d+a, " + w +
                   "*v+s*e+b] (strides u, v, dilations d, e, offsets a, b integers)");
+  // The kernel counts image rows and columns in 32 bits: position = output * stride + tap *
+  // dilation + offset, with outputs and taps bounded on the host (ksol_run), the rest here.
+  for (int64_t v : {a.off_h, a.off_w})
+    if (v < -100000000 || v > 100000000)
+      throw Refused("'" + format_expr(*x) + "': an offset of " + std::to_string(v) +
+                    " is beyond 10^8, and the kernel counts image rows and columns in 32 bits");
+  for (int64_t v : {a.stride_h, a.stride_w, a.dil_h, a.dil_w})
+    if (v > 1000000)
+      throw Refused("'" + format_expr(*x) + "': a stride or dilation of " + std::to_string(v) + " is beyond 10^6");
+  for (int i : {2, 3})
+    if (const std::string& e = a.filter->extents[i]; dsl::extent_is_number(e) && (e.size() > 9 || std::stoll(e) > 100000000))
+      throw Refused("the filter's extent " + e + " is beyond 10^8, and the kernel counts image rows and columns in 32 bits");
   const std::vector<std::string> reduced = {d.over, d.over_rest[0], d.over_rest[1]};
   for (const std::string& v : {c, r, s})
     if (std::count(reduced.begin(), reduced.end(), v) != 1)
@@ -419,7 +431,7 @@ class Generator {
     w.line("__shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]");
     w.comment("ty runs fastest, so a warp's threads hold consecutive pixels: coalesced image loads and output stores.");
     w.line("const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;");
-    w.comment("Reduction positions and image coordinates fit in 32 bits (ksol_run checks); addresses are 64-bit.");
+    w.comment("Reduction positions and image coordinates fit in 32 bits (offsets and fixed extents are refused past 10^8, ksol_run checks the rest); addresses are 64-bit.");
     w.line("const int taps_r = int(" + ext(a_.filter->extents[2]) + "), taps_s = int(" + ext(a_.filter->extents[3]) +
            "), taps = taps_r * taps_s;");
     w.line("const int64_t plane = " + P() + " * " + Q() + ", pixels = " + batch() + " * plane;");
@@ -508,12 +520,18 @@ class Generator {
     w.line("if (tiles_m > 2147483647 || tiles_n > 65535) return 3;");
     w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
     w.line("if (" + C() + " * " + ext(a_.filter->extents[2]) + " * " + ext(a_.filter->extents[3]) + " > 2147483647 - kBK || " +
-           H() + " > 1000000000 || " + W() + " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000) return 3;");
+           H() + " > 1000000000 || " + W() + " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {
+             // A filter of dims (R, S at run time) is bounded too; fixed extents are checked in analyse().
+             std::string t;
+             for (int i : {2, 3})
+               if (!dsl::extent_is_number(a_.filter->extents[i])) t += " || " + ext(a_.filter->extents[i]) + " > 100000000";
+             return t;
+           }() + ") return 3;");
     // Strided and dilated positions (p * stride + r * dilation) stay in 32 bits as well.
     auto reach = [&](int64_t stride, int64_t dil, const std::string& out, const std::string& taps) {
       if (stride == 1 && dil == 1) return;
       w.line("if (" + out + " * " + std::to_string(stride) + " + " + taps + " * " + std::to_string(dil) +
-             " > 2000000000) return 3;");
+             " > 1900000000) return 3;");
     };
     reach(a_.stride_h, a_.dil_h, P(), ext(a_.filter->extents[2]));
     reach(a_.stride_w, a_.dil_w, Q(), ext(a_.filter->extents[3]));

@@ -122,7 +122,7 @@ class Recogniser {
         for (const std::string& e : prm.extents)
           if (extent_is_number(e))
             src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e +
-                                   "; fixed extents are for a conv's filter, and elsewhere" + kNoFamily + " (use a dim name)");
+                                   "; fixed extents are for a conv's inputs (its filter), and elsewhere" + kNoFamily + " (use a dim name)");
         if (prm.zero_outside)
           src_.fail(prm.loc, "'" + prm.name + "' is 'outside 0' but no read leaves its extents through a sum of two "
                              "indices (h+r); zero padding is for a conv's image, and elsewhere" + kNoFamily);
@@ -169,7 +169,7 @@ class Recogniser {
     for (const Param& prm : p_.outputs)
       for (const std::string& e : prm.extents)
         if (extent_is_number(e))
-          src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e + "; only a conv's filter may have one");
+          src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e + "; only a conv's inputs (its filter, its image) may have one");
     return "conv";
   }
 

@@ -98,6 +98,12 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, R, S]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(X[n, c, r+h-2, w+s-2] * F[k, c, r, s]) over c, r, s\n}\n");
   EXPECT_EQ(refusal(general), "(accepted)");
+  // Image positions are counted in 32 bits: offsets past 10^8 are refused, not wrapped.
+  dsl::Program far = parse(
+      "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
+      "  Y[n, k, h, w] = sum(X[n, c, h+r-4294967291, w+s-1] * F[k, c, r, s]) over c, r, s\n}\n");
+  EXPECT_EQ(refusal(far), "'X[n, c, h+r-4294967291, w+s-1]': an offset of -4294967291 is beyond 10^8, and the kernel counts image "
+                          "rows and columns in 32 bits");
 }
 
 TEST(CodegenConv, ScheduleSpace) {
@@ -376,6 +382,11 @@ const char* kDilation2 =
     "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n";
 
 // Stride 2 in h only, dilation 3 in w, the filter index written first (r*1 + h*2).
+// A filter of dims (R x S given at run time), read first in the subscript, padding 2.
+const char* kGeneral =
+    "kernel conv2d_general(X: f32[N, C, H, W] outside 0, F: f32[K, C, R, S]) -> (Y: f32[N, K, H, W]) {\n"
+    "  Y[n, k, h, w] = sum(X[n, c, r+h-2, w+s-2] * F[k, c, r, s]) over c, r, s\n}\n";
+
 const char* kMixed =
     "kernel conv2d_mixed(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 2]) -> (Y: f32[N, K, P, Q]) {\n"
     "  Y[n, k, h, w] = sum(X[n, c, r+h*2, w+s*3-1] * F[k, c, r, s]) over c, r, s\n}\n";
@@ -400,6 +411,8 @@ TEST(CodegenConv, StrideAndDilationOnTheHostMatchTheInterpreter) {
       {kStride2, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
       {kDilation2, {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}}, same},
       {kMixed, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
+      {kGeneral, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
+       {{{"N", 1}, {"C", 3}, {"H", 7}, {"W", 6}, {"K", 5}, {"R", 5}, {"S", 5}}, {{"N", 2}, {"C", 2}, {"H", 4}, {"W", 9}, {"K", 3}, {"R", 3}, {"S", 1}}}},
   });
   // The interpreter's meaning by hand: 1-D, stride 2, dilation 2, padding 2 on a 5-wide image.
   dsl::Program p = parse(

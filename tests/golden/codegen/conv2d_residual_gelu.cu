@@ -35,8 +35,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   // ty runs fastest, so a warp's threads hold consecutive pixels: coalesced image loads and output
   // stores.
   const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;
-  // Reduction positions and image coordinates fit in 32 bits (ksol_run checks); addresses are
-  // 64-bit.
+  // Reduction positions and image coordinates fit in 32 bits (offsets and fixed extents are refused
+  // past 10^8, ksol_run checks the rest); addresses are 64-bit.
   const int taps_r = int(3), taps_s = int(3), taps = taps_r * taps_s;
   const int64_t plane = H * W, pixels = N * plane;
   const int depth = int(C * taps);
