@@ -681,6 +681,42 @@ void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const
   w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
 }
 
+std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail) {
+  std::string s;
+  for (const std::string& t : abi.tensors) {
+    const dsl::Param* prm = p.param(t);
+    bool input = false;
+    for (const dsl::Param& in : p.inputs) input = input || in.name == t;
+    s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names[t] + ", ";
+  }
+  for (size_t i = 0; i < p.dims.size(); ++i) s += (i ? ", " : "") + std::string("int64_t ") + names[p.dims[i]];
+  if (p.dims.empty() && !open_tail && s.size() >= 2) s.resize(s.size() - 2);
+  return s + (open_tail && !p.dims.empty() ? ", " : "");
+}
+
+std::string kernel_params_pass(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail) {
+  std::string s;
+  for (const std::string& t : abi.tensors) s += names[t] + ", ";
+  for (size_t i = 0; i < p.dims.size(); ++i) s += (i ? ", " : "") + names[p.dims[i]];
+  if (p.dims.empty() && !open_tail && s.size() >= 2) s.resize(s.size() - 2);
+  return s + (open_tail && !p.dims.empty() ? ", " : "");
+}
+
+void simt_slice_fma(Writer& w) {
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < kBK; ++kk)");
+  w.line("float a_frag[kTM], b_frag[kTN];");
+  w.line("#pragma unroll");
+  w.line("for (int i = 0; i < kTM; ++i) a_frag[i] = As[kk][ty + i * kTY];");
+  w.line("#pragma unroll");
+  w.line("for (int j = 0; j < kTN; ++j) b_frag[j] = Bs[kk][tx + j * kTX];");
+  w.line("#pragma unroll");
+  w.line("for (int i = 0; i < kTM; ++i)");
+  w.line("  #pragma unroll");
+  w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
+  w.close();
+}
+
 std::string includes(const dsl::Program& p) {
   std::set<Type> types;
   for (const auto* list : {&p.inputs, &p.outputs})

@@ -331,22 +331,8 @@ class Generator {
   std::string Q() const { return ext(a_.out->extents[3]); }
   std::string batch() const { return ext(a_.out->extents[0]); }
 
-  std::string params_decl() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) {
-      const Param* prm = p_.param(t);
-      const bool input = prm != a_.out;
-      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
-    }
-    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + std::string("int64_t ") + names_[p_.dims[i]];
-    return s;
-  }
-  std::string params_pass() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
-    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + names_[p_.dims[i]];
-    return s;
-  }
+  std::string params_decl() const { return kernel_params_decl(p_, abi_, names_, false); }
+  std::string params_pass() const { return kernel_params_pass(p_, abi_, names_, false); }
 
   // `code` times a stride or dilation: itself when that is 1.
   static std::string times(int64_t k, const std::string& code) { return k == 1 ? code : code + " * " + std::to_string(k); }
@@ -473,18 +459,7 @@ class Generator {
     w.open("if (k0 + kBK < depth)");
     load(w, "(k0 + kBK)");
     w.close();
-    w.line("#pragma unroll");
-    w.open("for (int kk = 0; kk < kBK; ++kk)");
-    w.line("float a_frag[kTM], b_frag[kTN];");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kTM; ++i) a_frag[i] = As[kk][ty + i * kTY];");
-    w.line("#pragma unroll");
-    w.line("for (int j = 0; j < kTN; ++j) b_frag[j] = Bs[kk][tx + j * kTX];");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kTM; ++i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
-    w.close();
+    simt_slice_fma(w);
     w.line("__syncthreads();  // the slices are rewritten for the next one");
     w.close();
     w.line("#pragma unroll");

@@ -240,24 +240,8 @@ class Generator {
     return dims.size() > 1 ? "(" + s + ")" : s;
   }
 
-  std::string params_decl() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) {
-      const Param* prm = p_.param(t);
-      bool input = false;
-      for (const Param& in : p_.inputs) input = input || in.name == t;
-      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
-    }
-    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
-    return s;
-  }
-
-  std::string params_pass() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
-    for (const std::string& d : p_.dims) s += names_[d] + ", ";
-    return s;
-  }
+  std::string params_decl() const { return kernel_params_decl(p_, abi_, names_, true); }
+  std::string params_pass() const { return kernel_params_pass(p_, abi_, names_, true); }
 
   // Whether a read is a suffix of the space's axes (an input broadcast along leading indices),
   // a prefix (broadcast along trailing indices) or neither (it needs the element's indices).

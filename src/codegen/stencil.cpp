@@ -242,23 +242,8 @@ class Generator {
     return s;
   }
 
-  std::string params_decl() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) {
-      const Param* prm = p_.param(t);
-      bool input = false;
-      for (const Param& in : p_.inputs) input = input || in.name == t;
-      s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
-    }
-    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + std::string("int64_t ") + names_[p_.dims[i]];
-    return s;
-  }
-  std::string params_pass() const {
-    std::string s;
-    for (const std::string& t : abi_.tensors) s += names_[t] + ", ";
-    for (size_t i = 0; i < p_.dims.size(); ++i) s += (i ? ", " : "") + names_[p_.dims[i]];
-    return s;
-  }
+  std::string params_decl() const { return kernel_params_decl(p_, abi_, names_, false); }
+  std::string params_pass() const { return kernel_params_pass(p_, abi_, names_, false); }
 
   // Block dims along each axis (axis R-1 is threadIdx.x).
   int64_t block_extent(int k) const { return k == 0 ? s_.tile[0] / s_.register_block : s_.tile[k]; }
