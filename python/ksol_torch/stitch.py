@@ -2,15 +2,16 @@
 the whole again with each piece replaced by a kernel (re-stitching).
 
 `split(model, inputs)` traces the forward (torch.fx), groups the ops the DSL expresses into
-maximal chains (an elementwise chain, a row-wise chain over the last dim, a 2-D GEMM with its
-elementwise epilogue) and writes each chain as one DSL program with synth.py, on the tensors it
+maximal chains (an elementwise chain, a row-wise chain over the last dim, a 2-D GEMM or a 2-D
+convolution with its elementwise epilogue) and writes each chain as one DSL program with synth.py, on the tensors it
 reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
 synth accepts, then the longest from the next op, and so on; an op that starts no accepted run
 stays a PyTorch call, with synth's reason. A Python number among the forward's inputs is first
 written into the graph as a constant where get_inputs gives it unchanged in every draw
-(synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions,
-pooling, reductions to scalars, layout changes and the like stay PyTorch or vendor calls.
+(synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions the
+DSL has no form for (grouped, transposed, 1-D, 3-D), pooling, reductions to scalars, layout
+changes and the like stay PyTorch or vendor calls.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
@@ -67,13 +68,13 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
         return False
     op = _canon(n, gm)
     k = kind_of(op)
-    return k == "elementwise" or (k == "rowwise" and op in _ROWWISE) or (k == "gemm" and op in _GEMM) or \
+    return k == "elementwise" or (k == "rowwise" and op in _ROWWISE) or (k == "gemm" and op in _GEMM) or op == "conv2d" or \
         op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
 
 
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     op = _canon(n, gm)
-    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE else ""
+    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE else "conv" if op == "conv2d" else ""
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:
@@ -86,8 +87,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
     # Chains: a lowerable op continues the current chain when it reads the chain's last value;
-    # a GEMM always starts one (the GEMM family is a GEMM and its epilogue), a row-wise op after
-    # a GEMM too.
+    # a GEMM or a 2-D convolution always starts one (those families are the op and its
+    # epilogue), a row-wise op after either too.
     chains: List[List[torch.fx.Node]] = []
     cur: List[torch.fx.Node] = []
     for n in calls:
@@ -97,8 +98,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             cur = []
             continue
         a = _anchor(n, gm)
-        starts = not cur or cur[-1] not in n.all_input_nodes or a == "gemm" or \
-            (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in cur))
+        starts = not cur or cur[-1] not in n.all_input_nodes or a in ("gemm", "conv") or \
+            (a == "rowwise" and any(_anchor(c, gm) in ("gemm", "conv") for c in cur))
         if starts:
             if cur:
                 chains.append(cur)

@@ -2,7 +2,10 @@
 over tensors that broadcast to the output's shape (numpy's rule: a lower-rank or size-1-dim
 tensor is read along the indices it has), a row-wise chain over the trailing dims of a tensor
 (softmax, log_softmax over the last dim, layer_norm over its normalized_shape, with elementwise
-ops before and after), or a 2-D GEMM (matmul, nn.Linear) followed by elementwise ops. Anything
+ops before and after), a 2-D GEMM (matmul, nn.Linear) followed by elementwise ops, or a 2-D
+convolution of a forward input (nn.Conv2d, F.conv2d: groups 1, zero padding, any stride, padding
+and dilation) with its bias and the elementwise ops after it as the conv family's one epilogue
+definition (its output's spatial dims are P, Q; its filter's R, S are fixed extents). Anything
 else gets a reason and no program: ksol then returns the better of eager PyTorch and
 torch.compile.
 
@@ -284,6 +287,64 @@ def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
     return shape
 
 
+def _pair(v, what: str) -> Tuple[int, int]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, v)
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(x, int) for x in v):
+        return (v[0], v[1])
+    raise Unsupported(f"conv2d with {what} {v!r}: not lowered")
+
+
+def _conv_index(out: str, stride: int, tap: str, dilation: int, pad: int) -> str:
+    """The image's subscript out*stride + tap*dilation - pad, written as the DSL's conv read wants
+    it: each coefficient after its name, omitted where it is 1, the offset last."""
+    s = (out if stride == 1 else f"{out}*{stride}") + "+" + (tap if dilation == 1 else f"{tap}*{dilation}")
+    return s + (f"-{pad}" if pad > 0 else "")
+
+
+def _conv_args(b: "_Builder", n: torch.fx.Node, sd) -> Dict:
+    """A conv2d node's image, filter (a state_dict key), bias (a key or None), stride, padding and
+    dilation; Unsupported where the DSL's conv does not express it (groups, padding modes, dtypes)."""
+    if n.op == "call_module":
+        mod = b.gm.get_submodule(n.target)
+        x = n.args[0]
+        w = f"{n.target}.weight"
+        bias = f"{n.target}.bias" if mod.bias is not None else None
+        stride, padding, dilation, groups = mod.stride, mod.padding, mod.dilation, mod.groups
+        if mod.padding_mode != "zeros":
+            raise Unsupported(f"conv2d with padding_mode {mod.padding_mode!r}: only zero padding is lowered")
+    else:
+        x, wn, bn = n.args[0], _arg(n, 1, "weight"), _arg(n, 2, "bias")
+        stride, padding = _arg(n, 3, "stride", 1), _arg(n, 4, "padding", 0)
+        dilation, groups = _arg(n, 5, "dilation", 1), _arg(n, 6, "groups", 1)
+        w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+        bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
+        if w is None or (bn is not None and bias is None):
+            raise Unsupported("F.conv2d with a filter or bias that is not the module's parameter")
+    if groups != 1:
+        raise Unsupported(f"conv2d with groups={groups} (grouped or depthwise): only groups=1 is lowered")
+    if not isinstance(x, torch.fx.Node):
+        raise Unsupported("conv2d of a value that is not a tensor")
+    xs, ws, os_ = b.shape(x), list(sd[w].shape) if w in sd else None, b.shape(n)
+    if xs is None or len(xs) != 4 or ws is None or len(ws) != 4 or os_ is None:
+        raise Unsupported("conv2d on a tensor that is not a 4-D NCHW image (unbatched input)")
+    for what, t in (("the image", b.dtype(x)), ("the filter", sd[w].dtype), ("the bias", sd[bias].dtype if bias else torch.float32)):
+        if t != torch.float32:
+            raise Unsupported(f"conv2d with {what} in {t}: only float32 is lowered")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        # 'valid' is no padding; 'same' pads (dilation*(R-1)) in total, which is symmetric only when even.
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same" and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation, ws[2:])):
+            padding = tuple(d * (k - 1) // 2 for d, k in zip(dilation, ws[2:]))
+        else:
+            raise Unsupported(f"conv2d with padding {padding!r} on a {ws[2]}x{ws[3]} filter: the padding is not symmetric")
+    padding = _pair(padding, "padding")
+    return {"node": n, "x": x, "w": w, "bias": bias, "stride": stride, "padding": padding, "dilation": dilation,
+            "x_shape": xs, "w_shape": ws, "shape": os_}
+
+
 def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     b = _Builder(model, inputs)
     gm = b.gm
@@ -305,12 +366,31 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if b.dtype(ret) not in (torch.float32, None):
         raise Unsupported(f"the output is {b.dtype(ret)}")
     ops = [(n, _canon(n, gm)) for n in calls]
-    bad = sorted({op for _, op in ops if kind_of(op) in ("conv", "pool", "layout", "other")} |
-                 {op for _, op in ops if kind_of(op) == "rowwise" and op not in ("softmax", "log_softmax", "layer_norm")})
+    for n, op in ops:
+        if kind_of(op) == "conv" and op != "conv2d":
+            raise Unsupported(f"no DSL form for {op}: only 2-D convolutions (not transposed) are lowered")
+    # A conv2d the DSL's conv does not express (groups, a padding mode, a dtype) is named with the
+    # other ops that have no DSL form, and its reason given.
+    conv_why = []
+    for n, op in ops:
+        if op == "conv2d":
+            try:
+                _conv_args(b, n, model.state_dict())
+            except Unsupported as e:
+                conv_why.append(str(e))
+    bad = sorted({op for _, op in ops if kind_of(op) in ("pool", "layout", "other")} |
+                 {op for _, op in ops if kind_of(op) == "rowwise" and op not in ("softmax", "log_softmax", "layer_norm")} |
+                 ({"conv2d"} if conv_why else set()))
     if bad:
-        raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program")
+        raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program" +
+                          (f" ({conv_why[0]})" if conv_why else ""))
     gemm = [n for n, op in ops if op in ("matmul", "mm", "linear")]
     rowwise = [n for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")]
+    convs = [n for n, op in ops if op == "conv2d"]
+    if convs and (gemm or rowwise):
+        raise Unsupported("a convolution with a GEMM or a row-wise op is more than one DSL program")
+    if len(convs) > 1:
+        raise Unsupported("more than one convolution")
     if gemm and rowwise:
         raise Unsupported("a GEMM followed by a row-wise op is two DSL programs")
     if len(gemm) > 1:
@@ -328,7 +408,23 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     used_params = set()
 
     row: List[int] = []
-    if gemm:
+    conv = _conv_args(b, convs[0], sd) if convs else None
+    if conv is not None:
+        if conv["x"].name not in ph_names:
+            raise Unsupported("the convolution must read a forward input (a conv program has no statements before it)")
+        if len(conv["x"].users) > 1:
+            raise Unsupported("the convolution's image is read again after it: a conv epilogue reads neither image nor filter")
+        if out_shape != conv["shape"]:
+            raise Unsupported(f"the output {out_shape} is not the convolution's {conv['shape']}")
+        # The image keeps its own dims; the output's spatial extents P, Q are dims of their own
+        # (stride, padding and dilation make them differ from H, W); the filter's R, S are fixed
+        # extents in the program and dims of the tensor table.
+        family, idx = "conv", "[n, k, h, w]"
+        nb, c, hh, ww = conv["x_shape"]
+        dims = {"N": nb, "C": c, "H": hh, "W": ww, "K": out_shape[1], "P": out_shape[2], "Q": out_shape[3],
+                "R": conv["w_shape"][2], "S": conv["w_shape"][3]}
+        full = list(out_shape)
+    elif gemm:
         g = gemm[0]
         if out_shape is None or len(out_shape) != 2:
             raise Unsupported("only 2-D GEMMs are lowered")
@@ -388,7 +484,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 decl[name], layout[name] = ["C"], row_dims
                 return name + "[c]"
             return None
-        if family == "elementwise":
+        if family in ("elementwise", "conv"):
             axes = _broadcast(list(sh), full)
             if axes is None:
                 return None
@@ -396,11 +492,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             if not kept:
                 raise Unsupported(f"{what} of shape {list(sh)} is one value broadcast to every element: not lowered "
                                   "(a DSL read is indexed by the output's indices)")
-            decl[name] = [f"D{a}" for a in kept]
+            dn, ix = (["N", "K", "P", "Q"], ["n", "k", "h", "w"]) if family == "conv" else \
+                ([f"D{a}" for a in range(len(full))], [f"i{a}" for a in range(len(full))])
+            decl[name] = [dn[a] for a in kept]
             if None in axes:
                 dims["U"] = 1
-                layout[name] = [f"D{a}" if a is not None else "U" for a in axes]
-            return name + "[" + ", ".join(f"i{a}" for a in kept) + "]"
+                layout[name] = [dn[a] if a is not None else "U" for a in axes]
+            return name + "[" + ", ".join(ix[a] for a in kept) + "]"
         if list(sh) == full:
             decl[name] = ["M", "N"]
             return name + idx
@@ -410,7 +508,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         return None
 
     for n in tensor_phs:
-        if family == "gemm":
+        if family == "gemm" or (conv is not None and n is conv["x"]):
             continue  # bound below by their use
         sh = b.shape(n)
         read = tensor_read(ph_names[n.name], sh, f"input {ph_names[n.name]}")
@@ -445,7 +543,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         # A value read more than once is materialised, so that the expression does not grow (in a
         # GEMM's epilogue it is repeated instead: the family takes one output definition); any
         # other is kept in parentheses, so that it composes whatever operator reads it.
-        if users.get(n.name, 0) > 1 and family != "gemm":  # a GEMM's epilogue is one output definition
+        if users.get(n.name, 0) > 1 and family not in ("gemm", "conv"):  # their epilogue is one output definition
             v = b.fresh()
             b.stmts.append(f"{v}{idx} = {expr}")
             expr = v + idx
@@ -501,6 +599,20 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 decl[ph_names[a1.name]] = ["K", "N"]
                 b.stmts.append(f"acc[m, n] = sum({ph_names[a0.name]}[m, k] * {ph_names[a1.name]}[k, n]) over k")
                 bind(n, "acc[m, n]")
+            continue
+        if conv is not None and n is conv["node"]:
+            x, w, bias = ph_names[conv["x"].name], params[conv["w"]], conv["bias"]
+            decl[x], decl[w], layout[w] = ["N", "C", "H", "W"], ["K", "C", str(dims["R"]), str(dims["S"])], ["K", "C", "R", "S"]
+            used_params.add(conv["w"])
+            (sh, sw), (ph, pw), (dh, dw) = conv["stride"], conv["padding"], conv["dilation"]
+            b.stmts.append(f"acc[n, k, h, w] = sum({x}[n, c, {_conv_index('h', sh, 'r', dh, ph)}, "
+                           f"{_conv_index('w', sw, 's', dw, pw)}] * {w}[k, c, r, s]) over c, r, s")
+            expr = "acc[n, k, h, w]"
+            if bias is not None:
+                decl[params[bias]] = ["K"]
+                used_params.add(bias)
+                expr = f"acc[n, k, h, w] + {params[bias]}[k]"
+            bind(n, expr)
             continue
         if op in ("softmax", "log_softmax") and family == "rowwise":  # over the last dim (_row_of)
             t = b.fresh()
@@ -594,11 +706,17 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     unused = [k for k in sd if k not in used_params]
     if unused:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
-    b.stmts.append(f"output0{idx} = {operand(ret)}")
+    final = operand(ret)
+    if family == "conv" and final == "acc[n, k, h, w]":
+        b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
+    else:
+        b.stmts.append(f"output0{idx} = {final}")
     for n in tensor_phs:
         if ph_names[n.name] not in decl:
             raise Unsupported(f"input {ph_names[n.name]} is not read by the lowered program")
-    if family == "gemm":
+    if family == "conv":
+        decl["output0"] = ["N", "K", "P", "Q"]
+    elif family == "gemm":
         decl["output0"] = ["M", "N"]
     elif family == "rowwise":
         decl["output0"], layout["output0"] = ["R", "C"], row_layout(out_shape)
@@ -609,12 +727,15 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     # header in the same order, each as the program reads it.
     names = [(ph_names[n.name], "in") for n in tensor_phs] + [(params[k], "in") for k in sd] + [("output0", "out")]
     table = [{"name": nm, "role": role, "shape": layout.get(nm, decl[nm]), "dtype": "f32"} for nm, role in names]
-    ins = ", ".join(f"{nm}: f32[{', '.join(decl[nm])}]" for nm, role in names if role == "in")
+    # A conv's image reads 0 outside its extents: the convolution's zero padding.
+    outside = {ph_names[conv["x"].name]} if conv is not None else set()
+    ins = ", ".join(f"{nm}: f32[{', '.join(decl[nm])}]{' outside 0' if nm in outside else ''}" for nm, role in names if role == "in")
     out_dims = decl["output0"]
     schedule = {
         "elementwise": ["threads = 256", "vector = 1"],
         "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
+        "conv": ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
     }[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
     text = (f"# Lowered by ksol from the module's forward ({family}); the schedule is a plain default.\n" + notes +

@@ -23,14 +23,32 @@ def declared(text):
     return out
 
 
+def _extent(dims, d):
+    return int(d) if d.isdigit() else dims[d]
+
+
 def as_declared(text, dims, tensors):
     """`tensors` (name -> tensor as the module lays it out) reshaped to the program's views."""
     decl = declared(text)
-    return {name: x.reshape([dims[d] for d in decl[name]]) for name, x in tensors.items()}
+    return {name: x.reshape([_extent(dims, d) for d in decl[name]]) for name, x in tensors.items()}
 
 
-def run(text, inputs):
-    """Evaluates the program on `inputs` (name -> tensor, in float64); returns its outputs by name."""
+_TERM = re.compile(r"([a-z_][a-z0-9_]*)(?:\*(\d+))?")
+
+
+def _subscript(e):
+    """A subscript as ([(index, coefficient)], offset): `h*2+r-1` is ([("h", 2), ("r", 1)], -1)."""
+    e = e.replace(" ", "")
+    m = re.fullmatch(r"(.*?)([+-]\d+)?", e)
+    body, off = m.group(1), int(m.group(2) or 0)
+    return [(t.group(1), int(t.group(2) or 1)) for t in _TERM.finditer(body)], off
+
+
+def run(text, inputs, dims=None):
+    """Evaluates the program on `inputs` (name -> tensor, in float64); returns its outputs by name.
+    A read whose subscript sums indices with coefficients (a conv's image, `X[n, c, h*2+r-1, ...]`)
+    reads 0 outside the tensor (`outside 0`) and needs the extents of those indices: from plain
+    reads of the inputs, or from the output's declared dims in `dims` (name -> extent)."""
     head = re.search(r"kernel\s+\w+\((.*?)\)\s*->\s*\((.*?)\)\s*\{", text, re.S)
     body = text[head.end():text.index("}\nschedule")]
     stmts = [s.strip() for s in body.splitlines() if s.strip() and not s.strip().startswith("#")]
@@ -41,15 +59,50 @@ def run(text, inputs):
         for i in [x.strip() for x in lhs.group(2).split(",")]:
             if i not in order:
                 order.append(i)
-        m = re.search(r"\bover\s+(\w+)\s*$", s)
-        if m and m.group(1) not in order:
-            order.append(m.group(1))
+        m = re.search(r"\bover\s+([\w\s,]+?)\s*$", s)
+        for ax in ([a.strip() for a in m.group(1).split(",")] if m else []):
+            if ax not in order:
+                order.append(ax)
     values = {}
+    # Index extents, where a compound subscript needs them: plain reads of inputs, and the
+    # outputs' left-hand indices at their declared dims.
+    extents = {}
+    for s in stmts:
+        for m in _READ.finditer(s):
+            idx = [x.strip() for x in m.group(2).split(",")]
+            if m.group(1) in inputs:
+                for p, i in enumerate(idx):
+                    if re.fullmatch(r"[a-z_][a-z0-9_]*", i) and p < inputs[m.group(1)].dim():
+                        extents.setdefault(i, inputs[m.group(1)].shape[p])
+    if dims is not None:
+        decl = declared(text)
+        for o in outs:
+            lhs = _READ.match(next(s for s in stmts if s.startswith(o + "[")))
+            for i, d in zip([x.strip() for x in lhs.group(2).split(",")], decl[o]):
+                extents.setdefault(i, _extent(dims, d))
+
+    def compound(name, idx):
+        t = inputs[name].double()
+        rank = len(order)
+        picks, valid = [], torch.ones([1] * rank, dtype=torch.bool)
+        for p, e in enumerate(idx):
+            terms, off = _subscript(e)
+            lin = torch.full([1] * rank, off, dtype=torch.long)
+            for i, coef in terms:
+                n = t.shape[p] if len(terms) == 1 and off == 0 else extents[i]
+                shape = [1] * rank
+                shape[order.index(i)] = n
+                lin = lin + coef * torch.arange(n).reshape(shape)
+            valid = valid & (lin >= 0) & (lin < t.shape[p])
+            picks.append(lin.clamp(0, t.shape[p] - 1))
+        return torch.where(valid, t[tuple(picks)], torch.zeros((), dtype=torch.float64))
 
     def read(name, idx):
         idx = [x.strip() for x in idx.split(",")]
         if name in values:
             return values[name]
+        if any(not re.fullmatch(r"[a-z_][a-z0-9_]*", i) for i in idx):
+            return compound(name, idx)
         t = inputs[name].double()
         perm = sorted(range(len(idx)), key=lambda a: order.index(idx[a]))
         t = t.permute(*perm)
@@ -77,9 +130,9 @@ def run(text, inputs):
         lhs, rhs = s.split("=", 1)
         name = _READ.match(lhs.strip()).group(1)
         rhs = rhs.strip()
-        red = re.fullmatch(r"(sum|max|min|mean)\((.*)\)\s+over\s+(\w+)", rhs)
+        red = re.fullmatch(r"(sum|max|min|mean)\((.*)\)\s+over\s+([\w\s,]+?)", rhs)
         if red:
-            v, ax = ev(red.group(2)), order.index(red.group(3))
+            v, ax = ev(red.group(2)), tuple(order.index(a.strip()) for a in red.group(3).split(","))
             op = red.group(1)
             v = {"sum": lambda: v.sum(ax, keepdim=True), "mean": lambda: v.mean(ax, keepdim=True),
                  "max": lambda: v.amax(ax, keepdim=True), "min": lambda: v.amin(ax, keepdim=True)}[op]()

@@ -17,19 +17,33 @@ def dsl_runner(piece, tensors):
     view the program declares (rows merged, a row of several dims merged, size-1 dims dropped)."""
     names = [t["name"] for t in piece.tensors if t["role"] == "in"]
     env = dsl_eval.as_declared(piece.program, piece.dims, dict(zip(names, tensors)))
-    return dsl_eval.run(piece.program, env)["output0"]
+    return dsl_eval.run(piece.program, env, piece.dims)["output0"]
 
 
 class ConvEpilogue(nn.Module):
-    """Level-2 style: a convolution (kept: cuDNN) then an elementwise chain (one DSL piece)."""
+    """Level-2 style: a convolution then an elementwise chain: one conv piece, the chain its
+    epilogue; with groups (depthwise) the convolution is kept (cuDNN) and the chain is a piece."""
 
-    def __init__(self):
+    def __init__(self, groups=1):
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
+        self.conv = nn.Conv2d(4, 8, 3, groups=groups)
 
     def forward(self, x):
         y = self.conv(x)
         return torch.tanh(F.relu(y) * 2.0 - 0.5)
+
+
+class ConvPool(nn.Module):
+    """A strided, padded convolution with its epilogue, a max pool (kept), then an elementwise chain."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, stride=2, padding=1)
+        self.shift = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        y = F.relu(self.conv(x) + self.shift)
+        return torch.sigmoid(F.max_pool2d(y, 2)) * 2.0
 
 
 class MlpBlock(nn.Module):
@@ -79,8 +93,8 @@ class HingeLoss(nn.Module):
 
 
 class ConvLayerNorm(nn.Module):
-    """A convolution (kept), then LayerNorm over [C, H, W] and a ReLU: one row-wise piece whose row
-    is the normalized dims flattened."""
+    """A convolution (a conv piece of its own: a row-wise op ends it), then LayerNorm over
+    [C, H, W] and a ReLU: one row-wise piece whose row is the normalized dims flattened."""
 
     def __init__(self):
         super().__init__()
@@ -128,12 +142,29 @@ class Stitching(unittest.TestCase):
             self.assertFalse(set(p.nodes) & kept_targets, "a piece's nodes are gone from the compiled graph")
         return plan
 
-    def test_convolution_stays_and_its_epilogue_becomes_one_piece(self):
+    def test_a_convolution_and_its_epilogue_are_one_conv_piece(self):
         torch.manual_seed(0)
-        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 3, 10, 10)], 1, ["conv2d"])
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, [])
+        self.assertEqual(plan.pieces[0].family, "conv")
+        self.assertEqual(plan.pieces[0].nodes, ["conv", "relu", "mul", "sub", "tanh"])
+        self.assertEqual(plan.pieces[0].inputs, ["x"])
+        self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
+
+    def test_a_depthwise_convolution_stays_and_its_epilogue_becomes_one_piece(self):
+        torch.manual_seed(0)
+        plan = self.stitched(ConvEpilogue(groups=4), [torch.randn(2, 4, 10, 10)], 1, ["conv2d"])
         self.assertEqual(plan.pieces[0].family, "elementwise")
         self.assertEqual(plan.pieces[0].inputs, ["conv"])
-        self.assertIn("no DSL form", plan.kept[0]["reason"])
+        self.assertIn("groups=4", plan.kept[0]["reason"])
+
+    def test_a_conv_piece_then_a_kept_pool_then_a_chain(self):
+        torch.manual_seed(9)
+        plan = self.stitched(ConvPool(), [torch.randn(2, 3, 11, 12)], 2, ["max_pool2d"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        conv = plan.pieces[0]
+        self.assertEqual(sorted(conv.params), ["conv.bias", "conv.weight", "shift"])
+        self.assertIn("input0[n, c, h*2+r-1, w*2+s-1]", conv.program)
+        self.assertEqual((conv.dims["P"], conv.dims["Q"]), (6, 6))
 
     def test_gemms_layernorm_and_softmax_are_four_pieces(self):
         torch.manual_seed(1)
@@ -175,8 +206,9 @@ class Stitching(unittest.TestCase):
         with torch.no_grad():
             model[1].running_mean.uniform_(-1, 1)
             model[1].running_var.uniform_(0.5, 2)
-        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 1, ["conv2d", "batch_norm", "max_pool2d"])
-        self.assertEqual(len(plan.pieces[0].nodes), 1)  # the ReLU (Sequential index 2)
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["batch_norm", "max_pool2d"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        self.assertEqual(len(plan.pieces[1].nodes), 1)  # the ReLU (Sequential index 2)
         bn = next(k for k in plan.kept if k["op"] == "batch_norm")
         self.assertIn("batch_norm", bn["reason"])
 
@@ -190,8 +222,9 @@ class Stitching(unittest.TestCase):
 
     def test_layernorm_over_trailing_dims_is_a_piece(self):
         torch.manual_seed(7)
-        plan = self.stitched(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], 1, ["conv2d"])
-        p = plan.pieces[0]
+        plan = self.stitched(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], 2, [])
+        self.assertEqual(plan.pieces[0].family, "conv")
+        p = plan.pieces[1]
         self.assertEqual(p.family, "rowwise")
         self.assertEqual(p.dims, {"R": 2, "C": 120, "C0": 4, "C1": 5, "C2": 6})
         self.assertEqual(p.params, ["ln.weight", "ln.bias"])
@@ -220,7 +253,7 @@ class Stitching(unittest.TestCase):
         from ksol_torch import __main__ as cli
         r = cli._synth_one(os.path.join(os.path.dirname(__file__), "problems", "03_conv_bn_relu.py"), 0)
         self.assertIsNone(r["program"])
-        self.assertEqual(r["stitch"]["pieces"], ["elementwise"])
+        self.assertEqual(r["stitch"]["pieces"], ["elementwise"])  # its conv pads by reflection: kept
         self.assertIn("1 DSL piece(s) (elementwise)", r["reason"])
         self.assertIn("evaluated stitched back together", r["reason"])
 

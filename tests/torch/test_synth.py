@@ -39,7 +39,7 @@ class Synth(unittest.TestCase):
         pnames = synth.param_names(model.state_dict())
         env = {f"input{i}": x for i, x in enumerate(tensors)}
         env.update({pnames[k]: v for k, v in model.state_dict().items()})
-        got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env))["output0"]
+        got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env), out["dims"])["output0"]
         with torch.no_grad():
             ref_full = model.double()(*[x.double() if isinstance(x, torch.Tensor) else x for x in inputs])
         ref = dsl_eval.as_declared(out["program"], out["dims"], {"output0": ref_full})["output0"]
@@ -197,7 +197,7 @@ class Synth(unittest.TestCase):
         self.check_against_module("problems", "07_zero.py", "elementwise")
 
     def test_reasons_when_the_forward_is_not_one_program(self):
-        for name, text in [("03_conv_bn_relu.py", "conv2d"), ("05_residual_layernorm.py", "GEMM followed by a row-wise op"),
+        for name, text in [("03_conv_bn_relu.py", "no DSL form for conv2d, max_pool2d"), ("03_conv_bn_relu.py", "padding_mode 'reflect'"),("05_residual_layernorm.py", "GEMM followed by a row-wise op"),
                            ("06_data_dependent.py", "cannot be traced")]:
             _, _, out = lowered("problems", name)
             self.assertIsNone(out["program"], name)
@@ -221,6 +221,60 @@ class Synth(unittest.TestCase):
         self.assertIn("training mode", synth.synthesize(m, [x])["reason"])
         self.assertIn("training mode", synth.synthesize(type("F", (torch.nn.Module,), {
             "forward": lambda self, x: torch.nn.functional.dropout(x, 0.1)})().eval(), [x])["reason"])
+
+    def test_conv_with_bias_and_relu_is_one_conv_program(self):
+        out = self.check_against_module("synth_problems", "10_conv_bias_relu.py", "conv")
+        self.assertIn("input0: f32[N, C, H, W] outside 0", out["program"])
+        self.assertIn("w_conv_weight: f32[K, C, 3, 3]", out["program"])
+        self.assertIn("acc[n, k, h, w] = sum(input0[n, c, h+r-1, w+s-1] * w_conv_weight[k, c, r, s]) over c, r, s", out["program"])
+        self.assertIn("w_conv_bias[k]", out["program"])
+        self.assertEqual(out["dims"], {"N": 2, "C": 3, "H": 9, "W": 8, "K": 5, "P": 9, "Q": 8, "R": 3, "S": 3})
+        self.assertEqual([t["shape"] for t in out["tensors"]], [["N", "C", "H", "W"], ["K", "C", "R", "S"], ["K"], ["N", "K", "P", "Q"]])
+
+    def test_conv_stride_dilation_and_padding_are_the_image_subscripts(self):
+        # Stride (2, 1), dilation 2, padding (1, 2): h*2 + r*2 - 1 and w + s*2 - 2; P, Q from the output.
+        out = self.check_against_module("synth_problems", "11_conv_stride_dilation.py", "conv")
+        self.assertIn("input0[n, c, h*2+r*2-1, w+s*2-2]", out["program"])
+        self.assertEqual((out["dims"]["P"], out["dims"]["Q"]), (5, 9))
+        self.assertIn("w_conv_weight: f32[K, C, 3, 2]", out["program"])
+
+    def test_conv_epilogue_reads_a_channel_shift_and_a_residual_input(self):
+        out = self.check_against_module("synth_problems", "13_conv_epilogue_inputs.py", "conv")
+        self.assertIn("input0[n, c, h*2+r, w*2+s]", out["program"])
+        self.assertIn("w_shift[k]", out["program"])
+        self.assertIn("input1[n, k, h, w]", out["program"])
+        self.assertEqual(out["program"].count("] = "), 2, "a conv and one epilogue definition")
+
+    def test_conv_without_epilogue_writes_the_output_directly(self):
+        m = torch.nn.Conv2d(3, 4, 3, bias=False)
+        x = torch.randn(1, 3, 6, 7)
+        out = self.check_module(m, [x], "conv")
+        self.assertIn("output0[n, k, h, w] = sum(", out["program"])
+        self.assertNotIn("acc", out["program"])
+
+    def test_convs_the_dsl_has_no_form_for_are_refused_with_the_reason(self):
+        _, _, out = lowered("synth_problems", "12_conv_depthwise.py")
+        self.assertIsNone(out["program"])
+        self.assertIn("groups=4", out["reason"])
+        x4 = torch.randn(1, 3, 6, 6)
+        for m, x, text in [
+                (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")), x4, "padding_mode 'reflect'"),
+                (torch.nn.Conv1d(3, 4, 3), torch.randn(1, 3, 8), "conv1d"),
+                (torch.nn.Conv3d(3, 4, 3), torch.randn(1, 3, 4, 4, 4), "conv3d"),
+                (torch.nn.ConvTranspose2d(3, 4, 3), x4, "conv_transpose2d"),
+                (torch.nn.Conv2d(3, 4, 3).double(), x4.double(), "float32")]:
+            out = synth.synthesize(torch.nn.Sequential(m), [x])  # the conv as a module call, as a Model holds it
+            self.assertIsNone(out["program"], text)
+            self.assertIn(text, out["reason"])
+        # Ops before the conv, or a second read of its image, are more than one conv program.
+        class Pre(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 4, 3)
+
+            def forward(self, x):
+                return self.conv(torch.relu(x))
+        self.assertIn("must read a forward input", synth.synthesize(Pre(), [x4])["reason"])
 
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
