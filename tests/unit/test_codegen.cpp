@@ -284,6 +284,12 @@ std::vector<TaskProgram> task_programs() {
        "kernel prefix(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = scan(X[i]) over i\n}\n"
        "schedule {\n  threads = 128\n  vector = 4\n}\n",
        flat},
+      // The conv family's seed: partial tiles, taps mostly in the padding (the task's h3), empty sums.
+      {"conv2d_f32", read_file(std::string(KSOL_SOURCE_DIR) + "/tasks/tensor/conv2d_f32/program.ksol"),
+       {{{"N", 1}, {"C", 8}, {"H", 9}, {"W", 9}, {"K", 8}},
+        {{"N", 2}, {"C", 3}, {"H", 5}, {"W", 7}, {"K", 5}},
+        {{"N", 1}, {"C", 3}, {"H", 9}, {"W", 2}, {"K", 5}},
+        {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}, {"K", 2}}}},
   };
 }
 
@@ -607,6 +613,7 @@ TEST(HostEmulation, GeneratedCodePassesTheTasksCorrectnessChecks) {
       {"copy_f32", {{"vector", "1"}, {"items_per_thread", "8"}}},
       {"axpy_f32", {{"threads", "1024"}}},
       {"scan_f32", {{"reduction", "warp"}, {"threads", "64"}, {"rows_per_block", "2"}, {"vector", "1"}}},
+      {"conv2d_f32", {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
   };
   for (const TaskProgram& tp : task_programs()) {
     Task t = load_task(resolve_task_path(tp.task));

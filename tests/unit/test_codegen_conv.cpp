@@ -1,7 +1,8 @@
 // The conv code generator (src/codegen/conv.cpp): refusals with exact reasons, kernel names, the
-// schedule space, generated sources through nvcc and the static gate, the IR interpreter and the
-// generated CUDA run on the CPU by the host emulation, both against conv2d_f32's float64
-// reference through the correctness gate's comparator.
+// schedule space, generated sources through nvcc and the static gate, and epilogues, strides and
+// dilations run on the CPU by the host emulation against the interpreter. The seed program against
+// conv2d_f32's own reference (interpreter and host emulation) is one of test_codegen.cpp's task
+// programs.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -39,13 +40,6 @@ std::string refusal(const dsl::Program& p, const Binding& b = {}) {
 
 // p with the schedule `s` (every knob named; the rest take their defaults).
 dsl::Program scheduled(const dsl::Program& p, const Schedule& s) { return codegen::with_schedule(p, s); }
-
-Binding binding_of(const Task& t) {
-  Binding b;
-  for (const TensorSpec& ts : t.tensors) b.tensor_order.push_back(ts.name);
-  b.dim_order = t.dims;
-  return b;
-}
 
 const Binding kTaskBinding{{"X", "F", "Y"}, {"N", "C", "H", "W", "K"}};
 
@@ -156,79 +150,7 @@ const std::vector<std::map<std::string, double>> kSizes = {
     {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}, {"K", 2}},   // empty sums: zeros
 };
 
-SizeSet size_of(const std::map<std::string, double>& dims) {
-  SizeSet s;
-  s.name = "cpu";
-  s.dims = dims;
-  return s;
-}
-
 }  // namespace
-
-// The interpreter (float64) against the task's own reference, on every distribution it draws.
-TEST(CodegenConv, InterpreterAgreesWithTheTasksReference) {
-  Task t = load_task(resolve_task_path("conv2d_f32"));
-  Reference ref(t);
-  dsl::Program p = parse(seed_text());
-  for (const auto& dims : kSizes) {
-    SizeSet s = size_of(dims);
-    for (Distribution d : distributions_for(t)) {
-      std::vector<HostTensor> in = generate_inputs(t, s, d, 7);
-      std::vector<HostTensor> want = ref.run(t, s, in, false);
-      std::vector<HostTensor> mag = ref.run(t, s, in, true);
-      std::vector<HostTensor> got = make_reference_outputs(t, s);
-      std::vector<void*> ptrs;
-      for (size_t k = 0; k < t.tensors.size(); ++k)
-        ptrs.push_back(t.tensors[k].role == Role::in ? in[k].f64.data() : got[k].f64.data());
-      std::vector<int64_t> dv = dims_of(t, s);
-      ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dv.size()),
-                     dv.data(), nullptr};
-      ASSERT_EQ(codegen::interpret_call(p, binding_of(t), &call), 0);
-      OutputBytes bytes(t.tensors.size());
-      for (size_t k = 0; k < t.tensors.size(); ++k) {
-        if (t.tensors[k].role != Role::out) continue;
-        bytes[k].resize(got[k].numel * dtype_size(got[k].dtype));
-        for (int64_t i = 0; i < got[k].numel; ++i) store_from_double(got[k].dtype, bytes[k].data(), i, got[k].f64[i]);
-      }
-      EXPECT_EQ(check_outputs(t, s, in, bytes, want, &mag), "") << distribution_name(d);
-    }
-  }
-}
-
-// The generated CUDA on the CPU against the task's reference, in three schedules.
-TEST(CodegenConv, HostEmulationMatchesTheTasksReference) {
-  Task t = load_task(resolve_task_path("conv2d_f32"));
-  Reference ref(t);
-  const Binding b = binding_of(t);
-  const dsl::Program seed = parse(seed_text());
-  for (const Schedule& sched : std::vector<Schedule>{{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}},
-                                                     {{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}},
-                                                     {}}) {
-    dsl::Program p = sched.empty() ? seed : scheduled(seed, sched);
-    ASSERT_EQ(refusal(p, b), "(accepted)");
-    const std::string name = codegen::kernel_name(p);
-    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, b));
-    ASSERT_TRUE(build.ok) << name << "\n" << build.message;
-    for (const auto& dims : kSizes) {
-      SizeSet s = size_of(dims);
-      for (Distribution d : distributions_for(t)) {
-        std::vector<HostTensor> in = generate_inputs(t, s, d, 5);
-        std::vector<HostTensor> want = ref.run(t, s, in, false);
-        std::vector<HostTensor> mag = ref.run(t, s, in, true);
-        OutputBytes buffers(t.tensors.size());
-        for (size_t k = 0; k < t.tensors.size(); ++k)
-          buffers[k] = t.tensors[k].role == Role::in
-                           ? in[k].bytes
-                           : HostVec<uint8_t>(t.numel(t.tensors[k], s) * dtype_size(t.tensors[k].dtype), 0xFF);
-        codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims_of(t, s));
-        ASSERT_TRUE(r.ok) << name << ": " << r.message;
-        ASSERT_EQ(r.rc, 0) << name;
-        EXPECT_EQ(check_outputs(t, s, in, buffers, want, &mag), "")
-            << name << " " << distribution_name(d) << " C=" << dims.at("C") << " H=" << dims.at("H");
-      }
-    }
-  }
-}
 
 // `outside 0` and sums over several indices, by hand: a 1-D convolution of two channels.
 TEST(CodegenConv, InterpreterReadsZeroOutsideAPaddedInput) {
