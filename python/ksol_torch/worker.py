@@ -332,8 +332,9 @@ def _get_inputs(prob, seed: int, device: str):
         try:
             with ctx:
                 return problem_mod.as_inputs(prob, problem_mod.call(prob, "get_inputs"))
-        except Exception:
-            pass  # drawn on the host below, as PyTorch without the context does
+        except Exception as e:
+            # Drawn on the host below, as PyTorch without the context does: slower, the same checks.
+            _log(f"get_inputs failed on {device} ({type(e).__name__}: {str(e)[:200]}); drawn on the host")
     torch.manual_seed(seed)
     return problem_mod.as_inputs(prob, problem_mod.call(prob, "get_inputs"))
 
