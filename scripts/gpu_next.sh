@@ -81,20 +81,31 @@ PY
     done ;;
   kernelbench)
     # Issue 6: ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
-    # as .cache/kernelbench), a fixed budget each; PART=i/n takes a share (one per GPU). Then the
-    # KernelBench-compatible summary of the JSONs, and one archive of everything (kb.tgz).
-    # KB_DEADLINE (seconds from now): problems not started by then are listed as not run.
-    KB=${KB:-.cache/kernelbench/KernelBench}; mkdir -p "$OUT/kb"; i=0; IFS=/ read -r p n <<< "${PART:-0/1}"
-    end=$(( $(date +%s) + ${KB_DEADLINE:-100000} ))
+    # as .cache/kernelbench), a fixed budget each (KB_SECONDS, 12 candidates). Several loops (one per
+    # GPU, CUDA_VISIBLE_DEVICES) share KB_CLAIMS: each problem goes to the first loop that claims it.
+    # KB_DONE: a folder of earlier calls' JSONs, whose problems are skipped (the run spread over calls).
+    # KB_END (epoch seconds, else now + KB_DEADLINE): no problem starts with less than KB_MIN_LEFT
+    # seconds left, and none runs past it; one cut short by KB_END writes nothing (the next call
+    # runs it), one killed at its own KB_TIMEOUT is recorded as such. Then the KernelBench-compatible
+    # summary of every JSON (this call's and KB_DONE's), and one archive (kb.tgz).
+    KB=${KB:-.cache/kernelbench/KernelBench}; mkdir -p "$OUT/kb"; claims=${KB_CLAIMS:-$OUT/claims}; mkdir -p "$claims"
+    end=${KB_END:-$(( $(date +%s) + ${KB_DEADLINE:-100000} ))}; lim=${KB_TIMEOUT:-240}
     for L in level1 level2; do for f in $(ls $KB/$L/*.py | sort -V); do k=$(basename "$f" | cut -d_ -f1); [ $((k % 5)) -eq 0 ] || continue
-      i=$((i + 1)); [ $((i % n)) -eq "$p" ] || continue
-      if [ "$(date +%s)" -ge "$end" ]; then echo "$L/$k not run (KB_DEADLINE)"; continue; fi
-      t0=$(date +%s.%N)
-      timeout -k 30 ${KB_TIMEOUT:-240} ksol optimize "$f" --budget-seconds ${KB_SECONDS:-30} --budget-candidates 12 \
+      [ -n "${KB_DONE:-}" ] && [ -f "$KB_DONE/$L-$k.json" ] && continue
+      mkdir "$claims/$L-$k" 2>/dev/null || continue  # another loop has it
+      left=$(( end - $(date +%s) ))
+      if [ "$left" -lt "${KB_MIN_LEFT:-60}" ]; then echo "$L/$k not run (${left} s left before KB_END)"; continue; fi
+      t=$(( left < lim ? left : lim )); t0=$(date +%s.%N)
+      timeout -k 20 $t ksol optimize "$f" --budget-seconds ${KB_SECONDS:-30} --budget-candidates 12 \
         --json-out "$OUT/kb/$L-$k.json" --report "$OUT/kb/$L-$k" > /dev/null 2>> "$OUT/kb/log.txt"
-      rc=$?; echo "$L/$k rc=$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+      rc=$?; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        if [ "$t" -lt "$lim" ]; then echo "$L/$k cut at KB_END after $dt s (not recorded: the next call runs it)"; rm -f "$OUT/kb/$L-$k.json"; continue; fi
+        printf '{"problem": "%s", "results": [{"stop_reason": "killed", "use_baseline": true, "baseline_us": {}, "reason": "ksol optimize ran past the per-problem limit of %s s and was killed"}]}\n' "$f" "$lim" > "$OUT/kb/$L-$k.json"
+      fi
+      echo "$L/$k rc=$rc $dt s"
     done; done
-    python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "$OUT"/kb/*.json > "$OUT/kb_all.json"
+    python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "$OUT"/kb/*.json ${KB_DONE:+$KB_DONE/*.json} > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
   *) sed -n 2,21p "$0"; exit 2 ;;
 esac

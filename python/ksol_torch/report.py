@@ -36,6 +36,8 @@ def geomean(xs: List[float]) -> Optional[float]:
 def summarize(results: List[Dict]) -> Dict:
     main = [r for r in results if not r.get("degenerate")]
     out = {"problems": len(results), "degenerate": [r["problem"] for r in results if r.get("degenerate")],
+           "degenerate_why": {r["problem"]: r["degenerate_why"] for r in results if r.get("degenerate") and r.get("degenerate_why")},
+           "screened": sum(1 for r in results if r.get("degenerate") or r.get("screen")),
            "counted": len(main), "correct": sum(1 for r in main if r.get("correct")),
            "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")]}
     out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
@@ -125,8 +127,17 @@ def from_optimize_module(docs) -> List[Dict]:
         r = {"problem": name, "correct": verified, "ksol_us": best.get("score_us") if verified else None,
              "eager_us": base.get("eager") or None, "compile_us": _best_compile(base), "degenerate": False,
              "fell_back": bool(item.get("use_baseline", True)), "reason": ""}
+        sc = item.get("screen") or {}
+        if sc.get("degenerate"):
+            # The worker's screening (screen.py) found the outputs degenerate: reported apart.
+            r["degenerate"] = True
+            r["degenerate_why"] = f"{sc.get('verdict')}: {sc.get('detail', '')}"
+        elif sc:
+            r["screen"] = sc.get("verdict")
         if item.get("stop_reason") == "not_lowered":
             r["reason"] = "not one DSL program: " + item.get("reason", "")
+        elif item.get("stop_reason") == "killed":
+            r["reason"] = item.get("reason", "killed")
         elif item.get("stop_reason") == "stitched" and r["fell_back"]:
             r["reason"] = "stitched: " + item.get("reason", "")
         elif not verified:
@@ -138,7 +149,8 @@ def from_optimize_module(docs) -> List[Dict]:
 
 
 def format_summary(s: Dict) -> str:
-    lines = [f"problems {s['problems']} (degenerate, reported apart: {len(s['degenerate'])}); counted {s['counted']}",
+    lines = [f"problems {s['problems']} (screened for degenerate outputs: {s.get('screened', 0)}; degenerate, reported apart: "
+             f"{len(s['degenerate'])}); counted {s['counted']}",
              f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]
     for key in ("eager", "compile"):
         if not s.get(f"{key}_timed", True):
@@ -160,5 +172,6 @@ def format_summary(s: Dict) -> str:
     for f in s["fell_back"]:
         lines.append(f"fell back: {f['problem']}: {f['reason']}")
     for d in s["degenerate"]:
-        lines.append(f"degenerate: {d}")
+        why = s.get("degenerate_why", {}).get(d)
+        lines.append(f"degenerate: {d}" + (f": {why}" if why else ""))
     return "\n".join(lines)

@@ -620,6 +620,23 @@ def _time_compiled(timer, model, inputs, options):
         return {"error": f"torch.compile({', '.join(f'{k}={v!r}' for k, v in options.items())}) failed: {type(e).__name__}: {e}"[:500]}
 
 
+def _screen(prob, seeds, device, ref_out):
+    """screen.Judge's verdict on the float64 reference outputs of one draw per seed."""
+    from . import screen as screen_mod
+
+    judge = screen_mod.Judge()
+    try:
+        for s in seeds:
+            inputs = _draw(prob, s, "normal", device)
+            judge.add(ref_out(inputs))
+            del inputs
+        v = judge.verdict()
+    except Exception as e:
+        v = screen_mod.Screen("skipped", f"the float64 reference failed: {type(e).__name__}: {e}"[:300], judge.draws)
+    return {"verdict": v.verdict, "detail": v.detail, "draws": v.draws,
+            "degenerate": v.verdict in screen_mod.DEGENERATE}
+
+
 def _stitched_candidate(pieces, model, inputs):
     """The module with its DSL pieces (stitch.py) computed by their libraries, each called with
     its ABI table (its inputs, its parameters, its output); the ops the plan keeps run as PyTorch
@@ -732,6 +749,11 @@ def evaluate(req):
     # relative to this point, not to the start of the request.
     _STATE["threads_after_baselines"] = _threads()
     if req.get("baselines_only"):
+        if req.get("screen", True):
+            # The screening for degenerate problems (screen.py), on the GPU: the float64 reference
+            # on the problem's own inputs under each seed (get_inputs as written, no transform).
+            phases.start("screen")
+            result["screen"] = _screen(prob, seeds, device, ref_out)
         phases.end()
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 

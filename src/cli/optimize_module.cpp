@@ -107,6 +107,9 @@ class ModuleEvaluator : public search::Evaluator {
     WorkerReply r = w_.call(req, timeout_);
     if (!r.ok) throw std::runtime_error("the Python worker could not time eager and torch.compile: " + r.message);
     const json& base = r.body["result"].value("baselines", json::object());
+    // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
+    // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
+    screen_ = r.body["result"].value("screen", json::object());
     for (const char* name : {"eager", "compile", "compile_max_autotune"}) {
       if (std::string(name) == "compile_max_autotune" && !base.contains(name)) continue;  // GEMM and conv problems only
       search::Outcome o;
@@ -126,6 +129,9 @@ class ModuleEvaluator : public search::Evaluator {
     }
     return out;
   }
+
+  // The last baselines() call's screening verdict ({} when the worker gave none).
+  const json& screen() const { return screen_; }
 
   // The module's speed-of-light time (us) from a worker result's FLOPs and bytes, 0 unknown.
   double sol_us(const json& result) const {
@@ -160,7 +166,6 @@ class ModuleEvaluator : public search::Evaluator {
     sr.bound = tf > tb ? "compute" : "memory";
     return sr;
   }
-  bool emulate_ = false;
   static void fill_time(search::SizeResult& sr, const json& tm) {
     sr.median_us = tm.value("median_us", 0.0);
     sr.ci_low_us = tm.value("ci_low_us", sr.median_us);
@@ -175,6 +180,8 @@ class ModuleEvaluator : public search::Evaluator {
   std::string problem_, device_;
   double timeout_;
   std::optional<sol::DevicePeaks> peaks_;
+  bool emulate_ = false;
+  json screen_ = json::object();
 };
 
 // A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
@@ -345,6 +352,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     auto base = ev.baselines(t);
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
+    if (!ev.screen().empty()) item["screen"] = ev.screen();
     if (!stitch_why.empty()) item["reason"] = item["reason"].get<std::string>() + "; " + stitch_why;
     std::string best;
     double best_us = 0;
@@ -445,6 +453,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   json item = r.to_json();
   item["seed_program"] = syn["program"];
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
+  if (!ev.screen().empty()) item["screen"] = ev.screen();
   doc["results"] = json::array({item});
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});

@@ -140,6 +140,22 @@ class Screening(unittest.TestCase):
         self.assertEqual(self.verdict("04_constant.py"), "constant_fill")
         self.assertEqual(self.verdict("07_zero.py"), "zero")
 
+    def test_the_judge_sees_each_criterion(self):
+        def judge(*draws):
+            j = screen.Judge()
+            for d in draws:
+                j.add([torch.tensor(x, dtype=torch.float64) for x in d])
+            return j.verdict().verdict
+        self.assertEqual(judge([[1.0, 2.0]], [[3.0, 1.0]]), "ok")
+        self.assertEqual(judge([[0.0, 0.0]], [[0.0, 0.0]]), "zero")
+        self.assertEqual(judge([[2.0, 2.0]], [[5.0, 5.0]]), "constant_fill")
+        self.assertEqual(judge([[2.0, 2.0]], [[5.0, 6.0]]), "ok")  # one draw varies: not a fill
+        self.assertEqual(judge([[1.0, 2.0], [3.0]], [[1.0, 2.0], [3.0]]), "input_independent")
+        self.assertEqual(judge([[1.0, 2.0], [3.0]], [[1.0, 2.0], [4.0]]), "ok")  # the second output moved
+        self.assertEqual(judge([[1.0, float("nan")]], [[1.0, 2.0]]), "nonfinite")
+        self.assertEqual(judge([[1.0, 2.0]], [[1.0, 2.0, 3.0]]), "ok")  # sizes depend on the inputs
+        self.assertEqual(judge(), "skipped")
+
     def test_large_problems_are_skipped_with_the_reason(self):
         p, model, g, _ = imported("01_gemm_relu.py")
         s = screen.screen(p, model, g.flops, max_flops=1.0)
@@ -241,6 +257,20 @@ class Report(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("correct 2 (66.7%)", out.stdout)
         self.assertIn("fell back: c: not one DSL program: no DSL form for conv2d", out.stdout)
+
+    def test_the_workers_screen_reports_degenerate_problems_apart(self):
+        def doc(name, screen):
+            return {"problem": f"/p/{name}.py", "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 10.0},
+                                                             "baseline_us": {"eager": 100.0, "compile": 80.0}, "screen": screen}]}
+        docs = [doc("a", {"verdict": "ok", "detail": "outputs vary", "degenerate": False}),
+                doc("z", {"verdict": "zero", "detail": "every output is 0 on 3 draws of the inputs", "degenerate": True})]
+        rs = report.from_optimize_module(docs)
+        self.assertEqual([r["degenerate"] for r in rs], [False, True])
+        s = report.summarize(rs)
+        self.assertEqual((s["counted"], s["screened"], s["degenerate"]), (1, 2, ["z"]))
+        text = report.format_summary(s)
+        self.assertIn("screened for degenerate outputs: 2; degenerate, reported apart: 1", text)
+        self.assertIn("degenerate: z: zero: every output is 0", text)
 
 
 if __name__ == "__main__":

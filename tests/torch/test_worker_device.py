@@ -282,7 +282,42 @@ class Phases(unittest.TestCase):
         self.assertEqual(set(r["phase_seconds"]), {"setup", "baselines", "load", "correctness", "timing", "kernelbench"})
         self.assertTrue(all(v >= 0 for v in r["phase_seconds"].values()))
         r = worker.evaluate({"problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3], "baselines_only": True})
+        self.assertEqual(set(r["phase_seconds"]), {"setup", "baselines", "screen"})
+        r = worker.evaluate({"problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3], "baselines_only": True, "screen": False})
         self.assertEqual(set(r["phase_seconds"]), {"setup", "baselines"})
+        self.assertNotIn("screen", r)
+
+
+class Screening(unittest.TestCase):
+    """ksol optimize FILE.py's screening: the worker's float64 references on the seeds' draws."""
+
+    def verdict(self, name):
+        r = worker.evaluate({"problem": os.path.join(HERE, "problems", name), "device": "cpu", "seeds": [1, 2, 3],
+                             "baselines_only": True, "baselines": False})
+        return r["screen"]
+
+    def test_honest_problems_pass(self):
+        for name in ("01_gemm_relu.py", "05_residual_layernorm.py"):
+            s = self.verdict(name)
+            self.assertEqual((s["verdict"], s["degenerate"], s["draws"]), ("ok", False, 3), (name, s))
+
+    def test_degenerate_problems_are_marked(self):
+        for name, want in (("04_constant.py", "constant_fill"), ("07_zero.py", "zero")):
+            s = self.verdict(name)
+            self.assertEqual((s["verdict"], s["degenerate"]), (want, True), (name, s))
+
+    def test_a_reference_that_fails_is_skipped_with_the_reason(self):
+        real, calls = worker._draw, []
+
+        def draw(*a):  # the baselines' draw, then the screen's, which fails
+            calls.append(a)
+            if len(calls) > 1:
+                raise RuntimeError("out of memory")
+            return real(*a)
+        with mock.patch.object(worker, "_draw", side_effect=draw):
+            s = self.verdict("01_gemm_relu.py")
+        self.assertEqual((s["verdict"], s["degenerate"]), ("skipped", False))
+        self.assertIn("out of memory", s["detail"])
 
 
 if __name__ == "__main__":
