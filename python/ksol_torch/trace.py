@@ -105,6 +105,7 @@ class OpNode:
     flops: float
     out_bytes: float
     users: int
+    accumulation: float = 1.0    # terms summed into one output value (K; C*R*S; a normalization's extent)
 
 
 @dataclasses.dataclass
@@ -117,6 +118,13 @@ class Graph:
     bytes: float                     # compulsory: inputs + parameters + outputs, once each
     traced: bool
     reason: str = ""                 # why tracing failed, when it did
+
+    @property
+    def accumulation(self) -> float:
+        """The longest accumulation of any op: how many terms one value sums (the correctness
+        gate's error growth); FLOPs over twice the outputs would miss a normalization's, whose
+        output is as large as its input."""
+        return max([o.accumulation for o in self.ops] + [1.0])
 
 
 def _canonical(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
@@ -215,6 +223,45 @@ def _flops(op: str, kind: str, node, gm, out_shape) -> float:
     return 0.0
 
 
+def _dim_arg(node, gm, default=-1) -> int:
+    if node.op == "call_module":
+        return getattr(gm.get_submodule(node.target), "dim", default)
+    d = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else default)
+    return d if isinstance(d, int) else default
+
+
+def _accumulation(op: str, kind: str, node, gm, out_shape, flops: float) -> float:
+    """Terms summed into one output value of the op: K for a GEMM, C*R*S for a convolution, the
+    reduced extent for a reduction, the normalized extent for a normalization (softmax, layer /
+    group / instance norm, scans)."""
+    n_out = max(1, _numel(out_shape))
+    if kind in ("gemm", "conv"):  # 2 FLOPs per term, plus a bias's one per output
+        return float(max(1, math.floor(flops / (2.0 * n_out))))
+    if kind != "rowwise":
+        return 1.0
+    in_shape = _shape_of_arg(node.args[0], gm) if node.args else None
+    if not in_shape:
+        return 1.0
+    n_in = _numel(in_shape)
+    if n_out < n_in:  # a reduction: each output sums n_in / n_out inputs
+        return float(n_in // n_out)
+    if op == "layer_norm":
+        shape = (gm.get_submodule(node.target).normalized_shape if node.op == "call_module"
+                 else node.kwargs.get("normalized_shape", node.args[1] if len(node.args) > 1 else in_shape[-1:]))
+        shape = [shape] if isinstance(shape, int) else list(shape)
+        return float(_numel(shape))
+    if op == "group_norm":
+        g = (gm.get_submodule(node.target).num_groups if node.op == "call_module"
+             else node.kwargs.get("num_groups", node.args[1] if len(node.args) > 1 else 1))
+        return float(n_in // max(1, in_shape[0] * int(g)))
+    if op == "instance_norm":
+        return float(_numel(in_shape[2:]))
+    if op == "batch_norm":  # training mode: over the batch and the spatial dims
+        return float(n_in // max(1, in_shape[1] if len(in_shape) > 1 else 1))
+    d = _dim_arg(node, gm)
+    return float(in_shape[d] if -len(in_shape) <= d < len(in_shape) else in_shape[-1])
+
+
 def trace(model: nn.Module, inputs: List[Any]) -> Graph:
     """Traces `model` on `inputs` (not modified). A module torch.fx cannot trace (data-dependent
     control flow) gives traced=False with the reason, and one 'other' op for the whole forward."""
@@ -275,6 +322,10 @@ def trace(model: nn.Module, inputs: List[Any]) -> Graph:
                 ins.append(full)
         fl = _flops(op, kind, node, gm, shape)
         total += fl
+        try:
+            acc = _accumulation(op, kind, node, gm, shape, fl)
+        except Exception:  # an argument form not foreseen: the op's own FLOPs per output
+            acc = max(1.0, fl / (2.0 * max(1, _numel(shape))))
         ops.append(OpNode(node.name, op, kind, str(node.target) if node.op != "call_function" else op, ins, shape, dtype,
-                          fl, _bytes_of(tm), len(node.users)))
+                          fl, _bytes_of(tm), len(node.users), acc))
     return Graph(ops, tensor_inputs, outputs, params, total, io_bytes + param_bytes, True)

@@ -522,15 +522,16 @@ class Timer:
 
 # --- one evaluation ----------------------------------------------------------------------------------
 def _costs(model, inputs):
-    """The module's FLOPs and compulsory bytes (trace.py, on meta-free real tensors), its mean
-    accumulation length (FLOPs over twice the outputs; 1 where the trace fails) and the kinds of
-    op in it (gemm, conv, elementwise, ...)."""
+    """The module's FLOPs and compulsory bytes (trace.py, on meta-free real tensors), its
+    accumulation length (the larger of FLOPs over twice the outputs and the longest accumulation
+    of one op, a normalization's extent included; 1 where the trace fails) and the kinds of op in
+    it (gemm, conv, elementwise, ...)."""
     from . import trace
 
     try:
         g = trace.trace(model, inputs)
         outs = sum(o.numel() for o in _flat(model(*inputs)) if isinstance(o, torch.Tensor)) or 1
-        return max(1.0, g.flops / (2.0 * outs)), float(g.flops), float(g.bytes), {o.kind for o in g.ops}
+        return max(1.0, g.flops / (2.0 * outs), g.accumulation), float(g.flops), float(g.bytes), {o.kind for o in g.ops}
     except Exception:
         return 1.0, 0.0, 0.0, set()
 

@@ -399,11 +399,25 @@ class Generator {
     w.line("const int64_t step = (int64_t)gridDim.x * kThreads * kItems;");
     if (s_.unroll > 1) w.line("#pragma unroll kUnroll");
     w.open("for (int64_t base = (int64_t)blockIdx.x * kThreads * kItems; base < groups; base += step)");
-    w.line("#pragma unroll");
-    w.open("for (int item = 0; item < kItems; ++item)");
-    w.line("const int64_t group = base + item * kThreads + threadIdx.x;");
-    w.line("if (group < groups) " + name_ + "_elements<kVector>(" + pass + "group * kVector);");
-    w.close();
+    auto items = [&](bool guarded) {
+      w.line("#pragma unroll");
+      w.open("for (int item = 0; item < kItems; ++item)");
+      w.line("const int64_t group = base + item * kThreads + threadIdx.x;");
+      w.line(std::string(guarded ? "if (group < groups) " : "") + name_ + "_elements<kVector>(" + pass + "group * kVector);");
+      w.close();
+    };
+    if (s_.items > 1) {
+      w.comment("A whole step has no bounds checks, so every item's loads may issue before the first store "
+                "(the pointers are __restrict__): more bytes in flight per thread.");
+      w.open("if (base + (int64_t)kItems * kThreads <= groups)");
+      items(false);
+      w.close();
+      w.open("else");
+      items(true);
+      w.close();
+    } else {
+      items(true);
+    }
     w.close();
     if (tail) {
       w.line("for (int64_t flat = vector_end + (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total;");

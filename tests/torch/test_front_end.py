@@ -74,6 +74,27 @@ class Batch(unittest.TestCase):
 
 
 class TraceAndCost(unittest.TestCase):
+    def test_accumulation_is_the_longest_sum_of_any_op(self):
+        # The correctness gate's error growth: K for a GEMM, a normalization's extent (its
+        # output is as large as its input, so FLOPs per output would say ~4).
+        self.assertEqual(imported("01_gemm_relu.py")[2].accumulation, 32)
+        self.assertEqual(imported("02_softmax.py")[2].accumulation, 64)
+
+        class Norms(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln = torch.nn.LayerNorm([6, 10])
+                self.gn = torch.nn.GroupNorm(2, 4)
+
+            def forward(self, x):
+                return (torch.nn.functional.layer_norm(x, (10,)), self.ln(x), self.gn(x), x.sum(dim=(1, 2)),
+                        torch.softmax(x, dim=1), torch.cumsum(x, 2))
+
+        g = trace.trace(Norms(), [torch.randn(3, 4, 6, 10)])
+        by_op = {o.op: o.accumulation for o in g.ops}
+        self.assertEqual(by_op, {"layer_norm": 60, "group_norm": 2 * 6 * 10, "sum": 4 * 6, "softmax": 4, "cumsum": 6})
+        self.assertEqual([o.accumulation for o in g.ops if o.op == "layer_norm"], [10, 60])
+        self.assertEqual(g.accumulation, 120)
     def test_linear_relu_flops_and_bytes(self):
         _, _, g, pieces = imported("01_gemm_relu.py")
         self.assertTrue(g.traced)

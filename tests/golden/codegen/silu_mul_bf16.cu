@@ -58,11 +58,22 @@ __global__ void __launch_bounds__(kThreads) elementwise_silu_mul_bf16_t256_v8_i2
   const int64_t groups = vector_end / kVector;
   const int64_t step = (int64_t)gridDim.x * kThreads * kItems;
   for (int64_t base = (int64_t)blockIdx.x * kThreads * kItems; base < groups; base += step) {
-    #pragma unroll
-    for (int item = 0; item < kItems; ++item) {
-      const int64_t group = base + item * kThreads + threadIdx.x;
-      if (group < groups) elementwise_silu_mul_bf16_t256_v8_i2_elements<kVector>(
-          G, U, Y, T, H, group * kVector);
+    // A whole step has no bounds checks, so every item's loads may issue before the first store
+    // (the pointers are __restrict__): more bytes in flight per thread.
+    if (base + (int64_t)kItems * kThreads <= groups) {
+      #pragma unroll
+      for (int item = 0; item < kItems; ++item) {
+        const int64_t group = base + item * kThreads + threadIdx.x;
+        elementwise_silu_mul_bf16_t256_v8_i2_elements<kVector>(G, U, Y, T, H, group * kVector);
+      }
+    }
+    else {
+      #pragma unroll
+      for (int item = 0; item < kItems; ++item) {
+        const int64_t group = base + item * kThreads + threadIdx.x;
+        if (group < groups) elementwise_silu_mul_bf16_t256_v8_i2_elements<kVector>(
+            G, U, Y, T, H, group * kVector);
+      }
     }
   }
   for (int64_t flat = vector_end + (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total;
