@@ -92,6 +92,7 @@ PY
     end=${KB_END:-$(( $(date +%s) + ${KB_DEADLINE:-100000} ))}; lim=${KB_TIMEOUT:-240}
     for L in level1 level2; do for f in $(ls $KB/$L/*.py | sort -V); do k=$(basename "$f" | cut -d_ -f1); [ $((k % 5)) -eq 0 ] || continue
       [ -n "${KB_DONE:-}" ] && [ -f "$KB_DONE/$L-$k.json" ] && continue
+      [ -n "${KB_ONLY:-}" ] && [[ " $KB_ONLY " != *" $L-$k "* ]] && continue  # KB_ONLY="level1-40 level2-5": those alone
       mkdir "$claims/$L-$k" 2>/dev/null || continue  # another loop has it
       left=$(( end - $(date +%s) ))
       if [ "$left" -lt "${KB_MIN_LEFT:-60}" ]; then echo "$L/$k not run (${left} s left before KB_END)"; continue; fi

@@ -759,6 +759,12 @@ def evaluate(req):
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 
     phases.start("load")
+    # A candidate is verified and timed in strict float32: PyTorch's default lets cuDNN compute
+    # float32 convolutions in TF32 (10-bit mantissa), which a stitched candidate's kept calls
+    # would inherit, so its errors would be TF32's, not its own. The baselines above ran with
+    # PyTorch's defaults, as the user runs them.
+    tf32 = _tf32_flags()
+    _set_tf32_flags((False, False))
 
     snap, threads = _snapshot(), _threads()
     cand = None
@@ -868,7 +874,7 @@ def evaluate(req):
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):
             phases.start("kernelbench")
             try:
-                result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0])
+                result["kernelbench"] = _kernelbench_protocol(prob, model, _Strict(cand), device, seeds[0], tf32)
                 _check_integrity(snap, threads, "during KernelBench's protocol")
             except GateFailure as f:
                 result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
@@ -876,11 +882,36 @@ def evaluate(req):
             except Exception as e:
                 result["kernelbench"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         _restore(snap)
+        _set_tf32_flags(tf32)
         phases.end()
     return result
 
 
-def _kernelbench_protocol(prob, model, cand, device, seed, trials=5, runs=100):
+def _tf32_flags():
+    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+
+
+def _set_tf32_flags(flags):
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+
+
+class _Strict:
+    """A candidate called with TF32 off (as evaluate() verifies and times it) where the caller
+    runs the Model with PyTorch's defaults (KernelBench's protocol)."""
+
+    def __init__(self, cand):
+        self.cand = cand
+
+    def __call__(self, *args):
+        saved = _tf32_flags()
+        _set_tf32_flags((False, False))
+        try:
+            return self.cand(*args)
+        finally:
+            _set_tf32_flags(saved)
+
+
+def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, runs=100):
     """KernelBench's protocol, reported beside ksol's stricter one: correct when torch.allclose
     (atol = rtol = 1e-2) holds against the Model in its own precision on `trials` draws of
     get_inputs; time is the mean of `runs` calls after 3 warm-up calls, CUDA events around each
@@ -903,6 +934,16 @@ def _kernelbench_protocol(prob, model, cand, device, seed, trials=5, runs=100):
                 times.append((_perf_ns() - t0) / 1000.0)
         return sum(times) / len(times)
 
+    saved = _tf32_flags()
+    if tf32 is not None:
+        _set_tf32_flags(tf32)  # the Model as the user runs it; the candidate sets its own (_Strict)
+    try:
+        return _kernelbench_trials(prob, model, cand, device, seed, trials, runs, timed)
+    finally:
+        _set_tf32_flags(saved)
+
+
+def _kernelbench_trials(prob, model, cand, device, seed, trials, runs, timed):
     correct = True
     with torch.no_grad():
         for t in range(trials):

@@ -288,6 +288,20 @@ class Phases(unittest.TestCase):
         self.assertNotIn("screen", r)
 
 
+class StrictFloat32(unittest.TestCase):
+    def test_candidates_run_without_tf32_and_the_flags_come_back(self):
+        saved = worker._tf32_flags()
+        try:
+            worker._set_tf32_flags((True, True))  # PyTorch's cuDNN default, and a user's matmul choice
+            r = worker.evaluate({"problem": PROBLEM, "candidate": os.path.join(HERE, "candidates", "gemm_relu_needs_fp32.py"),
+                                 "device": "cpu", "seeds": [1, 2, 3]})
+            self.assertEqual(r["status"], "ok", r.get("message"))
+            self.assertTrue(r["kernelbench"]["correct"], r["kernelbench"])
+            self.assertEqual(worker._tf32_flags(), (True, True))
+        finally:
+            worker._set_tf32_flags(saved)
+
+
 class Screening(unittest.TestCase):
     """ksol optimize FILE.py's screening: the worker's float64 references on the seeds' draws."""
 
