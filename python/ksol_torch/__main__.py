@@ -1,5 +1,5 @@
 """python3 -m ksol_torch import [--no-screen] [--seed N] FILE...   (JSON on stdout)
-   python3 -m ksol_torch report RESULTS.json [--json]
+   python3 -m ksol_torch report RESULTS.json [--json | --table]
    python3 -m ksol_torch synth FILE [--out JSON]                   (the forward as one DSL program, or why not)
    python3 -m ksol_torch stitch FILE [--out JSON]                  (DSL pieces around ops kept as PyTorch calls)
    python3 -m ksol_torch worker                                     (the evaluation worker, on stdin/stdout)
@@ -136,6 +136,7 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report", help="KernelBench-compatible summary of a results file")
     rep.add_argument("results")
     rep.add_argument("--json", action="store_true")
+    rep.add_argument("--table", action="store_true", help="a line per problem after the summary")
     sub.add_parser("worker", help="evaluate KernelBench-format candidates (ModelNew) through ksol-worker's line protocol")
     syn = sub.add_parser("synth", help="the module's whole forward as one ksol DSL program, or why not (JSON)")
     syn.add_argument("file")
@@ -188,8 +189,11 @@ def main(argv=None) -> int:
     docs = [doc] if isinstance(doc, dict) else doc
     is_doc = bool(docs) and isinstance(docs[0], dict) and "results" in docs[0]
     is_opt = is_doc and any("stop_reason" in r for d in docs for r in d.get("results", []))
-    s = report.summarize(report.from_optimize_module(docs) if is_opt else report.from_eval_module(docs) if is_doc else doc)
+    rs = report.from_optimize_module(docs) if is_opt else report.from_eval_module(docs) if is_doc else doc
+    s = report.summarize(rs)
     print(json.dumps(s, indent=1) if args.json else report.format_summary(s))
+    if args.table and not args.json:
+        print(report.format_table(rs))
     return 0
 
 

@@ -66,6 +66,14 @@ def summarize(results: List[Dict]) -> Dict:
     return out
 
 
+def _name(path: str) -> str:
+    """A problem's name: its file's stem, after its KernelBench level where it has one
+    (level1/5 and level2/5 are different problems)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    level = os.path.basename(os.path.dirname(path))
+    return f"{level}/{stem}" if level.startswith("level") else stem
+
+
 def _best_compile(times: Dict) -> Optional[float]:
     """torch.compile's time: the faster of its modes that were timed (default, and max-autotune
     on GEMM and convolution problems), as a user would pick; None when neither ran."""
@@ -117,7 +125,7 @@ def from_optimize_module(docs) -> List[Dict]:
     for d in docs:
         item = (d.get("results") or [{}])[0]
         base = item.get("baseline_us", {}) or {}
-        name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
+        name = _name(d.get("problem", "?"))
         best = item.get("best") or {}
         if item.get("stop_reason") == "stitched":
             # DSL pieces around kept PyTorch calls, evaluated as one module.
@@ -126,7 +134,9 @@ def from_optimize_module(docs) -> List[Dict]:
         verified = bool(best.get("score_us")) and item.get("stop_reason") != "not_lowered"
         r = {"problem": name, "correct": verified, "ksol_us": best.get("score_us") if verified else None,
              "eager_us": base.get("eager") or None, "compile_us": _best_compile(base), "degenerate": False,
-             "fell_back": bool(item.get("use_baseline", True)), "reason": ""}
+             "fell_back": bool(item.get("use_baseline", True)), "reason": "", "form": _form(item),
+             "compile_mode": "max-autotune" if _best_compile(base) and _best_compile(base) == base.get("compile_max_autotune") else "default",
+             "candidates": item.get("candidates", 0), "seconds": item.get("seconds")}
         sc = item.get("screen") or {}
         if sc.get("degenerate"):
             # The worker's screening (screen.py) found the outputs degenerate: reported apart.
@@ -146,6 +156,51 @@ def from_optimize_module(docs) -> List[Dict]:
             r["reason"] = f"the best verified kernel ({best['score_us']:.2f} us) is not faster than the best baseline"
         out.append(r)
     return out
+
+
+def _form(item: Dict) -> str:
+    """How the forward was taken: one DSL program, DSL pieces stitched around kept calls, or none."""
+    stop = item.get("stop_reason")
+    if stop == "not_lowered":
+        return "not lowered"
+    if stop == "stitched":
+        return f"stitched ({len(item.get('pieces', []))} piece(s))"
+    if stop == "killed":
+        return "killed"
+    return "one DSL program"
+
+
+def format_table(results: List[Dict]) -> str:
+    """A line per problem: how it was taken, ksol's verified time, eager's and torch.compile's,
+    the speedups, what is returned and why."""
+    def us(x):
+        return f"{x:.1f}" if x else "-"
+
+    def ratio(a, b):
+        return f"{a / b:.3f}x" if a and b else "-"
+
+    head = ["problem", "form", "cands", "ksol us", "eager us", "compile us", "vs eager", "vs compile", "returned", "why"]
+    rows = []
+    for r in results:
+        best_base = min([x for x in (r.get("eager_us"), r.get("compile_us")) if x], default=None)
+        if r.get("degenerate"):
+            returned = "degenerate (apart)"
+        elif r.get("fell_back"):
+            returned = ("nothing timed" if not best_base else "eager" if best_base == r.get("eager_us")
+                        else f"compile ({r.get('compile_mode', 'default')})")
+        else:
+            returned = "ksol"
+        k = r.get("ksol_us")
+        rows.append([r["problem"][:48], r.get("form", ""), str(r.get("candidates", "")), us(k), us(r.get("eager_us")),
+                     us(r.get("compile_us")) + ("*" if r.get("compile_mode") == "max-autotune" else ""),
+                     ratio(r.get("eager_us"), k), ratio(r.get("compile_us"), k), returned,
+                     (r.get("degenerate_why") or r.get("reason") or "")[:160]])
+    widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(x) for x in rows]
+    lines.append("ksol us: the verified kernel's (or stitched module's) median, cold L2; compile us: the faster of torch.compile's "
+                 "modes (* max-autotune); vs: baseline time over ksol's")
+    return "\n".join(lines)
 
 
 def format_summary(s: Dict) -> str:

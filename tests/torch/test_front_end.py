@@ -279,6 +279,25 @@ class Report(unittest.TestCase):
         self.assertIn("correct 2 (66.7%)", out.stdout)
         self.assertIn("fell back: c: not one DSL program: no DSL form for conv2d", out.stdout)
 
+    def test_the_table_has_a_line_per_problem_with_what_was_returned(self):
+        docs = [
+            {"problem": "/kb/level1/5_a.py", "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 40.0},
+                                                          "candidates": 4, "baseline_us": {"eager": 100.0, "compile": 80.0}}]},
+            {"problem": "/kb/level2/5_a.py", "results": [{"stop_reason": "stitched", "use_baseline": True, "pieces": [{}, {}],
+                                                          "reason": "the stitched module (90 us) is not faster than compile_max_autotune",
+                                                          "stitched": {"status": "ok", "median_us": 90.0},
+                                                          "baseline_us": {"eager": 100.0, "compile": 80.0, "compile_max_autotune": 70.0}}]},
+            {"problem": "/kb/level2/10_b.py", "results": [{"stop_reason": "killed", "use_baseline": True, "baseline_us": {},
+                                                           "reason": "ksol optimize ran past the per-problem limit of 180 s and was killed"}]},
+        ]
+        rs = report.from_optimize_module(docs)
+        self.assertEqual([r["problem"] for r in rs], ["level1/5_a", "level2/5_a", "level2/10_b"])  # the level tells them apart
+        lines = report.format_table(rs).splitlines()
+        self.assertEqual(len(lines), 2 + 3 + 1)
+        self.assertRegex(lines[2], r"^level1/5_a\s+one DSL program\s+4\s+40\.0\s+100\.0\s+80\.0\s+2\.500x\s+2\.000x\s+ksol")
+        self.assertRegex(lines[3], r"stitched \(2 piece\(s\)\).*70\.0\*\s+1\.111x\s+0\.778x\s+compile \(max-autotune\)")
+        self.assertRegex(lines[4], r"^level2/10_b\s+killed\s+0\s+-\s+-\s+-\s+-\s+-\s+nothing timed\s+ksol optimize ran past")
+
     def test_the_workers_screen_reports_degenerate_problems_apart(self):
         def doc(name, screen):
             return {"problem": f"/p/{name}.py", "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 10.0},
