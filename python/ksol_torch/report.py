@@ -137,6 +137,11 @@ def from_optimize_module(docs) -> List[Dict]:
              "fell_back": bool(item.get("use_baseline", True)), "reason": "", "form": _form(item),
              "compile_mode": "max-autotune" if _best_compile(base) and _best_compile(base) == base.get("compile_max_autotune") else "default",
              "candidates": item.get("candidates", 0), "seconds": item.get("seconds")}
+        kb = item.get("kernelbench")
+        if isinstance(kb, dict) and "correct" in kb:
+            # KernelBench's protocol on what ksol verified (nothing verified: not correct under it either).
+            r["kb"] = {"correct": bool(kb["correct"]) and verified, "ksol_us": kb.get("mean_us"),
+                       "eager_us": kb.get("eager_mean_us"), "compile_us": None}
         sc = item.get("screen") or {}
         if sc.get("degenerate"):
             # The worker's screening (screen.py) found the outputs degenerate: reported apart.

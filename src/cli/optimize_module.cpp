@@ -144,11 +144,41 @@ class ModuleEvaluator : public search::Evaluator {
 
   // The module with its DSL pieces from their libraries and the kept ops as PyTorch calls
   // (python/ksol_torch/stitch.py), through every gate: the worker's result.
-  WorkerReply stitched(const json& pieces) {
+  WorkerReply stitched(const json& pieces, bool kernelbench = false) {
     json req = request();
     req["stitch"] = pieces;
     req["baselines"] = false;
+    if (kernelbench) req["kernelbench"] = true, req["time"] = false;
     return w_.call(req, timeout_);
+  }
+
+  // KernelBench's own protocol (allclose at 1e-2 against the Model in its own precision, mean of
+  // 100 calls, no L2 flush) on a verified program, reported beside ksol's strict gates: the
+  // worker's "kernelbench" object, or why it has none.
+  json kernelbench_of(const Task& t, const dsl::Program& p) {
+    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/kernelbench.ksol"));
+    if (!cr.ok) return {{"correct", false}, {"error", "compile: " + cr.message.substr(0, 300)}};
+    json req = request();
+    req["candidate_so"] = cr.so_path;
+    if (emulate_) {
+      std::string why, so = host_library(t, p, &why);
+      if (so.empty()) return {{"correct", false}, {"error", "build for the emulator: " + why.substr(0, 300)}};
+      req["candidate_so"] = so;
+    }
+    req["baselines"] = false;
+    req["kernelbench"] = true;
+    req["time"] = false;
+    std::vector<int64_t> dims;
+    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(t.sizes.at(0).dims.at(d))));
+    req["dims"] = dims;
+    return kernelbench_in(w_.call(req, timeout_));
+  }
+
+  static json kernelbench_in(const WorkerReply& r) {
+    if (!r.ok) return {{"correct", false}, {"error", "worker: " + r.message.substr(0, 300)}};
+    const json& res = r.body.value("result", json::object());
+    if (res.contains("kernelbench") && res["kernelbench"].is_object()) return res["kernelbench"];
+    return {{"correct", false}, {"error", res.value("message", std::string("the worker ran no KernelBench protocol")).substr(0, 300)}};
   }
 
  private:
@@ -353,6 +383,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
     if (!ev.screen().empty()) item["screen"] = ev.screen();
+    item["kernelbench"] = {{"correct", false}, {"error", "not lowered: the faster baseline is returned"}};
     if (!stitch_why.empty()) item["reason"] = item["reason"].get<std::string>() + "; " + stitch_why;
     std::string best;
     double best_us = 0;
@@ -420,6 +451,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       double us = fin.ok() ? fin.score_us() : 0.0;
       item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},
                           {"message", fin.ok() ? std::string("") : fin.error}};
+      item["kernelbench"] = fin.ok() ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
+                                     : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
       if (status == "ok" && us > 0 && !best.empty() && us < best_us && !a.emulate) {
@@ -452,6 +485,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   if (a.emulate) r.use_baseline = true;  // an emulated kernel's time is the CPU's: never a result
   json item = r.to_json();
   item["seed_program"] = syn["program"];
+  // KernelBench's protocol beside ksol's, on the best verified program (none verified: not correct).
+  if (const search::Attempt* b = r.best_attempt(); b && b->outcome.ok())
+    item["kernelbench"] = ev.kernelbench_of(*task, b->program);
+  else
+    item["kernelbench"] = {{"correct", false}, {"error", "no candidate passed ksol's gates"}};
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   if (!ev.screen().empty()) item["screen"] = ev.screen();
   doc["results"] = json::array({item});

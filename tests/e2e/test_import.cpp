@@ -235,6 +235,10 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   // The worker's screening for degenerate outputs travels with the baselines into the JSON.
   EXPECT_EQ(r1["screen"].value("verdict", ""), "ok") << r1.dump(1);
   EXPECT_FALSE(r1["screen"].value("degenerate", true));
+  // KernelBench's own protocol on the best verified program, beside ksol's gates.
+  EXPECT_TRUE(r1["kernelbench"].value("correct", false)) << r1["kernelbench"].dump(1);
+  EXPECT_GT(r1["kernelbench"].value("mean_us", 0.0), 0.0) << r1["kernelbench"].dump(1);
+  EXPECT_GT(r1["kernelbench"].value("eager_mean_us", 0.0), 0.0) << r1["kernelbench"].dump(1);
   EXPECT_TRUE(std::filesystem::exists(dir / "one" / "report.html"));
   for (const char* f : {"best.ksol", "best.cu", "piece-3.ksol"}) EXPECT_FALSE(std::filesystem::exists(dir / "one" / f)) << f;
 
@@ -242,6 +246,8 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   const auto& r2 = st["results"][0];
   EXPECT_EQ(r2["stop_reason"], "stitched") << r2.dump(1);
   EXPECT_EQ(r2["screen"].value("verdict", ""), "ok") << r2.dump(1);
+  EXPECT_TRUE(r2["kernelbench"].value("correct", false)) << r2["kernelbench"].dump(1);
+  EXPECT_GT(r2["kernelbench"].value("mean_us", 0.0), 0.0) << r2["kernelbench"].dump(1);
   EXPECT_EQ(r2["stitched"]["status"], "ok") << r2.dump(1);
   ASSERT_EQ(r2["piece_search"].size(), 1u) << r2.dump(1);
   EXPECT_EQ(r2["piece_search"][0]["candidates"], 3) << r2.dump(1);

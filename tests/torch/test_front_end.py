@@ -298,6 +298,26 @@ class Report(unittest.TestCase):
         self.assertRegex(lines[3], r"stitched \(2 piece\(s\)\).*70\.0\*\s+1\.111x\s+0\.778x\s+compile \(max-autotune\)")
         self.assertRegex(lines[4], r"^level2/10_b\s+killed\s+0\s+-\s+-\s+-\s+-\s+-\s+nothing timed\s+ksol optimize ran past")
 
+    def test_kernelbench_protocol_numbers_from_optimize_documents(self):
+        def doc(name, verified, kb):
+            item = {"stop_reason": "plateau", "use_baseline": not verified, "baseline_us": {"eager": 100.0, "compile": 80.0},
+                    "kernelbench": kb}
+            if verified:
+                item["best"] = {"score_us": 50.0}
+            return {"problem": f"/kb/level1/{name}.py", "results": [item]}
+        docs = [doc("1_a", True, {"correct": True, "mean_us": 40.0, "eager_mean_us": 90.0}),
+                doc("2_b", True, {"correct": False, "mean_us": None, "eager_mean_us": 90.0}),
+                doc("3_c", False, {"correct": False, "error": "no candidate passed ksol's gates"})]
+        s = report.summarize(report.from_optimize_module(docs))
+        k = s["kernelbench_protocol"]
+        self.assertEqual((k["problems"], k["correct"]), (3, 1))
+        self.assertAlmostEqual(k["fast_p_vs_eager"]["1.0"], 1 / 3)
+        self.assertAlmostEqual(k["geomean_speedup_vs_eager_correct"], 90.0 / 40.0)
+        self.assertIn("KernelBench's protocol: correct 1 of 3", report.format_summary(s))
+        # A run made before the optimize flow asked for the protocol has none to report.
+        del docs[0]["results"][0]["kernelbench"], docs[1]["results"][0]["kernelbench"], docs[2]["results"][0]["kernelbench"]
+        self.assertNotIn("kernelbench_protocol", report.summarize(report.from_optimize_module(docs)))
+
     def test_the_workers_screen_reports_degenerate_problems_apart(self):
         def doc(name, screen):
             return {"problem": f"/p/{name}.py", "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 10.0},
