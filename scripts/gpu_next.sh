@@ -91,22 +91,30 @@ PY
     KB=${KB:-.cache/kernelbench/KernelBench}; mkdir -p "$OUT/kb"; claims=${KB_CLAIMS:-$OUT/claims}; mkdir -p "$claims"
     end=${KB_END:-$(( $(date +%s) + ${KB_DEADLINE:-100000} ))}; lim=${KB_TIMEOUT:-240}
     for L in level1 level2; do for f in $(ls $KB/$L/*.py | sort -V); do k=$(basename "$f" | cut -d_ -f1); [ $((k % 5)) -eq 0 ] || continue
-      [ -n "${KB_DONE:-}" ] && [ -f "$KB_DONE/$L-$k.json" ] && continue
-      [ -n "${KB_ONLY:-}" ] && [[ " $KB_ONLY " != *" $L-$k "* ]] && continue  # KB_ONLY="level1-40 level2-5": those alone
+      if [ -n "${KB_ONLY:-}" ]; then  # KB_ONLY="level1-40 level2-5": those alone, run again whatever KB_DONE has
+        [[ " $KB_ONLY " == *" $L-$k "* ]] || continue
+      elif [ -n "${KB_DONE:-}" ] && [ -f "$KB_DONE/$L-$k.json" ]; then continue; fi
       mkdir "$claims/$L-$k" 2>/dev/null || continue  # another loop has it
       left=$(( end - $(date +%s) ))
-      if [ "$left" -lt "${KB_MIN_LEFT:-60}" ]; then echo "$L/$k not run (${left} s left before KB_END)"; continue; fi
+      if [ "$left" -lt "$(( ${KB_MIN_LEFT:-60} > 10 ? ${KB_MIN_LEFT:-60} : 10 ))" ]; then
+        echo "$L/$k not run (${left} s left before KB_END)"; rmdir "$claims/$L-$k"; continue; fi
       t=$(( left < lim ? left : lim )); t0=$(date +%s.%N)
       timeout -k 20 $t ksol optimize "$f" --budget-seconds ${KB_SECONDS:-30} --budget-candidates 12 \
         --json-out "$OUT/kb/$L-$k.json" --report "$OUT/kb/$L-$k" > /dev/null 2>> "$OUT/kb/log.txt"
       rc=$?; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
       if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        if [ "$t" -lt "$lim" ]; then echo "$L/$k cut at KB_END after $dt s (not recorded: the next call runs it)"; rm -f "$OUT/kb/$L-$k.json"; continue; fi
-        printf '{"problem": "%s", "results": [{"stop_reason": "killed", "use_baseline": true, "baseline_us": {}, "reason": "ksol optimize ran past the per-problem limit of %s s and was killed"}]}\n' "$f" "$lim" > "$OUT/kb/$L-$k.json"
+        if [ "$t" -lt "$lim" ]; then
+          echo "$L/$k cut at KB_END after $dt s (not recorded: the next call runs it)"; rm -f "$OUT/kb/$L-$k.json"; rmdir "$claims/$L-$k"; continue
+        fi
+        # Past its own limit: a JSON that ksol wrote on the SIGTERM (the search stopped, the report written) is kept.
+        [ -f "$OUT/kb/$L-$k.json" ] || printf '{"problem": "%s", "results": [{"stop_reason": "killed", "use_baseline": true, "baseline_us": {}, "reason": "ksol optimize ran past the per-problem limit of %s s and was killed"}]}\n' "$f" "$lim" > "$OUT/kb/$L-$k.json"
       fi
       echo "$L/$k rc=$rc $dt s"
     done; done
-    python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "$OUT"/kb/*.json ${KB_DONE:+$KB_DONE/*.json} > "$OUT/kb_all.json"
+    # This call's JSONs, then KB_DONE's for the problems this call did not run (nullglob: none is no error).
+    python3 -c 'import glob,json,os,sys; a=sorted(glob.glob(sys.argv[1]+"/*.json")); seen={os.path.basename(f) for f in a}
+b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
+print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
   *) sed -n 2,21p "$0"; exit 2 ;;
 esac

@@ -37,7 +37,8 @@ def summarize(results: List[Dict]) -> Dict:
     main = [r for r in results if not r.get("degenerate")]
     out = {"problems": len(results), "degenerate": [r["problem"] for r in results if r.get("degenerate")],
            "degenerate_why": {r["problem"]: r["degenerate_why"] for r in results if r.get("degenerate") and r.get("degenerate_why")},
-           "screened": sum(1 for r in results if r.get("degenerate") or r.get("screen")),
+           "screened": sum(1 for r in results if r.get("degenerate") or r.get("screen") not in (None, "skipped")),
+           "screen_skipped": sum(1 for r in results if r.get("screen") == "skipped"),
            "counted": len(main), "correct": sum(1 for r in main if r.get("correct")),
            "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")]}
     out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
@@ -209,7 +210,8 @@ def format_table(results: List[Dict]) -> str:
 
 
 def format_summary(s: Dict) -> str:
-    lines = [f"problems {s['problems']} (screened for degenerate outputs: {s.get('screened', 0)}; degenerate, reported apart: "
+    skipped = f", skipped: {s['screen_skipped']}" if s.get("screen_skipped") else ""
+    lines = [f"problems {s['problems']} (screened for degenerate outputs: {s.get('screened', 0)}{skipped}; degenerate, reported apart: "
              f"{len(s['degenerate'])}); counted {s['counted']}",
              f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]
     for key in ("eager", "compile"):

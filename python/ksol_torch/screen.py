@@ -40,7 +40,8 @@ class Judge:
         self.constant = True   # every draw's outputs are all equal (to within 1e-12 of their scale)
         self.diff = 0.0        # largest difference from the first draw's outputs
         self.scale = 1.0       # max(1, largest |output|)
-        self.nonfinite = 0     # NaN or Inf outputs in the first draw
+        self.nonfinite = 0     # NaN or Inf outputs in the first draw that has any
+        self.nonfinite_draw = 0
         self.numel = 0
 
     def add(self, outs: List[torch.Tensor]):
@@ -50,13 +51,17 @@ class Judge:
         amax = max([float(f.abs().max()) for f in finite if f.numel()], default=0.0)
         lo = min([float(o.min()) for o in outs if o.numel()], default=0.0)
         hi = max([float(o.max()) for o in outs if o.numel()], default=0.0)
+        bad = sum(int((~torch.isfinite(o)).sum()) for o in outs)
         if self.first is None:
             self.first, self.numel = outs, n
-            self.nonfinite = sum(int((~torch.isfinite(o)).sum()) for o in outs)
         elif [o.numel() for o in outs] != [o.numel() for o in self.first]:
             self.diff = float("inf")  # the outputs' sizes depend on the inputs
         else:
-            self.diff = max([self.diff] + [float((o - f.to(o.device)).abs().max()) for o, f in zip(outs, self.first) if o.numel()])
+            d = [float((o - f.to(o.device)).abs().max()) for o, f in zip(outs, self.first) if o.numel()]
+            # A NaN difference (NaN in either draw) is no evidence of equal outputs.
+            self.diff = max([self.diff] + [x if x == x else float("inf") for x in d])
+        if bad and not self.nonfinite:
+            self.nonfinite, self.nonfinite_draw = bad, self.draws
         self.zero = self.zero and all(bool((o == 0).all()) for o in outs)
         self.constant = self.constant and n > 1 and hi - lo <= 1e-12 * max(1.0, amax)
         self.scale = max(self.scale, amax)
@@ -66,8 +71,11 @@ class Judge:
         d = self.draws
         if self.first is None or not self.first:
             return Screen("skipped", "the forward returns no tensor", d)
+        if self.numel == 0:
+            return Screen("skipped", "the forward's outputs are empty", d)
         if self.nonfinite:
-            return Screen("nonfinite", f"{self.nonfinite} of {self.numel} outputs are NaN or Inf on the problem's own inputs", d)
+            return Screen("nonfinite", f"{self.nonfinite} of {self.numel} outputs are NaN or Inf on the problem's own inputs "
+                                       f"(draw {self.nonfinite_draw + 1} of {d})", d)
         if self.zero:
             return Screen("zero", f"every output is 0 on {d} draws of the inputs", d)
         if self.constant:

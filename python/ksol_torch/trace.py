@@ -223,6 +223,10 @@ def _flops(op: str, kind: str, node, gm, out_shape) -> float:
     return 0.0
 
 
+# Row-wise ops that select one input per output and sum none: no error growth.
+_SELECTING = {"max", "min", "amax", "amin", "argmax", "argmin", "all", "any"}
+
+
 def _dim_arg(node, gm, default=-1) -> int:
     if node.op == "call_module":
         return getattr(gm.get_submodule(node.target), "dim", default)
@@ -239,10 +243,16 @@ def _accumulation(op: str, kind: str, node, gm, out_shape, flops: float) -> floa
         return float(max(1, math.floor(flops / (2.0 * n_out))))
     if kind != "rowwise":
         return 1.0
+    if op in _SELECTING:
+        return 1.0  # picks one input (max, argmax, any, ...): it sums nothing
     in_shape = _shape_of_arg(node.args[0], gm) if node.args else None
     if not in_shape:
         return 1.0
     n_in = _numel(in_shape)
+    if op == "local_response_norm":  # sums the squares of `size` neighbouring channels
+        size = gm.get_submodule(node.target).size if node.op == "call_module" else node.kwargs.get(
+            "size", node.args[1] if len(node.args) > 1 else 1)
+        return float(size) if isinstance(size, int) else 1.0
     if n_out < n_in:  # a reduction: each output sums n_in / n_out inputs
         return float(n_in // n_out)
     if op == "layer_norm":

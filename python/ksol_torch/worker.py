@@ -22,7 +22,8 @@ Gates, in order (the result names the first that fails):
   timing       median of timed calls with a 95% CI, the L2 flushed before each on a GPU, and the
                last timed call's output verified
 The bound per output element: 2 u_out |ref| + u_acc (8 + 2 sqrt(L)) rtol_scale (|ref| + mean|ref|),
-with L the mean accumulation length (the module's FLOPs over twice its outputs, from the trace),
+with L the accumulation length (the larger of the module's FLOPs over twice its outputs and the
+longest sum of one traced op: K, C*R*S, a reduction's or normalization's extent),
 u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part a module without
 a magnitude pass needs where outputs cancel.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
@@ -686,6 +687,16 @@ def _stitched_candidate(pieces, model, inputs):
 
 
 def evaluate(req):
+    """One evaluation (the module docstring's gates); PyTorch's TF32 switches are as they were
+    after it, whatever happened in it."""
+    saved = _tf32_flags()
+    try:
+        return _evaluate(req)
+    finally:
+        _set_tf32_flags(saved)
+
+
+def _evaluate(req):
     device = req.get("device") or ("cuda" if _cuda else "cpu")
     seeds = [int(s) for s in req.get("seeds", [1, 2, 3])]
     if len(seeds) < 3:
@@ -764,7 +775,7 @@ def evaluate(req):
     # would inherit, so its errors would be TF32's, not its own. The baselines above ran with
     # PyTorch's defaults, as the user runs them.
     tf32 = _tf32_flags()
-    _set_tf32_flags((False, False))
+    _strict_fp32()  # put back by evaluate(), whatever happens
 
     snap, threads = _snapshot(), _threads()
     cand = None
@@ -874,7 +885,7 @@ def evaluate(req):
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):
             phases.start("kernelbench")
             try:
-                result["kernelbench"] = _kernelbench_protocol(prob, model, _Strict(cand), device, seeds[0], tf32)
+                result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0], tf32)
                 _check_integrity(snap, threads, "during KernelBench's protocol")
             except GateFailure as f:
                 result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
@@ -882,40 +893,58 @@ def evaluate(req):
             except Exception as e:
                 result["kernelbench"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         _restore(snap)
-        _set_tf32_flags(tf32)
         phases.end()
     return result
 
 
 def _tf32_flags():
-    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    """PyTorch's TF32 switches for cuDNN and matmul, to put back later. From PyTorch 2.9 reading
+    the old switches raises where something set the new fp32_precision API: then the new one's
+    values are kept."""
+    try:
+        return ("allow_tf32", (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+    except RuntimeError:
+        return ("fp32_precision", (torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision))
 
 
 def _set_tf32_flags(flags):
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+    api, (conv, mm) = flags
+    if api == "allow_tf32":
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, mm
+    else:
+        torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision = conv, mm
 
 
-class _Strict:
-    """A candidate called with TF32 off (as evaluate() verifies and times it) where the caller
-    runs the Model with PyTorch's defaults (KernelBench's protocol)."""
+def _strict_fp32():
+    """Candidates run in strict float32: TF32 off for cuDNN and matmul, in the API in use."""
+    api, _ = _tf32_flags()
+    _set_tf32_flags((api, (False, False) if api == "allow_tf32" else ("ieee", "ieee")))
 
-    def __init__(self, cand):
-        self.cand = cand
 
-    def __call__(self, *args):
-        saved = _tf32_flags()
-        _set_tf32_flags((False, False))
-        try:
-            return self.cand(*args)
-        finally:
-            _set_tf32_flags(saved)
+class _Flags:
+    """A context that sets the TF32 switches (`flags`, or strict float32 when None) and puts the
+    previous ones back."""
+
+    def __init__(self, flags=None):
+        self.flags = flags
+
+    def __enter__(self):
+        self.saved = _tf32_flags()
+        if self.flags is None:
+            _strict_fp32()
+        else:
+            _set_tf32_flags(self.flags)
+
+    def __exit__(self, *exc):
+        _set_tf32_flags(self.saved)
 
 
 def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, runs=100):
     """KernelBench's protocol, reported beside ksol's stricter one: correct when torch.allclose
     (atol = rtol = 1e-2) holds against the Model in its own precision on `trials` draws of
     get_inputs; time is the mean of `runs` calls after 3 warm-up calls, CUDA events around each
-    and no L2 flush. The eager Model is timed the same way."""
+    and no L2 flush. The eager Model is timed the same way, with the user's TF32 switches `tf32`
+    (the candidate in strict float32, as ksol verifies it)."""
     def timed(fn, inputs):
         for _ in range(3):
             fn(*inputs)
@@ -934,30 +963,26 @@ def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, 
                 times.append((_perf_ns() - t0) / 1000.0)
         return sum(times) / len(times)
 
-    saved = _tf32_flags()
-    if tf32 is not None:
-        _set_tf32_flags(tf32)  # the Model as the user runs it; the candidate sets its own (_Strict)
-    try:
-        return _kernelbench_trials(prob, model, cand, device, seed, trials, runs, timed)
-    finally:
-        _set_tf32_flags(saved)
-
-
-def _kernelbench_trials(prob, model, cand, device, seed, trials, runs, timed):
+    user = _Flags(tf32) if tf32 is not None else _Flags(_tf32_flags())
     correct = True
     with torch.no_grad():
         for t in range(trials):
             inputs = want = got = None  # the last trial's go before this one's are drawn
             inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seed + 1000 + t, device)]
-            want, got = _flat(model(*inputs)), _flat(cand(*inputs))
+            with user:
+                want = _flat(model(*inputs))
+            with _Flags():
+                got = _flat(cand(*inputs))
             if len(want) != len(got) or any(type(g) is not torch.Tensor or g.shape != w.shape or
                                              not torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)
                                              for g, w in zip(got, want)):
                 correct = False
                 break
         want = got = None
-        out = {"correct": correct, "trials": trials, "runs": runs, "eager_mean_us": timed(model, inputs)}
-        out["mean_us"] = timed(cand, inputs) if correct else None
+        with user:
+            out = {"correct": correct, "trials": trials, "runs": runs, "eager_mean_us": timed(model, inputs)}
+        with _Flags():
+            out["mean_us"] = timed(cand, inputs) if correct else None
     return out
 
 

@@ -451,8 +451,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       double us = fin.ok() ? fin.score_us() : 0.0;
       item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},
                           {"message", fin.ok() ? std::string("") : fin.error}};
-      item["kernelbench"] = fin.ok() ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
-                                     : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
+      item["kernelbench"] = stop_requested() ? json{{"correct", false}, {"error", "not run: the run was stopped (a signal)"}}
+                            : fin.ok()       ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
+                                             : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
       if (status == "ok" && us > 0 && !best.empty() && us < best_us && !a.emulate) {
@@ -486,7 +487,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   json item = r.to_json();
   item["seed_program"] = syn["program"];
   // KernelBench's protocol beside ksol's, on the best verified program (none verified: not correct).
-  if (const search::Attempt* b = r.best_attempt(); b && b->outcome.ok())
+  if (stop_requested())
+    item["kernelbench"] = {{"correct", false}, {"error", "not run: the run was stopped (a signal)"}};
+  else if (const search::Attempt* b = r.best_attempt(); b && b->outcome.ok())
     item["kernelbench"] = ev.kernelbench_of(*task, b->program);
   else
     item["kernelbench"] = {{"correct", false}, {"error", "no candidate passed ksol's gates"}};

@@ -90,6 +90,14 @@ class TraceAndCost(unittest.TestCase):
                 return (torch.nn.functional.layer_norm(x, (10,)), self.ln(x), self.gn(x), x.sum(dim=(1, 2)),
                         torch.softmax(x, dim=1), torch.cumsum(x, 2))
 
+        class Selections(torch.nn.Module):
+            def forward(self, x):
+                return (torch.max(x, x * 2), torch.amax(x, dim=3), torch.argmax(x, dim=3), x.max(dim=2)[0],
+                        torch.nn.functional.local_response_norm(x, 3))
+
+        sel = trace.trace(Selections(), [torch.randn(3, 4, 6, 10)])
+        self.assertEqual({o.op: o.accumulation for o in sel.ops if o.kind == "rowwise"},
+                         {"max": 1, "amax": 1, "argmax": 1, "local_response_norm": 3})
         g = trace.trace(Norms(), [torch.randn(3, 4, 6, 10)])
         by_op = {o.op: o.accumulation for o in g.ops}
         self.assertEqual(by_op, {"layer_norm": 60, "group_norm": 2 * 6 * 10, "sum": 4 * 6, "softmax": 4, "cumsum": 6})
@@ -176,6 +184,9 @@ class Screening(unittest.TestCase):
         self.assertEqual(judge([[1.0, float("nan")]], [[1.0, 2.0]]), "nonfinite")
         self.assertEqual(judge([[1.0, 2.0]], [[1.0, 2.0, 3.0]]), "ok")  # sizes depend on the inputs
         self.assertEqual(judge(), "skipped")
+        self.assertEqual(judge([[]], [[]]), "skipped")  # empty outputs: nothing to judge
+        # NaN in a later draw: not finite (never "input_independent" by a NaN difference).
+        self.assertEqual(judge([[1.0, 2.0, 3.0]], [[float("nan"), 5.0, 6.0]], [[7.0, float("nan"), 9.0]]), "nonfinite")
 
     def test_large_problems_are_skipped_with_the_reason(self):
         p, model, g, _ = imported("01_gemm_relu.py")
