@@ -1,4 +1,5 @@
-// The sparse family: y[m] = sum(f(A[m, j], x[j], ...)) over j with A a CSR matrix (SpMV).
+// The sparse family: y[m] = sum(f(A[m, j], x[j], ...)) over j with A a CSR matrix (SpMV), and
+// Y[m, n] = sum(f(A[m, j], X[j, n], ...)) over j with X dense row-major (SpMM).
 //
 // Binding. A csr parameter A is three ABI tensors: A_row_ptr (i32, M + 1 entries, zero-based),
 // A_col_idx (i32, one per stored entry) and A_values (A's type). A task may name them
@@ -18,6 +19,14 @@
 //                   and grown when needed.
 // cache_x: none (plain loads), readonly (__ldg) or shared (the whole of x in shared memory when
 // it fits in 48 KB, else the readonly path; chosen at run time).
+//
+// SpMM (a second output index n, the dense matrix's columns):
+//   row_per_thread  each thread computes `vector` (1..8) consecutive columns of one row, loading
+//                   each stored entry once for all of them; a warp's threads cover consecutive
+//                   column groups, so its reads of X's row col are contiguous;
+//   vector_per_row  `vector` lanes per row, lane l computing columns l, l + vector, ...: the
+//                   row's entries are read by every lane (from cache), X's rows coalesced.
+//   nnz_split and cache_x = shared are SpMV's only (refused with the reason).
 #include <algorithm>
 #include <map>
 
@@ -35,7 +44,8 @@ const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBloc
                                             "kMaxSharedX", "kSharedX", "load_ro", "lane", "row", "row0", "p",
                                             "end", "stop", "acc", "col", "chunk", "chunks", "first", "lo", "hi",
                                             "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
-                                            "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ"};
+                                            "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ", "kCols",
+                                            "groups", "g", "n0", "n"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -47,8 +57,12 @@ struct Analysis {
   const Param* csr = nullptr;
   const Definition* def = nullptr;
   std::string row_var, col_var;
+  std::string dense_var;                  // SpMM: the output's second index (n); empty for SpMV
   std::vector<const Param*> col_vectors;  // dense inputs read at [j]
   std::vector<const Param*> row_vectors;  // dense inputs read at [m]
+  std::vector<const Param*> col_matrices;   // SpMM: dense inputs read at [j, n]
+  std::vector<const Param*> dense_vectors;  // SpMM: dense inputs read at [n]
+  bool spmm() const { return !dense_var.empty(); }
 };
 
 Analysis analyse(const dsl::Program& p) {
@@ -60,18 +74,20 @@ Analysis analyse(const dsl::Program& p) {
     }
   if (!a.csr) throw Refused("the program has no csr input");
   if (p.defs.size() != 1 || p.outputs.size() != 1)
-    throw Refused("the sparse family generates SpMV: one output defined by one sum over the csr matrix's columns; "
-                  "this program has " + std::to_string(p.defs.size()) + " definitions");
+    throw Refused("the sparse family generates SpMV and SpMM: one output defined by one sum over the csr matrix's "
+                  "columns; this program has " + std::to_string(p.defs.size()) + " definitions");
   const Definition& d = p.defs.front();
   a.def = &d;
   if (d.reduce != dsl::ReduceOp::sum) throw Refused("'" + d.name + "' must be a sum over the csr matrix's columns");
-  if (d.indices.size() != 1)
+  if (d.indices.size() != 1 && d.indices.size() != 2)
     throw Refused("'" + d.name + "' has " + std::to_string(d.indices.size()) +
-                  " indices; the sparse family generates SpMV (one output index, the csr row); SpMM is not generated");
+                  " indices; the sparse family generates SpMV (one output index, the csr row) and SpMM (two: the row "
+                  "and the dense matrix's column)");
   if (is_half(d.type) || d.type == Type::boolean)
     throw Refused("'" + d.name + "' accumulates " + dsl::type_name(d.type) +
                   " values; accumulate in f32 instead, e.g. sum(f32(...))");
   a.row_var = d.indices[0];
+  if (d.indices.size() == 2) a.dense_var = d.indices[1];
   a.col_var = d.over;
   for (const Expr* r : reads_in(d.body)) {
     const Param* prm = p.param(r->name);
@@ -79,11 +95,18 @@ Analysis analyse(const dsl::Program& p) {
     for (const dsl::IndexExpr& ix : r->indices)
       if (ix.offset != 0) throw Refused("'" + r->name + "' is read at an offset; the sparse family reads no offsets");
     std::vector<const Param*>* list = nullptr;
-    if (r->indices.size() == 1 && r->indices[0].var == a.col_var) list = &a.col_vectors;
-    if (r->indices.size() == 1 && r->indices[0].var == a.row_var) list = &a.row_vectors;
+    const auto& ix = r->indices;
+    if (ix.size() == 1 && ix[0].var == a.col_var) list = &a.col_vectors;
+    if (ix.size() == 1 && ix[0].var == a.row_var) list = &a.row_vectors;
+    if (a.spmm() && ix.size() == 1 && ix[0].var == a.dense_var) list = &a.dense_vectors;
+    if (a.spmm() && ix.size() == 2 && ix[0].var == a.col_var && ix[1].var == a.dense_var) list = &a.col_matrices;
     if (!list)
       throw Refused("'" + format_expr(*r) + "' is neither a vector read at the column index '" + a.col_var +
-                    "' nor at the row index '" + a.row_var + "'; the sparse family reads only those");
+                    "' nor at the row index '" + a.row_var + "'" +
+                    (a.spmm() ? ", nor at the dense column '" + a.dense_var + "', nor a matrix read at ['" + a.col_var +
+                                    "', '" + a.dense_var + "']"
+                              : std::string()) +
+                    "; the sparse family reads only those");
     if (std::find(list->begin(), list->end(), prm) == list->end()) list->push_back(prm);
   }
   check_emittable(d.body);
@@ -151,12 +174,22 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
     throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
   s.threads = static_cast<int>(threads);
   s.cache_x = k.one_of("cache_x", std::vector<std::string>{"none", "readonly", "shared"});
-  if (s.strategy == "row_per_thread" && s.vector != 1)
+  if (a.spmm()) {
+    if (s.strategy == "nnz_split")
+      throw Refused("strategy = nnz_split is SpMV's; SpMM takes row_per_thread (vector = 1 to 8 columns of a row per "
+                    "thread) or vector_per_row (vector lanes per row)");
+    if (s.strategy == "row_per_thread" && s.vector > 8)
+      throw Refused("strategy = row_per_thread gives each thread vector columns of a row, at most 8 (their sums stay "
+                    "in registers), not " + std::to_string(s.vector));
+    if (s.cache_x == "shared")
+      throw Refused("cache_x = shared holds one vector read at the column index; SpMM reads a matrix there");
+  } else if (s.strategy == "row_per_thread" && s.vector != 1) {
     throw Refused("strategy = row_per_thread gives each row one thread, so vector must be 1, not " +
                   std::to_string(s.vector));
+  }
   if (s.strategy == "vector_per_row" && s.vector == 1)
     throw Refused("strategy = vector_per_row needs vector = 2 to 32 lanes per row; vector = 1 is row_per_thread");
-  if (s.cache_x != "none" && a.col_vectors.empty())
+  if (s.cache_x != "none" && a.col_vectors.empty() && a.col_matrices.empty())
     throw Refused("cache_x = " + s.cache_x + " caches the vector read at the column index, and the program reads none");
   if (s.cache_x == "shared" && a.col_vectors.size() > 1)
     throw Refused("cache_x = shared holds one vector read at the column index; the program reads " +
@@ -180,9 +213,9 @@ void check(const dsl::Program& p, const Binding& b) {
                   "NNZ (its dims: " + join(dims) + ")");
 }
 
-std::string name_of(const dsl::Program& p, const Sched& s) {
+std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   std::string n = name_stem(p, "sparse");
-  if (s.strategy == "row_per_thread") n += "_row";
+  if (s.strategy == "row_per_thread") n += a.spmm() ? "_row_c" + std::to_string(s.vector) : "_row";
   if (s.strategy == "vector_per_row") n += "_vec" + std::to_string(s.vector);
   if (s.strategy == "nnz_split") n += "_nnz" + std::to_string(s.vector);
   n += "_t" + std::to_string(s.threads);
@@ -191,7 +224,10 @@ std::string name_of(const dsl::Program& p, const Sched& s) {
   return n;
 }
 
-std::string kernel_name_of(const dsl::Program& p) { return name_of(p, read_sched(p, analyse(p))); }
+std::string kernel_name_of(const dsl::Program& p) {
+  Analysis a = analyse(p);
+  return name_of(p, a, read_sched(p, a));
+}
 
 class Generator {
  public:
@@ -204,7 +240,7 @@ class Generator {
     for (const Piece& pc : pieces_)
       piece_name_.push_back(pc.part.empty() ? names_[pc.param->name] : names_.derived(pc.param->name, pc.part));
     value_ = names_.fresh(names_[a_.csr->name] + "_value");
-    name_ = name_of(p_, s_);
+    name_ = name_of(p_, a_, s_);
     acc_t_ = cuda_type(a_.def->type);
   }
 
@@ -213,6 +249,8 @@ class Generator {
     if (split()) {
       split_kernel(body);
       fixup_kernel(body);
+    } else if (a_.spmm()) {
+      spmm_kernel(body);
     } else {
       row_kernel(body);
     }
@@ -228,6 +266,8 @@ class Generator {
       w.line("constexpr int kVector = " + std::to_string(s_.vector) + ";  // lanes per row");
       w.line("constexpr int kRowsPerBlock = kThreads / kVector;");
     }
+    if (a_.spmm() && s_.strategy == "row_per_thread")
+      w.line("constexpr int kCols = " + std::to_string(s_.vector) + ";  // consecutive columns of a row per thread");
     if (split()) w.line("constexpr int64_t kChunk = " + std::to_string(s_.vector) + ";  // stored entries per thread");
     w.line("constexpr int64_t kMaxBlocks = 65536;  // more work loops (grid-stride)");
     if (s_.cache_x == "shared")
@@ -276,6 +316,17 @@ class Generator {
 
   std::string description() const {
     std::string d;
+    if (a_.spmm()) {
+      d = s_.strategy == "row_per_thread"
+              ? "SpMM. Each thread computes " + std::to_string(s_.vector) +
+                    " consecutive columns of one row of the output, loading each stored entry of the row once for all "
+                    "of them"
+              : "SpMM. " + std::to_string(s_.vector) + " lanes per row; lane l computes the row's columns l, l + " +
+                    std::to_string(s_.vector) + ", ..., each summing the row's stored entries in order";
+      d += ". " + std::to_string(s_.threads) + " threads per block.";
+      if (s_.cache_x == "readonly") d += " The dense inputs read at the column index go through the read-only data cache (__ldg).";
+      return d;
+    }
     if (s_.strategy == "row_per_thread") d = "One thread per row sums the row's stored entries in order";
     if (s_.strategy == "vector_per_row")
       d = std::to_string(s_.vector) + " lanes per row take every " + std::to_string(s_.vector) +
@@ -319,9 +370,12 @@ class Generator {
       if (prm == a_.csr) return value_;
       const std::string& n = names_[prm->name];
       if (r.indices[0].var == a_.row_var) return n + "[row]";
+      if (a_.spmm() && r.indices.size() == 1 && r.indices[0].var == a_.dense_var) return n + "[n]";
+      // SpMM's matrix read at [j, n]: row col of a row-major matrix whose rows have its second extent.
+      const std::string at = r.indices.size() == 2 ? "col * " + names_[prm->extents[1]] + " + n" : "col";
       if (smem) return "x_shared[col]";
-      if (s_.cache_x != "none") return "load_ro(" + n + " + col)";
-      return n + "[col]";
+      if (s_.cache_x != "none") return "load_ro(" + n + " + " + at + ")";
+      return n + "[" + at + "]";
     };
     return em(a_.def->body);
   }
@@ -395,6 +449,52 @@ class Generator {
     w.line("#pragma unroll");
     w.line("for (int k = kVector / 2; k > 0; k /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, k, kVector);");
     w.line("if (row < " + M + " && lane == 0) " + out() + "[row] = acc;");
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  // SpMM: Y[row, n] for the row's columns n; the output is row-major with N columns.
+  void spmm_kernel(Writer& w) {
+    const std::string M = names_[a_.def->extents[0]], N = names_[a_.def->extents[1]];
+    const std::string rp = part("row_ptr");
+    open_kernel(w, name_, "");
+    if (s_.strategy == "row_per_thread") {
+      w.line("const int64_t groups = (" + N + " + kCols - 1) / kCols;  // column groups per row");
+      w.line("for (int64_t g = (int64_t)blockIdx.x * kThreads + threadIdx.x; g < " + M + " * groups;");
+      w.open("     g += (int64_t)gridDim.x * kThreads)");
+      w.line("const int64_t row = g / groups;");
+      w.line("const int64_t n0 = (g - row * groups) * kCols;");
+      w.line(acc_t_ + " acc[kCols];");
+      w.line("#pragma unroll");
+      w.line("for (int k = 0; k < kCols; ++k) acc[k] = 0;");
+      w.open("for (int64_t p = " + rp + "[row]; p < (int64_t)" + rp + "[row + 1]; ++p)");
+      w.line("const int64_t col = " + part("col_idx") + "[p];");
+      w.line("const " + std::string(cuda_type(a_.csr->type)) + " " + value_ + " = " + part("values") + "[p];");
+      w.line("#pragma unroll");
+      w.open("for (int k = 0; k < kCols; ++k)");
+      w.line("const int64_t n = n0 + k;");
+      w.line("if (n < " + N + ") acc[k] += " + summand(false) + ";");
+      w.close();
+      w.close();
+      w.line("#pragma unroll");
+      w.line("for (int k = 0; k < kCols; ++k)");
+      w.line("  if (n0 + k < " + N + ") " + out() + "[row * " + N + " + n0 + k] = acc[k];");
+      w.close();
+      w.close();
+      w.line();
+      return;
+    }
+    w.line("const int lane = threadIdx.x % kVector;");
+    w.line("for (int64_t row0 = (int64_t)blockIdx.x * kRowsPerBlock; row0 < " + M + ";");
+    w.open("     row0 += (int64_t)gridDim.x * kRowsPerBlock)");
+    w.line("const int64_t row = row0 + threadIdx.x / kVector;");
+    w.line("if (row >= " + M + ") continue;  // no shuffles below: a lane may leave");
+    w.open("for (int64_t n = lane; n < " + N + "; n += kVector)");
+    w.line(acc_t_ + " acc = 0;");
+    entry_loop(w, rp + "[row]", "(int64_t)" + rp + "[row + 1]", "1", false);
+    w.line(out() + "[row * " + N + " + n] = acc;");
+    w.close();
     w.close();
     w.close();
     w.line();
@@ -486,7 +586,7 @@ class Generator {
       w.line(t + " " + piece_name_[i] + " = static_cast<" + t + ">(call->tensors[" + std::to_string(i) + "]);");
     }
     w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
-    w.line("if (" + M + " == 0) return 0;");
+    w.line("if (" + M + " == 0" + (a_.spmm() ? " || " + names_[a_.def->extents[1]] + " == 0" : std::string()) + ") return 0;");
     std::string pass = params_pass();
     std::string tmpl;
     if (shared_x()) {
@@ -504,7 +604,12 @@ class Generator {
       w.line("else");
       w.line("  " + kernel + "<false><<<(unsigned)" + blocks + ", kThreads, 0, stream>>>(" + args + ");");
     };
-    if (s_.strategy == "row_per_thread") {
+    if (a_.spmm() && s_.strategy == "row_per_thread") {
+      w.line("const int64_t work = " + M + " * ((" + names_[a_.def->extents[1]] + " + kCols - 1) / kCols);");
+      w.line("const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks);");
+      pass.resize(pass.size() - 2);
+      launch(name_, "blocks", pass);
+    } else if (s_.strategy == "row_per_thread") {
       w.line("const int64_t blocks = std::min<int64_t>((" + M + " + kThreads - 1) / kThreads, kMaxBlocks);");
       pass.resize(pass.size() - 2);
       launch(name_, "blocks", pass);

@@ -42,6 +42,18 @@ schedule {
 }
 )";
 
+// tasks/sparse/spmm_csr_f32's tensors: row_ptr, col_idx, values, X, Y; dims M, K, N, NNZ.
+const char* const kSpmm = R"(
+kernel spmm_csr(A: csr f32[M, K], X: f32[K, N]) -> (Y: f32[M, N]) {
+  Y[m, n] = sum(A[m, j] * X[j, n]) over j
+}
+schedule {
+  strategy = row_per_thread
+  vector = 4
+  threads = 256
+}
+)";
+
 const char* const kStencil = R"(
 kernel stencil2d(U: f32[H, W]) -> (V: f32[H, W]) {
   V[i, j] = 0.2 * (U[i, j] + U[i-1, j] + U[i+1, j] + U[i, j-1] + U[i, j+1])
@@ -144,15 +156,50 @@ TEST(CodegenSparse, RefusesWithExactReasons) {
             "dim 'N' is not a dim of the task (its dims: M)");
   dsl::Program half = parse("kernel h(A: csr bf16[M, N], x: bf16[N]) -> (y: bf16[M]) {\n  y[m] = sum(A[m, j] * x[j]) over j\n}\n");
   EXPECT_EQ(refusal(half), "'y' accumulates bf16 values; accumulate in f32 instead, e.g. sum(f32(...))");
-  dsl::Program spmm = parse(
-      "kernel mm(A: csr f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n");
-  EXPECT_EQ(refusal(spmm),
-            "'C' has 2 indices; the sparse family generates SpMV (one output index, the csr row); SpMM is not generated");
+  dsl::Program three = parse(
+      "kernel mm(A: csr f32[M, K], B: f32[K, N, L]) -> (C: f32[M, N, L]) {\n  C[m, n, l] = sum(A[m, k] * B[k, n, l]) over k\n}\n");
+  EXPECT_EQ(refusal(three),
+            "'C' has 3 indices; the sparse family generates SpMV (one output index, the csr row) and SpMM (two: the row "
+            "and the dense matrix's column)");
   dsl::Program two = parse(
       "kernel t(A: csr f32[M, N], x: f32[N], w: f32[N]) -> (y: f32[M]) {\n  y[m] = sum(A[m, j] * x[j] * w[j]) over j\n}\n");
   EXPECT_EQ(refusal(two), "(accepted)");
   EXPECT_EQ(refusal(scheduled(two, {{"cache_x", "shared"}})),
             "cache_x = shared holds one vector read at the column index; the program reads 2");
+}
+
+TEST(CodegenSparse, SpmmAcceptsRefusesAndNames) {
+  dsl::Program p = parse(kSpmm);
+  ASSERT_EQ(p.family, "sparse");
+  const Binding b{{"row_ptr", "col_idx", "values", "X", "Y"}, {"M", "K", "N", "NNZ"}};
+  EXPECT_EQ(refusal(p, b), "(accepted)");
+  EXPECT_EQ(cd::sparse_family().kernel_name(p), "sparse_spmm_csr_f32_row_c4_t256");
+  EXPECT_EQ(cd::sparse_family().kernel_name(scheduled(p, {{"strategy", "vector_per_row"}, {"vector", "32"},
+                                                           {"cache_x", "readonly"}})),
+            "sparse_spmm_csr_f32_vec32_t256_ldg");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "nnz_split"}}), b),
+            "strategy = nnz_split is SpMV's; SpMM takes row_per_thread (vector = 1 to 8 columns of a row per thread) or "
+            "vector_per_row (vector lanes per row)");
+  EXPECT_EQ(refusal(scheduled(p, {{"vector", "16"}}), b),
+            "strategy = row_per_thread gives each thread vector columns of a row, at most 8 (their sums stay in "
+            "registers), not 16");
+  EXPECT_EQ(refusal(scheduled(p, {{"cache_x", "shared"}}), b),
+            "cache_x = shared holds one vector read at the column index; SpMM reads a matrix there");
+  EXPECT_EQ(refusal(scheduled(p, {{"strategy", "vector_per_row"}, {"vector", "1"}}), b),
+            "strategy = vector_per_row needs vector = 2 to 32 lanes per row; vector = 1 is row_per_thread");
+  // X read transposed is no SpMM read; a per-row scale and a per-column bias are.
+  dsl::Program tr = parse(
+      "kernel t(A: csr f32[M, K], X: f32[N, K]) -> (Y: f32[M, N]) {\n  Y[m, n] = sum(A[m, j] * X[n, j]) over j\n}\n");
+  EXPECT_EQ(refusal(tr),
+            "'X[n, j]' is neither a vector read at the column index 'j' nor at the row index 'm', nor at the dense column "
+            "'n', nor a matrix read at ['j', 'n']; the sparse family reads only those");
+  dsl::Program scaled = parse(
+      "kernel s(A: csr f32[M, K], X: f32[K, N], r: f32[M], c: f32[N]) -> (Y: f32[M, N]) {\n"
+      "  Y[m, n] = sum(A[m, j] * X[j, n] * r[m] * c[n]) over j\n}\n");
+  EXPECT_EQ(refusal(scaled), "(accepted)");
+  std::string src = cd::sparse_family().generate(scaled, Binding{});
+  EXPECT_NE(src.find("acc[k] += A_value * X[col * N + n] * r[row] * c[n];"), std::string::npos) << src;
+  EXPECT_NE(src.find("Y[row * N + n0 + k] = acc[k];"), std::string::npos) << src;
 }
 
 TEST(CodegenStencil, AcceptsRefusesAndNames) {
@@ -185,9 +232,11 @@ TEST(CodegenStencil, AcceptsRefusesAndNames) {
 }
 
 TEST(CodegenSparseStencil, ScheduleSpaces) {
-  for (const char* text : {kSpmv, kStencil}) {
+  for (const char* text : {kSpmv, kSpmm, kStencil}) {
     dsl::Program p = parse(text);
-    Binding b = p.family == "sparse" ? Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}} : Binding{};
+    Binding b = text == kSpmm ? Binding{{"row_ptr", "col_idx", "values", "X", "Y"}, {"M", "K", "N", "NNZ"}}
+                : p.family == "sparse" ? Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}}
+                                       : Binding{};
     const cd::FamilyGenerator& f = family(p);
     size_t grid = 1;
     for (const cd::Knob& k : f.knobs) grid *= k.grid.size();
@@ -234,6 +283,8 @@ TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
       {kSpmv, {{"strategy", "row_per_thread"}, {"vector", "1"}, {"cache_x", "readonly"}}, 1},
       {kSpmv, {{"vector", "32"}, {"cache_x", "shared"}}, 1},
       {kSpmv, {{"strategy", "nnz_split"}, {"vector", "16"}, {"cache_x", "shared"}}, 2},
+      {kSpmm, {}, 1},
+      {kSpmm, {{"strategy", "vector_per_row"}, {"vector", "32"}, {"cache_x", "readonly"}}, 1},
       {kStencil, {}, 1},
       {kStencil, {{"halo", "registers"}, {"register_block", "4"}}, 1},
       {kStencil, {{"tile", "[32, 32]"}, {"register_block", "2"}}, 1},
@@ -241,7 +292,9 @@ TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
     dsl::Program p = scheduled(parse(c.program), c.changes);
-    Binding b = p.family == "sparse" ? spmv_b : Binding{};
+    Binding b = c.program == kSpmm ? Binding{{"row_ptr", "col_idx", "values", "X", "Y"}, {"M", "K", "N", "NNZ"}}
+                : p.family == "sparse" ? spmv_b
+                                       : Binding{};
     ASSERT_EQ(refusal(p, b), "(accepted)");
     const std::string name = family(p).kernel_name(p);
     std::string src = family(p).generate(p, b);
@@ -277,6 +330,15 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
         {{"strategy", "nnz_split"}, {"vector", "4"}, {"threads", "64"}},
         {{"strategy", "nnz_split"}, {"vector", "32"}, {"threads", "64"}, {"cache_x", "shared"}}},
        {{{"M", 37}, {"N", 53}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"NNZ", 300}}, {{"M", 5}, {"N", 9}, {"NNZ", 0}}}},
+      {"spmm_csr_f32",
+       kSpmm,
+       {{},
+        {{"vector", "1"}, {"threads", "64"}, {"cache_x", "readonly"}},
+        {{"vector", "8"}, {"threads", "64"}},
+        {{"strategy", "vector_per_row"}, {"vector", "4"}, {"threads", "64"}},
+        {{"strategy", "vector_per_row"}, {"vector", "32"}, {"threads", "64"}, {"cache_x", "readonly"}}},
+       {{{"M", 37}, {"K", 53}, {"N", 13}, {"NNZ", 211}}, {{"M", 64}, {"K", 7}, {"N", 40}, {"NNZ", 300}},
+        {{"M", 5}, {"K", 9}, {"N", 3}, {"NNZ", 0}}, {{"M", 3}, {"K", 4}, {"N", 1}, {"NNZ", 7}}}},
       {"stencil2d_f32",
        kStencil,
        {{{"tile", "[8, 32]"}},
