@@ -1,10 +1,15 @@
 // The sparse family: y[m] = sum(f(A[m, j], x[j], ...)) over j with A a CSR matrix (SpMV), and
 // Y[m, n] = sum(f(A[m, j], X[j, n], ...)) over j with X dense row-major (SpMM).
 //
-// Binding. A csr parameter A is three ABI tensors: A_row_ptr (i32, M + 1 entries, zero-based),
-// A_col_idx (i32, one per stored entry) and A_values (A's type). A task may name them
-// A_row_ptr / A_col_idx / A_values, or, when the program has exactly one csr parameter, plainly
-// row_ptr / col_idx / values (as tasks/sparse/spmv_csr_f32 does). Dense parameters bind by name.
+// Binding. A sparse parameter A is several ABI tensors, by its format:
+//   csr  A_row_ptr (i32, M + 1 entries, zero-based), A_col_idx (i32, one per stored entry), A_values;
+//   coo  A_row, A_col (i32, one per stored entry, sorted by row), A_values (the task's NNZ dim counts them);
+//   ell  A_col_idx (i32 [M, W], row-major, each row's columns then -1 in its padding slots), A_values
+//        ([M, W]; padding values are ignored); W is the task's dim of that name.
+// A task may name them A_row_ptr / ..., or, when the program has exactly one sparse parameter,
+// plainly row_ptr / col_idx / values (as tasks/sparse/spmv_csr_f32 does). Dense parameters bind
+// by name. Row r's stored entries are [begin(r), begin(r + 1)): row_ptr[r] (csr), r * W (ell, to
+// its first -1), the first entry of row r or later by a binary search of A_row (coo).
 //
 // Strategies (schedule key `strategy`):
 //   row_per_thread  one thread per row, nonzeros in order (vector must be 1);
@@ -45,7 +50,8 @@ const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBloc
                                             "end", "stop", "acc", "col", "chunk", "chunks", "first", "lo", "hi",
                                             "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
                                             "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ", "kCols",
-                                            "groups", "g", "n0", "n"};
+                                            "groups", "g", "n0", "n", "coo_begin",
+                                            "ell_width"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -54,7 +60,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 struct Analysis {
-  const Param* csr = nullptr;
+  const Param* csr = nullptr;  // the sparse matrix, whatever its format
   const Definition* def = nullptr;
   std::string row_var, col_var;
   std::string dense_var;                  // SpMM: the output's second index (n); empty for SpMV
@@ -68,11 +74,12 @@ struct Analysis {
 Analysis analyse(const dsl::Program& p) {
   Analysis a;
   for (const Param& prm : p.inputs)
-    if (prm.format == "csr") {
-      if (a.csr) throw Refused("the sparse family reads one csr matrix; '" + a.csr->name + "' and '" + prm.name + "' are both csr");
+    if (prm.format != "dense") {
+      if (a.csr)
+        throw Refused("the sparse family reads one sparse matrix; '" + a.csr->name + "' and '" + prm.name + "' are both sparse");
       a.csr = &prm;
     }
-  if (!a.csr) throw Refused("the program has no csr input");
+  if (!a.csr) throw Refused("the program has no sparse input");
   if (p.defs.size() != 1 || p.outputs.size() != 1)
     throw Refused("the sparse family generates SpMV and SpMM: one output defined by one sum over the csr matrix's "
                   "columns; this program has " + std::to_string(p.defs.size()) + " definitions");
@@ -113,11 +120,19 @@ Analysis analyse(const dsl::Program& p) {
   return a;
 }
 
-// The ABI tensors a parameter is: a csr matrix is three.
+// The ABI tensors a parameter is: a sparse matrix is two or three.
 struct Piece {
   const Param* param;
-  std::string part;  // "" for a dense tensor, else row_ptr | col_idx | values
+  std::string part;  // "" for a dense tensor, else row_ptr | col_idx | row | col | values
 };
+
+std::vector<const char*> parts_of(const std::string& format) {
+  if (format == "coo") return {"row", "col", "values"};
+  if (format == "ell") return {"col_idx", "values"};
+  return {"row_ptr", "col_idx", "values"};
+}
+
+bool index_part(const std::string& part) { return part == "row_ptr" || part == "col_idx" || part == "row" || part == "col"; }
 
 // Task tensor name -> piece; refused unless every piece is bound exactly once.
 std::vector<Piece> bind_pieces(const dsl::Program& p, const Binding& b, std::vector<std::string>& order) {
@@ -125,9 +140,9 @@ std::vector<Piece> bind_pieces(const dsl::Program& p, const Binding& b, std::vec
   int csr_count = 0;
   for (const auto* list : {&p.inputs, &p.outputs})
     for (const Param& prm : *list) {
-      if (prm.format == "csr") {
+      if (prm.format != "dense") {
         ++csr_count;
-        for (const char* part : {"row_ptr", "col_idx", "values"}) own.push_back({prm.name + "_" + part, {&prm, part}});
+        for (const char* part : parts_of(prm.format)) own.push_back({prm.name + "_" + part, {&prm, part}});
       } else {
         own.push_back({prm.name, {&prm, ""}});
       }
@@ -189,6 +204,9 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   }
   if (s.strategy == "vector_per_row" && s.vector == 1)
     throw Refused("strategy = vector_per_row needs vector = 2 to 32 lanes per row; vector = 1 is row_per_thread");
+  if (s.strategy == "nnz_split" && a.csr->format == "ell")
+    throw Refused("strategy = nnz_split splits stored entries, and an ell matrix's padding slots are none; it takes "
+                  "row_per_thread or vector_per_row");
   if (s.cache_x != "none" && a.col_vectors.empty() && a.col_matrices.empty())
     throw Refused("cache_x = " + s.cache_x + " caches the vector read at the column index, and the program reads none");
   if (s.cache_x == "shared" && a.col_vectors.size() > 1)
@@ -197,7 +215,8 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   return s;
 }
 
-bool has_nnz(const std::vector<std::string>& dims) { return std::find(dims.begin(), dims.end(), "NNZ") != dims.end(); }
+bool has_dim(const std::vector<std::string>& dims, const char* d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); }
+bool has_nnz(const std::vector<std::string>& dims) { return has_dim(dims, "NNZ"); }
 
 void check(const dsl::Program& p, const Binding& b) {
   Analysis a = analyse(p);
@@ -208,6 +227,11 @@ void check(const dsl::Program& p, const Binding& b) {
     if (std::find(dims.begin(), dims.end(), d) == dims.end())
       throw Refused("dim '" + d + "' is not a dim of the task (its dims: " + join(dims) + ")");
   Sched s = read_sched(p, a);
+  if (a.csr->format == "coo" && !has_nnz(dims))
+    throw Refused("a coo matrix's entries are counted by the task's dim NNZ, and the task has none (its dims: " +
+                  join(dims) + ")");
+  if (a.csr->format == "ell" && !has_dim(dims, "W"))
+    throw Refused("an ell matrix's rows have W slots, the task's dim W, and the task has none (its dims: " + join(dims) + ")");
   if (s.strategy == "nnz_split" && !has_nnz(dims))
     throw Refused("strategy = nnz_split sizes its grid by the number of stored entries, and the task has no dim "
                   "NNZ (its dims: " + join(dims) + ")");
@@ -215,6 +239,7 @@ void check(const dsl::Program& p, const Binding& b) {
 
 std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   std::string n = name_stem(p, "sparse");
+  if (a.csr->format != "csr") n += "_" + a.csr->format;
   if (s.strategy == "row_per_thread") n += a.spmm() ? "_row_c" + std::to_string(s.vector) : "_row";
   if (s.strategy == "vector_per_row") n += "_vec" + std::to_string(s.vector);
   if (s.strategy == "nnz_split") n += "_nnz" + std::to_string(s.vector);
@@ -285,6 +310,17 @@ class Generator {
       w.close();
     }
     if (split()) w.line("__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }");
+    if (format() == "coo") {
+      w.comment("Row r's first stored entry in a coo matrix sorted by row: the first p with rows[p] >= r (nnz when none).");
+      w.open("__device__ __forceinline__ int64_t coo_begin(const int32_t* __restrict__ rows, int64_t nnz, int64_t r)");
+      w.line("int64_t lo = 0, hi = nnz;");
+      w.open("while (lo < hi)");
+      w.line("const int64_t mid = lo + (hi - lo) / 2;");
+      w.line("if (rows[mid] < r) lo = mid + 1; else hi = mid;");
+      w.close();
+      w.line("return lo;");
+      w.close();
+    }
     if (!helpers_.empty()) w.raw(helpers_.source());
     w.line();
     w.raw(body.text());
@@ -310,6 +346,15 @@ class Generator {
     return false;
   }
   bool split() const { return s_.strategy == "nnz_split"; }
+  const std::string& format() const { return a_.csr->format; }
+  bool needs_nnz() const { return split() || format() == "coo"; }
+  // The first stored entry of row `r` (an expression of r; row r's entries end at begin(r + 1)).
+  std::string begin(const std::string& r) {
+    if (format() == "ell") return "(" + r + ") * ell_width";
+    if (format() == "coo") return "coo_begin(" + part("row") + ", NNZ, " + r + ")";
+    return "(int64_t)" + part("row_ptr") + "[" + r + "]";
+  }
+  std::string col_part() { return part(format() == "coo" ? "col" : "col_idx"); }
   bool shared_x() const { return s_.cache_x == "shared"; }
   std::string part(const std::string& which) { return names_.derived(a_.csr->name, which); }
   const std::string& out() const { return names_[a_.def->name]; }
@@ -347,16 +392,20 @@ class Generator {
     for (size_t i = 0; i < pieces_.size(); ++i) {
       const Piece& pc = pieces_[i];
       bool input = is_input(pc.param);
-      std::string t = pc.part == "row_ptr" || pc.part == "col_idx" ? "int32_t" : cuda_type(pc.param->type);
+      std::string t = index_part(pc.part) ? "int32_t" : cuda_type(pc.param->type);
       s += std::string(input ? "const " : "") + t + "* __restrict__ " + piece_name_[i] + ", ";
     }
     for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    if (needs_nnz()) s += "int64_t NNZ, ";
+    if (format() == "ell") s += "int64_t ell_width, ";
     return s;
   }
   std::string params_pass() {
     std::string s;
     for (const std::string& n : piece_name_) s += n + ", ";
     for (const std::string& d : p_.dims) s += names_[d] + ", ";
+    if (needs_nnz()) s += "NNZ, ";
+    if (format() == "ell") s += "ell_width, ";
     return s;
   }
 
@@ -382,8 +431,9 @@ class Generator {
 
   // The loop over stored entries [from, to) by `step`, adding into `acc`.
   void entry_loop(Writer& w, const std::string& from, const std::string& to, const std::string& step, bool smem) {
-    w.open("for (int64_t p = " + from + "; p < " + to + "; p += " + step + ")");
-    w.line("const int64_t col = " + part("col_idx") + "[p];");
+    w.open("for (int64_t p = " + from + ", stop = " + to + "; p < stop; p += " + step + ")");
+    w.line("const int64_t col = " + col_part() + "[p];");
+    if (format() == "ell") w.line("if (col < 0) break;  // the row's padding slots: -1 to its end");
     w.line("const " + std::string(cuda_type(a_.csr->type)) + " " + value_ + " = " + part("values") + "[p];");
     w.line("acc += " + summand(smem) + ";");
     w.close();
@@ -428,7 +478,7 @@ class Generator {
       w.line("for (int64_t row = (int64_t)blockIdx.x * kThreads + threadIdx.x; row < " + M + ";");
       w.open("     row += (int64_t)gridDim.x * kThreads)");
       w.line(acc_t_ + " acc = 0;");
-      loop_entries(w, part("row_ptr") + "[row]", "(int64_t)" + part("row_ptr") + "[row + 1]", "1");
+      loop_entries(w, begin("row"), begin("row + 1"), "1");
       w.line(out() + "[row] = acc;");
       w.close();
       w.close();
@@ -444,7 +494,7 @@ class Generator {
     w.line("const int64_t row = row0 + threadIdx.x / kVector;");
     w.line(acc_t_ + " acc = 0;");
     w.open("if (row < " + M + ")");
-    loop_entries(w, part("row_ptr") + "[row] + lane", "(int64_t)" + part("row_ptr") + "[row + 1]", "kVector");
+    loop_entries(w, begin("row") + " + lane", begin("row + 1"), "kVector");
     w.close();
     w.line("#pragma unroll");
     w.line("for (int k = kVector / 2; k > 0; k /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, k, kVector);");
@@ -457,7 +507,6 @@ class Generator {
   // SpMM: Y[row, n] for the row's columns n; the output is row-major with N columns.
   void spmm_kernel(Writer& w) {
     const std::string M = names_[a_.def->extents[0]], N = names_[a_.def->extents[1]];
-    const std::string rp = part("row_ptr");
     open_kernel(w, name_, "");
     if (s_.strategy == "row_per_thread") {
       w.line("const int64_t groups = (" + N + " + kCols - 1) / kCols;  // column groups per row");
@@ -468,8 +517,9 @@ class Generator {
       w.line(acc_t_ + " acc[kCols];");
       w.line("#pragma unroll");
       w.line("for (int k = 0; k < kCols; ++k) acc[k] = 0;");
-      w.open("for (int64_t p = " + rp + "[row]; p < (int64_t)" + rp + "[row + 1]; ++p)");
-      w.line("const int64_t col = " + part("col_idx") + "[p];");
+      w.open("for (int64_t p = " + begin("row") + ", stop = " + begin("row + 1") + "; p < stop; ++p)");
+      w.line("const int64_t col = " + col_part() + "[p];");
+      if (format() == "ell") w.line("if (col < 0) break;  // the row's padding slots: -1 to its end");
       w.line("const " + std::string(cuda_type(a_.csr->type)) + " " + value_ + " = " + part("values") + "[p];");
       w.line("#pragma unroll");
       w.open("for (int k = 0; k < kCols; ++k)");
@@ -492,7 +542,7 @@ class Generator {
     w.line("if (row >= " + M + ") continue;  // no shuffles below: a lane may leave");
     w.open("for (int64_t n = lane; n < " + N + "; n += kVector)");
     w.line(acc_t_ + " acc = 0;");
-    entry_loop(w, rp + "[row]", "(int64_t)" + rp + "[row + 1]", "1", false);
+    entry_loop(w, begin("row"), begin("row + 1"), "1", false);
     w.line(out() + "[row * " + N + " + n] = acc;");
     w.close();
     w.close();
@@ -502,11 +552,10 @@ class Generator {
 
   void split_kernel(Writer& w) {
     const std::string M = names_[a_.def->extents[0]];
-    const std::string rp = part("row_ptr");
     w.comment("Chunk t holds stored entries [t * kChunk, min((t + 1) * kChunk, NNZ)). It writes the rows whose first "
               "entry it holds (the last chunk also the empty rows at the end), summed up to its end, and the sum of "
               "its entries of a row begun by an earlier chunk into carry_value[t] (carry_row[t] = that row, else -1).");
-    open_kernel(w, name_ + "_chunks", "int64_t NNZ, int64_t chunks, " + acc_t_ + "* __restrict__ carry_value, " +
+    open_kernel(w, name_ + "_chunks", "int64_t chunks, " + acc_t_ + "* __restrict__ carry_value, " +
                                          "int64_t* __restrict__ carry_row");
     w.line("for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < chunks;");
     w.open("     chunk += (int64_t)gridDim.x * kThreads)");
@@ -515,21 +564,21 @@ class Generator {
     w.line("int64_t lo = 0, hi = " + M + ";");
     w.open("while (lo < hi)");
     w.line("const int64_t mid = lo + (hi - lo) / 2;");
-    w.line("if (" + rp + "[mid] < b0) lo = mid + 1; else hi = mid;");
+    w.line("if (" + begin("mid") + " < b0) lo = mid + 1; else hi = mid;");
     w.close();
     w.line("int64_t row = lo;");
     w.line(acc_t_ + " acc = 0;");
-    w.open("if (row == " + M + " || " + rp + "[row] > b0)");
+    w.open("if (row == " + M + " || " + begin("row") + " > b0)");
     w.comment("b0 lies inside row - 1, begun by an earlier chunk.");
-    loop_entries(w, "b0", "min64(e0, (int64_t)" + rp + "[row])", "1");
+    loop_entries(w, "b0", "min64(e0, " + begin("row") + ")", "1");
     w.line("carry_value[chunk] = acc;");
     w.line("carry_row[chunk] = row - 1;");
     w.close("} else {");
     w.line("  carry_row[chunk] = -1;");
     w.line("}");
-    w.open("for (; row < " + M + " && (" + rp + "[row] < e0 || e0 == NNZ); ++row)");
+    w.open("for (; row < " + M + " && (" + begin("row") + " < e0 || e0 == NNZ); ++row)");
     w.line("acc = 0;");
-    loop_entries(w, rp + "[row]", "min64(e0, (int64_t)" + rp + "[row + 1])", "1");
+    loop_entries(w, begin("row"), "min64(e0, " + begin("row + 1") + ")", "1");
     w.line(out() + "[row] = acc;");
     w.close();
     w.close();
@@ -572,9 +621,12 @@ class Generator {
     std::string neg;
     for (size_t i = 0; i < dims_.size(); ++i) {
       bool used = std::find(p_.dims.begin(), p_.dims.end(), dims_[i]) != p_.dims.end();
-      if (!used && !(split() && dims_[i] == "NNZ")) continue;
-      std::string n = used ? names_[dims_[i]] : "NNZ";
+      const bool nnz = needs_nnz() && dims_[i] == "NNZ", width = format() == "ell" && dims_[i] == "W";
+      if (!used && !nnz && !width) continue;
+      std::string n = used ? names_[dims_[i]] : nnz ? "NNZ" : "ell_width";
       w.line("const int64_t " + n + " = call->dims[" + std::to_string(i) + "];");
+      if (used && nnz) w.line("const int64_t NNZ = " + n + ";");
+      if (used && width) w.line("const int64_t ell_width = " + n + ";");
       neg += (neg.empty() ? "" : " || ") + n + " < 0";
     }
     w.line("if (" + neg + ") return 2;");
@@ -582,7 +634,7 @@ class Generator {
       const Piece& pc = pieces_[i];
       bool input = is_input(pc.param);
       std::string t = std::string(input ? "const " : "") +
-                      (pc.part == "row_ptr" || pc.part == "col_idx" ? "int32_t" : cuda_type(pc.param->type)) + "*";
+                      (index_part(pc.part) ? "int32_t" : cuda_type(pc.param->type)) + "*";
       w.line(t + " " + piece_name_[i] + " = static_cast<" + t + ">(call->tensors[" + std::to_string(i) + "]);");
     }
     w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
@@ -630,7 +682,7 @@ class Generator {
       w.line("int64_t* carry_row = static_cast<int64_t*>(carries);");
       w.line(acc_t_ + "* carry_value = reinterpret_cast<" + acc_t_ + "*>(carry_row + chunks);");
       w.line("const int64_t blocks = std::min<int64_t>((chunks + kThreads - 1) / kThreads, kMaxBlocks);");
-      launch(name_ + "_chunks", "blocks", pass + "NNZ, chunks, carry_value, carry_row");
+      launch(name_ + "_chunks", "blocks", pass + "chunks, carry_value, carry_row");
       w.line("if (cudaGetLastError() != cudaSuccess) return 4;");
       w.line(name_ + "_carries<<<(unsigned)blocks, kThreads, 0, stream>>>(" + out() +
              ", chunks, carry_value, carry_row);");

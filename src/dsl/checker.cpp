@@ -79,14 +79,15 @@ class Checker {
         if (auto it = seen.find(prm.name); it != seen.end())
           src_.fail(prm.loc, "parameter '" + prm.name + "' is declared twice (first at " + at_text(it->second) + ")");
         seen[prm.name] = prm.loc;
-        if (prm.format == "csr" && prm.extents.size() != 2)
-          src_.fail(prm.loc, "a csr matrix has two extents, [ROWS, COLS]");
-        if (prm.format == "csr" && list == &p_.outputs)
-          src_.fail(prm.loc, "an output cannot be csr; only inputs may be sparse");
+        const bool sparse = prm.format != "dense";
+        if (sparse && prm.extents.size() != 2)
+          src_.fail(prm.loc, std::string(prm.format == "ell" ? "an " : "a ") + prm.format + " matrix has two extents, [ROWS, COLS]");
+        if (sparse && list == &p_.outputs)
+          src_.fail(prm.loc, "an output cannot be " + prm.format + "; only inputs may be sparse");
         if (prm.zero_outside && list == &p_.outputs)
           src_.fail(prm.loc, "an output cannot be 'outside 0'; only inputs are read outside their extents");
-        if (prm.zero_outside && prm.format == "csr")
-          src_.fail(prm.loc, "a csr matrix cannot be 'outside 0'; its missing entries are zero already");
+        if (prm.zero_outside && sparse)
+          src_.fail(prm.loc, std::string(prm.format == "ell" ? "an " : "a ") + prm.format + " matrix cannot be 'outside 0'; its missing entries are zero already");
         for (const std::string& ext : prm.extents)
           if (!extent_is_number(ext) && dims_.insert(ext).second) p_.dims.push_back(ext);
       }
@@ -327,7 +328,7 @@ class Checker {
     } else if (const Param* prm = input(n)) {
       extents = prm->extents;
       e.type = prm->type;
-      shape = declared(n, prm->extents, (prm->format == "csr" ? "csr " : "") + std::string(type_name(prm->type)));
+      shape = declared(n, prm->extents, (prm->format != "dense" ? prm->format + " " : std::string()) + std::string(type_name(prm->type)));
     } else if (auto later = first_def_.find(n); later != first_def_.end()) {
       src_.fail(e.loc, "'" + n + "' is defined later, at line " + std::to_string(p_.defs[later->second].loc.line) +
                            "; a definition may read only parameters and earlier definitions");

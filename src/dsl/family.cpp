@@ -77,7 +77,7 @@ class Recogniser {
         if (sum_index(*r)) return conv(d, *r);
     conv_only_features();
     for (const Param& prm : p_.inputs)
-      if (prm.format == "csr") return sparse();
+      if (prm.format != "dense") return sparse();
     std::vector<size_t> reductions;
     for (size_t i = 0; i < p_.defs.size(); ++i)
       if (p_.defs[i].reduce != ReduceOp::none) reductions.push_back(i);
@@ -104,11 +104,11 @@ class Recogniser {
     for (const Definition& d : p_.defs) {
       for (const Expr* r : reads_of(d.body)) {
         const Param* prm = p_.param(r->name);
-        if (!prm || prm->format != "csr" || !is_input(r->name)) continue;
+        if (!prm || prm->format == "dense" || !is_input(r->name)) continue;
         bool ok = d.reduce == ReduceOp::sum && r->indices[1].var == d.over && r->indices[0].var != d.over &&
                   !has_offset(*r);
         if (!ok)
-          src_.fail(r->loc, "a csr matrix can only be read inside sum(...) over its column index, as in "
+          src_.fail(r->loc, std::string(prm->format == "ell" ? "an " : "a ") + prm->format + " matrix can only be read inside sum(...) over its column index, as in "
                             "sum(A[m, j] * x[j]) over j");
       }
     }

@@ -81,7 +81,7 @@ struct Param {
   // Dim names, or positive integers written as numbers (a conv's filter: F: f32[K, C, 3, 3]);
   // numbers are not dims.
   std::vector<std::string> extents;
-  std::string format = "dense";      // dense | csr
+  std::string format = "dense";      // dense | csr | coo | ell
   bool zero_outside = false;         // `outside 0`: reads outside the extents give 0 (padding)
   Loc loc;
 };

@@ -161,8 +161,9 @@ class Parser {
       const Token& t = expect_ident("a type (f32, f64, bf16, f16, i32, i64)");
       if (!is_type_name(t.text)) {
         if (peek().kind == Tok::ident && is_type_name(peek().text)) {
-          if (t.text != "csr") fail_at(t, "unknown storage format '" + t.text + "'; the only sparse format is csr");
-          prm.format = "csr";
+          if (t.text != "csr" && t.text != "coo" && t.text != "ell")
+            fail_at(t, "unknown storage format '" + t.text + "'; the sparse formats are csr, coo and ell");
+          prm.format = t.text;
           prm.type = type_from_name(next().text);
         } else {
           fail_at(t, "unknown type '" + t.text + "'; the types are f32, f64, bf16, f16, i32, i64");

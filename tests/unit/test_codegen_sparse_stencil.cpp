@@ -17,6 +17,7 @@
 #include "codegen/interpret.h"
 #include "codegen/sparse_stencil.h"
 #include "compile/compiler.h"
+#include "core/util.h"
 #include "dsl/ir.h"
 #include "task/inputs.h"
 #include "task/task.h"
@@ -53,6 +54,11 @@ schedule {
   threads = 256
 }
 )";
+
+const std::string kEllText = read_file(std::string(KSOL_SOURCE_DIR) + "/tasks/sparse/spmv_ell_f32/program.ksol");
+const std::string kCooText = read_file(std::string(KSOL_SOURCE_DIR) + "/tasks/sparse/spmv_coo_f32/program.ksol");
+const char* const kEll = kEllText.c_str();
+const char* const kCoo = kCooText.c_str();
 
 const char* const kStencil = R"(
 kernel stencil2d(U: f32[H, W]) -> (V: f32[H, W]) {
@@ -202,6 +208,37 @@ TEST(CodegenSparse, SpmmAcceptsRefusesAndNames) {
   EXPECT_NE(src.find("Y[row * N + n0 + k] = acc[k];"), std::string::npos) << src;
 }
 
+TEST(CodegenSparse, CooAndEllBindNameAndRefuse) {
+  dsl::Program ell = parse(read_file(std::string(KSOL_SOURCE_DIR) + "/tasks/sparse/spmv_ell_f32/program.ksol"));
+  dsl::Program coo = parse(read_file(std::string(KSOL_SOURCE_DIR) + "/tasks/sparse/spmv_coo_f32/program.ksol"));
+  const Binding ell_b{{"col_idx", "values", "x", "y"}, {"M", "N", "W", "NNZ"}};
+  const Binding coo_b{{"row", "col", "values", "x", "y"}, {"M", "N", "NNZ"}};
+  EXPECT_EQ(refusal(ell, ell_b), "(accepted)");
+  EXPECT_EQ(refusal(coo, coo_b), "(accepted)");
+  EXPECT_EQ(refusal(coo, Binding{{"A_row", "A_col", "A_values", "x", "y"}, {"M", "N", "NNZ"}}), "(accepted)");
+  EXPECT_EQ(cd::sparse_family().kernel_name(ell), "sparse_spmv_ell_f32_ell_vec4_t256");
+  EXPECT_EQ(cd::sparse_family().kernel_name(coo), "sparse_spmv_coo_f32_coo_nnz8_t256");
+  EXPECT_EQ(refusal(scheduled(ell, {{"strategy", "nnz_split"}}), ell_b),
+            "strategy = nnz_split splits stored entries, and an ell matrix's padding slots are none; it takes "
+            "row_per_thread or vector_per_row");
+  EXPECT_EQ(refusal(ell, Binding{{"col_idx", "values", "x", "y"}, {"M", "N", "NNZ"}}),
+            "an ell matrix's rows have W slots, the task's dim W, and the task has none (its dims: M, N, NNZ)");
+  EXPECT_EQ(refusal(scheduled(coo, {{"strategy", "row_per_thread"}, {"vector", "1"}}), Binding{{"row", "col", "values", "x", "y"}, {"M", "N"}}),
+            "a coo matrix's entries are counted by the task's dim NNZ, and the task has none (its dims: M, N)");
+  EXPECT_EQ(refusal(ell, Binding{{"row_ptr", "col_idx", "values", "x", "y"}, {"M", "N", "W"}}),
+            "task tensor 'row_ptr' is not a parameter of the program (its tensors: A_col_idx, A_values, x, y)");
+  // The generated code: ELL stops at a row's first -1; COO finds a row's entries by binary search.
+  std::string e = cd::sparse_family().generate(scheduled(ell, {{"strategy", "row_per_thread"}, {"vector", "1"}}), ell_b);
+  EXPECT_NE(e.find("for (int64_t p = (row) * ell_width, stop = (row + 1) * ell_width; p < stop; p += 1)"), std::string::npos) << e;
+  EXPECT_NE(e.find("if (col < 0) break;"), std::string::npos) << e;
+  EXPECT_NE(e.find("const int64_t ell_width = call->dims[2];"), std::string::npos) << e;
+  std::string c = cd::sparse_family().generate(scheduled(coo, {{"strategy", "row_per_thread"}, {"vector", "1"}}), coo_b);
+  EXPECT_NE(c.find("stop = coo_begin(A_row, NNZ, row + 1)"), std::string::npos) << c;
+  dsl::Program two = parse("kernel t(A: coo f32[M, N], B: ell f32[M, N], x: f32[N]) -> (y: f32[M]) {\n"
+                           "  y[m] = sum(A[m, j] * B[m, j] * x[j]) over j\n}\n");
+  EXPECT_EQ(refusal(two), "the sparse family reads one sparse matrix; 'A' and 'B' are both sparse");
+}
+
 TEST(CodegenStencil, AcceptsRefusesAndNames) {
   dsl::Program p = parse(kStencil);
   ASSERT_EQ(p.family, "stencil");
@@ -284,6 +321,10 @@ TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
       {kSpmv, {{"vector", "32"}, {"cache_x", "shared"}}, 1},
       {kSpmv, {{"strategy", "nnz_split"}, {"vector", "16"}, {"cache_x", "shared"}}, 2},
       {kSpmm, {}, 1},
+      {kEll, {}, 1},
+      {kEll, {{"strategy", "row_per_thread"}, {"vector", "1"}, {"cache_x", "shared"}}, 1},
+      {kCoo, {}, 2},
+      {kCoo, {{"strategy", "vector_per_row"}, {"vector", "8"}, {"cache_x", "readonly"}}, 1},
       {kSpmm, {{"strategy", "vector_per_row"}, {"vector", "32"}, {"cache_x", "readonly"}}, 1},
       {kStencil, {}, 1},
       {kStencil, {{"halo", "registers"}, {"register_block", "4"}}, 1},
@@ -293,6 +334,8 @@ TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
   for (const Case& c : cases) {
     dsl::Program p = scheduled(parse(c.program), c.changes);
     Binding b = c.program == kSpmm ? Binding{{"row_ptr", "col_idx", "values", "X", "Y"}, {"M", "K", "N", "NNZ"}}
+                : c.program == kEll ? Binding{{"col_idx", "values", "x", "y"}, {"M", "N", "W", "NNZ"}}
+                : c.program == kCoo ? Binding{{"row", "col", "values", "x", "y"}, {"M", "N", "NNZ"}}
                 : p.family == "sparse" ? spmv_b
                                        : Binding{};
     ASSERT_EQ(refusal(p, b), "(accepted)");
@@ -339,6 +382,20 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
         {{"strategy", "vector_per_row"}, {"vector", "32"}, {"threads", "64"}, {"cache_x", "readonly"}}},
        {{{"M", 37}, {"K", 53}, {"N", 13}, {"NNZ", 211}}, {{"M", 64}, {"K", 7}, {"N", 40}, {"NNZ", 300}},
         {{"M", 5}, {"K", 9}, {"N", 3}, {"NNZ", 0}}, {{"M", 3}, {"K", 4}, {"N", 1}, {"NNZ", 7}}}},
+      {"spmv_ell_f32",
+       kEll,
+       {{},
+        {{"strategy", "row_per_thread"}, {"vector", "1"}, {"threads", "64"}, {"cache_x", "shared"}},
+        {{"vector", "32"}, {"threads", "64"}, {"cache_x", "readonly"}}},
+       {{{"M", 37}, {"N", 53}, {"W", 9}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"W", 7}, {"NNZ", 300}},
+        {{"M", 5}, {"N", 9}, {"W", 1}, {"NNZ", 0}}}},
+      {"spmv_coo_f32",
+       kCoo,
+       {{{"threads", "64"}},
+        {{"vector", "1"}, {"threads", "64"}, {"cache_x", "shared"}},
+        {{"strategy", "row_per_thread"}, {"vector", "1"}, {"threads", "64"}},
+        {{"strategy", "vector_per_row"}, {"vector", "4"}, {"threads", "64"}, {"cache_x", "readonly"}}},
+       {{{"M", 37}, {"N", 53}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"NNZ", 300}}, {{"M", 5}, {"N", 9}, {"NNZ", 0}}}},
       {"stencil2d_f32",
        kStencil,
        {{{"tile", "[8, 32]"}},
