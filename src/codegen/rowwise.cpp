@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/colwise.h"
 #include "codegen/common.h"
 
 namespace ksol::codegen::detail {
@@ -311,12 +312,14 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
 }
 
 void check(const dsl::Program& p, const Binding& b) {
+  if (is_column_reduction(p)) return column_check(p, b);
   resolve_binding(p, b);
   Analysis a = Analyser(p).run();
   read_knobs(p, a);
 }
 
 std::string kernel_name_of(const dsl::Program& p) {
+  if (is_column_reduction(p)) return column_kernel_name(p);
   Analysis a = Analyser(p).run();
   return name_of(read_knobs(p, a), p);
 }
@@ -1413,7 +1416,10 @@ class Generator {
   }
 };
 
-std::string generate(const dsl::Program& p, const Binding& b) { return Generator(p, b).run(); }
+std::string generate(const dsl::Program& p, const Binding& b) {
+  if (is_column_reduction(p)) return column_generate(p, b);
+  return Generator(p, b).run();
+}
 
 }  // namespace
 

@@ -282,7 +282,30 @@ class Recogniser {
     return false;
   }
 
+  // One sum/mean/max/min over r keeping c, reading matrices at [r, c] and vectors at [r] or [c]:
+  // a column reduction, which the rowwise family generates (src/codegen/colwise.cpp).
+  bool column_reduction() const {
+    if (p_.defs.size() != 1) return false;
+    const Definition& d = p_.defs.front();
+    if (d.indices.size() != 1 || (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::mean && d.reduce != ReduceOp::max &&
+                                  d.reduce != ReduceOp::min))
+      return false;
+    bool matrix = false;
+    for (const Expr* x : reads_of(d.body)) {
+      if (!is_input(x->name)) return false;
+      for (const IndexExpr& ix : x->indices)
+        if (ix.offset != 0 || !ix.plus.empty()) return false;
+      const auto& v = x->indices;
+      bool at_rc = v.size() == 2 && v[0].var == d.over && v[1].var == d.indices[0];
+      bool vec = v.size() == 1 && (v[0].var == d.over || v[0].var == d.indices[0]);
+      if (!at_rc && !vec) return false;
+      matrix = matrix || at_rc;
+    }
+    return matrix;
+  }
+
   std::string rowwise(const std::vector<size_t>& reductions) const {
+    if (column_reduction()) return "rowwise";
     std::vector<std::string> rows;
     std::string cols;
     const Definition* first = nullptr;
@@ -292,7 +315,9 @@ class Recogniser {
         for (size_t pos = 0; pos < x->indices.size(); ++pos) {
           if (x->indices[pos].var != d.over || pos + 1 == x->indices.size()) continue;
           std::string which = pos == 0 ? "the first index" : "index " + std::to_string(pos + 1);
-          std::string kind = pos == 0 ? "a reduction over the first index" : "a reduction over an index other than the last";
+          std::string kind = pos == 0 ? "a reduction over the first index, but for a column reduction of matrices "
+                                        "(one definition, Y[c] = sum(X[r, c]) over r),"
+                                      : "a reduction over an index other than the last";
           std::string hint;
           if (d.reduce == ReduceOp::sum && reads_last(d))
             hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts allowed; scale it in a following "

@@ -179,6 +179,22 @@ schedule {
 )";
 
 // Broadcasts along leading and trailing indices, a transposed read, a lower-rank intermediate.
+// Column reductions (src/codegen/colwise.cpp, generated for the rowwise family).
+const char* const kColMean = R"(
+kernel colmean(X: f32[R, C], w: f32[C], s: f32[R]) -> (Y: f32[C]) {
+  Y[c] = mean(X[r, c] * w[c] + s[r]) over r
+}
+schedule {
+  vector = 4
+  reduction = two_pass
+}
+)";
+const char* const kColMax = R"(
+kernel colmax(X: bf16[R, C]) -> (Y: bf16[C]) {
+  Y[c] = max(abs(X[r, c])) over r
+}
+)";
+
 const char* const kBroadcast = R"(
 kernel bias_act(A: f32[M, N], b: f32[N], s: f32[M], X: f32[N, M]) -> (C: f32[M, N], D: f32[M, N]) {
   t[m, n] = A[m, n] + b[n]
@@ -417,6 +433,9 @@ TEST(Codegen, OneNamedKernelPerProgramThatCompilesAndPassesTheStaticGate) {
       // two_pass: one kernel per reduction level, and the last.
       {kChain, {{"reduction", "two_pass"}, {"cache_row", "none"}, {"unroll", "2"}},
        "rowwise_chain_f32_t256_v4_r1_two_pass_u2", 4},
+      // Column reductions: the chunks' kernel and the one that combines them; one pass.
+      {kColMean, {}, "colwise_colmean_f32_t256_v4_two_pass", 2},
+      {kColMax, {{"vector", "8"}, {"items_per_thread", "4"}, {"unroll", "2"}}, "colwise_colmax_bf16_t256_v8_i4_u2_block", 1},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
@@ -489,6 +508,31 @@ TEST(Codegen, ScheduleSpaces) {
     EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
     for (const auto& [schedule, reason] : space.refused) EXPECT_FALSE(reason.empty()) << schedule;
   }
+}
+
+TEST(Codegen, ColumnReductionsNameAndRefuse) {
+  dsl::Program p = parse(kColMean);
+  ASSERT_EQ(p.family, "rowwise");
+  EXPECT_EQ(codegen::kernel_name(p), "colwise_colmean_f32_t256_v4_two_pass");
+  EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"reduction", "block"}, {"items_per_thread", "2"}})),
+            "colwise_colmean_f32_t256_v4_i2_block");
+  auto refusal = [](const dsl::Program& q) {
+    codegen::Support s = codegen::can_implement(q, {});
+    return s.ok ? std::string("(accepted)") : s.reason;
+  };
+  EXPECT_EQ(refusal(p), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(p, {{"reduction", "warp"}})),
+            "reduction = warp serves a row with a warp; a column reduction gives each thread its columns: reduction is "
+            "block (one pass) or two_pass (the rows split over blocks)");
+  EXPECT_EQ(refusal(scheduled(p, {{"rows_per_block", "4"}})),
+            "rows_per_block = 4: a column reduction's threads own columns over all their rows, so rows_per_block must be 1");
+  EXPECT_EQ(refusal(scheduled(p, {{"cache_row", "shared"}})),
+            "cache_row = shared: a column reduction reads each element once, so cache_row must be none");
+  EXPECT_EQ(refusal(scheduled(p, {{"vector", "8"}})),
+            "vector = 8 columns of a 4-byte type are 32 bytes per thread and row; at most 16");
+  std::string src = codegen::generate_cuda(p, {});
+  EXPECT_NE(src.find("acc[j] += X[row * C + col] * w[col] + s[row];"), std::string::npos) << src;
+  EXPECT_NE(src.find("Y[col] = acc / (float)R;"), std::string::npos) << src;
 }
 
 // --- the interpreter ---------------------------------------------------------------------------
@@ -666,6 +710,11 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
       {kRowStats, {{{"vector", "4"}, {"threads", "256"}, {"rows_per_block", "4"}}}, {{"B", 2}, {"T", 3}, {"C", 1000}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
+      {kColMean,
+       {{}, {{"reduction", "block"}}, {{"vector", "1"}, {"threads", "32"}, {"items_per_thread", "4"}, {"unroll", "2"}}},
+       {{"R", 77}, {"C", 133}}},
+      {kColMean, {{}, {{"reduction", "block"}, {"vector", "2"}}}, {{"R", 1}, {"C", 7}}},
+      {kColMax, {{}, {{"vector", "8"}, {"reduction", "two_pass"}, {"threads", "64"}}}, {{"R", 300}, {"C", 70}}},
   };
   for (const Case& c : cases) {
     const dsl::Program base = parse(c.program);
