@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../unit/doc_examples.h"
 #include "core/util.h"
 #include "dsl/ir.h"
 
@@ -27,29 +28,6 @@ std::vector<fs::path> golden_programs() {
     if (e.path().extension() == ".ksol") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-// The bodies of the fenced blocks of a markdown file whose opening fence is exactly `fence`.
-std::vector<std::string> fenced_blocks(const std::string& markdown, const std::string& fence) {
-  std::vector<std::string> blocks;
-  std::istringstream in(markdown);
-  std::string line, block;
-  bool inside = false, wanted = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("```", 0) == 0) {
-      if (!inside) {
-        inside = true;
-        wanted = line == fence;
-        block.clear();
-      } else {
-        inside = false;
-        if (wanted) blocks.push_back(block);
-      }
-      continue;
-    }
-    if (inside) block += line + "\n";
-  }
-  return blocks;
 }
 
 // The first line that is neither blank nor a comment.
@@ -107,8 +85,7 @@ TEST(DslGolden, PrintedSourceReadsBackToTheSameIr) {
 }
 
 TEST(DslGolden, EveryExampleOfTheCardParses) {
-  std::string card = ksol::read_file(std::string(KSOL_SOURCE_DIR) + "/docs/DSL_CARD.md");
-  std::vector<std::string> blocks = fenced_blocks(card, "```ksol");
+  std::vector<std::string> blocks = ksol::test_support::card_examples();
   for (size_t i = 0; i < blocks.size(); ++i) {
     try {
       parse_program(blocks[i], "DSL_CARD.md example " + std::to_string(i + 1));
@@ -124,7 +101,7 @@ TEST(DslGolden, EveryExampleOfTheCardParses) {
 TEST(DslGolden, EveryProgramOfTheDesignDocParses) {
   std::string doc = ksol::read_file(std::string(KSOL_SOURCE_DIR) + "/docs/DSL.md");
   int programs = 0;
-  for (const std::string& block : fenced_blocks(doc, "```")) {
+  for (const std::string& block : ksol::test_support::fenced_blocks(doc, "```")) {
     if (first_code_line(block).rfind("kernel ", 0) != 0) continue;
     ++programs;
     try {

@@ -23,6 +23,7 @@
 #include "dsl/ir.h"
 #include "task/inputs.h"
 #include "task/task.h"
+#include "doc_examples.h"
 #include "host_reference.h"
 
 namespace fs = std::filesystem;
@@ -533,6 +534,34 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
   std::string src = codegen::generate_cuda(p, {});
   EXPECT_NE(src.find("acc[j] += X[row * C + col] * w[col] + s[row];"), std::string::npos) << src;
   EXPECT_NE(src.find("Y[col] = acc / (float)R;"), std::string::npos) << src;
+}
+
+// Every example of docs/DSL_CARD.md (the card an LLM's prompt carries) through its generator and
+// nvcc. The CUTLASS ones are compiled by CodegenGemm.GeneratedSourcesCompile, which takes them
+// from the card too (a CUTLASS instantiation costs minutes of CI).
+TEST(Codegen, EveryExampleOfTheCardCompiles) {
+  std::vector<CompileJob> jobs;
+  int cutlass = 0;
+  for (const std::string& text : card_examples()) {
+    const dsl::Program p = parse(text);
+    const codegen::CompileNeeds needs = codegen::compile_needs(p);
+    if (needs.arch == "sm_90a") {
+      ++cutlass;
+      continue;
+    }
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
+    jobs.push_back(j);
+  }
+  EXPECT_GE(jobs.size(), 6u);
+  EXPECT_EQ(cutlass, 1);
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }
 
 // --- the interpreter ---------------------------------------------------------------------------

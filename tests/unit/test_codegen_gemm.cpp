@@ -14,6 +14,7 @@
 #include "codegen/interpret.h"
 #include "compile/compiler.h"
 #include "dsl/ir.h"
+#include "doc_examples.h"
 #include "task/inputs.h"
 #include "task/task.h"
 
@@ -390,6 +391,32 @@ TEST(CodegenGemm, GeneratedSourcesCompile) {
   }
   EXPECT_EQ(jobs[0].arch, "sm_90");
   EXPECT_EQ(jobs[1].arch, "sm_90a");
+  // The card's CUTLASS examples (docs/DSL_CARD.md), compiled here once: one whose source is a
+  // case's above costs nothing more.
+  int card = 0;
+  for (const std::string& text : ksol::test_support::card_examples()) {
+    const dsl::Program p = parse(text);
+    const codegen::CompileNeeds needs = codegen::compile_needs(p);
+    if (needs.arch != "sm_90a") continue;
+    ++card;
+    // With the binding of the case of the same kernel name, if any (the dims' order is the ABI's).
+    Binding bind;
+    for (const Case& c : cases)
+      if (codegen::kernel_name(scheduled(parse(c.program), c.changes)) == codegen::kernel_name(p)) bind = c.binding;
+    const std::string src = codegen::generate_cuda(p, bind);
+    bool same = false;
+    for (const CompileJob& j : jobs) same = same || j.source_text == src;
+    if (same) continue;
+    CompileJob j;
+    j.source_path = "card_" + codegen::kernel_name(p) + ".cu";
+    j.source_text = src;
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    jobs.push_back(j);
+  }
+  EXPECT_EQ(card, 1);
+  EXPECT_EQ(jobs.size(), cases.size()) << "the card's GEMM example is meant to be a case above (no extra CUTLASS compile)";
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message.substr(0, 20000);
 }
