@@ -331,7 +331,16 @@ TEST(LlmAgent, GarbageThenARepairedProgram) {
       << codegen::schedule_text(props[0].schedule);
   EXPECT_EQ(props[0].method.rfind("llm/", 0), 0u) << props[0].method;
   auto req = s.requests();
-  ASSERT_EQ(req.size(), 2u);
+  // A transport retry (status 0: the connection failed after the server logged the request) sends
+  // the same body again; seen now and then under a loaded CI machine. The dialogue is what this
+  // test checks: the question and one repair. Retries have their own tests above.
+  for (size_t i = 1; i < req.size();)
+    if (req[i]["body"] == req[i - 1]["body"]) req.erase(req.begin() + static_cast<long>(i)); else ++i;
+  ASSERT_EQ(req.size(), 2u) << [&] {
+    std::string t = join(log, "\n");
+    for (auto& r : req) t += "\n--- request:\n" + r["body"].dump().substr(0, 3000);
+    return t;
+  }();
   // The prompt carried the DSL card, the task and the parent; the repair carried the reason.
   std::string sys = req[0]["body"]["messages"][0]["content"];
   EXPECT_NE(sys.find("```ksol"), std::string::npos);
