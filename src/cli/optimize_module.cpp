@@ -58,26 +58,9 @@ class ModuleEvaluator : public search::Evaluator {
     search::Outcome o;
     o.label = label;
     o.kernel = codegen::kernel_name(p);
-    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
-    if (!cr.ok) {
-      o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
-      return o;
-    }
-    json req = request();
-    req["candidate_so"] = cr.so_path;
-    if (emulate_) {
-      std::string why, so = host_library(t, p, &why);
-      if (so.empty()) {
-        o.error = "build for the emulator: " + why.substr(0, 2000);
-        return o;
-      }
-      req["candidate_so"] = so;
-    }
-    req["baselines"] = false;
+    json req = candidate_request(t, p, label, &o.error);
+    if (req.empty()) return o;
     const SizeSet& s = t.sizes.at(0);
-    std::vector<int64_t> dims;
-    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(s.dims.at(d))));
-    req["dims"] = dims;
     json shapes = json::array();
     for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, s)}});
     req["expect_shapes"] = shapes;
@@ -156,21 +139,11 @@ class ModuleEvaluator : public search::Evaluator {
   // 100 calls, no L2 flush) on a verified program, reported beside ksol's strict gates: the
   // worker's "kernelbench" object, or why it has none.
   json kernelbench_of(const Task& t, const dsl::Program& p) {
-    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/kernelbench.ksol"));
-    if (!cr.ok) return {{"correct", false}, {"error", "compile: " + cr.message.substr(0, 300)}};
-    json req = request();
-    req["candidate_so"] = cr.so_path;
-    if (emulate_) {
-      std::string why, so = host_library(t, p, &why);
-      if (so.empty()) return {{"correct", false}, {"error", "build for the emulator: " + why.substr(0, 300)}};
-      req["candidate_so"] = so;
-    }
-    req["baselines"] = false;
+    std::string error;
+    json req = candidate_request(t, p, "kernelbench", &error);
+    if (req.empty()) return {{"correct", false}, {"error", error.substr(0, 300)}};
     req["kernelbench"] = true;
     req["time"] = false;
-    std::vector<int64_t> dims;
-    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(t.sizes.at(0).dims.at(d))));
-    req["dims"] = dims;
     return kernelbench_in(w_.call(req, timeout_));
   }
 
@@ -182,6 +155,30 @@ class ModuleEvaluator : public search::Evaluator {
   }
 
  private:
+  // An eval request for program p built to the ABI (for the host emulator under --emulate) and
+  // bound to the task's dims, no baselines; {} with *error set when it does not build.
+  json candidate_request(const Task& t, const dsl::Program& p, const std::string& label, std::string* error) {
+    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
+    if (!cr.ok) {
+      *error = cr.stage + " gate: " + cr.message.substr(0, 2000);
+      return json();
+    }
+    json req = request();
+    req["candidate_so"] = cr.so_path;
+    if (emulate_) {
+      std::string why, so = host_library(t, p, &why);
+      if (so.empty()) {
+        *error = "build for the emulator: " + why.substr(0, 2000);
+        return json();
+      }
+      req["candidate_so"] = so;
+    }
+    req["baselines"] = false;
+    std::vector<int64_t> dims;
+    for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(t.sizes.at(0).dims.at(d))));
+    req["dims"] = dims;
+    return req;
+  }
   json request() const {
     return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}};
   }

@@ -11,7 +11,8 @@
 //                     two_pass: the rows are cut into chunks over grid y, each chunk's partial
 //                     results go to a workspace, and a second kernel combines them in chunk
 //                     order (deterministic) and finishes; the chunk count is chosen at run time
-//                     to fill the GPU (about 4 blocks per SM of 132) with at least 32 rows each;
+//                     to fill the GPU (about 4 blocks per SM, the device's count) with at least 32
+//                     rows each;
 //                     warp is refused (a column has no warp of its own);
 //   rows_per_block    must be 1, cache_row none (each element is read once).
 #include <algorithm>
@@ -32,7 +33,8 @@ using dsl::Type;
 
 const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxChunks", "acc", "c0", "r",
                                             "r0", "r1", "row", "col", "j", "i", "chunk", "chunks", "rows_per_chunk",
-                                            "partial", "workspace", "workspace_bytes", "blocks", "need", "value"};
+                                            "partial", "workspace", "workspace_bytes", "blocks", "need", "value",
+                                            "device", "sms"};
 
 struct Column {
   const Definition* def = nullptr;
@@ -77,14 +79,14 @@ Column analyse(const dsl::Program& p, std::string* why) {
   return a;
 }
 
-struct Knobs2 {
+struct ColKnobs {
   int threads = 256, vector = 1, items = 1, unroll = 1;
   bool two_pass = false;
 };
 
-Knobs2 read_knobs(const dsl::Program& p, const Column& a) {
+ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
   Knobs k(p, rowwise_family());
-  Knobs2 s;
+  ColKnobs s;
   int64_t threads = k.integer("threads");
   if (threads < 32 || threads > 1024 || threads % 32 != 0)
     throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
@@ -110,7 +112,7 @@ Knobs2 read_knobs(const dsl::Program& p, const Column& a) {
   return s;
 }
 
-std::string name_of(const dsl::Program& p, const Knobs2& s) {
+std::string name_of(const dsl::Program& p, const ColKnobs& s) {
   std::string n = name_stem(p, "colwise") + "_t" + std::to_string(s.threads) + "_v" + std::to_string(s.vector);
   if (s.items > 1) n += "_i" + std::to_string(s.items);
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
@@ -154,19 +156,13 @@ class Generator {
     w.line("constexpr int kItems = " + std::to_string(s_.items) + ";  // rows per step");
     if (s_.unroll > 1) w.line("constexpr int kUnroll = " + std::to_string(s_.unroll) + ";  // steps unrolled");
     if (s_.two_pass) w.line("constexpr int64_t kMaxChunks = 1024;  // row chunks at most");
-    if (!helpers_.empty()) w.raw(helpers_.source());
-    w.line();
-    w.raw(body.text());
-    w.line("}  // namespace");
-    w.line();
-    host(w);
-    return w.text();
+    return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
  private:
   const dsl::Program& p_;
   Column a_;
-  Knobs2 s_;
+  ColKnobs s_;
   AbiLayout abi_;
   Names names_;
   Helpers helpers_;
@@ -291,8 +287,12 @@ class Generator {
       return;
     }
     const std::string at = cuda_type(acc_t_);
-    w.comment("Enough chunks to fill the GPU (about 4 blocks per SM of 132), each of 32 rows at least.");
-    w.line("int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((528 + blocks - 1) / blocks, (" + R() + " + 31) / 32));");
+    w.comment("Enough chunks to fill the GPU (about 4 blocks per SM), each of 32 rows at least.");
+    w.line("int device = 0, sms = 0;");
+    w.line("if (cudaGetDevice(&device) != cudaSuccess) return 4;");
+    w.line("if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 4;");
+    w.line("int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((4 * (int64_t)sms + blocks - 1) / blocks, (" + R() +
+           " + 31) / 32));");
     w.line("chunks = std::min<int64_t>(chunks, kMaxChunks);");
     w.line("const int64_t rows_per_chunk = std::max<int64_t>(1, (" + R() + " + chunks - 1) / chunks);");
     w.line("chunks = " + R() + " > 0 ? (" + R() + " + rows_per_chunk - 1) / rows_per_chunk : 1;");

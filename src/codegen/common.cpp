@@ -717,6 +717,17 @@ void simt_slice_fma(Writer& w) {
   w.close();
 }
 
+std::string finish_source(Writer& w, const Helpers& helpers, const std::string& kernels,
+                          const std::function<void(Writer&)>& host) {
+  if (!helpers.empty()) w.raw(helpers.source());
+  w.line();
+  w.raw(kernels);
+  w.line("}  // namespace");
+  w.line();
+  host(w);
+  return w.text();
+}
+
 std::string includes(const dsl::Program& p) {
   std::set<Type> types;
   for (const auto* list : {&p.inputs, &p.outputs})

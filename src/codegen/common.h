@@ -169,5 +169,10 @@ std::string kernel_params_pass(const dsl::Program& p, const AbiLayout& abi, cons
 void simt_slice_fma(Writer& w);
 // The #include lines the types of the program need.
 std::string includes(const dsl::Program& p);
+// The end of a generated source, after its constants: the helper functions used, the kernels
+// (`kernels`), the close of the anonymous namespace, then the host code `host` writes. Returns
+// the whole text of `w`.
+std::string finish_source(Writer& w, const Helpers& helpers, const std::string& kernels,
+                          const std::function<void(Writer&)>& host);
 
 }  // namespace ksol::codegen::detail

@@ -205,13 +205,7 @@ class Generator {
     w.line("constexpr int64_t kMaxBlocks = 65536;  // larger spaces loop (grid-stride)");
     w.line();
     w.raw(pack_source());
-    if (!helpers_.empty()) w.raw(helpers_.source());
-    w.line();
-    w.raw(body.text());
-    w.line("}  // namespace");
-    w.line();
-    host(w);
-    return w.text();
+    return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
  private:

@@ -321,13 +321,7 @@ class Generator {
       w.line("return lo;");
       w.close();
     }
-    if (!helpers_.empty()) w.raw(helpers_.source());
-    w.line();
-    w.raw(body.text());
-    w.line("}  // namespace");
-    w.line();
-    host(w);
-    return w.text();
+    return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
  private:

@@ -202,13 +202,7 @@ class Generator {
     w.line("constexpr int kThreads = " + std::to_string(s_.threads) + ";  // threads per block");
     w.line("constexpr int kRegisterBlock = " + std::to_string(s_.register_block) + ";  // outputs per thread");
     w.line("constexpr int64_t kMaxBlocks = 65536;  // more tiles loop (grid-stride)");
-    if (!helpers_.empty()) w.raw(helpers_.source());
-    w.line();
-    w.raw(body.text());
-    w.line("}  // namespace");
-    w.line();
-    host(w);
-    return w.text();
+    return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
  private:
