@@ -247,6 +247,13 @@ int64_t Knobs::integer(const std::string& key) const {
   return v.integer;
 }
 
+int64_t Knobs::threads() const {
+  const int64_t t = integer("threads");
+  if (t < 32 || t > 1024 || t % 32 != 0)
+    throw Refused("threads = " + std::to_string(t) + " must be a multiple of 32 between 32 and 1024");
+  return t;
+}
+
 int64_t Knobs::one_of(const std::string& key, const std::vector<int64_t>& allowed) const {
   int64_t v = integer(key);
   if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;

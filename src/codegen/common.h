@@ -55,6 +55,8 @@ class Knobs {
  public:
   Knobs(const dsl::Program& p, const FamilyGenerator& f);
   int64_t integer(const std::string& key) const;
+  // The `threads` key: a multiple of 32 from 32 to 1024 (whole warps, one block), else Refused.
+  int64_t threads() const;
   // integer(key), refused unless it is one of `allowed`.
   int64_t one_of(const std::string& key, const std::vector<int64_t>& allowed) const;
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed) const;

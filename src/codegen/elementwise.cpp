@@ -140,9 +140,7 @@ class Analyser {
 Knobs4 read_knobs(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, elementwise_family());
   Knobs4 s;
-  int64_t threads = k.integer("threads");
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  const int64_t threads = k.threads();
   s.threads = static_cast<int>(threads);
   s.vector = static_cast<int>(k.one_of("vector", {1, 2, 4, 8}));
   s.items = static_cast<int>(k.one_of("items_per_thread", {1, 2, 4, 8}));

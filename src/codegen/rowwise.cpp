@@ -244,9 +244,7 @@ class Analyser {
 RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, rowwise_family());
   RowKnobs s;
-  int64_t threads = k.integer("threads");
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  const int64_t threads = k.threads();
   s.threads = static_cast<int>(threads);
   int64_t rpb = k.integer("rows_per_block");
   if (rpb < 1) throw Refused("rows_per_block = " + std::to_string(rpb) + " must be at least 1");

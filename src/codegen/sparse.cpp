@@ -184,9 +184,7 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Sched s;
   s.strategy = k.one_of("strategy", std::vector<std::string>{"row_per_thread", "vector_per_row", "nnz_split"});
   s.vector = static_cast<int>(k.one_of("vector", {1, 2, 4, 8, 16, 32}));
-  int64_t threads = k.integer("threads");
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    throw Refused("threads = " + std::to_string(threads) + " must be a multiple of 32 between 32 and 1024");
+  const int64_t threads = k.threads();
   s.threads = static_cast<int>(threads);
   s.cache_x = k.one_of("cache_x", std::vector<std::string>{"none", "readonly", "shared"});
   if (a.spmm()) {
