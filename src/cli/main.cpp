@@ -535,9 +535,18 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
   if (!task.empty()) {
     b = search::binding_of(load_task(resolve_task_path(task)));
   } else {
-    for (auto& x : p.inputs) b.tensor_order.push_back(x.name);
-    for (auto& x : p.outputs) b.tensor_order.push_back(x.name);
+    // The program's own binding (empty tensor order: a sparse parameter is its row_ptr/col_idx/...
+    // pieces), and the dims a task of its formats has beside the program's: NNZ (the stored
+    // entries, which coo and nnz_split need) and W (an ell matrix's slots per row).
     b.dim_order = p.dims;
+    auto add_dim = [&](const char* d) {
+      if (std::find(b.dim_order.begin(), b.dim_order.end(), d) == b.dim_order.end()) b.dim_order.push_back(d);
+    };
+    for (const auto* list : {&p.inputs, &p.outputs})
+      for (const auto& x : *list) {
+        if (x.format == "csr" || x.format == "coo") add_dim("NNZ");
+        if (x.format == "ell") add_dim("W");
+      }
   }
   codegen::Space sp = codegen::schedule_space(p, b);
   std::map<std::string, std::pair<int, std::string>> by_reason;
@@ -685,7 +694,7 @@ int main(int argc, char** argv) {
   std::string space_task;
   int space_show = 10;
   dsl_space->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
-  dsl_space->add_option("--task", space_task, "bind to this task's tensor and dim order (default: the program's own order)");
+  dsl_space->add_option("--task", space_task, "bind to this task's tensor and dim order (default: the program's own order, with a sparse matrix's dims NNZ and W)");
   dsl_space->add_option("--show", space_show, "legal schedules to list")->capture_default_str();
   dsl->require_subcommand(1);
   auto* refcheck = app.add_subcommand("refcheck", "check that each task's GPU float64 reference agrees with its CPU one (needs a GPU)");

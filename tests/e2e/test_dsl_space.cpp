@@ -25,3 +25,21 @@ TEST(DslSpace, CountsLegalAndRefusedWithReasons) {
   EXPECT_EQ(s["legal"].get<size_t>(), s["legal_schedules"].size());
   for (auto& r : s["reasons"]) EXPECT_FALSE(r["reason"].get<std::string>().empty());
 }
+
+// Without --task, a sparse parameter binds as its pieces (A_row_ptr, ...) and the space assumes
+// the dims its format has (NNZ, W); with --task the task's names bind. Both give legal schedules.
+TEST(DslSpace, SparseProgramsHaveLegalSchedulesWithAndWithoutTheirTask) {
+  std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol";
+  for (const char* t : {"spmv_csr_f32", "spmv_coo_f32", "spmv_ell_f32", "spmm_csr_f32"}) {
+    const std::string prog = ksol::source_root() + "/tasks/sparse/" + t + "/program.ksol";
+    for (bool with_task : {false, true}) {
+      std::vector<std::string> cmd = {ksol, "--json", "dsl", "space", prog};
+      if (with_task) cmd.insert(cmd.end(), {"--task", t});
+      ksol::ProcessResult r = ksol::run_process(cmd, 300);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      nlohmann::json j = nlohmann::json::parse(r.output);
+      EXPECT_EQ(j["family"], "sparse") << t;
+      EXPECT_GE(j["legal"].get<int>(), 72) << t << (with_task ? " with its task" : " alone") << ": " << r.output.substr(0, 600);
+    }
+  }
+}
