@@ -38,7 +38,8 @@ const std::vector<std::string> kInternal = {
     "row", "col", "tile_m", "tile_n", "acc", "a_frag", "b_frag", "As", "Bs", "k0", "kk", "tid", "tx", "ty", "v",
     "x", "i", "j", "e", "M_", "N_", "K_", "Gemm", "GemmKernel", "KsolEpilogueFn", "ksol_gemm_simt", "ksol_epilogue",
     "ksol_run_simt", "ksol_run_tma", "g_workspace", "g_workspace_bytes", "args", "status", "hw", "ws_bytes", "cutlass",
-    "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out"};
+    "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out", "kVA", "kVB",
+    "kGA", "kGB", "kPadA", "kPadB", "ksol_lds", "frag_row", "frag_col", "g"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -573,18 +574,39 @@ class Generator {
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
     w.comment("SIMT GEMM: a " + std::to_string(bm) + " x " + std::to_string(bn) + " output tile per block of " +
               std::to_string((bm / tm) * (bn / tn)) + " threads, each holding " + std::to_string(tm) + " x " +
-              std::to_string(tn) + " accumulators (rows ty + i * kTY, columns tx + j * kTX, so stores are "
-              "coalesced); K advances " + std::to_string(bk) + " at a time through shared memory (the next tile staged in "
-              "registers meanwhile), in f32, "
+              std::to_string(tn) + " accumulators in groups of up to 4 consecutive rows and columns (frag_row, "
+              "frag_col), so each k step reads a thread's operands from shared memory as float4s and a warp's "
+              "stores cover consecutive columns; K advances " + std::to_string(bk) +
+              " at a time through shared memory (the next tile staged in registers meanwhile), in f32, "
               "with one FMA per product in increasing k.");
     w.line("constexpr int kBM = " + std::to_string(bm) + ", kBN = " + std::to_string(bn) + ", kBK = " + std::to_string(bk) + ";");
     w.line("constexpr int kTM = " + std::to_string(tm) + ", kTN = " + std::to_string(tn) + ";");
     w.line("constexpr int kTX = kBN / kTN, kTY = kBM / kTM, kThreads = kTX * kTY;");
+    w.comment("A thread's rows: kGA groups of kVA consecutive rows, kBM / kGA apart (columns likewise).");
+    w.line("constexpr int kVA = kTM < 4 ? kTM : 4, kVB = kTN < 4 ? kTN : 4, kGA = kTM / kVA, kGB = kTN / kVB;");
+    w.comment("Rows of As are padded by 4 floats: the transposing stores (consecutive threads along k) spread over "
+              "the banks, and rows stay 16-byte aligned for the float4 reads. Bs likewise when B is B[n, k].");
+    w.line(std::string("constexpr int kPadA = 4, kPadB = ") + (a_.b_trans ? "4" : "0") + ";");
+    w.line("__device__ __forceinline__ int frag_row(int ty, int i) { return (i / kVA) * (kBM / kGA) + ty * kVA + i % kVA; }");
+    w.line("__device__ __forceinline__ int frag_col(int tx, int j) { return (j / kVB) * (kBN / kGB) + tx * kVB + j % kVB; }");
+    w.comment("V consecutive floats of shared memory (16- or 8-byte aligned for V = 4 or 2) into registers.");
+    w.open("template <int V> __device__ __forceinline__ void ksol_lds(float* dst, const float* src)");
+    w.open("if constexpr (V == 4)");
+    w.line("const float4 t = *reinterpret_cast<const float4*>(src);");
+    w.line("dst[0] = t.x; dst[1] = t.y; dst[2] = t.z; dst[3] = t.w;");
+    w.close();
+    w.open("else if constexpr (V == 2)");
+    w.line("const float2 t = *reinterpret_cast<const float2*>(src);");
+    w.line("dst[0] = t.x; dst[1] = t.y;");
+    w.close();
+    w.open("else");
+    w.line("dst[0] = src[0];");
+    w.close();
+    w.close();
     w.line();
     w.open("__global__ void __launch_bounds__(kThreads) ksol_gemm_simt(" + simt_params() + ")");
-    w.line("__shared__ float As[kBK][kBM + 1];");
-    // Padded by one column when B is B[n, k]: its stores run along k, kBN floats apart.
-    w.line(std::string("__shared__ float Bs[kBK][kBN") + (a_.b_trans ? " + 1" : "") + "];");
+    w.line("__shared__ __align__(16) float As[kBK][kBM + kPadA];");
+    w.line("__shared__ __align__(16) float Bs[kBK][kBN + kPadB];");
     w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
     const bool batched = !a_.batch_dim.empty();
     if (batched) {
@@ -646,16 +668,27 @@ class Generator {
     w.open("if (k0 + kBK < " + K + ")");
     load("(k0 + kBK)");
     w.close();
-    simt_slice_fma(w);
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < kBK; ++kk)");
+    w.line("float a_frag[kTM], b_frag[kTN];");
+    w.line("#pragma unroll");
+    w.line("for (int g = 0; g < kGA; ++g) ksol_lds<kVA>(a_frag + g * kVA, &As[kk][frag_row(ty, g * kVA)]);");
+    w.line("#pragma unroll");
+    w.line("for (int g = 0; g < kGB; ++g) ksol_lds<kVB>(b_frag + g * kVB, &Bs[kk][frag_col(tx, g * kVB)]);");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kTM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
+    w.close();
     w.line("__syncthreads();");
     w.close();
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < kTM; ++i)");
-    w.line("const int64_t row = tile_m + ty + i * kTY;");
+    w.line("const int64_t row = tile_m + frag_row(ty, i);");
     w.line("if (row >= " + M + ") continue;");
     w.line("#pragma unroll");
     w.open("for (int j = 0; j < kTN; ++j)");
-    w.line("const int64_t col = tile_n + j * kTX + tx;");
+    w.line("const int64_t col = tile_n + frag_col(tx, j);");
     w.line("if (col >= " + N + ") continue;");
     w.line("const float v = acc[i][j];");
     w.line(Cb + "[row * " + N + " + col] = " + epi + ";");

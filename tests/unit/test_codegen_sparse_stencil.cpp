@@ -70,6 +70,17 @@ schedule {
 }
 )";
 
+const char* const kStencil3d = R"(
+kernel stencil3d(U: f32[D, H, W]) -> (V: f32[D, H, W]) {
+  V[z, i, j] = 0.25 * U[z, i, j] + 0.125 * (U[z-1, i, j] + U[z+1, i, j] + U[z, i-1, j] + U[z, i+1, j] + U[z, i, j-1] + U[z, i, j+1])
+}
+schedule {
+  tile = [4, 8, 32]
+  halo = registers
+  register_block = 4
+}
+)";
+
 dsl::Program parse(const std::string& t) { return dsl::parse_program(t, "test.ksol"); }
 
 const cd::FamilyGenerator& family(const dsl::Program& p) {
@@ -400,8 +411,17 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
        kStencil,
        {{{"tile", "[8, 32]"}},
         {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "2"}},
-        {{"tile", "[16, 32]"}, {"register_block", "4"}}},
+        {{"tile", "[16, 32]"}, {"register_block", "4"}},
+        {{"tile", "[16, 32]"}, {"halo", "registers"}, {"register_block", "4"}},
+        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "8"}},
+        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "1"}}},
        {{{"H", 19}, {"W", 37}}, {{"H", 16}, {"W", 32}}, {{"H", 1}, {"W", 5}}, {{"H", 3}, {"W", 2}}}},
+      {"stencil3d_f32",
+       kStencil3d,
+       {{},
+        {{"tile", "[8, 4, 32]"}, {"register_block", "8"}},
+        {{"tile", "[4, 8, 32]"}, {"halo", "shared"}, {"register_block", "2"}}},
+       {{{"D", 9}, {"H", 11}, {"W", 37}}, {{"D", 1}, {"H", 3}, {"W", 5}}, {{"D", 4}, {"H", 2}, {"W", 33}}}},
   };
   for (const Case& c : cases) {
     Task t = load_task(resolve_task_path(c.task));
