@@ -32,7 +32,7 @@ const std::vector<std::string> kInternal = {
     "kThreads", "kRowsPerBlock", "kThreadsPerRow", "kWarpsPerRow", "kVector", "kItems", "kUnroll", "kTile",
     "kCacheValues", "kCacheTiles", "kMaxRow", "kMaxCacheBytes", "kMaxSplits", "kMaxBlocks", "slot", "lane", "row",
     "rows", "row_base", "active", "tile", "t", "item", "c0", "j", "in_row", "work", "split", "splits", "chunk",
-    "c_begin", "c_end", "k", "w", "launch", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
+    "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
     "cache_bytes", "cache_region_bytes", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
     "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
@@ -1039,7 +1039,9 @@ class Generator {
   // --- the fused kernel (warp, block) ----------------------------------------------------------
 
   void fused_kernel(Writer& w) {
-    w.line("template <int kVec>");
+    // With the row in registers, the kernel also takes the number of cached steps: the launcher
+    // picks the smallest power of two that covers the row, so a short row holds few registers.
+    w.line(s_.cache == "registers" ? "template <int kVec, int kCacheTiles>" : "template <int kVec>");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + tensor_params() + "int64_t rows)");
     std::vector<const Definition*> shared_defs;
     for (const Definition& d : p_.defs)
@@ -1053,7 +1055,6 @@ class Generator {
     w.line("const int slot = threadIdx.x / kThreadsPerRow;  // which of the block's rows this thread serves");
     w.line("const int lane = threadIdx.x % kThreadsPerRow;  // its place among the row's threads");
     w.line("constexpr int kTile = kThreadsPerRow * kVec * kItems;  // elements one step covers");
-    if (s_.cache == "registers") w.line("constexpr int kCacheTiles = kCacheValues / (kVec * kItems);");
     w.line("for (int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock; row_base < rows;");
     w.open("     row_base += (int64_t)gridDim.x * kRowsPerBlock)");
     w.comment("A block's last slots may have no row: they redo the last row and write nothing, so that every "
@@ -1358,6 +1359,18 @@ class Generator {
   }
 
   void launcher(Writer& w) {
+    if (s_.cache == "registers" && !two_pass()) {
+      w.comment("The fused kernel with kTiles cached steps per thread: the first power of two that covers steps.");
+      w.line("template <int kVec, int kTiles>");
+      w.open("cudaError_t launch_tiles(" + tensor_params_host() + "int64_t rows, int64_t blocks, int64_t steps, cudaStream_t stream)");
+      w.open("if constexpr (kTiles * 2 <= kCacheValues / (kVec * kItems))");
+      w.line("if (steps > kTiles) return launch_tiles<kVec, kTiles * 2>(" + tensor_args() + "rows, blocks, steps, stream);");
+      w.close();
+      w.line(name_ + "<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
+      w.line("return cudaGetLastError();");
+      w.close();
+      w.line();
+    }
     w.comment("Queues the kernel(s) for packs of kVec elements.");
     w.line("template <int kVec>");
     if (!two_pass()) {
@@ -1373,8 +1386,15 @@ class Generator {
         w.line("if (err != cudaSuccess) return err;");
         w.close();
       }
-      w.line(name_ + "<kVec><<<(unsigned)blocks, kThreads, " + smem + ", stream>>>(" + tensor_args() + "rows);");
-      w.line("return cudaGetLastError();");
+      if (s_.cache == "registers") {
+        // launch<kVec, kTiles> doubles kTiles until it covers the row (C / kTile steps), within what
+        // kCacheValues allows (ksol_run refused longer rows): one instantiation per power of two.
+        w.line("const int64_t steps = (" + col_dim_ + " + kThreadsPerRow * kVec * kItems - 1) / (kThreadsPerRow * kVec * kItems);");
+        w.line("return launch_tiles<kVec, 1>(" + tensor_args() + "rows, blocks, steps, stream);");
+      } else {
+        w.line(name_ + "<kVec><<<(unsigned)blocks, kThreads, " + smem + ", stream>>>(" + tensor_args() + "rows);");
+        w.line("return cudaGetLastError();");
+      }
       w.close();
       return;
     }

@@ -811,6 +811,30 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
   }
 }
 
+// cache_row = registers instantiates the kernel for 1, 2, 4, ... cached steps and the launcher
+// picks the first that covers the row: rows of 1 to kMaxRow elements (64 threads, 64 values
+// each) go through every instantiation and pass the task's checks.
+TEST(HostEmulation, RegisterCacheTakesEveryRowLength) {
+  Task t = load_task(resolve_task_path("rmsnorm_f32"));
+  Reference ref(t);
+  const dsl::Program p = scheduled(parse(kRmsnormF32), {{"cache_row", "registers"}, {"threads", "64"}, {"vector", "1"},
+                                                        {"items_per_thread", "1"}, {"rows_per_block", "1"}, {"reduction", "block"}});
+  codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, binding_of(t)));
+  ASSERT_TRUE(build.ok) << build.message;
+  for (double C : {1.0, 64.0, 65.0, 130.0, 300.0, 1000.0, 4096.0}) {
+    SizeSet s = size_of({{"R", 3}, {"C", C}});
+    std::vector<HostTensor> in = generate_inputs(t, s, Distribution::normal, 7);
+    std::vector<HostTensor> want = ref.run(t, s, in, false);
+    OutputBytes buffers = poisoned_outputs(t, s);
+    for (size_t k = 0; k < t.tensors.size(); ++k)
+      if (t.tensors[k].role == Role::in) buffers[k] = in[k].bytes;
+    codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims_of(t, s));
+    ASSERT_TRUE(r.ok) << r.message;
+    ASSERT_EQ(r.rc, 0) << "C = " << C;
+    EXPECT_EQ(check_outputs(t, s, in, buffers, want, nullptr), "") << "C = " << C;
+  }
+}
+
 // A row longer than the register cache holds, or than shared memory holds, is refused at run
 // time with 3 rather than computed wrongly.
 TEST(HostEmulation, RowsBeyondTheCacheAreRefusedAtRunTime) {

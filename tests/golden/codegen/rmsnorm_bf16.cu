@@ -58,7 +58,7 @@ __device__ __forceinline__ T row_sum(T v, T* partials, int lane) {
   return total;
 }
 
-template <int kVec>
+template <int kVec, int kCacheTiles>
 __global__ void __launch_bounds__(kThreads) rowwise_rmsnorm_bf16_t256_v8_r1_block_regs(
     const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W, __nv_bfloat16* __restrict__ Y,
     int64_t R, int64_t C, int64_t rows) {
@@ -67,7 +67,6 @@ __global__ void __launch_bounds__(kThreads) rowwise_rmsnorm_bf16_t256_v8_r1_bloc
   const int slot = threadIdx.x / kThreadsPerRow;  // which of the block's rows this thread serves
   const int lane = threadIdx.x % kThreadsPerRow;  // its place among the row's threads
   constexpr int kTile = kThreadsPerRow * kVec * kItems;  // elements one step covers
-  constexpr int kCacheTiles = kCacheValues / (kVec * kItems);
   for (int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock; row_base < rows;
        row_base += (int64_t)gridDim.x * kRowsPerBlock) {
     // A block's last slots may have no row: they redo the last row and write nothing, so that every
@@ -142,14 +141,26 @@ bool pack_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVector) == 0;
 }
 
+// The fused kernel with kTiles cached steps per thread: the first power of two that covers steps.
+template <int kVec, int kTiles>
+cudaError_t launch_tiles(
+    const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int64_t R, int64_t C, int64_t rows,
+    int64_t blocks, int64_t steps, cudaStream_t stream) {
+  if constexpr (kTiles * 2 <= kCacheValues / (kVec * kItems)) {
+    if (steps > kTiles) return launch_tiles<kVec, kTiles * 2>(X, W, Y, R, C, rows, blocks, steps, stream);
+  }
+  rowwise_rmsnorm_bf16_t256_v8_r1_block_regs<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(
+      X, W, Y, R, C, rows);
+  return cudaGetLastError();
+}
+
 // Queues the kernel(s) for packs of kVec elements.
 template <int kVec>
 cudaError_t launch(
     const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int64_t R, int64_t C, int64_t rows,
     int64_t blocks, cudaStream_t stream) {
-  rowwise_rmsnorm_bf16_t256_v8_r1_block_regs<kVec><<<(unsigned)blocks, kThreads, 0, stream>>>(
-      X, W, Y, R, C, rows);
-  return cudaGetLastError();
+  const int64_t steps = (C + kThreadsPerRow * kVec * kItems - 1) / (kThreadsPerRow * kVec * kItems);
+  return launch_tiles<kVec, 1>(X, W, Y, R, C, rows, blocks, steps, stream);
 }
 }  // namespace
 
