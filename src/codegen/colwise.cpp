@@ -82,6 +82,7 @@ Column analyse(const dsl::Program& p, std::string* why) {
 struct ColKnobs {
   int threads = 256, vector = 1, items = 1, unroll = 1;
   bool two_pass = false;
+  bool fast_math = false;  // math = fast (ExprEmitter::fast_math)
 };
 
 ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
@@ -95,6 +96,9 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
   const std::string red = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
   const std::string cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
   int64_t rpb = k.integer("rows_per_block");
+  s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
+  if (s.fast_math && !has_fast_math_ops(p))
+    throw Refused("math = fast changes exp, log and division, and '" + p.name + "' has none; math must be precise");
   if (s.vector * a.widest > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " columns of a " + std::to_string(a.widest) +
                   "-byte type are " + std::to_string(s.vector * a.widest) + " bytes per thread and row; at most 16");
@@ -114,6 +118,7 @@ std::string name_of(const dsl::Program& p, const ColKnobs& s) {
   std::string n = name_stem(p, "colwise") + "_t" + std::to_string(s.threads) + "_v" + std::to_string(s.vector);
   if (s.items > 1) n += "_i" + std::to_string(s.items);
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
+  if (s.fast_math) n += "_fast";
   return n + (s.two_pass ? "_two_pass" : "_block");
 }
 
@@ -193,6 +198,7 @@ class Generator {
   std::string summand() {
     ExprEmitter em;
     em.helpers = &helpers_;
+    em.fast_math = s_.fast_math;
     em.dim = [&](const std::string& d) { return names_[d]; };
     em.read = [&](const Expr& r) -> std::string {
       const std::string& n = names_[r.name];

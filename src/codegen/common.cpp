@@ -100,7 +100,9 @@ Code emit_call(const Expr& e, const ExprEmitter& em) {
   }
   std::string inner;
   if (const MathFn* f = math_fn(e.name); f && dsl::type_is_float(work)) {
-    inner = std::string(work == Type::f64 ? f->f64 : f->f32) + "(" + args[0] + ")";
+    std::string fn = work == Type::f64 ? f->f64 : f->f32;
+    if (em.fast_math && work == Type::f32 && (e.name == "exp" || e.name == "log")) fn = "__" + fn;
+    inner = fn + "(" + args[0] + ")";
   } else if (e.name == "abs") {
     inner = std::string(work == Type::i64 ? "llabs" : "abs") + "(" + args[0] + ")";
   } else if (is_float_helper(e.name)) {
@@ -133,8 +135,12 @@ Code emit(const Expr& e, const ExprEmitter& em) {
     case Expr::Kind::binary: {
       const int prec = (e.op == "+" || e.op == "-") ? kAdd : kMul;
       Code a = emit(e.args[0], em), b = emit(e.args[1], em);
-      if (is_half(e.type))
+      const bool fast_div = em.fast_math && e.op == "/" && (e.type == Type::f32 || is_half(e.type));
+      if (is_half(e.type)) {
+        if (fast_div) return {from_float("__fdividef(" + to_float(a.text, e.type) + ", " + to_float(b.text, e.type) + ")", e.type), kAtom};
         return {from_float(to_float(a.text, e.type) + " " + e.op + " " + to_float(b.text, e.type), e.type), kAtom};
+      }
+      if (fast_div) return {"__fdividef(" + a.text + ", " + b.text + ")", kAtom};
       // The right operand keeps its parentheses at equal precedence: a + (b + c) is not
       // (a + b) + c in floating point.
       return {wrap(a, prec) + " " + e.op + " " + wrap(b, prec + 1), prec};
@@ -407,6 +413,22 @@ std::string Helpers::source() const {
 }
 
 std::string ExprEmitter::operator()(const Expr& e) const { return emit(e, *this).text; }
+
+namespace {
+bool fast_math_op(const Expr& e) {
+  if (e.kind == Expr::Kind::call && (e.name == "exp" || e.name == "log")) return true;
+  if (e.kind == Expr::Kind::binary && e.op == "/" && dsl::type_is_float(e.type)) return true;
+  for (const Expr& a : e.args)
+    if (fast_math_op(a)) return true;
+  return false;
+}
+}  // namespace
+
+bool has_fast_math_ops(const dsl::Program& p) {
+  for (const dsl::Definition& d : p.defs)
+    if (fast_math_op(d.body)) return true;
+  return false;
+}
 
 void check_emittable(const Expr& e) {
   if (e.kind == Expr::Kind::call && e.name != "select") {

@@ -118,8 +118,14 @@ struct ExprEmitter {
   std::function<std::string(const dsl::Expr&)> read;
   std::function<std::string(const std::string&)> dim;
   Helpers* helpers = nullptr;
+  // math = fast: f32 exp and log through the SFU intrinsics (__expf, __logf: 2 + 1.16|x| ulp and
+  // 2^-21.41 absolute error) and f32 division as __fdividef (2 ulp for |b| in [2^-126, 2^126]);
+  // bf16/f16 arithmetic, done in f32, likewise. Otherwise IEEE-rounded library calls and '/'.
+  bool fast_math = false;
   std::string operator()(const dsl::Expr& e) const;
 };
+// Whether `math = fast` changes anything in `p`: an exp, a log or a floating-point division.
+bool has_fast_math_ops(const dsl::Program& p);
 // Refused unless every function and cast in `e` has a CUDA form for its types.
 void check_emittable(const dsl::Expr& e);
 

@@ -198,6 +198,11 @@ cudaError_t cudaFuncSetAttribute(T* entry, enum cudaFuncAttribute attr, int valu
   return cudaFuncSetAttribute((const void*)entry, attr, value);
 }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// math = fast's intrinsics, as the IEEE functions they approximate (the host checks the logic;
+// their error on the device is the GPU gate's business).
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
 extern "C" {

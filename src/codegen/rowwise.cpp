@@ -42,6 +42,7 @@ enum class Shape { row, element };  // [rows...] or [rows..., c]
 struct RowKnobs {
   int threads = 256, rows_per_block = 1, vector = 1, items = 1, unroll = 1;
   std::string reduction = "block", cache = "none";
+  bool fast_math = false;  // math = fast (ExprEmitter::fast_math)
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -254,6 +255,9 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.unroll = static_cast<int>(k.one_of("unroll", {1, 2, 4, 8}));
   s.reduction = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
   s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
+  s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
+  if (s.fast_math && !has_fast_math_ops(p))
+    throw Refused("math = fast changes exp, log and division, and '" + p.name + "' has none; math must be precise");
   if (s.vector * a.widest_access > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
                   " bytes per access of a " + std::to_string(a.widest_access) +
@@ -306,6 +310,7 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
   if (s.cache == "registers") n += "_regs";
   if (s.cache == "shared") n += "_smem";
+  if (s.fast_math) n += "_fast";
   return n;
 }
 
@@ -747,6 +752,7 @@ class Generator {
   std::string body_code(const Definition& d, const std::map<std::string, std::string>& element) {
     ExprEmitter em;
     em.helpers = &helpers_;
+    em.fast_math = s_.fast_math;
     em.dim = [&](const std::string& n) { return names_[n]; };
     em.read = [&](const Expr& r) -> std::string {
       if (auto it = element.find(r.name); it != element.end()) return it->second;
@@ -1452,6 +1458,7 @@ const FamilyGenerator& rowwise_family() {
           {"reduction", "block", {"warp", "block", "two_pass"}},
           {"cache_row", "none", {"none", "registers", "shared"}},
           {"unroll", "1", {"1", "2", "4"}},
+          {"math", "precise", {"precise", "fast"}},
       },
       &check,
       &generate,

@@ -50,7 +50,7 @@ const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBloc
                                             "end", "stop", "acc", "col", "chunk", "chunks", "first", "lo", "hi",
                                             "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
                                             "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ", "kCols",
-                                            "groups", "g", "n0", "n", "coo_begin",
+                                            "groups", "g", "n0", "n", "coo_begin", "base", "j", "o",
                                             "ell_width"};
 
 std::string join(const std::vector<std::string>& v) {
@@ -579,18 +579,26 @@ class Generator {
   }
 
   void fixup_kernel(Writer& w) {
-    w.comment("Adds the carries of each row cut by chunk boundaries, in chunk order: the first chunk continuing a "
-              "row sums the carries of all chunks continuing it.");
+    w.comment("Adds the carries of each row cut by chunk boundaries. A warp takes 32 consecutive chunks; for each that "
+              "begins a run of carries of one row (the first chunk continuing the row), the warp's lanes sum the run's "
+              "later carries lane-strided and meet in a butterfly (a fixed order: deterministic), so a row spread over "
+              "many chunks (a power-law row) costs its length / 32 steps, not its length.");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "_carries(" + std::string(cuda_type(a_.def->type)) +
            "* __restrict__ " + out() + ", int64_t chunks, const " + acc_t_ + "* __restrict__ carry_value, " +
            "const int64_t* __restrict__ carry_row)");
-    w.line("for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < chunks;");
-    w.open("     chunk += (int64_t)gridDim.x * kThreads)");
+    w.line("const int lane = threadIdx.x % 32;");
+    w.line("for (int64_t base = ((int64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32) * 32; base < chunks;");
+    w.open("     base += (int64_t)gridDim.x * kThreads)");
+    w.comment("Every lane reads the same chunk: the branches below are uniform across the warp.");
+    w.open("for (int j = 0; j < 32 && base + j < chunks; ++j)");
+    w.line("const int64_t chunk = base + j;");
     w.line("const int64_t row = carry_row[chunk];");
     w.line("if (row < 0 || (chunk > 0 && carry_row[chunk - 1] == row)) continue;");
-    w.line(acc_t_ + " sum = carry_value[chunk];");
-    w.line("for (int64_t u = chunk + 1; u < chunks && carry_row[u] == row; ++u) sum += carry_value[u];");
-    w.line(out() + "[row] = " + out() + "[row] + sum;");
+    w.line(acc_t_ + " sum = 0;");
+    w.line("for (int64_t u = chunk + 1 + lane; u < chunks && carry_row[u] == row; u += 32) sum += carry_value[u];");
+    w.line("for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);");
+    w.line("if (lane == 0) " + out() + "[row] = " + out() + "[row] + (carry_value[chunk] + sum);");
+    w.close();
     w.close();
     w.close();
     w.line();

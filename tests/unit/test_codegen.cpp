@@ -337,9 +337,13 @@ TEST(Codegen, AcceptsTheFamiliesSchedules) {
 
 TEST(Codegen, RefusesWithExactReasons) {
   dsl::Program sm = parse(kSoftmaxF32);
+  EXPECT_EQ(refusal(scheduled(parse("kernel rowsum(X: f32[R, C]) -> (Y: f32[R]) {\n  Y[r] = sum(X[r, c] * 2.0) over c\n}\n"),
+                              {{"math", "fast"}})),
+            "math = fast changes exp, log and division, and 'rowsum' has none; math must be precise");
+  EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll");
+            "items_per_thread, reduction, cache_row, unroll, math");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "2048"}})),
             "threads = 2048 must be a multiple of 32 between 32 and 1024");
@@ -497,7 +501,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 * 2 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -673,7 +677,7 @@ TEST(HostEmulation, ReportsDeadlocksAndWritesOutsideATensor) {
 TEST(HostEmulation, GeneratedCodePassesTheTasksCorrectnessChecks) {
   const std::map<std::string, Schedule> second = {
       {"softmax_f32", {{"reduction", "two_pass"}, {"items_per_thread", "2"}}},
-      {"softmax_bf16", {{"reduction", "warp"}, {"rows_per_block", "4"}, {"cache_row", "shared"}}},
+      {"softmax_bf16", {{"reduction", "warp"}, {"rows_per_block", "4"}, {"cache_row", "shared"}, {"math", "fast"}}},
       {"rmsnorm_bf16", {{"reduction", "two_pass"}, {"cache_row", "none"}}},
       {"rmsnorm_f32", {{"reduction", "block"}, {"rows_per_block", "2"}, {"cache_row", "registers"}}},
       {"layernorm_f32", {{"reduction", "warp"}, {"rows_per_block", "4"}, {"cache_row", "registers"}}},
