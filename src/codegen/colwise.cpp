@@ -97,8 +97,7 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
   const std::string cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
   int64_t rpb = k.integer("rows_per_block");
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
-  if (s.fast_math && !has_fast_math_ops(p))
-    throw Refused("math = fast changes exp, log and division, and '" + p.name + "' has none; math must be precise");
+  if (s.fast_math) check_fast_math(p);
   if (s.vector * a.widest > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " columns of a " + std::to_string(a.widest) +
                   "-byte type are " + std::to_string(s.vector * a.widest) + " bytes per thread and row; at most 16");

@@ -73,7 +73,12 @@ const MathFn* math_fn(const std::string& name) {
   return nullptr;
 }
 
-bool is_float_helper(const std::string& n) { return n == "sigmoid" || n == "silu" || n == "gelu" || n == "gelu_tanh"; }
+bool is_float_helper(const std::string& n) {
+  return n == "sigmoid" || n == "silu" || n == "gelu" || n == "gelu_tanh" || n == "sigmoid_fast" || n == "silu_fast" ||
+         n == "gelu_tanh_fast";
+}
+// The helpers math = fast has a form of: exp and the division through the intrinsics.
+bool has_fast_helper(const std::string& n) { return n == "sigmoid" || n == "silu" || n == "gelu_tanh"; }
 bool is_generic_helper(const std::string& n) { return n == "relu" || n == "min" || n == "max" || n == "clamp"; }
 
 std::string generic_helper_name(const std::string& n) {
@@ -106,8 +111,9 @@ Code emit_call(const Expr& e, const ExprEmitter& em) {
   } else if (e.name == "abs") {
     inner = std::string(work == Type::i64 ? "llabs" : "abs") + "(" + args[0] + ")";
   } else if (is_float_helper(e.name)) {
-    em.helpers->use(e.name, work);
-    inner = e.name + "(" + args[0] + ")";
+    const std::string h = em.fast_math && work == Type::f32 && has_fast_helper(e.name) ? e.name + "_fast" : e.name;
+    em.helpers->use(h, work);
+    inner = h + "(" + args[0] + ")";
   } else if (is_generic_helper(e.name)) {
     em.helpers->use(generic_helper_name(e.name), work);
     inner = generic_helper_name(e.name) + "(" + join_names(args) + ")";
@@ -401,13 +407,23 @@ std::string Helpers::source() const {
       {"gelu_tanh", "// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).\n",
        "0.5f * x * (1.0f + tanhf(0.797884560802865356f * (x + 0.044715f * x * x * x)))",
        "0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)))"},
+      // math = fast: the same functions through __expf and __fdividef (f32 only). GELU's tanh form is
+      // rewritten exactly: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)).
+      {"sigmoid_fast", "// sigmoid, math = fast: 1 / (1 + exp(-x)) through __expf and __fdividef.\n",
+       "__fdividef(1.0f, 1.0f + __expf(-x))", nullptr},
+      {"silu_fast", "// SiLU, math = fast: x / (1 + exp(-x)) through __expf and __fdividef.\n",
+       "__fdividef(x, 1.0f + __expf(-x))", nullptr},
+      {"gelu_tanh_fast",
+       "// GELU (tanh form), math = fast: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) (x + 0.044715 "
+       "x^3),\n// through __expf and __fdividef.\n",
+       "__fdividef(x, 1.0f + __expf(-1.595769121605730712f * (x + 0.044715f * x * x * x)))", nullptr},
   };
   for (const FloatHelper& h : kFloat) {
     bool f32 = used(h.name, Type::f32), f64 = used(h.name, Type::f64);
     if (!f32 && !f64) continue;
     o << h.comment;
     if (f32) o << "__device__ __forceinline__ float " << h.name << "(float x) {\n  return " << h.f32 << ";\n}\n";
-    if (f64) o << "__device__ __forceinline__ double " << h.name << "(double x) {\n  return " << h.f64 << ";\n}\n";
+    if (f64 && h.f64) o << "__device__ __forceinline__ double " << h.name << "(double x) {\n  return " << h.f64 << ";\n}\n";
   }
   return o.str();
 }
@@ -416,7 +432,7 @@ std::string ExprEmitter::operator()(const Expr& e) const { return emit(e, *this)
 
 namespace {
 bool fast_math_op(const Expr& e) {
-  if (e.kind == Expr::Kind::call && (e.name == "exp" || e.name == "log")) return true;
+  if (e.kind == Expr::Kind::call && (e.name == "exp" || e.name == "log" || has_fast_helper(e.name))) return true;
   if (e.kind == Expr::Kind::binary && e.op == "/" && dsl::type_is_float(e.type)) return true;
   for (const Expr& a : e.args)
     if (fast_math_op(a)) return true;
@@ -428,6 +444,12 @@ bool has_fast_math_ops(const dsl::Program& p) {
   for (const dsl::Definition& d : p.defs)
     if (fast_math_op(d.body)) return true;
   return false;
+}
+
+void check_fast_math(const dsl::Program& p) {
+  if (!has_fast_math_ops(p))
+    throw Refused("math = fast changes exp, log, division, sigmoid, silu and gelu_tanh, and '" + p.name +
+                  "' has none; math must be precise");
 }
 
 void check_emittable(const Expr& e) {

@@ -126,6 +126,8 @@ struct ExprEmitter {
 };
 // Whether `math = fast` changes anything in `p`: an exp, a log or a floating-point division.
 bool has_fast_math_ops(const dsl::Program& p);
+// Refused (with the reason) when `math = fast` would change nothing in `p`.
+void check_fast_math(const dsl::Program& p);
 // Refused unless every function and cast in `e` has a CUDA form for its types.
 void check_emittable(const dsl::Expr& e);
 

@@ -39,7 +39,7 @@ const std::vector<std::string> kInternal = {
     "x", "i", "j", "e", "M_", "N_", "K_", "Gemm", "GemmKernel", "KsolEpilogueFn", "ksol_gemm_simt", "ksol_epilogue",
     "ksol_run_simt", "ksol_run_tma", "g_workspace", "g_workspace_bytes", "args", "status", "hw", "ws_bytes", "cutlass",
     "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out", "kVA", "kVB",
-    "kGA", "kGB", "kPadA", "kPadB", "ksol_lds", "frag_row", "frag_col", "g"};
+    "kGA", "kGB", "kPadA", "kPadB", "ksol_lds", "frag_row", "frag_col", "g", "kStages", "buf", "more"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -47,6 +47,7 @@ struct GemmKnobs {
   int64_t stages = 0;  // 0 = auto
   std::string mainloop = "cooperative", epilogue = "auto", raster = "along_n";
   int64_t swizzle = 1, split_k = 1, stream_k = 0;
+  bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
 };
 
 // The program read as a GEMM.
@@ -356,6 +357,8 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.split_k < 1 || s.split_k > 16) throw Refused("split_k = " + std::to_string(s.split_k) + " must be between 1 and 16");
   s.stream_k = k.one_of("stream_k", {0, 1});
   s.stages = auto_or_int(k, "stages");
+  s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
+  if (s.fast_math) check_fast_math(p);
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
   s.tm = tile[0], s.tn = tile[1], s.tk = tile[2];
   s.cm = cluster[0], s.cn = cluster[1];
@@ -366,13 +369,17 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (!(s.tm == 32 || s.tm == 64 || s.tm == 128) || !(s.tn == 32 || s.tn == 64 || s.tn == 128))
       throw Refused(tile_text + ": mainloop = simt takes tile M and N in {32, 64, 128}");
     if (!(s.tk == 8 || s.tk == 16 || s.tk == 32)) throw Refused(tile_text + ": mainloop = simt takes tile K in {8, 16, 32}");
-    if (s.tk * (s.tm + s.tn) * 4 > kStaticSharedBytes)
-      throw Refused(tile_text + " needs " + std::to_string(s.tk * (s.tm + s.tn) * 4) +
+    // One buffer of A's and B's tiles (rows padded by 4 floats: kPadA, kPadB); stages = 2 holds two.
+    const int64_t buffer = s.tk * (s.tm + 4 + s.tn + (a.b_trans ? 4 : 0)) * 4;
+    if (s.stages == 0) s.stages = 2 * buffer <= kStaticSharedBytes ? 2 : 1;
+    if (s.stages != 1 && s.stages != 2)
+      throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop has one shared-memory buffer or two "
+                    "(stages = 1, 2 or auto)");
+    if (s.stages * buffer > kStaticSharedBytes)
+      throw Refused(tile_text + " with stages = " + std::to_string(s.stages) + " needs " + std::to_string(s.stages * buffer) +
                     " bytes of shared memory; the SIMT kernel's static tiles take at most 49152");
     if (s.cm != 1 || s.cn != 1)
       throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
-    if (s.stages != 0 && s.stages != 1)
-      throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop is single-buffered (stages = 1 or auto)");
     if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
     if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": the SIMT kernel's tile order is not swizzled (swizzle = 1)");
     if (s.split_k != 1 || s.stream_k != 0)
@@ -436,6 +443,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "simt") {
     n += "_simt";
+    if (s.stages == 1) n += "_sb";  // single-buffered
     if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
     n += "_c" + std::to_string(s.cm) + "x" + std::to_string(s.cn);
@@ -452,6 +460,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
   n += s.raster == "along_m" ? "_rm" : "_rn";
   if (!a.tag.empty()) n += "_" + a.tag;
   else if (!a.fusable) n += "_epi";
+  if (s.fast_math) n += "_fast";
   return n;
 }
 
@@ -523,6 +532,7 @@ class Generator {
     const Definition& out = *a_.out;
     ExprEmitter em;
     em.helpers = &helpers;
+    em.fast_math = s_.fast_math;
     em.dim = [&](const std::string& d) { return id(d); };
     em.read = [&](const Expr& e) -> std::string {
       if (e.name == a_.acc->name) return "v";
@@ -542,6 +552,7 @@ class Generator {
   std::string fused_activation(Helpers& helpers) {
     ExprEmitter em;
     em.helpers = &helpers;
+    em.fast_math = s_.fast_math;
     em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
     em.read = [](const Expr&) -> std::string { return "x"; };
     return em(a_.act);
@@ -569,6 +580,7 @@ class Generator {
     // Tile: the simt schedule's, or 64 x 64 x 16 as the fallback of the tensor-core path.
     const bool own = s_.mainloop == "simt";
     const int64_t bm = own ? s_.tm : 64, bn = own ? s_.tn : 64, bk = own ? s_.tk : 16;
+    const int kStages = own ? static_cast<int>(s_.stages) : 2;
     const int64_t tm = std::max<int64_t>(1, bm / 16), tn = std::max<int64_t>(1, bn / 16);
     const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
@@ -587,6 +599,7 @@ class Generator {
     w.comment("Rows of As are padded by 4 floats: the transposing stores (consecutive threads along k) spread over "
               "the banks, and rows stay 16-byte aligned for the float4 reads. Bs likewise when B is B[n, k].");
     w.line(std::string("constexpr int kPadA = 4, kPadB = ") + (a_.b_trans ? "4" : "0") + ";");
+    w.line("constexpr int kStages = " + std::to_string(kStages) + ";  // shared-memory buffers of A's and B's tiles");
     w.line("__device__ __forceinline__ int frag_row(int ty, int i) { return (i / kVA) * (kBM / kGA) + ty * kVA + i % kVA; }");
     w.line("__device__ __forceinline__ int frag_col(int tx, int j) { return (j / kVB) * (kBN / kGB) + tx * kVB + j % kVB; }");
     w.comment("V consecutive floats of shared memory (16- or 8-byte aligned for V = 4 or 2) into registers.");
@@ -605,8 +618,8 @@ class Generator {
     w.close();
     w.line();
     w.open("__global__ void __launch_bounds__(kThreads) ksol_gemm_simt(" + simt_params() + ")");
-    w.line("__shared__ __align__(16) float As[kBK][kBM + kPadA];");
-    w.line("__shared__ __align__(16) float Bs[kBK][kBN + kPadB];");
+    w.line("__shared__ __align__(16) float As[kStages][kBK][kBM + kPadA];");
+    w.line("__shared__ __align__(16) float Bs[kStages][kBK][kBN + kPadB];");
     w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
     const bool batched = !a_.batch_dim.empty();
     if (batched) {
@@ -649,39 +662,65 @@ class Generator {
       w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + K + ") ? " + to_float(b_addr, a_.in_type) + " : 0.0f;");
       w.close();
     };
+    // The staged registers into shared-memory buffer `buf`.
+    auto store = [&](const std::string& buf) {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("const int e = tid + l * kThreads;");
+      w.line("if (e < kBM * kBK) As[" + buf + "][e % kBK][e / kBK] = ra[l];");
+      w.close();
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLB; ++l)");
+      w.line("const int e = tid + l * kThreads;");
+      w.open("if (e < kBK * kBN)");
+      w.line(b_split);
+      w.line("Bs[" + buf + "][kk][j] = rb[l];");
+      w.close();
+      w.close();
+    };
+    auto products = [&](const std::string& buf) {
+      w.line("#pragma unroll");
+      w.open("for (int kk = 0; kk < kBK; ++kk)");
+      w.line("float a_frag[kTM], b_frag[kTN];");
+      w.line("#pragma unroll");
+      w.line("for (int g = 0; g < kGA; ++g) ksol_lds<kVA>(a_frag + g * kVA, &As[" + buf + "][kk][frag_row(ty, g * kVA)]);");
+      w.line("#pragma unroll");
+      w.line("for (int g = 0; g < kGB; ++g) ksol_lds<kVB>(b_frag + g * kVB, &Bs[" + buf + "][kk][frag_col(tx, g * kVB)]);");
+      w.line("#pragma unroll");
+      w.line("for (int i = 0; i < kTM; ++i)");
+      w.line("  #pragma unroll");
+      w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
+      w.close();
+    };
     load("0");
-    w.open("for (int64_t k0 = 0; k0 < " + K + "; k0 += kBK)");
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line("if (e < kBM * kBK) As[e % kBK][e / kBK] = ra[l];");
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLB; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.open("if (e < kBK * kBN)");
-    w.line(b_split);
-    w.line("Bs[kk][j] = rb[l];");
-    w.close();
-    w.close();
-    w.line("__syncthreads();");
-    w.open("if (k0 + kBK < " + K + ")");
-    load("(k0 + kBK)");
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int kk = 0; kk < kBK; ++kk)");
-    w.line("float a_frag[kTM], b_frag[kTN];");
-    w.line("#pragma unroll");
-    w.line("for (int g = 0; g < kGA; ++g) ksol_lds<kVA>(a_frag + g * kVA, &As[kk][frag_row(ty, g * kVA)]);");
-    w.line("#pragma unroll");
-    w.line("for (int g = 0; g < kGB; ++g) ksol_lds<kVB>(b_frag + g * kVB, &Bs[kk][frag_col(tx, g * kVB)]);");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kTM; ++i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);");
-    w.close();
-    w.line("__syncthreads();");
-    w.close();
+    if (kStages == 2) {
+      w.comment("Two buffers: tile t + 1 goes into the other buffer while tile t is multiplied, one barrier per tile.");
+      store("0");
+      w.line("__syncthreads();");
+      w.line("int buf = 0;");
+      w.open("for (int64_t k0 = 0; k0 < " + K + "; k0 += kBK)");
+      w.line("const bool more = k0 + kBK < " + K + ";");
+      w.open("if (more)");
+      load("(k0 + kBK)");
+      w.close();
+      products("buf");
+      w.open("if (more)");
+      store("buf ^ 1");
+      w.close();
+      w.line("__syncthreads();");
+      w.line("buf ^= 1;");
+      w.close();
+    } else {
+      w.open("for (int64_t k0 = 0; k0 < " + K + "; k0 += kBK)");
+      store("0");
+      w.line("__syncthreads();");
+      w.open("if (k0 + kBK < " + K + ")");
+      load("(k0 + kBK)");
+      w.close();
+      products("0");
+      w.line("__syncthreads();");
+      w.close();
+    }
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t row = tile_m + frag_row(ty, i);");
@@ -904,6 +943,7 @@ const FamilyGenerator& family() {
           {"swizzle", "1", {"1", "2", "8"}},
           {"split_k", "1", {"1", "2"}},
           {"stream_k", "0", {"0", "1"}},
+          {"math", "precise", {"precise", "fast"}},
       },
       &check,
       &generate,

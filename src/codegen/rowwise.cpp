@@ -256,8 +256,7 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.reduction = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
   s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
-  if (s.fast_math && !has_fast_math_ops(p))
-    throw Refused("math = fast changes exp, log and division, and '" + p.name + "' has none; math must be precise");
+  if (s.fast_math) check_fast_math(p);
   if (s.vector * a.widest_access > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
                   " bytes per access of a " + std::to_string(a.widest_access) +

@@ -224,7 +224,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(g, {{"raster", "diagonal"}})), "raster = diagonal must be one of along_m, along_n");
   EXPECT_EQ(refusal(scheduled(g, {{"threads", "128"}})),
             "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, epilogue, "
-            "raster, swizzle, split_k, stream_k");
+            "raster, swizzle, split_k, stream_k, math");
   // f32 without TF32 is the SIMT kernel's.
   const dsl::Program f = parse(kGemmF32);
   EXPECT_EQ(refusal(f), "(accepted)");
@@ -234,7 +234,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(f, {{"cluster", "[2, 1]"}})),
             "cluster = [2, 1]: clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
   EXPECT_EQ(refusal(scheduled(f, {{"stages", "3"}})),
-            "stages = 3: the SIMT mainloop is single-buffered (stages = 1 or auto)");
+            "stages = 3: the SIMT mainloop has one shared-memory buffer or two (stages = 1, 2 or auto)");
   EXPECT_EQ(refusal(scheduled(f, {{"tile", "[128, 128, 64]"}})),
             "tile = [128, 128, 64]: mainloop = simt takes tile K in {8, 16, 32}");
   EXPECT_EQ(refusal(scheduled(f, {{"split_k", "2"}})),
@@ -272,7 +272,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused.size() << " refused\n";
   EXPECT_GE(s.legal.size(), 100u);
   EXPECT_EQ(s.legal.size(), 3960u);
-  EXPECT_EQ(s.legal.size() + s.refused.size(), 12u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2);
+  EXPECT_EQ(s.legal.size() + s.refused.size(), 12u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
     ASSERT_EQ(refusal(p, kTaskBinding), "(accepted)") << codegen::schedule_text(sch);
@@ -295,9 +295,13 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
   const std::vector<Case> cases = {
       {kGemmF32, {}, {{"M", 37}, {"N", 70}, {"K", 19}}},
       {kGemmF32, {{"tile", "[32, 64, 8]"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 65}, {"K", 0}}},
+      {kGemmF32, {{"stages", "1"}}, {{"M", 37}, {"N", 70}, {"K", 19}}},  // single-buffered
+      {kGemmF32, {{"tile", "[128, 128, 32]"}}, {{"M", 40}, {"N", 129}, {"K", 70}}},  // auto: one buffer fits, not two
       {kGemmResidual, {}, {{"M", 70}, {"N", 31}, {"K", 9}}},
       {kGemmBiasGeluTanh, {{"mainloop", "simt"}, {"tile", "[32, 32, 16]"}, {"cluster", "[1, 1]"}, {"stages", "auto"},
                            {"swizzle", "1"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
+      {kGemmBiasGeluTanh, {{"mainloop", "simt"}, {"tile", "[32, 32, 16]"}, {"cluster", "[1, 1]"}, {"stages", "auto"},
+                           {"swizzle", "1"}, {"math", "fast"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
       {kBatchedResidual, {}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 19}}},
       {kBatchedBf16, {{"mainloop", "simt"}, {"tile", "[64, 32, 8]"}, {"stages", "auto"}}, {{"BATCH", 2}, {"M", 65}, {"N", 9}, {"K", 33}}},
       {kLinearF32, {}, {{"M", 45}, {"N", 37}, {"K", 50}}},
@@ -370,7 +374,8 @@ TEST(CodegenGemm, GeneratedSourcesCompile) {
   const std::vector<Case> cases = {
       {kGemmF32, {}, {}},
       {kGemmBf16, {}, kTaskBinding},
-      {kGemmBiasGeluTanh, {}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
+      // math = fast: the epilogue's gelu_tanh_fast (x / (1 + __expf(-2u))) inside CUTLASS's fusion.
+      {kGemmBiasGeluTanh, {{"math", "fast"}}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
       {kBatchedBf16, {}, Binding{{"A", "B", "C"}, {"BATCH", "M", "N", "K"}}},
   };
   std::vector<CompileJob> jobs;
