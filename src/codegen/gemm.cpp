@@ -371,7 +371,9 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (!(s.tk == 8 || s.tk == 16 || s.tk == 32)) throw Refused(tile_text + ": mainloop = simt takes tile K in {8, 16, 32}");
     // One buffer of A's and B's tiles (rows padded by 4 floats: kPadA, kPadB); stages = 2 holds two.
     const int64_t buffer = s.tk * (s.tm + 4 + s.tn + (a.b_trans ? 4 : 0)) * 4;
-    if (s.stages == 0) s.stages = 2 * buffer <= kStaticSharedBytes ? 2 : 1;
+    // auto is one buffer: on the H200 the double-buffered kernel was slower at every tile tried
+    // (docs/results/2026-11-30-h200-issue4-sweeps.txt: 64x128x8 31.9 ms with one, 45.5 ms with two).
+    if (s.stages == 0) s.stages = 1;
     if (s.stages != 1 && s.stages != 2)
       throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop has one shared-memory buffer or two "
                     "(stages = 1, 2 or auto)");
@@ -443,7 +445,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "simt") {
     n += "_simt";
-    if (s.stages == 1) n += "_sb";  // single-buffered
+    if (s.stages == 2) n += "_db";  // double-buffered
     if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
     n += "_c" + std::to_string(s.cm) + "x" + std::to_string(s.cn);

@@ -50,7 +50,7 @@ const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBloc
                                             "end", "stop", "acc", "col", "chunk", "chunks", "first", "lo", "hi",
                                             "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
                                             "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ", "kCols",
-                                            "groups", "g", "n0", "n", "coo_begin", "base", "j", "o",
+                                            "groups", "g", "n0", "n", "coo_begin", "base", "j", "o", "mine", "my_row", "head", "last",
                                             "ell_width"};
 
 std::string join(const std::vector<std::string>& v) {
@@ -579,23 +579,28 @@ class Generator {
   }
 
   void fixup_kernel(Writer& w) {
-    w.comment("Adds the carries of each row cut by chunk boundaries. A warp takes 32 consecutive chunks; for each that "
-              "begins a run of carries of one row (the first chunk continuing the row), the warp's lanes sum the run's "
-              "later carries lane-strided and meet in a butterfly (a fixed order: deterministic), so a row spread over "
-              "many chunks (a power-law row) costs its length / 32 steps, not its length.");
-    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "_carries(" + std::string(cuda_type(a_.def->type)) +
-           "* __restrict__ " + out() + ", int64_t chunks, const " + acc_t_ + "* __restrict__ carry_value, " +
-           "const int64_t* __restrict__ carry_row)");
+    w.comment("Adds the carries of each row cut by chunk boundaries. A run of carries of one row starts at the chunk "
+              "after the one holding the row's first entry and ends at the chunk holding its last, "
+              "(begin(row + 1) - 1) / kChunk, so its length is known without reading it. A warp takes 32 consecutive "
+              "chunks, each lane finds whether its chunk starts a run, and for each run the warp's lanes sum its carries "
+              "lane-strided (independent loads) and meet in a butterfly: a fixed order, deterministic; a power-law row's "
+              "run costs its length / 32 loads per lane, in flight together.");
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "_carries(" + params_decl() + "int64_t chunks, const " +
+           acc_t_ + "* __restrict__ carry_value, const int64_t* __restrict__ carry_row)");
     w.line("const int lane = threadIdx.x % 32;");
     w.line("for (int64_t base = ((int64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32) * 32; base < chunks;");
     w.open("     base += (int64_t)gridDim.x * kThreads)");
-    w.comment("Every lane reads the same chunk: the branches below are uniform across the warp.");
-    w.open("for (int j = 0; j < 32 && base + j < chunks; ++j)");
-    w.line("const int64_t chunk = base + j;");
-    w.line("const int64_t row = carry_row[chunk];");
-    w.line("if (row < 0 || (chunk > 0 && carry_row[chunk - 1] == row)) continue;");
+    w.line("const int64_t mine = base + lane;");
+    w.line("const int64_t my_row = mine < chunks ? carry_row[mine] : -1;");
+    w.line("const bool head = my_row >= 0 && (mine == 0 || carry_row[mine - 1] != my_row);");
+    w.comment("Every lane takes the same j and the same shuffled values: the branches below are uniform.");
+    w.open("for (int j = 0; j < 32; ++j)");
+    w.line("if (!__shfl_sync(0xffffffffu, head, j)) continue;");
+    w.line("const int64_t row = __shfl_sync(0xffffffffu, my_row, j), chunk = base + j;");
+    w.line("const int64_t last = (" + begin("row + 1") + " - 1) / kChunk;");
     w.line(acc_t_ + " sum = 0;");
-    w.line("for (int64_t u = chunk + 1 + lane; u < chunks && carry_row[u] == row; u += 32) sum += carry_value[u];");
+    w.line("#pragma unroll 4");
+    w.line("for (int64_t u = chunk + 1 + lane; u <= last; u += 32) sum += carry_value[u];");
     w.line("for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);");
     w.line("if (lane == 0) " + out() + "[row] = " + out() + "[row] + (carry_value[chunk] + sum);");
     w.close();
@@ -684,8 +689,7 @@ class Generator {
       w.line("const int64_t blocks = std::min<int64_t>((chunks + kThreads - 1) / kThreads, kMaxBlocks);");
       launch(name_ + "_chunks", "blocks", pass + "chunks, carry_value, carry_row");
       w.line("if (cudaGetLastError() != cudaSuccess) return 4;");
-      w.line(name_ + "_carries<<<(unsigned)blocks, kThreads, 0, stream>>>(" + out() +
-             ", chunks, carry_value, carry_row);");
+      w.line(name_ + "_carries<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "chunks, carry_value, carry_row);");
     }
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();

@@ -295,8 +295,8 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
   const std::vector<Case> cases = {
       {kGemmF32, {}, {{"M", 37}, {"N", 70}, {"K", 19}}},
       {kGemmF32, {{"tile", "[32, 64, 8]"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 65}, {"K", 0}}},
-      {kGemmF32, {{"stages", "1"}}, {{"M", 37}, {"N", 70}, {"K", 19}}},  // single-buffered
-      {kGemmF32, {{"tile", "[128, 128, 32]"}}, {{"M", 40}, {"N", 129}, {"K", 70}}},  // auto: one buffer fits, not two
+      {kGemmF32, {{"stages", "2"}}, {{"M", 37}, {"N", 70}, {"K", 19}}},  // double-buffered
+      {kGemmF32, {{"tile", "[128, 128, 8]"}, {"stages", "2"}}, {{"M", 130}, {"N", 129}, {"K", 17}}},
       {kGemmResidual, {}, {{"M", 70}, {"N", 31}, {"K", 9}}},
       {kGemmBiasGeluTanh, {{"mainloop", "simt"}, {"tile", "[32, 32, 16]"}, {"cluster", "[1, 1]"}, {"stages", "auto"},
                            {"swizzle", "1"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
