@@ -11,8 +11,8 @@
 #   exchange      issue 5: an exchange-folder run answered by hand (examples/exchange)
 #   reverify [JSON]  issue 5: each returned kernel through a fresh ksol eval (PART=i/n: a share)
 #   issue4 [dense|rows]  issue 4's comparisons (both parts: about 10 minutes; one per call), with
-#                 BEST=<optimize report folder> for its best.ksol per
-#                 task (else the seed programs): GEMM bf16 and fp32 (SIMT) at 4096^3 and 8192^3 vs
+#                 BEST=<optimize report folder> for its best.ksol per task (else examples/tuned,
+#                 else the seed programs): GEMM bf16 and fp32 (SIMT) at 4096^3 and 8192^3 vs
 #                 cuBLAS(Lt); GEMM+bias+GELU vs cuBLASLt's epilogue and the unfused GEMM+kernel;
 #                 softmax/RMSNorm/LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile
 #                 (examples/modules, ksol eval-module); SpMV power-law and banded vs cuSPARSE;
@@ -64,7 +64,8 @@ for r in todo[i::n]:
 PY
     ;;
   issue4)
-    P() { local f="${BEST:+$BEST/$1/best.ksol}"; [ -n "$f" ] && [ -f "$f" ] || f=$(ls tasks/*/"$1"/program.ksol); echo "$f"; }
+    # A task's program: BEST's best.ksol, else examples/tuned (issue 4's sweep winners), else its seed.
+    P() { local f="${BEST:+$BEST/$1/best.ksol}"; [ -n "$f" ] && [ -f "$f" ] || f=examples/tuned/$1.ksol; [ -f "$f" ] || f=$(ls tasks/*/"$1"/program.ksol); echo "$f"; }
     E() { timeout 300 ksol --store "$OUT/issue4.db" eval --task "$1" --candidate "$(P "$1")" "${@:2}" --compare all 2>&1 | tail -12; }
     K=k4096:M=4096,N=4096,K=4096
     if [ "${1:-dense}" = dense ]; then
