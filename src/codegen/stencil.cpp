@@ -17,6 +17,7 @@
 // memory once, into registers, so neighbouring outputs share the loads (5-point, R = 4: 14 loads
 // for 4 outputs instead of 20). `temporal` > 1 (several sweeps per launch) is refused: a program is one sweep.
 #include <algorithm>
+#include <functional>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -292,49 +293,16 @@ class Generator {
       w.line("const int64_t " + ax("l", k) + " = " + l + ";");
       w.line("const int64_t " + ax("g", k) + " = " + ax("o", k) + " + " + ax("l", k) + ";");
     }
-    std::string in_grid, inside;
-    for (int k = 0; k < R(); ++k) {
-      in_grid += (k ? " || " : "") + ax("g", k) + " >= " + ext(k);
-      inside += std::string(k ? " && " : "") + ax("g", k) + " >= " + std::to_string(a_.lo[k]) + " && " + ax("g", k) +
-                " < " + ext(k) + " - " + std::to_string(a_.hi[k]);
-    }
+    std::string in_grid;
+    for (int k = 0; k < R(); ++k) in_grid += (k ? " || " : "") + ax("g", k) + " >= " + ext(k);
     w.line("if (" + in_grid + ") continue;");
-    std::vector<std::string> g;
-    for (int k = 0; k < R(); ++k) g.push_back(ax("g", k));
-    w.line("const int64_t e = " + flat(g) + ";");
-    w.line("const bool inside = " + inside + ";");
-    ExprEmitter em;
-    em.helpers = &helpers_;
-    em.dim = [&](const std::string& d) { return names_[d]; };
-    em.read = [&](const Expr& r) -> std::string {
-      if (shared()) {
-        std::string s = staged_.at(r.name);
-        for (int k = 0; k < R(); ++k)
-          s += "[" + ax("l", k) + " + " + std::to_string(a_.lo[k] + r.indices[k].offset) + "]";
-        return s;
-      }
-      // Direct loads: the flat index plus the offsets' constant displacement.
-      std::string disp;
-      int64_t stride_const = 0;
-      (void)stride_const;
-      std::string off;
-      for (int k = 0; k < R(); ++k) {
-        int64_t o = r.indices[k].offset;
-        if (o == 0) continue;
-        std::string stride;
-        for (int m = k + 1; m < R(); ++m) stride += (stride.empty() ? "" : " * ") + ext(m);
-        std::string term = stride.empty() ? std::to_string(o < 0 ? -o : o)
-                                          : (std::abs(o) == 1 ? stride : std::to_string(o < 0 ? -o : o) + " * " + stride);
-        off += (o < 0 ? " - " : " + ") + term;
-      }
-      return names_[r.name] + "[e" + off + "]";
-    };
-    const Param& out = p_.outputs.front();
-    const std::string code = em(a_.def->body);
-    const std::string copy = cast_code(names_[a_.centre->name] + "[e]", a_.centre->type, out.type);
-    w.line(names_[out.name] + "[e] = inside ? " + code + " : " + copy + ";");
+    write_cell(w, [&](const Expr& r) {
+      std::string s = staged_.at(r.name);
+      for (int k = 0; k < R(); ++k) s += "[" + ax("l", k) + " + " + std::to_string(a_.lo[k] + r.indices[k].offset) + "]";
+      return s;
+    });
     w.close();
-    if (shared()) w.line("__syncthreads();  // the staged tile is rewritten for the next tile");
+    w.line("__syncthreads();  // the staged tile is rewritten for the next tile");
     w.close();
     w.close();
     w.line();
@@ -404,6 +372,20 @@ class Generator {
     w.open("for (int k = 0; k < kRegisterBlock; ++k)");
     w.line("const int64_t g0 = r0 + k;");
     w.line("if (g0 >= " + ext(0) + ") break;");
+    write_cell(w, [&](const Expr& r) -> std::string {
+      const Param* prm = p_.param(r.name);
+      std::vector<int64_t> off;
+      for (int k = 1; k < R(); ++k) off.push_back(r.indices[k].offset);
+      for (const Column& c : cols)
+        if (c.input == prm && c.off == off) return c.name + "[k + " + std::to_string(r.indices[0].offset - c.lo) + "]";
+      throw Refused("internal: no column for '" + format_expr(r) + "'");
+    });
+    w.close();
+  }
+
+  // One output cell at the coordinates g0, g1 (, g2): its flat index e, and the definition where
+  // every read is in the grid (`read` gives a read's value), else the centre input's value.
+  void write_cell(Writer& w, const std::function<std::string(const Expr&)>& read) {
     std::string inside;
     std::vector<std::string> g;
     for (int k = 0; k < R(); ++k) {
@@ -416,19 +398,11 @@ class Generator {
     ExprEmitter em;
     em.helpers = &helpers_;
     em.dim = [&](const std::string& d) { return names_[d]; };
-    em.read = [&](const Expr& r) -> std::string {
-      const Param* prm = p_.param(r.name);
-      std::vector<int64_t> off;
-      for (int k = 1; k < R(); ++k) off.push_back(r.indices[k].offset);
-      for (const Column& c : cols)
-        if (c.input == prm && c.off == off) return c.name + "[k + " + std::to_string(r.indices[0].offset - c.lo) + "]";
-      throw Refused("internal: no column for '" + format_expr(r) + "'");
-    };
+    em.read = read;
     const Param& out = p_.outputs.front();
     const std::string code = em(a_.def->body);
     const std::string copy = cast_code(names_[a_.centre->name] + "[e]", a_.centre->type, out.type);
     w.line(names_[out.name] + "[e] = inside ? " + code + " : " + copy + ";");
-    w.close();
   }
 
   void stage(Writer& w) {
