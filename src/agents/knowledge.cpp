@@ -45,6 +45,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "swizzle", K::integer, {}, {}},
       {"gemm", "split_k", K::integer, {}, {}},
       {"gemm", "stream_k", K::integer, {}, {}},  // the doc gives no values: 0 (off) or 1 (on) here
+      {"gemm", "math", K::choice, {"precise", "fast"}, {}},
       {"conv", "tile", K::list, {}, {3}},
       {"conv", "thread_tile", K::list, {}, {2}},
       {"rowwise", "threads", K::integer, {}, {}},
@@ -54,6 +55,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"rowwise", "reduction", K::choice, {"warp", "block", "two_pass"}, {}},
       {"rowwise", "cache_row", K::choice, {"none", "registers", "shared"}, {}},
       {"rowwise", "unroll", K::integer, {}, {}},
+      {"rowwise", "math", K::choice, {"precise", "fast"}, {}},
       {"elementwise", "threads", K::integer, {}, {}},
       {"elementwise", "vector", K::integer, {}, {}},
       {"elementwise", "items_per_thread", K::integer, {}, {}},
