@@ -104,6 +104,29 @@ TEST(Optimize, ExpertMovesAreLegalSchedules) {
   EXPECT_TRUE(explained) << join(log, "\n");
 }
 
+// math_intrinsics has a DSL move now (rowwise math = fast): for softmax it gives a legal schedule
+// with math = fast; for a row program without exp, log or division every such schedule is refused.
+TEST(Optimize, MathIntrinsicsMoveSetsFastMathWhereItChangesSomething) {
+  const agents::Method* m = knowledge().method("math_intrinsics");
+  ASSERT_NE(m, nullptr);
+  SeedCase s = setup("softmax_f32");
+  auto scheds = agents::apply_moves(*m, s.seed);
+  ASSERT_FALSE(scheds.empty());
+  int fast = 0;
+  for (auto& sc : scheds) {
+    bool f = false;
+    for (auto& [k, v] : sc) f |= k == "math" && v == "fast";
+    if (!f) continue;
+    ++fast;
+    EXPECT_TRUE(codegen::can_implement(codegen::with_schedule(s.seed, sc), search::binding_of(s.task)).ok);
+  }
+  EXPECT_GT(fast, 0);
+  SeedCase r = setup("scan_f32");  // a row scan: sums only
+  ASSERT_EQ(r.seed.family, "rowwise");
+  for (auto& sc : agents::apply_moves(*m, r.seed))
+    EXPECT_FALSE(codegen::can_implement(codegen::with_schedule(r.seed, sc), search::binding_of(r.task)).ok);
+}
+
 TEST(Optimize, ExpertBeatsRandomAtEqualBudget) {
   // The criterion: a better geomean of the best times over the tasks. Random search is
   // run with several seeds (its result depends on the draw), the expert with one.
