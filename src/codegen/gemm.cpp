@@ -371,8 +371,9 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (!(s.tk == 8 || s.tk == 16 || s.tk == 32)) throw Refused(tile_text + ": mainloop = simt takes tile K in {8, 16, 32}");
     // One buffer of A's and B's tiles (rows padded by 4 floats: kPadA, kPadB); stages = 2 holds two.
     const int64_t buffer = s.tk * (s.tm + 4 + s.tn + (a.b_trans ? 4 : 0)) * 4;
-    // auto is one buffer: on the H200 the double-buffered kernel was slower at every tile tried
-    // (docs/results/2026-11-30-h200-issue4-sweeps.txt: 64x128x8 31.9 ms with one, 45.5 ms with two).
+    // auto is one buffer: on the H200 the double-buffered kernel was slower at both tiles compared
+    // (docs/results/2026-11-30-h200-issue4-sweeps.txt, 8192^3: 64x128x8 31.9 ms with one buffer,
+    // 45.5 ms with two; 128x128x8 33.2 ms and 35.0 ms).
     if (s.stages == 0) s.stages = 1;
     if (s.stages != 1 && s.stages != 2)
       throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop has one shared-memory buffer or two "

@@ -32,7 +32,7 @@ const std::vector<std::string> kInternal = {
     "kThreads", "kRowsPerBlock", "kThreadsPerRow", "kWarpsPerRow", "kVector", "kItems", "kUnroll", "kTile",
     "kCacheValues", "kCacheTiles", "kMaxRow", "kMaxCacheBytes", "kMaxSplits", "kMaxBlocks", "slot", "lane", "row",
     "rows", "row_base", "active", "tile", "t", "item", "c0", "j", "in_row", "work", "split", "splits", "chunk",
-    "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
+    "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "kMost", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
     "cache_bytes", "cache_region_bytes", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
     "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
@@ -1365,11 +1365,14 @@ class Generator {
 
   void launcher(Writer& w) {
     if (s_.cache == "registers" && !two_pass()) {
-      w.comment("The fused kernel with kTiles cached steps per thread: the first power of two that covers steps.");
+      w.comment("The fused kernel with kTiles cached steps per thread: the first power of two that covers steps, "
+                "or the most the register budget holds (kCacheValues / (kVec * kItems), not always a power of two).");
       w.line("template <int kVec, int kTiles>");
       w.open("cudaError_t launch_tiles(" + tensor_params_host() + "int64_t rows, int64_t blocks, int64_t steps, cudaStream_t stream)");
-      w.open("if constexpr (kTiles * 2 <= kCacheValues / (kVec * kItems))");
-      w.line("if (steps > kTiles) return launch_tiles<kVec, kTiles * 2>(" + tensor_args() + "rows, blocks, steps, stream);");
+      w.line("constexpr int kMost = kCacheValues / (kVec * kItems);");
+      w.open("if constexpr (kTiles < kMost)");
+      w.line("if (steps > kTiles) return launch_tiles<kVec, (kTiles * 2 < kMost ? kTiles * 2 : kMost)>(" + tensor_args() +
+             "rows, blocks, steps, stream);");
       w.close();
       w.line(name_ + "<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
       w.line("return cudaGetLastError();");
@@ -1392,8 +1395,8 @@ class Generator {
         w.close();
       }
       if (s_.cache == "registers") {
-        // launch<kVec, kTiles> doubles kTiles until it covers the row (C / kTile steps), within what
-        // kCacheValues allows (ksol_run refused longer rows): one instantiation per power of two.
+        // launch_tiles<kVec, kTiles> doubles kTiles until it covers the row (C / kTile steps), up to
+        // what kCacheValues allows (ksol_run refused longer rows): one instantiation per step.
         w.line("const int64_t steps = (" + col_dim_ + " + kThreadsPerRow * kVec * kItems - 1) / (kThreadsPerRow * kVec * kItems);");
         w.line("return launch_tiles<kVec, 1>(" + tensor_args() + "rows, blocks, steps, stream);");
       } else {

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -836,6 +837,59 @@ TEST(HostEmulation, RegisterCacheTakesEveryRowLength) {
     ASSERT_TRUE(r.ok) << r.message;
     ASSERT_EQ(r.rc, 0) << "C = " << C;
     EXPECT_EQ(check_outputs(t, s, in, buffers, want, nullptr), "") << "C = " << C;
+  }
+}
+
+// Two cached rows of 4 + 2 bytes per element: 256 bytes of registers hold 42 elements of each, so
+// at most 42 steps of 64 elements, not a power of two. Rows of 33 to 42 steps need the 42-step
+// instantiation (a launcher that stopped at 32 would leave their ends unwritten).
+TEST(HostEmulation, RegisterCacheTakesRowsUpToABudgetThatIsNoPowerOfTwo) {
+  const char* text = R"(
+kernel mixed(X: f32[R, C], Z: bf16[R, C]) -> (Y: f32[R, C]) {
+  s[r] = sum(X[r, c] * f32(Z[r, c])) over c
+  Y[r, c] = X[r, c] * s[r] + f32(Z[r, c])
+}
+schedule {
+  threads = 64
+  vector = 1
+  rows_per_block = 1
+  reduction = block
+  cache_row = registers
+}
+)";
+  const dsl::Program p = parse(text);
+  const std::string src = codegen::generate_cuda(p, {});
+  ASSERT_NE(src.find("constexpr int kCacheValues = 42;"), std::string::npos) << src.substr(0, 3000);
+  codegen::HostBuild build = codegen::build_for_host(src);
+  ASSERT_TRUE(build.ok) << build.message;
+  for (int64_t C : {int64_t{64 * 32 + 1}, int64_t{64 * 42}}) {
+    const int64_t R = 2;
+    std::vector<float> x(R * C), want(R * C);
+    // Z's values are quarters, exact in bf16: their bits are the upper half of the f32 bits.
+    std::vector<float> zf(R * C);
+    std::vector<uint16_t> z(R * C);
+    for (int64_t i = 0; i < R * C; ++i) {
+      x[i] = static_cast<float>((i * 7 % 11) - 5) / 8.0f;
+      zf[i] = static_cast<float>((i * 5 % 13) - 6) / 4.0f;
+      uint32_t bits;
+      std::memcpy(&bits, &zf[i], 4);
+      z[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < C; ++c) sum += double(x[r * C + c]) * double(zf[r * C + c]);
+      for (int64_t c = 0; c < C; ++c) want[r * C + c] = float(x[r * C + c] * sum + zf[r * C + c]);
+    }
+    auto bytes = [](const void* p, size_t n) { return HostVec<uint8_t>((const uint8_t*)p, (const uint8_t*)p + n); };
+    OutputBytes buffers = {bytes(x.data(), x.size() * 4), bytes(z.data(), z.size() * 2), HostVec<uint8_t>(R * C * 4, 0xFF)};
+    codegen::HostRun run = codegen::run_on_host(build.so_path, buffers, {R, C});
+    ASSERT_TRUE(run.ok) << run.message;
+    ASSERT_EQ(run.rc, 0) << "C = " << C;
+    const float* got = reinterpret_cast<const float*>(buffers[2].data());
+    int bad = 0;
+    for (int64_t i = 0; i < R * C; ++i)
+      if (!(std::fabs(got[i] - want[i]) <= 1e-3f * (1.0f + std::fabs(want[i]))) && bad++ < 3)
+        ADD_FAILURE() << "C = " << C << ": element " << i << " is " << got[i] << ", want " << want[i];
   }
 }
 

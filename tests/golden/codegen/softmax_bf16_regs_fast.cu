@@ -183,13 +183,17 @@ bool pack_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVector) == 0;
 }
 
-// The fused kernel with kTiles cached steps per thread: the first power of two that covers steps.
+// The fused kernel with kTiles cached steps per thread: the first power of two that covers steps,
+// or the most the register budget holds (kCacheValues / (kVec * kItems), not always a power of
+// two).
 template <int kVec, int kTiles>
 cudaError_t launch_tiles(
     const __nv_bfloat16* X, __nv_bfloat16* Y, int64_t R, int64_t C, int64_t rows, int64_t blocks,
     int64_t steps, cudaStream_t stream) {
-  if constexpr (kTiles * 2 <= kCacheValues / (kVec * kItems)) {
-    if (steps > kTiles) return launch_tiles<kVec, kTiles * 2>(X, Y, R, C, rows, blocks, steps, stream);
+  constexpr int kMost = kCacheValues / (kVec * kItems);
+  if constexpr (kTiles < kMost) {
+    if (steps > kTiles) return launch_tiles<kVec, (kTiles * 2 < kMost ? kTiles * 2 : kMost)>(
+        X, Y, R, C, rows, blocks, steps, stream);
   }
   rowwise_softmax_bf16_t512_v8_r1_block_regs_fast<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(
       X, Y, R, C, rows);
