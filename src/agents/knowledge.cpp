@@ -56,6 +56,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"rowwise", "cache_row", K::choice, {"none", "registers", "shared"}, {}},
       {"rowwise", "unroll", K::integer, {}, {}},
       {"rowwise", "math", K::choice, {"precise", "fast"}, {}},
+      {"rowwise", "keep", K::choice, {"none", "registers"}, {}},
       {"elementwise", "threads", K::integer, {}, {}},
       {"elementwise", "vector", K::integer, {}, {}},
       {"elementwise", "items_per_thread", K::integer, {}, {}},

@@ -146,6 +146,8 @@ Code emit(const Expr& e, const ExprEmitter& em) {
         if (fast_div) return {from_float("__fdividef(" + to_float(a.text, e.type) + ", " + to_float(b.text, e.type) + ")", e.type), kAtom};
         return {from_float(to_float(a.text, e.type) + " " + e.op + " " + to_float(b.text, e.type), e.type), kAtom};
       }
+      if (fast_div && em.reciprocal && e.type == Type::f32)
+        if (std::string r = em.reciprocal(e.args[1]); !r.empty()) return {wrap(a, kMul) + " * " + r, kMul};
       if (fast_div) return {"__fdividef(" + a.text + ", " + b.text + ")", kAtom};
       // The right operand keeps its parentheses at equal precedence: a + (b + c) is not
       // (a + b) + c in floating point.

@@ -122,6 +122,11 @@ struct ExprEmitter {
   // 2^-21.41 absolute error) and f32 division as __fdividef (2 ulp for |b| in [2^-126, 2^126]);
   // bf16/f16 arithmetic, done in f32, likewise. Otherwise IEEE-rounded library calls and '/'.
   bool fast_math = false;
+  // math = fast only: the code of a precomputed __fdividef(1.0f, b) for an f32 divisor b that is
+  // the same for every element a loop computes (a row's sum), or "" when there is none. a / b is
+  // then a * that reciprocal: __fdividef is itself a * rcp.approx(b), so one reciprocal per row
+  // replaces one per element.
+  std::function<std::string(const dsl::Expr&)> reciprocal;
   std::string operator()(const dsl::Expr& e) const;
 };
 // Whether `math = fast` changes anything in `p`: an exp, a log or a floating-point division.

@@ -43,6 +43,7 @@ struct RowKnobs {
   int threads = 256, rows_per_block = 1, vector = 1, items = 1, unroll = 1;
   std::string reduction = "block", cache = "none";
   bool fast_math = false;  // math = fast (ExprEmitter::fast_math)
+  bool keep = false;       // keep = registers: Analysis::cached_defs computed once per row
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -75,6 +76,14 @@ struct Analysis {
   bool has_scan = false;
   int widest_access = 0;                // bytes of the widest packed element
   int cached_bytes = 0;                 // bytes per element of the tensors a row cache would hold
+  // Element definitions the reduction passes and the write pass read more than once: the passes
+  // computing each (passes + 1 is the write pass).
+  std::map<std::string, std::set<int>> def_passes;
+  // keep = registers keeps these: element definitions that call an SFU function (exp, log, tanh,
+  // sigmoid, ...) and that several passes read, computed once in the first of them (softmax's
+  // e = exp(x - m) in the sum's pass and the write pass) instead of once per pass.
+  std::vector<const Definition*> cached_defs;
+  int cached_def_bytes = 0;             // bytes per element of those
 };
 
 std::string list(const std::vector<std::string>& v) {
@@ -90,6 +99,16 @@ std::vector<int> identity(int n) {
 }
 
 bool is_reduction(const Definition& d) { return d.reduce != ReduceOp::none && d.reduce != ReduceOp::scan; }
+
+// Whether `e` calls a function the special-function unit evaluates per element (the ones worth
+// keeping rather than recomputing).
+bool calls_sfu(const Expr& e) {
+  static const std::set<std::string> kSfu = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"};
+  if (e.kind == Expr::Kind::call && kSfu.count(e.name)) return true;
+  for (const Expr& a : e.args)
+    if (calls_sfu(a)) return true;
+  return false;
+}
 
 class Analyser {
  public:
@@ -135,6 +154,12 @@ class Analyser {
     for (const Definition& d : p_.defs)
       if (d.is_output && a_.nodes.at(d.name).shape == Shape::element)
         a_.widest_access = std::max(a_.widest_access, type_bytes(d.type));
+    for (const Definition& d : p_.defs) {
+      auto it = a_.def_passes.find(d.name);
+      if (it == a_.def_passes.end() || it->second.size() < 2 || d.is_output || !calls_sfu(d.body)) continue;
+      a_.cached_defs.push_back(&d);
+      a_.cached_def_bytes += type_bytes(d.type);
+    }
     return a_;
   }
 
@@ -233,7 +258,10 @@ class Analyser {
     std::map<std::string, int> env = env_of(d);
     for (const Expr* r : reads_in(d.body)) {
       if (const Definition* t = p_.def(r->name)) {
-        if (a_.nodes.at(t->name).shape == Shape::element && !is_reduction(*t)) mark_params(*t, pass);
+        if (a_.nodes.at(t->name).shape == Shape::element && !is_reduction(*t)) {
+          if (t->reduce == ReduceOp::none) a_.def_passes[t->name].insert(pass);
+          mark_params(*t, pass);
+        }
         continue;
       }
       for (ParamUse& u : a_.params)
@@ -257,6 +285,13 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
+  s.keep = k.one_of("keep", std::vector<std::string>{"none", "registers"}) == "registers";
+  if (s.keep && a.cached_defs.empty())
+    throw Refused("keep = registers keeps element definitions that call exp, log, tanh, sigmoid, silu or gelu and "
+                  "that several passes read; this program has none");
+  if (s.keep && s.cache != "registers")
+    throw Refused("keep = registers holds values in the register cache's unrolled steps, so cache_row must be "
+                  "registers, not " + s.cache);
   if (s.vector * a.widest_access > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
                   " bytes per access of a " + std::to_string(a.widest_access) +
@@ -290,14 +325,15 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.unroll != 1)
       throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
                     std::to_string(s.unroll));
-    const int tile_bytes = s.vector * s.items * a.cached_bytes;
+    const int element_bytes = a.cached_bytes + (s.keep ? a.cached_def_bytes : 0);  // the rows and the kept values
+    const int tile_bytes = s.vector * s.items * element_bytes;
     const int budget = register_budget_bytes(s.threads);
     if (tile_bytes > budget)
-      throw Refused("cache_row = registers needs vector * items_per_thread * " + std::to_string(a.cached_bytes) +
+      throw Refused("cache_row = registers needs vector * items_per_thread * " + std::to_string(element_bytes) +
                     " = " + std::to_string(tile_bytes) + " bytes of registers per thread for one step of the row; " +
                     "the budget at threads = " + std::to_string(s.threads) + " is " + std::to_string(budget));
     const int per_tile = s.vector * s.items;
-    s.cache_values = budget / a.cached_bytes / per_tile * per_tile;
+    s.cache_values = budget / element_bytes / per_tile * per_tile;
   }
   return s;
 }
@@ -309,6 +345,7 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
   if (s.cache == "registers") n += "_regs";
   if (s.cache == "shared") n += "_smem";
+  if (s.keep) n += "_keep";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -434,9 +471,16 @@ class Generator {
               a_.axis_dims.back() + ". Schedule: " + how + " A thread takes " + std::to_string(s_.items) +
               " pack(s) of " + std::to_string(s_.vector) + " element(s) per step along the row." +
               (s_.cache == "registers" ? " Rows read by several passes stay in registers (at most kMaxRow elements)."
-               : s_.cache == "shared" ? " Rows read by several passes are staged in shared memory." : ""));
+               : s_.cache == "shared" ? " Rows read by several passes are staged in shared memory." : "") +
+              (s_.keep ? " " + kept_list() + " computed once per row, in the first pass that reads it, and kept in registers." : ""));
     for (int pass = 1; pass <= a_.passes; ++pass) w.line("//   pass " + std::to_string(pass) + ": " + pass_summary(pass));
     if (a_.write_pass) w.line("//   write pass: " + write_summary());
+  }
+
+  std::string kept_list() const {
+    std::string s;
+    for (const Definition* d : a_.cached_defs) s += (s.empty() ? "" : ", ") + d->name;
+    return s;
   }
 
   std::string pass_summary(int pass) const {
@@ -676,6 +720,7 @@ class Generator {
   // and each row read's expression. Nothing is declared until row_declarations(), which emits
   // only what the kernel's body used.
   void row_setup() {
+    recips_.clear();
     coords_.clear();
     row_ptr_.clear();
     row_value_.clear();
@@ -749,9 +794,16 @@ class Generator {
 
   // Emits d's body; element values come from `element` (definition or parameter name -> code).
   std::string body_code(const Definition& d, const std::map<std::string, std::string>& element) {
+    return expr_code(d.body, element);
+  }
+  std::string expr_code(const Expr& e, const std::map<std::string, std::string>& element) {
     ExprEmitter em;
     em.helpers = &helpers_;
     em.fast_math = s_.fast_math;
+    em.reciprocal = [&](const Expr& b) -> std::string {
+      auto it = recips_.find(format_expr(b));
+      return it == recips_.end() ? "" : it->second;
+    };
     em.dim = [&](const std::string& n) { return names_[n]; };
     em.read = [&](const Expr& r) -> std::string {
       if (auto it = element.find(r.name); it != element.end()) return it->second;
@@ -761,9 +813,46 @@ class Generator {
       }
       return row_values_.at(r.name);
     };
-    return em(d.body);
+    return em(e);
   }
   std::map<std::string, std::string> row_values_;  // per-row definitions: the local holding them
+  std::map<std::string, std::string> recips_;      // math = fast: divisor (as text) -> its reciprocal's local
+
+  // Whether `e` has one value per row: it reads row definitions and row reads of parameters only.
+  bool row_uniform(const Expr& e) const {
+    for (const Expr* r : reads_in(e)) {
+      if (const Definition* d = p_.def(r->name)) {
+        if (node(*d).shape != Shape::row) return false;
+        continue;
+      }
+      for (const ParamUse& u : a_.params)
+        if (u.param->name == r->name && u.element) return false;
+    }
+    return true;
+  }
+  void row_divisors(const Expr& e, std::vector<const Expr*>& out) const {
+    if (e.kind == Expr::Kind::binary && e.op == "/" && e.type == Type::f32 && row_uniform(e.args[1]))
+      out.push_back(&e.args[1]);
+    for (const Expr& a : e.args) row_divisors(a, out);
+  }
+  // math = fast: before a pass's loop, the reciprocal of each f32 divisor that is the same along
+  // the row (softmax's s[r]), once per row instead of once per element.
+  void declare_reciprocals(Writer& w, const std::vector<const Definition*>& defs, int pass) {
+    if (!s_.fast_math) return;
+    for (const Definition* d : defs) {
+      if (keeps(*d) && pass > *a_.def_passes.at(d->name).begin()) continue;  // read back, not computed
+      std::vector<const Expr*> divisors;
+      row_divisors(d->body, divisors);
+      for (const Expr* b : divisors) {
+        const std::string key = format_expr(*b);
+        if (recips_.count(key)) continue;
+        const std::string local = names_.fresh(b->kind == Expr::Kind::read ? names_[b->name] + "_rcp" : "rcp");
+        w.line("const float " + local + " = __fdividef(1.0f, " + expr_code(*b, {}) + ");  // 1 / " + key +
+               ", once per row");
+        recips_[key] = local;
+      }
+    }
+  }
 
   // The element definitions (not scans) that `roots` need, in source order.
   std::vector<const Definition*> element_closure(const std::vector<const Definition*>& roots) const {
@@ -848,12 +937,25 @@ class Generator {
     }
   }
 
-  // Computes the element definitions `defs` at element j as locals, adding them to `element`.
-  void element_locals(Writer& w, const std::vector<const Definition*>& defs, std::map<std::string, std::string>& element) {
+  // Computes the element definitions `defs` at element j as locals, adding them to `element`. A
+  // definition the register cache keeps is computed in its first pass and stored, and read back in
+  // the later ones (pass: the one being written, a_.passes + 1 for the write pass).
+  void element_locals(Writer& w, const std::vector<const Definition*>& defs, std::map<std::string, std::string>& element,
+                      int pass) {
     for (const Definition* d : defs) {
-      std::string code = body_code(*d, element);
       std::string local = value_name(*d);
-      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
+      const std::string type = cuda_type(d->type);
+      if (keeps(*d)) {
+        const std::string slot = names_.derived(d->name, "cache") + "[t][item][j]";
+        if (pass > *a_.def_passes.at(d->name).begin()) {
+          w.line("const " + type + " " + local + " = " + slot + ";  // kept by an earlier pass");
+        } else {
+          w.line("const " + type + " " + local + " = " + body_code(*d, element) + ";");
+          w.line(slot + " = " + local + ";");
+        }
+      } else {
+        w.line("const " + type + " " + local + " = " + body_code(*d, element) + ";");
+      }
       element[d->name] = local;
     }
   }
@@ -888,13 +990,16 @@ class Generator {
     w.comment("Pass " + std::to_string(pass) + ":");
     for (const Definition* d : reds) w.line("//   " + format_definition(*d));
     for (const Definition* d : reds) declare_acc(w, *d);
+    std::vector<const Definition*> computed = element_closure(reds);
+    computed.insert(computed.end(), reds.begin(), reds.end());
+    declare_reciprocals(w, computed, pass);
     open_walk(w, walk);
     w.open("if (c0 < " + walk.end + ")");
     std::map<std::string, std::string> element;
     load_packs(w, element_params(reds), pass, element, false);
     w.line("#pragma unroll");
     w.open("for (int j = 0; j < kVec; ++j)");
-    element_locals(w, element_closure(reds), element);
+    element_locals(w, element_closure(reds), element, pass);
     for (const Definition* d : reds) w.line(update(*d, body_code(*d, element)));
     w.close();
     w.close();
@@ -951,12 +1056,15 @@ class Generator {
       w.line(std::string(cuda_type(d->type)) + " " + names_.derived(d->name, "carry") + " = " + literal(0, d->type) +
              ";  // the sum of the row's earlier steps");
     }
+    std::vector<const Definition*> roots = outs;
+    roots.insert(roots.end(), scans.begin(), scans.end());
+    std::vector<const Definition*> computed = element_closure(roots);
+    computed.insert(computed.end(), roots.begin(), roots.end());
+    declare_reciprocals(w, computed, a_.passes + 1);
     open_walk(w, walk);
     std::map<std::string, std::string> element;
     if (!scans.empty()) {
       w.line("const bool in_row = c0 < " + walk.end + ";");
-      std::vector<const Definition*> roots = outs;
-      roots.insert(roots.end(), scans.begin(), scans.end());
       load_packs(w, element_params(roots), a_.passes + 1, element, true);
       for (const Definition* d : scans) {
         const std::string t = cuda_type(d->type);
@@ -966,7 +1074,7 @@ class Generator {
       w.line("#pragma unroll");
       w.open("for (int j = 0; j < kVec; ++j)");
       std::map<std::string, std::string> inner = element;
-      element_locals(w, element_closure(scans), inner);
+      element_locals(w, element_closure(scans), inner, a_.passes + 1);
       for (const Definition* d : scans) {
         const std::string run = names_.derived(d->name, "run");
         w.line(run + " += in_row ? " + body_code(*d, inner) + " : " + literal(0, d->type) + ";");
@@ -1007,7 +1115,7 @@ class Generator {
     for (const Definition& d : p_.defs) {
       bool is_local = std::find(locals.begin(), locals.end(), &d) != locals.end();
       bool is_out = std::find(outs.begin(), outs.end(), &d) != outs.end();
-      if (is_local) element_locals(w, {&d}, element);
+      if (is_local) element_locals(w, {&d}, element, a_.passes + 1);
       if (!is_out) continue;
       const std::string pack = names_.derived(d.name, "pack");
       if (d.reduce == ReduceOp::scan) {
@@ -1016,7 +1124,7 @@ class Generator {
       }
       bool read_later = std::find(need.begin(), need.end(), &d) != need.end();
       if (read_later) {
-        element_locals(w, {&d}, element);
+        element_locals(w, {&d}, element, a_.passes + 1);
         w.line(pack + ".v[j] = " + element.at(d.name) + ";");
       } else {
         w.line(pack + ".v[j] = " + body_code(d, element) + ";");
@@ -1136,6 +1244,16 @@ class Generator {
       w.line(t + "* " + cache + " = reinterpret_cast<" + t + "*>(" + base + ") + slot * " + col_dim_ + ";");
       offset += (offset.empty() ? "" : " + ") + ("cache_region_bytes(" + col_dim_ + ", sizeof(" + t + "))");
     }
+    if (!s_.keep) return;
+    for (const Definition* d : a_.cached_defs)
+      w.line(std::string(cuda_type(d->type)) + " " + names_.derived(d->name, "cache") +
+             "[kCacheTiles][kItems][kVec];  // '" + d->name + "' as its first pass computes it");
+  }
+
+  // Whether keep = registers keeps element definition d (computed once, in its first pass).
+  bool keeps(const Definition& d) const {
+    return s_.keep &&
+           std::find(a_.cached_defs.begin(), a_.cached_defs.end(), &d) != a_.cached_defs.end();
   }
 
   // --- two_pass: one kernel per pass -----------------------------------------------------------
@@ -1461,6 +1579,7 @@ const FamilyGenerator& rowwise_family() {
           {"cache_row", "none", {"none", "registers", "shared"}},
           {"unroll", "1", {"1", "2", "4"}},
           {"math", "precise", {"precise", "fast"}},
+          {"keep", "none", {"none", "registers"}},
       },
       &check,
       &generate,

@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(kThreads) rowwise_softmax_bf16_t512_v8_r1_bloc
 
     // Write pass:
     //   Y[r, c] = bf16(e[r, c] / s[r])
+    const float s_rcp = __fdividef(1.0f, s);  // 1 / s[r], once per row
     #pragma unroll
     for (int t = 0; t < kCacheTiles; ++t) {
       const int64_t tile = (int64_t)t * kTile;
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) rowwise_softmax_bf16_t512_v8_r1_bloc
           #pragma unroll
           for (int j = 0; j < kVec; ++j) {
             const float e = __expf(__bfloat162float(X_pack.v[j]) - m);
-            Y_pack.v[j] = __float2bfloat16_rn(__fdividef(e, s));
+            Y_pack.v[j] = __float2bfloat16_rn(e * s_rcp);
           }
           if (active) store_pack(Y_row + c0, Y_pack);
         }
