@@ -38,7 +38,7 @@ const char* const kReserved[] = {
     "abs", "llabs", "tanh", "tanhf", "erf", "erff", "min", "max",
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
-    "gelu_tanh", "call", "stream", "err"};
+    "gelu_tanh", "tf32_round", "call", "stream", "err"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
 enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
@@ -104,7 +104,10 @@ Code emit_call(const Expr& e, const ExprEmitter& em) {
     args.push_back(is_half(a.type) ? to_float(c.text, a.type) : c.text);
   }
   std::string inner;
-  if (const MathFn* f = math_fn(e.name); f && dsl::type_is_float(work)) {
+  if (e.name == "tf32") {
+    em.helpers->use("tf32_round", Type::f32);
+    inner = "tf32_round(" + args[0] + ")";
+  } else if (const MathFn* f = math_fn(e.name); f && dsl::type_is_float(work)) {
     std::string fn = work == Type::f64 ? f->f64 : f->f32;
     if (em.fast_math && work == Type::f32 && (e.name == "exp" || e.name == "log")) fn = "__" + fn;
     inner = fn + "(" + args[0] + ")";
@@ -389,6 +392,22 @@ std::string Helpers::source() const {
     o << "// x limited to [lo, hi]; a NaN x stays NaN.\n"
          "template <typename T>\n"
          "__device__ __forceinline__ T clamp_nan(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }\n";
+  if (used("tf32_round"))
+    o << "// x rounded to TF32 (10 mantissa bits; to nearest, ties away from zero: cvt.rna), the\n"
+         "// precision the tensor cores multiply f32 data in.\n"
+         "__device__ __forceinline__ float tf32_round(float x) {\n"
+         "#ifdef __CUDA_ARCH__\n"
+         "  unsigned int r;\n"
+         "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(x));\n"
+         "  return __uint_as_float(r);\n"
+         "#else\n"
+         "  unsigned int u;\n"
+         "  __builtin_memcpy(&u, &x, 4);\n"
+         "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay\n"
+         "  __builtin_memcpy(&x, &u, 4);\n"
+         "  return x;\n"
+         "#endif\n"
+         "}\n";
   if (used("relu"))
     o << "// max(x, 0) that keeps a NaN x.\n"
          "template <typename T>\n"
@@ -459,7 +478,7 @@ void check_emittable(const Expr& e) {
     const Type t = e.type;
     bool ok = dsl::type_is_float(t) || ((e.name == "abs" || is_generic_helper(e.name)) && t != Type::boolean);
     if (!ok) throw Refused(std::string("function '") + e.name + "' on " + dsl::type_name(t) + " is not supported");
-    if (!math_fn(e.name) && !is_float_helper(e.name) && !is_generic_helper(e.name))
+    if (!math_fn(e.name) && !is_float_helper(e.name) && !is_generic_helper(e.name) && e.name != "tf32")
       throw Refused("function '" + e.name + "' has no CUDA form here");
   }
   if (e.kind == Expr::Kind::cast && e.type == Type::boolean) throw Refused("a cast to bool is not supported");

@@ -4,7 +4,8 @@
 // and contiguous (CUTLASS's L mode; the SIMT kernel's grid z).
 //
 // Two code paths:
-//  - mainloop = cooperative | pingpong (bf16 / f16 operands, f32 accumulation, sm_90a): a
+//  - mainloop = cooperative | pingpong (bf16 / f16 operands, or f32 operands the program rounds
+//    with tf32(A[m, k]) * tf32(B[k, n]); f32 accumulation, sm_90a): a
 //    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
 //    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
 //    Shapes TMA cannot take (rows not 16-byte aligned, K = 0, or refused by CUTLASS's
@@ -12,7 +13,8 @@
 //    source, so the candidate is correct for every size. This fallback is part of the kernel's
 //    name (`_fbsimt`) and of docs/DSL.md: timings of unaligned shapes are SIMT timings.
 //  - mainloop = simt: a CUDA-core kernel (shared-memory tiles, register blocking, f32 FMA) with
-//    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding).
+//    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding;
+//    with tf32(...) factors it rounds each staged operand as the program says).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -60,6 +62,7 @@ struct Analysis {
   std::string batch_dim;            // "" unless batched: acc[b, m, n]
   bool b_trans = false;             // B read as B[n, k] (an nn.Linear weight): N rows of K (SIMT only)
   Type in_type = Type::f32;
+  bool tf32 = false;                // f32 operands whose factors are tf32(A[m, k]) * tf32(B[k, n])
   // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
   bool fusable = false;
   std::string not_fusable;          // why not, when !fusable
@@ -75,10 +78,12 @@ std::string list_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// e with casts peeled off, and the read it reaches (or nullptr).
+bool is_tf32(const Expr& e) { return e.kind == Expr::Kind::call && e.name == "tf32"; }
+
+// e with casts (and a tf32 rounding) peeled off, and the read it reaches (or nullptr).
 const Expr* peel_read(const Expr& e) {
   const Expr* x = &e;
-  while (x->kind == Expr::Kind::cast) x = &x->args[0];
+  while (x->kind == Expr::Kind::cast || is_tf32(*x)) x = &x->args[0];
   return x->kind == Expr::Kind::read ? x : nullptr;
 }
 
@@ -153,12 +158,26 @@ class Analyser {
     a_.in_type = a_.a->type;
     if (a_.in_type != Type::bf16 && a_.in_type != Type::f16 && a_.in_type != Type::f32)
       throw Refused(std::string("operands of type ") + dsl::type_name(a_.in_type) + " are not supported (bf16, f16, f32)");
-    // The factors: f32(A) * f32(B) for half operands, A * B for f32; the sum accumulates in f32.
+    // The factors: f32(A) * f32(B) for half operands, A * B for f32 (full f32 products) or
+    // tf32(A) * tf32(B) (inputs rounded to TF32, as the tensor cores take f32 data); the sum
+    // accumulates in f32.
+    int rounded = 0;
     for (const Expr* f : {&body.args[0], &body.args[1]}) {
-      bool ok = f->kind == Expr::Kind::read || (f->kind == Expr::Kind::cast && f->type == Type::f32 &&
-                                                 f->args[0].kind == Expr::Kind::read);
-      if (!ok) throw Refused("the factors of the sum must be the reads themselves or their f32 casts, not " + format_expr(*f));
+      const Expr* g = is_tf32(*f) ? &f->args[0] : f;
+      rounded += is_tf32(*f);
+      bool ok = g->kind == Expr::Kind::read || (g->kind == Expr::Kind::cast && g->type == Type::f32 &&
+                                                 g->args[0].kind == Expr::Kind::read);
+      if (!ok)
+        throw Refused("the factors of the sum must be the reads themselves, their f32 casts or tf32(read), not " +
+                      format_expr(*f));
+      if (is_tf32(*f) && g->kind != Expr::Kind::read)
+        throw Refused("tf32(...) rounds f32 operands; " + format_expr(*f) + " rounds a cast of " +
+                      dsl::type_name(g->args[0].type) + " values, which the tensor cores take as they are");
     }
+    if (rounded == 1)
+      throw Refused("one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around both "
+                    "reads (TF32 tensor cores) or neither (f32 products)");
+    a_.tf32 = rounded == 2;
     if (acc.type != Type::f32 || body.type != Type::f32)
       throw Refused(std::string("the sum accumulates in ") + dsl::type_name(acc.type) +
                     "; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");
@@ -394,18 +413,20 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (a.b_trans)
     throw Refused("mainloop = " + s.mainloop + ": B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major "
                   "B[K, N] only, so mainloop must be simt");
-  if (a.in_type == Type::f32)
+  if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
-                  "program asks for f32 products, so mainloop must be simt");
+                  "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt");
   const int elem = type_bytes(a.in_type);
   if (!(s.tm == 64 || s.tm == 128 || s.tm == 256))
     throw Refused(tile_text + ": WGMMA tiles take M in {64, 128, 256} per block");
   if (s.tn < 8 || s.tn > 256 || s.tn % 8 != 0) throw Refused(tile_text + ": WGMMA takes N a multiple of 8 up to 256");
   if (s.tn % 16 != 0)
     throw Refused(tile_text + ": B is N-major (row-major B[K, N]), and its shared-memory swizzle needs N a multiple of 16");
-  if (s.tk != 64)
+  if (elem == 2 && s.tk != 64)
     throw Refused(tile_text + ": tile K must be 64 for 16-bit operands (one 128-byte swizzle row per stage)");
+  if (elem == 4 && s.tk != 32)
+    throw Refused(tile_text + ": tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
   if (s.mainloop == "cooperative" && s.tm < 128)
     throw Refused(tile_text + ": mainloop = cooperative splits the tile's M across two consumer warpgroups of 64 rows, so M >= 128");
   const int64_t consumers = s.mainloop == "cooperative" ? 256 : 128;
@@ -442,7 +463,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
 }
 
 std::string name_of(const GemmKnobs& s, const Analysis& a) {
-  std::string n = std::string(a.batch_dim.empty() ? "gemm_" : "bgemm_") + dsl::type_name(a.in_type) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
+  std::string n = std::string(a.batch_dim.empty() ? "gemm_" : "bgemm_") + (a.tf32 ? "tf32" : dsl::type_name(a.in_type)) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "simt") {
     n += "_simt";
@@ -515,6 +536,7 @@ class Generator {
     }
     w.line();
     Helpers helpers;
+    if (a_.tf32) helpers.use("tf32_round", Type::f32);
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
@@ -528,6 +550,8 @@ class Generator {
 
  private:
   std::string id(const std::string& n) const { return names_[n]; }
+  // An operand as the SIMT kernel stages it: rounded to TF32 when the program says tf32(...).
+  std::string rounded(const std::string& v) const { return a_.tf32 ? "tf32_round(" + v + ")" : v; }
 
   // The output element from the accumulator `v` at (row, col): the epilogue expression.
   std::string simt_epilogue(Helpers& helpers) {
@@ -654,15 +678,16 @@ class Generator {
       w.open("for (int l = 0; l < kLA; ++l)");
       w.line("const int e = tid + l * kThreads, i = e / kBK, kk = e % kBK;");
       w.line("const int64_t row = tile_m + i, k = " + kbase + " + kk;");
-      w.line("ra[l] = (e < kBM * kBK && row < " + M + " && k < " + K + ") ? " + to_float(Ab + "[row * " + K + " + k]", a_.in_type) +
-             " : 0.0f;");
+      w.line("ra[l] = (e < kBM * kBK && row < " + M + " && k < " + K + ") ? " +
+             rounded(to_float(Ab + "[row * " + K + " + k]", a_.in_type)) + " : 0.0f;");
       w.close();
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLB; ++l)");
       w.line("const int e = tid + l * kThreads;");
       w.line(b_split);
       w.line("const int64_t col = tile_n + j, k = " + kbase + " + kk;");
-      w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + K + ") ? " + to_float(b_addr, a_.in_type) + " : 0.0f;");
+      w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + K + ") ? " + rounded(to_float(b_addr, a_.in_type)) +
+             " : 0.0f;");
       w.close();
     };
     // The staged registers into shared-memory buffer `buf`.
@@ -788,7 +813,10 @@ class Generator {
            ", cute::_" + std::to_string(s_.tk) + ">;");
     w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
     w.comment("Row-major A[M, K] is K-major (RowMajor); row-major B[K, N] is N-major, which CUTLASS's B tag "
-              "(B as K x N) calls RowMajor; C[M, N] is RowMajor. 8 elements = 16-byte TMA rows.");
+              "(B as K x N) calls RowMajor; C[M, N] is RowMajor. Alignments are 16 bytes (TMA rows) in elements." +
+              std::string(a_.tf32 ? " f32 A and B go to TF32 WGMMAs (the builder's tfloat32_t); a 32-bit N-major B is "
+                                    "transposed on its way through shared memory (CUTLASS's choice, not ksol's)."
+                                  : ""));
     const std::string epi_sched = nosmem ? "cutlass::epilogue::NoSmemWarpSpecialized"
                                   : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
                                          : "cutlass::epilogue::TmaWarpSpecialized";
@@ -807,7 +835,9 @@ class Generator {
     w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
     w.line(std::string("    ") + "cutlass::epilogue::collective::EpilogueTileAuto, float, float,");
-    w.line("    " + elem_c + ", cutlass::layout::RowMajor, 8, " + td + ", cutlass::layout::RowMajor, 8,");
+    const std::string align_out = std::to_string(16 / type_bytes(p_.outputs[0].type));
+    w.line("    " + elem_c + ", cutlass::layout::RowMajor, " + align_out + ", " + td + ", cutlass::layout::RowMajor, " +
+           align_out + ",");
     w.line("    " + epi_sched + ", " + fusion);
     w.line(">::CollectiveOp;");
     const std::string stages =
@@ -815,7 +845,9 @@ class Generator {
                   : "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>";
     w.line("using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,");
-    w.line("    " + ta + ", cutlass::layout::RowMajor, 8, " + ta + ", cutlass::layout::RowMajor, 8, float,");
+    const std::string align_in = std::to_string(16 / type_bytes(a_.in_type));
+    w.line("    " + ta + ", cutlass::layout::RowMajor, " + align_in + ", " + ta + ", cutlass::layout::RowMajor, " + align_in +
+           ", float,");
     w.line(std::string("    ") + "TileShape, ClusterShape, " + stages + ",");
     w.line(std::string("    ") + (coop ? "cutlass::gemm::KernelTmaWarpSpecializedCooperative" : "cutlass::gemm::KernelTmaWarpSpecializedPingpong"));
     w.line(">::CollectiveOp;");
@@ -907,10 +939,13 @@ class Generator {
       std::string aligned = "reinterpret_cast<uintptr_t>(" + A + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + B +
                             ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + C + ") % 16 == 0";
       if (a_.bias) aligned += " && reinterpret_cast<uintptr_t>(" + id(a_.bias->name) + ") % 16 == 0";
-      w.comment("TMA needs 16-byte aligned rows: K and N multiples of 8 elements, and aligned bases.");
+      const int align_in = 16 / type_bytes(a_.in_type);
+      const int align_n = std::max(align_in, 16 / type_bytes(p_.outputs[0].type));
+      w.comment("TMA needs 16-byte aligned rows: K and N multiples of " + std::to_string(align_in) +
+                (align_n != align_in ? " and " + std::to_string(align_n) : std::string()) + " elements, and aligned bases.");
       const std::string L = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
-      w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + (L.empty() ? "" : L + " > 0 && ") + K + " % 8 == 0 && " + N +
-             " % 8 == 0 && " + aligned + ")");
+      w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + (L.empty() ? "" : L + " > 0 && ") + K + " % " +
+             std::to_string(align_in) + " == 0 && " + N + " % " + std::to_string(align_n) + " == 0 && " + aligned + ")");
       std::string args = A + ", " + B + ", ";
       if (a_.bias) args += id(a_.bias->name) + ", ";
       args += C + ", " + M + ", " + N + ", " + K + (L.empty() ? "" : ", " + L) + ", stream";
@@ -937,7 +972,7 @@ const FamilyGenerator& family() {
       {
           {"tile", "[128, 128, 64]",
            {"[64, 64, 64]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 192, 64]",
-            "[128, 256, 64]", "[256, 64, 64]", "[256, 128, 64]", "[64, 64, 16]", "[128, 128, 32]", "[128, 128, 8]"}},
+            "[128, 256, 64]", "[256, 64, 64]", "[256, 128, 64]", "[64, 64, 16]", "[128, 128, 32]", "[128, 256, 32]", "[256, 128, 32]", "[128, 128, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]", "[2, 2]"}},
           {"stages", "auto", {"auto", "1", "3", "4", "6"}},
           {"mainloop", "cooperative", {"cooperative", "pingpong", "simt"}},

@@ -3,6 +3,7 @@
 #include "codegen/interpret.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -88,6 +89,14 @@ class Interpreter {
     }
   }
 
+  // tf32(x): to nearest, ties away from zero, at 10 mantissa bits (cvt.rna.tf32.f32).
+  static double tf32_round(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    std::memcpy(&x, &u, 4);
+    return x;
+  }
   static double max_nan(double a, double b) { return (std::isnan(a) || a > b) ? a : b; }
   static double min_nan(double a, double b) { return (std::isnan(a) || a < b) ? a : b; }
 
@@ -109,6 +118,7 @@ class Interpreter {
     if (n == "max") return max_nan(x[0], x[1]);
     if (n == "clamp") return x[0] < x[1] ? x[1] : (x[0] > x[2] ? x[2] : x[0]);
     if (n == "select") return x[0] != 0 ? x[1] : x[2];
+    if (n == "tf32") return tf32_round(static_cast<float>(x[0]));
     fail("unknown function '" + n + "'");
   }
 

@@ -26,6 +26,7 @@ enum class FnKind {
   numeric_map,  // any number -> same type
   same,         // n arguments of one type -> that type
   select,       // (boolean, T, T) -> T
+  f32_only,     // f32 -> f32
 };
 
 struct Function {
@@ -44,6 +45,8 @@ constexpr Function kFunctions[] = {
     {"silu", 1, "x", FnKind::float_map},      {"min", 2, "a, b", FnKind::same},
     {"max", 2, "a, b", FnKind::same},         {"clamp", 3, "x, lo, hi", FnKind::same},
     {"select", 3, "cond, a, b", FnKind::select},
+    // tf32(x): x rounded to TF32 (10 mantissa bits, f32's exponent), what the tensor cores multiply.
+    {"tf32", 1, "x", FnKind::f32_only},
 };
 
 const Function* find_function(const std::string& name) {
@@ -360,7 +363,7 @@ class Checker {
     if (!fn)
       src_.fail(e.loc, "unknown function '" + e.name +
                            "'; the functions are exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, gelu, gelu_tanh, "
-                           "silu, min, max, clamp, select and the casts f32, f64, bf16, f16, i32, i64");
+                           "silu, min, max, clamp, select, tf32 and the casts f32, f64, bf16, f16, i32, i64");
     if (static_cast<int>(e.args.size()) != fn->arity)
       src_.fail(e.loc, "'" + e.name + "' takes " + std::to_string(fn->arity) + " argument" + (fn->arity > 1 ? "s" : "") +
                            " (" + fn->args + ") but is given " + std::to_string(e.args.size()));
@@ -372,6 +375,15 @@ class Checker {
                                "; convert it first, e.g. f32(...)");
         e.type = e.args[0].type;
         return adaptable;
+      }
+      case FnKind::f32_only: {
+        bool adaptable = operand(e.args[0]);
+        if (!adaptable && e.args[0].type != Type::f32)
+          src_.fail(e.loc, "'" + e.name + "' rounds an f32 value but is given " + type_name(e.args[0].type) +
+                               "; convert it first, e.g. " + e.name + "(f32(...))");
+        if (adaptable) adapt(e.args[0], Type::f32);
+        e.type = Type::f32;
+        return false;
       }
       case FnKind::numeric_map: {
         bool adaptable = operand(e.args[0]);

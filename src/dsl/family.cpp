@@ -57,7 +57,7 @@ bool reads_broadcast(const Expr& read, const std::vector<std::string>& vars) {
 
 const Expr* strip_casts(const Expr& e) {
   const Expr* x = &e;
-  while (x->kind == Expr::Kind::cast) x = &x->args[0];
+  while (x->kind == Expr::Kind::cast || (x->kind == Expr::Kind::call && x->name == "tf32")) x = &x->args[0];
   return x->kind == Expr::Kind::read ? x : nullptr;
 }
 
@@ -320,7 +320,7 @@ class Recogniser {
                                       : "a reduction over an index other than the last";
           std::string hint;
           if (d.reduce == ReduceOp::sum && reads_last(d))
-            hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts allowed; scale it in a following "
+            hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts and tf32() allowed; scale it in a following "
                    "definition)";
           src_.fail(x->indices[pos].loc, "'" + d.name + "' reduces over '" + d.over + "', " + which + " of '" + x->name +
                                              "'; " + kind + " is" + kNoFamily + hint);

@@ -434,7 +434,8 @@ TEST(Codegen, RefusesWithExactReasons) {
       "kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n");
   EXPECT_EQ(refusal(gemm),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
-            "mantissa bits; the program asks for f32 products, so mainloop must be simt");
+            "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
+            "mainloop must be simt");
 }
 
 // --- generated sources ---------------------------------------------------------------------------
@@ -616,6 +617,29 @@ TEST(Interpreter, ArgmaxScanAndCastSemantics) {
   codegen::HostArrays b = codegen::interpret(to_bf16, {{"N", 3}}, {{"X", {1.00390625, -2.7, nan}}}, codegen::Arithmetic::typed);
   EXPECT_EQ(b["Y"][0], 1.0);  // 1 + 2^-8 rounds to even
   EXPECT_EQ(b["Z"], (std::vector<double>{1, -2, 0}));  // truncation; NaN converts to 0 as on the GPU
+
+  // tf32(x): to nearest at 10 mantissa bits, ties away from zero; inf stays. The generated CUDA's
+  // tf32_round (its host form, as the emulator runs it) agrees.
+  dsl::Program tf = parse("kernel t(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = tf32(X[i])\n}\n");
+  const std::vector<double> x = {1 + std::ldexp(1.0, -11), 1 + std::ldexp(1.0, -12), -(1 + std::ldexp(3.0, -12)),
+                                 1 + std::ldexp(1.0, -10), inf, 3.0};
+  const std::vector<double> want = {1 + std::ldexp(1.0, -10), 1, -(1 + std::ldexp(1.0, -10)), 1 + std::ldexp(1.0, -10),
+                                    inf, 3.0};
+  EXPECT_EQ(codegen::interpret(tf, {{"N", 6}}, {{"X", x}})["Y"], want);
+  codegen::HostBuild tb = codegen::build_for_host(codegen::generate_cuda(tf, {}));
+  ASSERT_TRUE(tb.ok) << tb.message;
+  std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(6 * 4), HostVec<uint8_t>(6 * 4, 0)};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float f = static_cast<float>(x[i]);
+    std::memcpy(bufs[0].data() + 4 * i, &f, 4);
+  }
+  codegen::HostRun tr = codegen::run_on_host(tb.so_path, bufs, {6});
+  ASSERT_TRUE(tr.ok && tr.rc == 0) << tr.message;
+  for (size_t i = 0; i < want.size(); ++i) {
+    float f;
+    std::memcpy(&f, bufs[1].data() + 4 * i, 4);
+    EXPECT_EQ(static_cast<double>(f), want[i]) << i;
+  }
 
   // Offset reads past a tensor have no value.
   dsl::Program stencil = parse("kernel s(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = X[i+1] - X[i]\n}\n");

@@ -90,6 +90,19 @@ schedule {
 }
 )";
 
+// TF32: f32 operands rounded to TF32 by the program, on the tensor cores.
+const char* const kGemmTf32 = R"(
+kernel gemm_tf32(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
+  C[m, n] = sum(tf32(A[m, k]) * tf32(B[k, n])) over k
+}
+schedule {
+  tile = [128, 128, 32]
+  cluster = [1, 1]
+  stages = auto
+  mainloop = cooperative
+}
+)";
+
 // An epilogue CUTLASS has no exact fusion for: a residual and a row scale.
 // nn.Linear's layout: the weight is W[N, K] (ksol optimize FILE.py lowers linear layers so), with
 // the product written weight first, and a per-column bias.
@@ -230,7 +243,19 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(f), "(accepted)");
   EXPECT_EQ(refusal(scheduled(f, {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
-            "mantissa bits; the program asks for f32 products, so mainloop must be simt");
+            "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
+            "mainloop must be simt");
+  // TF32: the program rounds both factors; the tensor-core path takes it with a K tile of 32.
+  const dsl::Program tf = parse(kGemmTf32);
+  EXPECT_EQ(refusal(tf), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(tf), "gemm_tf32_128x128x32_c1x1_sauto_coop_fbsimt_rn");
+  EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[128, 128, 64]"}})),
+            "tile = [128, 128, 64]: tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}})), "(accepted)");
+  EXPECT_EQ(refusal(parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                          "  C[m, n] = sum(tf32(A[m, k]) * B[k, n]) over k\n}\n")),
+            "one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around both reads (TF32 "
+            "tensor cores) or neither (f32 products)");
   EXPECT_EQ(refusal(scheduled(f, {{"cluster", "[2, 1]"}})),
             "cluster = [2, 1]: clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
   EXPECT_EQ(refusal(scheduled(f, {{"stages", "3"}})),
@@ -272,7 +297,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused.size() << " refused\n";
   EXPECT_GE(s.legal.size(), 100u);
   EXPECT_EQ(s.legal.size(), 3960u);
-  EXPECT_EQ(s.legal.size() + s.refused.size(), 12u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
+  EXPECT_EQ(s.legal.size() + s.refused.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
     ASSERT_EQ(refusal(p, kTaskBinding), "(accepted)") << codegen::schedule_text(sch);
@@ -282,6 +307,15 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
   std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused.size() << " refused\n";
   EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster
+  // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
+  codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
+  std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused.size() << " refused\n";
+  EXPECT_GE(t.legal.size(), 100u);
+  size_t tensor = 0;
+  for (const codegen::Schedule& sch : t.legal)
+    for (const auto& [k, v] : sch)
+      if (k == "mainloop" && v != "simt") ++tensor;
+  EXPECT_EQ(tensor + 3u * 2 * 2 * 2, t.legal.size());
 }
 
 // The SIMT kernel on the CPU (host emulation) against the IR interpreter, on small odd sizes
@@ -304,6 +338,9 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
                            {"swizzle", "1"}, {"math", "fast"}}, {{"M", 45}, {"N", 33}, {"K", 37}}},
       {kBatchedResidual, {}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 19}}},
       {kBatchedBf16, {{"mainloop", "simt"}, {"tile", "[64, 32, 8]"}, {"stages", "auto"}}, {{"BATCH", 2}, {"M", 65}, {"N", 9}, {"K", 33}}},
+      // TF32 on the SIMT path (the tensor-core kernel's fallback): each staged operand rounded, so the
+      // products are the interpreter's (without the rounding they miss this bound by ~2^-11).
+      {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 70}, {"K", 19}}},
       {kLinearF32, {}, {{"M", 45}, {"N", 37}, {"K", 50}}},
       {kLinearF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 129}, {"K", 17}}},
   };
@@ -363,8 +400,8 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
 }
 
 // The generated sources compile with nvcc through ksol's compile path: the SIMT f32 kernel, and
-// two CUTLASS sm_90a instantiations (the plain bf16 GEMM and the bias + gelu_tanh epilogue with a
-// 2x1 cluster and swizzle). Slow: each CUTLASS compile takes minutes.
+// CUTLASS sm_90a instantiations (the plain bf16 GEMM, the bias + gelu_tanh epilogue, the batched
+// bf16 GEMM and the TF32 GEMM). Slow: each CUTLASS compile takes minutes.
 TEST(CodegenGemm, GeneratedSourcesCompile) {
   struct Case {
     const char* program;
@@ -377,6 +414,7 @@ TEST(CodegenGemm, GeneratedSourcesCompile) {
       // math = fast: the epilogue's gelu_tanh_fast (x / (1 + __expf(-2u))) inside CUTLASS's fusion.
       {kGemmBiasGeluTanh, {{"math", "fast"}}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
       {kBatchedBf16, {}, Binding{{"A", "B", "C"}, {"BATCH", "M", "N", "K"}}},
+      {kGemmTf32, {}, kTaskBinding},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
