@@ -38,7 +38,7 @@ const char* const kReserved[] = {
     "abs", "llabs", "tanh", "tanhf", "erf", "erff", "min", "max",
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
-    "gelu_tanh", "tf32_round", "call", "stream", "err"};
+    "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
 enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
@@ -75,7 +75,7 @@ const MathFn* math_fn(const std::string& name) {
 
 bool is_float_helper(const std::string& n) {
   return n == "sigmoid" || n == "silu" || n == "gelu" || n == "gelu_tanh" || n == "sigmoid_fast" || n == "silu_fast" ||
-         n == "gelu_tanh_fast";
+         n == "gelu_tanh_fast" || n == "tanh_fast";
 }
 // The helpers math = fast has a form of: exp and the division through the intrinsics.
 bool has_fast_helper(const std::string& n) { return n == "sigmoid" || n == "silu" || n == "gelu_tanh"; }
@@ -107,6 +107,9 @@ Code emit_call(const Expr& e, const ExprEmitter& em) {
   if (e.name == "tf32") {
     em.helpers->use("tf32_round", Type::f32);
     inner = "tf32_round(" + args[0] + ")";
+  } else if (e.name == "tanh" && em.fast_math && work == Type::f32) {
+    em.helpers->use("tanh_fast", Type::f32);
+    inner = "tanh_fast(" + args[0] + ")";
   } else if (const MathFn* f = math_fn(e.name); f && dsl::type_is_float(work)) {
     std::string fn = work == Type::f64 ? f->f64 : f->f32;
     if (em.fast_math && work == Type::f32 && (e.name == "exp" || e.name == "log")) fn = "__" + fn;
@@ -435,10 +438,21 @@ std::string Helpers::source() const {
       {"silu_fast", "// SiLU, math = fast: x / (1 + exp(-x)) through __expf and __fdividef.\n",
        "__fdividef(x, 1.0f + __expf(-x))", nullptr},
       {"gelu_tanh_fast",
-       "// GELU (tanh form), math = fast: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) (x + 0.044715 "
-       "x^3),\n// through __expf and __fdividef.\n",
-       "__fdividef(x, 1.0f + __expf(-1.595769121605730712f * (x + 0.044715f * x * x * x)))", nullptr},
+       "// GELU (tanh form), math = fast: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), with the\n"
+       "// hardware's tanh (one SFU operation).\n",
+       "0.5f * x * (1.0f + tanh_fast(0.797884560802865356f * (x + 0.044715f * x * x * x)))", nullptr},
   };
+  if (used("tanh_fast") || used("gelu_tanh_fast"))
+    o << "// tanh, math = fast: the SFU's tanh.approx.f32 (relative error about 2^-11; PTX ISA).\n"
+         "__device__ __forceinline__ float tanh_fast(float x) {\n"
+         "#ifdef __CUDA_ARCH__\n"
+         "  float r;\n"
+         "  asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x));\n"
+         "  return r;\n"
+         "#else\n"
+         "  return tanhf(x);\n"
+         "#endif\n"
+         "}\n";
   for (const FloatHelper& h : kFloat) {
     bool f32 = used(h.name, Type::f32), f64 = used(h.name, Type::f64);
     if (!f32 && !f64) continue;
@@ -453,7 +467,8 @@ std::string ExprEmitter::operator()(const Expr& e) const { return emit(e, *this)
 
 namespace {
 bool fast_math_op(const Expr& e) {
-  if (e.kind == Expr::Kind::call && (e.name == "exp" || e.name == "log" || has_fast_helper(e.name))) return true;
+  if (e.kind == Expr::Kind::call && (e.name == "exp" || e.name == "log" || e.name == "tanh" || has_fast_helper(e.name)))
+    return true;
   if (e.kind == Expr::Kind::binary && e.op == "/" && dsl::type_is_float(e.type)) return true;
   for (const Expr& a : e.args)
     if (fast_math_op(a)) return true;
@@ -469,7 +484,7 @@ bool has_fast_math_ops(const dsl::Program& p) {
 
 void check_fast_math(const dsl::Program& p) {
   if (!has_fast_math_ops(p))
-    throw Refused("math = fast changes exp, log, division, sigmoid, silu and gelu_tanh, and '" + p.name +
+    throw Refused("math = fast changes exp, log, tanh, division, sigmoid, silu and gelu_tanh, and '" + p.name +
                   "' has none; math must be precise");
 }
 

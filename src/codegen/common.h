@@ -119,7 +119,8 @@ struct ExprEmitter {
   std::function<std::string(const std::string&)> dim;
   Helpers* helpers = nullptr;
   // math = fast: f32 exp and log through the SFU intrinsics (__expf, __logf: 2 + 1.16|x| ulp and
-  // 2^-21.41 absolute error) and f32 division as __fdividef (2 ulp for |b| in [2^-126, 2^126]);
+  // 2^-21.41 absolute error), f32 division as __fdividef (2 ulp for |b| in [2^-126, 2^126]) and
+  // tanh (also inside gelu_tanh) as tanh.approx.f32 (about 2^-11 relative error);
   // bf16/f16 arithmetic, done in f32, likewise. Otherwise IEEE-rounded library calls and '/'.
   bool fast_math = false;
   // math = fast only: the code of a precomputed __fdividef(1.0f, b) for an f32 divisor b that is

@@ -5,7 +5,7 @@
 //
 // Two code paths:
 //  - mainloop = cooperative | pingpong (bf16 / f16 operands, or f32 operands the program rounds
-//    with tf32(A[m, k]) * tf32(B[k, n]); f32 accumulation, sm_90a): a
+//    with tf32(A[m, k]) * tf32(B[n, k]), B K-major; f32 accumulation, sm_90a): a
 //    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
 //    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
 //    Shapes TMA cannot take (rows not 16-byte aligned, K = 0, or refused by CUTLASS's
@@ -60,7 +60,7 @@ struct Analysis {
   const Param* b = nullptr;
   std::string m_dim, n_dim, k_dim;
   std::string batch_dim;            // "" unless batched: acc[b, m, n]
-  bool b_trans = false;             // B read as B[n, k] (an nn.Linear weight): N rows of K (SIMT only)
+  bool b_trans = false;             // B read as B[n, k] (an nn.Linear weight): N rows of K, K-major
   Type in_type = Type::f32;
   bool tf32 = false;                // f32 operands whose factors are tf32(A[m, k]) * tf32(B[k, n])
   // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
@@ -410,18 +410,20 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   }
 
   // Tensor cores.
-  if (a.b_trans)
-    throw Refused("mainloop = " + s.mainloop + ": B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major "
-                  "B[K, N] only, so mainloop must be simt");
   if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
                   "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt");
+  if (a.tf32 && !a.b_trans)
+    throw Refused("mainloop = " + s.mainloop + ": a TF32 GEMM on the tensor cores takes B as B[n, k] (K-major, both "
+                  "operands straight from shared memory); with a row-major B[K, N] CUTLASS's TF32 mainloop (its "
+                  "register-sourced, swapped-operand path) gave wrong results on the H200 "
+                  "(docs/results/2026-12-01-h200-issue4-g2.txt), so mainloop must be simt");
   const int elem = type_bytes(a.in_type);
   if (!(s.tm == 64 || s.tm == 128 || s.tm == 256))
     throw Refused(tile_text + ": WGMMA tiles take M in {64, 128, 256} per block");
   if (s.tn < 8 || s.tn > 256 || s.tn % 8 != 0) throw Refused(tile_text + ": WGMMA takes N a multiple of 8 up to 256");
-  if (s.tn % 16 != 0)
+  if (s.tn % 16 != 0 && !a.b_trans)
     throw Refused(tile_text + ": B is N-major (row-major B[K, N]), and its shared-memory swizzle needs N a multiple of 16");
   if (elem == 2 && s.tk != 64)
     throw Refused(tile_text + ": tile K must be 64 for 16-bit operands (one 128-byte swizzle row per stage)");
@@ -470,6 +472,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     if (s.stages == 2) n += "_db";  // double-buffered
     if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
+    if (a.b_trans) n += "_bnk";
     n += "_c" + std::to_string(s.cm) + "x" + std::to_string(s.cn);
     n += s.stages ? "_s" + std::to_string(s.stages) : "_sauto";
     n += s.mainloop == "cooperative" ? "_coop" : "_pp";
@@ -812,11 +815,11 @@ class Generator {
     w.line("using TileShape = cute::Shape<cute::_" + std::to_string(s_.tm) + ", cute::_" + std::to_string(s_.tn) +
            ", cute::_" + std::to_string(s_.tk) + ">;");
     w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
-    w.comment("Row-major A[M, K] is K-major (RowMajor); row-major B[K, N] is N-major, which CUTLASS's B tag "
-              "(B as K x N) calls RowMajor; C[M, N] is RowMajor. Alignments are 16 bytes (TMA rows) in elements." +
-              std::string(a_.tf32 ? " f32 A and B go to TF32 WGMMAs (the builder's tfloat32_t); a 32-bit N-major B is "
-                                    "transposed on its way through shared memory (CUTLASS's choice, not ksol's)."
-                                  : ""));
+    w.comment(std::string("Row-major A[M, K] is K-major (RowMajor); ") +
+              (a_.b_trans ? "B[N, K] is K-major, which CUTLASS's B tag (B as K x N) calls ColumnMajor; "
+                          : "row-major B[K, N] is N-major, which CUTLASS's B tag (B as K x N) calls RowMajor; ") +
+              "C[M, N] is RowMajor. Alignments are 16 bytes (TMA rows) in elements." +
+              std::string(a_.tf32 ? " f32 A and B go to TF32 WGMMAs (the builder's tfloat32_t), both K-major." : ""));
     const std::string epi_sched = nosmem ? "cutlass::epilogue::NoSmemWarpSpecialized"
                                   : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
                                          : "cutlass::epilogue::TmaWarpSpecialized";
@@ -846,7 +849,9 @@ class Generator {
     w.line("using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,");
     const std::string align_in = std::to_string(16 / type_bytes(a_.in_type));
-    w.line("    " + ta + ", cutlass::layout::RowMajor, " + align_in + ", " + ta + ", cutlass::layout::RowMajor, " + align_in +
+    // B[n, k] (N rows of K) is K-major: CUTLASS's B tag (B as K x N) calls it ColumnMajor.
+    const std::string b_tag = a_.b_trans ? "cutlass::layout::ColumnMajor" : "cutlass::layout::RowMajor";
+    w.line("    " + ta + ", cutlass::layout::RowMajor, " + align_in + ", " + ta + ", " + b_tag + ", " + align_in +
            ", float,");
     w.line(std::string("    ") + "TileShape, ClusterShape, " + stages + ",");
     w.line(std::string("    ") + (coop ? "cutlass::gemm::KernelTmaWarpSpecializedCooperative" : "cutlass::gemm::KernelTmaWarpSpecializedPingpong"));
@@ -874,14 +879,17 @@ class Generator {
     w.line("using StrideB = typename Gemm::GemmKernel::StrideB;");
     w.line("using StrideC = typename Gemm::GemmKernel::StrideC;");
     w.line("using StrideD = typename Gemm::GemmKernel::StrideD;");
-    w.comment("(m, k, l) of A at l * M * K + m * K + k; (n, k, l) of B at l * K * N + k * N + n; (m, n, l) of C and D at "
-              "l * M * N + m * N + n (l = 0 without a batch).");
+    w.comment(std::string("(m, k, l) of A at l * M * K + m * K + k; (n, k, l) of B at ") +
+              (a_.b_trans ? "l * N * K + n * K + k" : "l * K * N + k * N + n") +
+              "; (m, n, l) of C and D at l * M * N + m * N + n (l = 0 without a batch).");
     w.line("using RowStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;");
     w.line("using ColStride = cute::Stride<cute::Int<1>, int64_t, int64_t>;");
-    w.line("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, ColStride> &&");
+    w.line(std::string("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, ") +
+           (a_.b_trans ? "RowStride" : "ColStride") + "> &&");
     w.line("              cute::is_same_v<StrideC, RowStride> && cute::is_same_v<StrideD, RowStride>, \"unexpected stride types\");");
     w.line("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};");
-    w.line("const StrideB stride_b{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_};");
+    w.line(a_.b_trans ? "const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};"
+                      : "const StrideB stride_b{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_};");
     w.line("const StrideC stride_c{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
     w.line("const StrideD stride_d{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
     w.line("int device = 0;");

@@ -340,7 +340,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   dsl::Program sm = parse(kSoftmaxF32);
   EXPECT_EQ(refusal(scheduled(parse("kernel rowsum(X: f32[R, C]) -> (Y: f32[R]) {\n  Y[r] = sum(X[r, c] * 2.0) over c\n}\n"),
                               {{"math", "fast"}})),
-            "math = fast changes exp, log, division, sigmoid, silu and gelu_tanh, and 'rowsum' has none; math must be precise");
+            "math = fast changes exp, log, tanh, division, sigmoid, silu and gelu_tanh, and 'rowsum' has none; math must be precise");
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "

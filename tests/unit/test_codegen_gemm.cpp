@@ -90,10 +90,11 @@ schedule {
 }
 )";
 
-// TF32: f32 operands rounded to TF32 by the program, on the tensor cores.
+// TF32: f32 operands rounded to TF32 by the program, on the tensor cores, B as nn.Linear's weight
+// (both operands K-major).
 const char* const kGemmTf32 = R"(
-kernel gemm_tf32(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
-  C[m, n] = sum(tf32(A[m, k]) * tf32(B[k, n])) over k
+kernel linear_tf32(A: f32[M, K], B: f32[N, K]) -> (C: f32[M, N]) {
+  C[m, n] = sum(tf32(A[m, k]) * tf32(B[n, k])) over k
 }
 schedule {
   tile = [128, 128, 32]
@@ -199,8 +200,9 @@ TEST(CodegenGemm, AcceptsAndNames) {
 
 TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(parse(kLinearF32), {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
-            "mainloop = cooperative: B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major B[K, N] "
-            "only, so mainloop must be simt");
+            "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
+            "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
+            "mainloop must be simt");
   const dsl::Program g = parse(kGemmBf16);
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(scheduled(g, {{"tile", "[96, 128, 64]"}})),
@@ -248,7 +250,18 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   // TF32: the program rounds both factors; the tensor-core path takes it with a K tile of 32.
   const dsl::Program tf = parse(kGemmTf32);
   EXPECT_EQ(refusal(tf), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(tf), "gemm_tf32_128x128x32_c1x1_sauto_coop_fbsimt_rn");
+  EXPECT_EQ(codegen::kernel_name(tf), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbsimt_rn");
+  // With a row-major B[K, N] the TF32 tensor-core path is refused (CUTLASS's path for it was wrong
+  // on the H200); the SIMT kernel takes it.
+  const dsl::Program tk = parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                                "  C[m, n] = sum(tf32(A[m, k]) * tf32(B[k, n])) over k\n}\n"
+                                "schedule {\n  tile = [128, 128, 32]\n}\n");
+  EXPECT_EQ(refusal(tk),
+            "mainloop = cooperative: a TF32 GEMM on the tensor cores takes B as B[n, k] (K-major, both operands "
+            "straight from shared memory); with a row-major B[K, N] CUTLASS's TF32 mainloop (its register-sourced, "
+            "swapped-operand path) gave wrong results on the H200 (docs/results/2026-12-01-h200-issue4-g2.txt), so "
+            "mainloop must be simt");
+  EXPECT_EQ(refusal(scheduled(tk, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[128, 128, 64]"}})),
             "tile = [128, 128, 64]: tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}})), "(accepted)");
@@ -271,11 +284,14 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "mainloop = cooperative: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than "
             "the sum and one per-column bias added to it (bf16(relu(acc[m, n] * s[m] + f32(R[m, n]))))); it must be "
             "out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
-  // B[n, k] (an nn.Linear weight) is taken by the SIMT path only.
-  EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n"
-                          "  C[m, n] = sum(f32(A[m, k]) * f32(B[n, k])) over k\n}\n")),
-            "mainloop = cooperative: B is read as B[n, k] (N rows of K); the tensor-core path takes a row-major B[K, N] "
-            "only, so mainloop must be simt");
+  // B[n, k] (an nn.Linear weight) is K-major: the tensor-core path takes it as a column-major B.
+  const dsl::Program bnk = parse("kernel g(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n"
+                                 "  C[m, n] = sum(f32(A[m, k]) * f32(B[n, k])) over k\n}\n");
+  EXPECT_EQ(refusal(bnk), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(bnk), "gemm_bf16_128x128x64_bnk_c1x1_sauto_coop_fbsimt_rn");
+  const std::string bnk_src = codegen::generate_cuda(bnk, {});
+  EXPECT_NE(bnk_src.find("cutlass::bfloat16_t, cutlass::layout::ColumnMajor, 8, float,"), std::string::npos) << bnk_src;
+  EXPECT_NE(bnk_src.find("const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};"), std::string::npos);
   EXPECT_EQ(refusal(parse("kernel g(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
                           "  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\n")),
             "the sum accumulates in bf16; the gemm family accumulates in f32 (write sum(f32(A[m, k]) * f32(B[k, n])))");

@@ -1,11 +1,12 @@
-// gemm_tf32 naive baseline: one thread per output C[m,n], threads of a warp along N (coalesced B
-// and C, broadcast A), fp32 fmaf accumulation in k order (full fp32 products, within TF32's bound).
+// linear_tf32 naive baseline: one thread per output C[m,n], threads of a warp along N (broadcast A,
+// coalesced C; B's rows read with a stride of K), fp32 fmaf accumulation in k order (full fp32
+// products, within TF32's bound).
 #include <ksol/abi.h>
 #include <cuda_runtime.h>
 #include <cstdint>
 
 namespace {
-__global__ void gemm_tf32_naive(const float* __restrict__ A, const float* __restrict__ B,
+__global__ void linear_tf32_naive(const float* __restrict__ A, const float* __restrict__ B,
                                float* __restrict__ C, int64_t M, int64_t N, int64_t K) {
   const int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
@@ -13,8 +14,9 @@ __global__ void gemm_tf32_naive(const float* __restrict__ A, const float* __rest
   for (int64_t m = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; m < M;
        m += (int64_t)gridDim.y * blockDim.y) {
     const float* a = A + m * K;
+    const float* b = B + n * K;
     float acc = 0.0f;
-    for (int64_t k = 0; k < K; ++k) acc = fmaf(a[k], B[k * N + n], acc);
+    for (int64_t k = 0; k < K; ++k) acc = fmaf(a[k], b[k], acc);
     C[m * N + n] = acc;
   }
 }
@@ -31,7 +33,7 @@ extern "C" int ksol_run(const ksol_call* call) {
   int64_t gy = (M + 7) / 8;
   if (gy > 65535) gy = 65535;
   if (gx > 2147483647LL) return 3;
-  gemm_tf32_naive<<<dim3((unsigned)gx, (unsigned)gy), block, 0,
+  linear_tf32_naive<<<dim3((unsigned)gx, (unsigned)gy), block, 0,
                    static_cast<cudaStream_t>(call->stream)>>>(
       static_cast<const float*>(call->tensors[0]), static_cast<const float*>(call->tensors[1]),
       static_cast<float*>(call->tensors[2]), M, N, K);

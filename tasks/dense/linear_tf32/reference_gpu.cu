@@ -1,4 +1,4 @@
-// gemm_tf32 float64 GPU reference: C[M,N] = A[M,K] * B[K,N], row-major, all doubles on the device.
+// linear_tf32 float64 GPU reference: C[M,N] = A[M,K] * B[N,K]^T, row-major, all doubles on the device.
 // Shared-memory tiles of 64x64 outputs per 256-thread block, 4x4 outputs per thread.
 #include <ksol/abi.h>
 #include <cuda_runtime.h>
@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(256) gemm_f64(const double* __restrict__ A,
     for (int e = threadIdx.x; e < TK * TN; e += 256) {
       const int k = e / TN, n = e % TN;
       const int64_t gk = k0 + k, gn = col0 + n;
-      Bs[k][n] = (gk < K && gn < N) ? B[gk * N + gn] : 0.0;
+      Bs[k][n] = (gk < K && gn < N) ? B[gn * K + gk] : 0.0;
     }
     __syncthreads();
 #pragma unroll

@@ -1,6 +1,6 @@
-// gemm_tf32 vendor baseline: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 data, TF32 tensor-core
-// products, fp32 accumulation): what cuBLAS runs for a PyTorch matmul with allow_tf32. Row-major
-// C = A*B is computed as column-major C^T = B^T * A^T; the handle is created once.
+// linear_tf32 vendor baseline: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 data, TF32 tensor-core
+// products, fp32 accumulation): what cuBLAS runs for nn.Linear with allow_tf32. Row-major
+// C = A * B^T is computed as column-major C^T = B * A^T; the handle is created once.
 #include <ksol/abi.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -27,10 +27,11 @@ extern "C" int ksol_run(const ksol_call* call) {
   }
   if (cublasSetStream(g_handle, stream) != CUBLAS_STATUS_SUCCESS) return 4;
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: C is written, never read
-  // Column-major: C^T (N x M, ld N) = B^T (N x K, ld N) * A^T (K x M, ld K).
+  // Column-major: row-major B[N, K] is a K x N matrix with ld K, A[M, K] a K x M one, C[M, N] an
+  // N x M one: C^T (N x M, ld N) = (B's K x N)^T * (A's K x M).
   const cublasStatus_t st = cublasGemmEx(
-      g_handle, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
-      call->tensors[1], CUDA_R_32F, (int)N, call->tensors[0], CUDA_R_32F, (int)K, &beta,
+      g_handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
+      call->tensors[1], CUDA_R_32F, (int)K, call->tensors[0], CUDA_R_32F, (int)K, &beta,
       C, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) return 5;
   return cudaGetLastError() == cudaSuccess ? 0 : 6;
