@@ -542,7 +542,67 @@ class Generator {
     w.line();
   }
 
+  // coo: a chunk reads its entries' rows from the row array itself (no search): it walks its
+  // entries in order, writing a row when the next entry's row differs, and the rows no entry holds
+  // (between two entries' rows, before the first, after the last) as 0.
+  void coo_chunk_body(Writer& w, bool smem) {
+    const std::string M = names_[a_.def->extents[0]], rows = part("row");
+    w.line("int64_t row = " + rows + "[b0];");
+    w.line("const int64_t before = b0 > 0 ? (int64_t)" + rows + "[b0 - 1] : -1;  // the previous entry's row");
+    w.line("for (int64_t r = before + 1; r < row; ++r) " + out() + "[r] = 0;  // rows without entries");
+    w.line("bool carried = before == row;  // row begun by an earlier chunk");
+    w.line(acc_t_ + " acc = 0;");
+    w.open("for (int64_t p = b0; p < e0; ++p)");
+    w.line("const int64_t r = " + rows + "[p];");
+    w.open("if (r != row)");
+    w.line("if (carried) carry_value[chunk] = acc, carry_row[chunk] = row, carried = false;");
+    w.line("else " + out() + "[row] = acc;");
+    w.line("for (int64_t q = row + 1; q < r; ++q) " + out() + "[q] = 0;  // rows without entries");
+    w.line("row = r;");
+    w.line("acc = 0;");
+    w.close();
+    w.line("const int64_t col = " + col_part() + "[p];");
+    w.line("const " + std::string(cuda_type(a_.csr->type)) + " " + value_ + " = " + part("values") + "[p];");
+    w.line("acc += " + summand(smem) + ";");
+    w.close();
+    w.line("if (carried) carry_value[chunk] = acc, carry_row[chunk] = row;");
+    w.line("else " + out() + "[row] = acc;");
+    w.line("if (e0 == NNZ)");
+    w.line("  for (int64_t q = row + 1; q < " + M + "; ++q) " + out() + "[q] = 0;  // rows after the last entry's");
+  }
+
+  void coo_split_kernel(Writer& w) {
+    const std::string M = names_[a_.def->extents[0]];
+    w.comment("Chunk t holds stored entries [t * kChunk, min((t + 1) * kChunk, NNZ)). It writes the rows whose first "
+              "entry it holds, and the sum of its entries of a row begun by an earlier chunk into carry_value[t] "
+              "(carry_row[t] = that row, else -1); entries' rows come from the sorted row array.");
+    open_kernel(w, name_ + "_chunks", "int64_t chunks, " + acc_t_ + "* __restrict__ carry_value, " +
+                                         "int64_t* __restrict__ carry_row");
+    w.line("for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < chunks;");
+    w.open("     chunk += (int64_t)gridDim.x * kThreads)");
+    w.line("carry_row[chunk] = -1;");
+    w.open("if (NNZ == 0)");
+    w.line("for (int64_t r = 0; r < " + M + "; ++r) " + out() + "[r] = 0;");
+    w.line("continue;");
+    w.close();
+    w.line("const int64_t b0 = chunk * kChunk, e0 = min64(b0 + kChunk, NNZ);");
+    if (!shared_x()) {
+      coo_chunk_body(w, false);
+    } else {
+      w.open("if (kSharedX)");
+      coo_chunk_body(w, true);
+      w.close();
+      w.open("else");
+      coo_chunk_body(w, false);
+      w.close();
+    }
+    w.close();
+    w.close();
+    w.line();
+  }
+
   void split_kernel(Writer& w) {
+    if (format() == "coo") return coo_split_kernel(w);
     const std::string M = names_[a_.def->extents[0]];
     w.comment("Chunk t holds stored entries [t * kChunk, min((t + 1) * kChunk, NNZ)). It writes the rows whose first "
               "entry it holds (the last chunk also the empty rows at the end), summed up to its end, and the sum of "
