@@ -641,7 +641,8 @@ class Generator {
   void fixup_kernel(Writer& w) {
     w.comment("Adds the carries of each row cut by chunk boundaries. A run of carries of one row starts at the chunk "
               "after the one holding the row's first entry and ends at the chunk holding its last, "
-              "(begin(row + 1) - 1) / kChunk, so its length is known without reading it. A warp takes 32 consecutive "
+              "(begin(row + 1) - 1) / kChunk, so its length is known without reading it (coo: the run is read until "
+              "its carry rows change). A warp takes 32 consecutive "
               "chunks, each lane finds whether its chunk starts a run, and for each run the warp's lanes sum its carries "
               "lane-strided (independent loads) and meet in a butterfly: a fixed order, deterministic; a power-law row's "
               "run costs its length / 32 loads per lane, in flight together.");
@@ -657,10 +658,21 @@ class Generator {
     w.open("for (int j = 0; j < 32; ++j)");
     w.line("if (!__shfl_sync(0xffffffffu, head, j)) continue;");
     w.line("const int64_t row = __shfl_sync(0xffffffffu, my_row, j), chunk = base + j;");
-    w.line("const int64_t last = (" + begin("row + 1") + " - 1) / kChunk;");
     w.line(acc_t_ + " sum = 0;");
-    w.line("#pragma unroll 4");
-    w.line("for (int64_t u = chunk + 1 + lane; u <= last; u += 32) sum += carry_value[u];");
+    if (format() == "coo") {
+      w.comment("coo: the run is the next chunks whose carry row is this row (rows are sorted), read 32 at a "
+                "time until the last lane's chunk is past it; no search of the row array.");
+      w.open("for (int64_t u0 = chunk + 1;; u0 += 32)");
+      w.line("const int64_t u = u0 + lane;");
+      w.line("const bool in = u < chunks && carry_row[u] == row;");
+      w.line("if (in) sum += carry_value[u];");
+      w.line("if (!__shfl_sync(0xffffffffu, in, 31)) break;");
+      w.close();
+    } else {
+      w.line("const int64_t last = (" + begin("row + 1") + " - 1) / kChunk;");
+      w.line("#pragma unroll 4");
+      w.line("for (int64_t u = chunk + 1 + lane; u <= last; u += 32) sum += carry_value[u];");
+    }
     w.line("for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);");
     w.line("if (lane == 0) " + out() + "[row] = " + out() + "[row] + (carry_value[chunk] + sum);");
     w.close();

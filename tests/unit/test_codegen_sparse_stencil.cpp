@@ -408,7 +408,9 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
         {{"vector", "1"}, {"threads", "64"}, {"cache_x", "shared"}},
         {{"strategy", "row_per_thread"}, {"vector", "1"}, {"threads", "64"}},
         {{"strategy", "vector_per_row"}, {"vector", "4"}, {"threads", "64"}, {"cache_x", "readonly"}}},
-       {{{"M", 37}, {"N", 53}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"NNZ", 300}}, {{"M", 5}, {"N", 9}, {"NNZ", 0}}}},
+       // M = 3, NNZ = 300: rows of ~100 entries, runs of carries longer than a warp's 32 chunks.
+       {{{"M", 37}, {"N", 53}, {"NNZ", 211}}, {{"M", 64}, {"N", 7}, {"NNZ", 300}}, {{"M", 5}, {"N", 9}, {"NNZ", 0}},
+        {{"M", 3}, {"N", 200}, {"NNZ", 300}}}},
       {"stencil2d_f32",
        kStencil,
        {{{"tile", "[8, 32]"}},
