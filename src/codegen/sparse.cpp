@@ -51,7 +51,7 @@ const std::vector<std::string> kInternal = {"kThreads", "kVector", "kRowsPerBloc
                                             "mid", "blocks", "carry_value", "carry_row", "carries", "sum", "u",
                                             "b0", "e0", "min64", "x_shared", "shared_x", "k", "total", "NNZ", "kCols",
                                             "groups", "g", "n0", "n", "coo_begin", "base", "j", "o", "mine", "my_row", "head", "last",
-                                            "ell_width"};
+                                            "ell_width", "r", "q", "before", "carried", "u0", "in"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

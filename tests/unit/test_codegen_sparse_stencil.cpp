@@ -215,7 +215,7 @@ TEST(CodegenSparse, SpmmAcceptsRefusesAndNames) {
       "  Y[m, n] = sum(A[m, j] * X[j, n] * r[m] * c[n]) over j\n}\n");
   EXPECT_EQ(refusal(scaled), "(accepted)");
   std::string src = cd::sparse_family().generate(scaled, Binding{});
-  EXPECT_NE(src.find("acc[k] += A_value * X[col * N + n] * r[row] * c[n];"), std::string::npos) << src;
+  EXPECT_NE(src.find("acc[k] += A_value * X[col * N + n] * r_[row] * c[n];"), std::string::npos) << src;  // r is a reserved local
   EXPECT_NE(src.find("Y[row * N + n0 + k] = acc[k];"), std::string::npos) << src;
 }
 
@@ -245,6 +245,15 @@ TEST(CodegenSparse, CooAndEllBindNameAndRefuse) {
   EXPECT_NE(e.find("const int64_t ell_width = call->dims[2];"), std::string::npos) << e;
   std::string c = cd::sparse_family().generate(scheduled(coo, {{"strategy", "row_per_thread"}, {"vector", "1"}}), coo_b);
   EXPECT_NE(c.find("stop = coo_begin(A_row, NNZ, row + 1)"), std::string::npos) << c;
+  // The coo chunk kernel's locals (r, q, before, carried, u0, in) are reserved: a row dim named q
+  // and a vector named r are renamed, not shadowed (q < q would leave the last rows unwritten).
+  dsl::Program named = parse("kernel t(A: coo f32[q, N], r: f32[N]) -> (y: f32[q]) {\n"
+                             "  y[m] = sum(A[m, j] * r[j]) over j\n}\nschedule {\n  strategy = nnz_split\n}\n");
+  const std::string ns = cd::sparse_family().generate(named, Binding{{"A_row", "A_col", "A_values", "r", "y"}, {"q", "N", "NNZ"}});
+  EXPECT_EQ(ns.find("q < q;"), std::string::npos) << ns;
+  EXPECT_EQ(ns.find("* r[col]"), std::string::npos) << ns;
+  codegen::HostBuild nb = codegen::build_for_host(ns);
+  EXPECT_TRUE(nb.ok) << nb.message;
   dsl::Program two = parse("kernel t(A: coo f32[M, N], B: ell f32[M, N], x: f32[N]) -> (y: f32[M]) {\n"
                            "  y[m] = sum(A[m, j] * B[m, j] * x[j]) over j\n}\n");
   EXPECT_EQ(refusal(two), "the sparse family reads one sparse matrix; 'A' and 'B' are both sparse");
