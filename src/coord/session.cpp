@@ -191,6 +191,14 @@ void Session::fill_sol(const Task& t, const SizeSet& s, SizeOutcome* out) const 
   }
 }
 
+std::string candidate_source_hash(const CompileJob& job) {
+  const std::string& src = job.original.empty() ? job.source_text : job.original;
+  std::string key = src + "\n" + job.source_text;
+  for (const std::string& f : job.extra_flags)
+    if (f.rfind("-D", 0) == 0) key += "\n" + f;
+  return sha256_hex(key);
+}
+
 CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const std::string& label, const std::string& origin,
                                    const EvalOptions& o, const CompileResult* precompiled) {
   CandidateOutcome out;
@@ -206,7 +214,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
     c.task_id = task_id;
     // The store keeps what the user wrote; generated CUDA is reproducible from it and the version.
     const std::string& src = job.original.empty() ? job.source_text : job.original;
-    c.source_hash = sha256_hex(src + "\n" + job.source_text);
+    c.source_hash = candidate_source_hash(job);
     c.source = src;
     c.language = job.language;
     c.origin = origin;

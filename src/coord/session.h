@@ -105,6 +105,12 @@ class Session {
 
 std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n);
 
+// The store's identity of a candidate (candidates.source_hash): what the user wrote, the source
+// compiled from it, and the -D defines it is built with (a task's two baselines from one file,
+// such as gemm_bias_gelu_bf16's cublaslt.cu and the same file with -DKSOL_UNFUSED, are two
+// candidates). A job with no defines keeps the hash it had before defines counted.
+std::string candidate_source_hash(const CompileJob& job);
+
 // The devices of --gpus: "N" means 0..N-1, "0,2" those indices; "" none named (one worker on
 // its default device). Throws on anything else.
 std::vector<int> parse_gpus(const std::string& spec);

@@ -175,7 +175,7 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
     // The same row Session::evaluate upserts, written first so that it keeps parent and method.
     store::CandidateRow c;
     c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
-    c.source_hash = sha256_hex(j.original + "\n" + j.source_text);
+    c.source_hash = candidate_source_hash(j);
     c.source = j.original;
     c.language = "dsl";
     c.origin = origin;

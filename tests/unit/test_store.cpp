@@ -2,6 +2,9 @@
 // evaluation round trips, and what a crashed or still-running run leaves behind.
 #include "store/store.h"
 
+#include "coord/session.h"
+#include "core/hash.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -452,3 +455,18 @@ TEST_F(StoreTest, MovedStoreKeepsWorking) {
 
 }  // namespace
 }  // namespace ksol::store
+
+// A task's two baselines built from one file with different defines are two candidates in the
+// store (gemm_bias_gelu_bf16's cublaslt.cu and the same file with -DKSOL_UNFUSED were one row,
+// labelled with the first one's origin); a job without defines keeps its old hash.
+TEST(CandidateIdentity, DefinesAreAPartOfTheSourceHash) {
+  ksol::CompileJob plain;
+  plain.source_text = "extern \"C\" int ksol_run(const ksol_call*) { return 0; }\n";
+  ksol::CompileJob unfused = plain;
+  unfused.extra_flags = {"-DKSOL_UNFUSED"};
+  ksol::CompileJob relaxed = plain;
+  relaxed.extra_flags = {"--expt-relaxed-constexpr"};
+  EXPECT_NE(ksol::candidate_source_hash(plain), ksol::candidate_source_hash(unfused));
+  EXPECT_EQ(ksol::candidate_source_hash(plain), ksol::sha256_hex(plain.source_text + "\n" + plain.source_text));
+  EXPECT_EQ(ksol::candidate_source_hash(plain), ksol::candidate_source_hash(relaxed));
+}
