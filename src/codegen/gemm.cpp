@@ -379,6 +379,8 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
+  // The family's default tile has K = 64 (16-bit operands); a TF32 program's default is K = 32.
+  if (a.tf32 && !p.knob("tile")) tile[2] = 32;
   s.tm = tile[0], s.tn = tile[1], s.tk = tile[2];
   s.cm = cluster[0], s.cn = cluster[1];
   const std::string tile_text = "tile = " + list_text(tile);

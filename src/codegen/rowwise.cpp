@@ -817,6 +817,7 @@ class Generator {
   }
   std::map<std::string, std::string> row_values_;  // per-row definitions: the local holding them
   std::map<std::string, std::string> recips_;      // math = fast: divisor (as text) -> its reciprocal's local
+  std::string kept_guard_;                         // when set, a kept value is read only where it holds
 
   // Whether `e` has one value per row: it reads row definitions and row reads of parameters only.
   bool row_uniform(const Expr& e) const {
@@ -948,7 +949,9 @@ class Generator {
       if (keeps(*d)) {
         const std::string slot = names_.derived(d->name, "cache") + "[t][item][j]";
         if (pass > *a_.def_passes.at(d->name).begin()) {
-          w.line("const " + type + " " + local + " = " + slot + ";  // kept by an earlier pass");
+          // Past the row's end (a scan's packs) the slot was never written: read 0 there.
+          const std::string kept = kept_guard_.empty() ? slot : kept_guard_ + " ? " + slot + " : " + literal(0, d->type);
+          w.line("const " + type + " " + local + " = " + kept + ";  // kept by an earlier pass");
         } else {
           w.line("const " + type + " " + local + " = " + body_code(*d, element) + ";");
           w.line(slot + " = " + local + ";");
@@ -1074,7 +1077,9 @@ class Generator {
       w.line("#pragma unroll");
       w.open("for (int j = 0; j < kVec; ++j)");
       std::map<std::string, std::string> inner = element;
+      kept_guard_ = "in_row";
       element_locals(w, element_closure(scans), inner, a_.passes + 1);
+      kept_guard_.clear();
       for (const Definition* d : scans) {
         const std::string run = names_.derived(d->name, "run");
         w.line(run + " += in_row ? " + body_code(*d, inner) + " : " + literal(0, d->type) + ";");

@@ -795,6 +795,14 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{}, {{"reduction", "warp"}, {"rows_per_block", "4"}}, {{"vector", "1"}, {"items_per_thread", "1"}}},
        {{"B", 1}, {"T", 3}, {"C", 333}}},
       {kRowStats, {{{"vector", "4"}, {"threads", "256"}, {"rows_per_block", "4"}}}, {{"B", 2}, {"T", 3}, {"C", 1000}}},
+      // keep = registers with a scan in the write pass: exp(x - m) kept from the sum's pass, read
+      // by the scan's packs (0 past the row's end, where the slot was never written) and the output.
+      {"kernel ls(X: f32[R, C]) -> (Y: f32[R, C], P: f32[R, C]) {\n  m[r] = max(X[r, c]) over c\n"
+       "  e[r, c] = exp(X[r, c] - m[r])\n  s[r] = sum(e[r, c]) over c\n  Y[r, c] = e[r, c] / s[r]\n"
+       "  P[r, c] = scan(e[r, c]) over c\n}\n",
+       {{{"cache_row", "registers"}, {"keep", "registers"}, {"vector", "4"}, {"threads", "64"}},
+        {{"cache_row", "registers"}, {"keep", "registers"}, {"math", "fast"}, {"threads", "128"}}},
+       {{"R", 3}, {"C", 999}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
       {kColMean,

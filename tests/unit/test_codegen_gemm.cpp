@@ -265,6 +265,11 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[128, 128, 64]"}})),
             "tile = [128, 128, 64]: tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}})), "(accepted)");
+  // Without a schedule a TF32 program gets the default tile with K = 32.
+  const dsl::Program bare = parse("kernel l(A: f32[M, K], B: f32[N, K]) -> (C: f32[M, N]) {\n"
+                                  "  C[m, n] = sum(tf32(A[m, k]) * tf32(B[n, k])) over k\n}\n");
+  EXPECT_EQ(refusal(bare), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(bare), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbsimt_rn");
   EXPECT_EQ(refusal(parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
                           "  C[m, n] = sum(tf32(A[m, k]) * B[k, n]) over k\n}\n")),
             "one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around both reads (TF32 "
