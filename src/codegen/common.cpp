@@ -830,4 +830,140 @@ std::string includes(const dsl::Program& p) {
   return s;
 }
 
+namespace {
+
+bool uses_dims(const Expr& e) {
+  if (e.kind == Expr::Kind::dim) return true;
+  for (const Expr& a : e.args)
+    if (uses_dims(a)) return true;
+  return false;
+}
+
+void collect_calls(const Expr& e, std::vector<std::string>& out) {
+  if (e.kind == Expr::Kind::call && std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
+  for (const Expr& a : e.args) collect_calls(a, out);
+}
+
+}  // namespace
+
+CutlassFusion cutlass_fusion(const dsl::Program& p, const dsl::Definition& out, const std::string& acc) {
+  CutlassFusion f;
+  auto is_acc = [&](const Expr& e) { return e.kind == Expr::Kind::read && e.name == acc; };
+  // bias[j] or f32(bias[j]), j the output's last index, in f32 or a 16-bit type.
+  auto col_bias = [&](const Expr& e) -> const Expr* {
+    const Expr* r = &e;
+    if (r->kind == Expr::Kind::cast) {
+      if (r->type != Type::f32) return nullptr;
+      r = &r->args[0];
+    }
+    const bool ok = r->kind == Expr::Kind::read && r->name != acc && r->indices.size() == 1 &&
+                    r->indices[0].var == out.indices.back() && (r->type == Type::f32 || is_half(r->type));
+    return ok ? r : nullptr;
+  };
+  const Expr* inner = &out.body;
+  if (inner->kind == Expr::Kind::cast && inner->type == out.type && inner->args[0].type == Type::f32) {
+    inner = &inner->args[0];
+  } else if (out.type != Type::f32) {
+    f.not_fusable = "the output is not a cast of an f32 value";
+    return f;
+  }
+  const Expr* core = nullptr;
+  const Expr* bias = nullptr;
+  std::function<void(const Expr&)> find = [&](const Expr& e) {
+    if (core) return;
+    if (e.kind == Expr::Kind::binary && e.op == "+") {
+      const Expr* b = is_acc(e.args[0]) ? col_bias(e.args[1]) : is_acc(e.args[1]) ? col_bias(e.args[0]) : nullptr;
+      if (b) {
+        core = &e;
+        bias = b;
+        return;
+      }
+    }
+    if (is_acc(e)) {
+      core = &e;
+      return;
+    }
+    for (const Expr& a : e.args) find(a);
+  };
+  find(*inner);
+  if (!core) {
+    f.not_fusable = "the epilogue does not read the sum";
+    return f;
+  }
+  if (bias) f.bias = p.param(bias->name);
+  // act: inner with every occurrence of the core replaced by "__x".
+  bool other = false;
+  std::function<Expr(const Expr&)> subst = [&](const Expr& e) -> Expr {
+    if (&e == core) {
+      Expr x;
+      x.kind = Expr::Kind::read;
+      x.name = "__x";
+      x.type = Type::f32;
+      return x;
+    }
+    if (e.kind == Expr::Kind::read) other = true;
+    Expr c = e;
+    for (size_t i = 0; i < e.args.size(); ++i) c.args[i] = subst(e.args[i]);
+    return c;
+  };
+  f.act = subst(*inner);
+  if (other) {
+    f.not_fusable = "the epilogue reads tensors other than the sum and one per-column bias added to it (" +
+                    format_expr(out.body) + ")";
+    return f;
+  }
+  if (uses_dims(f.act)) {
+    f.not_fusable = "the epilogue uses a dim's value";
+    return f;
+  }
+  f.identity = f.act.kind == Expr::Kind::read;
+  f.fusable = true;
+  std::vector<std::string> calls;
+  collect_calls(f.act, calls);
+  std::string tag = f.bias ? "bias" : "";
+  for (std::string c : calls) {
+    c.erase(std::remove(c.begin(), c.end(), '_'), c.end());
+    tag += c;
+  }
+  if (!f.identity && calls.empty()) tag += "epi";
+  f.tag = tag;
+  return f;
+}
+
+std::string cutlass_type(Type t) {
+  switch (t) {
+    case Type::bf16: return "cutlass::bfloat16_t";
+    case Type::f16: return "cutlass::half_t";
+    default: return "float";
+  }
+}
+
+void cutlass_activation_fn(Writer& w, const std::string& act) {
+  w.comment("The epilogue's function of v = acc [+ bias] in f32, applied by CUTLASS's fusion to each fragment; "
+            "the same helpers and order of operations as the DSL (and the SIMT kernel).");
+  w.open("template <class T> struct KsolEpilogueFn");
+  w.line("__device__ __forceinline__ float operator()(float x) const { return " + act + "; }");
+  w.close("};");
+  w.open("template <class T, int N, bool R> struct KsolEpilogueFn<cutlass::Array<T, N, R>>");
+  w.open("__device__ __forceinline__ cutlass::Array<T, N, R> operator()(cutlass::Array<T, N, R> const& v) const");
+  w.line("cutlass::Array<T, N, R> r;");
+  w.line("KsolEpilogueFn<T> f;");
+  w.line("CUTLASS_PRAGMA_UNROLL");
+  w.line("for (int i = 0; i < N; ++i) r[i] = f(v[i]);");
+  w.line("return r;");
+  w.close();
+  w.close("};");
+  w.line();
+}
+
+std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c) {
+  const std::string ns = "cutlass::epilogue::fusion::";
+  if (f.identity && !f.bias) return ns + "LinearCombination<" + td + ", float, " + elem_c + ", float>";
+  if (f.identity) return ns + "LinCombPerColBias<" + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c + ", float>";
+  if (f.bias)
+    return ns + "LinCombPerColBiasEltAct<KsolEpilogueFn, " + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c +
+           ", float>";
+  return ns + "LinCombEltAct<KsolEpilogueFn, " + td + ", float, " + elem_c + ", float>";
+}
+
 }  // namespace ksol::codegen::detail

@@ -191,4 +191,25 @@ std::string includes(const dsl::Program& p);
 std::string finish_source(Writer& w, const Helpers& helpers, const std::string& kernels,
                           const std::function<void(Writer&)>& host);
 
+
+// --- CUTLASS epilogue fusion (the gemm and conv families share it) -----------------------------
+// The output definition read as CUTLASS's fusion out = cast(act(core)), core = acc or
+// acc + f32(bias[j]) with j the output's last index (a GEMM column: a GEMM's n, a conv's filter k).
+struct CutlassFusion {
+  bool fusable = false;
+  std::string not_fusable;           // why not, when !fusable
+  const dsl::Param* bias = nullptr;  // the per-column bias, or nullptr
+  dsl::Expr act;                     // the output with the core replaced by the read "__x"
+  bool identity = true;              // act is the core itself
+  std::string tag;                   // for kernel names: "biasrelu", "gelutanh", ...
+};
+CutlassFusion cutlass_fusion(const dsl::Program& p, const dsl::Definition& out, const std::string& acc);
+// The CUTLASS element type of a DSL type: cutlass::bfloat16_t, cutlass::half_t or float.
+std::string cutlass_type(dsl::Type t);
+// `struct KsolEpilogueFn`: act (code in `x`, an f32) applied to a value and to a CUTLASS Array,
+// the activation CUTLASS's EltAct fusions call.
+void cutlass_activation_fn(Writer& w, const std::string& act);
+// The fusion operation's type for output element `td` and source element `elem_c` ("void": no C).
+std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c);
+
 }  // namespace ksol::codegen::detail

@@ -64,12 +64,7 @@ struct Analysis {
   Type in_type = Type::f32;
   bool tf32 = false;                // f32 operands whose factors are tf32(A[m, k]) * tf32(B[k, n])
   // The CUTLASS fusion: out = cast(act(core)), core = acc or acc + f32(bias[n]).
-  bool fusable = false;
-  std::string not_fusable;          // why not, when !fusable
-  const Param* bias = nullptr;      // per-column bias (indexed by n only)
-  Expr act;                         // `act` with the core replaced by the read "__x"
-  bool identity = true;             // act is the value itself
-  std::string tag;                  // epilogue tag for the kernel name
+  CutlassFusion fu;
 };
 
 std::string list_text(const std::vector<int64_t>& v) {
@@ -92,18 +87,6 @@ bool reads_name(const Expr& e, const std::string& name) {
   for (const Expr& a : e.args)
     if (reads_name(a, name)) return true;
   return false;
-}
-
-bool uses_dims(const Expr& e) {
-  if (e.kind == Expr::Kind::dim) return true;
-  for (const Expr& a : e.args)
-    if (uses_dims(a)) return true;
-  return false;
-}
-
-void collect_calls(const Expr& e, std::vector<std::string>& out) {
-  if (e.kind == Expr::Kind::call && std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
-  for (const Expr& a : e.args) collect_calls(a, out);
 }
 
 class Analyser {
@@ -196,7 +179,7 @@ class Analyser {
     if (!a_.out) {
       if (!acc.is_output) throw Refused("the program has no output definition");
       a_.out = &acc;
-      a_.fusable = true;
+      a_.fu.fusable = true;
       return a_;
     }
     const Definition& out = *a_.out;
@@ -237,90 +220,14 @@ class Analyser {
     for (const Expr& a : e.args) check_epilogue_reads(a, out);
   }
 
-  bool is_col_bias(const Expr& e, const Definition& out) const {
-    const Expr* r = &e;
-    if (r->kind == Expr::Kind::cast) {
-      if (r->type != Type::f32) return false;
-      r = &r->args[0];
-    }
-    return r->kind == Expr::Kind::read && r->name != a_.acc->name && r->indices.size() == 1 &&
-           r->indices[0].var == out.indices.back() && (r->type == Type::f32 || is_half(r->type));
-  }
-
-  bool is_acc(const Expr& e) const { return e.kind == Expr::Kind::read && e.name == a_.acc->name; }
-
-  // Finds the core (acc, or acc + bias[n]) in the output expression and checks that the rest is a
-  // function of the core alone.
+  // The epilogue as CUTLASS's fusion out(act(acc [+ bias[n]])), or why it is not one.
   void fusion(const Definition& out) {
-    const Expr* inner = &out.body;
-    if (inner->kind == Expr::Kind::cast && inner->type == out.type && inner->args[0].type == Type::f32) inner = &inner->args[0];
-    else if (out.type != Type::f32) {
-      a_.not_fusable = "the output is not a cast of an f32 value";
+    CutlassFusion f = cutlass_fusion(p_, out, a_.acc->name);
+    if (f.bias && !a_.batch_dim.empty()) {
+      a_.fu.not_fusable = "a batched GEMM's fused epilogue takes no bias (its broadcast over the batch is not set up)";
       return;
     }
-    const Expr* core = nullptr;
-    std::function<void(const Expr&)> find = [&](const Expr& e) {
-      if (core) return;
-      if (e.kind == Expr::Kind::binary && e.op == "+" &&
-          ((is_acc(e.args[0]) && is_col_bias(e.args[1], out)) || (is_acc(e.args[1]) && is_col_bias(e.args[0], out)))) {
-        core = &e;
-        return;
-      }
-      if (is_acc(e)) {
-        core = &e;
-        return;
-      }
-      for (const Expr& a : e.args) find(a);
-    };
-    find(*inner);
-    if (!core) {
-      a_.not_fusable = "the epilogue does not read the sum";
-      return;
-    }
-    if (core->kind == Expr::Kind::binary) {
-      if (!a_.batch_dim.empty()) {
-        a_.not_fusable = "a batched GEMM's fused epilogue takes no bias (its broadcast over the batch is not set up)";
-        return;
-      }
-      const Expr& bias_read = *peel_read(is_acc(core->args[0]) ? core->args[1] : core->args[0]);
-      a_.bias = p_.param(bias_read.name);
-    }
-    // act: inner with every occurrence of the core replaced by "__x".
-    bool other = false;
-    std::function<Expr(const Expr&)> subst = [&](const Expr& e) -> Expr {
-      if (&e == core) {
-        Expr x;
-        x.kind = Expr::Kind::read;
-        x.name = "__x";
-        x.type = Type::f32;
-        return x;
-      }
-      if (e.kind == Expr::Kind::read) other = true;
-      Expr c = e;
-      for (size_t i = 0; i < e.args.size(); ++i) c.args[i] = subst(e.args[i]);
-      return c;
-    };
-    a_.act = subst(*inner);
-    if (other) {
-      a_.not_fusable = "the epilogue reads tensors other than the sum and one per-column bias added to it (" +
-                       format_expr(out.body) + ")";
-      return;
-    }
-    if (uses_dims(a_.act)) {
-      a_.not_fusable = "the epilogue uses a dim's value";
-      return;
-    }
-    a_.identity = a_.act.kind == Expr::Kind::read;
-    a_.fusable = true;
-    std::vector<std::string> calls;
-    collect_calls(a_.act, calls);
-    std::string tag = a_.bias ? "bias" : "";
-    for (std::string c : calls) {
-      c.erase(std::remove(c.begin(), c.end(), '_'), c.end());
-      tag += c;
-    }
-    if (!a_.identity && calls.empty()) tag += "epi";
-    a_.tag = tag;
+    a_.fu = f;
   }
 
   const dsl::Program& p_;
@@ -355,7 +262,7 @@ int64_t auto_or_int(const Knobs& k, const std::string& key) {
 int64_t epilogue_smem(const GemmKnobs& s, const Analysis& a) {
   if (s.epilogue == "default") return 1024;
   return 2 * std::min<int64_t>(s.tm, 128) * std::min<int64_t>(s.tn, 32) * type_bytes(a.out->type) +
-         (a.bias ? s.tn * 4 * 2 : 0) + 1024;
+         (a.fu.bias ? s.tn * 4 * 2 : 0) + 1024;
 }
 
 int64_t stage_bytes(const GemmKnobs& s, int elem) { return (s.tm * s.tk + s.tn * s.tk) * elem + 16; }
@@ -444,13 +351,13 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     throw Refused("split_k / stream_k use the stream-K tile scheduler, which CUTLASS runs with mainloop = cooperative only");
   if (s.split_k > 1 && s.stream_k == 1)
     throw Refused("split_k = " + std::to_string(s.split_k) + " and stream_k = 1 are two decompositions; pick one");
-  if (s.epilogue == "default" && !a.identity)
-    throw Refused("epilogue = default (no shared memory) applies no fusion; this epilogue (" + a.tag +
+  if (s.epilogue == "default" && !a.fu.identity)
+    throw Refused("epilogue = default (no shared memory) applies no fusion; this epilogue (" + a.fu.tag +
                   ") needs epilogue = tma or auto");
-  if (s.epilogue == "default" && a.bias)
+  if (s.epilogue == "default" && a.fu.bias)
     throw Refused("epilogue = default (no shared memory) has no bias broadcast; the bias needs epilogue = tma or auto");
-  if (!a.fusable)
-    throw Refused("mainloop = " + s.mainloop + ": the epilogue has no exact CUTLASS fusion (" + a.not_fusable +
+  if (!a.fu.fusable)
+    throw Refused("mainloop = " + s.mainloop + ": the epilogue has no exact CUTLASS fusion (" + a.fu.not_fusable +
                   "); it must be out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
   const int64_t per_stage = stage_bytes(s, elem);
   const int64_t epi = epilogue_smem(s, a);
@@ -487,8 +394,8 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     n += "_fbsimt";
   }
   n += s.raster == "along_m" ? "_rm" : "_rn";
-  if (!a.tag.empty()) n += "_" + a.tag;
-  else if (!a.fusable) n += "_epi";
+  if (!a.fu.tag.empty()) n += "_" + a.fu.tag;
+  else if (!a.fu.fusable) n += "_epi";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -545,7 +452,7 @@ class Generator {
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
-    if (tma && !a_.identity) act_body = fused_activation(helpers);
+    if (tma && !a_.fu.identity) act_body = fused_activation(helpers);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     simt_kernel(w, epi_body);
     if (tma) cutlass_kernel(w, act_body);
@@ -587,7 +494,7 @@ class Generator {
     em.fast_math = s_.fast_math;
     em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
     em.read = [](const Expr&) -> std::string { return "x"; };
-    return em(a_.act);
+    return em(a_.fu.act);
   }
 
   // Parameters of the SIMT kernel: every tensor and every dim, by their identifiers.
@@ -785,35 +692,11 @@ class Generator {
     w.line();
   }
 
-  static std::string cutlass_type(Type t) {
-    switch (t) {
-      case Type::bf16: return "cutlass::bfloat16_t";
-      case Type::f16: return "cutlass::half_t";
-      default: return "float";
-    }
-  }
-
   void cutlass_kernel(Writer& w, const std::string& act) {
     const std::string ta = cutlass_type(a_.in_type), td = cutlass_type(p_.outputs[0].type);
     const bool coop = s_.mainloop == "cooperative";
     const bool nosmem = s_.epilogue == "default";
-    if (!a_.identity) {
-      w.comment("The epilogue's function of v = acc [+ bias[n]] in f32, applied by CUTLASS's fusion to each fragment; "
-                "the same helpers and order of operations as the DSL (and the SIMT kernel).");
-      w.open("template <class T> struct KsolEpilogueFn");
-      w.line("__device__ __forceinline__ float operator()(float x) const { return " + act + "; }");
-      w.close("};");
-      w.open("template <class T, int N, bool R> struct KsolEpilogueFn<cutlass::Array<T, N, R>>");
-      w.open("__device__ __forceinline__ cutlass::Array<T, N, R> operator()(cutlass::Array<T, N, R> const& v) const");
-      w.line("cutlass::Array<T, N, R> r;");
-      w.line("KsolEpilogueFn<T> f;");
-      w.line("CUTLASS_PRAGMA_UNROLL");
-      w.line("for (int i = 0; i < N; ++i) r[i] = f(v[i]);");
-      w.line("return r;");
-      w.close();
-      w.close("};");
-      w.line();
-    }
+    if (!a_.fu.identity) cutlass_activation_fn(w, act);
     w.line("using TileShape = cute::Shape<cute::_" + std::to_string(s_.tm) + ", cute::_" + std::to_string(s_.tn) +
            ", cute::_" + std::to_string(s_.tk) + ">;");
     w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
@@ -825,18 +708,8 @@ class Generator {
     const std::string epi_sched = nosmem ? "cutlass::epilogue::NoSmemWarpSpecialized"
                                   : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
                                          : "cutlass::epilogue::TmaWarpSpecialized";
-    std::string fusion;
-    std::string elem_c = nosmem ? td : "void";
-    if (a_.identity && !a_.bias)
-      fusion = "cutlass::epilogue::fusion::LinearCombination<" + td + ", float, " + elem_c + ", float>";
-    else if (a_.identity)
-      fusion = "cutlass::epilogue::fusion::LinCombPerColBias<" + td + ", float, " + cutlass_type(a_.bias->type) + ", " +
-               elem_c + ", float>";
-    else if (a_.bias)
-      fusion = "cutlass::epilogue::fusion::LinCombPerColBiasEltAct<KsolEpilogueFn, " + td + ", float, " +
-               cutlass_type(a_.bias->type) + ", " + elem_c + ", float>";
-    else
-      fusion = "cutlass::epilogue::fusion::LinCombEltAct<KsolEpilogueFn, " + td + ", float, " + elem_c + ", float>";
+    const std::string elem_c = nosmem ? td : "void";
+    const std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c);
     w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
     w.line(std::string("    ") + "cutlass::epilogue::collective::EpilogueTileAuto, float, float,");
@@ -870,7 +743,7 @@ class Generator {
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
     w.comment("Returns -1 when CUTLASS cannot take the shape (the caller runs the SIMT kernel), else 0 or an error.");
     std::string params = "const " + std::string(cuda_type(a_.in_type)) + "* " + A + ", const " + cuda_type(a_.in_type) + "* " + B + ", ";
-    if (a_.bias) params += std::string("const ") + cuda_type(a_.bias->type) + "* " + id(a_.bias->name) + ", ";
+    if (a_.fu.bias) params += std::string("const ") + cuda_type(a_.fu.bias->type) + "* " + id(a_.fu.bias->name) + ", ";
     const std::string L = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
     params += std::string(cuda_type(p_.outputs[0].type)) + "* " + C + ", int64_t " + M + ", int64_t " + N + ", int64_t " + K +
               (L.empty() ? "" : ", int64_t " + L) + ", cudaStream_t stream";
@@ -908,8 +781,8 @@ class Generator {
     w.line("args.mainloop.dB = stride_b;");
     w.line("args.epilogue.thread.alpha = 1.0f;");
     w.line("args.epilogue.thread.beta = 0.0f;");
-    if (a_.bias)
-      w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.bias->type) + "*>(" + id(a_.bias->name) + ");");
+    if (a_.fu.bias)
+      w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ");");
     w.line("args.epilogue.ptr_C = nullptr;");
     w.line("args.epilogue.dC = stride_c;");
     w.line("args.epilogue.ptr_D = reinterpret_cast<" + td + "*>(" + C + ");");
@@ -948,7 +821,7 @@ class Generator {
       const std::string N = id(a_.n_dim), K = id(a_.k_dim), M = id(a_.m_dim);
       std::string aligned = "reinterpret_cast<uintptr_t>(" + A + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + B +
                             ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + C + ") % 16 == 0";
-      if (a_.bias) aligned += " && reinterpret_cast<uintptr_t>(" + id(a_.bias->name) + ") % 16 == 0";
+      if (a_.fu.bias) aligned += " && reinterpret_cast<uintptr_t>(" + id(a_.fu.bias->name) + ") % 16 == 0";
       const int align_in = 16 / type_bytes(a_.in_type);
       const int align_n = std::max(align_in, 16 / type_bytes(p_.outputs[0].type));
       w.comment("TMA needs 16-byte aligned rows: K and N multiples of " + std::to_string(align_in) +
@@ -957,7 +830,7 @@ class Generator {
       w.open("if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0 && " + (L.empty() ? "" : L + " > 0 && ") + K + " % " +
              std::to_string(align_in) + " == 0 && " + N + " % " + std::to_string(align_n) + " == 0 && " + aligned + ")");
       std::string args = A + ", " + B + ", ";
-      if (a_.bias) args += id(a_.bias->name) + ", ";
+      if (a_.fu.bias) args += id(a_.fu.bias->name) + ", ";
       args += C + ", " + M + ", " + N + ", " + K + (L.empty() ? "" : ", " + L) + ", stream";
       w.line("const int r = ksol_run_tma(" + args + ");");
       w.line("if (r != -1) return r;");
