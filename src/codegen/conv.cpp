@@ -1,18 +1,26 @@
-// The conv family: a 2-D convolution (cross-correlation, as the frameworks compute it) of an NCHW
-// image by a KCRS filter, zero outside the image,
-//   Y[n, k, p, q] = sum(X[n, c, p+r+a, q+s+b] * F[k, c, r, s]) over c, r, s
+// The conv family: a 2-D convolution (cross-correlation, as the frameworks compute it), zero
+// outside the image, in one of two layouts:
+//   NCHW:  Y[n, k, p, q] = sum(X[n, c, p+r+a, q+s+b] * F[k, c, r, s]) over c, r, s
+//   NHWC:  Y[n, p, q, k] = sum(X[n, p+r+a, q+s+b, c] * F[k, r, s, c]) over c, r, s
 // (a, b constant offsets: -1 for a 3x3 filter with padding 1; p*2+r-1 reads at stride 2,
-// p+r*2-2 at dilation 2), image, filter and sum in f32; optionally the sum into an intermediate
-// and one elementwise output definition after it (the epilogue: Y[n, k, p, q] = relu(acc[n, k,
-// p, q] + b[k])), applied to the accumulators in registers before the store.
+// p+r*2-2 at dilation 2); f32 data with f32 products, f32 data rounded to TF32
+// (tf32(X[...]) * tf32(F[...])), or bf16 / f16 data converted to f32 (f32(X[...]) * f32(F[...]));
+// sums in f32; optionally the sum into an intermediate and one elementwise output definition
+// after it (the epilogue: Y[n, k, p, q] = relu(acc[n, k, p, q] + b[k])), applied to the
+// accumulators in registers before the store.
 //
-// The kernel is an implicit GEMM on CUDA cores: GEMM rows are the output pixels (n, p, q)
-// flattened, columns the filters k, and the reduction runs over (c, r, s) flattened in the
-// filter's own order, so a filter row is contiguous. A block computes a tile of pixels x filters;
-// the reduction advances a slice at a time through shared memory, the image slice gathered
-// (im2col) while it is loaded, taps outside the image loaded as 0; each thread accumulates a
-// thread_tile of outputs with one fmaf per product. The tensor cores are never used: they take
-// f32 only as TF32, which misses the tolerance of an f32 convolution.
+// Two code paths (the `mainloop` knob; `auto` takes the tensor cores where they apply):
+//  - simt: an implicit GEMM on CUDA cores. GEMM rows are the output pixels (n, p, q) flattened,
+//    columns the filters k, and the reduction runs over the filter's own order (c, r, s for KCRS,
+//    r, s, c for KRSC), so a filter row is contiguous. A block computes a tile of pixels x
+//    filters; the reduction advances a slice at a time through shared memory, the image slice
+//    gathered (im2col) while it is loaded, taps outside the image loaded as 0; each thread
+//    accumulates a thread_tile of outputs with one fmaf per product.
+//  - tma (NHWC, 16-bit data or TF32): CUTLASS 3.x's sm90 implicit-GEMM conv (TMA im2col loads of
+//    the image, TMA loads of the filter, WGMMA, one producer and one consumer warpgroup), the
+//    epilogue as a CUTLASS fusion when it is out(act(acc [+ bias[k]])). Shapes it cannot take
+//    (C or K not a multiple of 16 bytes, paddings TMA's im2col mode cannot express, unaligned
+//    bases) run the simt kernel emitted into the same source: the kernel's name ends in _fbsimt.
 #include <algorithm>
 #include <map>
 
@@ -33,18 +41,24 @@ const std::vector<std::string> kInternal = {
     "kBM", "kBN", "kBK", "kTM", "kTN", "kTX", "kTY", "kThreads", "kLA", "kLB", "As", "Bs", "tid", "tx", "ty",
     "taps_r", "taps_s", "taps", "pixels", "plane", "depth", "tile_m", "tile_n", "img", "base_h", "base_w", "live",
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
-    "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow"};
+    "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
+    "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
+    "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
   const Definition* def = nullptr;  // the sum
   const Definition* epi = nullptr;  // the output's definition after the sum, or nullptr
-  const Param* image = nullptr;     // X[N, C, H, W]
-  const Param* filter = nullptr;    // F[K, C, R, S]
-  const Param* out = nullptr;       // Y[N, K, P, Q]
+  const Param* image = nullptr;     // X[N, C, H, W] or X[N, H, W, C]
+  const Param* filter = nullptr;    // F[K, C, R, S] or F[K, R, S, C]
+  const Param* out = nullptr;       // Y[N, K, P, Q] or Y[N, P, Q, K]
+  bool nhwc = false;                // channels last (NHWC image and output, KRSC filter)
+  Type in_type = Type::f32;         // the image's and the filter's type
+  bool tf32 = false;                // f32 data whose products are tf32(X) * tf32(F)
   int64_t off_h = 0, off_w = 0;   // the constant offsets of the image's spatial reads
   int64_t stride_h = 1, stride_w = 1;  // the output index's coefficients there (h*2+r-1)
   int64_t dil_h = 1, dil_w = 1;        // the filter index's (h+r*2-2)
+  CutlassFusion fu;                 // the epilogue as a CUTLASS fusion (the tma path)
 };
 
 std::string join(const std::vector<std::string>& v) {
@@ -95,10 +109,13 @@ void epilogue_reads(const dsl::Program& p, const Analysis& a) {
   check_emittable(e.body);
 }
 
+bool is_tf32(const Expr& e) { return e.kind == Expr::Kind::call && e.name == "tf32"; }
+
 // The reads' exact layout; the DSL's family recogniser has checked the program's shape already.
 Analysis analyse(const dsl::Program& p) {
   Analysis a;
-  const char* form = "Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s";
+  const char* form = "Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s (NCHW) or "
+                     "Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s (NHWC)";
   if (p.defs.empty() || p.defs.size() > 2 || p.outputs.size() != 1)
     throw Refused(std::string("the conv family generates one output from a sum, ") + form +
                   ", and at most one elementwise definition after it");
@@ -114,29 +131,65 @@ Analysis analyse(const dsl::Program& p) {
   }
   if (d.reduce != dsl::ReduceOp::sum || d.over_rest.size() != 2 || d.indices.size() != 4)
     throw Refused("the conv family generates a 2-D convolution with a batch: " + std::string(form));
-  if (d.body.kind != Expr::Kind::binary || d.body.op != "*" || d.body.args[0].kind != Expr::Kind::read ||
-      d.body.args[1].kind != Expr::Kind::read)
-    throw Refused("the sum of '" + d.name + "' must be a product of two reads, without casts; it is " + format_expr(d.body));
-  const Expr* x = &d.body.args[0];
-  const Expr* f = &d.body.args[1];
+  // The factors: the reads themselves (f32 products), tf32(read) both (TF32 products) or
+  // f32(read) both (16-bit data).
+  auto factor = [&](const Expr& e) -> const Expr* {
+    const Expr* x = &e;
+    if (is_tf32(*x) || (x->kind == Expr::Kind::cast && x->type == Type::f32)) x = &x->args[0];
+    return x->kind == Expr::Kind::read ? x : nullptr;
+  };
+  const Expr* x = d.body.kind == Expr::Kind::binary && d.body.op == "*" ? factor(d.body.args[0]) : nullptr;
+  const Expr* f = d.body.kind == Expr::Kind::binary && d.body.op == "*" ? factor(d.body.args[1]) : nullptr;
+  if (!x || !f)
+    throw Refused("the sum of '" + d.name + "' must be a product of two reads, each as it is, in tf32(...) or in "
+                  "f32(...); it is " + format_expr(d.body));
   auto adds = [](const Expr& r) {
     for (const dsl::IndexExpr& ix : r.indices)
       if (!ix.plus.empty()) return true;
     return false;
   };
-  if (!adds(*x)) std::swap(x, f);
+  const Expr* fx = &d.body.args[0];  // the image's factor as written
+  const Expr* ff = &d.body.args[1];
+  if (!adds(*x)) {
+    std::swap(x, f);
+    std::swap(fx, ff);
+  }
   a.image = p.param(x->name);
   a.filter = p.param(f->name);
-  // With an epilogue the output may have any type its expression converts to (bf16(relu(...))).
-  for (const Param* prm : {a.image, a.filter, a.epi ? a.image : a.out})
-    if (prm->type != Type::f32)
-      throw Refused("'" + prm->name + "' is " + type_name(prm->type) +
-                    "; the conv family generates f32 convolutions (CUDA cores, no TF32)");
-  const std::string &n = d.indices[0], &k = d.indices[1], &h = d.indices[2], &w = d.indices[3];
-  // The reduced indices by their part: c is the one the image reads at a plain position.
+  // Types: both inputs one type; f32 data either as they are or both in tf32(...); 16-bit data
+  // both in f32(...). With an epilogue the output may have any type its expression converts to.
+  if (a.image->type != a.filter->type)
+    throw Refused("'" + a.image->name + "' is " + type_name(a.image->type) + " and '" + a.filter->name + "' is " +
+                  type_name(a.filter->type) + "; the conv family needs an image and a filter of one type");
+  a.in_type = a.image->type;
+  if (a.in_type != Type::f32 && !is_half(a.in_type))
+    throw Refused("'" + a.image->name + "' is " + type_name(a.in_type) + "; the conv family takes f32, bf16 or f16 data");
+  if (is_half(a.in_type)) {
+    for (const Expr* e : {fx, ff})
+      if (e->kind != Expr::Kind::cast)
+        throw Refused("the factors of the sum must convert the " + std::string(type_name(a.in_type)) +
+                      " data to f32, as f32(X[...]) * f32(F[...]); " + format_expr(*e) + " does not");
+  } else {
+    for (const Expr* e : {fx, ff})
+      if (e->kind == Expr::Kind::cast)
+        throw Refused("the factors of the sum read f32 data; " + format_expr(*e) + " casts it (drop the cast)");
+    if (is_tf32(*fx) != is_tf32(*ff))
+      throw Refused("one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around both reads "
+                    "(TF32 products) or neither (f32 products)");
+    a.tf32 = is_tf32(*fx);
+  }
+  if (!a.epi && a.out->type != Type::f32)
+    throw Refused("'" + a.out->name + "' is " + type_name(a.out->type) + " and the sum is f32; convert it in an "
+                  "output definition after the sum (Y[...] = " + type_name(a.out->type) + "(acc[...]))");
   if (x->indices.size() != 4 || f->indices.size() != 4)
-    throw Refused("'" + format_expr(*x) + "' and '" + format_expr(*f) + "' must both have 4 indices (NCHW and KCRS)");
-  const std::string& c = x->indices[1].var;
+    throw Refused("'" + format_expr(*x) + "' and '" + format_expr(*f) + "' must both have 4 indices (NCHW and KCRS, "
+                  "or NHWC and KRSC)");
+  // The layout: channels last when the image's last index is plain and its second is not.
+  a.nhwc = x->indices[3].plus.empty() && !x->indices[1].plus.empty();
+  const int ci = a.nhwc ? 3 : 1, hi = a.nhwc ? 1 : 2, wi = a.nhwc ? 2 : 3;  // the image's c, h, w positions
+  const int ki = a.nhwc ? 3 : 1, pi = a.nhwc ? 1 : 2, qi = a.nhwc ? 2 : 3;  // the output's k, p, q positions
+  const std::string &n = d.indices[0], &k = d.indices[ki], &h = d.indices[pi], &w = d.indices[qi];
+  const std::string& c = x->indices[ci].var;
   // Spatial position i of the image: the output index times the stride plus a reduced index times
   // the dilation plus a constant.
   auto spatial = [&](int i, const std::string& out_index, std::string& tap, int64_t& offset, int64_t& stride,
@@ -159,11 +212,12 @@ Analysis analyse(const dsl::Program& p) {
   };
   std::string r, s;
   const bool image_ok = x->indices[0].var == n && x->indices[0].plus.empty() && x->indices[0].offset == 0 &&
-                        x->indices[1].plus.empty() && x->indices[1].offset == 0 &&
-                        spatial(2, h, r, a.off_h, a.stride_h, a.dil_h) && spatial(3, w, s, a.off_w, a.stride_w, a.dil_w);
+                        x->indices[ci].plus.empty() && x->indices[ci].offset == 0 &&
+                        spatial(hi, h, r, a.off_h, a.stride_h, a.dil_h) && spatial(wi, w, s, a.off_w, a.stride_w, a.dil_w);
   if (!image_ok)
-    throw Refused("'" + format_expr(*x) + "' must read the NCHW image as X[" + n + ", c, " + h + "*u+r*d+a, " + w +
-                  "*v+s*e+b] (strides u, v, dilations d, e, offsets a, b integers)");
+    throw Refused("'" + format_expr(*x) + "' must read the image as " + x->name + "[n, c, h*u+r*d+a, w*v+s*e+b] for " +
+                  a.out->name + "[n, k, h, w] (NCHW) or " + x->name + "[n, h*u+r*d+a, w*v+s*e+b, c] for " + a.out->name +
+                  "[n, h, w, k] (NHWC) (strides u, v, dilations d, e, offsets a, b integers)");
   // The kernel counts image rows and columns in 32 bits: position = output * stride + tap *
   // dilation + offset, with outputs and taps bounded on the host (ksol_run), the rest here.
   for (int64_t v : {a.off_h, a.off_w})
@@ -173,13 +227,14 @@ Analysis analyse(const dsl::Program& p) {
   for (int64_t v : {a.stride_h, a.stride_w, a.dil_h, a.dil_w})
     if (v > 1000000)
       throw Refused("'" + format_expr(*x) + "': a stride or dilation of " + std::to_string(v) + " is beyond 10^6");
-  for (int i : {2, 3})
+  for (int i : {a.nhwc ? 1 : 2, a.nhwc ? 2 : 3})
     if (const std::string& e = a.filter->extents[i]; dsl::extent_is_number(e) && (e.size() > 9 || std::stoll(e) > 100000000))
       throw Refused("the filter's extent " + e + " is beyond 10^8, and the kernel counts image rows and columns in 32 bits");
   const std::vector<std::string> reduced = {d.over, d.over_rest[0], d.over_rest[1]};
   for (const std::string& v : {c, r, s})
     if (std::count(reduced.begin(), reduced.end(), v) != 1)
-      throw Refused("'" + format_expr(*x) + "' must read the reduced indices c, r, s (one each) at positions 2, 3 and 4");
+      throw Refused("'" + format_expr(*x) + "' must read the reduced indices c, r, s (one each) at the channel and "
+                    "the two spatial positions");
   if (c == r || c == s || r == s)
     throw Refused("'" + format_expr(*x) + "' must read three different reduced indices");
   auto plain = [&](const Expr& e, const std::vector<std::string>& vars) {
@@ -187,24 +242,40 @@ Analysis analyse(const dsl::Program& p) {
       if (e.indices[i].var != vars[i] || !e.indices[i].plus.empty() || e.indices[i].offset != 0) return false;
     return true;
   };
-  if (!plain(*f, {k, c, r, s}))
-    throw Refused("'" + format_expr(*f) + "' must read the KCRS filter as " + f->name + "[" + join({k, c, r, s}) + "]");
+  const std::vector<std::string> filter_order = a.nhwc ? std::vector<std::string>{k, r, s, c}
+                                                       : std::vector<std::string>{k, c, r, s};
+  if (!plain(*f, filter_order))
+    throw Refused("'" + format_expr(*f) + "' must read the " + (a.nhwc ? "KRSC" : "KCRS") + " filter as " + f->name + "[" +
+                  join(filter_order) + "]");
   if (a.filter->zero_outside) throw Refused("'" + a.filter->name + "' is read inside its extents only; drop 'outside 0'");
   if (!a.image->zero_outside)
     throw Refused("'" + a.image->name + "' is read outside its extents; declare it 'outside 0' (zero padding)");
   if (d.type != Type::f32) throw Refused("the sum '" + d.name + "' must be f32");
-  if (a.epi) epilogue_reads(p, a);
+  if (a.epi) {
+    epilogue_reads(p, a);
+    a.fu = cutlass_fusion(p, *a.epi, d.name);
+  } else {
+    a.fu.fusable = true;
+  }
   for (const Param& prm : p.inputs)
     if (&prm != a.image && &prm != a.filter && !(a.epi && reads_param(a.epi->body, prm.name)))
       throw Refused("input '" + prm.name + "' is not read by the conv or its epilogue");
   return a;
 }
 
+// Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
+constexpr int64_t kSharedLimitBytes = 232448;
+
 struct Sched {
+  bool tma = false;
+  // The simt kernel's (on the tma path these defaults make its fallback).
   int64_t bm = 64, bn = 64, bk = 16;  // tile: pixels x filters x reduction slice
   int64_t tm = 4, tn = 4;             // thread_tile: pixels x filters per thread
   int64_t threads = 256;
   int64_t shared_bytes = 0;
+  // The tma path's: the tile [pixels, filters, channels per stage], the cluster, the stages (0: auto).
+  int64_t tile_m = 128, tile_n = 128, tile_k = 64;
+  int64_t cm = 1, cn = 1, stages = 0;
 };
 
 std::vector<int64_t> list_knob(const Knobs& k, const std::string& key, size_t n, const char* shape) {
@@ -219,14 +290,83 @@ std::vector<int64_t> list_knob(const Knobs& k, const std::string& key, size_t n,
 
 const FamilyGenerator& family();
 
-Sched read_sched(const dsl::Program& p) {
+// Why CUTLASS's conv cannot run this program (empty when it can).
+std::string why_not_tma(const Analysis& a) {
+  if (!a.nhwc) return "the image is NCHW; CUTLASS's conv takes channels-last data (an NHWC image and a KRSC filter)";
+  if (a.in_type == Type::f32 && !a.tf32)
+    return "the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
+           "tf32(X[...]) * tf32(F[...]) for TF32)";
+  if (!a.fu.fusable)
+    return "the epilogue has no exact CUTLASS fusion (" + a.fu.not_fusable + "); it must be out(f(acc)) or "
+           "out(f(acc + bias[k]))";
+  if (a.stride_h > 8 || a.stride_w > 8) return "a stride above 8 is beyond the element strides of TMA's im2col loads";
+  if (a.off_h > 0 || a.off_w > 0)
+    return "an image offset above 0 is a negative padding, which TMA's im2col loads cannot express";
+  if (a.off_h < -128 || a.off_w < -128) return "a padding above 128 is beyond the corners of TMA's im2col loads";
+  return "";
+}
+
+Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, family());
   Sched s;
+  const std::string mainloop = k.one_of("mainloop", std::vector<std::string>{"auto", "simt", "tma"});
   std::vector<int64_t> tile = list_knob(k, "tile", 3, "[PIXELS, FILTERS, SLICE]");
   std::vector<int64_t> tt = list_knob(k, "thread_tile", 2, "[PIXELS, FILTERS]");
+  std::vector<int64_t> cluster = list_knob(k, "cluster", 2, "[PIXELS, FILTERS]");
+  const dsl::ScheduleValue& st = k.value("stages");
+  if (st.kind == dsl::ScheduleValue::Kind::integer) s.stages = st.integer;
+  else if (!(st.kind == dsl::ScheduleValue::Kind::ident && st.ident == "auto"))
+    throw Refused("stages = " + st.ident + " must be an integer or auto");
+  const std::string why = why_not_tma(a);
+  if (mainloop == "tma" && !why.empty()) throw Refused("mainloop = tma: " + why + "; use mainloop = simt");
+  s.tma = mainloop == "tma" || (mainloop == "auto" && why.empty());
+  const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
+  const std::string cluster_text = "cluster = " + list_text(cluster);
+  if (s.tma) {
+    // The family's default tile is the simt kernel's; the tma path's is 128 x 128 x one 128-byte
+    // swizzle row of channels.
+    const int elem = type_bytes(a.in_type);
+    if (!p.knob("tile")) tile = {128, 128, 128 / elem};
+    s.tile_m = tile[0], s.tile_n = tile[1], s.tile_k = tile[2];
+    const std::string mode = "mainloop = tma";
+    if (!(s.tile_m == 64 || s.tile_m == 128))
+      throw Refused(tile_text + ": " + mode + " takes 64 or 128 pixels per tile (one consumer warpgroup of WGMMAs)");
+    if (!(s.tile_n == 64 || s.tile_n == 128 || s.tile_n == 256))
+      throw Refused(tile_text + ": " + mode + " takes 64, 128 or 256 filters per tile");
+    if (s.tile_m * s.tile_n / 128 > 128)
+      throw Refused(tile_text + " holds " + std::to_string(s.tile_m * s.tile_n / 128) +
+                    " f32 accumulators per thread of its one consumer warpgroup; at most 128 fit in the registers");
+    const int64_t kbytes = s.tile_k * elem;
+    if (!(kbytes == 64 || kbytes == 128 || kbytes == 256))
+      throw Refused(tile_text + ": " + mode + " stages 64, 128 or 256 bytes of channels (" +
+                    (elem == 2 ? "32, 64 or 128 for 16-bit data" : "16, 32 or 64 for TF32") + ")");
+    if (tt != std::vector<int64_t>{4, 4})
+      throw Refused(tt_text + " is the simt kernel's; " + mode + " takes none (leave it [4, 4])");
+    const bool cluster_ok = cluster == std::vector<int64_t>{1, 1} || cluster == std::vector<int64_t>{2, 1} ||
+                            cluster == std::vector<int64_t>{1, 2};
+    if (!cluster_ok) throw Refused(cluster_text + ": " + mode + " takes cluster [1, 1], [2, 1] or [1, 2]");
+    s.cm = cluster[0], s.cn = cluster[1];
+    // The epilogue's staging (two subtiles of at most 64 x 32 outputs), a bias row and barriers.
+    const int64_t epi = 2 * 64 * 32 * type_bytes(a.out->type) + (a.fu.bias ? s.tile_n * 8 : 0) + 1024;
+    const int64_t per_stage = (s.tile_m + s.tile_n) * s.tile_k * elem + 16;
+    if (s.stages == 0) {
+      if ((kSharedLimitBytes - epi) / per_stage < 2) throw Refused(tile_text + ": not even two stages fit in 227 KB of shared memory");
+    } else {
+      if (s.stages < 2 || s.stages > 8) throw Refused("stages = " + std::to_string(s.stages) + " must be between 2 and 8, or auto");
+      if (s.stages * per_stage + epi > kSharedLimitBytes)
+        throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " +
+                      std::to_string(s.stages * per_stage) + " bytes of shared memory, plus about " + std::to_string(epi) +
+                      " for the epilogue: over the 232448 bytes (227 KB) of an sm_90 block");
+    }
+    return s;
+  }
+  if (cluster != std::vector<int64_t>{1, 1})
+    throw Refused(cluster_text + ": clusters are the tma path's; mainloop = simt runs one block per tile (cluster = [1, 1])");
+  if (s.stages != 0)
+    throw Refused("stages = " + std::to_string(s.stages) + ": the tma path's; mainloop = simt stages one slice in "
+                  "registers (stages = auto)");
   s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
   s.tm = tt[0], s.tn = tt[1];
-  const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   for (int64_t t : tile)
     if (t < 1 || t > 512) throw Refused(tile_text + " must have entries between 1 and 512");
   for (int64_t t : tt)
@@ -241,9 +381,9 @@ Sched read_sched(const dsl::Program& p) {
   if (s.threads < 32 || s.threads > 1024 || s.threads % 32 != 0)
     throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(s.threads) +
                   " threads per block; a block has 32 to 1024 threads, whole warps");
-  // The image slice [SLICE][PIXELS] and the filter slice [SLICE][FILTERS + 1] (padded so that
-  // its column-wise stores fall in different banks).
-  s.shared_bytes = 4 * s.bk * (s.bm + s.bn + 1);
+  // The image slice [SLICE][PIXELS (+ 1 for NHWC)] and the filter slice [SLICE][FILTERS + 1]
+  // (padded so that their transposing stores fall in different banks).
+  s.shared_bytes = 4 * s.bk * (s.bm + s.bn + 1 + (a.nhwc ? 1 : 0));
   if (s.shared_bytes > kStaticSharedBytes)
     throw Refused(tile_text + " stages " + std::to_string(s.shared_bytes) +
                   " bytes of shared memory per block; static shared memory is at most 49152 (no opt-in)");
@@ -252,48 +392,69 @@ Sched read_sched(const dsl::Program& p) {
 
 void check(const dsl::Program& p, const Binding& b) {
   resolve_binding(p, b);
-  analyse(p);
-  read_sched(p);
+  read_sched(p, analyse(p));
 }
 
-std::string name_of(const dsl::Program& p, const Sched& s) {
-  return name_stem(p, "conv") + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) +
-         "_t" + std::to_string(s.tm) + "x" + std::to_string(s.tn);
+std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
+  std::string n = name_stem(p, "conv") + (a.tf32 ? "_tf32" : "");
+  if (!s.tma)
+    return n + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_t" +
+           std::to_string(s.tm) + "x" + std::to_string(s.tn);
+  n += "_tma_" + std::to_string(s.tile_m) + "x" + std::to_string(s.tile_n) + "x" + std::to_string(s.tile_k) + "_c" +
+       std::to_string(s.cm) + "x" + std::to_string(s.cn) + (s.stages ? "_s" + std::to_string(s.stages) : "_sauto");
+  if (!a.fu.tag.empty()) n += "_" + a.fu.tag;
+  // Shapes CUTLASS cannot take run the simt kernel; the name says so.
+  return n + "_fbsimt";
 }
 
 std::string kernel_name_of(const dsl::Program& p) {
-  analyse(p);
-  return name_of(p, read_sched(p));
+  const Analysis a = analyse(p);
+  return name_of(p, a, read_sched(p, a));
 }
 
 class Generator {
  public:
   Generator(const dsl::Program& p, const Binding& b)
-      : p_(p), abi_(resolve_binding(p, b)), a_(analyse(p)), s_(read_sched(p)), names_(kInternal) {
+      : p_(p), abi_(resolve_binding(p, b)), a_(analyse(p)), s_(read_sched(p, a_)), names_(kInternal) {
     for (const std::string& d : p_.dims) names_.add(d);
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const Param& prm : *list) names_.add(prm.name);
-    name_ = name_of(p_, s_);
+    name_ = name_of(p_, a_, s_);
+    simt_name_ = s_.tma ? "ksol_conv_simt" : name_;
   }
 
   std::string run() {
     Writer w;
     w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (conv family).");
     for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
-    w.comment("Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
-              "the reduction (c, r, s) flattened in the filter's order. A block computes " + std::to_string(s_.bm) +
-              " pixels x " + std::to_string(s_.bn) + " filters with " + std::to_string(s_.threads) +
-              " threads, each holding " + std::to_string(s_.tm) + " x " + std::to_string(s_.tn) +
-              " f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX, so stores are coalesced); the reduction "
-              "advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice gathered "
-              "(im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers while the "
-              "current one is multiplied. One fmaf per product; no TF32.");
+    if (s_.tma) {
+      w.comment("CUTLASS 3.x's sm90 implicit-GEMM conv (TMA im2col loads, WGMMA, one producer and one consumer "
+                "warpgroup) for shapes whose channel rows are 16-byte aligned; the CUDA-core kernel below for the rest.");
+      w.line("#define CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL 1");
+      w.comment("Device asserts are calls, and a call inside the mainloop serializes the WGMMA pipeline (ptxas C7510).");
+      w.line("#ifndef NDEBUG");
+      w.line("#define NDEBUG 1");
+      w.line("#endif");
+    }
     w.raw(includes(p_));
+    if (s_.tma) {
+      // The conv collectives use cutlass::KernelHardwareInfo without including it: it comes first.
+      for (const char* h : {"cutlass/cutlass.h", "cute/tensor.hpp", "cutlass/numeric_types.h",
+                            "cutlass/kernel_hardware_info.hpp", "cutlass/conv/device/conv_universal_adapter.hpp",
+                            "cutlass/conv/kernel/conv_universal.hpp", "cutlass/conv/convnd_problem_shape.hpp",
+                            "cutlass/conv/dispatch_policy.hpp", "cutlass/conv/collective/collective_builder.hpp",
+                            "cutlass/epilogue/collective/collective_builder.hpp", "cutlass/epilogue/fusion/operations.hpp"})
+        w.line(std::string("#include <") + h + ">");
+    }
     w.line();
     Helpers helpers;
+    if (a_.tf32) helpers.use("tf32_round", Type::f32);
     const std::string value = epilogue(helpers);
+    std::string act;
+    if (s_.tma && !a_.fu.identity) act = fused_activation(helpers);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     w.line("namespace {");
+    w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take." : "The CUDA-core kernel.");
     w.line("constexpr int kBM = " + std::to_string(s_.bm) + ", kBN = " + std::to_string(s_.bn) + ", kBK = " +
            std::to_string(s_.bk) + ";  // pixels x filters x reduction slice");
     w.line("constexpr int kTM = " + std::to_string(s_.tm) + ", kTN = " + std::to_string(s_.tn) + ";  // per thread");
@@ -304,6 +465,7 @@ class Generator {
     kernel(w, value);
     w.line("}  // namespace");
     w.line();
+    if (s_.tma) cutlass_kernel(w, act);
     host(w);
     return w.text();
   }
@@ -314,7 +476,7 @@ class Generator {
   Analysis a_;
   Sched s_;
   Names names_;
-  std::string name_;
+  std::string name_, simt_name_;
   // Whether the epilogue reads an input at h or w apart from the plane's offset (g[h]).
   bool uses_h_ = false, uses_w_ = false;
 
@@ -323,12 +485,14 @@ class Generator {
   std::string X() const { return names_[a_.image->name]; }
   std::string F() const { return names_[a_.filter->name]; }
   std::string Y() const { return names_[a_.out->name]; }
-  std::string C() const { return ext(a_.image->extents[1]); }
-  std::string H() const { return ext(a_.image->extents[2]); }
-  std::string W() const { return ext(a_.image->extents[3]); }
-  std::string K() const { return ext(a_.out->extents[1]); }
-  std::string P() const { return ext(a_.out->extents[2]); }
-  std::string Q() const { return ext(a_.out->extents[3]); }
+  std::string C() const { return ext(a_.image->extents[a_.nhwc ? 3 : 1]); }
+  std::string H() const { return ext(a_.image->extents[a_.nhwc ? 1 : 2]); }
+  std::string W() const { return ext(a_.image->extents[a_.nhwc ? 2 : 3]); }
+  std::string R() const { return ext(a_.filter->extents[a_.nhwc ? 1 : 2]); }
+  std::string S() const { return ext(a_.filter->extents[a_.nhwc ? 2 : 3]); }
+  std::string K() const { return ext(a_.out->extents[a_.nhwc ? 3 : 1]); }
+  std::string P() const { return ext(a_.out->extents[a_.nhwc ? 1 : 2]); }
+  std::string Q() const { return ext(a_.out->extents[a_.nhwc ? 2 : 3]); }
   std::string batch() const { return ext(a_.out->extents[0]); }
 
   std::string params_decl() const { return kernel_params_decl(p_, abi_, names_, false); }
@@ -342,17 +506,32 @@ class Generator {
     return (o < 0 ? " - " : " + ") + std::to_string(o < 0 ? -o : o);
   }
 
+  // An element of the image or the filter as the kernel multiplies it: in f32, rounded to TF32
+  // when the program says tf32(...).
+  std::string operand(const std::string& code) const {
+    const std::string v = to_float(code, a_.in_type);
+    return a_.tf32 ? "tf32_round(" + v + ")" : v;
+  }
+
+  // The next slice of the image (gathered) and the filter into registers. The image element l of
+  // this thread is pixel e % kBM at reduction position e / kBM (NCHW: consecutive threads read
+  // consecutive pixels), or pixel e / kBK at position e % kBK (NHWC: consecutive channels).
   void load(Writer& w, const std::string& kbase) {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int kk = " + kbase + " + (tid + l * kThreads) / kBM;");
+    w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
     w.line("float v = 0.0f;");
     w.open("if (live[l] && kk < depth)");
-    w.line("const int ch = kk / taps, rs = kk - ch * taps;");
+    if (a_.nhwc) {
+      w.line("const int rs = kk / chans, ch = kk - rs * chans;");
+    } else {
+      w.line("const int ch = kk / taps, rs = kk - ch * taps;");
+    }
     w.line("const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;");
     w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
-    w.line("if (hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ") v = img[l][(ch * " + H() + " + hi) * " + W() +
-           " + wi];");
+    const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
+                                   : "(ch * " + H() + " + hi) * " + W() + " + wi";
+    w.line("if (hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ") v = " + operand("img[l][" + at + "]") + ";");
     w.close();
     w.line("ra[l] = v;");
     w.close();
@@ -361,7 +540,8 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     w.line("const int64_t filt = tile_n + e / kBK;");
     w.line("const int kk = " + kbase + " + e % kBK;");
-    w.line("rb[l] = (e < kBK * kBN && filt < " + K() + " && kk < depth) ? " + F() + "[filt * depth + kk] : 0.0f;");
+    w.line("rb[l] = (e < kBK * kBN && filt < " + K() + " && kk < depth) ? " + operand(F() + "[filt * depth + kk]") +
+           " : 0.0f;");
     w.close();
   }
 
@@ -372,16 +552,18 @@ class Generator {
     return (simple ? off : "(" + off + ")") + " * " + extent + " + " + coord;
   }
 
-  // The epilogue's dims of the output pixel and filter, by position in the output's indices:
-  // n, k, h, w are img_n, filt, oh, ow.
-  static const char* coordinate(size_t pos) {
-    static const char* const kCoords[] = {"img_n", "filt", "oh", "ow"};
-    return kCoords[pos];
+  // The epilogue's coordinate of the output pixel and filter, by position in the output's
+  // indices: n, k, h, w (NCHW) or n, h, w, k (NHWC) are img_n, filt, oh, ow.
+  const char* coordinate(size_t pos) const {
+    static const char* const kNchw[] = {"img_n", "filt", "oh", "ow"};
+    static const char* const kNhwc[] = {"img_n", "oh", "ow", "filt"};
+    return (a_.nhwc ? kNhwc : kNchw)[pos];
   }
 
   // The stored value from the accumulator `v`: the epilogue's expression in the output's type,
   // its reads of inputs addressed from the pixel's coordinates (a residual Z[n, k, h, w] at the
-  // output's own offset, img_n * K * plane + filt * plane + rest), or `v` without an epilogue.
+  // output's own offset, img_n * K * plane + filt * plane + rest; Z[n, h, w, k] at pix * K + filt),
+  // or `v` without an epilogue.
   std::string epilogue(Helpers& helpers) {
     if (!a_.epi) return "v";
     const Definition& e = *a_.epi;
@@ -395,15 +577,18 @@ class Generator {
       for (const dsl::IndexExpr& ix : r.indices)
         pos.push_back(static_cast<size_t>(std::find(e.indices.begin(), e.indices.end(), ix.var) - e.indices.begin()));
       std::string off;
-      for (size_t i = 0; i < pos.size(); ++i) {
+      size_t i = 0;
+      // n, h, w first, as in Z[n, h, w, k]: the pixel's index.
+      if (a_.nhwc && pos.size() >= 3 && pos[0] == 0 && pos[1] == 1 && pos[2] == 2) off = "pix", i = 3;
+      for (; i < pos.size(); ++i) {
         // h, w last and adjacent, as in Z[n, k, h, w]: one offset within the plane.
         std::string coord = coordinate(pos[i]), extent = ext(prm->extents[i]);
-        if (pos[i] == 2 && i + 1 < pos.size() && pos[i + 1] == 3 && i + 2 == pos.size()) {
+        if (!a_.nhwc && pos[i] == 2 && i + 1 < pos.size() && pos[i + 1] == 3 && i + 2 == pos.size()) {
           off = horner(off, "plane", "rest");
           break;
         }
-        if (pos[i] == 2) uses_h_ = true;
-        if (pos[i] == 3) uses_w_ = true;
+        if (coord == std::string("oh")) uses_h_ = true;
+        if (coord == std::string("ow")) uses_w_ = true;
         off = horner(off, extent, coord);
       }
       return names_[prm->name] + "[" + (off.empty() ? "0" : off) + "]";
@@ -411,26 +596,50 @@ class Generator {
     return em(e.body);
   }
 
+  std::string fused_activation(Helpers& helpers) {
+    ExprEmitter em;
+    em.helpers = &helpers;
+    em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
+    em.read = [](const Expr&) -> std::string { return "x"; };
+    return em(a_.fu.act);
+  }
+
   void kernel(Writer& w, const std::string& value) {
-    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
-    w.line("__shared__ float As[kBK][kBM];      // the image slice, gathered: As[tap][pixel]");
+    const std::string in = cuda_type(a_.in_type);
+    w.comment("Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
+              "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "
+              "A block computes " + std::to_string(s_.bm) + " pixels x " + std::to_string(s_.bn) + " filters with " +
+              std::to_string(s_.threads) + " threads, each holding " + std::to_string(s_.tm) + " x " +
+              std::to_string(s_.tn) + " f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX; " +
+              (a_.nhwc ? "tx runs fastest, so a warp's stores cover consecutive filters" :
+                         "ty runs fastest, so a warp's stores cover consecutive pixels") +
+              "); the reduction advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice "
+              "gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers "
+              "while the current one is multiplied. One fmaf per product" +
+              (a_.tf32 ? ", of operands rounded to TF32 as they are staged." : ".") +
+              (is_half(a_.in_type) ? std::string(" The ") + dsl::type_name(a_.in_type) + " data are converted to f32 as they are staged." : ""));
+    w.open("__global__ void __launch_bounds__(kThreads) " + simt_name_ + "(" + params_decl() + ")");
+    w.line(std::string("__shared__ float As[kBK][kBM") + (a_.nhwc ? " + 1" : "") +
+           "];  // the image slice, gathered: As[tap][pixel]");
     w.line("__shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]");
-    w.comment("ty runs fastest, so a warp's threads hold consecutive pixels: coalesced image loads and output stores.");
-    w.line("const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;");
+    if (a_.nhwc)
+      w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
+    else
+      w.line("const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;");
     w.comment("Reduction positions and image coordinates fit in 32 bits (offsets and fixed extents are refused past 10^8, ksol_run checks the rest); addresses are 64-bit.");
-    w.line("const int taps_r = int(" + ext(a_.filter->extents[2]) + "), taps_s = int(" + ext(a_.filter->extents[3]) +
-           "), taps = taps_r * taps_s;");
+    w.line("const int taps_r = int(" + R() + "), taps_s = int(" + S() + "), taps = taps_r * taps_s;");
+    if (a_.nhwc) w.line("const int chans = int(" + C() + ");");
     w.line("const int64_t plane = " + P() + " * " + Q() + ", pixels = " + batch() + " * plane;");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");
     w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once.");
-    w.line("const float* img[kLA];");
+    w.line("const " + in + "* img[kLA];");
     w.line("int base_h[kLA], base_w[kLA];");
     w.line("bool live[kLA];");
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
-    w.line("const int64_t pix = tile_m + e % kBM;");
+    w.line(std::string("const int64_t pix = tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM") + ";");
     w.line("live[l] = e < kBK * kBM && pix < pixels;");
     w.line("const int64_t img_n = live[l] ? pix / plane : 0, rest = live[l] ? pix - img_n * plane : 0;");
     w.line("img[l] = " + X() + " + img_n * " + C() + " * " + H() + " * " + W() + ";");
@@ -448,7 +657,7 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
-    w.line("if (e < kBK * kBM) As[e / kBM][e % kBM] = ra[l];");
+    w.line(std::string("if (e < kBK * kBM) ") + (a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]") + " = ra[l];");
     w.close();
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLB; ++l)");
@@ -469,19 +678,109 @@ class Generator {
     w.line("const int64_t img_n = pix / plane, rest = pix - img_n * plane;");
     if (uses_h_) w.line("const int64_t oh = rest / " + Q() + ";");
     if (uses_w_) w.line("const int64_t ow = rest " + (uses_h_ ? "- oh * " + Q() : "% " + Q()) + ";");
-    w.line(std::string(cuda_type(a_.out->type)) + "* out = " + Y() + " + img_n * " + K() + " * plane + rest;");
+    const std::string out_type = cuda_type(a_.out->type);
+    if (a_.nhwc)
+      w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
+    else
+      w.line(out_type + "* out = " + Y() + " + img_n * " + K() + " * plane + rest;");
+    const std::string at = a_.nhwc ? "out[filt]" : "out[filt * plane]";
     w.line("#pragma unroll");
     w.open("for (int j = 0; j < kTN; ++j)");
     w.line("const int64_t filt = tile_n + tx + j * kTX;");
     if (!a_.epi) {
-      w.line("if (filt < " + K() + ") out[filt * plane] = acc[i][j];");
+      w.line("if (filt < " + K() + ") " + at + " = acc[i][j];");
     } else {
       w.line("if (filt >= " + K() + ") continue;");
       w.line("const float v = acc[i][j];");
-      w.line("out[filt * plane] = " + value + ";");
+      w.line(at + " = " + value + ";");
     }
     w.close();
     w.close();
+    w.close();
+    w.line();
+  }
+
+  // CUTLASS's conv for the tma path, and ksol_run_tma, which runs it or returns -1 for a shape it
+  // cannot take.
+  void cutlass_kernel(Writer& w, const std::string& act) {
+    const std::string ta = cutlass_type(a_.in_type), td = cutlass_type(a_.out->type);
+    if (!a_.fu.identity) cutlass_activation_fn(w, act);
+    w.comment("The tile's K mode counts channels: a k-iteration is one (r, s) tap of " + std::to_string(s_.tile_k) +
+              " channels. Both operands take the TensorNHWC tag: the builder reads the filter as [K, R, S, C].");
+    w.line("using TileShape = cute::Shape<cute::_" + std::to_string(s_.tile_m) + ", cute::_" + std::to_string(s_.tile_n) +
+           ", cute::Shape<cute::_" + std::to_string(s_.tile_k) + ">>;");
+    w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
+    const std::string align_in = std::to_string(16 / type_bytes(a_.in_type));
+    const std::string align_out = std::to_string(16 / type_bytes(a_.out->type));
+    w.comment("The epilogue: the non-cooperative TMA epilogue of the conv's one consumer warpgroup" +
+              std::string(a_.fu.identity && !a_.fu.bias ? "" : ", with the fusion of the program's epilogue") +
+              "; no source tensor C.");
+    w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
+    w.line("    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
+    w.line("    cutlass::epilogue::collective::EpilogueTileAuto, float, float,");
+    w.line("    void, cutlass::layout::TensorNHWC, " + align_out + ", " + td + ", cutlass::layout::TensorNHWC, " + align_out + ",");
+    w.line("    cutlass::epilogue::TmaWarpSpecialized, " + cutlass_fusion_op(a_.fu, td, "void"));
+    w.line(">::CollectiveOp;");
+    const std::string stages =
+        s_.stages ? "cutlass::conv::collective::StageCount<" + std::to_string(s_.stages) + ">"
+                  : "cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>";
+    w.comment(std::string("The mainloop: TMA im2col loads of the image, tiled loads of the filter, ") +
+              (a_.tf32 ? "TF32 WGMMAs on the f32 data" : "WGMMAs") + " accumulating in f32.");
+    w.line("using CollectiveMainloop = typename cutlass::conv::collective::CollectiveBuilder<");
+    w.line("    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop,");
+    w.line("    " + ta + ", cutlass::layout::TensorNHWC, " + align_in + ", " + ta + ", cutlass::layout::TensorNHWC, " +
+           align_in + ", float,");
+    w.line("    TileShape, ClusterShape, " + stages + ",");
+    w.line("    cutlass::conv::KernelImplicitTmaWarpSpecializedSm90");
+    w.line(">::CollectiveOp;");
+    w.line("using ProblemShape = cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop, 2>;");
+    w.line("using ConvKernel = cutlass::conv::kernel::ConvUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;");
+    w.line("using Conv = cutlass::conv::device::ConvUniversalAdapter<ConvKernel>;");
+    w.line();
+    std::string params = "const " + std::string(cuda_type(a_.in_type)) + "* x, const " + cuda_type(a_.in_type) + "* f, ";
+    if (a_.fu.bias) params += std::string("const ") + cuda_type(a_.fu.bias->type) + "* bias, ";
+    params += std::string(cuda_type(a_.out->type)) + "* y, int64_t n_, int64_t h_, int64_t w_, int64_t c_, int64_t k_, "
+              "int64_t r_, int64_t s_, int64_t p_, int64_t q_, cudaStream_t stream";
+    w.comment("Returns -1 when CUTLASS cannot take the shape (the caller runs the CUDA-core kernel), else 0 or an error.");
+    w.open("static int ksol_run_tma(" + params + ")");
+    w.line("for (int64_t v : {n_, h_, w_, c_, k_, r_, s_, p_, q_})");
+    w.line("  if (v < 1 || v > INT32_MAX) return -1;");
+    w.line("if (n_ * p_ * q_ > INT32_MAX) return -1;");
+    w.comment("The padding: below from the program's offsets; above what makes CUTLASS's output extents P and Q "
+              "(the image's zeros past its end).");
+    w.line("const int64_t pad_h = " + std::to_string(-a_.off_h) + ", pad_w = " + std::to_string(-a_.off_w) + ";");
+    w.line("const int64_t pad_h_hi = (p_ - 1) * " + std::to_string(a_.stride_h) + " + (r_ - 1) * " + std::to_string(a_.dil_h) +
+           " + 1 - h_ - pad_h;");
+    w.line("const int64_t pad_w_hi = (q_ - 1) * " + std::to_string(a_.stride_w) + " + (s_ - 1) * " + std::to_string(a_.dil_w) +
+           " + 1 - w_ - pad_w;");
+    w.comment("CUTLASS's can_implement checks the paddings and the im2col corners; below 0 is not a padding.");
+    w.line("if (pad_h_hi < 0 || pad_w_hi < 0 || pad_h_hi > 256 || pad_w_hi > 256) return -1;");
+    w.line("ProblemShape problem(cutlass::conv::Mode::kCrossCorrelation,");
+    w.line("                     {int(n_), int(h_), int(w_), int(c_)},  // the image [N, H, W, C]");
+    w.line("                     {int(k_), int(r_), int(s_), int(c_)},  // the filter [K, R, S, C]");
+    w.line("                     {int(pad_h), int(pad_w)}, {int(pad_h_hi), int(pad_w_hi)},");
+    w.line("                     {" + std::to_string(a_.stride_h) + ", " + std::to_string(a_.stride_w) + "}, {" +
+           std::to_string(a_.dil_h) + ", " + std::to_string(a_.dil_w) + "}, 1);");
+    w.line("if (problem.shape_C[1] != p_ || problem.shape_C[2] != q_) return -1;");
+    w.comment("The output's strides, mode ((q, p, n), k): k contiguous.");
+    w.line("typename CollectiveEpilogue::StrideD stride_d{};");
+    w.line("cute::get<0, 0>(stride_d) = k_;");
+    w.line("cute::get<0, 1>(stride_d) = k_ * q_;");
+    w.line("cute::get<0, 2>(stride_d) = k_ * q_ * p_;");
+    w.line("typename Conv::Arguments args(problem, {reinterpret_cast<const " + ta + "*>(x), reinterpret_cast<const " + ta +
+           "*>(f)},");
+    w.line("                              {{}, nullptr, stride_d, reinterpret_cast<" + td + "*>(y), stride_d});");
+    w.line("args.epilogue.thread.alpha = 1.0f;");
+    w.line("args.epilogue.thread.beta = 0.0f;");
+    if (a_.fu.bias)
+      w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(bias);");
+    w.line("if (Conv::can_implement(args) != cutlass::Status::kSuccess) return -1;");
+    w.comment("The kernel is not persistent: it takes no workspace.");
+    w.line("if (Conv::get_workspace_size(args) != 0) return -1;");
+    w.line("Conv conv;");
+    w.line("if (conv.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return 6;");
+    w.line("if (conv.run(stream) != cutlass::Status::kSuccess) return 7;");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 8;");
     w.close();
     w.line();
   }
@@ -491,15 +790,32 @@ class Generator {
     w.comment("With C = 0 the kernel still runs: its sums are empty and it writes zeros.");
     w.line("const int64_t pixels = " + batch() + " * " + P() + " * " + Q() + ";");
     w.line("if (pixels == 0 || " + K() + " == 0) return 0;");
+    if (s_.tma) {
+      std::string aligned = "reinterpret_cast<uintptr_t>(" + X() + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + F() +
+                            ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + Y() + ") % 16 == 0";
+      if (a_.fu.bias) aligned += " && reinterpret_cast<uintptr_t>(" + names_[a_.fu.bias->name] + ") % 16 == 0";
+      const int align_c = 16 / type_bytes(a_.in_type), align_k = std::max(align_c, 16 / type_bytes(a_.out->type));
+      w.comment("TMA needs 16-byte aligned rows (C a multiple of " + std::to_string(align_c) + ", K of " +
+                std::to_string(align_k) + ") and aligned bases; CUTLASS checks the rest.");
+      w.open("if (" + C() + " % " + std::to_string(align_c) + " == 0 && " + K() + " % " + std::to_string(align_k) +
+             " == 0 && " + aligned + ")");
+      std::string args = X() + ", " + F() + ", ";
+      if (a_.fu.bias) args += names_[a_.fu.bias->name] + ", ";
+      args += Y() + ", " + batch() + ", " + H() + ", " + W() + ", " + C() + ", " + K() + ", " + R() + ", " + S() + ", " +
+              P() + ", " + Q() + ", stream";
+      w.line("const int r = ksol_run_tma(" + args + ");");
+      w.line("if (r != -1) return r;");
+      w.close();
+    }
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
     w.line("if (tiles_m > 2147483647 || tiles_n > 65535) return 3;");
     w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
-    w.line("if (" + C() + " * " + ext(a_.filter->extents[2]) + " * " + ext(a_.filter->extents[3]) + " > 2147483647 - kBK || " +
-           H() + " > 1000000000 || " + W() + " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {
+    w.line("if (" + C() + " * " + R() + " * " + S() + " > 2147483647 - kBK || " + H() + " > 1000000000 || " + W() +
+           " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {
              // A filter of dims (R, S at run time) is bounded too; fixed extents are checked in analyse().
              std::string t;
-             for (int i : {2, 3})
-               if (!dsl::extent_is_number(a_.filter->extents[i])) t += " || " + ext(a_.filter->extents[i]) + " > 100000000";
+             for (const std::string& e : {R(), S()})
+               if (!dsl::extent_is_number(e)) t += " || " + e + " > 100000000";
              return t;
            }() + ") return 3;");
     // Strided and dilated positions (p * stride + r * dilation) stay in 32 bits as well.
@@ -508,10 +824,10 @@ class Generator {
       w.line("if (" + out + " * " + std::to_string(stride) + " + " + taps + " * " + std::to_string(dil) +
              " > 1900000000) return 3;");
     };
-    reach(a_.stride_h, a_.dil_h, P(), ext(a_.filter->extents[2]));
-    reach(a_.stride_w, a_.dil_w, Q(), ext(a_.filter->extents[3]));
+    reach(a_.stride_h, a_.dil_h, P(), R());
+    reach(a_.stride_w, a_.dil_w, Q(), S());
     w.line("const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};");
-    w.line(name_ + "<<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+    w.line(simt_name_ + "<<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }
@@ -523,11 +839,15 @@ const FamilyGenerator& family() {
   static const FamilyGenerator f{
       "conv",
       {
+          {"mainloop", "auto", {"simt", "tma"}},
           {"tile", "[64, 64, 16]",
            {"[32, 32, 8]", "[64, 32, 8]", "[64, 32, 16]", "[64, 64, 8]", "[64, 64, 16]", "[64, 64, 32]", "[64, 128, 16]",
             "[128, 32, 16]", "[128, 64, 8]", "[128, 64, 16]", "[128, 128, 8]", "[128, 128, 16]", "[128, 128, 32]",
-            "[256, 128, 32]"}},
+            "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]",
+            "[128, 256, 64]"}},
           {"thread_tile", "[4, 4]", {"[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
+          {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
+          {"stages", "auto", {"auto", "4"}},
       },
       &check,
       &generate,
@@ -539,5 +859,10 @@ const FamilyGenerator& family() {
 }  // namespace
 
 const FamilyGenerator& conv_family() { return family(); }
+
+bool conv_uses_tma(const dsl::Program& p) {
+  const Analysis a = analyse(p);
+  return read_sched(p, a).tma;
+}
 
 }  // namespace ksol::codegen::detail

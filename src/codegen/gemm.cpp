@@ -883,9 +883,19 @@ namespace ksol::codegen {
 
 CompileNeeds compile_needs(const dsl::Program& p) {
   CompileNeeds n;
-  if (p.family != "gemm") return n;
-  const dsl::ScheduleValue* v = p.knob("mainloop");
-  if (v && v->kind == dsl::ScheduleValue::Kind::ident && v->ident == "simt") return n;
+  if (p.family == "conv") {
+    bool tma = false;
+    try {
+      tma = detail::conv_uses_tma(p);
+    } catch (const detail::Refused&) {
+      return n;  // a refused program is never compiled
+    }
+    if (!tma) return n;
+  } else {
+    if (p.family != "gemm") return n;
+    const dsl::ScheduleValue* v = p.knob("mainloop");
+    if (v && v->kind == dsl::ScheduleValue::Kind::ident && v->ident == "simt") return n;
+  }
   n.arch = "sm_90a";
   n.extra_flags = {"--expt-relaxed-constexpr"};
   n.libs = {"cuda"};

@@ -52,8 +52,15 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
   EXPECT_EQ(codegen::kernel_name(p), "conv_conv2d_f32_64x64x16_t4x4");
   EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"tile", "[128, 64, 8]"}, {"thread_tile", "[8, 4]"}})),
             "conv_conv2d_f32_128x64x8_t8x4");
-  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 16]"}, {"stages", "2"}})),
-            "unknown schedule key 'stages' for the conv family; it accepts tile, thread_tile");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 16]"}, {"split_k", "2"}})),
+            "unknown schedule key 'split_k' for the conv family; it accepts mainloop, tile, thread_tile, cluster, stages");
+  EXPECT_EQ(refusal(scheduled(p, {{"cluster", "[2, 1]"}})),
+            "cluster = [2, 1]: clusters are the tma path's; mainloop = simt runs one block per tile (cluster = [1, 1])");
+  EXPECT_EQ(refusal(scheduled(p, {{"stages", "4"}})),
+            "stages = 4: the tma path's; mainloop = simt stages one slice in registers (stages = auto)");
+  EXPECT_EQ(refusal(scheduled(p, {{"mainloop", "tma"}})),
+            "mainloop = tma: the image is NCHW; CUTLASS's conv takes channels-last data (an NHWC image and a KRSC "
+            "filter); use mainloop = simt");
   EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64]"}})), "tile = [64, 64] must be a list [PIXELS, FILTERS, SLICE]");
   EXPECT_EQ(refusal(scheduled(p, {{"thread_tile", "4"}})), "thread_tile = 4 must be a list [PIXELS, FILTERS]");
   EXPECT_EQ(refusal(scheduled(p, {{"tile", "[62, 64, 16]"}})),
@@ -70,23 +77,39 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
             "49152 (no opt-in)");
   EXPECT_EQ(refusal(p, Binding{{"X", "F", "Y"}, {"N", "C", "H", "W"}}), "dim 'K' is not a dim of the task (its dims: N, C, H, W)");
 
-  // Shapes the DSL calls a conv but this generator does not lay out.
-  dsl::Program nhwc = parse(
+  // Shapes the DSL calls a conv but this generator does not lay out: an NHWC image with an NCHW
+  // output, a filter in the other layout's order.
+  dsl::Program mixed = parse(
       "kernel c(X: f32[N, H, W, C] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(X[n, h+r-1, w+s-1, c] * F[k, c, r, s]) over c, r, s\n}\n");
-  ASSERT_EQ(nhwc.family, "conv");
-  EXPECT_EQ(refusal(nhwc), "'X[n, h+r-1, w+s-1, c]' must read the NCHW image as X[n, c, h*u+r*d+a, w*v+s*e+b] (strides u, v, "
-                          "dilations d, e, offsets a, b integers)");
+  ASSERT_EQ(mixed.family, "conv");
+  EXPECT_EQ(refusal(mixed), "'X[n, h+r-1, w+s-1, c]' must read the image as X[n, c, h*u+r*d+a, w*v+s*e+b] for Y[n, k, h, w] "
+                            "(NCHW) or X[n, h*u+r*d+a, w*v+s*e+b, c] for Y[n, h, w, k] (NHWC) (strides u, v, dilations "
+                            "d, e, offsets a, b integers)");
   dsl::Program swapped = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, s, r]) over c, r, s\n}\n");
   EXPECT_EQ(refusal(swapped), "'F[k, c, s, r]' must read the KCRS filter as F[k, c, r, s]");
+  dsl::Program krsc = parse(
+      "kernel c(X: f32[N, H, W, C] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, H, W, K]) {\n"
+      "  Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, c, r, s]) over c, r, s\n}\n");
+  EXPECT_EQ(refusal(krsc), "'F[k, c, r, s]' must read the KRSC filter as F[k, r, s, c]");
+  // 16-bit data: converted to f32 by both factors, on CUDA cores for NCHW (the tensor-core path
+  // takes channels-last data only).
   dsl::Program half = parse(
       "kernel c(X: bf16[N, C, H, W] outside 0, F: bf16[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(f32(X[n, c, h+r-1, w+s-1]) * f32(F[k, c, r, s])) over c, r, s\n}\n");
   ASSERT_EQ(half.family, "conv");
-  EXPECT_EQ(refusal(half), "the sum of 'Y' must be a product of two reads, without casts; it is f32(X[n, c, h+r-1, w+s-1]) * "
-                           "f32(F[k, c, r, s])");
+  EXPECT_EQ(refusal(half), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(half), "conv_c_f32_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(half, {{"mainloop", "tma"}})),
+            "mainloop = tma: the image is NCHW; CUTLASS's conv takes channels-last data (an NHWC image and a KRSC "
+            "filter); use mainloop = simt");
+  dsl::Program one_tf32 = parse(
+      "kernel c(X: f32[N, H, W, C] outside 0, F: f32[K, 3, 3, C]) -> (Y: f32[N, H, W, K]) {\n"
+      "  Y[n, h, w, k] = sum(tf32(X[n, h+r-1, w+s-1, c]) * F[k, r, s, c]) over c, r, s\n}\n");
+  EXPECT_EQ(refusal(one_tf32), "one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around "
+                               "both reads (TF32 products) or neither (f32 products)");
   // A filter of dims instead of fixed extents, and a 5x5 one with padding 2, are both convs.
   dsl::Program general = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, R, S]) -> (Y: f32[N, K, H, W]) {\n"
@@ -108,13 +131,16 @@ TEST(CodegenConv, ScheduleSpace) {
   size_t grid = 1;
   for (const cd::Knob& k : f->knobs) grid *= k.grid.size();
   std::map<std::string, int> reasons;
-  for (const auto& [s, r] : space.refused) ++reasons[r.substr(r.find(' ', r.find(']')))];
+  for (const auto& [s, r] : space.refused) {
+    const size_t bracket = r.find(']');
+    ++reasons[bracket == std::string::npos ? r : r.substr(r.find(' ', bracket))];
+  }
   std::cout << "[ schedule space ] conv2d_f32 (conv): " << space.legal.size() << " legal, " << space.refused.size()
             << " refused\n";
   for (const auto& [r, n] : reasons) std::cout << "    " << n << " x ..." << r << "\n";
   EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
   EXPECT_EQ(space.legal.size(), 51u);
-  EXPECT_EQ(space.refused.size(), 5u);
+  EXPECT_EQ(space.refused.size(), 909u);  // most of them tma-only knobs, or mainloop = tma on NCHW data
   std::set<std::string> names;
   for (const Schedule& s : space.legal) names.insert(codegen::kernel_name(codegen::with_schedule(p, s)));
   EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
@@ -164,7 +190,8 @@ TEST(CodegenConv, InterpreterReadsZeroOutsideAPaddedInput) {
       codegen::interpret(p, {{"N", 1}, {"C", 2}, {"W", 3}, {"K", 1}}, {{"X", {1, 2, 3, 10, 20, 30}}, {"F", {1, 1, 1, 0, 0, 1}}});
   EXPECT_EQ(out["Y"], (std::vector<double>{3 + 20, 6 + 30, 5 + 0}));
   EXPECT_EQ(refusal(p), "the conv family generates a 2-D convolution with a batch: Y[n, k, h, w] = sum(X[n, c, h+r-1, "
-                        "w+s-1] * F[k, c, r, s]) over c, r, s");
+                        "w+s-1] * F[k, c, r, s]) over c, r, s (NCHW) or Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * "
+                        "F[k, r, s, c]) over c, r, s (NHWC)");
   // Without `outside 0` the same read has no value past the edge (a DSL error says so first).
   dsl::Program unpadded = parse("kernel s(X: f32[W]) -> (Y: f32[W]) {\n  Y[w] = X[w+1]\n}\n");
   EXPECT_THROW(codegen::interpret(unpadded, {{"W", 3}}, {{"X", {1, 2, 3}}}), std::runtime_error);
@@ -232,12 +259,13 @@ void check_on_host(const std::vector<HostCase>& cases) {
       };
       codegen::HostArrays in;
       OutputBytes buffers;
+      auto dtype = [](const dsl::Param& prm) { return *parse_dtype(dsl::type_name(prm.type)); };
       for (const dsl::Param& prm : base.inputs) {
-        HostVec<uint8_t> bytes(numel(prm) * 4);
+        HostVec<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm)));
         std::vector<double>& v = in[prm.name];
         for (int64_t i = 0; i < numel(prm); ++i) {
-          store_from_double(DType::f32, bytes.data(), i, next());
-          v.push_back(load_as_double(DType::f32, bytes.data(), i));
+          store_from_double(dtype(prm), bytes.data(), i, next());
+          v.push_back(load_as_double(dtype(prm), bytes.data(), i));
         }
         buffers.push_back(bytes);
       }
@@ -258,18 +286,18 @@ void check_on_host(const std::vector<HostCase>& cases) {
         codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
         ASSERT_TRUE(build.ok) << name << "\n" << build.message;
         OutputBytes run = buffers;
-        run.emplace_back(numel(out) * 4, 0xFF);
+        run.emplace_back(numel(out) * dtype_size(dtype(out)), 0xFF);
         codegen::HostRun r = codegen::run_on_host(build.so_path, run, dv);
         ASSERT_TRUE(r.ok) << name << ": " << r.message;
         ASSERT_EQ(r.rc, 0) << name;
         // Output rounding plus f32 accumulation over the C * R * S products of a sum.
         Tolerance tol;
-        tol.u_out = dtype_unit_roundoff(DType::f32);
+        tol.u_out = dtype_unit_roundoff(dtype(out));
         tol.u_acc = std::ldexp(1.0, -24);
         tol.growth = 8 + 2 * std::sqrt(static_cast<double>(std::max<int64_t>(1, dims.at("C") * 25)));
         std::vector<double> m(w.size());
         for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
-        CompareResult cr = compare_output(tol, DType::f32, run.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
+        CompareResult cr = compare_output(tol, dtype(out), run.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
         EXPECT_TRUE(cr.ok) << name << " C=" << dims.at("C") << " H=" << dims.at("H") << " W=" << dims.at("W") << ": "
                            << cr.message;
       }
@@ -370,7 +398,8 @@ TEST(CodegenConv, EpilogueSourcesCompileAndRefusals) {
       "  Y[n, k, h, w] = relu(A[n, k, h, w])\n}\n");
   ASSERT_EQ(both.family, "conv");
   EXPECT_EQ(refusal(both), "the conv family generates one output from a sum, Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * "
-                           "F[k, c, r, s]) over c, r, s, and at most one elementwise definition after it");
+                           "F[k, c, r, s]) over c, r, s (NCHW) or Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, "
+                           "c]) over c, r, s (NHWC), and at most one elementwise definition after it");
   // A bf16 output through a cast is generated; the sum stays f32.
   dsl::Program half = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, K, H, W]) {\n"
@@ -383,4 +412,152 @@ TEST(CodegenConv, EpilogueSourcesCompileAndRefusals) {
   EXPECT_NE(hj.source_text.find("__nv_bfloat16* out = Y + "), std::string::npos);
   std::vector<CompileResult> hr = compile_all({hj});
   EXPECT_TRUE(hr[0].ok) << hr[0].message;
+}
+
+// --- channels last: NHWC images, KRSC filters --------------------------------------------------
+
+namespace {
+
+// bf16 data with a per-filter bias and relu, converted to bf16: CUTLASS's fusion on the tma path.
+const char* kNhwcBf16BiasRelu =
+    "kernel conv2d_nhwc_bias_relu(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C], b: bf16[K]) -> (Y: bf16[N, H, W, K]) {\n"
+    "  acc[n, h, w, k] = sum(f32(X[n, h+r-1, w+s-1, c]) * f32(F[k, r, s, c])) over c, r, s\n"
+    "  Y[n, h, w, k] = bf16(relu(acc[n, h, w, k] + f32(b[k])))\n}\n";
+
+// TF32 products, stride 2 and a 5x5 filter with padding 2, f32 out.
+const char* kNhwcTf32Stride2 =
+    "kernel conv2d_nhwc_tf32_s2(X: f32[N, H, W, C] outside 0, F: f32[K, 5, 5, C]) -> (Y: f32[N, P, Q, K]) {\n"
+    "  Y[n, h, w, k] = sum(tf32(X[n, h*2+r-2, w*2+s-2, c]) * tf32(F[k, r, s, c])) over c, r, s\n}\n";
+
+// f32 products (CUDA cores only) with a residual Z[n, h, w, k] and a per-row scale g[h].
+const char* kNhwcResidual =
+    "kernel conv2d_nhwc_residual(X: f32[N, H, W, C] outside 0, F: f32[K, 3, 3, C], Z: f32[N, H, W, K], g: f32[H])\n"
+    "    -> (Y: f32[N, H, W, K]) {\n"
+    "  acc[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s\n"
+    "  Y[n, h, w, k] = acc[n, h, w, k] * g[h] + Z[n, h, w, k]\n}\n";
+
+}  // namespace
+
+// The CUDA-core kernel in the channels-last layout (the tma path's fallback, and mainloop = simt)
+// on the CPU against the interpreter: bf16 data with a fused bias, TF32 rounding with stride 2,
+// f32 with a residual; odd sizes, taps mostly in the padding, empty sums.
+TEST(CodegenConv, ChannelsLastOnTheHostMatchesTheInterpreter) {
+  const std::vector<std::map<std::string, int64_t>> strided = {
+      {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 5}, {"Q", 4}},
+      {{"N", 1}, {"C", 8}, {"H", 8}, {"W", 8}, {"K", 8}, {"P", 4}, {"Q", 4}},
+      {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}, {"K", 2}, {"P", 2}, {"Q", 2}},
+  };
+  check_on_host({
+      {kNhwcBf16BiasRelu, {{{"mainloop", "simt"}}, {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
+       int_sizes()},
+      {kNhwcTf32Stride2, {{{"mainloop", "simt"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}}, strided},
+      {kNhwcResidual, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
+  });
+}
+
+// The tma path: where `auto` takes it, its names, what it refuses and why, and what compiling it
+// needs.
+TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
+  const dsl::Program bf = parse(kNhwcBf16BiasRelu);
+  ASSERT_EQ(bf.family, "conv");
+  EXPECT_EQ(refusal(bf), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(bf), "conv_conv2d_nhwc_bias_relu_bf16_tma_128x128x64_c1x1_sauto_biasrelu_fbsimt");
+  EXPECT_EQ(codegen::compile_needs(bf).arch, "sm_90a");
+  EXPECT_EQ(codegen::kernel_name(scheduled(bf, {{"mainloop", "simt"}})), "conv_conv2d_nhwc_bias_relu_bf16_64x64x16_t4x4");
+  EXPECT_EQ(codegen::compile_needs(scheduled(bf, {{"mainloop", "simt"}})).arch, "sm_90");
+  EXPECT_EQ(codegen::kernel_name(scheduled(bf, {{"tile", "[64, 128, 64]"}, {"cluster", "[2, 1]"}, {"stages", "4"}})),
+            "conv_conv2d_nhwc_bias_relu_bf16_tma_64x128x64_c2x1_s4_biasrelu_fbsimt");
+  const dsl::Program tf = parse(kNhwcTf32Stride2);
+  EXPECT_EQ(codegen::kernel_name(tf), "conv_conv2d_nhwc_tf32_s2_f32_tf32_tma_128x128x32_c1x1_sauto_fbsimt");
+  // f32 products and epilogues CUTLASS cannot fuse stay on CUDA cores under auto; tma says why.
+  const dsl::Program res = parse(kNhwcResidual);
+  EXPECT_EQ(codegen::kernel_name(res), "conv_conv2d_nhwc_residual_f32_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(res, {{"mainloop", "tma"}})),
+            "mainloop = tma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
+            "tf32(X[...]) * tf32(F[...]) for TF32); use mainloop = simt");
+  const dsl::Program gelu_res = parse(
+      "kernel c(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C], Z: bf16[N, H, W, K]) -> (Y: bf16[N, H, W, K]) {\n"
+      "  acc[n, h, w, k] = sum(f32(X[n, h+r-1, w+s-1, c]) * f32(F[k, r, s, c])) over c, r, s\n"
+      "  Y[n, h, w, k] = bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k])))\n}\n");
+  EXPECT_EQ(codegen::kernel_name(gelu_res), "conv_c_bf16_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(gelu_res, {{"mainloop", "tma"}})),
+            "mainloop = tma: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than the sum and "
+            "one per-column bias added to it (bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k]))))); it must be "
+            "out(f(acc)) or out(f(acc + bias[k])); use mainloop = simt");
+  const dsl::Program stride9 = parse(
+      "kernel c(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C]) -> (Y: f32[N, P, Q, K]) {\n"
+      "  Y[n, h, w, k] = sum(f32(X[n, h*9+r, w+s, c]) * f32(F[k, r, s, c])) over c, r, s\n}\n");
+  EXPECT_EQ(refusal(scheduled(stride9, {{"mainloop", "tma"}})),
+            "mainloop = tma: a stride above 8 is beyond the element strides of TMA's im2col loads; use mainloop = simt");
+  const dsl::Program shifted = parse(
+      "kernel c(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C]) -> (Y: f32[N, H, W, K]) {\n"
+      "  Y[n, h, w, k] = sum(f32(X[n, h+r+1, w+s, c]) * f32(F[k, r, s, c])) over c, r, s\n}\n");
+  EXPECT_EQ(refusal(scheduled(shifted, {{"mainloop", "tma"}})),
+            "mainloop = tma: an image offset above 0 is a negative padding, which TMA's im2col loads cannot express; use "
+            "mainloop = simt");
+  // The tma path's knobs.
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[256, 128, 64]"}})),
+            "tile = [256, 128, 64]: mainloop = tma takes 64 or 128 pixels per tile (one consumer warpgroup of WGMMAs)");
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[128, 256, 64]"}})),
+            "tile = [128, 256, 64] holds 256 f32 accumulators per thread of its one consumer warpgroup; at most 128 fit in "
+            "the registers");
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[128, 96, 64]"}})), "tile = [128, 96, 64]: mainloop = tma takes 64, 128 or 256 filters per tile");
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[128, 128, 16]"}})),
+            "tile = [128, 128, 16]: mainloop = tma stages 64, 128 or 256 bytes of channels (32, 64 or 128 for 16-bit data)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[128, 128, 128]"}})),
+            "tile = [128, 128, 128]: mainloop = tma stages 64, 128 or 256 bytes of channels (16, 32 or 64 for TF32)");
+  EXPECT_EQ(refusal(scheduled(bf, {{"thread_tile", "[8, 8]"}})),
+            "thread_tile = [8, 8] is the simt kernel's; mainloop = tma takes none (leave it [4, 4])");
+  EXPECT_EQ(refusal(scheduled(bf, {{"cluster", "[2, 2]"}})), "cluster = [2, 2]: mainloop = tma takes cluster [1, 1], [2, 1] or [1, 2]");
+  EXPECT_EQ(refusal(scheduled(bf, {{"stages", "9"}})), "stages = 9 must be between 2 and 8, or auto");
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[128, 256, 128]"}})),
+            "tile = [128, 256, 128] holds 256 f32 accumulators per thread of its one consumer warpgroup; at most 128 fit "
+            "in the registers");
+  EXPECT_EQ(refusal(scheduled(bf, {{"tile", "[64, 256, 128]"}, {"stages", "4"}})),
+            "stages = 4 of tile = [64, 256, 128] take 327744 bytes of shared memory, plus about 11264 for the epilogue: "
+            "over the 232448 bytes (227 KB) of an sm_90 block");
+
+  // The bf16 program's schedule space: both paths, every name distinct.
+  codegen::Space space = codegen::schedule_space(bf, {});
+  std::cout << "[ schedule space ] conv2d_nhwc_bias_relu (conv, bf16 NHWC): " << space.legal.size() << " legal, "
+            << space.refused.size() << " refused\n";
+  size_t tma = 0;
+  std::set<std::string> names;
+  for (const Schedule& s : space.legal) {
+    const std::string n = codegen::kernel_name(codegen::with_schedule(bf, s));
+    names.insert(n);
+    tma += n.find("_tma_") != std::string::npos;
+  }
+  EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
+  EXPECT_EQ(space.legal.size() - tma, 51u);  // the simt schedules, as for conv2d_f32
+  EXPECT_EQ(tma, 39u);  // 7 tiles x 3 clusters x 2 stage counts, less the 3 of 128 x 128 x 128 with 4 stages
+}
+
+// The tma path's sources through nvcc (sm_90a, CUTLASS) and the static gate: bf16 with a fused
+// bias + relu, TF32 with stride 2 and a 5x5 filter. Two CUTLASS instantiations (about a minute
+// each on two cores), compiled in parallel.
+TEST(CodegenConv, TensorCoreSourcesCompile) {
+  std::vector<CompileJob> jobs;
+  for (const char* text : {kNhwcBf16BiasRelu, kNhwcTf32Stride2}) {
+    const dsl::Program p = parse(text);
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const codegen::CompileNeeds needs = codegen::compile_needs(p);
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    EXPECT_NE(j.source_text.find("cutlass::conv::collective::CollectiveBuilder<"), std::string::npos);
+    EXPECT_NE(j.source_text.find("__global__ void __launch_bounds__(kThreads) ksol_conv_simt("), std::string::npos);
+    EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
+    jobs.push_back(j);
+  }
+  EXPECT_NE(jobs[0].source_text.find("LinCombPerColBiasEltAct<KsolEpilogueFn, cutlass::bfloat16_t, float, cutlass::bfloat16_t, void, float>"),
+            std::string::npos);
+  EXPECT_NE(jobs[0].source_text.find("args.epilogue.thread.bias_ptr"), std::string::npos);
+  EXPECT_NE(jobs[1].source_text.find("{2, 2}, {1, 1}, 1);"), std::string::npos) << "stride 2, dilation 1";
+  EXPECT_NE(jobs[1].source_text.find("const int64_t pad_h = 2, pad_w = 2;"), std::string::npos);
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }
