@@ -1,7 +1,8 @@
 // Every built-in task's seed program (program.ksol, where ksol optimize starts) computes what
 // the task asks, checked on the CPU with the correctness gate's comparator against the task's
 // float64 reference: its algorithm through the IR interpreter, and, where the family's code can
-// run on the host (everything but the tensor-core GEMM mainloops), its generated CUDA too.
+// run on the host (everything but CUTLASS's tensor-core mainloops: for a conv on CUTLASS, its CUDA-core
+// fallback), its generated CUDA too.
 #include <gtest/gtest.h>
 
 #include <algorithm>

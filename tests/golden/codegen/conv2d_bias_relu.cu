@@ -2,12 +2,6 @@
 // 'conv2d_bias_relu' (conv family).
 //   acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s
 //   Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])
-// Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters,
-// the reduction (c, r, s) flattened in the filter's order. A block computes 64 pixels x 64 filters
-// with 256 threads, each holding 4 x 4 f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX,
-// so stores are coalesced); the reduction advances 16 at a time through shared memory, the image
-// slice gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in
-// registers while the current one is multiplied. One fmaf per product; no TF32.
 #include <ksol/abi.h>
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -19,19 +13,25 @@ template <typename T>
 __device__ __forceinline__ T relu(T x) { return x < T(0) ? T(0) : x; }
 
 namespace {
+// The CUDA-core kernel.
 constexpr int kBM = 64, kBN = 64, kBK = 16;  // pixels x filters x reduction slice
 constexpr int kTM = 4, kTN = 4;  // per thread
 constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;
 // Slice elements each thread loads: of the image (kLA) and of the filter (kLB).
 constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;
 
+// Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters,
+// the reduction (c, r, s) flattened in the filter's order. A block computes 64 pixels x 64 filters
+// with 256 threads, each holding 4 x 4 f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX;
+// ty runs fastest, so a warp's stores cover consecutive pixels); the reduction advances 16 at a
+// time through shared memory, the image slice gathered (im2col) while it is loaded, taps outside
+// the image as 0, the next slice staged in registers while the current one is multiplied. One fmaf
+// per product.
 __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t4x4(
     const float* __restrict__ X, const float* __restrict__ F, const float* __restrict__ b,
     float* __restrict__ Y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K) {
-  __shared__ float As[kBK][kBM];      // the image slice, gathered: As[tap][pixel]
+  __shared__ float As[kBK][kBM];  // the image slice, gathered: As[tap][pixel]
   __shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]
-  // ty runs fastest, so a warp's threads hold consecutive pixels: coalesced image loads and output
-  // stores.
   const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;
   // Reduction positions and image coordinates fit in 32 bits (offsets and fixed extents are refused
   // past 10^8, ksol_run checks the rest); addresses are 64-bit.
