@@ -109,6 +109,12 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
                   "their rows, so rows_per_block must be 1");
   if (cache != "none")
     throw Refused("cache_row = " + cache + ": a column reduction reads each element once, so cache_row must be none");
+  if (k.value("keep").kind != dsl::ScheduleValue::Kind::ident || k.value("keep").ident != "none")
+    throw Refused("keep: a column reduction computes each element once, so keep must be none");
+  if (k.integer("online") != 0)
+    throw Refused("online: a column reduction has no max pass to fuse, so online must be 0");
+  if (k.value("blocks_per_sm").kind != dsl::ScheduleValue::Kind::ident || k.value("blocks_per_sm").ident != "auto")
+    throw Refused("blocks_per_sm: the column reduction's kernels take no occupancy hint, so blocks_per_sm must be auto");
   s.two_pass = red == "two_pass";
   return s;
 }

@@ -383,14 +383,31 @@ void Helpers::use(const std::string& name, Type t) {
 std::string Helpers::source() const {
   std::ostringstream o;
   auto used = [&](const char* n, Type t = Type::f32) { return used_.count({n, t}) > 0; };
+  // f32 on the GPU (sm_80 and later): one max.NaN / min.NaN instruction instead of two compares
+  // and a select; the same result but for the sign of equal zeros (the instruction takes +0 over
+  // -0 for max, -0 for min, in either order).
   if (used("max_nan"))
     o << "// NaN-propagating maximum, as PyTorch's: a NaN operand wins.\n"
          "template <typename T>\n"
-         "__device__ __forceinline__ T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }\n";
+         "__device__ __forceinline__ T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }\n"
+         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+         "__device__ __forceinline__ float max_nan(float a, float b) {\n"
+         "  float r;\n"
+         "  asm(\"max.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n"
+         "  return r;\n"
+         "}\n"
+         "#endif\n";
   if (used("min_nan"))
     o << "// NaN-propagating minimum, as PyTorch's: a NaN operand wins.\n"
          "template <typename T>\n"
-         "__device__ __forceinline__ T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }\n";
+         "__device__ __forceinline__ T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }\n"
+         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+         "__device__ __forceinline__ float min_nan(float a, float b) {\n"
+         "  float r;\n"
+         "  asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n"
+         "  return r;\n"
+         "}\n"
+         "#endif\n";
   if (used("clamp_nan"))
     o << "// x limited to [lo, hi]; a NaN x stays NaN.\n"
          "template <typename T>\n"

@@ -35,6 +35,7 @@ const std::vector<std::string> kInternal = {
     "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "kMost", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
     "cache_bytes", "cache_region_bytes", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
+    "merge_max_sum", "warp_max_sum", "row_max_sum",
     "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
 
 enum class Shape { row, element };  // [rows...] or [rows..., c]
@@ -44,6 +45,8 @@ struct RowKnobs {
   std::string reduction = "block", cache = "none";
   bool fast_math = false;  // math = fast (ExprEmitter::fast_math)
   bool keep = false;       // keep = registers: Analysis::cached_defs computed once per row
+  int online_pass = 0;     // online = 1: this max pass and the sum of exp(u - max) after it are one pass
+  int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -270,6 +273,42 @@ class Analyser {
   }
 };
 
+// The pass p whose one reduction is m[r] = max(u) over c and whose next pass's one reduction is
+// s[r] = sum(exp(u - m[r])) over c (directly, or through one element definition e[r, c] =
+// exp(u - m[r])), with u the same expression: online = 1 fuses the two. 0 and `why` otherwise.
+int online_pair(const dsl::Program& p, const Analysis& a, std::string& why) {
+  for (int pass = 1; pass < a.passes; ++pass) {
+    std::vector<const Definition*> here, next;
+    for (const Definition& d : p.defs) {
+      if (d.reduce == ReduceOp::none || d.reduce == ReduceOp::scan) continue;
+      const int level = a.nodes.at(d.name).level;
+      if (level == pass) here.push_back(&d);
+      if (level == pass + 1) next.push_back(&d);
+    }
+    if (here.size() != 1 || next.size() != 1 || here[0]->reduce != ReduceOp::max || next[0]->reduce != ReduceOp::sum)
+      continue;
+    const Definition& m = *here[0];
+    const Definition& s = *next[0];
+    if (m.type != Type::f32 || s.type != Type::f32 || m.body.type != Type::f32 || s.body.type != Type::f32) continue;
+    const Expr* body = &s.body;
+    if (body->kind == Expr::Kind::read) {
+      const Definition* e = p.def(body->name);
+      if (!e || e->reduce != ReduceOp::none || a.nodes.at(e->name).shape != Shape::element) continue;
+      body = &e->body;
+    }
+    const bool exp_of_difference = body->kind == Expr::Kind::call && body->name == "exp" && body->args.size() == 1 &&
+                                   body->args[0].kind == Expr::Kind::binary && body->args[0].op == "-";
+    if (!exp_of_difference) continue;
+    const Expr& u = body->args[0].args[0];
+    const Expr& max_read = body->args[0].args[1];
+    if (max_read.kind != Expr::Kind::read || max_read.name != m.name || format_expr(u) != format_expr(m.body)) continue;
+    return pass;
+  }
+  why = "this program has no pass m[r] = max(u) over c followed by a pass s[r] = sum(exp(u - m[r])) over c of the "
+        "same u, each its pass's only reduction";
+  return 0;
+}
+
 RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, rowwise_family());
   RowKnobs s;
@@ -292,6 +331,30 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.keep && s.cache != "registers")
     throw Refused("keep = registers holds values in the register cache's unrolled steps, so cache_row must be "
                   "registers, not " + s.cache);
+  {
+    const dsl::ScheduleValue& v = k.value("blocks_per_sm");
+    if (v.kind == dsl::ScheduleValue::Kind::integer) {
+      if (v.integer < 1 || v.integer > 32)
+        throw Refused("blocks_per_sm = " + std::to_string(v.integer) + " must be between 1 and 32, or auto");
+      if (v.integer * threads > 2048)
+        throw Refused("blocks_per_sm = " + std::to_string(v.integer) + " of threads = " + std::to_string(threads) +
+                      " asks for " + std::to_string(v.integer * threads) + " threads per SM; an SM holds 2048");
+      s.blocks_per_sm = static_cast<int>(v.integer);
+    } else if (!(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
+      throw Refused("blocks_per_sm = " + v.ident + " must be an integer or auto");
+    }
+  }
+  if (k.one_of("online", {0, 1}) == 1) {
+    std::string why;
+    s.online_pass = online_pair(p, a, why);
+    if (!s.online_pass) throw Refused("online = 1 fuses a max pass with the sum of exp(u - max) after it; " + why);
+    if (s.cache != "registers")
+      throw Refused("online = 1 takes each thread's maximum and then its sum over the row it holds, so cache_row must "
+                    "be registers, not " + s.cache);
+    if (s.keep)
+      throw Refused("online = 1 sums exp(u - m) with each thread's own maximum, which the write pass cannot reuse, so "
+                    "keep must be none");
+  }
   if (s.vector * a.widest_access > 16)
     throw Refused("vector = " + std::to_string(s.vector) + " moves " + std::to_string(s.vector * a.widest_access) +
                   " bytes per access of a " + std::to_string(a.widest_access) +
@@ -346,6 +409,8 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.cache == "registers") n += "_regs";
   if (s.cache == "shared") n += "_smem";
   if (s.keep) n += "_keep";
+  if (s.online_pass) n += "_online";
+  if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -657,6 +722,37 @@ class Generator {
              "  return before + in_warp;\n"
              "}\n";
     }
+    if (online_) {
+      const std::string e = s_.fast_math ? "__expf" : "expf";
+      s += "// online = 1: a (maximum, sum of exp(u - maximum)) pair merged with another: the larger\n"
+           "// maximum, each sum rescaled to it. A side whose maximum is the merged one keeps its sum as is\n"
+           "// (no exp(-inf - (-inf)) when both are -inf).\n"
+           "__device__ __forceinline__ void merge_max_sum(float& m, float& s, float mo, float so) {\n"
+           "  const float mn = max_nan(m, mo);\n"
+           "  s = s * (m == mn ? 1.0f : " + e + "(m - mn)) + so * (mo == mn ? 1.0f : " + e + "(mo - mn));\n"
+           "  m = mn;\n"
+           "}\n"
+           "// The pair over the 32 lanes of a warp; every lane gets the same pair (each step is symmetric).\n"
+           "__device__ __forceinline__ void warp_max_sum(float& m, float& s) {\n"
+           "  for (int offset = 16; offset > 0; offset /= 2) {\n"
+           "    const float mo = __shfl_xor_sync(0xffffffffu, m, offset), so = __shfl_xor_sync(0xffffffffu, s, offset);\n"
+           "    merge_max_sum(m, s, mo, so);\n"
+           "  }\n"
+           "}\n";
+      if (block)
+        s += "// The pair over the kThreadsPerRow threads of one row: warps, then the warps' pairs in order.\n"
+             "__device__ __forceinline__ void row_max_sum(float& m, float& s, float* m_partials, float* s_partials, int lane) {\n"
+             "  warp_max_sum(m, s);\n"
+             "  if (lane % 32 == 0) {\n"
+             "    m_partials[lane / 32] = m;\n"
+             "    s_partials[lane / 32] = s;\n"
+             "  }\n"
+             "  __syncthreads();\n"
+             "  m = m_partials[0];\n"
+             "  s = s_partials[0];\n"
+             "  for (int w = 1; w < kWarpsPerRow; ++w) merge_max_sum(m, s, m_partials[w], s_partials[w]);\n"
+             "}\n";
+    }
     return s;
   }
 
@@ -818,6 +914,7 @@ class Generator {
   std::map<std::string, std::string> row_values_;  // per-row definitions: the local holding them
   std::map<std::string, std::string> recips_;      // math = fast: divisor (as text) -> its reciprocal's local
   std::string kept_guard_;                         // when set, a kept value is read only where it holds
+  bool online_ = false;                            // online = 1: the pair helpers are needed
 
   // Whether `e` has one value per row: it reads row definitions and row reads of parameters only.
   bool row_uniform(const Expr& e) const {
@@ -1009,6 +1106,71 @@ class Generator {
     close_walk(w);
   }
 
+  // __launch_bounds__: the block's threads, and with blocks_per_sm the blocks the compiler must fit
+  // on an SM (it caps the registers per thread at 65536 / (threads * blocks)).
+  std::string launch_bounds() const {
+    if (!s_.blocks_per_sm) return "__launch_bounds__(kThreads)";
+    return "__launch_bounds__(kThreads, " + std::to_string(s_.blocks_per_sm) + ")";
+  }
+
+  // online = 1: the max pass `pass` and the sum pass after it as one (online softmax). Each thread
+  // takes the maximum m_t of its part of the row, then its sum of exp(u - m_t); the row's pairs
+  // merge as (max(m1, m2), s1 * exp(m1 - m) + s2 * exp(m2 - m)), one group reduction instead of
+  // two. Where the program's terms would be exp(-inf - (-inf)) = NaN, the sum is NaN as well: a
+  // thread whose values are all -inf holds (-inf, 0), and a row whose maximum is -inf sums to NaN
+  // (0 if it is empty).
+  void online_passes(Writer& w, int pass, const Walk& walk, const std::string& first_lane) {
+    const Definition *m = nullptr, *s = nullptr;
+    for (const Definition& d : p_.defs) {
+      if (!is_reduction(d)) continue;
+      if (node(d).level == pass) m = &d;
+      if (node(d).level == pass + 1) s = &d;
+    }
+    helpers_.use("max_nan", Type::f32);
+    online_ = true;
+    w.comment("Passes " + std::to_string(pass) + " and " + std::to_string(pass + 1) +
+              ", fused (online = 1): this thread's maximum, then its sum with that maximum, merged by rescaling:");
+    w.line("//   " + format_definition(*m));
+    w.line("//   " + format_definition(*s));
+    declare_acc(w, *m);
+    declare_acc(w, *s);
+    for (const Definition* d : {m, s}) {
+      std::vector<const Definition*> computed = element_closure({d});
+      computed.push_back(d);
+      declare_reciprocals(w, computed, node(*d).level);
+      open_walk(w, walk);
+      w.open("if (c0 < " + walk.end + ")");
+      std::map<std::string, std::string> element;
+      load_packs(w, element_params({d}), node(*d).level, element, false);
+      w.line("#pragma unroll");
+      w.open("for (int j = 0; j < kVec; ++j)");
+      element_locals(w, element_closure({d}), element, node(*d).level);
+      w.line(update(*d, body_code(*d, element)));
+      w.close();
+      w.close();
+      close_walk(w);
+      if (d == m) {
+        const std::string own = names_.derived(m->name, "own");
+        w.line("const float " + own + " = " + acc_name(*m) + ";  // this thread's maximum");
+        row_values_[m->name] = own;
+      }
+    }
+    const std::string ma = acc_name(*m), sa = acc_name(*s);
+    w.line("if (" + row_values_.at(m->name) + " == -INFINITY) " + sa + " = 0.0f;  // all -inf (or none): no terms");
+    if (warp())
+      w.line("warp_max_sum(" + ma + ", " + sa + ");");
+    else
+      w.line("row_max_sum(" + ma + ", " + sa + ", " + partials_name(*m) + "[slot], " + partials_name(*s) + "[slot], lane);");
+    w.line("if (" + ma + " == -INFINITY && " + col_dim_ + " > 0) " + sa + " = NAN;  // exp(-inf - (-inf)) terms");
+    row_values_.erase(m->name);
+    for (const Definition* d : {m, s}) {
+      finish_value(w, *d, acc_name(*d));
+      row_output(w, *d, first_lane);
+    }
+    row_definitions(w, pass, first_lane);
+    row_definitions(w, pass + 1, first_lane);
+  }
+
   // The group-wide result of reduction d from this thread's accumulator (or chunk's, two_pass).
   std::string combined(const Definition& d) {
     const std::string acc = acc_name(d);
@@ -1160,7 +1322,7 @@ class Generator {
     // With the row in registers, the kernel also takes the number of cached steps: the launcher
     // picks the smallest power of two that covers the row, so a short row holds few registers.
     w.line(s_.cache == "registers" ? "template <int kVec, int kCacheTiles>" : "template <int kVec>");
-    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + tensor_params() + "int64_t rows)");
+    w.open("__global__ void " + launch_bounds() + " " + name_ + "(" + tensor_params() + "int64_t rows)");
     std::vector<const Definition*> shared_defs;
     for (const Definition& d : p_.defs)
       if (is_reduction(d) || d.reduce == ReduceOp::scan) shared_defs.push_back(&d);
@@ -1190,6 +1352,11 @@ class Generator {
     row_definitions(body, 0, first_lane);
     for (int pass = 1; pass <= a_.passes; ++pass) {
       body.line();
+      if (pass == s_.online_pass) {
+        online_passes(body, pass, walk, first_lane);
+        ++pass;
+        continue;
+      }
       reduction_pass(body, pass, walk);
       for (const Definition& d : p_.defs) {
         if (!is_reduction(d) || node(d).level != pass) continue;
@@ -1331,7 +1498,7 @@ class Generator {
       else
         w.comment("Pass " + std::to_string(pass) + " kernel: per-chunk partial results of " + pass_summary(pass) + ".");
       w.line("template <int kVec>");
-      w.open("__global__ void __launch_bounds__(kThreads) " + kname + "(" + tensor_params() +
+      w.open("__global__ void " + launch_bounds() + " " + kname + "(" + tensor_params() +
              ws_params(pass - 1, finish ? -1 : pass) + "int64_t splits, int64_t chunk)");
       partials_decl(w, reds);
       if (!reds.empty()) w.line("const int slot = 0;  // one row per block");
@@ -1585,6 +1752,8 @@ const FamilyGenerator& rowwise_family() {
           {"unroll", "1", {"1", "2", "4"}},
           {"math", "precise", {"precise", "fast"}},
           {"keep", "none", {"none", "registers"}},
+          {"online", "0", {"0", "1"}},
+          {"blocks_per_sm", "auto", {"auto", "5"}},
       },
       &check,
       &generate,

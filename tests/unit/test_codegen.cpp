@@ -344,7 +344,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll, math, keep");
+            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"keep", "registers"}, {"cache_row", "shared"}})),
             "keep = registers holds values in the register cache's unrolled steps, so cache_row must be registers, "
@@ -364,6 +364,35 @@ TEST(Codegen, RefusesWithExactReasons) {
                               {{"keep", "registers"}, {"cache_row", "registers"}})),
             "keep = registers keeps element definitions that call exp, log, tanh, sigmoid, silu or gelu and that "
             "several passes read; this program has none");
+  // online = 1 fuses softmax's max pass and sum pass; it needs the row in registers and no kept exp.
+  EXPECT_EQ(refusal(scheduled(sm, {{"online", "1"}, {"cache_row", "registers"}})), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(scheduled(sm, {{"online", "1"}, {"cache_row", "registers"}})),
+            "rowwise_softmax_f32_t256_v4_r1_block_regs_online");
+  EXPECT_EQ(refusal(scheduled(sm, {{"online", "1"}})),
+            "online = 1 takes each thread's maximum and then its sum over the row it holds, so cache_row must be "
+            "registers, not none");
+  EXPECT_EQ(refusal(scheduled(sm, {{"online", "1"}, {"cache_row", "registers"}, {"keep", "registers"}})),
+            "online = 1 sums exp(u - m) with each thread's own maximum, which the write pass cannot reuse, so keep "
+            "must be none");
+  EXPECT_EQ(refusal(scheduled(parse(kRmsnormBf16), {{"online", "1"}, {"cache_row", "registers"}})),
+            "online = 1 fuses a max pass with the sum of exp(u - max) after it; this program has no pass m[r] = "
+            "max(u) over c followed by a pass s[r] = sum(exp(u - m[r])) over c of the same u, each its pass's only "
+            "reduction");
+  // The sum of exp of another value than the maximum's is not the pair softmax fuses.
+  EXPECT_EQ(refusal(scheduled(parse("kernel sm2(X: f32[R, C], Z: f32[R, C]) -> (Y: f32[R, C]) {\n"
+                                    "  m[r] = max(X[r, c]) over c\n  s[r] = sum(exp(Z[r, c] - m[r])) over c\n"
+                                    "  Y[r, c] = exp(X[r, c] - m[r]) / s[r]\n}\n"),
+                              {{"online", "1"}, {"cache_row", "registers"}}))
+                .rfind("online = 1 fuses a max pass", 0),
+            0u);
+  // blocks_per_sm: __launch_bounds__'s second argument, within the SM's 2048 threads.
+  EXPECT_EQ(codegen::kernel_name(scheduled(sm, {{"blocks_per_sm", "5"}})), "rowwise_softmax_f32_t256_v4_r1_block_b5");
+  EXPECT_NE(codegen::generate_cuda(scheduled(sm, {{"blocks_per_sm", "5"}}), {}).find("__launch_bounds__(kThreads, 5)"),
+            std::string::npos);
+  EXPECT_EQ(refusal(scheduled(sm, {{"blocks_per_sm", "9"}})),
+            "blocks_per_sm = 9 of threads = 256 asks for 2304 threads per SM; an SM holds 2048");
+  EXPECT_EQ(refusal(scheduled(sm, {{"blocks_per_sm", "0"}})), "blocks_per_sm = 0 must be between 1 and 32, or auto");
+  EXPECT_EQ(refusal(scheduled(sm, {{"blocks_per_sm", "many"}})), "blocks_per_sm = many must be an integer or auto");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "2048"}})),
             "threads = 2048 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "warp"}})), "threads = warp must be an integer");
@@ -521,7 +550,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 * 2 * 2 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -586,6 +615,55 @@ TEST(Codegen, EveryExampleOfTheCardCompiles) {
   EXPECT_EQ(cutlass, 1);
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+// online = 1 on the host against the interpreter where the two-pass form's special values come
+// from: rows all -inf (NaN: exp(-inf - (-inf))), a +inf (NaN), a NaN, a single finite value among
+// -infs, values whose exp overflows without the shift, and threads that hold no element of a short
+// row; then an empty row (the max's identity -inf, the empty sum 0, log-sum-exp -inf).
+TEST(Codegen, OnlineMaxSumKeepsTheTwoPassSpecialValues) {
+  const dsl::Program lse = parse(
+      "kernel lse(X: f32[R, C]) -> (L: f32[R]) {\n  m[r] = max(X[r, c]) over c\n  e[r, c] = exp(X[r, c] - m[r])\n"
+      "  s[r] = sum(e[r, c]) over c\n  L[r] = m[r] + log(s[r])\n}\n"
+      "schedule {\n  cache_row = registers\n  online = 1\n  threads = 64\n}\n");
+  ASSERT_EQ(refusal(lse), "(accepted)");
+  const double inf = INFINITY, nan = std::nan("");
+  const int64_t R = 6, C = 40;  // 64 threads: 24 of them hold nothing
+  std::vector<double> x(R * C);
+  for (int64_t c = 0; c < C; ++c) {
+    x[0 * C + c] = std::sin(0.7 * c) * 3;
+    x[1 * C + c] = -inf;
+    x[2 * C + c] = c == 17 ? inf : 1.0;
+    x[3 * C + c] = c == 33 ? nan : -2.0;
+    x[4 * C + c] = c == 39 ? 3.0 : -inf;
+    x[5 * C + c] = 80 + c * 0.25;
+  }
+  const std::vector<double> want = codegen::interpret(lse, {{"R", R}, {"C", C}}, {{"X", x}})["L"];
+  codegen::HostBuild b = codegen::build_for_host(codegen::generate_cuda(lse, {}));
+  ASSERT_TRUE(b.ok) << b.message;
+  auto run = [&](int64_t rows, int64_t cols, const std::vector<double>& in) {
+    std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(std::max<int64_t>(1, rows * cols) * 4), HostVec<uint8_t>(rows * 4, 0xFF)};
+    for (size_t i = 0; i < in.size(); ++i) store_from_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i), in[i]);
+    codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {rows, cols});
+    EXPECT_TRUE(r.ok && r.rc == 0) << r.message;
+    std::vector<double> got;
+    for (int64_t i = 0; i < rows; ++i) got.push_back(load_as_double(DType::f32, bufs[1].data(), i));
+    return got;
+  };
+  const std::vector<double> got = run(R, C, x);
+  ASSERT_EQ(got.size(), want.size());
+  for (int64_t i = 0; i < R; ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "row " << i << ": " << got[i];
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i]))) << "row " << i;
+    }
+  }
+  EXPECT_TRUE(std::isnan(want[1]) && std::isnan(want[2]) && std::isnan(want[3]));
+  EXPECT_NEAR(got[4], 3.0, 1e-6);
+  const std::vector<double> empty = run(2, 0, {});
+  EXPECT_EQ(empty, (std::vector<double>{-inf, -inf}));
+  EXPECT_EQ(codegen::interpret(lse, {{"R", 2}, {"C", 0}}, {{"X", {}}})["L"], (std::vector<double>{-inf, -inf}));
 }
 
 // --- the interpreter ---------------------------------------------------------------------------
@@ -742,12 +820,21 @@ TEST(HostEmulation, GeneratedCodePassesTheTasksCorrectnessChecks) {
       {"softmax_bf16", {{"cache_row", "registers"}, {"keep", "registers"}, {"math", "fast"}, {"vector", "8"},
                         {"items_per_thread", "2"}, {"threads", "128"}}},
   };
+  // online = 1: softmax's max and sum passes as one, each thread's (max, sum) pair merged by
+  // rescaling; by warps (several rows per block) and by blocks.
+  const std::map<std::string, Schedule> fourth = {
+      {"softmax_f32", {{"cache_row", "registers"}, {"online", "1"}, {"reduction", "warp"}, {"threads", "64"},
+                       {"rows_per_block", "2"}}},
+      {"softmax_bf16", {{"cache_row", "registers"}, {"online", "1"}, {"math", "fast"}, {"vector", "8"},
+                        {"items_per_thread", "2"}, {"threads", "128"}}},
+  };
   for (const TaskProgram& tp : task_programs()) {
     Task t = load_task(resolve_task_path(tp.task));
     Reference ref(t);
     const dsl::Program base = parse(tp.program);
     std::vector<dsl::Program> programs = {base, scheduled(base, second.at(tp.task))};
     if (third.count(tp.task)) programs.push_back(scheduled(base, third.at(tp.task)));
+    if (fourth.count(tp.task)) programs.push_back(scheduled(base, fourth.at(tp.task)));
     for (const dsl::Program& p : programs) {
       ASSERT_EQ(refusal(p, binding_of(t)), "(accepted)") << tp.task;
       const std::string name = codegen::kernel_name(p);

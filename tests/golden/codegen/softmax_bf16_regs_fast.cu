@@ -45,6 +45,13 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, kVec>& x) {
 // NaN-propagating maximum, as PyTorch's: a NaN operand wins.
 template <typename T>
 __device__ __forceinline__ T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#endif
 // Sum over the 32 lanes of a warp by butterfly shuffles; every lane gets the same total.
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
