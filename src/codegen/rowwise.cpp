@@ -1083,13 +1083,62 @@ class Generator {
   }
 
   // A reduction pass: the reductions of level `pass`, accumulated over the walk.
+  // The 16-bit element parameter whose widened value is the whole body of max or min reduction d
+  // (m[r] = max(f32(X[r, c])) over c), or nullptr.
+  const ParamUse* packed_extreme(const Definition& d) const {
+    if (d.reduce != ReduceOp::max && d.reduce != ReduceOp::min) return nullptr;
+    const Expr& b = d.body;
+    if (b.kind != Expr::Kind::cast || b.type != Type::f32 || b.args[0].kind != Expr::Kind::read) return nullptr;
+    const Expr& r = b.args[0];
+    if (!is_half(r.type)) return nullptr;
+    for (const ParamUse& u : a_.params) {
+      if (u.param->name != r.name || !u.element) continue;
+      for (const dsl::IndexExpr& ix : r.indices)
+        if (!ix.plus.empty() || ix.offset != 0) return nullptr;
+      return &u;
+    }
+    return nullptr;
+  }
+
+  // The extreme of pairs for a max or min reduction of a widened 16-bit input (packed_extreme):
+  // the pairs are compared in the input's own type (__hmax2_nan / __hmin2_nan: exact, as the
+  // widening is, and a NaN wins) instead of a conversion and a comparison per element, and the
+  // pair is widened into the accumulator once after the walk.
+  struct PairForm {
+    std::string pair, t2, dup, op, widen;
+  };
+  PairForm pair_form(const Definition& d, const ParamUse& u) {
+    const bool bf = u.param->type == Type::bf16, is_max = d.reduce == ReduceOp::max;
+    PairForm f;
+    f.pair = names_.derived(d.name, "pair");
+    f.t2 = bf ? "__nv_bfloat162" : "__half2";
+    f.dup = bf ? "__bfloat162bfloat162" : "__half2half2";
+    f.op = is_max ? "__hmax2_nan" : "__hmin2_nan";
+    f.widen = std::string(is_max ? "max_nan" : "min_nan") + "(__low2float(" + f.pair + "), __high2float(" + f.pair + "))";
+    helpers_.use(is_max ? "max_nan" : "min_nan", Type::f32);
+    return f;
+  }
+
   void reduction_pass(Writer& w, int pass, const Walk& walk) {
     std::vector<const Definition*> reds;
     for (const Definition& d : p_.defs)
       if (is_reduction(d) && node(d).level == pass) reds.push_back(&d);
     w.comment("Pass " + std::to_string(pass) + ":");
     for (const Definition* d : reds) w.line("//   " + format_definition(*d));
-    for (const Definition* d : reds) declare_acc(w, *d);
+    std::vector<const Definition*> plain;
+    std::vector<std::pair<const ParamUse*, PairForm>> pairs;
+    for (const Definition* d : reds) {
+      declare_acc(w, *d);
+      if (const ParamUse* u = packed_extreme(*d)) {
+        PairForm f = pair_form(*d, *u);
+        const std::string one = u->param->type == Type::bf16 ? "__float2bfloat16" : "__float2half";
+        w.line(f.t2 + " " + f.pair + " = " + f.dup + "(" + one + "(" + (d->reduce == ReduceOp::max ? "-INFINITY" : "INFINITY") +
+               "));  // pairs of " + dsl::type_name(u->param->type) + ", compared in that type");
+        pairs.emplace_back(u, f);
+      } else {
+        plain.push_back(d);
+      }
+    }
     std::vector<const Definition*> computed = element_closure(reds);
     computed.insert(computed.end(), reds.begin(), reds.end());
     declare_reciprocals(w, computed, pass);
@@ -1097,13 +1146,25 @@ class Generator {
     w.open("if (c0 < " + walk.end + ")");
     std::map<std::string, std::string> element;
     load_packs(w, element_params(reds), pass, element, false);
-    w.line("#pragma unroll");
-    w.open("for (int j = 0; j < kVec; ++j)");
-    element_locals(w, element_closure(reds), element, pass);
-    for (const Definition* d : reds) w.line(update(*d, body_code(*d, element)));
-    w.close();
+    if (!plain.empty()) {
+      w.line("#pragma unroll");
+      w.open("for (int j = 0; j < kVec; ++j)");
+      element_locals(w, element_closure(plain), element, pass);
+      for (const Definition* d : plain) w.line(update(*d, body_code(*d, element)));
+      w.close();
+    }
+    for (const auto& [u, f] : pairs) {
+      const std::string pack = names_.derived(u->param->name, "pack");
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j + 1 < kVec; j += 2) " + f.pair + " = " + f.op + "(" + f.pair + ", " + f.t2 + "(" + pack +
+             ".v[j], " + pack + ".v[j + 1]));");
+      w.line("if (kVec % 2 == 1) " + f.pair + " = " + f.op + "(" + f.pair + ", " + f.dup + "(" + pack + ".v[kVec - 1]));");
+    }
     w.close();
     close_walk(w);
+    size_t at = 0;
+    for (const Definition* d : reds)
+      if (packed_extreme(*d)) w.line(acc_name(*d) + " = " + pairs[at++].second.widen + ";");
   }
 
   // __launch_bounds__: the block's threads, and with blocks_per_sm the blocks the compiler must fit

@@ -666,6 +666,56 @@ TEST(Codegen, OnlineMaxSumKeepsTheTwoPassSpecialValues) {
   EXPECT_EQ(codegen::interpret(lse, {{"R", 2}, {"C", 0}}, {{"X", {}}})["L"], (std::vector<double>{-inf, -inf}));
 }
 
+// The maximum (minimum) of a widened 16-bit input, taken in pairs in the input's own type: the
+// same values as widening each element, NaN winning, -inf rows, and odd row lengths (the packs of
+// one element, where the pairs repeat it).
+TEST(Codegen, PackedExtremesOf16BitInputsMatchTheInterpreter) {
+  const double inf = INFINITY, nan = std::nan("");
+  for (const char* type : {"bf16", "f16"}) {
+    const std::string text = std::string("kernel ext(X: ") + type + "[R, C]) -> (M: f32[R], N: f32[R]) {\n"
+                             "  M[r] = max(f32(X[r, c])) over c\n  N[r] = min(f32(X[r, c])) over c\n}\n"
+                             "schedule {\n  vector = 8\n  threads = 64\n}\n";
+    const dsl::Program p = parse(text);
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const std::string src = codegen::generate_cuda(p, {});
+    EXPECT_NE(src.find("__hmax2_nan("), std::string::npos) << src;
+    EXPECT_NE(src.find("__hmin2_nan("), std::string::npos) << src;
+    codegen::HostBuild b = codegen::build_for_host(src);
+    ASSERT_TRUE(b.ok) << b.message;
+    const DType dt = *parse_dtype(type);
+    for (int64_t C : {int64_t(48), int64_t(45)}) {  // packs of 8, and of 1 (45 is no multiple of 8)
+      const int64_t R = 5;
+      std::vector<double> x(R * C);
+      for (int64_t c = 0; c < C; ++c) {
+        x[0 * C + c] = std::cos(0.3 * c) * 100;
+        x[1 * C + c] = -inf;
+        x[2 * C + c] = c == C - 2 ? nan : 1.5;
+        x[3 * C + c] = c == 7 ? inf : -c;
+        x[4 * C + c] = c == C - 1 ? -inf : 0.25 * c;
+      }
+      std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(R * C * dtype_size(dt)), HostVec<uint8_t>(R * 4, 0xFF),
+                                            HostVec<uint8_t>(R * 4, 0xFF)};
+      std::vector<double> rounded(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        store_from_double(dt, bufs[0].data(), static_cast<int64_t>(i), x[i]);
+        rounded[i] = load_as_double(dt, bufs[0].data(), static_cast<int64_t>(i));
+      }
+      codegen::HostArrays want = codegen::interpret(p, {{"R", R}, {"C", C}}, {{"X", rounded}});
+      codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {R, C});
+      ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+      for (int64_t i = 0; i < R; ++i) {
+        for (int k : {1, 2}) {
+          const double got = load_as_double(DType::f32, bufs[k].data(), i), w = want[k == 1 ? "M" : "N"][i];
+          if (std::isnan(w))
+            EXPECT_TRUE(std::isnan(got)) << type << " C=" << C << " row " << i;
+          else
+            EXPECT_EQ(got, w) << type << " C=" << C << " row " << i << (k == 1 ? " max" : " min");
+        }
+      }
+    }
+  }
+}
+
 // --- the interpreter ---------------------------------------------------------------------------
 
 TEST(Interpreter, ArgmaxScanAndCastSemantics) {

@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(kThreads) rowwise_softmax_bf16_t512_v8_r1_bloc
     // Pass 1:
     //   m[r] = max(f32(X[r, c])) over c
     float m_acc = -INFINITY;
+    __nv_bfloat162 m_pair = __bfloat162bfloat162(__float2bfloat16(-INFINITY));  // pairs of bf16, compared in that type
     #pragma unroll
     for (int t = 0; t < kCacheTiles; ++t) {
       const int64_t tile = (int64_t)t * kTile;
@@ -127,12 +128,13 @@ __global__ void __launch_bounds__(kThreads) rowwise_softmax_bf16_t512_v8_r1_bloc
         if (c0 < C) {
           const Pack<__nv_bfloat16, kVec> X_pack = X_cache[t][item];
           #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            m_acc = max_nan(m_acc, __bfloat162float(X_pack.v[j]));
-          }
+          for (int j = 0; j + 1 < kVec; j += 2) m_pair = __hmax2_nan(
+              m_pair, __nv_bfloat162(X_pack.v[j], X_pack.v[j + 1]));
+          if (kVec % 2 == 1) m_pair = __hmax2_nan(m_pair, __bfloat162bfloat162(X_pack.v[kVec - 1]));
         }
       }
     }
+    m_acc = max_nan(__low2float(m_pair), __high2float(m_pair));
     const float m = row_max(m_acc, m_partials[slot], lane);
 
     // Pass 2:
