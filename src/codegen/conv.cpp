@@ -42,6 +42,7 @@ const std::vector<std::string> kInternal = {
     "taps_r", "taps_s", "taps", "pixels", "plane", "depth", "tile_m", "tile_n", "img", "base_h", "base_w", "live",
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
     "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
+    "plane32", "q32", "pix32", "n32", "rest32", "oh32",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
 
@@ -630,6 +631,9 @@ class Generator {
     w.line("const int taps_r = int(" + R() + "), taps_s = int(" + S() + "), taps = taps_r * taps_s;");
     if (a_.nhwc) w.line("const int chans = int(" + C() + ");");
     w.line("const int64_t plane = " + P() + " * " + Q() + ", pixels = " + batch() + " * plane;");
+    w.comment("Pixels are decoded in 32 bits (ksol_run refuses more than 2^31 - 1 of them): a 64-bit division costs "
+              "several times a 32-bit one, and every staged element and every output row decodes its pixel.");
+    w.line("const int plane32 = int(plane), q32 = int(" + Q() + ");");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");
     w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once.");
@@ -641,10 +645,11 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     w.line(std::string("const int64_t pix = tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM") + ";");
     w.line("live[l] = e < kBK * kBM && pix < pixels;");
-    w.line("const int64_t img_n = live[l] ? pix / plane : 0, rest = live[l] ? pix - img_n * plane : 0;");
-    w.line("img[l] = " + X() + " + img_n * " + C() + " * " + H() + " * " + W() + ";");
-    w.line("base_h[l] = " + times(a_.stride_h, "int(rest / " + Q() + ")") + plus_offset(a_.off_h) + ";");
-    w.line("base_w[l] = " + times(a_.stride_w, "int(rest % " + Q() + ")") + plus_offset(a_.off_w) + ";");
+    w.line("const int pix32 = live[l] ? int(pix) : 0, n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;");
+    w.line("const int oh32 = rest32 / q32;");
+    w.line("img[l] = " + X() + " + int64_t(n32) * " + C() + " * " + H() + " * " + W() + ";");
+    w.line("base_h[l] = " + times(a_.stride_h, "oh32") + plus_offset(a_.off_h) + ";");
+    w.line("base_w[l] = " + times(a_.stride_w, "(rest32 - oh32 * q32)") + plus_offset(a_.off_w) + ";");
     w.close();
     w.line("float acc[kTM][kTN];");
     w.line("#pragma unroll");
@@ -675,9 +680,11 @@ class Generator {
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
     w.line("if (pix >= pixels) continue;");
-    w.line("const int64_t img_n = pix / plane, rest = pix - img_n * plane;");
-    if (uses_h_) w.line("const int64_t oh = rest / " + Q() + ";");
-    if (uses_w_) w.line("const int64_t ow = rest " + (uses_h_ ? "- oh * " + Q() : "% " + Q()) + ";");
+    w.line("const int pix32 = int(pix), n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;");
+    w.line("const int64_t img_n = n32, rest = rest32;");
+    if (uses_h_ || uses_w_) w.line("const int oh32 = rest32 / q32;");
+    if (uses_h_) w.line("const int64_t oh = oh32;");
+    if (uses_w_) w.line("const int64_t ow = rest32 - oh32 * q32;");
     const std::string out_type = cuda_type(a_.out->type);
     if (a_.nhwc)
       w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
@@ -808,7 +815,7 @@ class Generator {
       w.close();
     }
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
-    w.line("if (tiles_m > 2147483647 || tiles_n > 65535) return 3;");
+    w.line("if (pixels > 2147483647 || tiles_n > 65535) return 3;  // pixels are decoded in 32 bits");
     w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
     w.line("if (" + C() + " * " + R() + " * " + S() + " > 2147483647 - kBK || " + H() + " > 1000000000 || " + W() +
            " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {

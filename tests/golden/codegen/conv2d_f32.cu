@@ -31,6 +31,10 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
   // past 10^8, ksol_run checks the rest); addresses are 64-bit.
   const int taps_r = int(3), taps_s = int(3), taps = taps_r * taps_s;
   const int64_t plane = H * W, pixels = N * plane;
+  // Pixels are decoded in 32 bits (ksol_run refuses more than 2^31 - 1 of them): a 64-bit division
+  // costs several times a 32-bit one, and every staged element and every output row decodes its
+  // pixel.
+  const int plane32 = int(plane), q32 = int(W);
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
   // The pixel each image element this thread loads belongs to is the same in every slice: decode it
@@ -43,10 +47,11 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
     const int e = tid + l * kThreads;
     const int64_t pix = tile_m + e % kBM;
     live[l] = e < kBK * kBM && pix < pixels;
-    const int64_t img_n = live[l] ? pix / plane : 0, rest = live[l] ? pix - img_n * plane : 0;
-    img[l] = X + img_n * C * H * W;
-    base_h[l] = int(rest / W) - 1;
-    base_w[l] = int(rest % W) - 1;
+    const int pix32 = live[l] ? int(pix) : 0, n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;
+    const int oh32 = rest32 / q32;
+    img[l] = X + int64_t(n32) * C * H * W;
+    base_h[l] = oh32 - 1;
+    base_w[l] = (rest32 - oh32 * q32) - 1;
   }
   float acc[kTM][kTN];
   #pragma unroll
@@ -124,7 +129,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
   for (int i = 0; i < kTM; ++i) {
     const int64_t pix = tile_m + ty + i * kTY;
     if (pix >= pixels) continue;
-    const int64_t img_n = pix / plane, rest = pix - img_n * plane;
+    const int pix32 = int(pix), n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;
+    const int64_t img_n = n32, rest = rest32;
     float* out = Y + img_n * K * plane + rest;
     #pragma unroll
     for (int j = 0; j < kTN; ++j) {
@@ -153,7 +159,7 @@ extern "C" int ksol_run(const ksol_call* call) {
   const int64_t pixels = N * H * W;
   if (pixels == 0 || K == 0) return 0;
   const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (K + kBN - 1) / kBN;
-  if (tiles_m > 2147483647 || tiles_n > 65535) return 3;
+  if (pixels > 2147483647 || tiles_n > 65535) return 3;  // pixels are decoded in 32 bits
   // The kernel counts reduction positions and image rows and columns in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
