@@ -42,7 +42,7 @@ const std::vector<std::string> kInternal = {
     "taps_r", "taps_s", "taps", "pixels", "plane", "depth", "tile_m", "tile_n", "img", "base_h", "base_w", "live",
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
     "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
-    "plane32", "q32", "pix32", "n32", "rest32", "oh32",
+    "narrow", "ksol_decode",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
 
@@ -317,47 +317,54 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   const dsl::ScheduleValue& st = k.value("stages");
   if (st.kind == dsl::ScheduleValue::Kind::integer) s.stages = st.integer;
   else if (!(st.kind == dsl::ScheduleValue::Kind::ident && st.ident == "auto"))
-    throw Refused("stages = " + st.ident + " must be an integer or auto");
+    throw Refused("stages = " + value_text(st) + " must be an integer or auto");
   const std::string why = why_not_tma(a);
   if (mainloop == "tma" && !why.empty()) throw Refused("mainloop = tma: " + why + "; use mainloop = simt");
   s.tma = mainloop == "tma" || (mainloop == "auto" && why.empty());
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   const std::string cluster_text = "cluster = " + list_text(cluster);
   if (s.tma) {
-    // The family's default tile is the simt kernel's; the tma path's is 128 x 128 x one 128-byte
-    // swizzle row of channels.
-    const int elem = type_bytes(a.in_type);
-    if (!p.knob("tile")) tile = {128, 128, 128 / elem};
-    s.tile_m = tile[0], s.tile_n = tile[1], s.tile_k = tile[2];
-    const std::string mode = "mainloop = tma";
-    if (!(s.tile_m == 64 || s.tile_m == 128))
-      throw Refused(tile_text + ": " + mode + " takes 64 or 128 pixels per tile (one consumer warpgroup of WGMMAs)");
-    if (!(s.tile_n == 64 || s.tile_n == 128 || s.tile_n == 256))
-      throw Refused(tile_text + ": " + mode + " takes 64, 128 or 256 filters per tile");
-    if (s.tile_m * s.tile_n / 128 > 128)
-      throw Refused(tile_text + " holds " + std::to_string(s.tile_m * s.tile_n / 128) +
-                    " f32 accumulators per thread of its one consumer warpgroup; at most 128 fit in the registers");
-    const int64_t kbytes = s.tile_k * elem;
-    if (!(kbytes == 64 || kbytes == 128 || kbytes == 256))
-      throw Refused(tile_text + ": " + mode + " stages 64, 128 or 256 bytes of channels (" +
-                    (elem == 2 ? "32, 64 or 128 for 16-bit data" : "16, 32 or 64 for TF32") + ")");
-    if (tt != std::vector<int64_t>{4, 4})
-      throw Refused(tt_text + " is the simt kernel's; " + mode + " takes none (leave it [4, 4])");
-    const bool cluster_ok = cluster == std::vector<int64_t>{1, 1} || cluster == std::vector<int64_t>{2, 1} ||
-                            cluster == std::vector<int64_t>{1, 2};
-    if (!cluster_ok) throw Refused(cluster_text + ": " + mode + " takes cluster [1, 1], [2, 1] or [1, 2]");
-    s.cm = cluster[0], s.cn = cluster[1];
-    // The epilogue's staging (two subtiles of at most 64 x 32 outputs), a bias row and barriers.
-    const int64_t epi = 2 * 64 * 32 * type_bytes(a.out->type) + (a.fu.bias ? s.tile_n * 8 : 0) + 1024;
-    const int64_t per_stage = (s.tile_m + s.tile_n) * s.tile_k * elem + 16;
-    if (s.stages == 0) {
-      if ((kSharedLimitBytes - epi) / per_stage < 2) throw Refused(tile_text + ": not even two stages fit in 227 KB of shared memory");
-    } else {
-      if (s.stages < 2 || s.stages > 8) throw Refused("stages = " + std::to_string(s.stages) + " must be between 2 and 8, or auto");
-      if (s.stages * per_stage + epi > kSharedLimitBytes)
-        throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " +
-                      std::to_string(s.stages * per_stage) + " bytes of shared memory, plus about " + std::to_string(epi) +
-                      " for the epilogue: over the 232448 bytes (227 KB) of an sm_90 block");
+    // A schedule `auto` sent here says so when it is refused: the user may not have asked for tma.
+    try {
+      // The family's default tile is the simt kernel's; the tma path's is 128 x 128 x one 128-byte
+      // swizzle row of channels.
+      const int elem = type_bytes(a.in_type);
+      if (!p.knob("tile")) tile = {128, 128, 128 / elem};
+      s.tile_m = tile[0], s.tile_n = tile[1], s.tile_k = tile[2];
+      const std::string mode = "mainloop = tma";
+      if (!(s.tile_m == 64 || s.tile_m == 128))
+        throw Refused(tile_text + ": " + mode + " takes 64 or 128 pixels per tile (one consumer warpgroup of WGMMAs)");
+      if (!(s.tile_n == 64 || s.tile_n == 128 || s.tile_n == 256))
+        throw Refused(tile_text + ": " + mode + " takes 64, 128 or 256 filters per tile");
+      if (s.tile_m * s.tile_n / 128 > 128)
+        throw Refused(tile_text + " holds " + std::to_string(s.tile_m * s.tile_n / 128) +
+                      " f32 accumulators per thread of its one consumer warpgroup; at most 128 fit in the registers");
+      const int64_t kbytes = s.tile_k * elem;
+      if (!(kbytes == 64 || kbytes == 128 || kbytes == 256))
+        throw Refused(tile_text + ": " + mode + " stages 64, 128 or 256 bytes of channels (" +
+                      (elem == 2 ? "32, 64 or 128 for 16-bit data" : "16, 32 or 64 for TF32") + ")");
+      if (tt != std::vector<int64_t>{4, 4})
+        throw Refused(tt_text + " is the simt kernel's; " + mode + " takes none (leave it [4, 4])");
+      const bool cluster_ok = cluster == std::vector<int64_t>{1, 1} || cluster == std::vector<int64_t>{2, 1} ||
+                              cluster == std::vector<int64_t>{1, 2};
+      if (!cluster_ok) throw Refused(cluster_text + ": " + mode + " takes cluster [1, 1], [2, 1] or [1, 2]");
+      s.cm = cluster[0], s.cn = cluster[1];
+      // The epilogue's staging (two subtiles of at most 64 x 32 outputs), a bias row and barriers.
+      const int64_t epi = 2 * 64 * 32 * type_bytes(a.out->type) + (a.fu.bias ? s.tile_n * 8 : 0) + 1024;
+      const int64_t per_stage = (s.tile_m + s.tile_n) * s.tile_k * elem + 16;
+      if (s.stages == 0) {
+        if ((kSharedLimitBytes - epi) / per_stage < 2) throw Refused(tile_text + ": not even two stages fit in 227 KB of shared memory");
+      } else {
+        if (s.stages < 2 || s.stages > 8) throw Refused("stages = " + std::to_string(s.stages) + " must be between 2 and 8, or auto");
+        if (s.stages * per_stage + epi > kSharedLimitBytes)
+          throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " +
+                        std::to_string(s.stages * per_stage) + " bytes of shared memory, plus about " + std::to_string(epi) +
+                        " for the epilogue: over the 232448 bytes (227 KB) of an sm_90 block");
+      }
+    } catch (const Refused& r) {
+      if (mainloop == "tma") throw;
+      throw Refused(std::string(r.what()) + " (mainloop = auto takes tma for this program; mainloop = simt runs it "
+                    "on CUDA cores)");
     }
     return s;
   }
@@ -607,6 +614,23 @@ class Generator {
 
   void kernel(Writer& w, const std::string& value) {
     const std::string in = cuda_type(a_.in_type);
+    w.comment("Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for "
+              "every thread), else in 64.");
+    w.open("__device__ __forceinline__ void ksol_decode(int64_t pix, int64_t plane, int64_t q, bool narrow, int64_t& n, "
+           "int64_t& rest, int64_t& oh)");
+    w.open("if (narrow)");
+    w.line("const int p = int(pix), pl = int(plane), n32 = p / pl, r32 = p - n32 * pl;");
+    w.line("n = n32;");
+    w.line("rest = r32;");
+    w.line("oh = r32 / int(q);");
+    w.close();
+    w.open("else");
+    w.line("n = pix / plane;");
+    w.line("rest = pix - n * plane;");
+    w.line("oh = rest / q;");
+    w.close();
+    w.close();
+    w.line();
     w.comment("Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
               "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "
               "A block computes " + std::to_string(s_.bm) + " pixels x " + std::to_string(s_.bn) + " filters with " +
@@ -631,9 +655,9 @@ class Generator {
     w.line("const int taps_r = int(" + R() + "), taps_s = int(" + S() + "), taps = taps_r * taps_s;");
     if (a_.nhwc) w.line("const int chans = int(" + C() + ");");
     w.line("const int64_t plane = " + P() + " * " + Q() + ", pixels = " + batch() + " * plane;");
-    w.comment("Pixels are decoded in 32 bits (ksol_run refuses more than 2^31 - 1 of them): a 64-bit division costs "
-              "several times a 32-bit one, and every staged element and every output row decodes its pixel.");
-    w.line("const int plane32 = int(plane), q32 = int(" + Q() + ");");
+    w.comment("Pixels are decoded in 32 bits when there are fewer than 2^31 of them (a 64-bit division costs several "
+              "times a 32-bit one, and every staged element and every output row decodes its pixel), else in 64.");
+    w.line("const bool narrow = pixels <= 2147483647;");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");
     w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once.");
@@ -645,11 +669,11 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     w.line(std::string("const int64_t pix = tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM") + ";");
     w.line("live[l] = e < kBK * kBM && pix < pixels;");
-    w.line("const int pix32 = live[l] ? int(pix) : 0, n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;");
-    w.line("const int oh32 = rest32 / q32;");
-    w.line("img[l] = " + X() + " + int64_t(n32) * " + C() + " * " + H() + " * " + W() + ";");
-    w.line("base_h[l] = " + times(a_.stride_h, "oh32") + plus_offset(a_.off_h) + ";");
-    w.line("base_w[l] = " + times(a_.stride_w, "(rest32 - oh32 * q32)") + plus_offset(a_.off_w) + ";");
+    w.line("int64_t img_n, rest, oh;");
+    w.line("ksol_decode(live[l] ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+    w.line("img[l] = " + X() + " + img_n * " + C() + " * " + H() + " * " + W() + ";");
+    w.line("base_h[l] = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
+    w.line("base_w[l] = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
     w.close();
     w.line("float acc[kTM][kTN];");
     w.line("#pragma unroll");
@@ -680,11 +704,9 @@ class Generator {
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
     w.line("if (pix >= pixels) continue;");
-    w.line("const int pix32 = int(pix), n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;");
-    w.line("const int64_t img_n = n32, rest = rest32;");
-    if (uses_h_ || uses_w_) w.line("const int oh32 = rest32 / q32;");
-    if (uses_h_) w.line("const int64_t oh = oh32;");
-    if (uses_w_) w.line("const int64_t ow = rest32 - oh32 * q32;");
+    w.line("int64_t img_n, rest, oh;");
+    w.line("ksol_decode(pix, plane, " + Q() + ", narrow, img_n, rest, oh);");
+    if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
     const std::string out_type = cuda_type(a_.out->type);
     if (a_.nhwc)
       w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
@@ -760,12 +782,15 @@ class Generator {
            " + 1 - h_ - pad_h;");
     w.line("const int64_t pad_w_hi = (q_ - 1) * " + std::to_string(a_.stride_w) + " + (s_ - 1) * " + std::to_string(a_.dil_w) +
            " + 1 - w_ - pad_w;");
-    w.comment("CUTLASS's can_implement checks the paddings and the im2col corners; below 0 is not a padding.");
-    w.line("if (pad_h_hi < 0 || pad_w_hi < 0 || pad_h_hi > 256 || pad_w_hi > 256) return -1;");
+    w.comment("Below 0, the image's last rows or columns are never read: no padding gives the same extents "
+              "(CUTLASS's division drops the remainder), which the shape check below confirms. CUTLASS's "
+              "can_implement checks the paddings and the im2col corners.");
+    w.line("const int64_t pad_h_up = pad_h_hi < 0 ? 0 : pad_h_hi, pad_w_up = pad_w_hi < 0 ? 0 : pad_w_hi;");
+    w.line("if (pad_h_up > 256 || pad_w_up > 256) return -1;");
     w.line("ProblemShape problem(cutlass::conv::Mode::kCrossCorrelation,");
     w.line("                     {int(n_), int(h_), int(w_), int(c_)},  // the image [N, H, W, C]");
     w.line("                     {int(k_), int(r_), int(s_), int(c_)},  // the filter [K, R, S, C]");
-    w.line("                     {int(pad_h), int(pad_w)}, {int(pad_h_hi), int(pad_w_hi)},");
+    w.line("                     {int(pad_h), int(pad_w)}, {int(pad_h_up), int(pad_w_up)},");
     w.line("                     {" + std::to_string(a_.stride_h) + ", " + std::to_string(a_.stride_w) + "}, {" +
            std::to_string(a_.dil_h) + ", " + std::to_string(a_.dil_w) + "}, 1);");
     w.line("if (problem.shape_C[1] != p_ || problem.shape_C[2] != q_) return -1;");
@@ -815,7 +840,7 @@ class Generator {
       w.close();
     }
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
-    w.line("if (pixels > 2147483647 || tiles_n > 65535) return 3;  // pixels are decoded in 32 bits");
+    w.line("if (tiles_m > 2147483647 || tiles_n > 65535) return 3;");
     w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
     w.line("if (" + C() + " * " + R() + " * " + S() + " > 2147483647 - kBK || " + H() + " > 1000000000 || " + W() +
            " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {
@@ -850,8 +875,7 @@ const FamilyGenerator& family() {
           {"tile", "[64, 64, 16]",
            {"[32, 32, 8]", "[64, 32, 8]", "[64, 32, 16]", "[64, 64, 8]", "[64, 64, 16]", "[64, 64, 32]", "[64, 128, 16]",
             "[128, 32, 16]", "[128, 64, 8]", "[128, 64, 16]", "[128, 128, 8]", "[128, 128, 16]", "[128, 128, 32]",
-            "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]",
-            "[128, 256, 64]"}},
+            "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]"}},
           {"thread_tile", "[4, 4]", {"[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
           {"stages", "auto", {"auto", "4"}},

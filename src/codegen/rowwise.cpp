@@ -341,13 +341,16 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                       " asks for " + std::to_string(v.integer * threads) + " threads per SM; an SM holds 2048");
       s.blocks_per_sm = static_cast<int>(v.integer);
     } else if (!(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
-      throw Refused("blocks_per_sm = " + v.ident + " must be an integer or auto");
+      throw Refused("blocks_per_sm = " + value_text(v) + " must be an integer or auto");
     }
   }
   if (k.one_of("online", {0, 1}) == 1) {
     std::string why;
     s.online_pass = online_pair(p, a, why);
     if (!s.online_pass) throw Refused("online = 1 fuses a max pass with the sum of exp(u - max) after it; " + why);
+    if (s.reduction == "two_pass")
+      throw Refused("online = 1 merges each thread's pair within one kernel; reduction = two_pass splits a row over "
+                    "blocks, so reduction must be block or warp");
     if (s.cache != "registers")
       throw Refused("online = 1 takes each thread's maximum and then its sum over the row it holds, so cache_row must "
                     "be registers, not " + s.cache);
@@ -729,7 +732,13 @@ class Generator {
            "// (no exp(-inf - (-inf)) when both are -inf).\n"
            "__device__ __forceinline__ void merge_max_sum(float& m, float& s, float mo, float so) {\n"
            "  const float mn = max_nan(m, mo);\n"
-           "  s = s * (m == mn ? 1.0f : " + e + "(m - mn)) + so * (mo == mn ? 1.0f : " + e + "(mo - mn));\n"
+           "  const float a = m == mn ? 1.0f : " + e + "(m - mn), b = mo == mn ? 1.0f : " + e + "(mo - mn);\n"
+           "#ifdef __CUDA_ARCH__\n"
+           "  // Rounded products and sum (no fused multiply-add), so both lanes of a shuffle get the same sum.\n"
+           "  s = __fadd_rn(__fmul_rn(s, a), __fmul_rn(so, b));\n"
+           "#else\n"
+           "  s = s * a + so * b;\n"
+           "#endif\n"
            "  m = mn;\n"
            "}\n"
            "// The pair over the 32 lanes of a warp; every lane gets the same pair (each step is symmetric).\n"

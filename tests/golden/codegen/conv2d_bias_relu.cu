@@ -20,6 +20,23 @@ constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;
 // Slice elements each thread loads: of the image (kLA) and of the filter (kLB).
 constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;
 
+// Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for
+// every thread), else in 64.
+__device__ __forceinline__ void ksol_decode(
+    int64_t pix, int64_t plane, int64_t q, bool narrow, int64_t& n, int64_t& rest, int64_t& oh) {
+  if (narrow) {
+    const int p = int(pix), pl = int(plane), n32 = p / pl, r32 = p - n32 * pl;
+    n = n32;
+    rest = r32;
+    oh = r32 / int(q);
+  }
+  else {
+    n = pix / plane;
+    rest = pix - n * plane;
+    oh = rest / q;
+  }
+}
+
 // Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters,
 // the reduction (c, r, s) flattened in the filter's order. A block computes 64 pixels x 64 filters
 // with 256 threads, each holding 4 x 4 f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX;
@@ -37,10 +54,10 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
   // past 10^8, ksol_run checks the rest); addresses are 64-bit.
   const int taps_r = int(3), taps_s = int(3), taps = taps_r * taps_s;
   const int64_t plane = H * W, pixels = N * plane;
-  // Pixels are decoded in 32 bits (ksol_run refuses more than 2^31 - 1 of them): a 64-bit division
-  // costs several times a 32-bit one, and every staged element and every output row decodes its
-  // pixel.
-  const int plane32 = int(plane), q32 = int(W);
+  // Pixels are decoded in 32 bits when there are fewer than 2^31 of them (a 64-bit division costs
+  // several times a 32-bit one, and every staged element and every output row decodes its pixel),
+  // else in 64.
+  const bool narrow = pixels <= 2147483647;
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
   // The pixel each image element this thread loads belongs to is the same in every slice: decode it
@@ -53,11 +70,11 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
     const int e = tid + l * kThreads;
     const int64_t pix = tile_m + e % kBM;
     live[l] = e < kBK * kBM && pix < pixels;
-    const int pix32 = live[l] ? int(pix) : 0, n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;
-    const int oh32 = rest32 / q32;
-    img[l] = X + int64_t(n32) * C * H * W;
-    base_h[l] = oh32 - 1;
-    base_w[l] = (rest32 - oh32 * q32) - 1;
+    int64_t img_n, rest, oh;
+    ksol_decode(live[l] ? pix : 0, plane, W, narrow, img_n, rest, oh);
+    img[l] = X + img_n * C * H * W;
+    base_h[l] = int(oh) - 1;
+    base_w[l] = int(rest - oh * W) - 1;
   }
   float acc[kTM][kTN];
   #pragma unroll
@@ -135,8 +152,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
   for (int i = 0; i < kTM; ++i) {
     const int64_t pix = tile_m + ty + i * kTY;
     if (pix >= pixels) continue;
-    const int pix32 = int(pix), n32 = pix32 / plane32, rest32 = pix32 - n32 * plane32;
-    const int64_t img_n = n32, rest = rest32;
+    int64_t img_n, rest, oh;
+    ksol_decode(pix, plane, W, narrow, img_n, rest, oh);
     float* out = Y + img_n * K * plane + rest;
     #pragma unroll
     for (int j = 0; j < kTN; ++j) {
@@ -168,7 +185,7 @@ extern "C" int ksol_run(const ksol_call* call) {
   const int64_t pixels = N * H * W;
   if (pixels == 0 || K == 0) return 0;
   const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (K + kBN - 1) / kBN;
-  if (pixels > 2147483647 || tiles_n > 65535) return 3;  // pixels are decoded in 32 bits
+  if (tiles_m > 2147483647 || tiles_n > 65535) return 3;
   // The kernel counts reduction positions and image rows and columns in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
