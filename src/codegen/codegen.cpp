@@ -109,6 +109,28 @@ Space schedule_space(const dsl::Program& p, const Binding& b) {
   return space;
 }
 
+// The CUTLASS kernels (gemm's tensor-core mainloops, conv's mainloop = tma) need sm_90a and libcuda.
+CompileNeeds compile_needs(const dsl::Program& p) {
+  CompileNeeds n;
+  if (p.family == "conv") {
+    bool tma = false;
+    try {
+      tma = detail::conv_uses_tma(p);
+    } catch (const detail::Refused&) {
+      return n;  // a refused program is never compiled
+    }
+    if (!tma) return n;
+  } else {
+    if (p.family != "gemm") return n;
+    const dsl::ScheduleValue* v = p.knob("mainloop");
+    if (v && v->kind == dsl::ScheduleValue::Kind::ident && v->ident == "simt") return n;
+  }
+  n.arch = "sm_90a";
+  n.extra_flags = {"--expt-relaxed-constexpr"};
+  n.libs = {"cuda"};
+  return n;
+}
+
 namespace detail {
 const FamilyGenerator* family_by_name(const std::string& family) { return lookup(family); }
 }  // namespace detail

@@ -955,6 +955,15 @@ std::string cutlass_type(Type t) {
   }
 }
 
+std::string cutlass_activation_code(const CutlassFusion& f, Helpers& helpers, bool fast_math) {
+  ExprEmitter em;
+  em.helpers = &helpers;
+  em.fast_math = fast_math;
+  em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
+  em.read = [](const Expr&) -> std::string { return "x"; };
+  return em(f.act);
+}
+
 void cutlass_activation_fn(Writer& w, const std::string& act) {
   w.comment("The epilogue's function of v = acc [+ bias] in f32, applied by CUTLASS's fusion to each fragment; "
             "the same helpers and order of operations as the DSL (and the SIMT kernel).");

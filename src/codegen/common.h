@@ -209,6 +209,8 @@ struct CutlassFusion {
 CutlassFusion cutlass_fusion(const dsl::Program& p, const dsl::Definition& out, const std::string& acc);
 // The CUTLASS element type of a DSL type: cutlass::bfloat16_t, cutlass::half_t or float.
 std::string cutlass_type(dsl::Type t);
+// The fusion's activation as code of `x` (the f32 core), for cutlass_activation_fn.
+std::string cutlass_activation_code(const CutlassFusion& f, Helpers& helpers, bool fast_math);
 // `struct KsolEpilogueFn`: act (code in `x`, an f32) applied to a value and to a CUTLASS Array,
 // the activation CUTLASS's EltAct fusions call.
 void cutlass_activation_fn(Writer& w, const std::string& act);

@@ -459,7 +459,7 @@ class Generator {
     if (a_.tf32) helpers.use("tf32_round", Type::f32);
     const std::string value = epilogue(helpers);
     std::string act;
-    if (s_.tma && !a_.fu.identity) act = fused_activation(helpers);
+    if (s_.tma && !a_.fu.identity) act = cutlass_activation_code(a_.fu, helpers, false);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     w.line("namespace {");
     w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take." : "The CUDA-core kernel.");
@@ -602,14 +602,6 @@ class Generator {
       return names_[prm->name] + "[" + (off.empty() ? "0" : off) + "]";
     };
     return em(e.body);
-  }
-
-  std::string fused_activation(Helpers& helpers) {
-    ExprEmitter em;
-    em.helpers = &helpers;
-    em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
-    em.read = [](const Expr&) -> std::string { return "x"; };
-    return em(a_.fu.act);
   }
 
   void kernel(Writer& w, const std::string& value) {

@@ -452,7 +452,7 @@ class Generator {
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
-    if (tma && !a_.fu.identity) act_body = fused_activation(helpers);
+    if (tma && !a_.fu.identity) act_body = cutlass_activation_code(a_.fu, helpers, s_.fast_math);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     simt_kernel(w, epi_body);
     if (tma) cutlass_kernel(w, act_body);
@@ -486,15 +486,6 @@ class Generator {
       return id(prm->name) + "[" + (off.empty() ? "0" : off) + "]";
     };
     return em(out.body);
-  }
-
-  std::string fused_activation(Helpers& helpers) {
-    ExprEmitter em;
-    em.helpers = &helpers;
-    em.fast_math = s_.fast_math;
-    em.dim = [](const std::string&) -> std::string { throw Refused("dim in a fused epilogue"); };
-    em.read = [](const Expr&) -> std::string { return "x"; };
-    return em(a_.fu.act);
   }
 
   // Parameters of the SIMT kernel: every tensor and every dim, by their identifiers.
@@ -878,28 +869,3 @@ const FamilyGenerator& family() {
 const FamilyGenerator& gemm_family() { return family(); }
 
 }  // namespace ksol::codegen::detail
-
-namespace ksol::codegen {
-
-CompileNeeds compile_needs(const dsl::Program& p) {
-  CompileNeeds n;
-  if (p.family == "conv") {
-    bool tma = false;
-    try {
-      tma = detail::conv_uses_tma(p);
-    } catch (const detail::Refused&) {
-      return n;  // a refused program is never compiled
-    }
-    if (!tma) return n;
-  } else {
-    if (p.family != "gemm") return n;
-    const dsl::ScheduleValue* v = p.knob("mainloop");
-    if (v && v->kind == dsl::ScheduleValue::Kind::ident && v->ident == "simt") return n;
-  }
-  n.arch = "sm_90a";
-  n.extra_flags = {"--expt-relaxed-constexpr"};
-  n.libs = {"cuda"};
-  return n;
-}
-
-}  // namespace ksol::codegen
