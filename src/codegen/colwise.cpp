@@ -94,7 +94,7 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
   s.items = static_cast<int>(k.one_of("items_per_thread", {1, 2, 4, 8}));
   s.unroll = static_cast<int>(k.one_of("unroll", {1, 2, 4, 8}));
   const std::string red = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
-  const std::string cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
+  const std::string cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared", "l2"});
   int64_t rpb = k.integer("rows_per_block");
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
@@ -115,6 +115,8 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
     throw Refused("online: a column reduction has no max pass to fuse, so online must be 0");
   if (k.value("blocks_per_sm").kind != dsl::ScheduleValue::Kind::ident || k.value("blocks_per_sm").ident != "auto")
     throw Refused("blocks_per_sm: the column reduction's kernels take no occupancy hint, so blocks_per_sm must be auto");
+  if (k.one_of("tail", std::vector<std::string>{"checked", "exact"}) == "exact")
+    throw Refused("tail: a column reduction has no register cache of whole rows, so tail must be checked");
   s.two_pass = red == "two_pass";
   return s;
 }

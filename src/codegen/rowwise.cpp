@@ -33,7 +33,7 @@ const std::vector<std::string> kInternal = {
     "kCacheValues", "kCacheTiles", "kMaxRow", "kMaxCacheBytes", "kMaxSplits", "kMaxBlocks", "slot", "lane", "row",
     "rows", "row_base", "active", "tile", "t", "item", "c0", "j", "in_row", "work", "split", "splits", "chunk",
     "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "kMost", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
-    "cache_bytes", "cache_region_bytes", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
+    "cache_bytes", "cache_region_bytes", "load_pack_keep", "load_pack_last", "load_pack_hinted", "policy", "kExact", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
     "merge_max_sum", "warp_max_sum", "row_max_sum",
     "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
@@ -47,6 +47,7 @@ struct RowKnobs {
   bool keep = false;       // keep = registers: Analysis::cached_defs computed once per row
   int online_pass = 0;     // online = 1: this max pass and the sum of exp(u - max) after it are one pass
   int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
+  bool exact = false;      // tail = exact: rows of exactly kCacheTiles steps run without bounds checks
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -321,7 +322,7 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.items = static_cast<int>(k.one_of("items_per_thread", {1, 2, 4, 8}));
   s.unroll = static_cast<int>(k.one_of("unroll", {1, 2, 4, 8}));
   s.reduction = k.one_of("reduction", std::vector<std::string>{"warp", "block", "two_pass"});
-  s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared"});
+  s.cache = k.one_of("cache_row", std::vector<std::string>{"none", "registers", "shared", "l2"});
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
   s.keep = k.one_of("keep", std::vector<std::string>{"none", "registers"}) == "registers";
@@ -378,6 +379,9 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   } else {
     if (rpb != 1) throw Refused("reduction = two_pass splits each row over blocks, so rows_per_block must be 1, not " +
                                 std::to_string(rpb));
+    if (s.cache == "l2")
+      throw Refused("cache_row = l2 hints the loads of one kernel's passes; reduction = two_pass runs each pass as its "
+                    "own kernel, so cache_row must be none");
     if (s.cache != "none")
       throw Refused("reduction = two_pass runs each pass as its own kernel, so no row cache survives between passes; "
                     "cache_row must be none");
@@ -387,6 +391,10 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.cache != "none" && a.cached_bytes == 0)
     throw Refused("cache_row = " + s.cache + " keeps rows that more than one pass reads, and this program reads each "
                   "row once");
+  s.exact = k.one_of("tail", std::vector<std::string>{"checked", "exact"}) == "exact";
+  if (s.exact && s.cache != "registers")
+    throw Refused("tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so "
+                  "cache_row must be registers, not " + s.cache);
   if (s.cache == "registers") {
     if (s.unroll != 1)
       throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
@@ -411,9 +419,11 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
   if (s.cache == "registers") n += "_regs";
   if (s.cache == "shared") n += "_smem";
+  if (s.cache == "l2") n += "_l2";
   if (s.keep) n += "_keep";
   if (s.online_pass) n += "_online";
   if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
+  if (s.exact) n += "_exact";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -463,6 +473,7 @@ class Generator {
     constants(w);
     w.line();
     w.raw(pack_source());
+    if (s_.cache == "l2") w.raw(hinted_load_source());
     if (!helpers_.empty()) w.raw(helpers_.source());
     w.raw(reduction_helpers());
     w.line();
@@ -539,7 +550,10 @@ class Generator {
               a_.axis_dims.back() + ". Schedule: " + how + " A thread takes " + std::to_string(s_.items) +
               " pack(s) of " + std::to_string(s_.vector) + " element(s) per step along the row." +
               (s_.cache == "registers" ? " Rows read by several passes stay in registers (at most kMaxRow elements)."
-               : s_.cache == "shared" ? " Rows read by several passes are staged in shared memory." : "") +
+               : s_.cache == "shared" ? " Rows read by several passes are staged in shared memory."
+               : s_.cache == "l2" ? " Rows read by several passes are read again from the L2 (and L1), where eviction "
+                                    "priorities keep them: evict_last before their last read, evict_first at it."
+                                  : "") +
               (s_.keep ? " " + kept_list() + " computed once per row, in the first pass that reads it, and kept in registers." : ""));
     for (int pass = 1; pass <= a_.passes; ++pass) w.line("//   pass " + std::to_string(pass) + ": " + pass_summary(pass));
     if (a_.write_pass) w.line("//   write pass: " + write_summary());
@@ -562,6 +576,63 @@ class Generator {
     std::string s;
     for (const Definition& d : p_.defs)
       if (d.is_output && node(d).shape == Shape::element) s += (s.empty() ? "" : ", ") + d.name;
+    return s;
+  }
+
+  // cache_row = l2: loads with an eviction priority for the L1 and, through a createpolicy cache
+  // hint, the L2 (sm_80 and later; plain loads before, and for packs of other sizes).
+  static std::string hinted_load_source() {
+    std::string s =
+        "// cache_row = l2: load_pack_keep marks a pack's lines evict_last, so that a row a later pass reads\n"
+        "// again is still in the L2 (often the L1); load_pack_last marks a row's last read evict_first.\n"
+        "template <bool kKeep, int kVec, typename T>\n"
+        "__device__ __forceinline__ Pack<T, kVec> load_pack_hinted(const T* p) {\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+        "  constexpr int kBytes = sizeof(T) * kVec;\n"
+        "  Pack<T, kVec> r;\n"
+        "  uint64_t policy;\n"
+        "  if constexpr (kKeep) asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n"
+        "  else asm(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\" : \"=l\"(policy));\n";
+    struct Form { int bytes; const char* reg; const char* type; const char* vec; const char* outs; };
+    const Form forms[] = {
+        {16, "uint4", "u32", ".v4", "\"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)"},
+        {8, "uint2", "u32", ".v2", "\"=r\"(v.x), \"=r\"(v.y)"},
+        {4, "unsigned", "u32", "", "\"=r\"(v)"},
+        {2, "unsigned short", "u16", "", "\"=h\"(v)"},
+    };
+    bool first = true;
+    for (const Form& f : forms) {
+      const int n = std::string(f.vec) == ".v4" ? 4 : std::string(f.vec) == ".v2" ? 2 : 1;
+      std::string regs;
+      for (int i = 0; i < n; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
+      if (n > 1) regs = "{" + regs + "}";
+      const std::string ops = regs + ", [%" + std::to_string(n) + "], %" + std::to_string(n + 1) + ";";
+      const std::string ins = std::string(".L2::cache_hint") + f.vec + "." + f.type + " " + ops;
+      s += std::string(first ? "  if" : "  } else if") + " constexpr (kBytes == " + std::to_string(f.bytes) + ") {\n"
+           "    " + f.reg + " v;\n"
+           "    if constexpr (kKeep)\n"
+           "      asm volatile(\"ld.global.L1::evict_last" + ins + "\" : " + f.outs + " : \"l\"(p), \"l\"(policy));\n"
+           "    else\n"
+           "      asm volatile(\"ld.global.L1::evict_first" + ins + "\" : " + f.outs + " : \"l\"(p), \"l\"(policy));\n"
+           "    *reinterpret_cast<" + f.reg + "*>(&r) = v;\n";
+      first = false;
+    }
+    s += "  } else {\n"
+         "    r = load_pack<kVec>(p);\n"
+         "  }\n"
+         "  return r;\n"
+         "#else\n"
+         "  return load_pack<kVec>(p);\n"
+         "#endif\n"
+         "}\n"
+         "template <int kVec, typename T>\n"
+         "__device__ __forceinline__ Pack<T, kVec> load_pack_keep(const T* p) {\n"
+         "  return load_pack_hinted<true, kVec>(p);\n"
+         "}\n"
+         "template <int kVec, typename T>\n"
+         "__device__ __forceinline__ Pack<T, kVec> load_pack_last(const T* p) {\n"
+         "  return load_pack_hinted<false, kVec>(p);\n"
+         "}\n";
     return s;
   }
 
@@ -998,7 +1069,7 @@ class Generator {
       w.line("#pragma unroll");
       w.open("for (int t = 0; t < kCacheTiles; ++t)");
       w.line("const int64_t tile = (int64_t)t * kTile;");
-      w.line("if (tile >= " + walk.end + ") break;");
+      w.line(std::string(s_.exact ? "if (!kExact && tile >= " : "if (tile >= ") + walk.end + ") break;");
     } else {
       if (s_.unroll > 1) w.line("#pragma unroll kUnroll");
       w.open("for (int64_t tile = " + walk.begin + "; tile < " + walk.end + "; tile += kTile)");
@@ -1006,6 +1077,12 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int item = 0; item < kItems; ++item)");
     w.line("const int64_t c0 = tile + (int64_t)(item * kThreadsPerRow + lane) * kVec;");
+  }
+
+  // Whether the pack at c0 lies in the row: always, in tail = exact's instantiation for rows of
+  // exactly kCacheTiles steps (a compile-time true, so the check and its branch go).
+  std::string in_row(const Walk& walk) const {
+    return (s_.exact && walk.registers ? "kExact || c0 < " : "c0 < ") + walk.end;
   }
 
   void close_walk(Writer& w) {
@@ -1030,6 +1107,12 @@ class Generator {
         source = cache + "[t][item]";  // filled before the first pass (prefetch_registers)
       } else if (s_.cache == "shared" && cached) {
         source = first ? global : "load_pack<kVec>(" + cache + " + c0)";
+      } else if (s_.cache == "l2") {
+        // A row's last read lets its lines go; earlier reads, and tensors every row reads (no row
+        // index, such as a weight), keep theirs.
+        const bool row_invariant = u.axes.size() == 1;
+        const bool last = !row_invariant && pass == *u.passes.rbegin();
+        source = std::string(last ? "load_pack_last" : "load_pack_keep") + "<kVec>(" + row_ptr(u.param->name) + " + c0)";
       } else {
         source = global;
       }
@@ -1152,7 +1235,7 @@ class Generator {
     computed.insert(computed.end(), reds.begin(), reds.end());
     declare_reciprocals(w, computed, pass);
     open_walk(w, walk);
-    w.open("if (c0 < " + walk.end + ")");
+    w.open("if (" + in_row(walk) + ")");
     std::map<std::string, std::string> element;
     load_packs(w, element_params(reds), pass, element, false);
     if (!plain.empty()) {
@@ -1209,7 +1292,7 @@ class Generator {
       computed.push_back(d);
       declare_reciprocals(w, computed, node(*d).level);
       open_walk(w, walk);
-      w.open("if (c0 < " + walk.end + ")");
+      w.open("if (" + in_row(walk) + ")");
       std::map<std::string, std::string> element;
       load_packs(w, element_params({d}), node(*d).level, element, false);
       w.line("#pragma unroll");
@@ -1299,7 +1382,7 @@ class Generator {
     open_walk(w, walk);
     std::map<std::string, std::string> element;
     if (!scans.empty()) {
-      w.line("const bool in_row = c0 < " + walk.end + ";");
+      w.line("const bool in_row = " + in_row(walk) + ";");
       load_packs(w, element_params(roots), a_.passes + 1, element, true);
       for (const Definition* d : scans) {
         const std::string t = cuda_type(d->type);
@@ -1332,7 +1415,7 @@ class Generator {
       }
       w.open("if (in_row)");
     } else {
-      w.open("if (c0 < " + walk.end + ")");
+      w.open("if (" + in_row(walk) + ")");
       load_packs(w, element_params(outs), a_.passes + 1, element, false);
     }
     for (const Definition* d : outs)
@@ -1391,7 +1474,9 @@ class Generator {
   void fused_kernel(Writer& w) {
     // With the row in registers, the kernel also takes the number of cached steps: the launcher
     // picks the smallest power of two that covers the row, so a short row holds few registers.
-    w.line(s_.cache == "registers" ? "template <int kVec, int kCacheTiles>" : "template <int kVec>");
+    w.line(s_.cache != "registers" ? "template <int kVec>"
+           : s_.exact              ? "template <int kVec, int kCacheTiles, bool kExact>"
+                                   : "template <int kVec, int kCacheTiles>");
     w.open("__global__ void " + launch_bounds() + " " + name_ + "(" + tensor_params() + "int64_t rows)");
     std::vector<const Definition*> shared_defs;
     for (const Definition& d : p_.defs)
@@ -1411,7 +1496,7 @@ class Generator {
               "thread reaches every barrier.");
     w.line("const bool active = row_base + slot < rows;");
     w.line("const int64_t row = active ? row_base + slot : rows - 1;");
-    if (s_.cache != "none") cache_decl(w);
+    if (s_.cache == "registers" || s_.cache == "shared") cache_decl(w);
     row_setup();
     Writer body = w.nested();
     Walk walk;
@@ -1466,7 +1551,8 @@ class Generator {
     for (const ParamUse& u : a_.params) {
       if (!u.element || !u.cached) continue;
       const std::string cache = names_.derived(u.param->name, "cache");
-      w.line("if (c0 < " + col_dim_ + ") " + cache + "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
+      w.line(std::string(s_.exact ? "if (kExact || c0 < " : "if (c0 < ") + col_dim_ + ") " + cache +
+             "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
     }
     w.close();
     w.close();
@@ -1734,7 +1820,16 @@ class Generator {
       w.line("if (steps > kTiles) return launch_tiles<kVec, (kTiles * 2 < kMost ? kTiles * 2 : kMost)>(" + tensor_args() +
              "rows, blocks, steps, stream);");
       w.close();
-      w.line(name_ + "<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
+      if (s_.exact) {
+        w.comment("tail = exact: a row of exactly kTiles steps runs the instantiation without bounds checks.");
+        w.open("if (steps == kTiles && " + col_dim_ + " == steps * (kThreadsPerRow * kVec * kItems))");
+        w.line(name_ + "<kVec, kTiles, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
+        w.line("return cudaGetLastError();");
+        w.close();
+        w.line(name_ + "<kVec, kTiles, false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
+      } else {
+        w.line(name_ + "<kVec, kTiles><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
+      }
       w.line("return cudaGetLastError();");
       w.close();
       w.line();
@@ -1818,12 +1913,13 @@ const FamilyGenerator& rowwise_family() {
           {"vector", "1", {"1", "2", "4", "8"}},
           {"items_per_thread", "1", {"1", "2", "4"}},
           {"reduction", "block", {"warp", "block", "two_pass"}},
-          {"cache_row", "none", {"none", "registers", "shared"}},
+          {"cache_row", "none", {"none", "registers", "shared", "l2"}},
           {"unroll", "1", {"1", "2", "4"}},
           {"math", "precise", {"precise", "fast"}},
           {"keep", "none", {"none", "registers"}},
           {"online", "0", {"0", "1"}},
           {"blocks_per_sm", "auto", {"auto", "5"}},
+          {"tail", "checked", {"checked", "exact"}},
       },
       &check,
       &generate,

@@ -344,7 +344,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm");
+            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"keep", "registers"}, {"cache_row", "shared"}})),
             "keep = registers holds values in the register cache's unrolled steps, so cache_row must be registers, "
@@ -385,6 +385,41 @@ TEST(Codegen, RefusesWithExactReasons) {
                               {{"online", "1"}, {"cache_row", "registers"}}))
                 .rfind("online = 1 fuses a max pass", 0),
             0u);
+  // cache_row = l2: no row cache; a row's earlier reads keep their lines (evict_last), its last read
+  // lets them go (evict_first), and a tensor without a row index (a weight) keeps its lines.
+  {
+    dsl::Program rms = parse(
+        "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
+        "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n");
+    const auto l2 = scheduled(rms, {{"cache_row", "l2"}, {"vector", "4"}});
+    EXPECT_EQ(codegen::kernel_name(l2), "rowwise_rms_f32_t256_v4_r1_block_l2");
+    const std::string cu = codegen::generate_cuda(l2, {});
+    EXPECT_NE(cu.find("X_pack = load_pack_keep<kVec>(X_row + c0);"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("X_pack = load_pack_last<kVec>(X_row + c0);"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("W_pack = load_pack_keep<kVec>(W + c0);"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("createpolicy.fractional.L2::evict_last.b64"), std::string::npos);
+    EXPECT_NE(cu.find("ld.global.L1::evict_first.L2::cache_hint.v4.u32"), std::string::npos);
+    EXPECT_EQ(cu.find("X_cache"), std::string::npos);
+    EXPECT_EQ(refusal(scheduled(parse("kernel sums(X: f32[R, C]) -> (S: f32[R]) {\n  S[r] = sum(X[r, c]) over c\n}\n"),
+                                {{"cache_row", "l2"}})),
+              "cache_row = l2 keeps rows that more than one pass reads, and this program reads each row once");
+  }
+  // tail = exact: a second instantiation of the register-cache kernel, chosen at launch for rows of
+  // exactly its cached steps, whose bounds checks are compile-time true.
+  {
+    const auto ex = scheduled(sm, {{"cache_row", "registers"}, {"vector", "4"}, {"tail", "exact"}});
+    EXPECT_EQ(codegen::kernel_name(ex), "rowwise_softmax_f32_t256_v4_r1_block_regs_exact");
+    const std::string cu = codegen::generate_cuda(ex, {});
+    EXPECT_NE(cu.find("template <int kVec, int kCacheTiles, bool kExact>"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("if (kExact || c0 < C)"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("if (!kExact && tile >= C) break;"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("if (steps == kTiles && C == steps * (kThreadsPerRow * kVec * kItems))"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("<kVec, kTiles, true><<<"), std::string::npos);
+    EXPECT_NE(cu.find("<kVec, kTiles, false><<<"), std::string::npos);
+    // Without the knob no exact instantiation exists.
+    const std::string checked = codegen::generate_cuda(scheduled(sm, {{"cache_row", "registers"}, {"vector", "4"}}), {});
+    EXPECT_EQ(checked.find("kExact"), std::string::npos);
+  }
   // blocks_per_sm: __launch_bounds__'s second argument, within the SM's 2048 threads.
   EXPECT_EQ(codegen::kernel_name(scheduled(sm, {{"blocks_per_sm", "5"}})), "rowwise_softmax_f32_t256_v4_r1_block_b5");
   EXPECT_NE(codegen::generate_cuda(scheduled(sm, {{"blocks_per_sm", "5"}}), {}).find("__launch_bounds__(kThreads, 5)"),
@@ -415,7 +450,14 @@ TEST(Codegen, RefusesWithExactReasons) {
             "cache_row must be none");
   EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"unroll", "2"}})),
             "cache_row = registers unrolls the row loop fully, so unroll must be 1, not 2");
-  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "l2"}})), "cache_row = l2 must be one of none, registers, shared");
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "l3"}})), "cache_row = l3 must be one of none, registers, shared, l2");
+  EXPECT_EQ(refusal(scheduled(sm, {{"reduction", "two_pass"}, {"cache_row", "l2"}})),
+            "cache_row = l2 hints the loads of one kernel's passes; reduction = two_pass runs each pass as its own "
+            "kernel, so cache_row must be none");
+  EXPECT_EQ(refusal(scheduled(sm, {{"tail", "exact"}})),
+            "tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so cache_row "
+            "must be registers, not none");
+  EXPECT_EQ(refusal(scheduled(sm, {{"tail", "open"}})), "tail = open must be one of checked, exact");
   EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
 
   // A row read by one pass only has nothing to cache.
@@ -550,7 +592,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 3 * 3 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -1125,4 +1167,36 @@ TEST(Codegen, GoldenSources) {
     EXPECT_EQ(got, read_file(expected.string())) << entry.path().filename();
   }
   EXPECT_GE(cases, 3);
+}
+
+// cache_row = l2 and tail = exact on the host against the interpreter: rows of exactly the
+// register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the kExact instantiation),
+// and rows that are not (300, 768: three steps in a four-step cache, 4, 1: the scalar packs).
+TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
+  const std::string kernel =
+      "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
+      "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n";
+  for (const char* sched : {"schedule {\n  threads = 64\n  vector = 4\n  cache_row = l2\n  unroll = 2\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n"}) {
+    const dsl::Program p = parse(kernel + sched);
+    ASSERT_EQ(refusal(p), "(accepted)") << sched;
+    codegen::HostBuild b = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    ASSERT_TRUE(b.ok) << b.message;
+    for (int64_t C : {256, 512, 300, 768, 4, 1}) {
+      const int64_t R = 3;
+      std::vector<double> x(R * C), w(C);
+      for (int64_t i = 0; i < R * C; ++i) x[i] = std::sin(0.37 * i) * 2 + 0.1;
+      for (int64_t c = 0; c < C; ++c) w[c] = 1 + 0.01 * c;
+      const std::vector<double> want = codegen::interpret(p, {{"R", R}, {"C", C}}, {{"X", x}, {"W", w}})["Y"];
+      std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(R * C * 4), HostVec<uint8_t>(C * 4),
+                                            HostVec<uint8_t>(R * C * 4, 0xFF)};
+      for (int64_t i = 0; i < R * C; ++i) store_from_double(DType::f32, bufs[0].data(), i, x[i]);
+      for (int64_t c = 0; c < C; ++c) store_from_double(DType::f32, bufs[1].data(), c, w[c]);
+      codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {R, C});
+      ASSERT_TRUE(r.ok && r.rc == 0) << r.message << " C = " << C;
+      for (int64_t i = 0; i < R * C; ++i)
+        ASSERT_NEAR(load_as_double(DType::f32, bufs[2].data(), i), want[i], 1e-5 * std::max(1.0, std::fabs(want[i])))
+            << sched << "C = " << C << ", element " << i;
+    }
+  }
 }
