@@ -593,16 +593,17 @@ class Generator {
         "  uint64_t policy;\n"
         "  if constexpr (kKeep) asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n"
         "  else asm(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\" : \"=l\"(policy));\n";
-    struct Form { int bytes; const char* reg; const char* type; const char* vec; const char* outs; };
+    // One load of kBytes: n registers of the PTX type, as the C++ type reg holds them.
+    struct Form { int bytes, n; const char* reg; const char* type; const char* vec; const char* outs; };
     const Form forms[] = {
-        {16, "uint4", "u32", ".v4", "\"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)"},
-        {8, "uint2", "u32", ".v2", "\"=r\"(v.x), \"=r\"(v.y)"},
-        {4, "unsigned", "u32", "", "\"=r\"(v)"},
-        {2, "unsigned short", "u16", "", "\"=h\"(v)"},
+        {16, 4, "uint4", "u32", ".v4", "\"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)"},
+        {8, 2, "uint2", "u32", ".v2", "\"=r\"(v.x), \"=r\"(v.y)"},
+        {4, 1, "unsigned", "u32", "", "\"=r\"(v)"},
+        {2, 1, "unsigned short", "u16", "", "\"=h\"(v)"},
     };
     bool first = true;
     for (const Form& f : forms) {
-      const int n = std::string(f.vec) == ".v4" ? 4 : std::string(f.vec) == ".v2" ? 2 : 1;
+      const int n = f.n;
       std::string regs;
       for (int i = 0; i < n; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
       if (n > 1) regs = "{" + regs + "}";
@@ -1548,11 +1549,13 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int item = 0; item < kItems; ++item)");
     w.line("const int64_t c0 = (int64_t)t * kTile + (int64_t)(item * kThreadsPerRow + lane) * kVec;");
+    Walk row_walk;
+    row_walk.end = col_dim_;
+    row_walk.registers = true;
     for (const ParamUse& u : a_.params) {
       if (!u.element || !u.cached) continue;
       const std::string cache = names_.derived(u.param->name, "cache");
-      w.line(std::string(s_.exact ? "if (kExact || c0 < " : "if (c0 < ") + col_dim_ + ") " + cache +
-             "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
+      w.line("if (" + in_row(row_walk) + ") " + cache + "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
     }
     w.close();
     w.close();
