@@ -529,8 +529,8 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
 
 // The schedule space of a program: legal schedules (the first `show`), and the refused ones
 // grouped by reason, each with an example.
-int cmd_dsl_space(const std::string& file, const std::string& task, int show, bool json_out) {
-  dsl::Program p = dsl::parse_program(read_file(file), file);
+// The tensor and dim order a program's kernel is generated for: the task's, or the program's own.
+codegen::Binding dsl_binding(const dsl::Program& p, const std::string& task) {
   codegen::Binding b;
   if (!task.empty()) {
     b = search::binding_of(load_task(resolve_task_path(task)));
@@ -548,6 +548,12 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
         if (x.format == "ell") add_dim("W");
       }
   }
+  return b;
+}
+
+int cmd_dsl_space(const std::string& file, const std::string& task, int show, bool json_out) {
+  dsl::Program p = dsl::parse_program(read_file(file), file);
+  const codegen::Binding b = dsl_binding(p, task);
   codegen::Space sp = codegen::schedule_space(p, b);
   std::map<std::string, std::pair<int, std::string>> by_reason;
   for (auto& [sched, why] : sp.refused) {
@@ -566,6 +572,20 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
   for (int i = 0; i < show && i < static_cast<int>(sp.legal.size()); ++i) std::cout << "  legal: " << codegen::schedule_text(sp.legal[i]) << "\n";
   if (!by_reason.empty()) std::cout << "refused, by reason:\n";
   for (auto& [why, e] : by_reason) std::cout << "  " << e.first << " x " << why << "\n      e.g. " << e.second << "\n";
+  return 0;
+}
+
+// The CUDA source ksol would compile for a program: what eval and optimize hand to nvcc. A schedule
+// the target cannot run is refused with its reason (exit status 2), as gate 1 refuses it.
+int cmd_dsl_cuda(const std::string& file, const std::string& task) {
+  dsl::Program p = dsl::parse_program(read_file(file), file);
+  const codegen::Binding b = dsl_binding(p, task);
+  const codegen::Support sup = codegen::can_implement(p, b);
+  if (!sup.ok) {
+    std::cerr << file << ": refused: " << sup.reason << "\n";
+    return 2;
+  }
+  std::cout << codegen::generate_cuda(p, b);
   return 0;
 }
 
@@ -696,6 +716,10 @@ int main(int argc, char** argv) {
   dsl_space->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
   dsl_space->add_option("--task", space_task, "bind to this task's tensor and dim order (default: the program's own order, with a sparse matrix's dims NNZ and W)");
   dsl_space->add_option("--show", space_show, "legal schedules to list")->capture_default_str();
+  auto* dsl_cuda = dsl->add_subcommand("cuda", "print the CUDA source generated for a program (refused schedules: the reason, exit status 2)");
+  std::string cuda_task;
+  dsl_cuda->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
+  dsl_cuda->add_option("--task", cuda_task, "bind to this task's tensor and dim order (the ABI eval uses; default: the program's own order)");
   dsl->require_subcommand(1);
   auto* refcheck = app.add_subcommand("refcheck", "check that each task's GPU float64 reference agrees with its CPU one (needs a GPU)");
   std::string rc_tasks, rc_sizes;
@@ -719,6 +743,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (dsl_space->parsed()) return cmd_dsl_space(dsl_file, space_task, space_show, c.json_out);
+    if (dsl_cuda->parsed()) return cmd_dsl_cuda(dsl_file, cuda_task);
   } catch (const dsl::DslError& e) {
     std::cerr << e.what() << "\n";
     return 2;

@@ -1,6 +1,9 @@
 // ksol dsl space: the legal and refused schedules of a program, counted per family.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/util.h"
@@ -42,4 +45,26 @@ TEST(DslSpace, SparseProgramsHaveLegalSchedulesWithAndWithoutTheirTask) {
       EXPECT_GE(j["legal"].get<int>(), 72) << t << (with_task ? " with its task" : " alone") << ": " << r.output.substr(0, 600);
     }
   }
+}
+
+// ksol dsl cuda prints the source that eval compiles (the task's binding with --task), and refuses a
+// schedule the target cannot run with the reason, exit status 2, and nothing on stdout.
+TEST(DslCuda, PrintsTheGeneratedSourceOrTheRefusal) {
+  const std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol";
+  const std::string prog = ksol::source_root() + "/examples/tuned/gemm_f32.ksol";
+  ksol::ProcessResult r = ksol::run_process({ksol, "dsl", "cuda", prog, "--task", "gemm_f32"}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("extern \"C\" int ksol_run(const ksol_call* call)"), std::string::npos);
+  EXPECT_NE(r.output.find("ksol_gemm_splitk_reduce"), std::string::npos);  // the program's split_k = 16
+  EXPECT_NE(r.output.find("__launch_bounds__(kThreads, 2)"), std::string::npos);
+
+  const std::string bad =
+      (std::filesystem::temp_directory_path() / ("dsl_cuda_refused_" + std::to_string(::getpid()) + ".ksol")).string();
+  std::string text = ksol::read_file(prog);
+  text.replace(text.find("split_k = 16"), 12, "stream_k = 1");
+  ksol::write_file_atomic(bad, text);
+  r = ksol::run_process({ksol, "dsl", "cuda", bad}, 120);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, bad + ": refused: stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k\n");
+  std::filesystem::remove(bad);
 }
