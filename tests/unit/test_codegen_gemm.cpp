@@ -90,6 +90,17 @@ schedule {
 }
 )";
 
+// Batched f32 on the SIMT path (its float4 staging offsets each batch's matrices).
+const char* const kBatchedF32 = R"(
+kernel bgemm_f32(A: f32[BATCH, M, K], B: f32[BATCH, K, N]) -> (C: f32[BATCH, M, N]) {
+  C[b, m, n] = sum(A[b, m, k] * B[b, k, n]) over k
+}
+schedule {
+  tile = [64, 64, 8]
+  mainloop = simt
+}
+)";
+
 // TF32: f32 operands rounded to TF32 by the program, on the tensor cores, B as nn.Linear's weight
 // (both operands K-major).
 const char* const kGemmTf32 = R"(
@@ -280,8 +291,11 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "stages = 3: the SIMT mainloop has one shared-memory buffer or two (stages = 1, 2 or auto)");
   EXPECT_EQ(refusal(scheduled(f, {{"tile", "[128, 128, 64]"}})),
             "tile = [128, 128, 64]: mainloop = simt takes tile K in {8, 16, 32}");
-  EXPECT_EQ(refusal(scheduled(f, {{"split_k", "2"}})),
-            "split_k / stream_k need the CUTLASS stream-K scheduler; mainloop = simt does whole K per tile");
+  EXPECT_EQ(refusal(scheduled(f, {{"stream_k", "1"}})),
+            "stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k");
+  EXPECT_EQ(refusal(scheduled(f, {{"split_k", "17"}})), "split_k = 17 must be between 1 and 16");
+  EXPECT_EQ(refusal(scheduled(f, {{"split_k", "16"}})), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(scheduled(f, {{"split_k", "4"}})), "gemm_f32_64x64x16_simt_sk4_rn");
   // Epilogues CUTLASS cannot fuse exactly run on the SIMT path only.
   const dsl::Program res = parse(kGemmResidual);
   EXPECT_EQ(refusal(res), "(accepted)");
@@ -317,7 +331,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   codegen::Space s = codegen::schedule_space(parse(kGemmBf16), kTaskBinding);
   std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused.size() << " refused\n";
   EXPECT_GE(s.legal.size(), 100u);
-  EXPECT_EQ(s.legal.size(), 3960u);
+  EXPECT_EQ(s.legal.size(), 3984u);
   EXPECT_EQ(s.legal.size() + s.refused.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
@@ -327,7 +341,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   for (const auto& [sch, why] : s.refused) EXPECT_FALSE(why.empty()) << sch;
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
   std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused.size() << " refused\n";
-  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster
+  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}
   // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
   codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
   std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused.size() << " refused\n";
@@ -336,7 +350,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   for (const codegen::Schedule& sch : t.legal)
     for (const auto& [k, v] : sch)
       if (k == "mainloop" && v != "simt") ++tensor;
-  EXPECT_EQ(tensor + 3u * 2 * 2 * 2, t.legal.size());
+  EXPECT_EQ(tensor + 3u * 2 * 2 * 2 * 2, t.legal.size());
 }
 
 // The SIMT kernel on the CPU (host emulation) against the IR interpreter, on small odd sizes
@@ -364,6 +378,24 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 70}, {"K", 19}}},
       {kLinearF32, {}, {{"M", 45}, {"N", 37}, {"K", 50}}},
       {kLinearF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 129}, {"K", 17}}},
+      // K and N multiples of 4 (and so 16-byte aligned buffers): the float4 staging (kVec), with partial
+      // tiles in M, N and K, one and two buffers, B[k, n] and B[n, k], batched, TF32-rounded.
+      {kGemmF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 132}, {"K", 20}}},
+      {kGemmF32, {{"tile", "[128, 128, 16]"}, {"stages", "2"}}, {{"M", 37}, {"N", 68}, {"K", 36}}},
+      {kGemmF32, {{"tile", "[32, 64, 32]"}, {"stages", "2"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 100}, {"K", 44}}},
+      {kGemmF32, {{"tile", "[64, 32, 8]"}}, {{"M", 64}, {"N", 32}, {"K", 4}}},
+      {kLinearF32, {{"tile", "[128, 64, 16]"}, {"stages", "2"}}, {{"M", 45}, {"N", 37}, {"K", 52}}},
+      {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 72}, {"K", 24}}},
+      {kBatchedF32, {}, {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 28}}},
+      // split_k (the emulator has 132 SMs, so these few tiles split as far as the knob lets them): the
+      // float4 path with a K cut inside a slice's last tile, the element-wise path (K = 99), two
+      // buffers, an epilogue applied after the slices' sum, batched slices, and K shorter than a tile.
+      {kGemmF32, {{"tile", "[64, 64, 8]"}, {"split_k", "4"}}, {{"M", 70}, {"N", 68}, {"K", 100}}},
+      {kGemmF32, {{"tile", "[32, 64, 16]"}, {"split_k", "16"}, {"stages", "2"}}, {{"M", 37}, {"N", 70}, {"K", 99}}},
+      {kLinearF32, {{"tile", "[64, 32, 8]"}, {"split_k", "3"}}, {{"M", 45}, {"N", 37}, {"K", 52}}},
+      {kBatchedResidual, {{"split_k", "2"}}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 41}}},
+      {kBatchedF32, {{"split_k", "5"}}, {{"BATCH", 2}, {"M", 65}, {"N", 36}, {"K", 44}}},
+      {kGemmF32, {{"split_k", "8"}}, {{"M", 37}, {"N", 70}, {"K", 5}}},
   };
   for (const Case& c : cases) {
     const dsl::Program p = scheduled(parse(c.program), c.changes);
