@@ -721,6 +721,12 @@ void Writer::close(const std::string& tail) {
   line(tail);
 }
 
+void Writer::reopen(const std::string& head) {
+  --depth_;
+  line("} " + head + " {");
+  ++depth_;
+}
+
 void Writer::comment(const std::string& text) {
   const size_t width = std::max<size_t>(40, 100 - 2 * depth_ - 3);
   std::istringstream in(text);

@@ -162,6 +162,7 @@ class Writer {
   void line(const std::string& s = "");
   void open(const std::string& head);  // "head {"
   void close(const std::string& tail = "}");
+  void reopen(const std::string& head);  // "} head {": the next branch of an if at the same depth
   void comment(const std::string& text);  // wrapped `// ` lines at the current indentation
   void raw(const std::string& text);      // pre-indented text, copied as is
   Writer nested() const;                  // an empty writer at this one's indentation

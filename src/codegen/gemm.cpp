@@ -38,11 +38,11 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
 const std::vector<std::string> kInternal = {
     "row", "col", "tile_m", "tile_n", "acc", "a_frag", "b_frag", "As", "Bs", "k0", "kk", "tid", "tx", "ty", "v",
-    "x", "i", "j", "e", "M_", "N_", "K_", "Gemm", "GemmKernel", "KsolEpilogueFn", "ksol_gemm_simt", "ksol_epilogue",
+    "x", "i", "j", "e", "bat", "M_", "N_", "K_", "Gemm", "GemmKernel", "KsolEpilogueFn", "ksol_gemm_simt", "ksol_epilogue",
     "ksol_run_simt", "ksol_run_tma", "g_workspace", "g_workspace_bytes", "args", "status", "hw", "ws_bytes", "cutlass",
     "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out", "kVA", "kVB",
     "kGA", "kGB", "kPadA", "kPadB", "ksol_lds", "frag_row", "frag_col", "g", "kStages", "buf", "more", "kSplitK",
-    "ksol_ws", "ksol_k_split", "ksol_splits", "k_begin", "k_end", "split", "ksol_gemm_splitk_reduce", "g_simt_ws",
+    "ksol_ws", "ksol_k_split", "ksol_splits", "k_begin", "k_stop", "k_end", "split", "ksol_gemm_splitk_reduce", "g_simt_ws",
     "g_simt_ws_bytes", "sms", "device", "idx", "total", "want", "k_tiles", "blocks", "bytes", "warp", "lane", "qa", "qb",
     "va", "vb", "pa", "pb", "oka", "okb", "ra", "rb", "kQA", "kQB", "kRowsB", "kLA4", "kLB4", "kLA", "kLB", "l", "r", "q",
     "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit"};
@@ -565,11 +565,14 @@ class Generator {
     w.comment(vec ? "kVec: A's and B's tiles are read as float4s (the launcher checked the alignment); otherwise one "
                     "element per load, bounds-checked."
                   : "kVec is false for 16-bit operands: one element per load, bounds-checked.");
-    w.comment("Threads of 8 x 8 accumulators ask for two blocks per SM (at most 128 registers a thread): on the H200 "
-              "128 x 128 x 8 ran 3-4% faster with the bound than at the 127 registers ptxas picked, two buffers of "
-              "128 x 128 x 16 1.17x. Smaller thread tiles ask nothing: the bound let 64 x 128 x 8 grow from 80 registers "
-              "(three blocks per SM) to 93 (two), 27% slower (docs/results/2026-12-01-h200-simt-gemm-s11.txt); so does "
-              "a bound of one block, which ptxas reads as leave to use more registers than without a bound.");
+    // Threads of 8 x 8 accumulators ask for two blocks per SM (at most 128 registers a thread). On
+    // the H200 that ran 128 x 128 x 8 3-4% faster than the 127 registers ptxas picked without it,
+    // two buffers of 128 x 128 x 8 1.44x and of 128 x 128 x 16 1.17x, one buffer of 128 x 128 x 16
+    // the same; K = 16 and 32 then spill a little (not compared without the bound at K = 32, nor on
+    // the element-wise path). Smaller thread tiles ask nothing: the bound let 64 x 128 x 8 grow from
+    // 80 registers (three blocks per SM) to 93 (two), 27% slower, and a bound of one block does the
+    // same (docs/results/2026-12-01-h200-simt-gemm-s11.txt).
+    if (tm * tn >= 64) w.comment("Threads of 8 x 8 accumulators: two blocks per SM (at most 128 registers a thread).");
     const std::string bounds = tm * tn >= 64 ? "kThreads, 2" : "kThreads";
     const std::string split_params = split ? ", float* __restrict__ ksol_ws, int64_t ksol_k_split, int ksol_splits" : "";
     if (split)
@@ -579,8 +582,9 @@ class Generator {
            "> __global__ void __launch_bounds__(" + bounds + ") ksol_gemm_simt(" + simt_params() + split_params + ")");
     w.line("__shared__ __align__(16) float As[kStages][kBK][kBM + kPadA];");
     w.line("__shared__ __align__(16) float Bs[kStages][kBK][kBN + kPadB];");
-    w.comment("A warp is 8 threads along N by 4 along M (kTX and kTY are 16), so its float4 reads of a k step cover "
-              "64 bytes of As and 128 of Bs: one shared-memory wavefront each.");
+    w.comment("A warp is 8 threads along N by 4 along M (kTX and kTY are 16), so its reads of a k step (kVA and kVB "
+              "floats a thread) cover at most 128 bytes of As and of Bs: one shared-memory wavefront each.");
+    w.line("static_assert(kTX % 8 == 0 && kTY % 4 == 0, \"the warp layout: 8 x 4 threads\");");
     w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
     w.line("const int tx = (warp % (kTX / 8)) * 8 + lane % 8, ty = (warp / (kTX / 8)) * 4 + lane / 8;");
     const bool batched = !a_.batch_dim.empty();
@@ -597,7 +601,8 @@ class Generator {
     if (split) {
       w.comment("This block's slice of K: whole kBK tiles, the last one cut at K.");
       w.line("const int64_t k_begin = kSplit ? split * ksol_k_split : 0;");
-      w.line("const int64_t k_end = !kSplit ? " + K + " : k_begin + ksol_k_split < " + K + " ? k_begin + ksol_k_split : " + K + ";");
+      w.line("const int64_t k_stop = k_begin + ksol_k_split;");
+      w.line("const int64_t k_end = !kSplit ? " + K + " : (k_stop < " + K + " ? k_stop : " + K + ");");
     }
     // The batch's matrices (the whole tensors without a batch).
     const std::string Ab = batched ? "(" + A + " + bat * " + M + " * " + K + ")" : A;
@@ -624,7 +629,7 @@ class Generator {
       // kThreads is a multiple of the quads per row; their sources are pointers set once and
       // advanced by the tile's k, so a load costs one add and one compare.
       w.comment("float4 staging (kVec): A's tile is kBM rows of kQA quads along k; B's is kBK rows of kQB quads along n" +
-                std::string(a_.b_trans ? " (B[n, k]: kBN rows of kQA quads along k)." : "."));
+                std::string(a_.b_trans ? " (B[n, k]: kBN rows of kQB quads along k)." : "."));
       w.line("constexpr int kQA = kBK / 4, kQB = " + std::string(a_.b_trans ? "kBK / 4" : "kBN / 4") + ";");
       w.line("constexpr int kRowsB = " + std::string(a_.b_trans ? "kBN" : "kBK") + ";");
       w.line("constexpr int kLA4 = (kBM * kQA + kThreads - 1) / kThreads, kLB4 = (kRowsB * kQB + kThreads - 1) / kThreads;");
@@ -660,17 +665,17 @@ class Generator {
         w.open("if constexpr (kVec)");
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLA4; ++l)");
-        w.line("va[l] = oka[l] && " + kbase + " + qa * 4 < " + KE + " ? *reinterpret_cast<const float4*>(pa[l] + " + kbase +
+        w.line("va[l] = (oka[l] && " + kbase + " + qa * 4 < " + KE + ") ? *reinterpret_cast<const float4*>(pa[l] + " + kbase +
                ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
         w.close();
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLB4; ++l)");
         if (a_.b_trans) {
-          w.line("vb[l] = okb[l] && " + kbase + " + qb * 4 < " + KE + " ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
+          w.line("vb[l] = (okb[l] && " + kbase + " + qb * 4 < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
                  ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
         } else {
           w.line("const int kk = (tid + l * kThreads) / kQB;");
-          w.line("vb[l] = okb[l] && " + kbase + " + kk < " + KE + " ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
+          w.line("vb[l] = (okb[l] && " + kbase + " + kk < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
                  " * " + N + ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
         }
         w.close();
@@ -803,10 +808,10 @@ class Generator {
       w.comment("Split K: the slice's raw sums to the workspace ([batch, ] slice, row, col); ksol_gemm_splitk_reduce adds them.");
       w.open("if constexpr (kSplit)");
       write(std::string("ksol_ws[((") + (batched ? "bat * ksol_splits + " : "") + "split) * " + M + " + row) * " + N + " + col] = v;");
-      w.line("return;");
-      w.close();
+      w.reopen("else");
     }
     write(Cb + "[row * " + N + " + col] = " + epi + ";");
+    if (split) w.close();
     w.close();
     if (split) {
       w.line();
@@ -869,7 +874,8 @@ class Generator {
       w.line("g_simt_ws_bytes = bytes;");
       w.close();
       w.close();
-      split_args = ", ksol_splits > 1 ? g_simt_ws : nullptr, ksol_k_split, ksol_splits";
+      w.comment("The workspace and the SM count are the process's: ksol's worker runs one GPU and one stream.");
+      split_args = ", g_simt_ws, ksol_k_split, ksol_splits";
     }
     w.line(std::string("const dim3 grid{unsigned(") + (along_m ? "tiles_m" : "tiles_n") + "), unsigned(" +
            (along_m ? "tiles_n" : "tiles_m") + "), " + (batched ? "unsigned(" + nb + (split ? " * ksol_splits" : "") + ")" : split ? "unsigned(ksol_splits)" : "1u") + "};");
