@@ -63,6 +63,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"rowwise", "online", K::integer, {}, {}},
       {"rowwise", "blocks_per_sm", K::integer, {}, {}},
       {"rowwise", "tail", K::choice, {"checked", "exact"}, {}},
+      {"rowwise", "store_hint", K::choice, {"none", "evict_last"}, {}},
       {"elementwise", "threads", K::integer, {}, {}},
       {"elementwise", "vector", K::integer, {}, {}},
       {"elementwise", "items_per_thread", K::integer, {}, {}},

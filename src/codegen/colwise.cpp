@@ -117,6 +117,8 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
     throw Refused("blocks_per_sm: the column reduction's kernels take no occupancy hint, so blocks_per_sm must be auto");
   if (k.one_of("tail", std::vector<std::string>{"checked", "exact"}) == "exact")
     throw Refused("tail: a column reduction has no register cache of whole rows, so tail must be checked");
+  if (k.one_of("store_hint", std::vector<std::string>{"none", "evict_last"}) != "none")
+    throw Refused("store_hint: a column reduction writes one value per column, so store_hint must be none");
   s.two_pass = red == "two_pass";
   return s;
 }

@@ -33,7 +33,7 @@ const std::vector<std::string> kInternal = {
     "kCacheValues", "kCacheTiles", "kMaxRow", "kMaxCacheBytes", "kMaxSplits", "kMaxBlocks", "slot", "lane", "row",
     "rows", "row_base", "active", "tile", "t", "item", "c0", "j", "in_row", "work", "split", "splits", "chunk",
     "c_begin", "c_end", "k", "w", "launch", "launch_tiles", "kTiles", "kMost", "steps", "packs_ok", "pack_aligned", "blocks", "row_cache", "cache_base",
-    "cache_bytes", "cache_region_bytes", "load_pack_keep", "load_pack_last", "load_pack_hinted", "policy", "kExact", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
+    "cache_bytes", "cache_region_bytes", "load_pack_keep", "load_pack_last", "load_pack_hinted", "store_pack_kept", "policy", "kExact", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
     "merge_max_sum", "warp_max_sum", "row_max_sum",
     "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
@@ -48,6 +48,7 @@ struct RowKnobs {
   int online_pass = 0;     // online = 1: this max pass and the sum of exp(u - max) after it are one pass
   int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
   bool exact = false;      // tail = exact: rows of exactly kCacheTiles steps run without bounds checks
+  bool store_last = false; // store_hint = evict_last: output packs stored with an L2 evict_last policy
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -395,6 +396,10 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.exact && s.cache != "registers")
     throw Refused("tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so "
                   "cache_row must be registers, not " + s.cache);
+  s.store_last = k.one_of("store_hint", std::vector<std::string>{"none", "evict_last"}) == "evict_last";
+  if (s.store_last && !a.write_pass)
+    throw Refused("store_hint = evict_last hints the stores of output rows, and this program writes one value per "
+                  "row");
   if (s.cache == "registers") {
     if (s.unroll != 1)
       throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
@@ -424,6 +429,7 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.online_pass) n += "_online";
   if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
   if (s.exact) n += "_exact";
+  if (s.store_last) n += "_stlast";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -474,6 +480,7 @@ class Generator {
     w.line();
     w.raw(pack_source());
     if (s_.cache == "l2") w.raw(hinted_load_source());
+    if (s_.store_last) w.raw(hinted_store_source());
     if (!helpers_.empty()) w.raw(helpers_.source());
     w.raw(reduction_helpers());
     w.line();
@@ -633,6 +640,45 @@ class Generator {
          "template <int kVec, typename T>\n"
          "__device__ __forceinline__ Pack<T, kVec> load_pack_last(const T* p) {\n"
          "  return load_pack_hinted<false, kVec>(p);\n"
+         "}\n";
+    return s;
+  }
+
+  // store_hint = evict_last: the output's packs are stored with an L2 evict_last policy, so that its
+  // lines stay (dirty) in the L2 rather than the input's lines that the kernel has read for the last
+  // time. More of the output is still in the L2 when the kernel ends (and a consumer reads it from
+  // there); what the kernel writes to DRAM while it runs is less. sm_80 and later; plain stores before.
+  static std::string hinted_store_source() {
+    std::string s =
+        "// store_hint = evict_last: store_pack_kept stores a pack whose L2 lines are evicted last.\n"
+        "template <int kVec, typename T>\n"
+        "__device__ __forceinline__ void store_pack_kept(T* p, const Pack<T, kVec>& x) {\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+        "  constexpr int kBytes = sizeof(T) * kVec;\n"
+        "  uint64_t policy;\n"
+        "  asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n";
+    struct Form { int bytes; const char* reg; const char* ins; const char* ins_args; };
+    const Form forms[] = {
+        {16, "uint4", "st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;",
+         "\"l\"(p), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w), \"l\"(policy)"},
+        {8, "uint2", "st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;",
+         "\"l\"(p), \"r\"(v.x), \"r\"(v.y), \"l\"(policy)"},
+        {4, "unsigned", "st.global.L2::cache_hint.u32 [%0], %1, %2;", "\"l\"(p), \"r\"(v), \"l\"(policy)"},
+        {2, "unsigned short", "st.global.L2::cache_hint.u16 [%0], %1, %2;", "\"l\"(p), \"h\"(v), \"l\"(policy)"},
+    };
+    bool first = true;
+    for (const Form& f : forms) {
+      s += std::string(first ? "  if" : "  } else if") + " constexpr (kBytes == " + std::to_string(f.bytes) + ") {\n"
+           "    const " + f.reg + " v = *reinterpret_cast<const " + f.reg + "*>(&x);\n"
+           "    asm volatile(\"" + f.ins + "\" :: " + f.ins_args + " : \"memory\");\n";
+      first = false;
+    }
+    s += "  } else {\n"
+         "    store_pack(p, x);\n"
+         "  }\n"
+         "#else\n"
+         "  store_pack(p, x);\n"
+         "#endif\n"
          "}\n";
     return s;
   }
@@ -1453,7 +1499,8 @@ class Generator {
     }
     w.close();
     for (const Definition* d : outs) {
-      std::string store = "store_pack(" + row_ptr(d->name) + " + c0, " + names_.derived(d->name, "pack") + ");";
+      std::string store = std::string(s_.store_last ? "store_pack_kept" : "store_pack") + "(" + row_ptr(d->name) +
+                          " + c0, " + names_.derived(d->name, "pack") + ");";
       w.line(active.empty() ? store : "if (" + active + ") " + store);
     }
     w.close();
@@ -1923,6 +1970,7 @@ const FamilyGenerator& rowwise_family() {
           {"online", "0", {"0", "1"}},
           {"blocks_per_sm", "auto", {"auto", "5"}},
           {"tail", "checked", {"checked", "exact"}},
+          {"store_hint", "none", {"none", "evict_last"}},
       },
       &check,
       &generate,

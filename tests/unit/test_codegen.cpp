@@ -344,7 +344,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail");
+            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"keep", "registers"}, {"cache_row", "shared"}})),
             "keep = registers holds values in the register cache's unrolled steps, so cache_row must be registers, "
@@ -458,6 +458,22 @@ TEST(Codegen, RefusesWithExactReasons) {
             "tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so cache_row "
             "must be registers, not none");
   EXPECT_EQ(refusal(scheduled(sm, {{"tail", "open"}})), "tail = open must be one of checked, exact");
+  // store_hint = evict_last: the output rows' packs go through store_pack_kept (an L2 evict_last
+  // policy); a program that writes one value per row has no row stores to hint.
+  {
+    const auto st = scheduled(sm, {{"cache_row", "registers"}, {"vector", "4"}, {"store_hint", "evict_last"}});
+    EXPECT_EQ(codegen::kernel_name(st), "rowwise_softmax_f32_t256_v4_r1_block_regs_stlast");
+    const std::string cu = codegen::generate_cuda(st, {});
+    EXPECT_NE(cu.find("store_pack_kept(Y_row + c0, Y_pack);"), std::string::npos) << cu;
+    EXPECT_NE(cu.find("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;"), std::string::npos) << cu;
+    EXPECT_EQ(cu.find("store_pack(Y_row"), std::string::npos) << cu;
+    EXPECT_EQ(codegen::generate_cuda(scheduled(sm, {{"vector", "4"}}), {}).find("store_pack_kept"), std::string::npos);
+  }
+  EXPECT_EQ(refusal(scheduled(parse("kernel sums(X: f32[R, C]) -> (S: f32[R]) {\n  S[r] = sum(X[r, c]) over c\n}\n"),
+                              {{"store_hint", "evict_last"}})),
+            "store_hint = evict_last hints the stores of output rows, and this program writes one value per row");
+  EXPECT_EQ(refusal(scheduled(sm, {{"store_hint", "evict_first"}})),
+            "store_hint = evict_first must be one of none, evict_last");
   EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
 
   // A row read by one pass only has nothing to cache.
@@ -592,7 +608,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -624,6 +640,8 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
             "rows_per_block = 4: a column reduction's threads own columns over all their rows, so rows_per_block must be 1");
   EXPECT_EQ(refusal(scheduled(p, {{"cache_row", "shared"}})),
             "cache_row = shared: a column reduction reads each element once, so cache_row must be none");
+  EXPECT_EQ(refusal(scheduled(p, {{"store_hint", "evict_last"}})),
+            "store_hint: a column reduction writes one value per column, so store_hint must be none");
   EXPECT_EQ(refusal(scheduled(p, {{"vector", "8"}})),
             "vector = 8 columns of a 4-byte type are 32 bytes per thread and row; at most 16");
   std::string src = codegen::generate_cuda(p, {});
@@ -1177,7 +1195,9 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
       "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
       "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n";
   for (const char* sched : {"schedule {\n  threads = 64\n  vector = 4\n  cache_row = l2\n  unroll = 2\n}\n",
-                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n"}) {
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
+                            "  store_hint = evict_last\n}\n"}) {
     const dsl::Program p = parse(kernel + sched);
     ASSERT_EQ(refusal(p), "(accepted)") << sched;
     // The host build skips the sm_80+ inline PTX of the hinted loads: nvcc compiles it here.
