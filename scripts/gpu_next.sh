@@ -71,7 +71,7 @@ PY
     if [ "${1:-dense}" = dense ]; then
       E gemm_bf16 --sizes large --shape "$K"
       E gemm_f32 --sizes large --shape "$K"
-      E gemm_bias_gelu_bf16 --sizes large,wide_k512
+      E gemm_bias_gelu_bf16 --sizes large,wide_k512 $([ -n "${BEST:-}" ] || echo --candidate examples/tuned/gemm_bias_gelu_bf16_square.ksol)
       E spmv_csr_f32 --sizes large_powerlaw,large_banded
       E stencil2d_f32 --sizes large
       E conv2d_f32 --sizes medium,large

@@ -1187,9 +1187,11 @@ TEST(Codegen, GoldenSources) {
   EXPECT_GE(cases, 3);
 }
 
-// cache_row = l2 and tail = exact on the host against the interpreter: rows of exactly the
-// register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the kExact instantiation),
-// and rows that are not (300, 768: three steps in a four-step cache, 4, 1: the scalar packs).
+// cache_row = l2, tail = exact and store_hint = evict_last on the host against the interpreter:
+// rows of exactly the register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the
+// kExact instantiation), and rows that are not (300, 768: three steps in a four-step cache, 4, 1:
+// the scalar packs). nvcc compiles each source for sm_90: the hinted stores' 16-, 8- and 4-byte
+// forms (vector 4 and 2, and the scalar packs of f32).
 TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
   const std::string kernel =
       "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
@@ -1197,7 +1199,8 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
   for (const char* sched : {"schedule {\n  threads = 64\n  vector = 4\n  cache_row = l2\n  unroll = 2\n}\n",
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n",
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
-                            "  store_hint = evict_last\n}\n"}) {
+                            "  store_hint = evict_last\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 2\n  store_hint = evict_last\n}\n"}) {
     const dsl::Program p = parse(kernel + sched);
     ASSERT_EQ(refusal(p), "(accepted)") << sched;
     // The host build skips the sm_80+ inline PTX of the hinted loads: nvcc compiles it here.
