@@ -68,14 +68,19 @@ std::string kernel_name(const dsl::Program& p) {
   }
 }
 
-dsl::Program with_schedule(const dsl::Program& p, const Schedule& s) {
-  dsl::Program q = p;
+// Replaces q's schedule with s (the algorithm untouched).
+static void set_schedule(dsl::Program& q, const Schedule& s) {
   q.schedule.clear();
   q.schedule_keys.clear();
   for (const auto& [key, text] : s) {
     q.schedule.emplace_back(key, detail::schedule_value(text));
     q.schedule_keys[key] = {};
   }
+}
+
+dsl::Program with_schedule(const dsl::Program& p, const Schedule& s) {
+  dsl::Program q = p;
+  set_schedule(q, s);
   return q;
 }
 
@@ -92,12 +97,15 @@ Space schedule_space(const dsl::Program& p, const Binding& b) {
     space.refused.emplace_back("", no_family(p));
     return space;
   }
-  // Odometer over the knobs' grids, the last knob turning fastest.
+  // Odometer over the knobs' grids, the last knob turning fastest. One copy of the program takes
+  // each schedule in turn (copying the algorithm per schedule was most of the time).
   std::vector<size_t> at(f->knobs.size(), 0);
+  dsl::Program q = p;
   while (true) {
     Schedule s;
     for (size_t k = 0; k < f->knobs.size(); ++k) s.emplace_back(f->knobs[k].key, f->knobs[k].grid[at[k]]);
-    Support r = can_implement(with_schedule(p, s), b);
+    set_schedule(q, s);
+    Support r = can_implement(q, b);
     if (r.ok)
       space.legal.push_back(s);
     else
