@@ -586,6 +586,36 @@ class Generator {
     return s;
   }
 
+  // The pack sizes the hinted loads and stores take in one PTX access: n registers of the PTX type,
+  // as the C++ type reg holds them (its fields, and their asm constraint letter).
+  struct HintForm {
+    int bytes, n;
+    const char* reg;
+    const char* type;
+    const char* vec;
+    const char* fields[4];
+    const char* constraint;
+  };
+  static constexpr HintForm kHintForms[] = {
+      {16, 4, "uint4", "u32", ".v4", {"v.x", "v.y", "v.z", "v.w"}, "r"},
+      {8, 2, "uint2", "u32", ".v2", {"v.x", "v.y"}, "r"},
+      {4, 1, "unsigned", "u32", "", {"v"}, "r"},
+      {2, 1, "unsigned short", "u16", "", {"v"}, "h"},
+  };
+  // A form's registers in the PTX text, numbered from the operand `from`: "%0" or "{%1, %2}".
+  static std::string hint_registers(const HintForm& f, int from) {
+    std::string s;
+    for (int i = 0; i < f.n; ++i) s += (i ? ", %" : "%") + std::to_string(from + i);
+    return f.n > 1 ? "{" + s + "}" : s;
+  }
+  // The asm operands of a form's registers: "=r"(v.x), ... for outputs (prefix "="), "r"(v.x), ... for inputs.
+  static std::string hint_operands(const HintForm& f, const std::string& prefix) {
+    std::string s;
+    for (int i = 0; i < f.n; ++i)
+      s += std::string(i ? ", " : "") + "\"" + prefix + f.constraint + "\"(" + f.fields[i] + ")";
+    return s;
+  }
+
   // cache_row = l2: loads with an eviction priority for the L1 and, through a createpolicy cache
   // hint, the L2 (sm_80 and later; plain loads before, and for packs of other sizes).
   static std::string hinted_load_source() {
@@ -600,28 +630,18 @@ class Generator {
         "  uint64_t policy;\n"
         "  if constexpr (kKeep) asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n"
         "  else asm(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\" : \"=l\"(policy));\n";
-    // One load of kBytes: n registers of the PTX type, as the C++ type reg holds them.
-    struct Form { int bytes, n; const char* reg; const char* type; const char* vec; const char* outs; };
-    const Form forms[] = {
-        {16, 4, "uint4", "u32", ".v4", "\"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)"},
-        {8, 2, "uint2", "u32", ".v2", "\"=r\"(v.x), \"=r\"(v.y)"},
-        {4, 1, "unsigned", "u32", "", "\"=r\"(v)"},
-        {2, 1, "unsigned short", "u16", "", "\"=h\"(v)"},
-    };
     bool first = true;
-    for (const Form& f : forms) {
+    for (const HintForm& f : kHintForms) {
       const int n = f.n;
-      std::string regs;
-      for (int i = 0; i < n; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
-      if (n > 1) regs = "{" + regs + "}";
-      const std::string ops = regs + ", [%" + std::to_string(n) + "], %" + std::to_string(n + 1) + ";";
+      const std::string ops = hint_registers(f, 0) + ", [%" + std::to_string(n) + "], %" + std::to_string(n + 1) + ";";
       const std::string ins = std::string(".L2::cache_hint") + f.vec + "." + f.type + " " + ops;
+      const std::string outs = hint_operands(f, "=");
       s += std::string(first ? "  if" : "  } else if") + " constexpr (kBytes == " + std::to_string(f.bytes) + ") {\n"
            "    " + f.reg + " v;\n"
            "    if constexpr (kKeep)\n"
-           "      asm volatile(\"ld.global.L1::evict_last" + ins + "\" : " + f.outs + " : \"l\"(p), \"l\"(policy));\n"
+           "      asm volatile(\"ld.global.L1::evict_last" + ins + "\" : " + outs + " : \"l\"(p), \"l\"(policy));\n"
            "    else\n"
-           "      asm volatile(\"ld.global.L1::evict_first" + ins + "\" : " + f.outs + " : \"l\"(p), \"l\"(policy));\n"
+           "      asm volatile(\"ld.global.L1::evict_first" + ins + "\" : " + outs + " : \"l\"(p), \"l\"(policy));\n"
            "    *reinterpret_cast<" + f.reg + "*>(&r) = v;\n";
       first = false;
     }
@@ -657,20 +677,13 @@ class Generator {
         "  constexpr int kBytes = sizeof(T) * kVec;\n"
         "  uint64_t policy;\n"
         "  asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n";
-    struct Form { int bytes; const char* reg; const char* ins; const char* ins_args; };
-    const Form forms[] = {
-        {16, "uint4", "st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;",
-         "\"l\"(p), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w), \"l\"(policy)"},
-        {8, "uint2", "st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;",
-         "\"l\"(p), \"r\"(v.x), \"r\"(v.y), \"l\"(policy)"},
-        {4, "unsigned", "st.global.L2::cache_hint.u32 [%0], %1, %2;", "\"l\"(p), \"r\"(v), \"l\"(policy)"},
-        {2, "unsigned short", "st.global.L2::cache_hint.u16 [%0], %1, %2;", "\"l\"(p), \"h\"(v), \"l\"(policy)"},
-    };
     bool first = true;
-    for (const Form& f : forms) {
+    for (const HintForm& f : kHintForms) {
+      const std::string ins = std::string("st.global.L2::cache_hint") + f.vec + "." + f.type + " [%0], " +
+                              hint_registers(f, 1) + ", %" + std::to_string(f.n + 1) + ";";
       s += std::string(first ? "  if" : "  } else if") + " constexpr (kBytes == " + std::to_string(f.bytes) + ") {\n"
            "    const " + f.reg + " v = *reinterpret_cast<const " + f.reg + "*>(&x);\n"
-           "    asm volatile(\"" + f.ins + "\" :: " + f.ins_args + " : \"memory\");\n";
+           "    asm volatile(\"" + ins + "\" :: \"l\"(p), " + hint_operands(f, "") + ", \"l\"(policy) : \"memory\");\n";
       first = false;
     }
     s += "  } else {\n"
