@@ -49,6 +49,7 @@ struct RowKnobs {
   int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
   bool exact = false;      // tail = exact: rows of exactly kCacheTiles steps run without bounds checks
   bool store_last = false; // store_hint = evict_last: output packs stored with an L2 evict_last policy
+  bool preload = false;    // preload = all: the packs read by one pass only join the register cache's loads
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -81,6 +82,7 @@ struct Analysis {
   bool has_scan = false;
   int widest_access = 0;                // bytes of the widest packed element
   int cached_bytes = 0;                 // bytes per element of the tensors a row cache would hold
+  int single_bytes = 0;                 // bytes per element of the packed tensors one pass reads
   // Element definitions the reduction passes and the write pass read more than once: the passes
   // computing each (passes + 1 is the write pass).
   std::map<std::string, std::set<int>> def_passes;
@@ -154,6 +156,8 @@ class Analyser {
       if (u.passes.size() > 1) {
         u.cached = true;
         a_.cached_bytes += type_bytes(u.param->type);
+      } else {
+        a_.single_bytes += type_bytes(u.param->type);
       }
     }
     for (const Definition& d : p_.defs)
@@ -400,11 +404,19 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.store_last && !a.write_pass)
     throw Refused("store_hint = evict_last hints the stores of output rows, and this program writes one value per "
                   "row");
+  s.preload = k.one_of("preload", std::vector<std::string>{"none", "all"}) == "all";
+  if (s.preload && s.cache != "registers")
+    throw Refused("preload = all loads the packs that one pass reads with the register cache's, before the first "
+                  "pass, so cache_row must be registers, not " + s.cache);
+  if (s.preload && a.single_bytes == 0)
+    throw Refused("preload = all loads the packs that one pass reads (such as a weight) with the cached rows; every "
+                  "tensor this program reads along the row is cached already");
   if (s.cache == "registers") {
     if (s.unroll != 1)
       throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
                     std::to_string(s.unroll));
-    const int element_bytes = a.cached_bytes + (s.keep ? a.cached_def_bytes : 0);  // the rows and the kept values
+    // the rows, the kept values and the preloaded packs
+    const int element_bytes = a.cached_bytes + (s.keep ? a.cached_def_bytes : 0) + (s.preload ? a.single_bytes : 0);
     const int tile_bytes = s.vector * s.items * element_bytes;
     const int budget = register_budget_bytes(s.threads);
     if (tile_bytes > budget)
@@ -430,6 +442,7 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
   if (s.exact) n += "_exact";
   if (s.store_last) n += "_stlast";
+  if (s.preload) n += "_pre";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -561,7 +574,9 @@ class Generator {
                : s_.cache == "l2" ? " Rows read by several passes are read again from the L2 (and L1), where eviction "
                                     "priorities keep them: evict_last before their last read, evict_first at it."
                                   : "") +
-              (s_.keep ? " " + kept_list() + " computed once per row, in the first pass that reads it, and kept in registers." : ""));
+              (s_.keep ? " " + kept_list() + " computed once per row, in the first pass that reads it, and kept in registers." : "") +
+              (s_.preload ? " The tensors one pass reads are loaded into registers with the cached rows, before the first pass "
+                            "(preload = all)." : ""));
     for (int pass = 1; pass <= a_.passes; ++pass) w.line("//   pass " + std::to_string(pass) + ": " + pass_summary(pass));
     if (a_.write_pass) w.line("//   write pass: " + write_summary());
   }
@@ -1163,7 +1178,7 @@ class Generator {
       const bool first = !cached || *u.passes.begin() == pass;
       const std::string cache = names_.derived(u.param->name, "cache");
       std::string source;
-      if (s_.cache == "registers" && cached) {
+      if (in_registers(u)) {
         source = cache + "[t][item]";  // filled before the first pass (prefetch_registers)
       } else if (s_.cache == "shared" && cached) {
         source = first ? global : "load_pack<kVec>(" + cache + " + c0)";
@@ -1600,10 +1615,18 @@ class Generator {
     w.close();
   }
 
+  // Whether the packs of u live in the register cache: rows several passes read, and with
+  // preload = all every packed tensor.
+  bool in_registers(const ParamUse& u) const {
+    return s_.cache == "registers" && u.element && (u.cached || s_.preload);
+  }
+
   // The register cache filled in one unrolled loop of loads before any pass reads it, so that all
   // of a thread's loads are in flight at once (one round trip to memory per row, not one per step).
+  // With preload = all the packs only one pass reads (a weight the write pass applies) load here too.
   void prefetch_registers(Writer& w) {
-    w.comment("The cached rows, loaded before the first pass: every load in flight at once.");
+    w.comment(s_.preload ? "The cached rows and the preloaded packs, loaded before the first pass: every load in flight at once."
+                         : "The cached rows, loaded before the first pass: every load in flight at once.");
     w.line("#pragma unroll");
     w.open("for (int t = 0; t < kCacheTiles; ++t)");
     w.line("#pragma unroll");
@@ -1613,7 +1636,7 @@ class Generator {
     row_walk.end = col_dim_;
     row_walk.registers = true;
     for (const ParamUse& u : a_.params) {
-      if (!u.element || !u.cached) continue;
+      if (!in_registers(u)) continue;
       const std::string cache = names_.derived(u.param->name, "cache");
       w.line("if (" + in_row(row_walk) + ") " + cache + "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
     }
@@ -1624,13 +1647,15 @@ class Generator {
   void cache_decl(Writer& w) {
     std::string offset;
     for (const ParamUse& u : a_.params) {
-      if (!u.cached) continue;
       const std::string t = cuda_type(u.param->type);
       const std::string cache = names_.derived(u.param->name, "cache");
       if (s_.cache == "registers") {
-        w.line("Pack<" + t + ", kVec> " + cache + "[kCacheTiles][kItems];  // the row, as this thread reads it");
+        if (in_registers(u))
+          w.line("Pack<" + t + ", kVec> " + cache + "[kCacheTiles][kItems];  // " +
+                 (u.cached ? "the row, as this thread reads it" : "preloaded: its packs the one pass reads"));
         continue;
       }
+      if (!u.cached) continue;
       std::string base = offset.empty() ? "cache_base" : "cache_base + " + offset;
       w.line(t + "* " + cache + " = reinterpret_cast<" + t + "*>(" + base + ") + slot * " + col_dim_ + ";");
       offset += (offset.empty() ? "" : " + ") + ("cache_region_bytes(" + col_dim_ + ", sizeof(" + t + "))");
@@ -1984,6 +2009,7 @@ const FamilyGenerator& rowwise_family() {
           {"blocks_per_sm", "auto", {"auto", "5"}},
           {"tail", "checked", {"checked", "exact"}},
           {"store_hint", "none", {"none", "evict_last"}},
+          {"preload", "none", {"none", "all"}},
       },
       &check,
       &generate,

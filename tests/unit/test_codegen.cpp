@@ -344,7 +344,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint");
+            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint, preload");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"keep", "registers"}, {"cache_row", "shared"}})),
             "keep = registers holds values in the register cache's unrolled steps, so cache_row must be registers, "
@@ -474,6 +474,33 @@ TEST(Codegen, RefusesWithExactReasons) {
             "store_hint = evict_last hints the stores of output rows, and this program writes one value per row");
   EXPECT_EQ(refusal(scheduled(sm, {{"store_hint", "evict_first"}})),
             "store_hint = evict_first must be one of none, evict_last");
+  // preload = all: the packs only the write pass reads (the weight W) load with the cached row,
+  // before the first pass, and the write pass takes them from registers.
+  {
+    const dsl::Program rms = parse(kRmsnormBf16);
+    const auto pre = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"preload", "all"}});
+    EXPECT_EQ(codegen::kernel_name(pre), "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_pre");
+    const std::string cu = codegen::generate_cuda(pre, {});
+    const size_t fill = cu.find("if (c0 < C) W_cache[t][item] = load_pack<kVec>(W + c0);");
+    EXPECT_NE(fill, std::string::npos) << cu;
+    EXPECT_LT(fill, cu.find("// Pass 1:")) << cu;
+    EXPECT_NE(cu.find("const Pack<__nv_bfloat16, kVec> W_pack = W_cache[t][item];"), std::string::npos) << cu;
+    const size_t load = fill + std::string("if (c0 < C) W_cache[t][item] = ").size();
+    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)"), load) << "W is loaded only by the preload";
+    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)", load + 1), std::string::npos) << cu;
+    // Each element now holds X and W in registers: 4 bytes, so half the row the cache held alone.
+    EXPECT_NE(cu.find("constexpr int kCacheValues = 64;"), std::string::npos) << cu;
+    EXPECT_NE(codegen::generate_cuda(scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}}), {})
+                  .find("constexpr int kCacheValues = 128;"),
+              std::string::npos);
+    EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "none"}, {"preload", "all"}})),
+              "preload = all loads the packs that one pass reads with the register cache's, before the first pass, so "
+              "cache_row must be registers, not none");
+  }
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"preload", "all"}})),
+            "preload = all loads the packs that one pass reads (such as a weight) with the cached rows; every tensor "
+            "this program reads along the row is cached already");
+  EXPECT_EQ(refusal(scheduled(sm, {{"preload", "some"}})), "preload = some must be one of none, all");
   EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
 
   // A row read by one pass only has nothing to cache.
@@ -608,7 +635,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -642,6 +669,8 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
             "cache_row = shared: a column reduction reads each element once, so cache_row must be none");
   EXPECT_EQ(refusal(scheduled(p, {{"store_hint", "evict_last"}})),
             "store_hint: a column reduction writes one value per column, so store_hint must be none");
+  EXPECT_EQ(refusal(scheduled(p, {{"preload", "all"}})),
+            "preload: a column reduction has no register cache of whole rows, so preload must be none");
   EXPECT_EQ(refusal(scheduled(p, {{"vector", "8"}})),
             "vector = 8 columns of a 4-byte type are 32 bytes per thread and row; at most 16");
   std::string src = codegen::generate_cuda(p, {});
@@ -1187,7 +1216,8 @@ TEST(Codegen, GoldenSources) {
   EXPECT_GE(cases, 3);
 }
 
-// cache_row = l2, tail = exact and store_hint = evict_last on the host against the interpreter:
+// cache_row = l2, tail = exact, store_hint = evict_last and preload = all (the weight loaded with the
+// cached row) on the host against the interpreter:
 // rows of exactly the register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the
 // kExact instantiation), and rows that are not (300, 768: three steps in a four-step cache, 4, 1:
 // the scalar packs). nvcc compiles each source for sm_90: the hinted stores' 16-, 8- and 4-byte
@@ -1200,7 +1230,11 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n",
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
                             "  store_hint = evict_last\n}\n",
-                            "schedule {\n  threads = 64\n  vector = 2\n  store_hint = evict_last\n}\n"}) {
+                            "schedule {\n  threads = 64\n  vector = 2\n  store_hint = evict_last\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
+                            "  preload = all\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 2\n  cache_row = registers\n  preload = all\n"
+                            "  store_hint = evict_last\n}\n"}) {
     const dsl::Program p = parse(kernel + sched);
     ASSERT_EQ(refusal(p), "(accepted)") << sched;
     // The host build skips the sm_80+ inline PTX of the hinted loads: nvcc compiles it here.
