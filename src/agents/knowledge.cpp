@@ -64,7 +64,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"rowwise", "blocks_per_sm", K::integer, {}, {}},
       {"rowwise", "tail", K::choice, {"checked", "exact"}, {}},
       {"rowwise", "store_hint", K::choice, {"none", "evict_last"}, {}},
-      {"rowwise", "preload", K::choice, {"none", "all"}, {}},
+      {"rowwise", "preload", K::choice, {"none", "all", "write"}, {}},
       {"elementwise", "threads", K::integer, {}, {}},
       {"elementwise", "vector", K::integer, {}, {}},
       {"elementwise", "items_per_thread", K::integer, {}, {}},

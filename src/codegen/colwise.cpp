@@ -119,7 +119,7 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
     throw Refused("tail: a column reduction has no register cache of whole rows, so tail must be checked");
   if (k.one_of("store_hint", std::vector<std::string>{"none", "evict_last"}) != "none")
     throw Refused("store_hint: a column reduction writes one value per column, so store_hint must be none");
-  if (k.one_of("preload", std::vector<std::string>{"none", "all"}) != "none")
+  if (k.one_of("preload", std::vector<std::string>{"none", "all", "write"}) != "none")
     throw Refused("preload: a column reduction has no register cache of whole rows, so preload must be none");
   s.two_pass = red == "two_pass";
   return s;

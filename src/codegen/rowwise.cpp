@@ -40,6 +40,11 @@ const std::vector<std::string> kInternal = {
 
 enum class Shape { row, element };  // [rows...] or [rows..., c]
 
+// preload: which packs of the tensors only one pass reads (a norm's weight) load into registers
+// ahead of their pass: none; all of them, with the cached rows before the first pass; or those of
+// the write pass, all of its steps at once before its first store.
+enum class Preload { none, all, write };
+
 struct RowKnobs {
   int threads = 256, rows_per_block = 1, vector = 1, items = 1, unroll = 1;
   std::string reduction = "block", cache = "none";
@@ -49,7 +54,7 @@ struct RowKnobs {
   int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
   bool exact = false;      // tail = exact: rows of exactly kCacheTiles steps run without bounds checks
   bool store_last = false; // store_hint = evict_last: output packs stored with an L2 evict_last policy
-  bool preload = false;    // preload = all: the packs read by one pass only join the register cache's loads
+  Preload preload = Preload::none;
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -83,6 +88,7 @@ struct Analysis {
   int widest_access = 0;                // bytes of the widest packed element
   int cached_bytes = 0;                 // bytes per element of the tensors a row cache would hold
   int single_bytes = 0;                 // bytes per element of the packed tensors one pass reads
+  int write_single_bytes = 0;           // those of them that only the write pass reads
   // Element definitions the reduction passes and the write pass read more than once: the passes
   // computing each (passes + 1 is the write pass).
   std::map<std::string, std::set<int>> def_passes;
@@ -158,6 +164,7 @@ class Analyser {
         a_.cached_bytes += type_bytes(u.param->type);
       } else {
         a_.single_bytes += type_bytes(u.param->type);
+        if (!u.passes.empty() && *u.passes.begin() == a_.passes + 1) a_.write_single_bytes += type_bytes(u.param->type);
       }
     }
     for (const Definition& d : p_.defs)
@@ -404,19 +411,33 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.store_last && !a.write_pass)
     throw Refused("store_hint = evict_last hints the stores of output rows, and this program writes one value per "
                   "row");
-  s.preload = k.one_of("preload", std::vector<std::string>{"none", "all"}) == "all";
-  if (s.preload && s.cache != "registers")
+  const std::string preload = k.one_of("preload", std::vector<std::string>{"none", "all", "write"});
+  s.preload = preload == "all" ? Preload::all : preload == "write" ? Preload::write : Preload::none;
+  if (s.preload == Preload::all && s.cache != "registers")
     throw Refused("preload = all loads the packs that one pass reads with the register cache's, before the first "
                   "pass, so cache_row must be registers, not " + s.cache);
-  if (s.preload && a.single_bytes == 0)
+  if (s.preload == Preload::all && a.single_bytes == 0)
     throw Refused("preload = all loads the packs that one pass reads (such as a weight) with the cached rows; every "
                   "tensor this program reads along the row is cached already");
+  if (s.preload == Preload::write && s.cache != "registers")
+    throw Refused("preload = write loads the write pass's packs of every step into registers before its first store, "
+                  "which needs the register cache's fully unrolled steps, so cache_row must be registers, not " +
+                  s.cache);
+  if (s.preload == Preload::write && !a.write_pass)
+    throw Refused("preload = write loads the packs the write pass reads before its first store, and this program "
+                  "writes one value per row");
+  if (s.preload == Preload::write && a.write_single_bytes == 0)
+    throw Refused("preload = write loads the packs that only the write pass reads (such as a weight) before its "
+                  "first store; every tensor the write pass reads along the row is cached already");
   if (s.cache == "registers") {
     if (s.unroll != 1)
       throw Refused("cache_row = registers unrolls the row loop fully, so unroll must be 1, not " +
                     std::to_string(s.unroll));
     // the rows, the kept values and the preloaded packs
-    const int element_bytes = a.cached_bytes + (s.keep ? a.cached_def_bytes : 0) + (s.preload ? a.single_bytes : 0);
+    const int preload_bytes = s.preload == Preload::all     ? a.single_bytes
+                              : s.preload == Preload::write ? a.write_single_bytes
+                                                            : 0;
+    const int element_bytes = a.cached_bytes + (s.keep ? a.cached_def_bytes : 0) + preload_bytes;
     const int tile_bytes = s.vector * s.items * element_bytes;
     const int budget = register_budget_bytes(s.threads);
     if (tile_bytes > budget)
@@ -442,7 +463,8 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
   if (s.exact) n += "_exact";
   if (s.store_last) n += "_stlast";
-  if (s.preload) n += "_pre";
+  if (s.preload == Preload::all) n += "_pre";
+  if (s.preload == Preload::write) n += "_prew";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -575,8 +597,11 @@ class Generator {
                                     "priorities keep them: evict_last before their last read, evict_first at it."
                                   : "") +
               (s_.keep ? " " + kept_list() + " computed once per row, in the first pass that reads it, and kept in registers." : "") +
-              (s_.preload ? " The tensors one pass reads are loaded into registers with the cached rows, before the first pass "
-                            "(preload = all)." : ""));
+              (s_.preload == Preload::all ? " The tensors one pass reads are loaded into registers with the cached rows, "
+                                            "before the first pass (preload = all)."
+               : s_.preload == Preload::write ? " The tensors only the write pass reads are loaded into registers for all "
+                                              "of its steps before its first store (preload = write)."
+                                              : ""));
     for (int pass = 1; pass <= a_.passes; ++pass) w.line("//   pass " + std::to_string(pass) + ": " + pass_summary(pass));
     if (a_.write_pass) w.line("//   write pass: " + write_summary());
   }
@@ -1454,6 +1479,7 @@ class Generator {
     std::vector<const Definition*> computed = element_closure(roots);
     computed.insert(computed.end(), roots.begin(), roots.end());
     declare_reciprocals(w, computed, a_.passes + 1);
+    if (s_.preload == Preload::write) preload_write_pass(w);
     open_walk(w, walk);
     std::map<std::string, std::string> element;
     if (!scans.empty()) {
@@ -1615,18 +1641,42 @@ class Generator {
     w.close();
   }
 
-  // Whether the packs of u live in the register cache: rows several passes read, and with
-  // preload = all every packed tensor.
+  // Whether the packs of u, a tensor one pass reads, are loaded into registers ahead of that pass:
+  // all of them with preload = all, those of the write pass with preload = write.
+  bool preloaded(const ParamUse& u) const {
+    if (s_.cache != "registers" || !u.element || u.cached) return false;
+    if (s_.preload == Preload::all) return true;
+    return s_.preload == Preload::write && !u.passes.empty() && *u.passes.begin() == a_.passes + 1;
+  }
+
+  // Whether the packs of u live in registers: rows several passes read (the register cache), and
+  // the preloaded ones.
   bool in_registers(const ParamUse& u) const {
-    return s_.cache == "registers" && u.element && (u.cached || s_.preload);
+    return s_.cache == "registers" && u.element && (u.cached || preloaded(u));
   }
 
   // The register cache filled in one unrolled loop of loads before any pass reads it, so that all
   // of a thread's loads are in flight at once (one round trip to memory per row, not one per step).
   // With preload = all the packs only one pass reads (a weight the write pass applies) load here too.
   void prefetch_registers(Writer& w) {
-    w.comment(s_.preload ? "The cached rows and the preloaded packs, loaded before the first pass: every load in flight at once."
-                         : "The cached rows, loaded before the first pass: every load in flight at once.");
+    w.comment(s_.preload == Preload::all
+                  ? "The cached rows and the preloaded packs, loaded before the first pass: every load in flight at once."
+                  : "The cached rows, loaded before the first pass: every load in flight at once.");
+    fill_registers(w, [&](const ParamUse& u) { return u.cached || (preloaded(u) && s_.preload == Preload::all); });
+  }
+
+  // With preload = write, the packs only the write pass reads, for all of its steps, loaded after
+  // the row's last reduction and before the write pass's first store: the stores then wait on no
+  // load (the compiler keeps a load after a store it cannot prove apart).
+  void preload_write_pass(Writer& w) {
+    w.comment("The packs only the write pass reads, every step's, loaded before its first store (preload = write).");
+    fill_registers(w, [&](const ParamUse& u) { return preloaded(u) && s_.preload == Preload::write; });
+  }
+
+  // One unrolled loop over the cached steps loading the packs of the tensors `which` selects into
+  // their register arrays.
+  template <typename Which>
+  void fill_registers(Writer& w, const Which& which) {
     w.line("#pragma unroll");
     w.open("for (int t = 0; t < kCacheTiles; ++t)");
     w.line("#pragma unroll");
@@ -1636,7 +1686,7 @@ class Generator {
     row_walk.end = col_dim_;
     row_walk.registers = true;
     for (const ParamUse& u : a_.params) {
-      if (!in_registers(u)) continue;
+      if (!in_registers(u) || !which(u)) continue;
       const std::string cache = names_.derived(u.param->name, "cache");
       w.line("if (" + in_row(row_walk) + ") " + cache + "[t][item] = load_pack<kVec>(" + row_ptr(u.param->name) + " + c0);");
     }
@@ -2009,7 +2059,7 @@ const FamilyGenerator& rowwise_family() {
           {"blocks_per_sm", "auto", {"auto", "5"}},
           {"tail", "checked", {"checked", "exact"}},
           {"store_hint", "none", {"none", "evict_last"}},
-          {"preload", "none", {"none", "all"}},
+          {"preload", "none", {"none", "all", "write"}},
       },
       &check,
       &generate,

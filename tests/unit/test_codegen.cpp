@@ -500,7 +500,39 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"preload", "all"}})),
             "preload = all loads the packs that one pass reads (such as a weight) with the cached rows; every tensor "
             "this program reads along the row is cached already");
-  EXPECT_EQ(refusal(scheduled(sm, {{"preload", "some"}})), "preload = some must be one of none, all");
+  EXPECT_EQ(refusal(scheduled(sm, {{"preload", "some"}})), "preload = some must be one of none, all, write");
+  // preload = write: the packs only the write pass reads load after the row's last reduction, for
+  // every step, before the write pass's first store; the register budget counts them as preload =
+  // all does (they are live with the cached row).
+  {
+    const dsl::Program rms = parse(kRmsnormBf16);
+    const auto prew = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"preload", "write"}});
+    EXPECT_EQ(codegen::kernel_name(prew), "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_prew");
+    const std::string cu = codegen::generate_cuda(prew, {});
+    const size_t write = cu.find("// Write pass:");
+    const size_t fill = cu.find("if (c0 < C) W_cache[t][item] = load_pack<kVec>(W + c0);");
+    ASSERT_NE(write, std::string::npos) << cu;
+    EXPECT_GT(fill, write) << "W loads after the reductions, in the write pass" << cu;
+    EXPECT_GT(fill, cu.find("row_sum(")) << cu;
+    EXPECT_LT(fill, cu.find("store_pack(Y_row + c0")) << cu;
+    EXPECT_LT(cu.find("X_cache[t][item] = load_pack<kVec>(X_row + c0);"), cu.find("// Pass 1:")) << cu;
+    EXPECT_NE(cu.find("const Pack<__nv_bfloat16, kVec> W_pack = W_cache[t][item];"), std::string::npos) << cu;
+    const size_t load = fill + std::string("if (c0 < C) W_cache[t][item] = ").size();
+    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)"), load) << "W is loaded only by the write pass's preload";
+    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)", load + 1), std::string::npos) << cu;
+    EXPECT_NE(cu.find("constexpr int kCacheValues = 64;"), std::string::npos) << cu;
+    EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "shared"}, {"preload", "write"}})),
+              "preload = write loads the write pass's packs of every step into registers before its first store, "
+              "which needs the register cache's fully unrolled steps, so cache_row must be registers, not shared");
+  }
+  EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"preload", "write"}})),
+            "preload = write loads the packs that only the write pass reads (such as a weight) before its first "
+            "store; every tensor the write pass reads along the row is cached already");
+  EXPECT_EQ(refusal(scheduled(parse("kernel var(X: f32[R, C]) -> (V: f32[R]) {\n  mu[r] = mean(X[r, c]) over c\n"
+                                    "  V[r] = mean((X[r, c] - mu[r]) * (X[r, c] - mu[r])) over c\n}\n"),
+                              {{"cache_row", "registers"}, {"preload", "write"}})),
+            "preload = write loads the packs the write pass reads before its first store, and this program writes one "
+            "value per row");
   EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
 
   // A row read by one pass only has nothing to cache.
@@ -635,7 +667,7 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused.size() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2 : 5 * 4 * 4 * 3;
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 3 : 5 * 4 * 4 * 3;
     EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
@@ -1216,8 +1248,8 @@ TEST(Codegen, GoldenSources) {
   EXPECT_GE(cases, 3);
 }
 
-// cache_row = l2, tail = exact, store_hint = evict_last and preload = all (the weight loaded with the
-// cached row) on the host against the interpreter:
+// cache_row = l2, tail = exact, store_hint = evict_last, preload = all (the weight loaded with the
+// cached row) and preload = write (loaded at the write pass's start) on the host against the interpreter:
 // rows of exactly the register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the
 // kExact instantiation), and rows that are not (300, 768: three steps in a four-step cache, 4, 1:
 // the scalar packs). nvcc compiles each source for sm_90: the hinted stores' 16-, 8- and 4-byte
@@ -1234,7 +1266,10 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
                             "  preload = all\n}\n",
                             "schedule {\n  threads = 64\n  vector = 2\n  cache_row = registers\n  preload = all\n"
-                            "  store_hint = evict_last\n}\n"}) {
+                            "  store_hint = evict_last\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
+                            "  preload = write\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 2\n  cache_row = registers\n  preload = write\n}\n"}) {
     const dsl::Program p = parse(kernel + sched);
     ASSERT_EQ(refusal(p), "(accepted)") << sched;
     // The host build skips the sm_80+ inline PTX of the hinted loads: nvcc compiles it here.
