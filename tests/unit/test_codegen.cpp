@@ -475,56 +475,47 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"store_hint", "evict_first"}})),
             "store_hint = evict_first must be one of none, evict_last");
   // preload = all: the packs only the write pass reads (the weight W) load with the cached row,
-  // before the first pass, and the write pass takes them from registers.
+  // before the first pass; preload = write: after the row's last reduction, for every step, before
+  // the write pass's first store. Either way the write pass takes them from registers, W is loaded
+  // nowhere else, and the register budget counts them (they are live with the cached row).
   {
     const dsl::Program rms = parse(kRmsnormBf16);
-    const auto pre = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"preload", "all"}});
-    EXPECT_EQ(codegen::kernel_name(pre), "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_pre");
-    const std::string cu = codegen::generate_cuda(pre, {});
-    const size_t fill = cu.find("if (c0 < C) W_cache[t][item] = load_pack<kVec>(W + c0);");
-    EXPECT_NE(fill, std::string::npos) << cu;
-    EXPECT_LT(fill, cu.find("// Pass 1:")) << cu;
-    EXPECT_NE(cu.find("const Pack<__nv_bfloat16, kVec> W_pack = W_cache[t][item];"), std::string::npos) << cu;
-    const size_t load = fill + std::string("if (c0 < C) W_cache[t][item] = ").size();
-    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)"), load) << "W is loaded only by the preload";
-    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)", load + 1), std::string::npos) << cu;
-    // Each element now holds X and W in registers: 4 bytes, so half the row the cache held alone.
-    EXPECT_NE(cu.find("constexpr int kCacheValues = 64;"), std::string::npos) << cu;
+    for (const std::string value : {"all", "write"}) {
+      const auto pre = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"preload", value}});
+      EXPECT_EQ(codegen::kernel_name(pre),
+                std::string("rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_") + (value == "all" ? "pre" : "prew"));
+      const std::string cu = codegen::generate_cuda(pre, {});
+      const size_t fill = cu.find("if (c0 < C) W_cache[t][item] = load_pack<kVec>(W + c0);");
+      ASSERT_NE(fill, std::string::npos) << cu;
+      EXPECT_LT(cu.find("X_cache[t][item] = load_pack<kVec>(X_row + c0);"), cu.find("// Pass 1:")) << cu;
+      if (value == "all") {
+        EXPECT_LT(fill, cu.find("// Pass 1:")) << cu;
+      } else {
+        EXPECT_GT(fill, cu.find("// Write pass:")) << "W loads after the reductions, in the write pass" << cu;
+        EXPECT_GT(fill, cu.find("row_sum(")) << cu;
+        EXPECT_LT(fill, cu.find("store_pack(Y_row + c0")) << cu;
+      }
+      EXPECT_NE(cu.find("const Pack<__nv_bfloat16, kVec> W_pack = W_cache[t][item];"), std::string::npos) << cu;
+      const size_t load = fill + std::string("if (c0 < C) W_cache[t][item] = ").size();
+      EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)"), load) << "W is loaded only by the preload";
+      EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)", load + 1), std::string::npos) << cu;
+      // Each element now holds X and W in registers: 4 bytes, so half the row the cache held alone.
+      EXPECT_NE(cu.find("constexpr int kCacheValues = 64;"), std::string::npos) << cu;
+    }
     EXPECT_NE(codegen::generate_cuda(scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}}), {})
                   .find("constexpr int kCacheValues = 128;"),
               std::string::npos);
     EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "none"}, {"preload", "all"}})),
               "preload = all loads the packs that one pass reads with the register cache's, before the first pass, so "
               "cache_row must be registers, not none");
+    EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "shared"}, {"preload", "write"}})),
+              "preload = write loads the write pass's packs of every step into registers before its first store, "
+              "which needs the register cache's fully unrolled steps, so cache_row must be registers, not shared");
   }
   EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"preload", "all"}})),
             "preload = all loads the packs that one pass reads (such as a weight) with the cached rows; every tensor "
             "this program reads along the row is cached already");
   EXPECT_EQ(refusal(scheduled(sm, {{"preload", "some"}})), "preload = some must be one of none, all, write");
-  // preload = write: the packs only the write pass reads load after the row's last reduction, for
-  // every step, before the write pass's first store; the register budget counts them as preload =
-  // all does (they are live with the cached row).
-  {
-    const dsl::Program rms = parse(kRmsnormBf16);
-    const auto prew = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"preload", "write"}});
-    EXPECT_EQ(codegen::kernel_name(prew), "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_prew");
-    const std::string cu = codegen::generate_cuda(prew, {});
-    const size_t write = cu.find("// Write pass:");
-    const size_t fill = cu.find("if (c0 < C) W_cache[t][item] = load_pack<kVec>(W + c0);");
-    ASSERT_NE(write, std::string::npos) << cu;
-    EXPECT_GT(fill, write) << "W loads after the reductions, in the write pass" << cu;
-    EXPECT_GT(fill, cu.find("row_sum(")) << cu;
-    EXPECT_LT(fill, cu.find("store_pack(Y_row + c0")) << cu;
-    EXPECT_LT(cu.find("X_cache[t][item] = load_pack<kVec>(X_row + c0);"), cu.find("// Pass 1:")) << cu;
-    EXPECT_NE(cu.find("const Pack<__nv_bfloat16, kVec> W_pack = W_cache[t][item];"), std::string::npos) << cu;
-    const size_t load = fill + std::string("if (c0 < C) W_cache[t][item] = ").size();
-    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)"), load) << "W is loaded only by the write pass's preload";
-    EXPECT_EQ(cu.find("load_pack<kVec>(W + c0)", load + 1), std::string::npos) << cu;
-    EXPECT_NE(cu.find("constexpr int kCacheValues = 64;"), std::string::npos) << cu;
-    EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "shared"}, {"preload", "write"}})),
-              "preload = write loads the write pass's packs of every step into registers before its first store, "
-              "which needs the register cache's fully unrolled steps, so cache_row must be registers, not shared");
-  }
   EXPECT_EQ(refusal(scheduled(sm, {{"cache_row", "registers"}, {"preload", "write"}})),
             "preload = write loads the packs that only the write pass reads (such as a weight) before its first "
             "store; every tensor the write pass reads along the row is cached already");
