@@ -74,6 +74,7 @@ struct ParamUse {
   bool element = false;    // read with the row's index (last): a pack per step; else one value per row
   std::set<int> passes;    // element reads: the passes reading it (passes + 1 is the write pass)
   bool cached = false;
+  bool write_only = false; // element reads: the write pass is the only pass reading it
 };
 
 struct Analysis {
@@ -164,7 +165,8 @@ class Analyser {
         a_.cached_bytes += type_bytes(u.param->type);
       } else {
         a_.single_bytes += type_bytes(u.param->type);
-        if (!u.passes.empty() && *u.passes.begin() == a_.passes + 1) a_.write_single_bytes += type_bytes(u.param->type);
+        u.write_only = u.passes.size() == 1 && *u.passes.begin() == a_.passes + 1;
+        if (u.write_only) a_.write_single_bytes += type_bytes(u.param->type);
       }
     }
     for (const Definition& d : p_.defs)
@@ -1645,8 +1647,7 @@ class Generator {
   // all of them with preload = all, those of the write pass with preload = write.
   bool preloaded(const ParamUse& u) const {
     if (s_.cache != "registers" || !u.element || u.cached) return false;
-    if (s_.preload == Preload::all) return true;
-    return s_.preload == Preload::write && !u.passes.empty() && *u.passes.begin() == a_.passes + 1;
+    return s_.preload == Preload::all || (s_.preload == Preload::write && u.write_only);
   }
 
   // Whether the packs of u live in registers: rows several passes read (the register cache), and
@@ -1662,7 +1663,7 @@ class Generator {
     w.comment(s_.preload == Preload::all
                   ? "The cached rows and the preloaded packs, loaded before the first pass: every load in flight at once."
                   : "The cached rows, loaded before the first pass: every load in flight at once.");
-    fill_registers(w, [&](const ParamUse& u) { return u.cached || (preloaded(u) && s_.preload == Preload::all); });
+    fill_registers(w, [&](const ParamUse& u) { return u.cached || s_.preload == Preload::all; });
   }
 
   // With preload = write, the packs only the write pass reads, for all of its steps, loaded after
@@ -1670,11 +1671,11 @@ class Generator {
   // load (the compiler keeps a load after a store it cannot prove apart).
   void preload_write_pass(Writer& w) {
     w.comment("The packs only the write pass reads, every step's, loaded before its first store (preload = write).");
-    fill_registers(w, [&](const ParamUse& u) { return preloaded(u) && s_.preload == Preload::write; });
+    fill_registers(w, [&](const ParamUse& u) { return !u.cached; });
   }
 
-  // One unrolled loop over the cached steps loading the packs of the tensors `which` selects into
-  // their register arrays.
+  // One unrolled loop over the cached steps loading, of the tensors held in registers
+  // (in_registers), those `which` selects into their arrays.
   template <typename Which>
   void fill_registers(Writer& w, const Which& which) {
     w.line("#pragma unroll");
