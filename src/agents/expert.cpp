@@ -178,7 +178,8 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
       f.num["row_len"] = row_len;
       f.num["rows"] = row_len > 0 ? total / row_len : 0;
       double rpb = f.num.count("rows_per_block") ? f.num["rows_per_block"] : 1;
-      f.num["grid_blocks"] = std::min(65536.0, std::ceil(f.num["rows"] / std::max(1.0, rpb)));
+      const double blocks = std::ceil(f.num["rows"] / std::max(1.0, rpb));
+      f.num["grid_blocks"] = value_of(s, "grid") == "rows" ? blocks : std::min(65536.0, blocks);  // stride: at most 65536
     }
     f.num["row_passes"] = value_of(s, "cache_row") == "none" ? passes + 1 : 1;
   } else if (p.family == "elementwise") {

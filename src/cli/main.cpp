@@ -555,20 +555,19 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
   dsl::Program p = dsl::parse_program(read_file(file), file);
   const codegen::Binding b = dsl_binding(p, task);
   codegen::Space sp = codegen::schedule_space(p, b);
-  std::map<std::string, std::pair<int, std::string>> by_reason;
-  for (auto& [sched, why] : sp.refused) {
-    auto& e = by_reason[why];
-    if (e.first++ == 0) e.second = sched;
-  }
+  // By reason, in the reasons' order (as before: sorted by text), each with its first schedule.
+  std::map<std::string, std::pair<size_t, std::string>> by_reason;
+  for (const codegen::Space::ReasonCount& r : sp.by_reason())
+    by_reason[r.reason] = {r.count, codegen::schedule_text(sp.schedule(r.first))};
   if (json_out) {
-    json j = {{"program", p.name}, {"family", p.family}, {"legal", sp.legal.size()}, {"refused", sp.refused.size()}, {"reasons", json::array()}};
+    json j = {{"program", p.name}, {"family", p.family}, {"legal", sp.legal.size()}, {"refused", sp.refused()}, {"reasons", json::array()}};
     for (auto& [why, e] : by_reason) j["reasons"].push_back({{"reason", why}, {"count", e.first}, {"example", e.second}});
     j["legal_schedules"] = json::array();
     for (auto& s : sp.legal) j["legal_schedules"].push_back(codegen::schedule_text(s));
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << p.name << " (" << p.family << "): " << sp.legal.size() << " legal schedules, " << sp.refused.size() << " refused\n";
+  std::cout << p.name << " (" << p.family << "): " << sp.legal.size() << " legal schedules, " << sp.refused() << " refused\n";
   for (int i = 0; i < show && i < static_cast<int>(sp.legal.size()); ++i) std::cout << "  legal: " << codegen::schedule_text(sp.legal[i]) << "\n";
   if (!by_reason.empty()) std::cout << "refused, by reason:\n";
   for (auto& [why, e] : by_reason) std::cout << "  " << e.first << " x " << why << "\n      e.g. " << e.second << "\n";

@@ -2,6 +2,7 @@
 // Adding a family is a new file defining a FamilyGenerator plus one line in kFamilies.
 #include "codegen/codegen.h"
 
+#include <map>
 #include <stdexcept>
 
 #include "codegen/common.h"
@@ -90,27 +91,80 @@ std::string schedule_text(const Schedule& s) {
   return out;
 }
 
+Schedule Space::schedule(size_t index) const {
+  Schedule s(keys.size());
+  for (size_t k = keys.size(); k-- > 0;) {
+    s[k] = {keys[k], grids[k][index % grids[k].size()]};
+    index /= grids[k].size();
+  }
+  return s;
+}
+
+std::vector<Space::ReasonCount> Space::by_reason() const {
+  std::vector<ReasonCount> out(reasons.size());
+  for (size_t r = 0; r < reasons.size(); ++r) out[r].reason = reasons[r];
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (verdicts[i] == 0) continue;
+    ReasonCount& c = out[verdicts[i] - 1];
+    if (c.count++ == 0) c.first = i;
+  }
+  return out;
+}
+
 Space schedule_space(const dsl::Program& p, const Binding& b) {
   Space space;
   const FamilyGenerator* f = family_of(p);
   if (!f) {
-    space.refused.emplace_back("", no_family(p));
+    // No family: the one (empty) schedule, refused.
+    space.reasons.push_back(no_family(p));
+    space.verdicts.push_back(1);
     return space;
   }
+  const size_t n = f->knobs.size();
+  size_t total = 1;
+  for (const detail::Knob& k : f->knobs) {
+    space.keys.push_back(k.key);
+    space.grids.push_back(k.grid);
+    total *= k.grid.size();
+  }
+  space.verdicts.reserve(total);
+  std::map<std::string, uint32_t> reason_ids;
   // Odometer over the knobs' grids, the last knob turning fastest. One copy of the program takes
   // each schedule in turn (copying the algorithm per schedule was most of the time).
-  std::vector<size_t> at(f->knobs.size(), 0);
+  std::vector<size_t> at(n, 0);
   dsl::Program q = p;
+  detail::KnobReads reads;
+  struct Stop {
+    ~Stop() { detail::note_knob_reads(nullptr); }
+  } stop;
   while (true) {
     Schedule s;
-    for (size_t k = 0; k < f->knobs.size(); ++k) s.emplace_back(f->knobs[k].key, f->knobs[k].grid[at[k]]);
+    for (size_t k = 0; k < n; ++k) s.emplace_back(f->knobs[k].key, f->knobs[k].grid[at[k]]);
     set_schedule(q, s);
+    reads.last = -1;
+    detail::note_knob_reads(&reads);
     Support r = can_implement(q, b);
-    if (r.ok)
+    detail::note_knob_reads(nullptr);
+    // The knobs after the last one read turn through the rest of their block with the same verdict.
+    size_t first_free = n;  // the knobs from here on did not decide this verdict
+    uint32_t verdict = 0;
+    if (r.ok) {
       space.legal.push_back(s);
-    else
-      space.refused.emplace_back(schedule_text(s), r.reason);
-    size_t k = f->knobs.size();
+    } else {
+      auto [it, fresh] = reason_ids.emplace(r.reason, static_cast<uint32_t>(space.reasons.size() + 1));
+      if (fresh) space.reasons.push_back(r.reason);
+      verdict = it->second;
+      first_free = static_cast<size_t>(reads.last + 1);
+    }
+    // Schedules left in the block of knobs first_free..n-1, this one included.
+    size_t left = 1, offset = 0;
+    for (size_t k = first_free; k < n; ++k) {
+      left *= f->knobs[k].grid.size();
+      offset = offset * f->knobs[k].grid.size() + at[k];
+    }
+    space.verdicts.insert(space.verdicts.end(), left - offset, verdict);
+    for (size_t k = first_free; k < n; ++k) at[k] = 0;
+    size_t k = first_free;
     while (k > 0 && ++at[k - 1] == f->knobs[k - 1].grid.size()) at[--k] = 0;
     if (k == 0) break;
   }

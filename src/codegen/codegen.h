@@ -2,6 +2,7 @@
 // candidate ABI (include/ksol/abi.h). Each family (elementwise, rowwise, ...) first answers
 // can_implement with a reason, then generates; "unsupported" is an answer, not a failure.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,12 +36,29 @@ std::string kernel_name(const dsl::Program& p);
 // One schedule as written in a program: (key, value text) pairs in the family's key order.
 using Schedule = std::vector<std::pair<std::string, std::string>>;
 
-// The schedules a family's knob grid holds for a program: the legal ones, and the refused ones
-// with the reason (the schedule given as "key = value, key = value").
+// The schedules a family's knob grid holds for a program, in odometer order (the last knob turning
+// fastest): the legal ones, and for every refused one the reason. A family's grid holds millions
+// of schedules (rowwise: 6M), so each one's verdict is an index into the distinct reasons.
 struct Space {
+  std::vector<std::string> keys;                // the knobs, in the family's order
+  std::vector<std::vector<std::string>> grids;  // the values tried for each knob
   std::vector<Schedule> legal;
-  std::vector<std::pair<std::string, std::string>> refused;
+  std::vector<std::string> reasons;  // each refusal's reason once, in the order first met
+  std::vector<uint32_t> verdicts;    // per schedule: 0 legal, r refused for reasons[r - 1]
+  size_t size() const { return verdicts.size(); }
+  size_t refused() const { return verdicts.size() - legal.size(); }
+  Schedule schedule(size_t index) const;  // the index-th schedule of the grid
+  // How many schedules each reason refuses, and the first of them: (reason, count, index).
+  struct ReasonCount {
+    std::string reason;
+    size_t count = 0;
+    size_t first = 0;
+  };
+  std::vector<ReasonCount> by_reason() const;
 };
+// Each schedule's verdict is can_implement's. A refusal that read only the leading knobs (the
+// family's check reads them through detail::Knobs, which notes the last one read) refuses every
+// schedule that shares them, so those are not checked one by one.
 Space schedule_space(const dsl::Program& p, const Binding& b);
 
 // What compiling a generated source needs beyond ksol's defaults (CompileJob's arch, extra

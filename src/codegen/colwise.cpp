@@ -115,12 +115,14 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
     throw Refused("online: a column reduction has no max pass to fuse, so online must be 0");
   if (k.value("blocks_per_sm").kind != dsl::ScheduleValue::Kind::ident || k.value("blocks_per_sm").ident != "auto")
     throw Refused("blocks_per_sm: the column reduction's kernels take no occupancy hint, so blocks_per_sm must be auto");
-  if (k.one_of("tail", std::vector<std::string>{"checked", "exact"}) == "exact")
+  if (k.one_of("tail", std::vector<std::string>{"checked", "exact", "fixed"}) != "checked")
     throw Refused("tail: a column reduction has no register cache of whole rows, so tail must be checked");
   if (k.one_of("store_hint", std::vector<std::string>{"none", "evict_last"}) != "none")
     throw Refused("store_hint: a column reduction writes one value per column, so store_hint must be none");
   if (k.one_of("preload", std::vector<std::string>{"none", "all", "write"}) != "none")
     throw Refused("preload: a column reduction has no register cache of whole rows, so preload must be none");
+  if (k.one_of("grid", std::vector<std::string>{"stride", "rows"}) != "stride")
+    throw Refused("grid: a column reduction's blocks own columns over all rows, so grid must be stride");
   s.two_pass = red == "two_pass";
   return s;
 }

@@ -247,7 +247,24 @@ dsl::ScheduleValue schedule_value(const std::string& text) {
   return v;
 }
 
-Knobs::Knobs(const dsl::Program& p, const FamilyGenerator& f) {
+namespace {
+thread_local KnobReads* t_knob_reads = nullptr;
+}  // namespace
+
+void note_knob_reads(KnobReads* reads) { t_knob_reads = reads; }
+
+const dsl::ScheduleValue& Knobs::value(const std::string& key) const {
+  if (t_knob_reads) {
+    for (size_t i = 0; i < family_->knobs.size(); ++i)
+      if (family_->knobs[i].key == key) {
+        t_knob_reads->last = std::max(t_knob_reads->last, static_cast<int>(i));
+        break;
+      }
+  }
+  return values_.at(key);
+}
+
+Knobs::Knobs(const dsl::Program& p, const FamilyGenerator& f) : family_(&f) {
   std::vector<std::string> keys;
   for (const Knob& k : f.knobs) {
     keys.push_back(k.key);
@@ -261,7 +278,7 @@ Knobs::Knobs(const dsl::Program& p, const FamilyGenerator& f) {
 }
 
 int64_t Knobs::integer(const std::string& key) const {
-  const dsl::ScheduleValue& v = values_.at(key);
+  const dsl::ScheduleValue& v = value(key);
   if (v.kind != dsl::ScheduleValue::Kind::integer)
     throw Refused(key + " = " + value_text(v) + " must be an integer");
   return v.integer;
@@ -283,7 +300,7 @@ int64_t Knobs::one_of(const std::string& key, const std::vector<int64_t>& allowe
 }
 
 std::string Knobs::one_of(const std::string& key, const std::vector<std::string>& allowed) const {
-  const dsl::ScheduleValue& v = values_.at(key);
+  const dsl::ScheduleValue& v = value(key);
   if (v.kind == dsl::ScheduleValue::Kind::ident && std::find(allowed.begin(), allowed.end(), v.ident) != allowed.end())
     return v.ident;
   throw Refused(key + " = " + value_text(v) + " must be one of " + join_names(allowed));

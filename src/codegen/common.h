@@ -64,11 +64,19 @@ class Knobs {
   int64_t one_of(const std::string& key, const std::vector<int64_t>& allowed) const;
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed) const;
   // The raw value of a key (its default when the program does not set it).
-  const dsl::ScheduleValue& value(const std::string& key) const { return values_.at(key); }
+  const dsl::ScheduleValue& value(const std::string& key) const;
 
  private:
+  const FamilyGenerator* family_;
   std::map<std::string, dsl::ScheduleValue> values_;
 };
+
+// While one is set (schedule_space), every Knobs read notes the highest knob index (the family's
+// order) read so far: a refusal then depends on the knobs up to it alone.
+struct KnobReads {
+  int last = -1;
+};
+void note_knob_reads(KnobReads* reads);  // nullptr stops noting
 
 // The candidate ABI as the task lays it out: tensor names and dim names in call order.
 struct AbiLayout {

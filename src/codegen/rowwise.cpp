@@ -53,8 +53,10 @@ struct RowKnobs {
   int online_pass = 0;     // online = 1: this max pass and the sum of exp(u - max) after it are one pass
   int blocks_per_sm = 0;   // __launch_bounds__'s minimum blocks per SM (0: auto, none asked)
   bool exact = false;      // tail = exact: rows of exactly kCacheTiles steps run without bounds checks
+  bool fixed = false;      // tail = fixed: exact, and that instantiation's row length a compile-time constant
   bool store_last = false; // store_hint = evict_last: output packs stored with an L2 evict_last policy
   Preload preload = Preload::none;
+  bool grid_rows = false;  // grid = rows: one block per kRowsPerBlock rows, no grid-stride loop
   int threads_per_row = 256;
   int cache_values = 0;  // registers: elements of each cached tensor per thread
 };
@@ -402,13 +404,19 @@ RowKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (a.has_scan) throw Refused("reduction = two_pass cannot split a scan over blocks");
     s.threads_per_row = s.threads;
   }
+  s.grid_rows = k.one_of("grid", std::vector<std::string>{"stride", "rows"}) == "rows";
+  if (s.grid_rows && s.reduction == "two_pass")
+    throw Refused("grid = rows launches one block per rows_per_block rows of the fused kernel; reduction = two_pass "
+                  "launches blocks per chunk of a row, so grid must be stride");
   if (s.cache != "none" && a.cached_bytes == 0)
     throw Refused("cache_row = " + s.cache + " keeps rows that more than one pass reads, and this program reads each "
                   "row once");
-  s.exact = k.one_of("tail", std::vector<std::string>{"checked", "exact"}) == "exact";
+  const std::string tail = k.one_of("tail", std::vector<std::string>{"checked", "exact", "fixed"});
+  s.exact = tail != "checked";
+  s.fixed = tail == "fixed";
   if (s.exact && s.cache != "registers")
-    throw Refused("tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so "
-                  "cache_row must be registers, not " + s.cache);
+    throw Refused("tail = " + tail + " instantiates the register cache's kernel for rows of exactly its cached "
+                  "steps, so cache_row must be registers, not " + s.cache);
   s.store_last = k.one_of("store_hint", std::vector<std::string>{"none", "evict_last"}) == "evict_last";
   if (s.store_last && !a.write_pass)
     throw Refused("store_hint = evict_last hints the stores of output rows, and this program writes one value per "
@@ -463,10 +471,11 @@ std::string name_of(const RowKnobs& s, const dsl::Program& p) {
   if (s.keep) n += "_keep";
   if (s.online_pass) n += "_online";
   if (s.blocks_per_sm) n += "_b" + std::to_string(s.blocks_per_sm);
-  if (s.exact) n += "_exact";
+  if (s.exact) n += s.fixed ? "_fixed" : "_exact";
   if (s.store_last) n += "_stlast";
   if (s.preload == Preload::all) n += "_pre";
   if (s.preload == Preload::write) n += "_prew";
+  if (s.grid_rows) n += "_rowgrid";
   if (s.fast_math) n += "_fast";
   return n;
 }
@@ -500,6 +509,7 @@ class Generator {
     for (const Definition& d : p_.defs) names_.add(d.name);
     name_ = name_of(s_, p_);
     col_dim_ = names_[a_.axis_dims.back()];
+    if (s_.fixed) fixed_arg_ = names_.fresh(col_dim_ + "_arg");
   }
 
   std::string run() {
@@ -537,6 +547,7 @@ class Generator {
   Helpers helpers_;
   std::string name_;
   std::string col_dim_;                 // identifier of the row length
+  std::string fixed_arg_;               // tail = fixed: the fused kernel's parameter for the row length
   std::set<ReduceOp> ops_;              // reductions used, for the helpers
 
   bool two_pass() const { return s_.reduction == "two_pass"; }
@@ -765,7 +776,7 @@ class Generator {
       w.line("constexpr int64_t kMaxCacheBytes = " + std::to_string(kSharedLimitBytes - static_shared_bytes()) +
              ";  // 227 KB less the reductions' shared memory");
     if (two_pass()) w.line("constexpr int64_t kMaxSplits = 64;  // chunks per row at most");
-    w.line("constexpr int64_t kMaxBlocks = 65536;  // more rows loop (grid-stride)");
+    if (!s_.grid_rows) w.line("constexpr int64_t kMaxBlocks = 65536;  // more rows loop (grid-stride)");
     if (s_.cache == "shared") {
       w.line();
       w.comment("Bytes of one cached tensor's rows in shared memory, rounded up so that the next starts 16-byte "
@@ -948,7 +959,7 @@ class Generator {
       for (const Param& in : p_.inputs) input = input || in.name == t;
       s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names_[t] + ", ";
     }
-    for (const std::string& d : p_.dims) s += "int64_t " + names_[d] + ", ";
+    for (const std::string& d : p_.dims) s += "int64_t " + (names_[d] == col_dim_ && s_.fixed ? fixed_arg_ : names_[d]) + ", ";
     return s;
   }
 
@@ -1591,15 +1602,39 @@ class Generator {
       w.line("extern __shared__ uint4 row_cache[];  // kRowsPerBlock rows of each cached tensor");
       w.line("char* cache_base = reinterpret_cast<char*>(row_cache);");
     }
-    w.line("const int slot = threadIdx.x / kThreadsPerRow;  // which of the block's rows this thread serves");
-    w.line("const int lane = threadIdx.x % kThreadsPerRow;  // its place among the row's threads");
+    // grid = rows with one row per block: the slot is the constant 0 and every block's row exists,
+    // so the compiler folds the row predicate away (it cannot prove threadIdx.x < kThreads).
+    const bool one_row = s_.grid_rows && s_.rows_per_block == 1;
+    if (one_row) {
+      w.line("constexpr int slot = 0;  // one row per block");
+      w.line("const int lane = threadIdx.x;  // its place among the row's threads");
+    } else {
+      w.line("const int slot = threadIdx.x / kThreadsPerRow;  // which of the block's rows this thread serves");
+      w.line("const int lane = threadIdx.x % kThreadsPerRow;  // its place among the row's threads");
+    }
     w.line("constexpr int kTile = kThreadsPerRow * kVec * kItems;  // elements one step covers");
-    w.line("for (int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock; row_base < rows;");
-    w.open("     row_base += (int64_t)gridDim.x * kRowsPerBlock)");
-    w.comment("A block's last slots may have no row: they redo the last row and write nothing, so that every "
-              "thread reaches every barrier.");
-    w.line("const bool active = row_base + slot < rows;");
-    w.line("const int64_t row = active ? row_base + slot : rows - 1;");
+    if (s_.fixed) {
+      w.comment("tail = fixed: the exact instantiation runs only rows of kCacheTiles steps, so its row length is a "
+                "constant (addressing and divisions by it fold).");
+      w.line("const int64_t " + col_dim_ + " = kExact ? (int64_t)kCacheTiles * kTile : " + fixed_arg_ + ";");
+    }
+    if (s_.grid_rows) {
+      w.comment("grid = rows: one block per kRowsPerBlock rows, no loop (the launcher checks that the grid holds "
+                "them).");
+      w.line("const int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock;");
+    } else {
+      w.line("for (int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock; row_base < rows;");
+      w.open("     row_base += (int64_t)gridDim.x * kRowsPerBlock)");
+    }
+    if (one_row) {
+      w.line("constexpr bool active = true;  // the launcher starts one block per row");
+      w.line("const int64_t row = row_base;");
+    } else {
+      w.comment("A block's last slots may have no row: they redo the last row and write nothing, so that every "
+                "thread reaches every barrier.");
+      w.line("const bool active = row_base + slot < rows;");
+      w.line("const int64_t row = active ? row_base + slot : rows - 1;");
+    }
     if (s_.cache == "registers" || s_.cache == "shared") cache_decl(w);
     row_setup();
     Writer body = w.nested();
@@ -1638,8 +1673,10 @@ class Generator {
     }
     row_declarations(w);
     w.raw(body.text());
-    if (!warp()) w.line("__syncthreads();  // the shared partials are rewritten for the next rows");
-    w.close();
+    if (!s_.grid_rows) {
+      if (!warp()) w.line("__syncthreads();  // the shared partials are rewritten for the next rows");
+      w.close();
+    }
     w.close();
   }
 
@@ -1929,7 +1966,12 @@ class Generator {
       }
       args += ws_list + "rows, splits, chunk, ";
     } else {
-      w.line("const int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBlocks);");
+      if (s_.grid_rows) {
+        w.line("const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;  // grid = rows: no loop");
+        w.line("if (blocks > 2147483647) return 3;  // more blocks than a grid holds");
+      } else {
+        w.line("const int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBlocks);");
+      }
       args += "rows, blocks, ";
       if (s_.cache == "shared") args += "cache_bytes, ";
     }
@@ -1960,7 +2002,8 @@ class Generator {
              "rows, blocks, steps, stream);");
       w.close();
       if (s_.exact) {
-        w.comment("tail = exact: a row of exactly kTiles steps runs the instantiation without bounds checks.");
+        w.comment("tail = " + std::string(s_.fixed ? "fixed" : "exact") +
+                  ": a row of exactly kTiles steps runs the instantiation without bounds checks.");
         w.open("if (steps == kTiles && " + col_dim_ + " == steps * (kThreadsPerRow * kVec * kItems))");
         w.line(name_ + "<kVec, kTiles, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + tensor_args() + "rows);");
         w.line("return cudaGetLastError();");
@@ -2058,9 +2101,10 @@ const FamilyGenerator& rowwise_family() {
           {"keep", "none", {"none", "registers"}},
           {"online", "0", {"0", "1"}},
           {"blocks_per_sm", "auto", {"auto", "5"}},
-          {"tail", "checked", {"checked", "exact"}},
+          {"tail", "checked", {"checked", "exact", "fixed"}},
           {"store_hint", "none", {"none", "evict_last"}},
           {"preload", "none", {"none", "all", "write"}},
+          {"grid", "stride", {"stride", "rows"}},
       },
       &check,
       &generate,

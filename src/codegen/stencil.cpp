@@ -109,7 +109,7 @@ std::vector<int64_t> parse_list(const std::string& text) {
 Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, stencil_family());
   Sched s;
-  const dsl::ScheduleValue* tv = p.knob("tile");
+  const dsl::ScheduleValue* tv = p.knob("tile") ? &k.value("tile") : nullptr;
   if (!tv)
     s.tile = a.rank == 2 ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{4, 8, 32};
   else if (tv->kind == dsl::ScheduleValue::Kind::list)

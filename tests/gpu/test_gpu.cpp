@@ -2,12 +2,21 @@
 // worker's reason. These are checks, not benchmarks.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "coord/worker_client.h"
 #include "core/util.h"
 
 namespace {
+// Where ksol and ksol-worker are: the build tree, or KSOL_TEST_BIN_DIR (a GPU host that runs
+// binaries built elsewhere, scripts/carry.sh's .carry/bin).
+std::string bin_dir() {
+  if (const char* d = std::getenv("KSOL_TEST_BIN_DIR"); d && *d) return d;
+  return KSOL_BUILD_DIR;
+}
+
 std::string gpu_absent_reason() {
-  ksol::WorkerClient w({std::string(KSOL_BUILD_DIR) + "/ksol-worker"});
+  ksol::WorkerClient w({bin_dir() + "/ksol-worker"});
   ksol::WorkerReply r = w.call({{"op", "hello"}}, 120);
   if (!r.ok) return "the worker did not start: " + r.message;
   if (!r.body.value("gpu", false)) return r.body.value("reason", "no CUDA device");
@@ -18,7 +27,7 @@ std::string gpu_absent_reason() {
 TEST(Gpu, CpuAndGpuReferencesAgreeOnSmallSizes) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
-  ksol::ProcessResult r = ksol::run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "refcheck"}, 1800);
+  ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "refcheck"}, 1800);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -27,7 +36,7 @@ TEST(Gpu, CpuAndGpuReferencesAgreeOnSmallSizes) {
 TEST(Gpu, BaselinesWithOddSizedBuffersPassTheGate) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
-  ksol::ProcessResult r = ksol::run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "bench", "--tasks",
+  ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "bench", "--tasks",
                                              "dot_f32,spmv_csr_f32,reduction_sum_f32", "--sizes", "small,odd,odd_tall"},
                                             1800);
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -42,7 +51,7 @@ TEST(Gpu, TunedRowProgramsPassTheGatesAtEverySize) {
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
   for (const std::string t : {"softmax_bf16", "softmax_f32", "rmsnorm_bf16", "rmsnorm_f32", "layernorm_bf16",
                               "layernorm_f32"}) {
-    std::vector<std::string> argv = {std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "eval", "--task", t,
+    std::vector<std::string> argv = {bin_dir() + "/ksol", "--store", "", "eval", "--task", t,
                                      "--no-time", "--compare", "none", "--candidate",
                                      ksol::source_root() + "/examples/tuned/" + t + ".ksol"};
     if (t == "softmax_bf16") argv.insert(argv.end(), {"--sizes", "small,medium,large,odd,h1,h2"});

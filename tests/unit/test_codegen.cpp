@@ -344,7 +344,8 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"math", "fast"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(sm, {{"tile", "4"}})),
             "unknown schedule key 'tile' for the rowwise family; it accepts threads, rows_per_block, vector, "
-            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint, preload");
+            "items_per_thread, reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint, preload, "
+            "grid");
   EXPECT_EQ(refusal(scheduled(sm, {{"threads", "100"}})), "threads = 100 must be a multiple of 32 between 32 and 1024");
   EXPECT_EQ(refusal(scheduled(sm, {{"keep", "registers"}, {"cache_row", "shared"}})),
             "keep = registers holds values in the register cache's unrolled steps, so cache_row must be registers, "
@@ -457,7 +458,6 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(sm, {{"tail", "exact"}})),
             "tail = exact instantiates the register cache's kernel for rows of exactly its cached steps, so cache_row "
             "must be registers, not none");
-  EXPECT_EQ(refusal(scheduled(sm, {{"tail", "open"}})), "tail = open must be one of checked, exact");
   // store_hint = evict_last: the output rows' packs go through store_pack_kept (an L2 evict_last
   // policy); a program that writes one value per row has no row stores to hint.
   {
@@ -525,6 +525,50 @@ TEST(Codegen, RefusesWithExactReasons) {
             "preload = write loads the packs the write pass reads before its first store, and this program writes one "
             "value per row");
   EXPECT_EQ(refusal(scheduled(sm, {{"unroll", "3"}})), "unroll = 3 must be one of 1, 2, 4, 8");
+  // grid = rows: one block per rows_per_block rows and no grid-stride loop; with one row per block
+  // the slot is the constant 0 and the row predicate a constant true, which the compiler folds.
+  {
+    const std::string one = codegen::generate_cuda(scheduled(sm, {{"grid", "rows"}}), {});
+    EXPECT_EQ(codegen::kernel_name(scheduled(sm, {{"grid", "rows"}})), "rowwise_softmax_f32_t256_v4_r1_block_rowgrid");
+    EXPECT_NE(one.find("constexpr int slot = 0;"), std::string::npos) << one;
+    EXPECT_NE(one.find("const int lane = threadIdx.x;"), std::string::npos) << one;
+    EXPECT_NE(one.find("constexpr bool active = true;"), std::string::npos) << one;
+    EXPECT_NE(one.find("const int64_t row_base = (int64_t)blockIdx.x * kRowsPerBlock;"), std::string::npos) << one;
+    EXPECT_EQ(one.find("gridDim.x"), std::string::npos) << "no grid-stride loop" << one;
+    EXPECT_EQ(one.find("kMaxBlocks"), std::string::npos) << one;
+    EXPECT_NE(one.find("const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;"), std::string::npos);
+    EXPECT_NE(one.find("if (blocks > 2147483647) return 3;"), std::string::npos) << one;
+    const std::string four = codegen::generate_cuda(scheduled(sm, {{"grid", "rows"}, {"rows_per_block", "4"}}), {});
+    EXPECT_NE(four.find("const int slot = threadIdx.x / kThreadsPerRow;"), std::string::npos) << four;
+    EXPECT_NE(four.find("const bool active = row_base + slot < rows;"), std::string::npos) << four;
+    EXPECT_EQ(four.find("gridDim.x"), std::string::npos) << four;
+    const std::string stride = codegen::generate_cuda(sm, {});
+    EXPECT_NE(stride.find("row_base += (int64_t)gridDim.x * kRowsPerBlock"), std::string::npos) << stride;
+    EXPECT_NE(stride.find("const int slot = threadIdx.x / kThreadsPerRow;"), std::string::npos) << stride;
+    EXPECT_EQ(refusal(scheduled(sm, {{"grid", "rows"}, {"reduction", "two_pass"}})),
+              "grid = rows launches one block per rows_per_block rows of the fused kernel; reduction = two_pass "
+              "launches blocks per chunk of a row, so grid must be stride");
+    EXPECT_EQ(refusal(scheduled(sm, {{"grid", "cols"}})), "grid = cols must be one of stride, rows");
+  }
+  // tail = fixed: tail = exact, and in the exact instantiation the row length is the constant
+  // kCacheTiles * kTile (the launcher runs it only for such rows); the parameter is renamed.
+  {
+    const dsl::Program rms = parse(kRmsnormBf16);
+    const auto fixed = scheduled(rms, {{"cache_row", "registers"}, {"vector", "8"}, {"tail", "fixed"}});
+    EXPECT_EQ(codegen::kernel_name(fixed), "rowwise_rmsnorm_bf16_t256_v8_r1_block_regs_fixed");
+    const std::string cu = codegen::generate_cuda(fixed, {});
+    EXPECT_NE(cu.find("int64_t R, int64_t C_arg, int64_t rows)"), std::string::npos) << cu;
+    const size_t local = cu.find("const int64_t C = kExact ? (int64_t)kCacheTiles * kTile : C_arg;");
+    ASSERT_NE(local, std::string::npos) << cu;
+    EXPECT_LT(local, cu.find("X + row * C")) << cu;
+    EXPECT_NE(cu.find("if (steps == kTiles && C == steps * (kThreadsPerRow * kVec * kItems))"), std::string::npos);
+    EXPECT_EQ(codegen::generate_cuda(scheduled(rms, {{"cache_row", "registers"}, {"tail", "exact"}}), {}).find("C_arg"),
+              std::string::npos);
+    EXPECT_EQ(refusal(scheduled(rms, {{"cache_row", "none"}, {"tail", "fixed"}})),
+              "tail = fixed instantiates the register cache's kernel for rows of exactly its cached steps, so "
+              "cache_row must be registers, not none");
+    EXPECT_EQ(refusal(scheduled(rms, {{"tail", "open"}})), "tail = open must be one of checked, exact, fixed");
+  }
 
   // A row read by one pass only has nothing to cache.
   dsl::Program sums = parse("kernel sums(X: f32[R, C]) -> (S: f32[R]) {\n  S[r] = sum(X[r, c]) over c\n}\n");
@@ -650,16 +694,17 @@ TEST(Codegen, ScheduleSpaces) {
                         Case{"layernorm_f32", kLayernormF32}, Case{"silu_mul_bf16", kSiluMul}}) {
     dsl::Program p = parse(c.program);
     codegen::Space space = codegen::schedule_space(p, {});
-    std::map<std::string, int> reasons;
-    for (const auto& [schedule, reason] : space.refused) {
-      std::string kind = reason.substr(0, reason.find_first_of("=0123456789"));
-      ++reasons[kind];
+    std::map<std::string, size_t> reasons;
+    for (const codegen::Space::ReasonCount& r : space.by_reason()) {
+      std::string kind = r.reason.substr(0, r.reason.find_first_of("=0123456789"));
+      reasons[kind] += r.count;
     }
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
-              << space.refused.size() << " refused\n";
+              << space.refused() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 3 : 5 * 4 * 4 * 3;
-    EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 3 * 2 * 3 * 2 : 5 * 4 * 4 * 3;
+    EXPECT_EQ(space.size(), grid);
+    EXPECT_EQ(space.legal.size() + space.refused(), grid);
     EXPECT_GT(space.legal.size(), 100u);
     std::set<std::string> names;
     for (const Schedule& s : space.legal) {
@@ -668,7 +713,22 @@ TEST(Codegen, ScheduleSpaces) {
       names.insert(codegen::kernel_name(q));
     }
     EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
-    for (const auto& [schedule, reason] : space.refused) EXPECT_FALSE(reason.empty()) << schedule;
+    for (const std::string& reason : space.reasons) EXPECT_FALSE(reason.empty());
+    // The verdicts the space skipped (a refusal's block of later knobs) are can_implement's: every
+    // 499th schedule of the grid checked one by one, legal ones in their order.
+    size_t legal_seen = 0;
+    for (size_t i = 0; i < space.size(); ++i) {
+      if (space.verdicts[i] == 0) {
+        ASSERT_LT(legal_seen, space.legal.size());
+        ASSERT_EQ(space.legal[legal_seen++], space.schedule(i)) << i;
+      }
+      if (i % 499 != 0) continue;
+      const codegen::Support r = codegen::can_implement(codegen::with_schedule(p, space.schedule(i)), {});
+      ASSERT_EQ(r.ok ? std::string("(legal)") : r.reason,
+                space.verdicts[i] == 0 ? std::string("(legal)") : space.reasons[space.verdicts[i] - 1])
+          << codegen::schedule_text(space.schedule(i));
+    }
+    EXPECT_EQ(legal_seen, space.legal.size());
   }
 }
 
@@ -694,6 +754,8 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
             "store_hint: a column reduction writes one value per column, so store_hint must be none");
   EXPECT_EQ(refusal(scheduled(p, {{"preload", "all"}})),
             "preload: a column reduction has no register cache of whole rows, so preload must be none");
+  EXPECT_EQ(refusal(scheduled(p, {{"grid", "rows"}})),
+            "grid: a column reduction's blocks own columns over all rows, so grid must be stride");
   EXPECT_EQ(refusal(scheduled(p, {{"vector", "8"}})),
             "vector = 8 columns of a 4-byte type are 32 bytes per thread and row; at most 16");
   std::string src = codegen::generate_cuda(p, {});
@@ -1240,7 +1302,9 @@ TEST(Codegen, GoldenSources) {
 }
 
 // cache_row = l2, tail = exact, store_hint = evict_last, preload = all (the weight loaded with the
-// cached row) and preload = write (loaded at the write pass's start) on the host against the interpreter:
+// cached row), preload = write (loaded at the write pass's start), grid = rows (one block per row;
+// with two rows per block, R = 3 leaves the last block a slot without a row) and tail = fixed (the
+// exact instantiation's row length a constant) on the host against the interpreter:
 // rows of exactly the register cache's steps (64 threads x 4 = 256 per step: 256 and 512 run the
 // kExact instantiation), and rows that are not (300, 768: three steps in a four-step cache, 4, 1:
 // the scalar packs). nvcc compiles each source for sm_90: the hinted stores' 16-, 8- and 4-byte
@@ -1260,7 +1324,12 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
                             "  store_hint = evict_last\n}\n",
                             "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
                             "  preload = write\n}\n",
-                            "schedule {\n  threads = 64\n  vector = 2\n  cache_row = registers\n  preload = write\n}\n"}) {
+                            "schedule {\n  threads = 64\n  vector = 2\n  cache_row = registers\n  preload = write\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n"
+                            "  preload = write\n  grid = rows\n}\n",
+                            "schedule {\n  threads = 128\n  rows_per_block = 2\n  vector = 2\n  grid = rows\n}\n",
+                            "schedule {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = fixed\n"
+                            "  grid = rows\n}\n"}) {
     const dsl::Program p = parse(kernel + sched);
     ASSERT_EQ(refusal(p), "(accepted)") << sched;
     // The host build skips the sm_80+ inline PTX of the hinted loads: nvcc compiles it here.

@@ -130,17 +130,24 @@ TEST(CodegenConv, ScheduleSpace) {
   ASSERT_NE(f, nullptr);
   size_t grid = 1;
   for (const cd::Knob& k : f->knobs) grid *= k.grid.size();
-  std::map<std::string, int> reasons;
-  for (const auto& [s, r] : space.refused) {
+  std::map<std::string, size_t> reasons;
+  for (const codegen::Space::ReasonCount& c : space.by_reason()) {
+    const std::string& r = c.reason;
     const size_t bracket = r.find(']');
-    ++reasons[bracket == std::string::npos ? r : r.substr(r.find(' ', bracket))];
+    reasons[bracket == std::string::npos ? r : r.substr(r.find(' ', bracket))] += c.count;
   }
-  std::cout << "[ schedule space ] conv2d_f32 (conv): " << space.legal.size() << " legal, " << space.refused.size()
+  std::cout << "[ schedule space ] conv2d_f32 (conv): " << space.legal.size() << " legal, " << space.refused()
             << " refused\n";
   for (const auto& [r, n] : reasons) std::cout << "    " << n << " x ..." << r << "\n";
-  EXPECT_EQ(space.legal.size() + space.refused.size(), grid);
+  EXPECT_EQ(space.size(), grid);
   EXPECT_EQ(space.legal.size(), 51u);
-  EXPECT_EQ(space.refused.size(), 861u);  // most of them tma-only knobs, or mainloop = tma on NCHW data
+  EXPECT_EQ(space.refused(), 861u);  // most of them tma-only knobs, or mainloop = tma on NCHW data
+  // Every verdict, the skipped ones included, is can_implement's.
+  for (size_t i = 0; i < space.size(); ++i) {
+    const codegen::Support r = codegen::can_implement(codegen::with_schedule(p, space.schedule(i)), kTaskBinding);
+    ASSERT_EQ(r.ok ? std::string("(legal)") : r.reason,
+              space.verdicts[i] == 0 ? std::string("(legal)") : space.reasons[space.verdicts[i] - 1]);
+  }
   std::set<std::string> names;
   for (const Schedule& s : space.legal) names.insert(codegen::kernel_name(codegen::with_schedule(p, s)));
   EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
@@ -525,7 +532,7 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
   // The bf16 program's schedule space: both paths, every name distinct.
   codegen::Space space = codegen::schedule_space(bf, {});
   std::cout << "[ schedule space ] conv2d_nhwc_bias_relu (conv, bf16 NHWC): " << space.legal.size() << " legal, "
-            << space.refused.size() << " refused\n";
+            << space.refused() << " refused\n";
   size_t tma = 0;
   std::set<std::string> names;
   for (const Schedule& s : space.legal) {

@@ -329,22 +329,29 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
 
 TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   codegen::Space s = codegen::schedule_space(parse(kGemmBf16), kTaskBinding);
-  std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused.size() << " refused\n";
+  std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused() << " refused\n";
   EXPECT_GE(s.legal.size(), 100u);
   EXPECT_EQ(s.legal.size(), 3984u);
-  EXPECT_EQ(s.legal.size() + s.refused.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
+  EXPECT_EQ(s.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
+  EXPECT_EQ(s.legal.size() + s.refused(), s.size());
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
     ASSERT_EQ(refusal(p, kTaskBinding), "(accepted)") << codegen::schedule_text(sch);
   }
-  // Every refusal has a reason.
-  for (const auto& [sch, why] : s.refused) EXPECT_FALSE(why.empty()) << sch;
+  // Every refusal has a reason, and every verdict (the skipped ones too) is can_implement's.
+  for (const std::string& why : s.reasons) EXPECT_FALSE(why.empty());
+  const dsl::Program g = parse(kGemmBf16);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const std::string want = s.verdicts[i] == 0 ? std::string("(accepted)") : s.reasons[s.verdicts[i] - 1];
+    ASSERT_EQ(refusal(codegen::with_schedule(g, s.schedule(i)), kTaskBinding), want)
+        << codegen::schedule_text(s.schedule(i));
+  }
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
-  std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused.size() << " refused\n";
+  std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused() << " refused\n";
   EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}
   // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
   codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
-  std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused.size() << " refused\n";
+  std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused() << " refused\n";
   EXPECT_GE(t.legal.size(), 100u);
   size_t tensor = 0;
   for (const codegen::Schedule& sch : t.legal)

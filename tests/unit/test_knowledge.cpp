@@ -342,7 +342,7 @@ TEST(Moves, ParseAndCheckAgainstFamilies) {
   EXPECT_EQ(check_move(*m, "gemm"), "");
   EXPECT_EQ(check_move(*m, "rowwise", &col),
             "family 'rowwise' has no schedule key 'split_k' (its keys: threads, rows_per_block, vector, items_per_thread, "
-            "reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint, preload)");
+            "reduction, cache_row, unroll, math, keep, online, blocks_per_sm, tail, store_hint, preload, grid)");
   EXPECT_EQ(col, 4);
 
   m = parse_move("set tile [128, 256, 64]|[256, 128, 64]", &err, &col);
