@@ -555,7 +555,7 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
   dsl::Program p = dsl::parse_program(read_file(file), file);
   const codegen::Binding b = dsl_binding(p, task);
   codegen::Space sp = codegen::schedule_space(p, b);
-  // By reason, in the reasons' order (as before: sorted by text), each with its first schedule.
+  // By reason, sorted by the reason's text, each with the first schedule it refuses.
   std::map<std::string, std::pair<size_t, std::string>> by_reason;
   for (const codegen::Space::ReasonCount& r : sp.by_reason())
     by_reason[r.reason] = {r.count, codegen::schedule_text(sp.schedule(r.first))};

@@ -302,11 +302,13 @@ TEST(CodegenSparseStencil, ScheduleSpaces) {
     std::vector<Schedule> legal;
     std::map<std::string, int> refused;
     std::set<std::string> names;
+    std::vector<std::string> verdicts;  // every schedule's, checked one by one
     while (true) {
       Schedule s;
       for (size_t k = 0; k < f.knobs.size(); ++k) s.emplace_back(f.knobs[k].key, f.knobs[k].grid[at[k]]);
       dsl::Program q = codegen::with_schedule(p, s);
       std::string r = refusal(q, b);
+      verdicts.push_back(r);
       if (r == "(accepted)") {
         legal.push_back(s);
         names.insert(f.kernel_name(q));
@@ -325,6 +327,13 @@ TEST(CodegenSparseStencil, ScheduleSpaces) {
     EXPECT_EQ(legal.size() + n_refused, grid);
     EXPECT_GT(legal.size(), 20u);
     EXPECT_EQ(names.size(), legal.size()) << "two legal schedules share a kernel name";
+    // schedule_space, which skips the rest of a refusal's block of later knobs, agrees everywhere.
+    const codegen::Space space = codegen::schedule_space(p, b);
+    ASSERT_EQ(space.size(), verdicts.size());
+    EXPECT_EQ(space.legal, legal);
+    for (size_t i = 0; i < verdicts.size(); ++i)
+      EXPECT_EQ(space.verdicts[i] == 0 ? std::string("(accepted)") : space.reasons[space.verdicts[i] - 1], verdicts[i])
+          << codegen::schedule_text(space.schedule(i));
   }
 }
 
