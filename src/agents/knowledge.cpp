@@ -46,6 +46,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "split_k", K::integer, {}, {}},
       {"gemm", "stream_k", K::integer, {}, {}},  // the doc gives no values: 0 (off) or 1 (on) here
       {"gemm", "math", K::choice, {"precise", "fast"}, {}},
+      {"gemm", "epilogue_tile", K::list, {}, {2}},  // or auto
       {"conv", "mainloop", K::choice, {"auto", "simt", "tma"}, {}},
       {"conv", "tile", K::list, {}, {3}},
       {"conv", "thread_tile", K::list, {}, {2}},

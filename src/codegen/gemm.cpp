@@ -53,6 +53,7 @@ struct GemmKnobs {
   int64_t stages = 0;  // 0 = auto
   std::string mainloop = "cooperative", epilogue = "auto", raster = "along_n";
   int64_t swizzle = 1, split_k = 1, stream_k = 0;
+  int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
 };
 
@@ -261,12 +262,12 @@ int64_t auto_or_int(const Knobs& k, const std::string& key) {
 }
 
 // Shared memory the TMA epilogue takes from the mainloop: two D staging buffers of the
-// epilogue subtile (EpilogueTileAuto: at most 128 x 32), the bias row in f32 twice, and 1 KB for
-// the barriers.
+// epilogue subtile (EpilogueTileAuto: at most 128 x 32; else epilogue_tile), the bias row in f32
+// twice, and 1 KB for the barriers.
 int64_t epilogue_smem(const GemmKnobs& s, const Analysis& a) {
   if (s.epilogue == "default") return 1024;
-  return 2 * std::min<int64_t>(s.tm, 128) * std::min<int64_t>(s.tn, 32) * type_bytes(a.out->type) +
-         (a.fu.bias ? s.tn * 4 * 2 : 0) + 1024;
+  const int64_t em = s.em ? s.em : std::min<int64_t>(s.tm, 128), en = s.en ? s.en : std::min<int64_t>(s.tn, 32);
+  return 2 * em * en * type_bytes(a.out->type) + (a.fu.bias ? s.tn * 4 * 2 : 0) + 1024;
 }
 
 int64_t stage_bytes(const GemmKnobs& s, int elem) { return (s.tm * s.tk + s.tn * s.tk) * elem + 16; }
@@ -287,6 +288,10 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.split_k < 1 || s.split_k > 16) throw Refused("split_k = " + std::to_string(s.split_k) + " must be between 1 and 16");
   s.stream_k = k.one_of("stream_k", {0, 1});
   s.stages = auto_or_int(k, "stages");
+  if (const dsl::ScheduleValue& v = k.value("epilogue_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
+    const std::vector<int64_t> e = list_knob(k, "epilogue_tile", 2);
+    s.em = e[0], s.en = e[1];
+  }
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
@@ -316,6 +321,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.cm != 1 || s.cn != 1)
       throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
     if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
+    if (s.em) throw Refused("epilogue_tile is the subtile of the TMA epilogue; mainloop = simt stores directly (epilogue_tile = auto)");
     if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": the SIMT kernel's tile order is not swizzled (swizzle = 1)");
     if (s.stream_k != 0)
       throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k");
@@ -360,6 +366,18 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                   ") needs epilogue = tma or auto");
   if (s.epilogue == "default" && a.fu.bias)
     throw Refused("epilogue = default (no shared memory) has no bias broadcast; the bias needs epilogue = tma or auto");
+  if (s.em) {
+    const std::string e = "epilogue_tile = " + list_text({s.em, s.en});
+    if (s.epilogue == "default")
+      throw Refused(e + " is the subtile of the TMA epilogue; epilogue = default stores from registers (epilogue_tile = auto)");
+    const int64_t want_m = s.mainloop == "cooperative" ? 128 : 64;
+    if (s.em != want_m)
+      throw Refused(e + ": mainloop = " + s.mainloop + " stores subtiles of " + std::to_string(want_m) +
+                    " rows (CUTLASS's sm_90 epilogue: 128 for the two warpgroups of cooperative, 64 for one of pingpong)");
+    if (s.en < 16 || s.en % 16 != 0 || s.tn % s.en != 0)
+      throw Refused(e + ": its N must be a multiple of 16 that divides the tile's N (" + std::to_string(s.tn) + ")");
+    if (s.tm % s.em != 0) throw Refused(e + ": its M must divide the tile's M (" + std::to_string(s.tm) + ")");
+  }
   if (!a.fu.fusable)
     throw Refused("mainloop = " + s.mainloop + ": the epilogue has no exact CUTLASS fusion (" + a.fu.not_fusable +
                   "); it must be out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
@@ -391,6 +409,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     n += s.stages ? "_s" + std::to_string(s.stages) : "_sauto";
     n += s.mainloop == "cooperative" ? "_coop" : "_pp";
     if (s.epilogue == "default") n += "_nosmem";
+    if (s.em) n += "_e" + std::to_string(s.em) + "x" + std::to_string(s.en);
     if (s.swizzle != 1) n += "_sw" + std::to_string(s.swizzle);
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);
     if (s.stream_k) n += "_streamk";
@@ -933,7 +952,8 @@ class Generator {
     const std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c);
     w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
-    w.line(std::string("    ") + "cutlass::epilogue::collective::EpilogueTileAuto, float, float,");
+    w.line("    " + std::string(s_.em ? "cute::Shape<cute::_" + std::to_string(s_.em) + ", cute::_" + std::to_string(s_.en) + ">"
+                                    : "cutlass::epilogue::collective::EpilogueTileAuto") + ", float, float,");
     const std::string align_out = std::to_string(16 / type_bytes(p_.outputs[0].type));
     w.line("    " + elem_c + ", cutlass::layout::RowMajor, " + align_out + ", " + td + ", cutlass::layout::RowMajor, " +
            align_out + ",");
@@ -1086,6 +1106,7 @@ const FamilyGenerator& family() {
           {"split_k", "1", {"1", "2"}},
           {"stream_k", "0", {"0", "1"}},
           {"math", "precise", {"precise", "fast"}},
+          {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
       },
       &check,
       &generate,
