@@ -290,6 +290,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.stages = auto_or_int(k, "stages");
   if (const dsl::ScheduleValue& v = k.value("epilogue_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
     const std::vector<int64_t> e = list_knob(k, "epilogue_tile", 2);
+    if (e[0] <= 0 || e[1] <= 0) throw Refused("epilogue_tile = " + list_text(e) + ": its sides must be positive");
     s.em = e[0], s.en = e[1];
   }
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
@@ -376,7 +377,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                     " rows (CUTLASS's sm_90 epilogue: 128 for the two warpgroups of cooperative, 64 for one of pingpong)");
     if (s.en < 16 || s.en % 16 != 0 || s.tn % s.en != 0)
       throw Refused(e + ": its N must be a multiple of 16 that divides the tile's N (" + std::to_string(s.tn) + ")");
-    if (s.tm % s.em != 0) throw Refused(e + ": its M must divide the tile's M (" + std::to_string(s.tm) + ")");
+    // Its M divides the tile's: WGMMA tiles have M 64, 128 or 256, and cooperative M >= 128.
   }
   if (!a.fu.fusable)
     throw Refused("mainloop = " + s.mainloop + ": the epilogue has no exact CUTLASS fusion (" + a.fu.not_fusable +

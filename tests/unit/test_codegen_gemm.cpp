@@ -257,6 +257,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(bg, {{"epilogue_tile", "[128, 512]"}})),
             "epilogue_tile = [128, 512]: its N must be a multiple of 16 that divides the tile's N (256)");
   EXPECT_EQ(refusal(scheduled(bg, {{"epilogue_tile", "64"}})), "epilogue_tile = 64 must be a list [M, N]");
+  EXPECT_EQ(refusal(scheduled(bg, {{"epilogue_tile", "[0, 0]"}})), "epilogue_tile = [0, 0]: its sides must be positive");
   EXPECT_EQ(refusal(scheduled(g, {{"epilogue", "default"}, {"epilogue_tile", "[128, 64]"}})),
             "epilogue_tile = [128, 64] is the subtile of the TMA epilogue; epilogue = default stores from registers "
             "(epilogue_tile = auto)");
