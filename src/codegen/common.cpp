@@ -473,8 +473,8 @@ std::string Helpers::source() const {
        "__fdividef(x, 1.0f + __expf(-x))", nullptr},
       // The constants are folded so that the function is five f32 operations (three multiplies, two
       // fused multiply-adds) and one SFU operation, where the precise form's order of operations
-      // takes seven: a GEMM's fused epilogue runs it once per output element, with the tensor
-      // cores idle.
+      // takes seven: a GEMM's fused epilogue runs it once per output element (in a cooperative
+      // kernel, while the tensor cores wait for the next tile).
       {"gelu_tanh_fast",
        "// GELU (tanh form), math = fast: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), written\n"
        "// h + h tanh(u) with h = x / 2 and u = x (sqrt(2 / pi) + 0.044715 sqrt(2 / pi) x^2), with the hardware's\n"

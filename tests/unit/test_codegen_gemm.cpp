@@ -505,7 +505,7 @@ TEST(CodegenGemm, GeneratedSourcesCompile) {
   const std::vector<Case> cases = {
       {kGemmF32, {}, {}},
       {kGemmBf16, {}, kTaskBinding},
-      // math = fast: the epilogue's gelu_tanh_fast (x / (1 + __expf(-2u))) inside CUTLASS's fusion.
+      // math = fast: the epilogue's gelu_tanh_fast (h + h tanh_fast(u), h = x / 2) inside CUTLASS's fusion.
       {kGemmBiasGeluTanh, {{"math", "fast"}}, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}},
       {kBatchedBf16, {}, Binding{{"A", "B", "C"}, {"BATCH", "M", "N", "K"}}},
       {kGemmTf32, {}, kTaskBinding},
