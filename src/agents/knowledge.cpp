@@ -47,6 +47,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "stream_k", K::integer, {}, {}},  // the doc gives no values: 0 (off) or 1 (on) here
       {"gemm", "math", K::choice, {"precise", "fast"}, {}},
       {"gemm", "epilogue_tile", K::list, {}, {2}},  // or auto
+      {"gemm", "swap_ab", K::integer, {}, {}},  // 0 (off) or 1 (C^T = B^T A^T)
       {"conv", "mainloop", K::choice, {"auto", "simt", "tma"}, {}},
       {"conv", "tile", K::list, {}, {3}},
       {"conv", "thread_tile", K::list, {}, {2}},

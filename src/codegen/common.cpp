@@ -1010,12 +1010,13 @@ void cutlass_activation_fn(Writer& w, const std::string& act) {
   w.line();
 }
 
-std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c) {
+std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c, bool bias_per_row) {
   const std::string ns = "cutlass::epilogue::fusion::";
+  const std::string per = bias_per_row ? "PerRow" : "PerCol";
   if (f.identity && !f.bias) return ns + "LinearCombination<" + td + ", float, " + elem_c + ", float>";
-  if (f.identity) return ns + "LinCombPerColBias<" + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c + ", float>";
+  if (f.identity) return ns + "LinComb" + per + "Bias<" + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c + ", float>";
   if (f.bias)
-    return ns + "LinCombPerColBiasEltAct<KsolEpilogueFn, " + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c +
+    return ns + "LinComb" + per + "BiasEltAct<KsolEpilogueFn, " + td + ", float, " + cutlass_type(f.bias->type) + ", " + elem_c +
            ", float>";
   return ns + "LinCombEltAct<KsolEpilogueFn, " + td + ", float, " + elem_c + ", float>";
 }

@@ -224,6 +224,9 @@ std::string cutlass_activation_code(const CutlassFusion& f, Helpers& helpers, bo
 // the activation CUTLASS's EltAct fusions call.
 void cutlass_activation_fn(Writer& w, const std::string& act);
 // The fusion operation's type for output element `td` and source element `elem_c` ("void": no C).
-std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c);
+// The bias is per column of CUTLASS's output (a row broadcast), or per row when `bias_per_row`
+// (a GEMM computed as C^T = B^T A^T, whose output's rows are C's columns).
+std::string cutlass_fusion_op(const CutlassFusion& f, const std::string& td, const std::string& elem_c,
+                              bool bias_per_row = false);
 
 }  // namespace ksol::codegen::detail

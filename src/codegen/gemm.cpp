@@ -53,6 +53,9 @@ struct GemmKnobs {
   int64_t stages = 0;  // 0 = auto
   std::string mainloop = "cooperative", epilogue = "auto", raster = "along_n";
   int64_t swizzle = 1, split_k = 1, stream_k = 0;
+  // swap_ab: CUTLASS computes C^T = B^T A^T (its M runs along the output's N, so cooperative's two
+  // warpgroups split the tile's N, and the output is column-major in its view).
+  int64_t swap_ab = 0;
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
 };
@@ -266,8 +269,10 @@ int64_t auto_or_int(const Knobs& k, const std::string& key) {
 // twice, and 1 KB for the barriers.
 int64_t epilogue_smem(const GemmKnobs& s, const Analysis& a) {
   if (s.epilogue == "default") return 1024;
-  const int64_t em = s.em ? s.em : std::min<int64_t>(s.tm, 128), en = s.en ? s.en : std::min<int64_t>(s.tn, 32);
-  return 2 * em * en * type_bytes(a.out->type) + (a.fu.bias ? s.tn * 4 * 2 : 0) + 1024;
+  // CUTLASS's M and N (swapped by swap_ab); an explicit subtile has the same area either way.
+  const int64_t wm = s.swap_ab ? s.tn : s.tm, wn = s.swap_ab ? s.tm : s.tn;
+  const int64_t area = s.em ? s.em * s.en : std::min<int64_t>(wm, 128) * std::min<int64_t>(wn, 32);
+  return 2 * area * type_bytes(a.out->type) + (a.fu.bias ? s.tn * 4 * 2 : 0) + 1024;
 }
 
 int64_t stage_bytes(const GemmKnobs& s, int elem) { return (s.tm * s.tk + s.tn * s.tk) * elem + 16; }
@@ -287,6 +292,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.split_k = k.integer("split_k");
   if (s.split_k < 1 || s.split_k > 16) throw Refused("split_k = " + std::to_string(s.split_k) + " must be between 1 and 16");
   s.stream_k = k.one_of("stream_k", {0, 1});
+  s.swap_ab = k.one_of("swap_ab", {0, 1});
   s.stages = auto_or_int(k, "stages");
   if (const dsl::ScheduleValue& v = k.value("epilogue_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
     const std::vector<int64_t> e = list_knob(k, "epilogue_tile", 2);
@@ -326,6 +332,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": the SIMT kernel's tile order is not swizzled (swizzle = 1)");
     if (s.stream_k != 0)
       throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k");
+    if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; mainloop = simt computes C directly (swap_ab = 0)");
     return s;
   }
 
@@ -340,17 +347,21 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                   "register-sourced, swapped-operand path) gave wrong results on the H200 "
                   "(docs/results/2026-12-01-h200-issue4-g2.txt), so mainloop must be simt");
   const int elem = type_bytes(a.in_type);
-  if (!(s.tm == 64 || s.tm == 128 || s.tm == 256))
-    throw Refused(tile_text + ": WGMMA tiles take M in {64, 128, 256} per block");
-  if (s.tn < 8 || s.tn > 256 || s.tn % 8 != 0) throw Refused(tile_text + ": WGMMA takes N a multiple of 8 up to 256");
-  if (s.tn % 16 != 0 && !a.b_trans)
+  // CUTLASS's M and N: with swap_ab = 1 its M is the tile's N.
+  const int64_t wm = s.swap_ab ? s.tn : s.tm, wn = s.swap_ab ? s.tm : s.tn;
+  const std::string swapped = s.swap_ab ? " (with swap_ab = 1 CUTLASS's M is the tile's N and its N the tile's M)" : "";
+  if (!(wm == 64 || wm == 128 || wm == 256))
+    throw Refused(tile_text + ": WGMMA tiles take M in {64, 128, 256} per block" + swapped);
+  if (wn < 8 || wn > 256 || wn % 8 != 0) throw Refused(tile_text + ": WGMMA takes N a multiple of 8 up to 256" + swapped);
+  if (s.tn % 16 != 0 && !a.b_trans && !s.swap_ab)
     throw Refused(tile_text + ": B is N-major (row-major B[K, N]), and its shared-memory swizzle needs N a multiple of 16");
   if (elem == 2 && s.tk != 64)
     throw Refused(tile_text + ": tile K must be 64 for 16-bit operands (one 128-byte swizzle row per stage)");
   if (elem == 4 && s.tk != 32)
     throw Refused(tile_text + ": tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
-  if (s.mainloop == "cooperative" && s.tm < 128)
-    throw Refused(tile_text + ": mainloop = cooperative splits the tile's M across two consumer warpgroups of 64 rows, so M >= 128");
+  if (s.mainloop == "cooperative" && wm < 128)
+    throw Refused(tile_text + (s.swap_ab ? ": mainloop = cooperative with swap_ab = 1 splits the tile's N across two consumer warpgroups of 64 columns, so N >= 128"
+                                         : ": mainloop = cooperative splits the tile's M across two consumer warpgroups of 64 rows, so M >= 128"));
   const int64_t consumers = s.mainloop == "cooperative" ? 256 : 128;
   const int64_t regs = s.tm * s.tn / consumers;
   if (regs > 128)
@@ -372,11 +383,16 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.epilogue == "default")
       throw Refused(e + " is the subtile of the TMA epilogue; epilogue = default stores from registers (epilogue_tile = auto)");
     const int64_t want_m = s.mainloop == "cooperative" ? 128 : 64;
-    if (s.em != want_m)
+    // In CUTLASS's view: with swap_ab = 1 the subtile's columns are its rows.
+    const int64_t sm = s.swap_ab ? s.en : s.em, sn = s.swap_ab ? s.em : s.en;
+    if (sm != want_m)
       throw Refused(e + ": mainloop = " + s.mainloop + " stores subtiles of " + std::to_string(want_m) +
-                    " rows (CUTLASS's sm_90 epilogue: 128 for the two warpgroups of cooperative, 64 for one of pingpong)");
-    if (s.en < 16 || s.en % 16 != 0 || s.tn % s.en != 0)
-      throw Refused(e + ": its N must be a multiple of 16 that divides the tile's N (" + std::to_string(s.tn) + ")");
+                    (s.swap_ab ? " columns (swap_ab = 1: " : " rows (") +
+                    "CUTLASS's sm_90 epilogue: 128 for the two warpgroups of cooperative, 64 for one of pingpong)");
+    if (sn < 16 || sn % 16 != 0 || wn % sn != 0)
+      throw Refused(e + (s.swap_ab ? ": its M must be a multiple of 16 that divides the tile's M ("
+                                   : ": its N must be a multiple of 16 that divides the tile's N (") +
+                    std::to_string(wn) + ")");
     // Its M divides the tile's: WGMMA tiles have M 64, 128 or 256, and cooperative M >= 128.
   }
   if (!a.fu.fusable)
@@ -414,6 +430,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     if (s.swizzle != 1) n += "_sw" + std::to_string(s.swizzle);
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);
     if (s.stream_k) n += "_streamk";
+    if (s.swap_ab) n += "_swab";
     // The tensor-core path runs the SIMT kernel for shapes TMA cannot take; the name says so,
     // so a timing of such a shape is never mistaken for the tensor-core kernel's.
     n += "_fbsimt";
@@ -938,26 +955,41 @@ class Generator {
     const bool coop = s_.mainloop == "cooperative";
     const bool nosmem = s_.epilogue == "default";
     if (!a_.fu.identity) cutlass_activation_fn(w, act);
-    w.line("using TileShape = cute::Shape<cute::_" + std::to_string(s_.tm) + ", cute::_" + std::to_string(s_.tn) +
+    // CUTLASS's view: with swap_ab it computes C^T = B^T A^T, so its M, N, clusters and subtile
+    // are the program's N, M, ... swapped.
+    const bool sw = s_.swap_ab != 0;
+    const int64_t wm = sw ? s_.tn : s_.tm, wn = sw ? s_.tm : s_.tn, wcm = sw ? s_.cn : s_.cm, wcn = sw ? s_.cm : s_.cn;
+    const int64_t wem = sw ? s_.en : s_.em, wen = sw ? s_.em : s_.en;
+    if (sw)
+      w.comment("swap_ab = 1: CUTLASS computes C^T[N, M] = B^T A^T. Its tile M runs along C's N (cooperative's two "
+                "warpgroups split the tile's columns), its A is B and its B is A, and C^T is column-major.");
+    w.line("using TileShape = cute::Shape<cute::_" + std::to_string(wm) + ", cute::_" + std::to_string(wn) +
            ", cute::_" + std::to_string(s_.tk) + ">;");
-    w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(s_.cm) + ", cute::_" + std::to_string(s_.cn) + ", cute::_1>;");
-    w.comment(std::string("Row-major A[M, K] is K-major (RowMajor); ") +
-              (a_.b_trans ? "B[N, K] is K-major, which CUTLASS's B tag (B as K x N) calls ColumnMajor; "
-                          : "row-major B[K, N] is N-major, which CUTLASS's B tag (B as K x N) calls RowMajor; ") +
-              "C[M, N] is RowMajor. Alignments are 16 bytes (TMA rows) in elements." +
-              std::string(a_.tf32 ? " f32 A and B go to TF32 WGMMAs (the builder's tfloat32_t), both K-major." : ""));
+    w.line("using ClusterShape = cute::Shape<cute::_" + std::to_string(wcm) + ", cute::_" + std::to_string(wcn) + ", cute::_1>;");
+    if (!sw)
+      w.comment(std::string("Row-major A[M, K] is K-major (RowMajor); ") +
+                (a_.b_trans ? "B[N, K] is K-major, which CUTLASS's B tag (B as K x N) calls ColumnMajor; "
+                            : "row-major B[K, N] is N-major, which CUTLASS's B tag (B as K x N) calls RowMajor; ") +
+                "C[M, N] is RowMajor. Alignments are 16 bytes (TMA rows) in elements." +
+                std::string(a_.tf32 ? " f32 A and B go to TF32 WGMMAs (the builder's tfloat32_t), both K-major." : ""));
+    else
+      w.comment(std::string("CUTLASS's A is ") +
+                (a_.b_trans ? "B[N, K], K-major (RowMajor); " : "B[K, N] read as N x K, N-major (ColumnMajor); ") +
+                "its B is A[M, K] read as K x M, K-major (ColumnMajor); C^T[N, M] is ColumnMajor. Alignments are 16 bytes "
+                "(TMA rows) in elements." +
+                std::string(a_.tf32 ? " f32 operands go to TF32 WGMMAs (the builder's tfloat32_t), both K-major." : ""));
     const std::string epi_sched = nosmem ? "cutlass::epilogue::NoSmemWarpSpecialized"
                                   : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
                                          : "cutlass::epilogue::TmaWarpSpecialized";
     const std::string elem_c = nosmem ? td : "void";
-    const std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c);
+    const std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c, sw);
+    const std::string c_tag = sw ? "cutlass::layout::ColumnMajor" : "cutlass::layout::RowMajor";
     w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
-    w.line("    " + std::string(s_.em ? "cute::Shape<cute::_" + std::to_string(s_.em) + ", cute::_" + std::to_string(s_.en) + ">"
-                                    : "cutlass::epilogue::collective::EpilogueTileAuto") + ", float, float,");
+    w.line("    " + std::string(wem ? "cute::Shape<cute::_" + std::to_string(wem) + ", cute::_" + std::to_string(wen) + ">"
+                                  : "cutlass::epilogue::collective::EpilogueTileAuto") + ", float, float,");
     const std::string align_out = std::to_string(16 / type_bytes(p_.outputs[0].type));
-    w.line("    " + elem_c + ", cutlass::layout::RowMajor, " + align_out + ", " + td + ", cutlass::layout::RowMajor, " +
-           align_out + ",");
+    w.line("    " + elem_c + ", " + c_tag + ", " + align_out + ", " + td + ", " + c_tag + ", " + align_out + ",");
     w.line("    " + epi_sched + ", " + fusion);
     w.line(">::CollectiveOp;");
     const std::string stages =
@@ -966,10 +998,13 @@ class Generator {
     w.line("using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,");
     const std::string align_in = std::to_string(16 / type_bytes(a_.in_type));
-    // B[n, k] (N rows of K) is K-major: CUTLASS's B tag (B as K x N) calls it ColumnMajor.
+    // B[n, k] (N rows of K) is K-major: CUTLASS's B tag (B as K x N) calls it ColumnMajor. Swapped,
+    // CUTLASS's A is B (B[n, k] K-major: RowMajor; B[k, n] N-major: ColumnMajor) and its B is A
+    // (K-major: ColumnMajor).
     const std::string b_tag = a_.b_trans ? "cutlass::layout::ColumnMajor" : "cutlass::layout::RowMajor";
-    w.line("    " + ta + ", cutlass::layout::RowMajor, " + align_in + ", " + ta + ", " + b_tag + ", " + align_in +
-           ", float,");
+    const std::string wa_tag = sw ? (a_.b_trans ? "cutlass::layout::RowMajor" : "cutlass::layout::ColumnMajor") : "cutlass::layout::RowMajor";
+    const std::string wb_tag = sw ? "cutlass::layout::ColumnMajor" : b_tag;
+    w.line("    " + ta + ", " + wa_tag + ", " + align_in + ", " + ta + ", " + wb_tag + ", " + align_in + ", float,");
     w.line(std::string("    ") + "TileShape, ClusterShape, " + stages + ",");
     w.line(std::string("    ") + (coop ? "cutlass::gemm::KernelTmaWarpSpecializedCooperative" : "cutlass::gemm::KernelTmaWarpSpecializedPingpong"));
     w.line(">::CollectiveOp;");
@@ -1001,25 +1036,62 @@ class Generator {
               "; (m, n, l) of C and D at l * M * N + m * N + n (l = 0 without a batch).");
     w.line("using RowStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;");
     w.line("using ColStride = cute::Stride<cute::Int<1>, int64_t, int64_t>;");
-    w.line(std::string("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, ") +
-           (a_.b_trans ? "RowStride" : "ColStride") + "> &&");
-    w.line("              cute::is_same_v<StrideC, RowStride> && cute::is_same_v<StrideD, RowStride>, \"unexpected stride types\");");
-    w.line("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};");
-    w.line(a_.b_trans ? "const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};"
-                      : "const StrideB stride_b{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_};");
-    w.line("const StrideC stride_c{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
-    w.line("const StrideD stride_d{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
+    // The B operand's strides (n, k, l), CUTLASS's A's when swapped: (m', k, l) with m' = n.
+    const std::string b_stride = a_.b_trans ? "{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_}" : "{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_}";
+    const std::string b_type = a_.b_trans ? "RowStride" : "ColStride";
+    if (!sw) {
+      w.line("static_assert(cute::is_same_v<StrideA, RowStride> && cute::is_same_v<StrideB, " + b_type + "> &&");
+      w.line("              cute::is_same_v<StrideC, RowStride> && cute::is_same_v<StrideD, RowStride>, \"unexpected stride types\");");
+      w.line("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};");
+      w.line("const StrideB stride_b" + b_stride + ";");
+      w.line("const StrideC stride_c{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
+      w.line("const StrideD stride_d{int64_t(N_), cute::Int<1>{}, int64_t(M_) * N_};");
+    } else {
+      w.comment("Swapped: CUTLASS's A (m', k, l) is B's (n, k, l); its B (n', k, l) is A's (m, k, l); its D (m', n', l) "
+                "is C[l][n'][m'] (column-major: m' = n contiguous).");
+      w.line("static_assert(cute::is_same_v<StrideA, " + b_type + "> && cute::is_same_v<StrideB, RowStride> &&");
+      w.line("              cute::is_same_v<StrideC, ColStride> && cute::is_same_v<StrideD, ColStride>, \"unexpected stride types\");");
+      w.line("const StrideA stride_a" + b_stride + ";");
+      w.line("const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};");
+      w.line("const StrideC stride_c{cute::Int<1>{}, int64_t(N_), int64_t(M_) * N_};");
+      w.line("const StrideD stride_d{cute::Int<1>{}, int64_t(N_), int64_t(M_) * N_};");
+    }
     w.line("int device = 0;");
     w.line("if (cudaGetDevice(&device) != cudaSuccess) return 4;");
     w.line("cutlass::KernelHardwareInfo hw;");
     w.line("hw.device_id = device;");
     w.line("hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);");
+    if (s_.cm * s_.cn > 1) {
+      w.comment("The persistent grid: as many clusters as can be resident at once, which the occupancy API counts "
+                "with the kernel's shared memory (without it CUTLASS guesses from 18 SMs per GPC, and a cluster "
+                "launched beyond those resident waits for one to finish all its tiles). Once per device.");
+      w.line("using Kernel = typename Gemm::GemmKernel;");
+      w.line("static int clusters_device = -1, max_clusters = 0;");
+      w.open("if (device != clusters_device)");
+      w.line("const int smem = int(Kernel::SharedStorageSize);");
+      w.line("if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 4;");
+      w.line("cudaLaunchAttribute attr{};");
+      w.line("attr.id = cudaLaunchAttributeClusterDimension;");
+      w.line("attr.val.clusterDim.x = " + std::to_string(wcm) + ";");
+      w.line("attr.val.clusterDim.y = " + std::to_string(wcn) + ";");
+      w.line("attr.val.clusterDim.z = 1;");
+      w.line("cudaLaunchConfig_t config{};");
+      w.line("config.gridDim = dim3(" + std::to_string(wcm) + ", " + std::to_string(wcn) + ", 1);");
+      w.line("config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);");
+      w.line("config.dynamicSmemBytes = size_t(smem);");
+      w.line("config.attrs = &attr;");
+      w.line("config.numAttrs = 1;");
+      w.line("if (cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &config) != cudaSuccess) return 4;");
+      w.line("clusters_device = device;");
+      w.close();
+      w.line("hw.max_active_clusters = max_clusters;");
+    }
     w.line("typename Gemm::Arguments args;");
     w.line("args.mode = cutlass::gemm::GemmUniversalMode::kGemm;");
-    w.line("args.problem_shape = {M_, N_, K_, L_};");
-    w.line("args.mainloop.ptr_A = reinterpret_cast<const " + ta + "*>(" + A + ");");
+    w.line(sw ? "args.problem_shape = {N_, M_, K_, L_};" : "args.problem_shape = {M_, N_, K_, L_};");
+    w.line("args.mainloop.ptr_A = reinterpret_cast<const " + ta + "*>(" + (sw ? B : A) + ");");
     w.line("args.mainloop.dA = stride_a;");
-    w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + B + ");");
+    w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + (sw ? A : B) + ");");
     w.line("args.mainloop.dB = stride_b;");
     w.line("args.epilogue.thread.alpha = 1.0f;");
     w.line("args.epilogue.thread.beta = 0.0f;");
@@ -1030,8 +1102,9 @@ class Generator {
     w.line("args.epilogue.ptr_D = reinterpret_cast<" + td + "*>(" + C + ");");
     w.line("args.epilogue.dD = stride_d;");
     w.line("args.hw_info = hw;");
+    // raster is the program's: along its M is along CUTLASS's N when swapped.
     w.line(std::string("args.scheduler.raster_order = decltype(args.scheduler.raster_order)::") +
-           (s_.raster == "along_m" ? "AlongM" : "AlongN") + ";");
+           ((s_.raster == "along_m") != sw ? "AlongM" : "AlongN") + ";");
     w.line("args.scheduler.max_swizzle_size = " + std::to_string(s_.swizzle) + ";");
     if (streamk) {
       w.line("args.scheduler.splits = " + std::to_string(s_.split_k) + ";");
@@ -1106,6 +1179,7 @@ const FamilyGenerator& family() {
           {"swizzle", "1", {"1", "2", "8"}},
           {"split_k", "1", {"1", "2"}},
           {"stream_k", "0", {"0", "1"}},
+          {"swap_ab", "0", {"0"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
       },

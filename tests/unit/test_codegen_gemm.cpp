@@ -188,6 +188,17 @@ TEST(CodegenGemm, AcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[64, 256, 64]"}, {"stages", "auto"},
                                                 {"split_k", "1"}, {"raster", "along_m"}})),
             "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_fbsimt_rm_biasgelutanh");
+  {
+    // A cluster's persistent grid is the clusters the occupancy API says fit, with the kernel's
+    // shared memory; a 1x1 grid is the SM count (CUTLASS ignores the cluster count there).
+    const std::string src = codegen::generate_cuda(bg, {});
+    EXPECT_NE(src.find("attr.val.clusterDim.x = 2;\n"), std::string::npos) << src;
+    EXPECT_NE(src.find("config.dynamicSmemBytes = size_t(smem);\n"), std::string::npos);
+    EXPECT_NE(src.find("cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &config) != cudaSuccess) return 4;"),
+              std::string::npos);
+    EXPECT_NE(src.find("hw.max_active_clusters = max_clusters;"), std::string::npos);
+    EXPECT_EQ(codegen::generate_cuda(g, {}).find("max_active_clusters"), std::string::npos);
+  }
   EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_fbsimt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmF32)), "gemm_f32_64x64x16_simt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmResidual)), "gemm_bf16_64x32x8_simt_rm_epi");
@@ -284,7 +295,52 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(g, {{"raster", "diagonal"}})), "raster = diagonal must be one of along_m, along_n");
   EXPECT_EQ(refusal(scheduled(g, {{"threads", "128"}})),
             "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, epilogue, "
-            "raster, swizzle, split_k, stream_k, math, epilogue_tile");
+            "raster, swizzle, split_k, stream_k, swap_ab, math, epilogue_tile");
+  {
+    // swap_ab = 1: CUTLASS computes C^T = B^T A^T. Its tile and cluster are the program's swapped,
+    // its A is B (N-major: ColumnMajor) and its B is A (K-major: ColumnMajor), C^T is column-major
+    // with the bias per row, and the raster along the program's M is along CUTLASS's N.
+    const dsl::Program x = scheduled(bg, {{"swap_ab", "1"}, {"raster", "along_m"}, {"epilogue_tile", "[64, 128]"}, {"stages", "auto"}});
+    EXPECT_EQ(refusal(x), "(accepted)");
+    EXPECT_EQ(codegen::kernel_name(x), "gemm_bf16_128x256x64_c2x1_sauto_coop_e64x128_sw2_swab_fbsimt_rm_biasgelutanh");
+    const std::string src = codegen::generate_cuda(x, {});
+    for (const char* line : {"using TileShape = cute::Shape<cute::_256, cute::_128, cute::_64>;\n",
+                             "using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;\n",
+                             "    cute::Shape<cute::_128, cute::_64>, float, float,\n",
+                             "    void, cutlass::layout::ColumnMajor, 8, cutlass::bfloat16_t, cutlass::layout::ColumnMajor, 8,\n",
+                             "LinCombPerRowBiasEltAct<KsolEpilogueFn, cutlass::bfloat16_t, float, cutlass::bfloat16_t, void, float>",
+                             "    cutlass::bfloat16_t, cutlass::layout::ColumnMajor, 8, cutlass::bfloat16_t, cutlass::layout::ColumnMajor, 8, float,\n",
+                             "const StrideA stride_a{cute::Int<1>{}, int64_t(N_), int64_t(K_) * N_};\n",
+                             "const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(M_) * K_};\n",
+                             "const StrideD stride_d{cute::Int<1>{}, int64_t(N_), int64_t(M_) * N_};\n",
+                             "args.problem_shape = {N_, M_, K_, L_};\n",
+                             "args.mainloop.ptr_A = reinterpret_cast<const cutlass::bfloat16_t*>(B);\n",
+                             "args.mainloop.ptr_B = reinterpret_cast<const cutlass::bfloat16_t*>(A);\n",
+                             "attr.val.clusterDim.x = 1;\n", "attr.val.clusterDim.y = 2;\n",
+                             "raster_order = decltype(args.scheduler.raster_order)::AlongN;\n"})
+      EXPECT_NE(src.find(line), std::string::npos) << line << "\n" << src;
+    EXPECT_EQ(src.find("LinCombPerColBias"), std::string::npos);
+    // B[n, k] swapped is CUTLASS's K-major A (RowMajor).
+    const std::string lin = codegen::generate_cuda(scheduled(parse(kGemmTf32), {{"swap_ab", "1"}}), kTaskBinding);
+    EXPECT_NE(lin.find("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};\n"), std::string::npos) << lin;
+    EXPECT_NE(lin.find("    float, cutlass::layout::RowMajor, 4, float, cutlass::layout::ColumnMajor, 4, float,\n"),
+              std::string::npos) << lin;
+    // The checks in CUTLASS's view.
+    EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "1"}, {"tile", "[256, 64, 64]"}})),
+              "tile = [256, 64, 64]: mainloop = cooperative with swap_ab = 1 splits the tile's N across two consumer "
+              "warpgroups of 64 columns, so N >= 128");
+    EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "1"}, {"tile", "[128, 192, 64]"}})),
+              "tile = [128, 192, 64]: WGMMA tiles take M in {64, 128, 256} per block (with swap_ab = 1 CUTLASS's M is "
+              "the tile's N and its N the tile's M)");
+    EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "1"}, {"epilogue_tile", "[128, 64]"}})),
+              "epilogue_tile = [128, 64]: mainloop = cooperative stores subtiles of 128 columns (swap_ab = 1: CUTLASS's "
+              "sm_90 epilogue: 128 for the two warpgroups of cooperative, 64 for one of pingpong)");
+    EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "1"}, {"epilogue_tile", "[48, 128]"}})),
+              "epilogue_tile = [48, 128]: its M must be a multiple of 16 that divides the tile's M (128)");
+    EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"swap_ab", "1"}})),
+              "swap_ab = 1 swaps CUTLASS's operands; mainloop = simt computes C directly (swap_ab = 0)");
+    EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "2"}})), "swap_ab = 2 must be one of 0, 1");
+  }
   // f32 without TF32 is the SIMT kernel's.
   const dsl::Program f = parse(kGemmF32);
   EXPECT_EQ(refusal(f), "(accepted)");
