@@ -45,7 +45,9 @@ const std::vector<std::string> kInternal = {
     "ksol_ws", "ksol_k_split", "ksol_splits", "k_begin", "k_stop", "k_end", "split", "ksol_gemm_splitk_reduce", "g_simt_ws",
     "g_simt_ws_bytes", "sms", "device", "idx", "total", "want", "k_tiles", "blocks", "bytes", "warp", "lane", "qa", "qb",
     "va", "vb", "pa", "pb", "oka", "okb", "ra", "rb", "kQA", "kQB", "kRowsB", "kLA4", "kLB4", "kLA", "kLB", "l", "r", "q",
-    "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit"};
+    "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit", "Kernel", "clusters_device", "max_clusters", "smem", "attr",
+    "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
+    "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;

@@ -198,6 +198,13 @@ TEST(CodegenGemm, AcceptsAndNames) {
               std::string::npos);
     EXPECT_NE(src.find("hw.max_active_clusters = max_clusters;"), std::string::npos);
     EXPECT_EQ(codegen::generate_cuda(g, {}).find("max_active_clusters"), std::string::npos);
+    // A parameter named like the query's locals is renamed, not redeclared.
+    std::string text = kGemmBiasGeluTanh;
+    text.replace(text.find("A: bf16"), 1, "config");
+    text.replace(text.find("f32(A["), 5, "f32(config");
+    const std::string renamed = codegen::generate_cuda(parse(text), {});
+    EXPECT_NE(renamed.find("const __nv_bfloat16* config_, "), std::string::npos) << renamed;
+    EXPECT_NE(renamed.find("cudaLaunchConfig_t config{};"), std::string::npos);
   }
   EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_fbsimt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmF32)), "gemm_f32_64x64x16_simt_rn");
