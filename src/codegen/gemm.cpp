@@ -349,6 +349,10 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                   "register-sourced, swapped-operand path) gave wrong results on the H200 "
                   "(docs/results/2026-12-01-h200-issue4-g2.txt), so mainloop must be simt");
   const int elem = type_bytes(a.in_type);
+  // The swapped kernel has been run through the gates on a GPU for 16-bit, unbatched programs only.
+  if (s.swap_ab && (a.tf32 || !a.batch_dim.empty()))
+    throw Refused(std::string("swap_ab = 1 is implemented for unbatched GEMMs of 16-bit operands (the ones checked on the "
+                              "H200); this one is ") + (a.tf32 ? "a TF32 GEMM" : "batched") + " (swap_ab = 0)");
   // CUTLASS's M and N: with swap_ab = 1 its M is the tile's N.
   const int64_t wm = s.swap_ab ? s.tn : s.tm, wn = s.swap_ab ? s.tm : s.tn;
   const std::string swapped = s.swap_ab ? " (with swap_ab = 1 CUTLASS's M is the tile's N and its N the tile's M)" : "";

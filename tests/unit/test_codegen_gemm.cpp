@@ -327,11 +327,13 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
                              "raster_order = decltype(args.scheduler.raster_order)::AlongN;\n"})
       EXPECT_NE(src.find(line), std::string::npos) << line << "\n" << src;
     EXPECT_EQ(src.find("LinCombPerColBias"), std::string::npos);
-    // B[n, k] swapped is CUTLASS's K-major A (RowMajor).
-    const std::string lin = codegen::generate_cuda(scheduled(parse(kGemmTf32), {{"swap_ab", "1"}}), kTaskBinding);
-    EXPECT_NE(lin.find("const StrideA stride_a{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};\n"), std::string::npos) << lin;
-    EXPECT_NE(lin.find("    float, cutlass::layout::RowMajor, 4, float, cutlass::layout::ColumnMajor, 4, float,\n"),
-              std::string::npos) << lin;
+    // Only the 16-bit, unbatched kernels that have been through the gates on a GPU.
+    EXPECT_EQ(refusal(scheduled(parse(kGemmTf32), {{"swap_ab", "1"}})),
+              "swap_ab = 1 is implemented for unbatched GEMMs of 16-bit operands (the ones checked on the H200); this "
+              "one is a TF32 GEMM (swap_ab = 0)");
+    EXPECT_EQ(refusal(scheduled(parse(kBatchedBf16), {{"swap_ab", "1"}}), Binding{{"A", "B", "C"}, {"BATCH", "M", "N", "K"}}),
+              "swap_ab = 1 is implemented for unbatched GEMMs of 16-bit operands (the ones checked on the H200); this "
+              "one is batched (swap_ab = 0)");
     // The checks in CUTLASS's view.
     EXPECT_EQ(refusal(scheduled(bg, {{"swap_ab", "1"}, {"tile", "[256, 64, 64]"}})),
               "tile = [256, 64, 64]: mainloop = cooperative with swap_ab = 1 splits the tile's N across two consumer "
