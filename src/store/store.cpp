@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iterator>
+#include <thread>
 #include <utility>
 
 // Column lists shared by several SELECTs, as literals so they concatenate into the SQL at
@@ -313,12 +314,27 @@ Store Store::open_at_version(const std::string& path, int version) {
   // The busy timeout comes first: switching to WAL needs a lock another process may hold.
   exec(db, "PRAGMA busy_timeout = 5000");
   if (!in_memory) {
-    Statement wal(db, "PRAGMA journal_mode = WAL");
-    wal.step();
-    // WAL is what lets a crashed run keep every committed row and lets readers see a live
-    // run; a filesystem that refuses it (some network mounts) is an error, not a fallback.
-    if (wal.text_at(0) != "wal")
-      throw StoreError("cannot use WAL journal on " + path + " (got '" + wal.text_at(0) + "')");
+    // Switching a new file to WAL takes the exclusive lock, and SQLite answers SQLITE_BUSY at once
+    // (without the busy handler, which could deadlock) when another process opening the same new
+    // file holds a shared lock: several `ksol` processes started together on a fresh store hit it
+    // (session 18, four `ksol eval --compile-only` at once). So it is retried for up to the busy
+    // timeout; any other error, or still busy after it, is thrown.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
+    for (;;) {
+      try {
+        Statement wal(db, "PRAGMA journal_mode = WAL");
+        wal.step();
+        // WAL is what lets a crashed run keep every committed row and lets readers see a live
+        // run; a filesystem that refuses it (some network mounts) is an error, not a fallback.
+        if (wal.text_at(0) != "wal")
+          throw StoreError("cannot use WAL journal on " + path + " (got '" + wal.text_at(0) + "')");
+        break;
+      } catch (const StoreError& e) {
+        const bool busy = (e.sqlite_code() & 0xff) == SQLITE_BUSY || (e.sqlite_code() & 0xff) == SQLITE_LOCKED;
+        if (!busy || std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
   }
   // With WAL, NORMAL loses nothing on a process crash; only a power cut can drop the last
   // commits. That is the trade the coordinator wants: one fsync per checkpoint, not per row.

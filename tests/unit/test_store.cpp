@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace ksol::store {
 namespace {
@@ -427,6 +428,45 @@ TEST_F(StoreTest, KilledProcessKeepsWhatItMeasured) {
   ASSERT_EQ(evals.size(), 1u);
   EXPECT_EQ(evals[0].size_name, "large");
   EXPECT_EQ(evals[0].samples.size(), 5u);
+}
+
+// Several processes opening one new store at the same moment (four `ksol eval --compile-only`
+// started together on a fresh GPU host, session 18): switching the new file to WAL meets
+// SQLITE_BUSY without the busy handler, which Store::open retries. Eight children per round wait
+// on a pipe, so they open together; each exits 0 if its open succeeded.
+TEST_F(StoreTest, ProcessesOpeningANewStoreTogetherAllSucceed) {
+  for (int round = 0; round < 6; ++round) {
+    const std::string path = (dir_ / ("together-" + std::to_string(round) + ".db")).string();
+    int gate[2];
+    ASSERT_EQ(pipe(gate), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < 8; ++i) {
+      pid_t child = fork();
+      ASSERT_NE(child, -1);
+      if (child == 0) {
+        close(gate[1]);
+        char c;
+        (void)!read(gate[0], &c, 1);  // returns 0 when the parent closes its end
+        int code = 0;
+        try {
+          Store s = Store::open(path);
+          s.upsert_task("t" + std::to_string(i), "spec", "{}");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "child %d: %s\n", i, e.what());
+          code = 1;
+        }
+        _exit(code);
+      }
+      children.push_back(child);
+    }
+    close(gate[0]);
+    close(gate[1]);  // open the gate
+    for (pid_t child : children) {
+      int status = 0;
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round << ": a child's open failed";
+    }
+  }
 }
 
 TEST_F(StoreTest, LatestCalibrationPerGpu) {
