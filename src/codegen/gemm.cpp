@@ -47,7 +47,8 @@ const std::vector<std::string> kInternal = {
     "va", "vb", "pa", "pb", "oka", "okb", "ra", "rb", "kQA", "kQB", "kRowsB", "kLA4", "kLB4", "kLA", "kLB", "l", "r", "q",
     "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit", "Kernel", "clusters_device", "max_clusters", "smem", "attr",
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
-    "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop"};
+    "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
+    "FusionCallbacks", "ksol"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -58,6 +59,10 @@ struct GemmKnobs {
   // swap_ab: CUTLASS computes C^T = B^T A^T (its M runs along the output's N, so cooperative's two
   // warpgroups split the tile's N, and the output is column-major in its view).
   int64_t swap_ab = 0;
+  // bias_prefetch: the per-column bias is copied into shared memory by the epilogue's producer load
+  // warp during the tile's mainloop (ksol::cutlass_ext::Sm90RowBiasPrefetch), not by the consumers
+  // when the epilogue starts (CUTLASS's Sm90RowBroadcast: a global round trip and a barrier per tile).
+  int64_t bias_prefetch = 0;
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
 };
@@ -295,6 +300,14 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (s.split_k < 1 || s.split_k > 16) throw Refused("split_k = " + std::to_string(s.split_k) + " must be between 1 and 16");
   s.stream_k = k.one_of("stream_k", {0, 1});
   s.swap_ab = k.one_of("swap_ab", {0, 1});
+  // bias_prefetch: auto (-1 until resolved below: 1 where the bias can be prefetched), 0 or 1.
+  if (const dsl::ScheduleValue& v = k.value("bias_prefetch"); v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")
+    s.bias_prefetch = -1;
+  else if (v.kind == dsl::ScheduleValue::Kind::integer && (v.integer == 0 || v.integer == 1))
+    s.bias_prefetch = v.integer;
+  else
+    throw Refused("bias_prefetch = " + (v.kind == dsl::ScheduleValue::Kind::integer ? std::to_string(v.integer) : v.ident) +
+                  " must be auto, 0 or 1");
   s.stages = auto_or_int(k, "stages");
   if (const dsl::ScheduleValue& v = k.value("epilogue_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
     const std::vector<int64_t> e = list_knob(k, "epilogue_tile", 2);
@@ -335,6 +348,10 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.stream_k != 0)
       throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k");
     if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; mainloop = simt computes C directly (swap_ab = 0)");
+    if (s.bias_prefetch == 1)
+      throw Refused("bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; mainloop = simt reads it "
+                    "directly (bias_prefetch = 0)");
+    s.bias_prefetch = 0;
     return s;
   }
 
@@ -384,6 +401,14 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
                   ") needs epilogue = tma or auto");
   if (s.epilogue == "default" && a.fu.bias)
     throw Refused("epilogue = default (no shared memory) has no bias broadcast; the bias needs epilogue = tma or auto");
+  if (s.bias_prefetch == -1) s.bias_prefetch = a.fu.bias && !s.swap_ab && s.epilogue != "default" ? 1 : 0;
+  if (s.bias_prefetch) {
+    if (!a.fu.bias)
+      throw Refused("bias_prefetch = 1 prefetches a per-column bias; this epilogue adds none (bias_prefetch = 0)");
+    if (s.swap_ab)
+      throw Refused("bias_prefetch = 1 prefetches the bias of CUTLASS's columns; with swap_ab = 1 it is per row of CUTLASS's "
+                    "output and read straight into registers (bias_prefetch = 0)");
+  }
   if (s.em) {
     const std::string e = "epilogue_tile = " + list_text({s.em, s.en});
     if (s.epilogue == "default")
@@ -437,6 +462,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);
     if (s.stream_k) n += "_streamk";
     if (s.swap_ab) n += "_swab";
+    if (s.bias_prefetch) n += "_bpf";
     // The tensor-core path runs the SIMT kernel for shapes TMA cannot take; the name says so,
     // so a timing of such a shape is never mistaken for the tensor-core kernel's.
     n += "_fbsimt";
@@ -493,6 +519,7 @@ class Generator {
                             "cutlass/gemm/collective/collective_builder.hpp",
                             "cutlass/epilogue/collective/collective_builder.hpp", "cutlass/epilogue/fusion/operations.hpp"})
         w.line(std::string("#include <") + h + ">");
+      if (s_.bias_prefetch) w.line("#include <ksol/cutlass_row_bias.hpp>");
     }
     w.line();
     Helpers helpers;
@@ -988,16 +1015,39 @@ class Generator {
                                   : coop ? "cutlass::epilogue::TmaWarpSpecializedCooperative"
                                          : "cutlass::epilogue::TmaWarpSpecialized";
     const std::string elem_c = nosmem ? td : "void";
-    const std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c, sw);
+    const std::string epi_tile = wem ? "cute::Shape<cute::_" + std::to_string(wem) + ", cute::_" + std::to_string(wen) + ">"
+                                     : "cutlass::epilogue::collective::EpilogueTileAuto";
+    std::string fusion = cutlass_fusion_op(a_.fu, td, elem_c, sw);
+    if (s_.bias_prefetch) {
+      // The same subtile and load stages the builder derives (its EpilogueDescriptor), asserted below.
+      const std::string ns = "cutlass::epilogue::fusion::", rn = "cutlass::FloatRoundStyle::round_to_nearest";
+      w.comment("bias_prefetch = 1: the epilogue's function of acc + bias[n] as a visitor tree whose bias leaf is "
+                "loaded into shared memory by the epilogue's producer warp during the tile's mainloop "
+                "(ksol/cutlass_row_bias.hpp); acc + bias is exact where the fusion's 1 * acc + bias was.");
+      w.line("using EpilogueDescriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<TileShape, " + epi_tile +
+             ", void, " + td + ", " + epi_sched + ">;");
+      w.line("using BiasLoad = ksol::cutlass_ext::Sm90RowBiasPrefetch<EpilogueDescriptor::StagesC, typename "
+             "EpilogueDescriptor::EpilogueTile, " + cutlass_type(a_.fu.bias->type) + ", float>;");
+      const std::string sum = ns + "Sm90EVT<" + ns + "Sm90Compute<cutlass::plus, " + (a_.fu.identity ? td : "float") +
+                              ", float, " + rn + ">, " + ns + "Sm90AccFetch, BiasLoad>";
+      w.line("using FusionCallbacks = " +
+             (a_.fu.identity ? sum : ns + "Sm90EVT<" + ns + "Sm90Compute<KsolEpilogueFn, " + td + ", float, " + rn + ">, " + sum + ">") +
+             ";");
+      fusion = "FusionCallbacks";
+    }
     const std::string c_tag = sw ? "cutlass::layout::ColumnMajor" : "cutlass::layout::RowMajor";
     w.line("using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<");
     w.line(std::string("    ") + "cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,");
-    w.line("    " + std::string(wem ? "cute::Shape<cute::_" + std::to_string(wem) + ", cute::_" + std::to_string(wen) + ">"
-                                  : "cutlass::epilogue::collective::EpilogueTileAuto") + ", float, float,");
+    w.line("    " + epi_tile + ", float, float,");
     const std::string align_out = std::to_string(16 / type_bytes(p_.outputs[0].type));
     w.line("    " + elem_c + ", " + c_tag + ", " + align_out + ", " + td + ", " + c_tag + ", " + align_out + ",");
     w.line("    " + epi_sched + ", " + fusion);
     w.line(">::CollectiveOp;");
+    if (s_.bias_prefetch) {
+      w.line("static_assert(CollectiveEpilogue::DispatchPolicy::StagesC == EpilogueDescriptor::StagesC &&");
+      w.line("              cute::is_same_v<typename CollectiveEpilogue::EpilogueTile, typename EpilogueDescriptor::EpilogueTile>,");
+      w.line("              \"the bias prefetch's stages and subtile are the epilogue's\");");
+    }
     const std::string stages =
         s_.stages ? "cutlass::gemm::collective::StageCount<" + std::to_string(s_.stages) + ">"
                   : "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>";
@@ -1099,9 +1149,15 @@ class Generator {
     w.line("args.mainloop.dA = stride_a;");
     w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + (sw ? A : B) + ");");
     w.line("args.mainloop.dB = stride_b;");
-    w.line("args.epilogue.thread.alpha = 1.0f;");
-    w.line("args.epilogue.thread.beta = 0.0f;");
-    if (a_.fu.bias)
+    if (s_.bias_prefetch) {
+      // The tree's arguments, children first: ((acc, bias, plus), activation).
+      const std::string bias_arg = "{reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ")}";
+      w.line("args.epilogue.thread = " + (a_.fu.identity ? "{{}, " + bias_arg + ", {}}" : "{{{}, " + bias_arg + ", {}}, {}}") + ";");
+    } else {
+      w.line("args.epilogue.thread.alpha = 1.0f;");
+      w.line("args.epilogue.thread.beta = 0.0f;");
+    }
+    if (a_.fu.bias && !s_.bias_prefetch)
       w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ");");
     w.line("args.epilogue.ptr_C = nullptr;");
     w.line("args.epilogue.dC = stride_c;");
@@ -1186,6 +1242,7 @@ const FamilyGenerator& family() {
           {"split_k", "1", {"1", "2"}},
           {"stream_k", "0", {"0", "1"}},
           {"swap_ab", "0", {"0"}},
+          {"bias_prefetch", "auto", {"auto"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
       },

@@ -184,10 +184,10 @@ TEST(CodegenGemm, AcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_fbsimt_rn");
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(bg, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_fbsimt_rn_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_bpf_fbsimt_rn_biasgelutanh");
   EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[64, 256, 64]"}, {"stages", "auto"},
                                                 {"split_k", "1"}, {"raster", "along_m"}})),
-            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_fbsimt_rm_biasgelutanh");
+            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_bpf_fbsimt_rm_biasgelutanh");
   {
     // A cluster's persistent grid is the clusters the occupancy API says fit, with the kernel's
     // shared memory; a 1x1 grid is the SM count (CUTLASS ignores the cluster count there).
@@ -216,7 +216,74 @@ TEST(CodegenGemm, AcceptsAndNames) {
                                   "  C[m, n] = f16(") + act + "(acc[m, n] + bias[n]))\n}\n";
     dsl::Program p = parse(src);
     EXPECT_EQ(refusal(p), "(accepted)") << act;
-    EXPECT_NE(codegen::generate_cuda(p, {}).find("LinCombPerColBiasEltAct<KsolEpilogueFn"), std::string::npos) << act;
+    // bias_prefetch = auto: the activation over acc + bias as a visitor tree with the prefetched
+    // bias leaf; bias_prefetch = 0: CUTLASS's fusion operation.
+    const std::string tree = codegen::generate_cuda(p, {});
+    EXPECT_NE(tree.find("cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<KsolEpilogueFn, "
+                        "cutlass::half_t, float, cutlass::FloatRoundStyle::round_to_nearest>, "
+                        "cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, float, "
+                        "float, cutlass::FloatRoundStyle::round_to_nearest>, cutlass::epilogue::fusion::Sm90AccFetch, "
+                        "BiasLoad>>;"),
+              std::string::npos)
+        << act << tree;
+    EXPECT_NE(tree.find("using BiasLoad = ksol::cutlass_ext::Sm90RowBiasPrefetch<EpilogueDescriptor::StagesC, typename "
+                        "EpilogueDescriptor::EpilogueTile, float, float>;"),
+              std::string::npos)
+        << act;
+    EXPECT_NE(tree.find("args.epilogue.thread = {{{}, {reinterpret_cast<const float*>(bias)}, {}}, {}};"), std::string::npos) << act;
+    EXPECT_EQ(tree.find("LinCombPerColBias"), std::string::npos) << act;
+    EXPECT_NE(codegen::generate_cuda(scheduled(p, {{"bias_prefetch", "0"}}), {}).find("LinCombPerColBiasEltAct<KsolEpilogueFn"),
+              std::string::npos)
+        << act;
+  }
+  {
+    // bias_prefetch: the epilogue descriptor and the assertion that ties it to the built epilogue;
+    // an unactivated bias is a one-level tree; the refusals.
+    const std::string src = codegen::generate_cuda(bg, {});
+    EXPECT_NE(src.find("#include <ksol/cutlass_row_bias.hpp>\n"), std::string::npos);
+    EXPECT_NE(src.find("using EpilogueDescriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<TileShape, "
+                       "cutlass::epilogue::collective::EpilogueTileAuto, void, cutlass::bfloat16_t, "
+                       "cutlass::epilogue::TmaWarpSpecializedCooperative>;"),
+              std::string::npos)
+        << src;
+    EXPECT_NE(src.find("static_assert(CollectiveEpilogue::DispatchPolicy::StagesC == EpilogueDescriptor::StagesC &&\n"
+                       "              cute::is_same_v<typename CollectiveEpilogue::EpilogueTile, typename "
+                       "EpilogueDescriptor::EpilogueTile>,\n"),
+              std::string::npos)
+        << src;
+    EXPECT_EQ(src.find("args.epilogue.thread.alpha"), std::string::npos);
+    EXPECT_NE(codegen::generate_cuda(scheduled(bg, {{"bias_prefetch", "0"}}), {}).find("args.epilogue.thread.alpha = 1.0f;"),
+              std::string::npos);
+    EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"bias_prefetch", "0"}})), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_fbsimt_rn_biasgelutanh");
+    const dsl::Program plain_bias = parse(
+        "kernel g(A: bf16[M, K], B: bf16[K, N], bias: bf16[N]) -> (C: bf16[M, N]) {\n"
+        "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
+        "  C[m, n] = bf16(acc[m, n] + f32(bias[n]))\n}\n");
+    const std::string pb = codegen::generate_cuda(plain_bias, {});
+    EXPECT_NE(pb.find("using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<"
+                      "cutlass::plus, cutlass::bfloat16_t, float, cutlass::FloatRoundStyle::round_to_nearest>, "
+                      "cutlass::epilogue::fusion::Sm90AccFetch, BiasLoad>;"),
+              std::string::npos)
+        << pb;
+    EXPECT_NE(pb.find("args.epilogue.thread = {{}, {reinterpret_cast<const cutlass::bfloat16_t*>(bias)}, {}};"), std::string::npos);
+    EXPECT_EQ(codegen::kernel_name(plain_bias), "gemm_bf16_128x128x64_c1x1_sauto_coop_bpf_fbsimt_rn_bias");
+    // auto is off where there is nothing to prefetch: no bias, swap_ab (a per-row bias), simt.
+    EXPECT_EQ(codegen::generate_cuda(g, {}).find("BiasLoad"), std::string::npos);
+    EXPECT_EQ(refusal(scheduled(g, {{"bias_prefetch", "1"}})),
+              "bias_prefetch = 1 prefetches a per-column bias; this epilogue adds none (bias_prefetch = 0)");
+    EXPECT_EQ(refusal(scheduled(bg, {{"bias_prefetch", "1"}, {"swap_ab", "1"}, {"epilogue_tile", "[64, 128]"}, {"stages", "auto"}})),
+              "bias_prefetch = 1 prefetches the bias of CUTLASS's columns; with swap_ab = 1 it is per row of CUTLASS's "
+              "output and read straight into registers (bias_prefetch = 0)");
+    EXPECT_EQ(codegen::generate_cuda(scheduled(bg, {{"swap_ab", "1"}, {"epilogue_tile", "[64, 128]"}, {"stages", "auto"}}), {}).find("BiasLoad"),
+              std::string::npos);
+    const dsl::Program simt = scheduled(bg, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}, {"cluster", "[1, 1]"},
+                                             {"stages", "auto"}, {"swizzle", "1"}});
+    EXPECT_EQ(codegen::generate_cuda(simt, {}).find("BiasLoad"), std::string::npos);
+    EXPECT_EQ(refusal(scheduled(simt, {{"bias_prefetch", "1"}})),
+              "bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; mainloop = simt reads it directly "
+              "(bias_prefetch = 0)");
+    EXPECT_EQ(refusal(scheduled(bg, {{"bias_prefetch", "2"}})), "bias_prefetch = 2 must be auto, 0 or 1");
+    EXPECT_EQ(refusal(scheduled(bg, {{"bias_prefetch", "yes"}})), "bias_prefetch = yes must be auto, 0 or 1");
   }
   dsl::Program clamp = parse(
       "kernel g(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
@@ -289,7 +356,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
     // 128 x 128 bf16 subtile, staged twice, leaves room for three stages of 128x256x64, not four).
     const dsl::Program e = scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[128, 128, 64]"}, {"epilogue_tile", "[64, 128]"}});
     EXPECT_EQ(refusal(e), "(accepted)");
-    EXPECT_EQ(codegen::kernel_name(e), "gemm_bf16_128x128x64_c2x1_s4_pp_e64x128_sw2_fbsimt_rn_biasgelutanh");
+    EXPECT_EQ(codegen::kernel_name(e), "gemm_bf16_128x128x64_c2x1_s4_pp_e64x128_sw2_bpf_fbsimt_rn_biasgelutanh");
     const std::string src = codegen::generate_cuda(e, {});
     EXPECT_NE(src.find("    cute::Shape<cute::_64, cute::_128>, float, float,\n"), std::string::npos) << src;
     EXPECT_EQ(src.find("EpilogueTileAuto"), std::string::npos);
@@ -302,7 +369,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(g, {{"raster", "diagonal"}})), "raster = diagonal must be one of along_m, along_n");
   EXPECT_EQ(refusal(scheduled(g, {{"threads", "128"}})),
             "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, epilogue, "
-            "raster, swizzle, split_k, stream_k, swap_ab, math, epilogue_tile");
+            "raster, swizzle, split_k, stream_k, swap_ab, bias_prefetch, math, epilogue_tile");
   {
     // swap_ab = 1: CUTLASS computes C^T = B^T A^T. Its tile and cluster are the program's swapped,
     // its A is B (N-major: ColumnMajor) and its B is A (K-major: ColumnMajor), C^T is column-major
