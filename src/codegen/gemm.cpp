@@ -1149,16 +1149,17 @@ class Generator {
     w.line("args.mainloop.dA = stride_a;");
     w.line("args.mainloop.ptr_B = reinterpret_cast<const " + ta + "*>(" + (sw ? A : B) + ");");
     w.line("args.mainloop.dB = stride_b;");
+    const std::string bias_ptr =
+        a_.fu.bias ? "reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ")" : "";
     if (s_.bias_prefetch) {
       // The tree's arguments, children first: ((acc, bias, plus), activation).
-      const std::string bias_arg = "{reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ")}";
+      const std::string bias_arg = "{" + bias_ptr + "}";
       w.line("args.epilogue.thread = " + (a_.fu.identity ? "{{}, " + bias_arg + ", {}}" : "{{{}, " + bias_arg + ", {}}, {}}") + ";");
     } else {
       w.line("args.epilogue.thread.alpha = 1.0f;");
       w.line("args.epilogue.thread.beta = 0.0f;");
+      if (a_.fu.bias) w.line("args.epilogue.thread.bias_ptr = " + bias_ptr + ";");
     }
-    if (a_.fu.bias && !s_.bias_prefetch)
-      w.line("args.epilogue.thread.bias_ptr = reinterpret_cast<const " + cutlass_type(a_.fu.bias->type) + "*>(" + id(a_.fu.bias->name) + ");");
     w.line("args.epilogue.ptr_C = nullptr;");
     w.line("args.epilogue.dC = stride_c;");
     w.line("args.epilogue.ptr_D = reinterpret_cast<" + td + "*>(" + C + ");");

@@ -2,15 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "core/hash.h"
 #include "core/util.h"
@@ -241,6 +245,29 @@ static std::vector<std::string> compile_argv(const CompileJob& job, const std::s
   return a;
 }
 
+std::string headers_digest(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  Sha256 h;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    h.update(f.filename().string() + "\n" + std::to_string(text.size()) + "\n" + text);
+  }
+  return h.hex();
+}
+
+// ksol's own headers (include/ksol, on every compile's include path) go into the cache key:
+// generated sources include device code from them (cutlass_row_bias.hpp), so an edited header is
+// never served an old build. Read once per process.
+static const std::string& ksol_headers_digest() {
+  static const std::string digest = headers_digest(source_root() + "/include/ksol");
+  return digest;
+}
+
 CompileResult compile(const CompileJob& job) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;
@@ -260,6 +287,7 @@ CompileResult compile(const CompileJob& job) {
   h.update(job.source_text);
   for (auto& a : compile_argv(job, "SRC", "OUT")) h.update(a + "\n");
   h.update(toolchain_version());
+  h.update(ksol_headers_digest());
   r.key = h.hex();
   std::string dir = cache_dir() + "/compile/" + r.key.substr(0, 2) + "/" + r.key;
   r.so_path = dir + "/lib.so";

@@ -49,6 +49,9 @@ struct CompileResult {
 };
 
 std::string toolchain_version();    // nvcc --version, first line that names the release
+// A digest of the regular files directly in `dir` (names and texts, in name order): ksol's headers'
+// share of the compile cache's key.
+std::string headers_digest(const std::string& dir);
 CompileResult compile(const CompileJob& job);
 // Compiles in parallel on `jobs` threads (0 = all cores), preserving order.
 std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads = 0);

@@ -312,14 +312,15 @@ Store Store::open_at_version(const std::string& path, int version) {
   sqlite3_extended_result_codes(db, 1);
 
   // The busy timeout comes first: switching to WAL needs a lock another process may hold.
-  exec(db, "PRAGMA busy_timeout = 5000");
+  constexpr int kBusyMs = 5000;
+  exec(db, ("PRAGMA busy_timeout = " + std::to_string(kBusyMs)).c_str());
   if (!in_memory) {
     // Switching a new file to WAL takes the exclusive lock, and SQLite answers SQLITE_BUSY at once
     // (without the busy handler, which could deadlock) when another process opening the same new
     // file holds a shared lock: several `ksol` processes started together on a fresh store hit it
     // (session 18, four `ksol eval --compile-only` at once). So it is retried for up to the busy
     // timeout; any other error, or still busy after it, is thrown.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyMs);
     for (;;) {
       try {
         Statement wal(db, "PRAGMA journal_mode = WAL");

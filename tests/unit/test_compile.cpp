@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <unistd.h>
+#include <fstream>
 
 #include "compile/compiler.h"
 #include "core/util.h"
@@ -78,6 +80,29 @@ TEST(Compile, StaticGateFailsBeforeTheCompiler) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.stage, "static");
   EXPECT_NE(r.message.find("bad.cu:2:"), std::string::npos) << r.message;
+}
+
+// ksol's headers are in the compile cache's key (generated sources include device code from
+// include/ksol): the digest changes with a header's text or a new header, and only then.
+TEST(Compile, HeaderDigestFollowsTheHeadersTexts) {
+  const fs::path dir = fs::temp_directory_path() / ("ksol-headers-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const std::string& text) { std::ofstream(dir / name) << text; };
+  write("a.h", "int a;\n");
+  write("b.hpp", "int b;\n");
+  const std::string first = headers_digest(dir.string());
+  EXPECT_EQ(headers_digest(dir.string()), first);
+  write("b.hpp", "int b2;\n");
+  const std::string edited = headers_digest(dir.string());
+  EXPECT_NE(edited, first);
+  write("c.hpp", "");
+  EXPECT_NE(headers_digest(dir.string()), edited);
+  write("b.hpp", "int b;\n");
+  fs::remove(dir / "c.hpp");
+  EXPECT_EQ(headers_digest(dir.string()), first);
+  EXPECT_NE(headers_digest((fs::path(source_root()) / "include" / "ksol").string()), headers_digest(dir.string()));
+  fs::remove_all(dir);
 }
 
 TEST(Compile, NvccBuildsCachesAndReportsErrors) {
