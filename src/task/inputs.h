@@ -44,7 +44,7 @@ struct Tolerance {
   double c_out = 2.0;       // ulps of output rounding allowed relative to |ref|
   double u_out = 0;         // unit roundoff of the output dtype
   double u_acc = 0;         // unit roundoff of the policy's arithmetic
-  double growth = 0;        // 8 + 2*sqrt(L)
+  double growth = 0;        // (8 + 2*sqrt(L) [+ L/16 on tensor cores]) * rtol_scale
   double floor_frac = 0.01; // fraction of mean(mag) added to every element's magnitude
 };
 // The tolerance for one output of a task at a size; `loose_precision` applies the bf16
@@ -57,6 +57,10 @@ Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, 
 // large scores) two orders differ by ulps of the terms, which the candidate bound covers.
 Tolerance reference_agreement_tolerance(const Task& t, const SizeSet& s, const TensorSpec& out);
 constexpr double kReferenceAgreementFraction = 1.0 / 1024;
+// Products a tensor core adds to its fp32 accumulator per step for 16-bit inputs (WGMMA and
+// mma.sync k16): the accumulation term of a tensor-math bf16/fp16 task grows by L / this, one
+// rounding toward zero of the running sum per step (docs/TASK_FORMAT.md, Tolerance).
+constexpr double kTensorCoreKStep = 16;
 
 struct CompareResult {
   bool ok = true;

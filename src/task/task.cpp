@@ -93,6 +93,8 @@ bool Task::use_cpu_reference(const SizeSet& s) const {
     for (auto& t : tensors) work += static_cast<double>(numel(t, s));
   return work <= cpu_max_work;
 }
+bool Task::tensor_core_accumulation() const { return math == "tensor" && (precision == "bf16" || precision == "fp16"); }
+
 double Task::policy_unit_roundoff() const {
   if (precision == "tf32") return std::ldexp(1.0, -11);
   if (precision == "fp64") return std::ldexp(1.0, -53);

@@ -86,6 +86,9 @@ struct Task {
   bool use_cpu_reference(const SizeSet& s) const;
   // Unit roundoff of the arithmetic the precision policy allows.
   double policy_unit_roundoff() const;
+  // True for tensor-math tasks with bf16/fp16 inputs: their fp32 sums are a tensor core's,
+  // whose accumulation term carries one rounding toward zero per k-step (tolerance_for).
+  bool tensor_core_accumulation() const;
 };
 
 // A user error in a task file: carries file, 1-based line and column, and prints with a caret.
