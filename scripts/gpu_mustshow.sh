@@ -2,8 +2,9 @@
 # Issue 4's must-show in one call on a GPU host (about 520 s on an H200): the six row modules through
 # eval-module, the SIMT and bf16 GEMMs, GEMM + bias + GELU against cuBLASLt and the unfused pair, SpMV,
 # the 2D stencil, the six row tasks through eval, and Gpu.TunedRowProgramsPassTheGatesAtEverySize;
-# the CUTLASS programs compile in the background first. Figures go to $OUT/m (a tarball m.tgz at the
-# end) with medians.txt from the store. Carry .carry/bin (scripts/carry.sh) and third_party/cutlass:
+# the CUTLASS programs compile in the background first. Figures go to $OUT/m, with medians.txt from the
+# store, packed into m.tgz after every step (a killed run still returns what it finished). Carry
+# .carry/bin (scripts/carry.sh) and third_party/cutlass:
 #   run: timeout 575 bash scripts/gpu_mustshow.sh      (carry [".carry/bin", "third_party/cutlass"])
 # docs/results/2026-12-02-h200-issue4-s17-mustshow.txt is its output at commit 0a3d454.
 set -u
@@ -12,7 +13,18 @@ export OUT
 cd "$(dirname "$0")/.."
 export KSOL_HOME=$PWD KSOL_CACHE_DIR=${KSOL_CACHE_DIR:-/tmp/ksol-cache} PATH=$PWD/.carry/bin:/usr/local/cuda/bin:$PATH
 O=$OUT/m; mkdir -p $O; L=$O/log; T0=$(date +%s)
-log(){ echo "$* at $(( $(date +%s) - T0 )) s" >> $L; }
+# Each step's log line also re-packs $OUT/m into m.tgz, so a run killed by a time limit still
+# returns every finished step's output in one file (a device call returns only a few loose files).
+log(){ echo "$* at $(( $(date +%s) - T0 )) s" >> $L; medians; (cd $OUT && tar czf m.tgz m); }
+medians(){ python3 - > $O/medians.txt <<'PY'
+import sqlite3, os
+p = os.environ["OUT"] + "/m/g.db"
+if os.path.exists(p):
+    c = sqlite3.connect(p)
+    for r in c.execute("select t.name, e.size_name, c.origin, e.median_us, e.ci_low_us, e.ci_high_us, e.clock_mhz, e.throttled from evaluations e join tasks t on t.id=e.task_id join candidates c on c.id=e.candidate_id order by e.id"):
+        print(*r)
+PY
+}
 T=examples/tuned; K=k4096:M=4096,N=4096,K=4096; R=r8192:R=8192,C=8192
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,driver_version --format=csv > $O/gpu.txt
 ksol eval --task gemm_bias_gelu_bf16 --compile-only --candidate $T/gemm_bias_gelu_bf16.ksol > $O/compile_k512.txt 2>&1 &
@@ -34,11 +46,5 @@ for m in softmax_bf16 rmsnorm_bf16 layernorm_bf16 softmax_f32 rmsnorm_f32 layern
   timeout 100 ksol --store $O/g.db eval --task $m --shape $R --compare none --candidate $T/$m.ksol > $O/rows_$m.txt 2>&1; log rows $m rc $?
 done
 KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 150 .carry/bin/ksol_tests --gtest_filter=Gpu.TunedRowProgramsPassTheGatesAtEverySize > $O/gtest.txt 2>&1; log gtest rc $?
-python3 - > $O/medians.txt <<'PY'
-import sqlite3, os
-c = sqlite3.connect(os.environ["OUT"] + "/m/g.db")
-for r in c.execute("select t.name, e.size_name, c.origin, e.median_us, e.ci_low_us, e.ci_high_us, e.clock_mhz, e.throttled from evaluations e join tasks t on t.id=e.task_id join candidates c on c.id=e.candidate_id order by e.id"):
-    print(*r)
-PY
 log end
-cd $OUT && tar czf m.tgz m && rm -rf m
+rm -rf $OUT/m
