@@ -190,7 +190,7 @@ SizeSet parse_shape(const Task& t, const std::string& spec) {
 int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
              const std::string& compare, double timeout, const std::string& cmdline, const std::string& function,
-             bool compile_only, const std::vector<std::string>& shapes) {
+             bool compile_only, const std::vector<std::string>& shapes, bool baselines_first) {
   Task t = load_task(resolve_task_path(task_name));
   std::string sizes_with_shapes = sizes;
   for (auto& sh : shapes) {
@@ -249,28 +249,37 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   bool gpu = s.has_gpu();
   if (!gpu) std::cerr << "note: " << s.gpu_reason() << "; compiling and checking everything up to the launch. Timing needs a GPU.\n";
   std::vector<CandidateOutcome> outs;
-  auto te = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (cands.size() > 1) std::cerr << "[" << i + 1 << "/" << cands.size() << "] " << cands[i] << "\n";
-    outs.push_back(s.evaluate(t, jobs[i], fs::path(cands[i]).filename().string(), "file:" + fs::absolute(cands[i]).string(), o, &compiled[i]));
-  }
-  double eval_s = seconds_since(te);
-  const CandidateOutcome& co = outs[0];
+  double eval_s = 0;
+  auto run_candidates = [&] {
+    auto te = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (cands.size() > 1) std::cerr << "[" << i + 1 << "/" << cands.size() << "] " << cands[i] << "\n";
+      outs.push_back(s.evaluate(t, jobs[i], fs::path(cands[i]).filename().string(), "file:" + fs::absolute(cands[i]).string(), o, &compiled[i]));
+    }
+    eval_s = seconds_since(te);
+  };
 
   // Baselines timed in the same run, for the speedup column.
   std::vector<CandidateOutcome> bases;
   std::map<std::string, double> best_base;
   std::vector<std::string> wanted = split_csv(compare);
-  for (auto& b : t.baselines) {
-    if (compare == "none") break;
-    if (compare != "all" && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
-    EvalOptions bo = o;
-    bo.defences_off.clear();
-    bases.push_back(s.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, bo));
-    for (auto& so : bases.back().sizes)
-      if (so.status == "ok" && so.median_us > 0 && (!best_base.count(so.size) || so.median_us < best_base[so.size]))
-        best_base[so.size] = so.median_us;
-  }
+  auto run_baselines = [&] {
+    for (auto& b : t.baselines) {
+      if (compare == "none") break;
+      if (compare != "all" && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
+      EvalOptions bo = o;
+      bo.defences_off.clear();
+      bases.push_back(s.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, bo));
+      for (auto& so : bases.back().sizes)
+        if (so.status == "ok" && so.median_us > 0 && (!best_base.count(so.size) || so.median_us < best_base[so.size]))
+          best_base[so.size] = so.median_us;
+    }
+  };
+  // Under a power cap the GPU's state can favour whichever is timed first or last; the order is
+  // the user's to swap, so a comparison can be checked both ways.
+  if (baselines_first) run_baselines(), run_candidates();
+  else run_candidates(), run_baselines();
+  const CandidateOutcome& co = outs[0];
   s.finish_run("finished");
 
   if (c.json_out) {
@@ -665,7 +674,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> defence_off;
   std::optional<uint64_t> seed;
   std::vector<std::string> shapes;
-  bool no_time = false, compile_only = false;
+  bool no_time = false, compile_only = false, baselines_first = false;
   double timeout = 300;
   eval->add_option("--task", task, "task name or folder")->required();
   eval->add_option("--candidate", cands, "CUDA source exporting ksol_run (include/ksol/abi.h), or a .ksol DSL program; repeat for several")->required()->check(CLI::ExistingFile);
@@ -678,6 +687,8 @@ int main(int argc, char** argv) {
   eval->add_flag("--no-time", no_time, "run the correctness gates only");
   eval->add_flag("--compile-only", compile_only, "stop after gate 1 and compilation (fills the compile cache)");
   eval->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
+  eval->add_flag("--baselines-first", baselines_first,
+                 "evaluate the baselines before the candidates (default: after), to check that the GPU's power and clock state favours neither");
 
   auto* sol = app.add_subcommand("sol", "speed-of-light bound of a task at each size");
   sol->add_option("--task", task, "task name or folder")->required();
@@ -731,7 +742,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::string cmdline = command_line(argc, argv);
   try {
-    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only, shapes);
+    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only, shapes, baselines_first);
     if (sol->parsed()) return cmd_sol(c, task);
     if (dev->parsed()) return cmd_device(c, cal->parsed());
     if (bench->parsed()) return cmd_bench(c, ba, cmdline);

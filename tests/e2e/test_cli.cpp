@@ -186,6 +186,23 @@ TEST(Cli, EvalAtAShapeOfTheUsers) {
   }
 }
 
+// --baselines-first: the baselines are evaluated (and stored) before the candidates, so that a
+// comparison on a power-capped GPU can be checked in both orders.
+TEST(Cli, BaselinesFirstSwapsTheOrderOfEvaluation) {
+  for (bool first : {false, true}) {
+    std::vector<std::string> args = {ksol_bin(), "--json", "--store", store(), "eval", "--task", "copy_f32", "--candidate",
+                                     src("tasks/dense/copy_f32/program.ksol"), "--sizes", "small", "--compare", "naive"};
+    if (first) args.push_back("--baselines-first");
+    ksol::ProcessResult r = ksol::run_process(args, 300);
+    size_t brace = r.output.find("{\n");
+    ASSERT_NE(brace, std::string::npos) << r.output;
+    nlohmann::json j = nlohmann::json::parse(r.output.substr(brace));
+    ASSERT_EQ(j["baselines"].size(), 1u) << r.output;
+    int64_t cand = j["candidate"]["sizes"][0]["evaluation_id"], base = j["baselines"][0]["sizes"][0]["evaluation_id"];
+    EXPECT_EQ(first, base < cand) << "candidate " << cand << ", baseline " << base;
+  }
+}
+
 // --budget-total-seconds: each task's share comes from the run's total once its seed is timed.
 TEST(Cli, OptimizeSharesARunWideBudget) {
   namespace fs = std::filesystem;
