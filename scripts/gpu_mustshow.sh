@@ -15,7 +15,7 @@ export KSOL_HOME=$PWD KSOL_CACHE_DIR=${KSOL_CACHE_DIR:-/tmp/ksol-cache} PATH=$PW
 O=$OUT/m; mkdir -p $O; L=$O/log; T0=$(date +%s)
 # Each step's log line also re-packs $OUT/m into m.tgz, so a run killed by a time limit still
 # returns every finished step's output in one file (a device call returns only a few loose files).
-log(){ echo "$* at $(( $(date +%s) - T0 )) s" >> $L; medians; (cd $OUT && tar czf m.tgz m); }
+log(){ echo "$* at $(( $(date +%s) - T0 )) s" >> $L; medians; (cd $OUT && tar czf m.tgz.part m && mv m.tgz.part m.tgz); }
 medians(){ python3 - > $O/medians.txt <<'PY'
 import sqlite3, os
 p = os.environ["OUT"] + "/m/g.db"
@@ -47,4 +47,4 @@ for m in softmax_bf16 rmsnorm_bf16 layernorm_bf16 softmax_f32 rmsnorm_f32 layern
 done
 KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 150 .carry/bin/ksol_tests --gtest_filter=Gpu.TunedRowProgramsPassTheGatesAtEverySize > $O/gtest.txt 2>&1; log gtest rc $?
 log end
-rm -rf $OUT/m
+[ -s $OUT/m.tgz ] && rm -rf $OUT/m

@@ -421,7 +421,11 @@ Tolerance tolerance_for(const Task& t, const SizeSet& s, const TensorSpec& out, 
   Tolerance tol;
   tol.u_out = dtype_unit_roundoff(out.dtype);
   double L = std::max(1.0, t.eval(t.accumulation, s));
-  tol.growth = (8.0 + 2.0 * std::sqrt(L) + (t.tensor_core_accumulation() ? L / kTensorCoreKStep : 0.0)) * t.rtol_scale;
+  // The tensor core's rounding toward zero is the hardware's, not the formula's: its term is added
+  // after the task's rtol_scale (which scales the formula's conditioning), and only under the task's
+  // own policy (the precision defence's loose mode keeps bf16's plain bound).
+  tol.growth = (8.0 + 2.0 * std::sqrt(L)) * t.rtol_scale;
+  if (t.tensor_core_accumulation() && !loose_precision) tol.growth += L / kTensorCoreKStep;
   tol.u_acc = loose_precision ? std::ldexp(1.0, -8) : t.policy_unit_roundoff();
   tol.floor_frac = t.floor_frac;
   return tol;

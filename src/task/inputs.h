@@ -44,7 +44,7 @@ struct Tolerance {
   double c_out = 2.0;       // ulps of output rounding allowed relative to |ref|
   double u_out = 0;         // unit roundoff of the output dtype
   double u_acc = 0;         // unit roundoff of the policy's arithmetic
-  double growth = 0;        // (8 + 2*sqrt(L) [+ L/16 on tensor cores]) * rtol_scale
+  double growth = 0;        // (8 + 2*sqrt(L)) * rtol_scale [+ L/16 on tensor cores]
   double floor_frac = 0.01; // fraction of mean(mag) added to every element's magnitude
 };
 // The tolerance for one output of a task at a size; `loose_precision` applies the bf16

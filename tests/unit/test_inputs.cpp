@@ -211,6 +211,18 @@ TEST(Tolerance, TensorCoreTruncationFitsTheTensorTermAndBf16AccumulationDoesNot)
   EXPECT_DOUBLE_EQ(tolerance_for(f, s, out).growth, (8 + 2 * std::sqrt(K)) * f.rtol_scale);
   EXPECT_FALSE(builtin("linear_tf32").tensor_core_accumulation());
   EXPECT_FALSE(builtin("layernorm_bf16").tensor_core_accumulation());
+  Task h = t;
+  h.precision = "fp16";
+  EXPECT_TRUE(h.tensor_core_accumulation());
+  // The term is added after a task's rtol_scale, which scales its formula's conditioning, not the
+  // hardware's rounding; and the precision defence's loose mode keeps bf16's plain bound.
+  Task a = builtin("causal_attention_bf16");
+  ASSERT_TRUE(a.tensor_core_accumulation());
+  SizeSet as;
+  as.dims = {{"B", 1}, {"H", 1}, {"S", 4096}};
+  const double La = 4096 + 64;
+  EXPECT_DOUBLE_EQ(tolerance_for(a, as, out).growth, (8 + 2 * std::sqrt(La)) * a.rtol_scale + La / 16);
+  EXPECT_DOUBLE_EQ(tolerance_for(t, s, out, true).growth, 8 + 2 * std::sqrt(K));
 }
 
 // refcheck's bound is the candidates' bound scaled by 1/1024, element by element: a float64
