@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 4's must-show in one call on a GPU host (about 520 s on an H200): the six row modules through
+# Issue 4's must-show in one call on a GPU host (about 500 s on an H200): the six row modules through
 # eval-module, the SIMT and bf16 GEMMs, GEMM + bias + GELU against cuBLASLt and the unfused pair, SpMV,
-# the 2D stencil, the six row tasks through eval, and Gpu.TunedRowProgramsPassTheGatesAtEverySize;
+# the 2D stencil and the six row tasks through eval (GTEST=1 adds Gpu.TunedRowProgramsPassTheGatesAtEverySize,
+# about 30 s more: it no longer fits the call's 600 s by default);
 # the CUTLASS programs compile in the background first. Figures go to $OUT/m, with medians.txt from the
 # store, packed into m.tgz after every step (a killed run still returns what it finished). Carry
 # .carry/bin (scripts/carry.sh) and third_party/cutlass:
@@ -45,6 +46,8 @@ timeout 200 ksol --store $O/g.db eval --task stencil2d_f32 --sizes large --compa
 for m in softmax_bf16 rmsnorm_bf16 layernorm_bf16 softmax_f32 rmsnorm_f32 layernorm_f32; do
   timeout 100 ksol --store $O/g.db eval --task $m --shape $R --compare none --candidate $T/$m.ksol > $O/rows_$m.txt 2>&1; log rows $m rc $?
 done
-KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 150 .carry/bin/ksol_tests --gtest_filter=Gpu.TunedRowProgramsPassTheGatesAtEverySize > $O/gtest.txt 2>&1; log gtest rc $?
+if [ "${GTEST:-0}" = 1 ]; then
+  KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 150 .carry/bin/ksol_tests --gtest_filter=Gpu.TunedRowProgramsPassTheGatesAtEverySize > $O/gtest.txt 2>&1; log gtest rc $?
+fi
 log end
 [ -s $OUT/m.tgz ] && rm -rf $OUT/m

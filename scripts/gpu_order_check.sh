@@ -5,7 +5,8 @@
 # (power.csv; log has each step's wall time to match them). About 200 s on an H200. Carry .carry/bin
 # (scripts/carry.sh) and third_party/cutlass:
 #   run: timeout 400 bash scripts/gpu_order_check.sh      (carry [".carry/bin", "third_party/cutlass"])
-# Output: $OUT/o.tgz (o/medians.txt: order, warm-up, size, origin, median, CI, clock, throttled).
+# WARMUPS="0.25" times only the default warm-up (about 110 s).
+# Output: $OUT/o.tgz (o/medians.txt: order, warm-up, size, origin, median, CI, clock, throttled, samples).
 set -u
 : "${OUT:=/tmp/ksol-order}"
 export OUT
@@ -19,7 +20,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,driver_version --format=cs
 nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu,clocks_throttle_reasons.active --format=csv -lms 100 > $O/power.csv 2>&1 &
 PW=$!
 ksol eval --task gemm_bf16 --compile-only --candidate $P > $O/compile.txt 2>&1; log compile rc $?
-for w in 0.25 3; do
+for w in ${WARMUPS:-0.25 3}; do
   for order in candidates baselines; do
     flag=""; [ $order = baselines ] && flag=--baselines-first
     timeout 120 ksol --warmup $w --store $O/$order-$w.db eval --task gemm_bf16 --sizes large --shape k4096:M=4096,N=4096,K=4096 \
@@ -31,7 +32,7 @@ python3 - > $O/medians.txt <<'PY'
 import sqlite3, os, glob
 for db in sorted(glob.glob(os.environ["OUT"] + "/o/*.db")):
     c = sqlite3.connect(db)
-    for r in c.execute("select e.size_name, c.origin, e.median_us, e.ci_low_us, e.ci_high_us, e.clock_mhz, e.throttled from evaluations e join candidates c on c.id=e.candidate_id order by e.id"):
+    for r in c.execute("select e.size_name, c.origin, e.median_us, e.ci_low_us, e.ci_high_us, e.clock_mhz, e.throttled, (select count(*) from samples s where s.evaluation_id=e.id) from evaluations e join candidates c on c.id=e.candidate_id order by e.id"):
         print(os.path.basename(db)[:-3], *r)
 PY
 log end

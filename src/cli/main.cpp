@@ -127,9 +127,13 @@ void print_outcome_rows(const Task& t, const CandidateOutcome& c, Table* tab, co
     if (base && base->count(s.size) && s.median_us > 0) vs = fmt(base->at(s.size) / s.median_us, 2) + "x";
     // The SM clock fell below its maximum while samples were taken (power or thermal limit):
     // the median is real but belongs to that clock, and repeats may differ by more than the CI.
-    bool throttled = s.raw.is_object() && s.raw.contains("timing") && s.raw["timing"].is_object() &&
-                     s.raw["timing"].value("throttled", false);
-    tab->rows.push_back({t.name, c.label, s.size + (s.hidden ? "*" : ""), s.status + (throttled ? " (throttled)" : ""), fmt_us(s.median_us),
+    // Unsteady: sampling ran out of time before the first and second halves' medians agreed.
+    bool timed = s.raw.is_object() && s.raw.contains("timing") && s.raw["timing"].is_object();
+    std::vector<std::string> marks;
+    if (timed && s.raw["timing"].value("throttled", false)) marks.push_back("throttled");
+    if (timed && !s.raw["timing"].value("steady", true)) marks.push_back("unsteady");
+    std::string status = s.status + (marks.empty() ? "" : " (" + join(marks, ", ") + ")");
+    tab->rows.push_back({t.name, c.label, s.size + (s.hidden ? "*" : ""), status, fmt_us(s.median_us),
                          s.median_us > 0 ? "[" + fmt(s.ci_low_us, 2) + ", " + fmt(s.ci_high_us, 2) + "]" : "-",
                          fmt_us(s.sol_us), s.median_us > 0 ? fmt(s.pct_sol * 100, 1) + "%" : "-", s.bound, vs});
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <numeric>
 
 namespace ksol {
@@ -39,6 +40,19 @@ double relative_spread(const std::vector<double>& v) {
   if (v.empty()) return 0;
   auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return (*hi - *lo) / median(v);
+}
+
+SampleStop sampling_settled(const std::vector<double>& samples, double target_rel_ci) {
+  SampleStop r;
+  if (samples.size() < 2) return r;
+  MedianCI ci = median_ci(samples);
+  if (ci.median <= 0) return r;
+  auto mid = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() - samples.size() / 4);
+  double earlier = median(std::vector<double>(samples.begin(), mid)), last = median(std::vector<double>(mid, samples.end()));
+  r.rel_ci = (ci.high - ci.low) / 2 / ci.median;
+  r.drift = std::abs(last - earlier) / ci.median;
+  r.stop = r.rel_ci <= target_rel_ci && r.drift <= kDriftOverCi * target_rel_ci;
+  return r;
 }
 
 }  // namespace ksol

@@ -58,3 +58,41 @@ TEST(Stats, MedianAndConfidenceInterval) {
   EXPECT_EQ(ci.high, 61);
   EXPECT_NEAR(ksol::relative_spread({99, 100, 101}), 0.02, 1e-12);
 }
+
+// The timing gate's stopping rule on the shape an H200 produced (session 20, the bf16 GEMM at
+// 8192^3 under the 700 W cap): a few samples at the settled clock, ~50 in a faster step after
+// the GPU idled, then the settled clock again. The CI alone stops inside the fast step; the drift
+// check keeps sampling until the step is a minority, so the median is the settled one. (No rule
+// sees a step still to come: the warm-up after the verified call removes the cause of this one.)
+TEST(Stats, SamplingStopsOnlyOnceTheSeriesIsSteady) {
+  auto noise = [](int i) { return ((i * 7919) % 11 - 5) * 0.8; };  // +-4 us, deterministic
+  std::vector<double> stepped;
+  for (int i = 0; i < 2000; ++i) stepped.push_back((i < 4 ? 1590 : i < 51 ? 1350 : 1510) + noise(i));
+  // The first check comes after the gate's 0.1 s minimum: 67 samples there (1.4 ms and the flush).
+  auto first_stop = [](const std::vector<double>& all, bool drift_too) {
+    for (size_t n = 67; n <= all.size(); ++n) {
+      std::vector<double> v(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+      ksol::SampleStop s = ksol::sampling_settled(v, 0.005);
+      if (drift_too ? s.stop : s.rel_ci <= 0.005) return v;
+    }
+    return all;
+  };
+  std::vector<double> ci_only = first_stop(stepped, false), settled = first_stop(stepped, true);
+  EXPECT_LT(ksol::median(ci_only), 1400);  // what the rule without the drift check reported
+  EXPECT_GT(ksol::median(settled), 1490);
+  EXPECT_LT(settled.size(), 400u);
+  ksol::SampleStop s = ksol::sampling_settled(settled, 0.005);
+  EXPECT_TRUE(s.stop);
+  EXPECT_LE(s.drift, 2.5 * 0.005);
+  // A steady series stops as soon as its CI is narrow: the drift check costs it nothing.
+  std::vector<double> steady;
+  for (int i = 0; i < 2000; ++i) steady.push_back(1500 + 4 * noise(i));
+  EXPECT_EQ(first_stop(steady, true).size(), first_stop(steady, false).size());
+  // A last quarter 1.5% off the rest does not stop, however narrow the CI; 1% off does.
+  std::vector<double> two(200, 100.0);
+  for (size_t i = 150; i < two.size(); ++i) two[i] = 101.5;
+  EXPECT_FALSE(ksol::sampling_settled(two, 0.005).stop);
+  EXPECT_NEAR(ksol::sampling_settled(two, 0.005).drift, 0.015, 1e-9);
+  for (size_t i = 150; i < two.size(); ++i) two[i] = 101.0;
+  EXPECT_TRUE(ksol::sampling_settled(two, 0.005).stop);
+}
