@@ -81,6 +81,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"stencil", "tile", K::list, {}, {2, 3}},
       {"stencil", "halo", K::choice, {"shared", "registers"}, {}},
       {"stencil", "register_block", K::integer, {}, {}},
+      {"stencil", "vector", K::integer, {}, {}},  // 1, 2 or 4, with halo = registers
       {"stencil", "temporal", K::integer, {}, {}},
   };
   return keys;

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -277,7 +279,18 @@ TEST(CodegenStencil, AcceptsRefusesAndNames) {
             "register_block = 4 does not divide the tile's slowest extent 6");
   EXPECT_EQ(refusal(scheduled(p, {{"halo", "global"}})), "halo = global must be one of shared, registers");
   EXPECT_EQ(refusal(scheduled(p, {{"strategy", "x"}})),
-            "unknown schedule key 'strategy' for the stencil family; it accepts tile, halo, register_block, temporal");
+            "unknown schedule key 'strategy' for the stencil family; it accepts tile, halo, register_block, vector, "
+            "temporal");
+  EXPECT_EQ(cd::stencil_family().kernel_name(
+                scheduled(p, {{"halo", "registers"}, {"register_block", "4"}, {"vector", "4"}})),
+            "stencil_stencil2d_f32_16x64_regs_rb4_v4");
+  EXPECT_EQ(refusal(scheduled(p, {{"vector", "4"}})),
+            "vector = 4 needs halo = registers (the shared-memory halo is staged cell by cell)");
+  EXPECT_EQ(refusal(scheduled(p, {{"halo", "registers"}, {"tile", "[16, 30]"}, {"vector", "4"}})),
+            "vector = 4 does not divide the tile's fastest extent 30");
+  EXPECT_EQ(refusal(scheduled(p, {{"halo", "registers"}, {"tile", "[8, 32]"}, {"register_block", "4"}, {"vector", "4"}})),
+            "tile = [8, 32] with register_block = 4 and vector = 4 makes 16 threads per block; a block has 32 to 1024");
+  EXPECT_EQ(refusal(scheduled(p, {{"halo", "registers"}, {"vector", "3"}})), "vector = 3 must be one of 1, 2, 4");
   dsl::Program cross = parse("kernel c(U: f32[N, N]) -> (V: f32[N, N]) {\n  V[i, j] = U[j, i+1]\n}\n");
   EXPECT_EQ(refusal(cross),
             "'U[j, i+1]' reads index 'j' at position 1 where the output has 'i'; a stencil reads each index at its own "
@@ -286,6 +299,8 @@ TEST(CodegenStencil, AcceptsRefusesAndNames) {
   EXPECT_EQ(refusal(scheduled(big, {{"tile", "[32, 32]"}})),
             "halo = shared stages 64512 bytes per block (tile [32, 32] plus its halo); static shared memory is at most "
             "49152");
+  EXPECT_EQ(refusal(scheduled(big, {{"halo", "registers"}, {"vector", "4"}})),
+            "vector = 4 of f64 is 32 bytes; a vector load is at most 16");
 }
 
 TEST(CodegenSparseStencil, ScheduleSpaces) {
@@ -358,6 +373,9 @@ TEST(CodegenSparseStencil, GeneratedSourcesCompileAndPassTheStaticGate) {
       {kStencil, {}, 1},
       {kStencil, {{"halo", "registers"}, {"register_block", "4"}}, 1},
       {kStencil, {{"tile", "[32, 32]"}, {"register_block", "2"}}, 1},
+      // vector > 1: the vector kernel and the scalar one the launcher falls back to.
+      {kStencil, {{"halo", "registers"}, {"register_block", "4"}, {"vector", "4"}}, 2},
+      {kStencil3d, {{"halo", "registers"}, {"vector", "2"}}, 2},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
@@ -436,14 +454,22 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
         {{"tile", "[16, 32]"}, {"register_block", "4"}},
         {{"tile", "[16, 32]"}, {"halo", "registers"}, {"register_block", "4"}},
         {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "8"}},
-        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "1"}}},
-       {{{"H", 19}, {"W", 37}}, {{"H", 16}, {"W", 32}}, {{"H", 1}, {"W", 5}}, {{"H", 3}, {"W", 2}}}},
+        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "1"}},
+        // The vector kernel where W is a multiple of the vector (these buffers start 16-byte aligned:
+        // each ends at a page and holds a multiple of 16 bytes), the scalar one elsewhere.
+        {{"tile", "[8, 32]"}, {"halo", "registers"}, {"register_block", "2"}, {"vector", "4"}},
+        {{"tile", "[16, 64]"}, {"halo", "registers"}, {"register_block", "4"}, {"vector", "2"}},
+        {{"tile", "[4, 32]"}, {"halo", "registers"}, {"register_block", "1"}, {"vector", "4"}}},
+       {{{"H", 19}, {"W", 37}}, {{"H", 16}, {"W", 32}}, {{"H", 1}, {"W", 5}}, {{"H", 3}, {"W", 2}}, {{"H", 19}, {"W", 36}},
+        {{"H", 5}, {"W", 8}}, {{"H", 2}, {"W", 4}}}},
       {"stencil3d_f32",
        kStencil3d,
        {{},
         {{"tile", "[8, 4, 32]"}, {"register_block", "8"}},
-        {{"tile", "[4, 8, 32]"}, {"halo", "shared"}, {"register_block", "2"}}},
-       {{{"D", 9}, {"H", 11}, {"W", 37}}, {{"D", 1}, {"H", 3}, {"W", 5}}, {{"D", 4}, {"H", 2}, {"W", 33}}}},
+        {{"tile", "[4, 8, 32]"}, {"halo", "shared"}, {"register_block", "2"}},
+        {{"tile", "[4, 8, 32]"}, {"halo", "registers"}, {"register_block", "2"}, {"vector", "4"}}},
+       {{{"D", 9}, {"H", 11}, {"W", 37}}, {{"D", 1}, {"H", 3}, {"W", 5}}, {{"D", 4}, {"H", 2}, {"W", 33}},
+        {{"D", 5}, {"H", 6}, {"W", 36}}}},
   };
   for (const Case& c : cases) {
     Task t = load_task(resolve_task_path(c.task));
@@ -483,4 +509,35 @@ TEST(CodegenSparseStencil, HostEmulationMatchesTheTasksReferences) {
       }
     }
   }
+}
+
+// The vector kernel's accesses are vector instructions in nvcc's PTX: one 16-byte load per row of
+// the centre column and one 16-byte store per output row, no element stores (nvcc splits a struct
+// assignment, and a vector store at &V[e], into element stores; the generator avoids both).
+TEST(CodegenStencil, VectorKernelLoadsAndStoresVectors) {
+  dsl::Program p = scheduled(parse(kStencil), {{"halo", "registers"}, {"register_block", "4"}, {"vector", "4"}});
+  ASSERT_EQ(refusal(p), "(accepted)");
+  const std::string dir = (std::filesystem::temp_directory_path() / ("ksol_ptx_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  ksol::write_file_atomic(dir + "/v.cu", family(p).generate(p, Binding{}));
+  ksol::ProcessResult r = ksol::run_process({"nvcc", "-std=c++17", "-arch=sm_90", "-ptx", "-I" + std::string(KSOL_SOURCE_DIR) + "/include",
+                                             dir + "/v.cu", "-o", dir + "/v.ptx"},
+                                            300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ptx = ksol::read_file(dir + "/v.ptx");
+  std::filesystem::remove_all(dir);
+  // The vector kernel's body: from its .entry to the next one (or the end).
+  size_t at = ptx.find("regs_rb4_v4EPKfPfll(");
+  ASSERT_NE(at, std::string::npos) << "no vector kernel in the PTX";
+  size_t end = ptx.find(".entry", at);
+  const std::string body = ptx.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t i = body.find(what); i != std::string::npos; i = body.find(what, i + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("ld.global.nc.v4.f32"), 6);  // rows r0 - 1 .. r0 + 4 of the centre column
+  EXPECT_EQ(count("st.global.v4"), 4);         // one per output row
+  EXPECT_EQ(count("st.global.f32"), 0);
+  EXPECT_EQ(ptx.find("regs_rb4_v4_scalarEPKfPfll(") != std::string::npos, true) << "no scalar fallback kernel";
 }

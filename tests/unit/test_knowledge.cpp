@@ -62,7 +62,7 @@ int count_lines(const std::string& s) { return static_cast<int>(std::count(s.beg
 // A minimal valid card standing in for vector_loads (the table offers it for elementwise and
 // rowwise under all three bottlenecks). Line numbers in the tests below refer to this text.
 std::string vector_card(const std::string& requires_line = R"(requires = ["vector_bytes < 16"])",
-                        const std::string& families_line = R"(families = ["elementwise", "rowwise"])",
+                        const std::string& families_line = R"(families = ["elementwise", "rowwise", "stencil"])",
                         const std::string& moves_line = R"(dsl_moves = ["double vector"])",
                         const std::string& id_line = R"(id = "vector_loads")") {
   return id_line + "\n" +                                                         // 1
