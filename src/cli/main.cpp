@@ -127,7 +127,7 @@ void print_outcome_rows(const Task& t, const CandidateOutcome& c, Table* tab, co
     if (base && base->count(s.size) && s.median_us > 0) vs = fmt(base->at(s.size) / s.median_us, 2) + "x";
     // The SM clock fell below its maximum while samples were taken (power or thermal limit):
     // the median is real but belongs to that clock, and repeats may differ by more than the CI.
-    // Unsteady: sampling ran out of time before the first and second halves' medians agreed.
+    // Unsteady: sampling ran out of time before the last quarter's median agreed with the rest's.
     bool timed = s.raw.is_object() && s.raw.contains("timing") && s.raw["timing"].is_object();
     std::vector<std::string> marks;
     if (timed && s.raw["timing"].value("throttled", false)) marks.push_back("throttled");

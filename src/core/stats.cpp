@@ -50,7 +50,7 @@ SampleStop sampling_settled(const std::vector<double>& samples, double target_re
   auto mid = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() - samples.size() / 4);
   double earlier = median(std::vector<double>(samples.begin(), mid)), last = median(std::vector<double>(mid, samples.end()));
   r.rel_ci = (ci.high - ci.low) / 2 / ci.median;
-  r.drift = std::abs(last - earlier) / ci.median;
+  r.drift = samples.size() < 8 ? 0 : std::abs(last - earlier) / ci.median;
   r.stop = r.rel_ci <= target_rel_ci && r.drift <= kDriftOverCi * target_rel_ci;
   return r;
 }

@@ -18,9 +18,10 @@ double relative_spread(const std::vector<double>& v);
 // series against that of the first three quarters, their difference over the whole median. The
 // series may stop once rel_ci is at most `target_rel_ci` and drift at most 2.5 times that (for
 // steady samples the two medians differ by about 2.3 times the whole's CI half-width, at 95%). A
-// power-capped GPU's clock steps: on an H200 the bf16 GEMM at 8192^3 ran ~50 samples at 1350 us
-// and then settled at 1450-1570, and the CI alone stopped it right after the step, inside the
-// fast majority; with the drift check sampling goes on until the step is a minority.
+// power-capped GPU's clock steps: on an H200 the bf16 GEMM at 8192^3 ran ~30-50 samples at
+// 1345-1370 us and then settled at 1450-1570, and the CI alone stopped it right after the step,
+// inside the fast majority; with the drift check sampling goes on until the step is a minority.
+// Below 8 samples (a last quarter of one) the drift is not measured: 0.
 struct SampleStop {
   bool stop = false;
   double rel_ci = 0, drift = 0;

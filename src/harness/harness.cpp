@@ -703,9 +703,9 @@ class Evaluator {
         // The set keeps the new inputs; later samples on it are timed on them.
         timing_inputs_[early_v.set] = early_v.inputs;
         verify_result = "ok";
-        // Verifying left the GPU idle (the upload, the read-back and the comparison: at 8192^3
-        // a few hundred ms), and a power-capped GPU spends that credit at a higher clock: on an
-        // H200 the next ~50 samples of a bf16 GEMM at 8192^3 ran 10% faster than the rest.
+        // Verifying left the GPU idle (the upload, the read-back and the comparison), and a
+        // power-capped GPU spends that credit at a higher clock: on an H200 the next ~30-50
+        // samples of a bf16 GEMM at 8192^3 ran 7-14% faster than the rest.
         // Warm up again, so that no sample is taken in that burst.
         warm_up();
         excluded += std::chrono::duration<double>(Clock::now() - tv).count();

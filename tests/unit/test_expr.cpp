@@ -95,4 +95,7 @@ TEST(Stats, SamplingStopsOnlyOnceTheSeriesIsSteady) {
   EXPECT_NEAR(ksol::sampling_settled(two, 0.005).drift, 0.015, 1e-9);
   for (size_t i = 150; i < two.size(); ++i) two[i] = 101.0;
   EXPECT_TRUE(ksol::sampling_settled(two, 0.005).stop);
+  // Too few samples to split (the search's 3-sample screen): no drift, the CI decides.
+  EXPECT_EQ(ksol::sampling_settled({100, 100, 130}, 0.005).drift, 0);
+  EXPECT_EQ(ksol::sampling_settled(std::vector<double>(8, 100.0), 0.005).drift, 0);
 }
