@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's must-show in one call on a GPU host (about 500 s on an H200): the six row modules through
+# Issue 4's must-show in one call on a GPU host (377 s on an H200 in session 20, 480-520 s before): the six row modules through
 # eval-module, the SIMT and bf16 GEMMs, GEMM + bias + GELU against cuBLASLt and the unfused pair, SpMV,
 # the 2D stencil and the six row tasks through eval (GTEST=1 adds Gpu.TunedRowProgramsPassTheGatesAtEverySize,
 # about 30 s more: it no longer fits the call's 600 s by default);
