@@ -705,7 +705,7 @@ class Evaluator {
         verify_result = "ok";
         // Verifying left the GPU idle (the upload, the read-back and the comparison), and a
         // power-capped GPU spends that credit at a higher clock: on an H200 the next ~30-50
-        // samples of a bf16 GEMM at 8192^3 ran 7-14% faster than the rest.
+        // samples of a bf16 GEMM at 8192^3 ran 6-14% faster than the rest.
         // Warm up again, so that no sample is taken in that burst.
         warm_up();
         excluded += std::chrono::duration<double>(Clock::now() - tv).count();
