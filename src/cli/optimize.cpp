@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <thread>
 
 #include "agents/expert.h"
 #include "cli/commands.h"
@@ -23,6 +24,7 @@
 #include "dsl/ir.h"
 #include "report/optimize_report.h"
 #include "search/optimize.h"
+#include "search/space.h"
 #include "task/task.h"
 
 namespace fs = std::filesystem;
@@ -33,11 +35,14 @@ namespace ksol::cli {
 struct OptimizeArgs {
   std::vector<std::string> tasks;
   std::string agent = "expert";
-  int candidates = 40;
-  double seconds = 60;     // per task: the README's main job over every seed program stays near an hour
+  int candidates = 1000;
+  double seconds = 0;      // per task (0: none; with the run-wide budget, a cap on each task's share)
   double target_sol = 0.9;
   uint64_t seed = 1;
-  int plateau = 12;
+  int plateau = 4;         // generations without a new best (a module's sequential search: 12 evaluations)
+  bool plateau_given = false;
+  int batch = 0;           // proposals built and screened together (0: the machine's cores, 8 to 32)
+  bool verbose = false;
   std::string store;  // overrides the global --store when set
   int64_t resume = 0;
   std::string json_out;
@@ -57,7 +62,10 @@ struct OptimizeArgs {
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
-  double total_seconds = 0; // --budget-total-seconds: one budget for the run, shared by headroom
+  // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
+  // task's search taking a share of what is left by its headroom. The default keeps the main
+  // job (every task with a seed program) within 15 minutes on one H200.
+  double total_seconds = 780;
   bool seconds_given = false;  // --budget-seconds on the command line (a cap on the shares then)
 };
 
@@ -99,7 +107,17 @@ search::OptimizeOptions search_options(const OptimizeArgs& a) {
   o.agent = a.agent;
   o.prune = a.prune;
   o.profile = !a.no_profile;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  o.batch = a.batch > 0 ? static_cast<size_t>(a.batch) : std::clamp<size_t>(cores, 8, 32);
   return o;
+}
+
+std::string clock_text(double s) {
+  if (!(s >= 0)) s = 0;
+  int m = static_cast<int>(s) / 60, x = static_cast<int>(s) % 60;
+  char b[32];
+  std::snprintf(b, sizeof b, "%d:%02d", m, x);
+  return b;
 }
 
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
@@ -113,6 +131,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     ModuleOptimizeArgs m;
     m.file = a.tasks[0];
     m.search = search_options(a);
+    if (!a.plateau_given) m.search.plateau = 12;  // one evaluation per generation there
     m.timeout = std::max(a.timeout, 600.0);
     m.report_dir = a.report_dir;
     m.json_path = a.json_out;
@@ -135,19 +154,26 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   std::vector<std::unique_ptr<Session>> sessions = open_sessions(so, gpu_ids);
   Session& s = *sessions[0];
   if (!s.has_gpu()) {
-    // Gate 1 and compilation need no GPU: check the seeds get that far, then stop.
+    // Said first: gate 1 and compilation need no GPU, so the seeds are taken that far, then it stops.
+    std::cerr << "ksol optimize: no GPU (" << s.gpu_reason() << "): nothing can be timed; parsing, checking and compiling the "
+              << seeds.size() << " seed program(s) instead (exit status 77 when they all compile, 1 otherwise)\n"
+              << std::flush;
+    std::vector<CompileJob> jobs;
+    for (auto& sd : seeds) jobs.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
+    std::vector<CompileResult> built = compile_all(jobs);
     int bad = 0;
-    for (auto& sd : seeds) {
-      CompileJob j = codegen::compile_job(sd.task, sd.program, sd.path);
-      CompileResult r = compile(j);
-      std::cerr << sd.task.name << ": seed " << codegen::kernel_name(sd.program) << " "
-                << (r.ok ? "compiles" : "does not compile (" + r.stage + ")") << "\n";
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      const CompileResult& r = built[i];
+      std::cerr << seeds[i].task.name << ": seed " << codegen::kernel_name(seeds[i].program) << " "
+                << (r.ok ? "compiles" : "does not compile (" + r.stage + ")") << " (" << f2(r.seconds, 1) << " s)\n";
       if (!r.ok) ++bad, std::cerr << r.message << "\n";
     }
-    std::cerr << "ksol optimize: evaluation needs a GPU (" << s.gpu_reason()
-              << "); the seed programs were parsed, checked and compiled, nothing was timed.\n";
+    std::cerr << "ksol optimize: " << seeds.size() - static_cast<size_t>(bad) << " of " << seeds.size()
+              << " seed programs parsed, checked and compiled; nothing was timed (evaluation needs a GPU).\n";
     return bad ? 1 : 77;
   }
+  // The tasks' schedule spaces are walked in the background while the GPU measures baselines.
+  for (auto& sd : seeds) search::legal_space(sd.program, search::binding_of(sd.task));
   for (size_t i = 1; i < sessions.size(); ++i)
     if (!sessions[i]->has_gpu())
       throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
@@ -184,15 +210,20 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::lock_guard<std::mutex> g(out_mu);
     std::cerr << (several ? "[" + task + "] " : "") << line << "\n";
   };
-  // The run-wide budget: each task, once its seed is timed, reserves a share of what is left by
-  // its headroom (search::headroom_share); what it does not use goes back for the tasks after it.
+  // The run-wide budget is the run's wall time: each task, once its seed is timed, takes a share
+  // of what is left after the fixed costs (baselines, seed, hidden grade) of the tasks still to
+  // come, by its headroom (search::headroom_share); what it does not use goes to the tasks after it.
+  const auto run_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
   struct Shared {
     std::mutex mu;
-    double remaining = 0, weight_sum = 0;
-    int left = 0, seen = 0;
+    double weight_sum = 0;
+    int left = 0, seen = 0, done = 0;
+    double fixed_sum = 0;  // baselines + seed + grade of the finished tasks
   } pool;
-  pool.remaining = a.total_seconds;
   pool.left = static_cast<int>(seeds.size());
+  const double deadline = a.total_seconds;
+  auto fixed_estimate = [&] { return pool.done ? pool.fixed_sum / pool.done : 15.0; };
   std::vector<json> all_items(seeds.size());
   std::vector<search::OptimizeResult> results(seeds.size());
   install_stop_handlers();
@@ -206,30 +237,49 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
     search::OptimizeOptions o = search_options(a);
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
-    double reserved = 0;
     bool took = false;
-    if (a.total_seconds > 0)
+    if (deadline > 0)
       o.seconds_after_seed = [&](double pct) {
         std::lock_guard<std::mutex> g(pool.mu);
         took = true;
         double w = std::clamp(1.0 - pct, 0.05, 1.0);
         pool.weight_sum += w;
         ++pool.seen;
-        reserved = search::headroom_share(pool.remaining, w, pool.left, pool.weight_sum / pool.seen);
-        if (a.seconds_given && a.seconds > 0) reserved = std::min(reserved, a.seconds);
-        pool.remaining -= reserved;
+        // Left for searching: the run's time less what is spent, this task's grade and the fixed
+        // costs of the tasks after it, spread over the GPUs that search at once.
+        double others = std::max(0, pool.left - 1) * fixed_estimate() / static_cast<double>(sessions.size());
+        double remaining = std::max(0.0, deadline - elapsed() - others - 0.3 * fixed_estimate()) * static_cast<double>(sessions.size());
+        double share = search::headroom_share(remaining, w, pool.left, pool.weight_sum / pool.seen);
+        if (a.seconds_given && a.seconds > 0) share = std::min(share, a.seconds);
         --pool.left;
-        return reserved;
+        return std::max(share, 1e-3);
       };
-    say(sd.task.name, "optimizing " + sd.task.name + " from " + sd.path + " with the " + a.agent + " agent" +
-                          (several ? " on GPU " + std::to_string(gpu_ids[w]) : ""));
+    {
+      std::lock_guard<std::mutex> g(pool.mu);
+      std::string eta = deadline > 0 ? "; run " + clock_text(elapsed()) + " of its " + clock_text(deadline) + " budget" : "; run " + clock_text(elapsed());
+      say(sd.task.name, "[" + std::to_string(i + 1) + "/" + std::to_string(seeds.size()) + "] optimizing " + sd.task.name + " from " + sd.path +
+                            " with the " + a.agent + " agent" + (several ? " on GPU " + std::to_string(gpu_ids[w]) : "") + eta);
+    }
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
-    if (a.total_seconds > 0) {
+    {
       std::lock_guard<std::mutex> g(pool.mu);
       if (!took) --pool.left;  // the seed failed: the task took no share
-      // What the task did not use goes back, its reused evaluations counted as spent (a resumed
-      // search stopped on them as the interrupted one would have).
-      pool.remaining += std::max(0.0, reserved - r.seconds - r.resumed_seconds);
+      pool.fixed_sum += r.breakdown.baselines + r.breakdown.seed + r.breakdown.grade;
+      ++pool.done;
+      double left_est = pool.left * fixed_estimate() / static_cast<double>(sessions.size());
+      std::string eta = deadline > 0 ? ", about " + clock_text(std::max(0.0, deadline - elapsed())) + " left" : ", about " + clock_text(left_est) + " of baselines and seeds left";
+      say(sd.task.name, sd.task.name + ": done (" + (r.use_baseline ? (r.best_baseline.empty() ? std::string("no baseline passed") : "baseline " + r.best_baseline) : "c" + std::to_string(r.best)) + ", " +
+                            f2(r.speedup_vs_baseline) + "x vs best baseline, " + f2(r.pct_sol_after * 100, 1) + "% SOL; " +
+                            std::to_string(r.trajectory.size()) + " tried in " + f2(r.search_seconds, 1) + " s); " + std::to_string(pool.done) + "/" +
+                            std::to_string(seeds.size()) + " tasks in " + clock_text(elapsed()) + eta);
+      if (a.verbose) {
+        const auto& b = r.breakdown;
+        say(sd.task.name, "  seconds: baselines " + f2(b.baselines, 1) + ", seed " + f2(b.seed, 1) + ", build " + f2(b.build, 1) + ", screen " +
+                              f2(b.screen, 1) + ", verify " + f2(b.verify, 1) + ", profile " + f2(b.profile, 1) + ", propose " + f2(b.propose, 1) +
+                              ", hidden grade " + f2(b.grade, 1) + "; " + std::to_string(r.screened) + " screened out, " + std::to_string(r.verified) +
+                              " verified, " + f2(r.search_seconds > 0 ? 60.0 * r.trajectory.size() / r.search_seconds : 0, 1) + " tried per minute");
+        for (auto& l : r.log) say(sd.task.name, "  " + l);
+      }
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;
@@ -329,23 +379,26 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)");
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)");
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
-  cmd->add_option("--budget-candidates", a->candidates, "programs to evaluate per task, the seed included")->capture_default_str();
-  CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, the seed included, the baselines' evaluations not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
-  cmd->add_option("--budget-total-seconds", a->total_seconds, "one wall-time budget for the whole run: each task, once its seed is timed, gets a share of what is left in proportion to its SOL headroom, and returns what it does not use");
+  cmd->add_option("--budget-candidates", a->candidates, "programs to try per task (built, screened or evaluated), the seed included")->capture_default_str();
+  CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, compiles and the seed included, the baselines not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
+  cmd->add_option("--budget-total-seconds", a->total_seconds, "the whole run's wall time (0: none): each task, once its seed is timed, gets a share of what is left after the other tasks' baselines, seeds and grades, in proportion to its SOL headroom, and returns what it does not use")->capture_default_str();
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();
-  cmd->add_option("--plateau", a->plateau, "stop after this many candidates without a new best")->capture_default_str();
+  CLI::Option* plateau_opt = cmd->add_option("--plateau", a->plateau, "stop after this many generations without a new best (a module file: evaluations, default 12)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)");
+  cmd->add_flag("--verbose", a->verbose, "after each task: where its seconds went (baselines, seed, build, screen, verify, profile, grade) and the search's log");
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();
   cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated");
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
-  cmd->add_option("--prune", a->prune, "screen: a child slower than this many times the best at any size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
+  cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, seconds_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, plateau_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
+    a->plateau_given = plateau_opt->count() > 0;
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
     finish_command([&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });

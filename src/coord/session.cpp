@@ -48,6 +48,12 @@ std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n) {
   return seeds;
 }
 
+uint64_t timing_seed_of(uint64_t master_seed) {
+  EvalOptions o;
+  o.seed = master_seed;
+  return draw_seeds(o, 3)[0] ^ 0x5eed;
+}
+
 std::vector<int> parse_gpus(const std::string& spec) {
   std::vector<int> out;
   if (spec.empty()) return out;
@@ -280,7 +286,7 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
     EvalOptions seeded = o;
     if (!seeded.seed) seeded.seed = (static_cast<uint64_t>(std::random_device{}()) << 20) ^ std::random_device{}();
     std::vector<uint64_t> seeds = draw_seeds(seeded, 3);
-    uint64_t timing_seed = seeds[0] ^ 0x5eed;
+    uint64_t timing_seed = timing_seed_of(*seeded.seed);
     nlohmann::json rerun = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", s->name},
                             {"master_seed", *seeded.seed}, {"seeds", seeds}, {"timing_seed", timing_seed}, {"compile_key", out.compiled.key},
                             {"toolchain", toolchain_version()}, {"ksol_version", KSOL_VERSION},
@@ -339,37 +345,111 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
       so.status = "suspect";
       so.message = "measured faster than speed-of-light (" + std::to_string(static_cast<int>(so.pct_sol * 100)) + "% of SOL)";
     }
-    if (store_) {
-      store::EvaluationRow e;
-      e.run_id = run_id_;
-      e.candidate_id = cand_id;
-      e.task_id = task_id;
-      e.size_name = s->name;
-      e.status = so.status;
-      if (!so.failed_gate.empty()) e.failed_gate = so.failed_gate;
-      if (!so.error_class.empty()) e.error_class = so.error_class;
-      if (!so.message.empty()) e.message = so.message;
-      e.gates = so.raw.is_null() ? nlohmann::json::array() : so.raw.value("gates", nlohmann::json::array());
-      if (so.median_us > 0) {
-        e.median_us = so.median_us;
-        e.ci_low_us = so.ci_low_us;
-        e.ci_high_us = so.ci_high_us;
-        e.pct_sol = so.pct_sol;
-      }
-      e.sol_us = so.sol_us;
-      if (so.raw.contains("timing")) {
-        e.clock_mhz = so.raw["timing"].value("clock_mhz_after", 0);
-        e.throttled = so.raw["timing"].value("throttled", false);
-        e.samples = so.raw["timing"].value("raw_us", std::vector<double>{});
-      }
-      e.seeds = seeds;
-      e.rerun = rerun;
-      e.worker_restarts = worker_->restarts();
-      if (run_id_) so.evaluation_id = store_->record_evaluation(e);
-    }
+    so.evaluation_id = record(t, cand_id, so, seeds, rerun);
     out.sizes.push_back(so);
     if (so.failed_gate == "screen") break;  // rejected: the other sizes would not change that
   }
+  return out;
+}
+
+int64_t Session::record(const Task& t, int64_t candidate_id, const SizeOutcome& so, const std::vector<uint64_t>& seeds,
+                        const nlohmann::json& rerun) {
+  if (!store_ || !run_id_ || !candidate_id) return 0;
+  store::EvaluationRow e;
+  e.run_id = run_id_;
+  e.candidate_id = candidate_id;
+  e.task_id = store_->upsert_task(t.name, t.spec_hash, t.spec_text);
+  e.size_name = so.size;
+  e.status = so.status;
+  if (!so.failed_gate.empty()) e.failed_gate = so.failed_gate;
+  if (!so.error_class.empty()) e.error_class = so.error_class;
+  if (!so.message.empty()) e.message = so.message;
+  e.gates = so.raw.is_object() ? so.raw.value("gates", nlohmann::json::array()) : nlohmann::json::array();
+  if (so.median_us > 0) {
+    e.median_us = so.median_us;
+    e.ci_low_us = so.ci_low_us;
+    e.ci_high_us = so.ci_high_us;
+    e.pct_sol = so.pct_sol;
+  }
+  e.sol_us = so.sol_us;
+  if (so.raw.is_object() && so.raw.contains("timing")) {
+    e.clock_mhz = so.raw["timing"].value("clock_mhz_after", 0);
+    e.throttled = so.raw["timing"].value("throttled", false);
+    e.samples = so.raw["timing"].value("raw_us", std::vector<double>{});
+  }
+  e.seeds = seeds;
+  e.rerun = rerun;
+  e.worker_restarts = worker_->restarts();
+  return store_->record_evaluation(e);
+}
+
+ScreenBatch Session::screen(const Task& t, const std::vector<std::string>& so_paths, const ScreenOptions& o) {
+  ScreenBatch out;
+  out.times.resize(so_paths.size());
+  if (so_paths.empty()) return out;
+  if (!has_gpu()) {
+    for (auto& st : out.times) st.error_class = "no_gpu", st.message = "timing needs a GPU: " + gpu_reason_;
+    return out;
+  }
+  const SizeSet* s = t.find_size(o.size);
+  if (!s) throw std::runtime_error("task " + t.name + " has no size '" + o.size + "'");
+  References refs = compile_references(t);
+  auto screen_group = [&](auto& self, std::vector<size_t> group) -> void {
+    if (group.empty()) return;
+    std::vector<std::string> libs;
+    for (size_t i : group) libs.push_back(so_paths[i]);
+    nlohmann::json req = {{"op", "screen"}, {"task_dir", t.dir}, {"size", s->name}, {"size_dims", s->dims}, {"size_options", s->options},
+                          {"candidates", libs}, {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
+                          {"timing_seed", timing_seed_of(o.seed)}, {"rounds", o.rounds}, {"samples_per_round", o.samples_per_round},
+                          {"warmup_seconds", o.warmup_seconds}, {"max_seconds", o.max_seconds}, {"drop_above", o.drop_above}};
+    WorkerReply r = worker_->call(req, o.timeout_s);
+    ++out.calls;
+    out.worker_seconds += r.seconds;
+    if (r.ok && r.body.contains("result") && r.body["result"].contains("results") && r.body["result"]["results"].is_array() &&
+        r.body["result"]["results"].size() == group.size()) {
+      const nlohmann::json& res = r.body["result"]["results"];
+      for (size_t k = 0; k < group.size(); ++k) {
+        const nlohmann::json& j = res[k];
+        ScreenTime& st = out.times[group[k]];
+        auto num = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+        st.status = j.value("status", "failed") == "ok" ? "ok" : "failed";
+        st.median_us = num("median_us");
+        st.ci_low_us = num("ci_low_us");
+        st.ci_high_us = num("ci_high_us");
+        st.min_us = num("min_us");
+        st.samples = j.contains("samples") && j["samples"].is_array() ? static_cast<int>(j["samples"].size()) : 0;
+        st.dropped = j.value("dropped", false);
+        st.error_class = j.value("error_class", "");
+        st.message = j.value("message", "");
+        if (st.status == "ok" && st.median_us <= 0) st.status = "failed", st.error_class = "no_samples", st.message = "no time";
+      }
+      return;
+    }
+    // The worker broke under the group. A sticky CUDA error names its candidate; otherwise the
+    // culprit is unknown while the group holds more than one.
+    std::string why = r.ok ? "the worker's screen reply is malformed" : r.failure + ": " + r.message;
+    int named = r.body.is_object() && r.body.contains("candidate") && r.body["candidate"].is_number_integer() ? r.body["candidate"].get<int>() : -1;
+    if (named >= 0 && static_cast<size_t>(named) < group.size()) {
+      ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
+      st.error_class = "sticky_cuda_error";
+      st.message = why;
+      group.erase(group.begin() + named);
+      self(self, group);
+      return;
+    }
+    if (group.size() == 1) {
+      ScreenTime& st = out.times[group[0]];
+      st.error_class = r.failure == "timeout" ? "timeout" : r.failure == "crash" ? "crash" : "worker_error";
+      st.message = why;
+      return;
+    }
+    std::vector<size_t> a(group.begin(), group.begin() + static_cast<long>(group.size() / 2)), b(group.begin() + static_cast<long>(group.size() / 2), group.end());
+    self(self, a);
+    self(self, b);
+  };
+  std::vector<size_t> all(so_paths.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  screen_group(screen_group, all);
   return out;
 }
 

@@ -52,6 +52,33 @@ struct CandidateOutcome {
   bool all_ok() const;
 };
 
+// The search's screen (harness.h's ScreenRequest): candidates timed at one size, timing only,
+// in one worker call. `seed` is the search's master seed, so the screen's inputs are the timing
+// inputs of the candidates' full evaluations (EvalOptions::seed), which then find them cached.
+struct ScreenOptions {
+  std::string size;
+  uint64_t seed = 0;
+  int rounds = 5, samples_per_round = 2;
+  double warmup_seconds = 0.05;
+  double max_seconds = 10;
+  double drop_above = 3.0;
+  double timeout_s = 120;  // per worker call
+};
+
+struct ScreenTime {
+  std::string status = "failed";  // ok | failed (never a verdict on correctness: nothing was checked)
+  double median_us = 0, ci_low_us = 0, ci_high_us = 0, min_us = 0;
+  int samples = 0;
+  bool dropped = false;            // stopped after the first round: far slower than the fastest
+  std::string error_class, message;
+};
+
+struct ScreenBatch {
+  std::vector<ScreenTime> times;   // one per library, in order
+  double worker_seconds = 0;       // wall time of the worker calls (the GPU held)
+  int calls = 0;                   // worker calls (more than one when a candidate broke one)
+};
+
 class Session {
  public:
   struct Options {
@@ -88,6 +115,15 @@ class Session {
   CandidateOutcome evaluate(const Task& t, const CompileJob& job, const std::string& label, const std::string& origin,
                             const EvalOptions& o, const CompileResult* precompiled = nullptr);
 
+  // Times the libraries at one size in one worker call (timing only). A candidate that breaks the
+  // worker (a sticky CUDA error names it; a crash or hang does not) fails alone: the others are
+  // screened again without it, halving the group while the culprit is unknown.
+  ScreenBatch screen(const Task& t, const std::vector<std::string>& so_paths, const ScreenOptions& o);
+
+  // One store row for one size of a candidate (no-op without a store or a run); its id.
+  int64_t record(const Task& t, int64_t candidate_id, const SizeOutcome& so, const std::vector<uint64_t>& seeds,
+                 const nlohmann::json& rerun);
+
   // SOL for one size on this session's peaks.
   void fill_sol(const Task& t, const SizeSet& s, SizeOutcome* out) const;
 
@@ -104,6 +140,8 @@ class Session {
 };
 
 std::vector<uint64_t> draw_seeds(const EvalOptions& o, int n);
+// The timing gate's seed of an evaluation with this master seed (its rotation sets' inputs).
+uint64_t timing_seed_of(uint64_t master_seed);
 
 // The store's identity of a candidate (candidates.source_hash): what the user wrote, the source
 // compiled from it, and the -D defines it is built with (a task's two baselines from one file,

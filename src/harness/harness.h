@@ -66,6 +66,31 @@ nlohmann::json check_references(const std::string& task_dir, const std::string& 
 
 struct CudaFatal : std::runtime_error {
   using std::runtime_error::runtime_error;
+  CudaFatal(const std::string& what, int candidate_index) : std::runtime_error(what), candidate(candidate_index) {}
+  int candidate = -1;  // in a screen: the index of the candidate whose call broke the context
 };
+
+// The search's screen: several candidates timed at one size, timing only (no gate, no
+// reference run), interleaved in rounds so that clock and power drifts fall on all of them
+// alike. It can only rank; whatever a search returns or reports is evaluated in full first.
+struct ScreenRequest {
+  std::string task_dir;
+  std::string size;
+  std::map<std::string, double> size_dims;
+  std::map<std::string, std::string> size_options;
+  std::vector<std::string> candidates;  // shared libraries exporting ksol_run
+  // Only the scope of the worker's case cache: the screen's inputs are the timing inputs a full
+  // evaluation with the same timing_seed uses, and nothing runs the references.
+  std::string reference_cpu_so, reference_gpu_so;
+  uint64_t timing_seed = 0;
+  int rotation_sets = 3;
+  int rounds = 5;             // each live candidate gets samples_per_round samples per round
+  int samples_per_round = 2;
+  int warmup_calls = 2;       // per candidate, before the first round (module loading, first-call setup)
+  double warmup_seconds = 0.05;  // then all of them, round robin, this long: clocks up
+  double max_seconds = 10;    // no round starts after this much sampling
+  double drop_above = 3.0;    // after the first round, slower than this x the fastest: no more samples
+};
+nlohmann::json screen(const ScreenRequest& req);
 
 }  // namespace ksol

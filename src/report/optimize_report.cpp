@@ -85,7 +85,7 @@ std::string svg_progress(const json& r) {
     for (auto& p : pts) o << "<circle cx=\"" << num(X(p.t), 1) << "\" cy=\"" << num(Y(p.speedup), 1) << "\" r=\"3\" fill=\"#1f77b4\"/>";
   }
   for (auto& a : r.value("trajectory", json::array()))
-    if (gets(a, "status") != "ok") {
+    if (gets(a, "status") != "ok" && gets(a, "status") != "screened") {
       double x = X(getd(a, "at_seconds")), y = Y(0) - 6;
       o << "<path d=\"M" << num(x - 4, 1) << "," << num(y - 4, 1) << " l8,8 m0,-8 l-8,8\" stroke=\"#d62728\" stroke-width=\"1.5\"><title>"
         << html_escape(clabel(a.value("index", 0)) + " " + gets(a, "method") + ": " + failure_class(a)) << "</title></path>";
@@ -192,6 +192,42 @@ std::vector<PieceRow> piece_rows(const json& r) {
   return rows;
 }
 
+// What the user gained on one task: the returned kernel, and per visible size its time and %SOL
+// against the fastest baseline's ("large 62.6 us 1.41x 89.3% SOL").
+struct Gain {
+  std::string task, returned, speedup, sol, sizes;
+};
+Gain gain_of(const json& r) {
+  Gain g;
+  g.task = gets(r, "task");
+  bool base = r.value("use_baseline", false);
+  g.returned = base ? "baseline " + gets(r, "best_baseline") : r.contains("best") ? gets(r["best"], "kernel") : "-";
+  g.speedup = num(getd(r, "speedup_vs_best_baseline")) + "x";
+  g.sol = num(getd(r, "pct_sol_after"), 1) + "%";
+  std::vector<std::string> cells;
+  for (auto& z : array_at(r, "sizes")) {
+    if (base || !z.contains("returned_us")) {
+      cells.push_back(gets(z, "size") + " " + num(getd(z, "best_baseline_us")) + " us (" + num(getd(z, "best_baseline_pct_sol"), 1) + "% SOL)");
+      continue;
+    }
+    cells.push_back(gets(z, "size") + " " + num(getd(z, "returned_us")) + " us " + num(getd(z, "speedup")) + "x " + num(getd(z, "returned_pct_sol"), 1) +
+                    "% SOL");
+  }
+  g.sizes = join(cells, "; ");
+  return g;
+}
+
+// The search's own figures: how much it tried, how fast, and where the task's seconds went.
+std::string breakdown_text(const json& r) {
+  if (!r.contains("breakdown_seconds") || !r["breakdown_seconds"].is_object()) return "-";
+  std::vector<std::string> v;
+  for (const char* k : {"baselines", "seed", "build", "screen", "verify", "profile", "propose", "grade_hidden"}) {
+    double x = getd(r["breakdown_seconds"], k);
+    if (x > 0) v.push_back(std::string(k) + " " + num(x, 1));
+  }
+  return v.empty() ? "-" : join(v, ", ");
+}
+
 }  // namespace
 
 std::string html_escape(const std::string& s) {
@@ -210,7 +246,7 @@ std::string html_escape(const std::string& s) {
 }
 
 std::string failure_class(const json& a) {
-  if (gets(a, "status") == "ok") return "";
+  if (gets(a, "status") == "ok" || gets(a, "status") == "screened") return "";
   std::string e = gets(a, "error");
   if (e.empty()) return gets(a, "status").empty() ? "failed" : gets(a, "status");
   // "correctness/wrong_result at medium: ..." -> "correctness/wrong_result"
@@ -234,24 +270,33 @@ std::string optimize_markdown(const json& doc) {
   o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << gets(doc, "agent") << "\n\n";
   if (emulated(doc)) o << "Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.\n\n";
-  o << "| task | candidates | screened | stop | result | vs best baseline | vs naive | %SOL before | %SOL after | hidden sizes | wall s | "
-       "worker s | candidates per worker-minute |\n";
-  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  // What the run gained comes first: per task the kernel returned and, per size, its speed.
+  o << "## What you get\n\n| task | returned | vs best baseline | %SOL | per size (time, speedup over the fastest baseline, %SOL) | hidden sizes |\n";
+  o << "| --- | --- | --- | --- | --- | --- |\n";
   double log_base = 0, log_naive = 0;
   int n_base = 0, n_naive = 0;
   for (auto& r : res) {
-    std::string result = r.value("use_baseline", false) ? "baseline " + gets(r, "best_baseline")
-                         : r.contains("best")            ? clabel(r["best"].value("index", 0)) + " " + gets(r["best"], "kernel")
-                         : stitched(r)                   ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
-                                                         : "-";
-    o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << r.value("screened", 0) << " | " << gets(r, "stop_reason")
-      << " | " << cell(result) << " | " << num(getd(r, "speedup_vs_best_baseline")) << "x | " << num(getd(r, "speedup_vs_naive")) << "x | "
-      << num(getd(r, "pct_sol_before"), 1) << "% | " << num(getd(r, "pct_sol_after"), 1) << "% | " << cell(hidden_cell(r)) << " | "
-      << num(getd(r, "seconds"), 1) << " | " << num(getd(r, "worker_seconds"), 1) << " | " << num(getd(r, "candidates_per_worker_minute"), 2)
-      << " |\n";
+    Gain g = gain_of(r);
+    std::string returned = stitched(r) && !r.value("use_baseline", false) && !r.contains("best")
+                               ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
+                               : g.returned;
+    o << "| " << cell(g.task) << " | " << cell(returned) << " | " << g.speedup << " | " << g.sol << " | " << cell(g.sizes.empty() ? "-" : g.sizes)
+      << " | " << cell(hidden_cell(r)) << " |\n";
     if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
     if (getd(r, "speedup_vs_naive") > 0) log_naive += std::log(getd(r, "speedup_vs_naive")), ++n_naive;
   }
+  if (n_base || n_naive)
+    o << "\n**Geomean over the tasks: " << (n_base ? num(std::exp(log_base / n_base), 3) : std::string("-")) << "x over the best baseline** ("
+      << n_base << " tasks), " << (n_naive ? num(std::exp(log_naive / n_naive), 3) : std::string("-")) << "x over the naive one (" << n_naive
+      << " tasks). A task whose search beat no baseline returns that baseline and counts 1.00x against it.\n";
+  o << "\n## The search\n\n| task | tried | screened out | verified | generations | stop | %SOL before | %SOL after | wall s | "
+       "tried per minute | where the seconds went |\n";
+  o << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (auto& r : res)
+    o << "| " << cell(gets(r, "task")) << " | " << r.value("candidates", 0) << " | " << r.value("screened", 0) << " | " << r.value("verified", 0)
+      << " | " << r.value("generations", 0) << " | " << gets(r, "stop_reason") << " | " << num(getd(r, "pct_sol_before"), 1) << "% | "
+      << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " | " << num(getd(r, "candidates_per_minute"), 1) << " | "
+      << cell(breakdown_text(r)) << " |\n";
   if (doc.contains("interrupted") && doc["interrupted"].is_object()) {
     o << "\nInterrupted (signal " << doc["interrupted"].value("signal", 0) << "): the evaluations in flight finished";
     const json& ns = doc["interrupted"].value("not_started", json::array());
@@ -261,10 +306,6 @@ std::string optimize_markdown(const json& doc) {
     }
     o << ". `ksol optimize --resume " << doc.value("run", 0) << "` goes on from here.\n";
   }
-  if (n_base || n_naive)
-    o << "\nGeomean over the tasks: " << (n_base ? num(std::exp(log_base / n_base), 3) : std::string("-")) << "x over the best baseline ("
-      << n_base << " tasks), " << (n_naive ? num(std::exp(log_naive / n_naive), 3) : std::string("-")) << "x over the naive one (" << n_naive
-      << " tasks). A task whose search beat no baseline returns that baseline and counts 1.00x against it.\n";
   for (auto& r : res) {
     o << "\n## " << gets(r, "task") << "\n\n";
     auto f = failures_of(r);
@@ -288,8 +329,13 @@ std::string optimize_markdown(const json& doc) {
       if (!p.program.empty()) o << "Piece " << p.piece << " program:\n\n```ksol\n" << p.program << "```\n\n";
     // A module that was not searched as one program (stitched, or the better baseline) has no trajectory.
     if (!r.contains("trajectory")) continue;
+    int screened = 0;
+    for (auto& a : r.value("trajectory", json::array())) screened += gets(a, "status") == "screened";
+    if (screened)
+      o << screened << " candidate(s) screened out (timed beside the best, never verified) are left out of this table; results.json lists them.\n\n";
     o << "| # | parent | method | schedule | status | score (us) | %SOL | note |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (auto& a : r.value("trajectory", json::array())) {
+      if (gets(a, "status") == "screened") continue;
       o << "| c" << a.value("index", 0) << " | " << (a.value("parent", -1) >= 0 ? clabel(a["parent"].get<int>()) : std::string("-"))
         << " | " << cell(gets(a, "method")) << " | `" << cell(gets(a, "schedule")) << "` | " << cell(gets(a, "status")) << " | "
         << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << cell(gets(a, "note")) << " |\n";
@@ -310,16 +356,28 @@ std::string optimize_html(const json& doc) {
     << html_escape(doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << html_escape(gets(doc, "agent")) << "</p>\n";
   if (emulated(doc)) o << "<p>Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.</p>\n";
+  o << "<h2>What you get</h2>\n<table><tr><th>task</th><th>returned</th><th>vs best baseline</th><th>%SOL</th>"
+       "<th>per size (time, speedup over the fastest baseline, %SOL)</th><th>hidden sizes</th></tr>\n";
+  double log_base = 0;
+  int n_base = 0;
+  for (auto& r : res) {
+    Gain g = gain_of(r);
+    o << "<tr><td>" << html_escape(g.task) << "</td><td>" << html_escape(g.returned) << "</td><td>" << g.speedup << "</td><td>" << g.sol
+      << "</td><td>" << html_escape(g.sizes) << "</td><td>" << html_escape(hidden_cell(r)) << "</td></tr>\n";
+    if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
+  }
+  o << "</table>\n";
+  if (n_base) o << "<p><b>Geomean over the tasks: " << num(std::exp(log_base / n_base), 3) << "x over the best baseline</b> (" << n_base << " tasks).</p>\n";
   o << svg_sol(res) << "\n";
-  o << "<table><tr><th>task</th><th>candidates</th><th>stop</th><th>vs best baseline</th><th>vs naive</th><th>%SOL before</th>"
-       "<th>%SOL after</th><th>hidden sizes</th><th>failed, by class</th></tr>\n";
+  o << "<h2>The search</h2>\n<table><tr><th>task</th><th>tried</th><th>screened out</th><th>verified</th><th>stop</th><th>vs naive</th><th>%SOL before</th>"
+       "<th>%SOL after</th><th>tried per minute</th><th>where the seconds went</th><th>failed, by class</th></tr>\n";
   for (auto& r : res) {
     std::string f;
     for (auto& [k, n] : failures_of(r)) f += html_escape(k) + " " + std::to_string(n) + "; ";
-    o << "<tr><td>" << html_escape(gets(r, "task")) << "</td><td>" << r.value("candidates", 0) << "</td><td>" << html_escape(gets(r, "stop_reason"))
-      << "</td><td>" << num(getd(r, "speedup_vs_best_baseline")) << "x</td><td>" << num(getd(r, "speedup_vs_naive")) << "x</td><td>"
-      << num(getd(r, "pct_sol_before"), 1) << "%</td><td>" << num(getd(r, "pct_sol_after"), 1) << "%</td><td>" << html_escape(hidden_cell(r))
-      << "</td><td class=\"fail\">" << f << "</td></tr>\n";
+    o << "<tr><td>" << html_escape(gets(r, "task")) << "</td><td>" << r.value("candidates", 0) << "</td><td>" << r.value("screened", 0) << "</td><td>"
+      << r.value("verified", 0) << "</td><td>" << html_escape(gets(r, "stop_reason")) << "</td><td>" << num(getd(r, "speedup_vs_naive")) << "x</td><td>"
+      << num(getd(r, "pct_sol_before"), 1) << "%</td><td>" << num(getd(r, "pct_sol_after"), 1) << "%</td><td>" << num(getd(r, "candidates_per_minute"), 1)
+      << "</td><td>" << html_escape(breakdown_text(r)) << "</td><td class=\"fail\">" << f << "</td></tr>\n";
   }
   o << "</table>\n";
   for (auto& r : res) {

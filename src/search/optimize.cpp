@@ -20,6 +20,8 @@
 #include "core/hash.h"
 #include "core/stop.h"
 #include "core/util.h"
+#include "search/cost_model.h"
+#include "search/space.h"
 #include "sol/sol.h"
 
 namespace ksol::search {
@@ -43,11 +45,6 @@ std::string fmt(double v, int prec = 2) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
-}
-
-double size_weight(const Task& t, const std::string& name) {
-  const SizeSet* s = t.find_size(name);
-  return s ? s->weight : 1.0;
 }
 
 }  // namespace
@@ -109,192 +106,6 @@ void flag_faster_than_sol(SizeResult& sr, const std::string& what) {
   sr.message = "faster than " + what + "'s SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
 }
 
-// --- the Session evaluator -------------------------------------------------------------------
-
-namespace {
-
-Outcome convert(const Task& t, const CandidateOutcome& co) {
-  Outcome o;
-  o.label = co.label;
-  if (!co.compiled.ok) {
-    o.status = "failed";
-    o.error = co.compiled.stage + " gate: " + co.compiled.message.substr(0, 2000);
-    return o;
-  }
-  bool ok = !co.sizes.empty();
-  for (auto& s : co.sizes) {
-    SizeResult r;
-    r.size = s.size;
-    r.status = s.status == "skipped" && s.median_us > 0 ? "ok" : s.status;
-    r.weight = size_weight(t, s.size);
-    r.median_us = s.median_us;
-    r.ci_low_us = s.ci_low_us;
-    r.ci_high_us = s.ci_high_us;
-    r.sol_us = s.sol_us;
-    r.pct_sol = s.pct_sol;
-    r.headroom = s.headroom;
-    r.bound = s.bound;
-    r.message = s.message;
-    if (s.raw.is_object() && s.raw.contains("harness_seconds") && s.raw["harness_seconds"].is_object())
-      o.worker_seconds += s.raw["harness_seconds"].value("total", 0.0);
-    if (s.raw.is_object() && s.raw.contains("resumed_harness_seconds") && s.raw["resumed_harness_seconds"].is_object())
-      o.resumed_seconds += s.raw["resumed_harness_seconds"].value("total", 0.0);
-    if (r.status != "ok") {
-      ok = false;
-      if (o.error.empty()) o.error = s.size + ": " + s.status + (s.failed_gate.empty() ? "" : " at " + s.failed_gate) + ": " + s.message;
-    }
-    o.sizes.push_back(r);
-  }
-  o.status = ok ? "ok" : "failed";
-  return o;
-}
-
-// The evaluation options for some of a task's sizes (the visible ones for the search, the hidden
-// ones for the grade).
-EvalOptions options_for(const std::vector<const SizeSet*>& sizes, int64_t resume, double timeout) {
-  EvalOptions eo;
-  for (auto* s : sizes) eo.sizes.push_back(s->name);
-  eo.resume_run = resume;
-  eo.timeout_s = timeout;
-  return eo;
-}
-
-EvalOptions visible_options(const Task& t, int64_t resume, double timeout) { return options_for(visible_sizes(t), resume, timeout); }
-
-}  // namespace
-
-Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
-                                   const std::string& method) {
-  if (auto u = unsupported(t, p, label)) return *u;
-  Outcome o;
-  o.label = label;
-  o.kernel = codegen::kernel_name(p);
-  CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
-  std::string origin = "agent:" + agent_;
-  if (store::Store* st = s_.store()) {
-    // The same row Session::evaluate upserts, written first so that it keeps parent and method.
-    store::CandidateRow c;
-    c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
-    c.source_hash = candidate_source_hash(j);
-    c.source = j.original;
-    c.language = "dsl";
-    c.origin = origin;
-    if (parent > 0) c.parent_id = parent;
-    c.method = method;
-    c.agent = agent_;
-    o.candidate_id = st->upsert_candidate(c);
-  }
-  EvalOptions eo = visible_options(t, resume_, timeout_s_);
-  eo.seed = search_seed(t);
-  eo.prune_above_us = prune_above_us;
-  CandidateOutcome co = s_.evaluate(t, j, label, origin, eo);
-  Outcome r = convert(t, co);
-  r.candidate_id = o.candidate_id;
-  r.kernel = o.kernel;
-  return r;
-}
-
-uint64_t SessionEvaluator::search_seed(const Task& t) {
-  auto it = search_seeds_.find(t.name);
-  if (it == search_seeds_.end()) {
-    std::random_device rd;
-    it = search_seeds_.emplace(t.name, (static_cast<uint64_t>(rd()) << 20) ^ rd()).first;
-  }
-  return it->second;
-}
-
-void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) {
-  codegen::Binding b = binding_of(t);
-  for (const dsl::Program& p : next) {
-    if (!codegen::can_implement(p, b).ok) continue;
-    CompileJob j;
-    try {
-      j = codegen::compile_job(t, p, t.name + "/prefetch.ksol");
-    } catch (const std::exception&) {
-      continue;
-    }
-    // Never wait here (the GPU would idle behind a build nobody may time): finished builds are
-    // reaped, and a hint is dropped while every slot is busy.
-    for (size_t k = 0; k < prefetching_.size();)
-      if (prefetch_done_[k]->load()) {
-        prefetching_[k].join();
-        prefetching_.erase(prefetching_.begin() + static_cast<long>(k));
-        prefetch_done_.erase(prefetch_done_.begin() + static_cast<long>(k));
-      } else {
-        ++k;
-      }
-    if (prefetching_.size() >= std::max<size_t>(1, prefetch_threads)) break;
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    prefetch_done_.push_back(done);
-    prefetching_.emplace_back([j = std::move(j), done] {
-      try {
-        compile(j);
-      } catch (const std::exception&) {
-        // the evaluation compiles it again and reports why
-      }
-      done->store(true);
-    });
-  }
-}
-
-std::pair<double, double> SessionEvaluator::device_sm() const {
-  // The session's GPU ({"cc": "9.0", "sm_count": 132, ...}), else the evaluator's default.
-  std::pair<double, double> d = Evaluator::device_sm();
-  const nlohmann::json& g = s_.device();
-  if (!g.is_object()) return d;
-  if (g.contains("cc") && g["cc"].is_string()) {
-    const std::string cc = g["cc"];
-    auto dot = cc.find('.');
-    try {
-      if (dot != std::string::npos) d.first = std::stod(cc.substr(0, dot)) * 10 + std::stod(cc.substr(dot + 1));
-    } catch (const std::exception&) {
-    }
-  }
-  if (g.contains("sm_count") && g["sm_count"].is_number()) d.second = g["sm_count"].get<double>();
-  return d;
-}
-
-SessionEvaluator::~SessionEvaluator() {
-  // A run being stopped does not wait for builds nobody will time (nvcc finishes on its own).
-  for (auto& th : prefetching_)
-    if (stop_requested()) th.detach();
-    else th.join();
-}
-
-Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
-  Outcome o;
-  o.label = label;
-  EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
-  if (eo.sizes.empty()) {
-    o.error = "the task has no hidden sizes";
-    return o;
-  }
-  // The same source as in the search, so the same candidate row: its hidden sizes join it.
-  CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
-  Outcome r = convert(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
-  r.kernel = codegen::kernel_name(p);
-  return r;
-}
-
-std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t) {
-  std::map<std::string, Outcome> out;
-  EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
-  if (eo.sizes.empty()) return out;
-  for (auto& b : t.baselines) out[b.name] = convert(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
-  return out;
-}
-
-std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
-  std::map<std::string, Outcome> out;
-  for (auto& b : t.baselines) {
-    EvalOptions eo = visible_options(t, resume_, timeout_s_);
-    eo.seed = search_seed(t);
-    CandidateOutcome co = s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo);
-    out[b.name] = convert(t, co);
-  }
-  return out;
-}
-
 double headroom_share(double remaining, double w, int left, double mean_w) {
   if (remaining <= 0 || left <= 0) return 0;
   w = std::clamp(w, 0.05, 1.0);
@@ -311,197 +122,6 @@ ProfileResult classify_profile(const std::map<std::string, double>& metrics, std
   r.summary = agents::profile::summary(metrics, th);
   history.push_back(metrics);
   return r;
-}
-
-std::optional<ProfileResult> SessionEvaluator::profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) {
-  static std::string ncu_why;
-  static const bool have_ncu = agents::profile::ncu_available(&ncu_why);
-  if (!have_ncu) {
-    if (why) *why = ncu_why;
-    return std::nullopt;
-  }
-  // The program compiled as for its evaluation (a cache hit), run once by a one-shot worker:
-  // no correctness gate, a few timed calls, under ncu with only its kernel selected.
-  CompileJob j = codegen::compile_job(t, p, t.name + "/profile.ksol");
-  CompileResult c = compile(j);
-  const SizeSet* sz = t.find_size(size);
-  if (!c.ok || !sz) {
-    if (why) *why = !c.ok ? "the program does not compile" : "no size " + size;
-    return std::nullopt;
-  }
-  Session::References refs = s_.compile_references(t);
-  nlohmann::json req = {{"op", "eval"}, {"id", 1}, {"task_dir", t.dir}, {"size", size}, {"candidate_so", c.so_path},
-                        {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
-                        {"seeds", {1, 2, 3}}, {"timing_seed", 7}, {"check", false}, {"time", true},
-                        {"timing", {{"min_samples", 3}, {"max_samples", 3}, {"warmup_calls", 1}, {"warmup_seconds", 0.0}}},
-                        {"defences_off", {"verify-timed"}}, {"size_dims", sz->dims}, {"size_options", sz->options}};
-  std::string dir = cache_dir() + "/profile";
-  std::filesystem::create_directories(dir);
-  // One file per call: searches on several GPUs profile at the same time.
-  static std::atomic<int> serial{0};
-  std::string file = dir + "/request-" + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".json";
-  write_file_atomic(file, req.dump() + "\n");
-  std::vector<std::string> worker = s_.worker_argv();
-  worker.push_back("--once");
-  worker.push_back(file);
-  // The generated kernels carry the program's kernel name, except the gemm family's: its SIMT
-  // kernel is ksol_gemm_simt and its CUTLASS one a cutlass::device_kernel instantiation. Only the
-  // selected kernels are profiled, so every row of the CSV is the candidate's.
-  const std::string regex = p.family == "gemm" ? "ksol_gemm_simt|device_kernel" : codegen::kernel_name(p);
-  ProcessResult pr = run_process(agents::profile::ncu_command(regex, worker), 600);
-  std::filesystem::remove(file);
-  std::map<std::string, double> metrics;
-  try {
-    metrics = agents::profile::parse_ncu_csv(pr.output);
-  } catch (const std::exception& e) {
-    if (why) *why = std::string("ncu gave no metrics (") + e.what() + "); exit code " + std::to_string(pr.exit_code);
-    return std::nullopt;
-  }
-  // The thresholds learn from every kernel profiled on this machine (the cache folder).
-  std::string hist_path = cache_dir() + "/profiles.jsonl";
-  static std::mutex hist_mu;  // searches on several GPUs share the file
-  std::lock_guard<std::mutex> lock(hist_mu);
-  std::vector<std::map<std::string, double>> history;
-  {
-    std::ifstream in(hist_path);
-    for (std::string line; std::getline(in, line);)
-      try {
-        history.push_back(nlohmann::json::parse(line).get<std::map<std::string, double>>());
-      } catch (const std::exception&) {
-      }
-  }
-  ProfileResult r = classify_profile(metrics, history);
-  std::ofstream(hist_path, std::ios::app) << nlohmann::json(metrics).dump() << "\n";
-  return r;
-}
-
-std::optional<ProfileResult> ScriptedEvaluator::profile(const Task&, const dsl::Program& p, const std::string&, std::string* why) {
-  std::optional<std::map<std::string, double>> m = profiler ? profiler(agents::full_schedule(p)) : std::nullopt;
-  if (!m) {
-    if (why) *why = profiler ? "the scripted profiler has no profile for this schedule" : "no scripted profiler";
-    return std::nullopt;
-  }
-  ++profiles;
-  return classify_profile(*m, profile_history);
-}
-
-// --- the scripted evaluator ------------------------------------------------------------------
-
-double ScriptedEvaluator::time_of(const codegen::Schedule& s) const {
-  double f = base_us;
-  for (auto& [key, knob] : model) {
-    std::string v;
-    for (auto& kv : s)
-      if (kv.first == key) v = kv.second;
-    if (v == knob.preferred) continue;
-    bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos &&
-               knob.preferred.find_first_not_of("0123456789") == std::string::npos;
-    if (num) f *= 1 + knob.weight * std::fabs(std::log2(std::stod(v) / std::stod(knob.preferred)));
-    else f *= 1 + knob.weight * 2;
-  }
-  return f;
-}
-
-namespace {
-double scale_of(const SizeSet& s) {
-  double n = 1;
-  for (auto& [k, v] : s.dims) n *= v;
-  return n > 0 ? n / 1e6 : 1;
-}
-}  // namespace
-
-Outcome ScriptedEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
-                                    const std::string& method) {
-  ++evaluations;
-  calls.push_back({parent, method});
-  return run_on(t, p, label, visible_sizes(t), false);
-}
-
-Outcome ScriptedEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
-  std::vector<const SizeSet*> sizes = hidden_sizes(t);
-  if (sizes.empty()) {
-    Outcome o;
-    o.label = label;
-    o.error = "the task has no hidden sizes";
-    return o;
-  }
-  return run_on(t, p, label, sizes, true);
-}
-
-std::map<std::string, Outcome> ScriptedEvaluator::baselines_hidden(const Task& t) {
-  std::vector<const SizeSet*> sizes = hidden_sizes(t);
-  return sizes.empty() ? std::map<std::string, Outcome>{} : baselines_on(sizes);
-}
-
-Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const std::string& label,
-                                  const std::vector<const SizeSet*>& sizes, bool hidden) {
-  if (auto u = unsupported(t, p, label)) {
-    u->candidate_id = evaluations;
-    return *u;
-  }
-  Outcome o;
-  o.label = label;
-  o.candidate_id = evaluations;
-  o.kernel = codegen::kernel_name(p);
-  codegen::Schedule s = agents::full_schedule(p);
-  bool failed = (fail && fail(s)) || (hidden && fail_hidden && fail_hidden(s));
-  double tm = time_of(s);
-  for (auto* sz : sizes) {
-    SizeResult r;
-    r.size = sz->name;
-    r.weight = sz->weight;
-    double sc = scale_of(*sz);
-    if (auto it = prune_above_us.find(sz->name); it != prune_above_us.end() && tm * sc > it->second) {
-      // As the worker's screen does: timed, not verified, and nothing after it evaluated.
-      r.status = "failed";
-      r.message = "screened out: " + std::to_string(tm * sc) + " us is above " + std::to_string(it->second) + " us";
-      o.sizes.push_back(r);
-      o.status = "failed";
-      o.error = "screen: " + r.message;
-      ++screened;
-      return o;
-    }
-    r.status = failed ? "failed" : "ok";
-    r.median_us = tm * sc;
-    r.ci_low_us = r.median_us * (1 - noise_frac);
-    r.ci_high_us = r.median_us * (1 + noise_frac);
-    r.sol_us = sol_us * sc;
-    r.pct_sol = r.sol_us / r.median_us;
-    r.headroom = r.median_us / r.sol_us;
-    r.bound = "memory";
-    if (failed) r.message = "scripted failure";
-    o.sizes.push_back(r);
-  }
-  o.status = failed ? "failed" : "ok";
-  if (failed) o.error = "correctness gate: scripted failure";
-  return o;
-}
-
-std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) { return baselines_on(visible_sizes(t)); }
-
-std::map<std::string, Outcome> ScriptedEvaluator::baselines_on(const std::vector<const SizeSet*>& sizes) {
-  std::map<std::string, Outcome> out;
-  for (auto& [name, us] : baseline_us) {
-    Outcome o;
-    o.label = "baseline:" + name;
-    o.status = "ok";
-    for (auto* sz : sizes) {
-      SizeResult r;
-      r.size = sz->name;
-      r.weight = sz->weight;
-      r.status = "ok";
-      double sc = scale_of(*sz);
-      r.median_us = us * sc;
-      r.ci_low_us = r.median_us * (1 - noise_frac);
-      r.ci_high_us = r.median_us * (1 + noise_frac);
-      r.sol_us = sol_us * sc;
-      r.pct_sol = r.sol_us / r.median_us;
-      r.bound = "memory";
-      o.sizes.push_back(r);
-    }
-    out[name] = o;
-  }
-  return out;
 }
 
 // --- the loop --------------------------------------------------------------------------------
@@ -523,6 +143,33 @@ Outcome fastest_per_size(const std::map<std::string, Outcome>& baselines, const 
   if (!best.sizes.empty() && best.sizes.size() == sizes.size()) best.status = "ok";
   return best;
 }
+
+double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+// The legal schedules of the seed's family (search/space.h), walked in a seeded order.
+struct SpaceWalk {
+  std::shared_ptr<const LegalSpace> space;
+  std::vector<size_t> order;  // a seeded permutation of the legal schedules
+  size_t next = 0;
+  const LegalSpace& get(const dsl::Program& seed, const codegen::Binding& b, std::mt19937_64& rng) {
+    if (!space) {
+      space = legal_space(seed, b).get();
+      order.resize(space->size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    return *space;
+  }
+};
+
+// A proposal of a generation before it is built.
+struct Pending {
+  dsl::Program program;
+  std::string schedule;  // schedule_text of the full schedule
+  int parent = -1;       // trajectory index
+  std::string method, why;
+};
+
 }  // namespace
 
 OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, agents::Agent& agent,
@@ -530,9 +177,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   OptimizeResult res;
   res.task = t.name;
   auto t0 = Clock::now();
-  auto say = [&](const std::string& line) {
-    res.log.push_back(line);
-  };
+  auto say = [&](const std::string& line) { res.log.push_back(line); };
   auto progress = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
@@ -541,7 +186,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   // Baselines: the reference the search must beat, per size the fastest.
   res.baselines = ev.baselines(t);
-  for (auto& [name, b] : res.baselines) res.worker_seconds += b.worker_seconds;
+  for (auto& [name, bo] : res.baselines) res.worker_seconds += bo.worker_seconds;
   double best_base_score = 0;
   res.baseline_best = fastest_per_size(res.baselines, visible_sizes(t));
   for (auto& [name, bo] : res.baselines)
@@ -549,16 +194,17 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       best_base_score = bo.score_us();
       res.best_baseline = name;
     }
+  res.breakdown.baselines = since(t0);
 
   auto sched_of = [](const dsl::Program& p) { return codegen::schedule_text(agents::full_schedule(p)); };
-  // The budget counts the search's own evaluations, the seed's included, not the baselines'.
+  // The budget counts the search's own work, the seed's evaluation included, not the baselines'.
   const auto t_search = Clock::now();
-  int evaluated = 0;
+  int tried = 0;
   double budget = o.budget_seconds;  // the run-wide scheduler may set it once the seed is timed
   // Evaluations reused from an interrupted run count the worker time they cost then, so that a
   // resumed search stops where the interrupted one would have, not later.
   double resumed_seconds = 0;
-  auto run = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) -> Attempt& {
+  auto new_attempt = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why, int gen) {
     Attempt a;
     a.index = static_cast<int>(res.trajectory.size());
     a.parent = parent;
@@ -566,26 +212,46 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     a.why = why;
     a.program = p;
     a.schedule = sched_of(p);
-    std::string label = "c" + std::to_string(a.index);
-    int64_t parent_id = parent >= 0 ? res.trajectory[parent].outcome.candidate_id : 0;
-    // Screening: a child slower than prune x the best at some size cannot pass the performance
-    // gate there; it is rejected after a timing pass alone, without its correctness gate.
+    a.generation = gen;
+    a.outcome.label = "c" + std::to_string(a.index);
+    a.outcome.kernel = codegen::kernel_name(p);
+    return a;
+  };
+  auto parent_id_of = [&](int parent) { return parent >= 0 ? res.trajectory[parent].outcome.candidate_id : 0; };
+  // A program evaluated in full (every gate at every visible size). Without a screen, `prune`
+  // still stops a child's evaluation after a timing pass at a size where it is far slower.
+  auto evaluate_full = [&](Attempt& a) {
+    auto tv = Clock::now();
     ev.prune_above_us.clear();
-    if (o.prune > 0 && parent >= 0 && res.best >= 0)
+    if (!ev.screens() && o.prune > 0 && a.parent >= 0 && res.best >= 0)
       for (auto& r : res.trajectory[res.best].outcome.sizes)
         if (r.status == "ok" && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
-    a.outcome = ev.evaluate(t, p, label, parent_id, method);
+    int64_t cid = a.outcome.candidate_id;
+    a.outcome = ev.evaluate(t, a.program, a.outcome.label, parent_id_of(a.parent), a.method);
+    if (!a.outcome.candidate_id) a.outcome.candidate_id = cid;
+    if (a.outcome.kernel.empty()) a.outcome.kernel = codegen::kernel_name(a.program);
+    ev.prune_above_us.clear();
+    if (!a.outcome.screened && a.outcome.error.find("screened out") != std::string::npos) a.outcome.screened = true;
+    if (a.outcome.screened) ++res.screened;
+    else ++res.verified;
     res.worker_seconds += a.outcome.worker_seconds;
     resumed_seconds += a.outcome.resumed_seconds;
-    ev.prune_above_us.clear();
-    if (a.outcome.error.find("screened out") != std::string::npos) ++res.screened;
-    a.at_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    ++evaluated;
-    res.trajectory.push_back(std::move(a));
-    return res.trajectory.back();
+    (a.parent < 0 ? res.breakdown.seed : res.breakdown.verify) += since(tv);
+    a.at_seconds = since(t0);
   };
 
-  Attempt& s0 = run(seed, -1, "seed", "the task's seed program");
+  {
+    Attempt s0 = new_attempt(seed, -1, "seed", "the task's seed program", 0);
+    BuildItem bi{&s0.program, s0.outcome.label, 0, "seed"};
+    auto tb = Clock::now();
+    std::vector<Built> bs = ev.build(t, {bi});
+    res.breakdown.build += since(tb);
+    if (!bs.empty()) s0.outcome.candidate_id = bs[0].candidate_id;
+    evaluate_full(s0);
+    ++tried;
+    res.trajectory.push_back(std::move(s0));
+  }
+  Attempt& s0 = res.trajectory[0];
   if (!s0.outcome.ok()) {
     s0.note = "seed failed: " + s0.outcome.error;
     say(s0.note);
@@ -603,166 +269,410 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   progress(t.name + ": seed " + (s0.outcome.ok() ? fmt(s0.outcome.score_us()) + " us, " + fmt(s0.outcome.pct_sol() * 100, 1) + "% SOL"
                                                   : "FAILED: " + s0.outcome.error));
 
+  // The representative size (the one that weighs most) is screened first; the others follow in
+  // order of weight for the candidates that survive it.
+  std::vector<std::string> size_order;
+  if (const SizeResult* r = s0.outcome.representative()) size_order.push_back(r->size);
+  {
+    std::vector<const SizeSet*> vs = visible_sizes(t);
+    std::stable_sort(vs.begin(), vs.end(), [](const SizeSet* x, const SizeSet* y) { return x->weight > y->weight; });
+    for (auto* s : vs)
+      if (std::find(size_order.begin(), size_order.end(), s->name) == size_order.end()) size_order.push_back(s->name);
+  }
+  std::map<std::string, double> weight_of;
+  for (auto* s : visible_sizes(t)) weight_of[s->name] = s->weight;
+
   // (parent, method) pairs that failed; a random draw is a move of its own, so its key is the
   // schedule it drew, not the shared name "random".
   std::set<std::pair<int, std::string>> failed_pairs;
-  auto move_key = [](const std::string& method, const std::string& schedule) { return method == "random" ? "random " + schedule : method; };
+  auto move_key = [](const std::string& method, const std::string& schedule) {
+    return method == "random" || method == "model" || method == "mutate" ? method + " " + schedule : method;
+  };
   std::map<int, std::optional<ProfileResult>> profiled;  // by trajectory index
   std::string no_profiler;                                // why not, once it has failed
-  std::map<std::string, int> seen;
-  seen[s0.schedule] = 0;
-  std::set<int> exhausted;
-  int since_best = 0;
+  std::set<std::string> seen = {s0.schedule};
+  CostModel model;
+  SpaceWalk walk;
+  std::map<int, double> estimate;  // trajectory index -> estimated score (us): verified, or screened relative to the best
+  if (s0.outcome.ok()) estimate[0] = s0.outcome.score_us();
+  auto rep_median = [&](const Outcome& out) {
+    for (auto& s : out.sizes)
+      if (!size_order.empty() && s.size == size_order[0] && s.status == "ok") return s.median_us;
+    return 0.0;
+  };
+  if (s0.outcome.ok() && rep_median(s0.outcome) > 0) model.observe(agents::full_schedule(s0.program), std::log(rep_median(s0.outcome)));
+  const bool expert = agent.name() == "expert";
+  const bool random_only = agent.name() == "random";
+  int since_best = 0;        // generations without a new best
+  double last_gen = 0;       // seconds the last generation took
+  std::vector<Pending> ahead;  // the next generation, proposed (and being built) while this one is verified
 
-  while (res.best >= 0) {
-    const Attempt& best = res.trajectory[res.best];
-    if (stop_requested()) { res.stop_reason = "interrupted"; break; }
-    double secs = std::chrono::duration<double>(Clock::now() - t_search).count() + resumed_seconds;
-    if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
-    if (evaluated >= o.max_candidates) { res.stop_reason = "candidates"; break; }
-    if (budget > 0 && secs >= budget) { res.stop_reason = "seconds"; break; }
-    if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }
+  // The parent's measurement as the agents see it (the profile of the parent when there is one).
+  auto profile_of = [&](int cand) {
+    const Attempt& pa = res.trajectory[cand];
+    agents::Profile prof;
+    prof.precision = t.precision;
+    std::tie(prof.sm, prof.sm_count) = ev.device_sm();
+    if (const SizeResult* r = pa.outcome.representative()) {
+      prof.bound = r->bound;
+      prof.pct_sol = r->pct_sol;
+      if (const SizeSet* sz = t.find_size(r->size)) prof.dims = sz->dims;
+      // Verified parents are profiled once, at the size that weighs most; the class then comes
+      // from its metrics instead of the roofline. A profiler that cannot run is said once.
+      if (o.profile && pa.outcome.ok() && !profiled.count(cand)) {
+        auto tp = Clock::now();
+        std::string why;
+        std::optional<ProfileResult> pr = no_profiler.empty() ? ev.profile(t, pa.program, r->size, &why) : std::nullopt;
+        res.breakdown.profile += since(tp);
+        if (pr) {
+          say("profile c" + std::to_string(cand) + " at " + r->size + ": " + pr->bottleneck + " (" + pr->why + "; thresholds " + pr->thresholds + ")");
+          profiled[cand] = *pr;
+        } else {
+          if (no_profiler.empty()) say("profile: none (" + why + "); the roofline classifies");
+          no_profiler = why.empty() ? "unavailable" : why;
+          profiled[cand] = std::nullopt;
+        }
+      }
+      if (auto it = profiled.find(cand); it != profiled.end() && it->second) {
+        prof.metrics = it->second->metrics;
+        prof.bottleneck = it->second->bottleneck;
+        prof.source = "Nsight Compute, thresholds " + it->second->thresholds;
+        prof.summary = it->second->summary;
+      }
+    }
+    return prof;
+  };
 
-    // The population: elites (fastest verified) and diverse members (most knobs unlike the best).
+  // One generation's proposals: the agent's moves from the best and the other elites, then (for
+  // the expert) one-knob mutations of the fastest schedules seen, the cost model's best guesses
+  // over the untried space, and uniform draws, so that the space is covered, not only walked.
+  auto propose = [&](size_t n, int gen) {
+    auto tp = Clock::now();
+    std::vector<Pending> out;
+    std::set<std::string> taken;
+    auto add = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) {
+      if (out.size() >= n) return false;
+      std::string st = sched_of(p);
+      if (seen.count(st) || taken.count(st)) return false;
+      if (failed_pairs.count({parent, move_key(method, st)})) return false;
+      if (!codegen::can_implement(p, b).ok) return false;
+      taken.insert(st);
+      out.push_back({p, st, parent, method, why});
+      return true;
+    };
+    // The population: verified candidates by score, the best first.
     std::vector<int> ok;
     for (auto& a : res.trajectory)
       if (a.outcome.ok()) ok.push_back(a.index);
-    std::stable_sort(ok.begin(), ok.end(), [&](int x, int y) {
-      return res.trajectory[x].outcome.score_us() < res.trajectory[y].outcome.score_us();
-    });
-    std::vector<int> pop(ok.begin(), ok.begin() + std::min(ok.size(), o.elites));
-    auto bs = agents::full_schedule(best.program);
-    std::vector<std::pair<int, int>> far;
-    for (int i : ok) {
-      if (std::find(pop.begin(), pop.end(), i) != pop.end()) continue;
-      auto s = agents::full_schedule(res.trajectory[i].program);
-      int d = 0;
-      for (size_t k = 0; k < s.size() && k < bs.size(); ++k) d += s[k] != bs[k];
-      far.push_back({-d, i});
-    }
-    std::stable_sort(far.begin(), far.end());
-    for (size_t k = 0; k < far.size() && k < o.diverse; ++k) pop.push_back(far[k].second);
-    if (std::find(pop.begin(), pop.end(), res.best) == pop.end()) pop.insert(pop.begin(), res.best);
-
-    // Parent: the best, or (as in GPU Kernel Scientist) now and then a reference version.
-    std::vector<int> order;
+    std::stable_sort(ok.begin(), ok.end(), [&](int x, int y) { return res.trajectory[x].outcome.score_us() < res.trajectory[y].outcome.score_us(); });
+    std::vector<int> parents = {res.best};
+    for (int i : ok)
+      if (i != res.best && parents.size() < o.elites) parents.push_back(i);
+    // Now and then (as in GPU Kernel Scientist) a reference version proposes first.
     std::uniform_real_distribution<double> u(0, 1);
-    if (pop.size() > 1 && u(rng) < o.reference_parent_prob) {
-      std::vector<int> others;
-      for (int i : pop)
-        if (i != res.best) others.push_back(i);
-      order.push_back(others[std::uniform_int_distribution<size_t>(0, others.size() - 1)(rng)]);
-    }
-    order.push_back(res.best);
-    for (int i : pop) order.push_back(i);
-
-    int parent = -1;
-    std::optional<agents::Proposal> pick;
-    for (int cand : order) {
-      if (exhausted.count(cand)) continue;
-      const Attempt& pa = res.trajectory[cand];
-      agents::Profile prof;
-      prof.precision = t.precision;
-      std::tie(prof.sm, prof.sm_count) = ev.device_sm();
-      if (const SizeResult* r = pa.outcome.representative()) {
-        prof.bound = r->bound;
-        prof.pct_sol = r->pct_sol;
-        if (const SizeSet* sz = t.find_size(r->size)) prof.dims = sz->dims;
-        // Each parent is profiled once, at the size that weighs most; the class then comes from
-        // its metrics instead of the roofline. A profiler that cannot run is said once per task.
-        if (o.profile && !profiled.count(cand)) {
-          std::string why;
-          std::optional<ProfileResult> pr = no_profiler.empty() ? ev.profile(t, pa.program, r->size, &why) : std::nullopt;
-          if (pr) {
-            say("profile c" + std::to_string(cand) + " at " + r->size + ": " + pr->bottleneck + " (" + pr->why + "; thresholds " + pr->thresholds + ")");
-            profiled[cand] = *pr;
-          } else {
-            if (no_profiler.empty()) say("profile: none (" + why + "); the roofline classifies");
-            no_profiler = why.empty() ? "unavailable" : why;
-            profiled[cand] = std::nullopt;
-          }
-        }
-        if (auto it = profiled.find(cand); it != profiled.end() && it->second) {
-          prof.metrics = it->second->metrics;
-          prof.bottleneck = it->second->bottleneck;
-          prof.source = "Nsight Compute, thresholds " + it->second->thresholds;
-          prof.summary = it->second->summary;
-        }
-      }
+    if (parents.size() > 1 && u(rng) < o.reference_parent_prob) std::swap(parents[0], parents[1 + rng() % (parents.size() - 1)]);
+    size_t agent_share = random_only ? 0 : expert ? std::max<size_t>(1, (n + 1) / 2) : n;
+    for (int cand : parents) {
+      if (out.size() >= agent_share) break;
       std::set<std::string> exclude;
       for (auto& [pp, m] : failed_pairs)
         if (pp == cand) exclude.insert(m);
       std::vector<std::string> alog;
-      std::vector<agents::Proposal> props = agent.propose(pa.program, prof, b, exclude, &alog);
+      std::vector<agents::Proposal> props = agent.propose(res.trajectory[cand].program, profile_of(cand), b, exclude, &alog);
       for (auto& l : alog) say("[parent c" + std::to_string(cand) + "] " + l);
-      std::string grand = pa.parent >= 0 ? res.trajectory[pa.parent].schedule : "";
-      std::vector<dsl::Program> after_pick;  // the parent's next proposals, to build while the pick runs
+      // The first parent may fill the agent's share; the others get what is left, a few each.
+      size_t cap = cand == parents[0] ? agent_share : std::min(agent_share, out.size() + std::max<size_t>(1, n / 8));
       for (auto& p : props) {
-        std::string st = codegen::schedule_text(p.schedule);
-        if (failed_pairs.count({cand, move_key(p.method, st)})) continue;
-        if (!grand.empty() && st == grand) {
-          if (!pick)
-            say("[parent c" + std::to_string(cand) + "] oscillation skipped: " + p.method + " would return to c" +
-                std::to_string(pa.parent) + " {" + st + "}");
-          continue;
-        }
-        if (seen.count(st) || (pick && codegen::schedule_text(pick->schedule) == st)) continue;
-        if (!pick) {
-          pick = p;
-          continue;
-        }
-        if (after_pick.size() < o.prefetch) after_pick.push_back(p.program);
+        if (out.size() >= cap) break;
+        add(p.program, cand, p.method, p.why);
       }
-      if (pick) {
-        parent = cand;
-        if (!after_pick.empty()) ev.prefetch(t, after_pick);
-        break;
-      }
-      exhausted.insert(cand);
-      say("parent c" + std::to_string(cand) + " exhausted: every proposal was tried, failed or refused");
     }
-    if (!pick) { res.stop_reason = "exhausted"; break; }
+    if ((!random_only && !expert) || out.size() >= n) {
+      // An LLM's proposals are its own alone, so that a comparison between agents stays one.
+      res.breakdown.propose += since(tp);
+      return out;
+    }
+    const LegalSpace& sp = walk.get(seed, b, rng);
+    auto from_space = [&](size_t i) { return codegen::with_schedule(seed, sp.schedule(walk.order[i])); };
+    if (expert) {
+      // Mutations: one knob of one of the fastest schedules so far moved to a neighbouring value
+      // of its grid (both neighbours of a number, every other value of a choice).
+      std::vector<std::pair<double, int>> fastest;
+      for (auto& [i, us] : estimate) fastest.push_back({us, i});
+      std::sort(fastest.begin(), fastest.end());
+      size_t mut_cap = out.size() + std::max<size_t>(1, n / 4);
+      std::vector<std::pair<int, codegen::Schedule>> muts;
+      for (size_t f = 0; f < fastest.size() && f < 3; ++f) {
+        int pi = fastest[f].second;
+        codegen::Schedule s = agents::full_schedule(res.trajectory[pi].program);
+        for (size_t k = 0; k < s.size(); ++k) {
+          auto g = std::find(sp.keys.begin(), sp.keys.end(), s[k].first);
+          if (g == sp.keys.end()) continue;
+          const std::vector<std::string>& grid = sp.grids[static_cast<size_t>(g - sp.keys.begin())];
+          auto at = std::find(grid.begin(), grid.end(), s[k].second);
+          bool numeric = !grid.empty() && grid[0].find_first_not_of("0123456789") == std::string::npos;
+          for (size_t v = 0; v < grid.size(); ++v) {
+            if (grid[v] == s[k].second) continue;
+            if (numeric && at != grid.end() && std::abs(static_cast<long>(v) - static_cast<long>(at - grid.begin())) > 1) continue;
+            codegen::Schedule m = s;
+            m[k].second = grid[v];
+            muts.push_back({pi, m});
+          }
+        }
+      }
+      std::shuffle(muts.begin(), muts.end(), rng);
+      for (auto& [pi, m] : muts) {
+        if (out.size() >= mut_cap) break;
+        add(codegen::with_schedule(res.trajectory[pi].program, m), pi, "mutate",
+            "one knob of c" + std::to_string(pi) + " (one of the fastest so far) moved to a neighbouring value");
+      }
+      // The cost model's guesses: the untried schedules it ranks fastest, out of a sample.
+      if (model.observations() >= 6 && sp.size() > 0) {
+        model.fit();
+        size_t model_cap = out.size() + std::max<size_t>(1, n / 4);
+        std::vector<std::pair<double, size_t>> ranked;
+        for (size_t k = walk.next, m = 0; k < walk.order.size() && m < 4096; ++k, ++m)
+          ranked.push_back({model.predict(sp.schedule(walk.order[k])), k});
+        std::sort(ranked.begin(), ranked.end());
+        for (auto& [pred, k] : ranked) {
+          if (out.size() >= model_cap) break;
+          add(from_space(k), res.best, "model",
+              "ranked fastest by the cost model fitted on " + std::to_string(model.observations()) + " screened schedules (predicted " +
+                  fmt(std::exp(pred)) + " us at " + size_order[0] + ")");
+        }
+      }
+    }
+    // Uniform draws without replacement from the legal space fill the rest.
+    while (out.size() < n && walk.next < walk.order.size())
+      add(from_space(walk.next++), res.best, "random", "drawn uniformly (without replacement) from " + std::to_string(sp.size()) + " legal schedules");
+    res.breakdown.propose += since(tp);
+    return out;
+  };
 
-    Attempt& a = run(pick->program, parent, pick->method, pick->why);
-    seen[a.schedule] = a.index;
-    const Attempt& cur = res.trajectory[res.best];
-    if (a.outcome.error.find("screened out") != std::string::npos) {
-      // Slower than the best, like an unaccepted child; its move may still pay off from another
-      // parent, so the (parent, method) pair is not marked failed. Unverified, it joins no population.
-      a.note = "screened out: " + a.outcome.error;
-      ++since_best;
-    } else if (!a.outcome.ok()) {
-      failed_pairs.insert({parent, move_key(a.method, a.schedule)});
-      a.note = "failed: " + a.outcome.error;
-      ++since_best;
-    } else {
-      double cs = a.outcome.score_us(), bsc = cur.outcome.score_us();
-      double clo = cur.outcome.ci_low_us(), chi = a.outcome.ci_high_us();
-      bool faster = cs * o.gamma <= bsc;
-      bool ci = clo > 0 && chi > 0;
-      bool pass = faster && (!ci || chi < clo / o.gamma);
-      if (pass) {
-        a.accepted = true;
-        a.note = "new best: " + fmt(bsc / cs, 3) + "x over c" + std::to_string(res.best);
-        res.best = a.index;
-        since_best = 0;
-      } else {
-        a.note = "kept c" + std::to_string(res.best) + ": " + fmt(bsc / cs, 3) + "x < gamma " + fmt(o.gamma, 2) +
-                 (faster && ci ? " with overlapping CIs" : "");
-        ++since_best;
+  // Builds pending proposals into attempts (compile failures are verdicts already).
+  auto build_all = [&](std::vector<Pending>& pend, int gen) {
+    std::vector<int> made;
+    std::vector<BuildItem> items;
+    for (auto& p : pend) {
+      Attempt a = new_attempt(p.program, p.parent, p.method, p.why, gen);
+      seen.insert(a.schedule);
+      res.trajectory.push_back(std::move(a));
+      made.push_back(res.trajectory.back().index);
+    }
+    for (int i : made) {
+      Attempt& a = res.trajectory[i];
+      items.push_back({&a.program, a.outcome.label, parent_id_of(a.parent), a.method});
+    }
+    auto tb = Clock::now();
+    std::vector<Built> bs = ev.build(t, items);
+    res.breakdown.build += since(tb);
+    for (size_t k = 0; k < made.size() && k < bs.size(); ++k) {
+      Attempt& a = res.trajectory[made[k]];
+      a.outcome.candidate_id = bs[k].candidate_id;
+      if (!bs[k].ok) {
+        a.outcome.status = "failed";
+        a.outcome.error = "compile gate: " + bs[k].error.substr(0, 2000);
+        a.note = "failed: " + a.outcome.error;
+        failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
+        a.at_seconds = since(t0);
       }
     }
+    tried += static_cast<int>(made.size());
+    return made;
+  };
+
+  // The gamma gate: a verified child replaces the best only when faster by gamma, its CI clear.
+  auto gate = [&](Attempt& a) {
+    const Attempt& cur = res.trajectory[res.best];
+    if (a.outcome.screened) {
+      a.note = "screened out: " + a.outcome.error;
+      return;
+    }
+    if (!a.outcome.ok()) {
+      failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
+      a.note = "failed: " + a.outcome.error;
+      return;
+    }
+    estimate[a.index] = a.outcome.score_us();
+    if (double m = rep_median(a.outcome); m > 0) model.observe(agents::full_schedule(a.program), std::log(m));
+    double cs = a.outcome.score_us(), bsc = cur.outcome.score_us();
+    double clo = cur.outcome.ci_low_us(), chi = a.outcome.ci_high_us();
+    bool faster = cs * o.gamma <= bsc;
+    bool ci = clo > 0 && chi > 0;
+    if (faster && (!ci || chi < clo / o.gamma)) {
+      a.accepted = true;
+      a.note = "new best: " + fmt(bsc / cs, 3) + "x over c" + std::to_string(res.best);
+      res.best = a.index;
+    } else {
+      a.note = "kept c" + std::to_string(res.best) + ": " + fmt(bsc / cs, 3) + "x < gamma " + fmt(o.gamma, 2) +
+               (faster && ci ? " with overlapping CIs" : "");
+    }
+  };
+
+  int gen = 0;
+  while (res.best >= 0) {
+    const Attempt& best = res.trajectory[res.best];
+    double secs = since(t_search) + resumed_seconds;
+    if (stop_requested()) { res.stop_reason = "interrupted"; break; }
+    if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
+    if (tried >= o.max_candidates) { res.stop_reason = "candidates"; break; }
+    if (budget > 0 && (secs >= budget || (last_gen > 0 && budget - secs < 0.5 * last_gen))) { res.stop_reason = "seconds"; break; }
+    if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }
+    auto tg = Clock::now();
+    ++gen;
+    const bool screening = ev.screens();
+    size_t n = std::min<size_t>(screening ? std::max<size_t>(1, o.batch) : 1, static_cast<size_t>(o.max_candidates - tried));
+    std::vector<Pending> pend = std::move(ahead);
+    ahead.clear();
+    // Proposals made ahead may have been tried since: drop those.
+    pend.erase(std::remove_if(pend.begin(), pend.end(), [&](const Pending& p) { return seen.count(p.schedule) > 0; }), pend.end());
+    if (pend.size() > n) pend.resize(n);
+    if (pend.size() < n) {
+      for (auto& p : pend) seen.insert(p.schedule);
+      std::vector<Pending> more = propose(n - pend.size(), gen);
+      for (auto& p : pend) seen.erase(p.schedule);
+      for (auto& p : more) pend.push_back(std::move(p));
+    }
+    if (pend.empty()) { res.stop_reason = "exhausted"; break; }
+    std::vector<int> made = build_all(pend, gen);
+    const int best_before = res.best;
+    std::vector<int> finalists;
+    if (!screening) {
+      for (int i : made)
+        if (res.trajectory[i].note.empty()) finalists.push_back(i);
+    } else {
+      // 1. The screen at the representative size, the best timed beside them.
+      std::vector<int> live;
+      for (int i : made)
+        if (res.trajectory[i].note.empty()) live.push_back(i);
+      std::map<int, double> sum_wlog, sum_w;  // per candidate: weighted log ratio to the best, over the sizes screened
+      for (size_t si = 0; si < size_order.size() && !live.empty() && !stop_requested(); ++si) {
+        const std::string& size = size_order[si];
+        std::vector<BuildItem> items;
+        items.push_back({&res.trajectory[res.best].program, res.trajectory[res.best].outcome.label, 0, "best"});
+        for (int i : live) items.push_back({&res.trajectory[i].program, res.trajectory[i].outcome.label, parent_id_of(res.trajectory[i].parent), res.trajectory[i].method});
+        double ws = 0;
+        auto ts = Clock::now();
+        std::vector<ScreenTime> st = ev.screen(t, items, size, &ws);
+        res.breakdown.screen += since(ts);
+        res.worker_seconds += ws;
+        double ref = !st.empty() && st[0].status == "ok" ? st[0].median_us : 0;
+        if (ref <= 0)
+          for (auto& r : res.trajectory[res.best].outcome.sizes)
+            if (r.size == size && r.status == "ok") ref = r.median_us;
+        std::vector<std::pair<double, int>> ranked;
+        for (size_t k = 0; k < live.size(); ++k) {
+          Attempt& a = res.trajectory[live[k]];
+          const ScreenTime& s = k + 1 < st.size() ? st[k + 1] : ScreenTime{};
+          a.screened_at += (a.screened_at.empty() ? "" : ",") + size;
+          if (s.status != "ok" || ref <= 0) {
+            // It did not run here (an error, a crash, a refusal at run time): a failure of the
+            // program, not a ranking.
+            a.outcome.status = "failed";
+            a.outcome.error = "screen at " + size + ": " + (s.message.empty() ? "no time" : s.message);
+            a.note = "failed: " + a.outcome.error;
+            failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
+            ev.record_screened(t, a.outcome.candidate_id, size, s, a.outcome.error);
+            continue;
+          }
+          double w = weight_of.count(size) ? weight_of[size] : 1.0;
+          sum_wlog[a.index] += w * std::log(s.median_us / ref);
+          sum_w[a.index] += w;
+          if (si == 0) {
+            // The model learns absolute times at the representative size: the ratio to the best's
+            // verified time there.
+            double best_rep = rep_median(res.trajectory[res.best].outcome);
+            if (best_rep > 0) model.observe(agents::full_schedule(a.program), std::log(best_rep * s.median_us / ref));
+          }
+          ranked.push_back({std::exp(sum_wlog[a.index] / sum_w[a.index]), a.index});
+        }
+        std::sort(ranked.begin(), ranked.end());
+        std::vector<int> keep;
+        for (auto& [ratio, i] : ranked) {
+          Attempt& a = res.trajectory[i];
+          a.screen_ratio = ratio;
+          estimate[i] = ratio * res.trajectory[res.best].outcome.score_us();
+          bool within = ratio <= o.screen_keep && keep.size() < (si == 0 ? o.contenders : ranked.size());
+          if (within) {
+            keep.push_back(i);
+            continue;
+          }
+          a.outcome.status = "failed";
+          a.outcome.screened = true;
+          a.outcome.error = "screened out at " + size + ": " + fmt(ratio, 3) + "x the best's time (c" + std::to_string(res.best) +
+                            ") over the sizes screened" + (ratio <= o.screen_keep ? ", behind " + std::to_string(o.contenders) + " faster ones" : "") +
+                            "; not verified";
+          a.note = "screened out: " + a.outcome.error;
+          ++res.screened;
+          ScreenTime s;
+          ev.record_screened(t, a.outcome.candidate_id, size, s, a.outcome.error);
+          a.at_seconds = since(t0);
+        }
+        live = keep;
+      }
+      // 2. The finalists: those the screens put ahead of the best by at least half of gamma's
+      // margin, fastest first; the rest stay unverified.
+      double finalist_ratio = 1.0 / (1.0 + (o.gamma - 1.0) / 2.0);
+      for (int i : live) {
+        Attempt& a = res.trajectory[i];
+        if (a.screen_ratio <= finalist_ratio && finalists.size() < o.finalists) {
+          finalists.push_back(i);
+          continue;
+        }
+        a.outcome.status = "failed";
+        a.outcome.screened = true;
+        a.outcome.error = "screened out: " + fmt(a.screen_ratio, 3) + "x the best's time over every visible size, " +
+                          (a.screen_ratio <= finalist_ratio ? "behind the generation's finalists" : "not enough to pass the gate (gamma " + fmt(o.gamma, 2) + ")") +
+                          "; not verified";
+        a.note = "screened out: " + a.outcome.error;
+        ++res.screened;
+        ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
+        a.at_seconds = since(t0);
+      }
+    }
+    // 3. The next generation is proposed and built in the background while the finalists run.
+    if (o.prefetch && screening && res.trajectory.size() < static_cast<size_t>(o.max_candidates) + 1000) {
+      ahead = propose(std::min<size_t>(std::max<size_t>(1, o.batch), static_cast<size_t>(std::max(0, o.max_candidates - tried))), gen + 1);
+      std::vector<dsl::Program> progs;
+      for (auto& p : ahead) progs.push_back(p.program);
+      if (!progs.empty()) ev.prefetch(t, progs);
+    }
+    // 4. The finalists in full, each against the best at that moment.
+    for (int i : finalists) {
+      if (stop_requested()) break;
+      Attempt& a = res.trajectory[i];
+      evaluate_full(a);
+      gate(a);
+    }
+    for (int i : made)
+      if (res.trajectory[i].at_seconds == 0) res.trajectory[i].at_seconds = since(t0);
+    since_best = res.best != best_before ? 0 : since_best + 1;
+    last_gen = since(tg);
+    res.generations = gen;
     const Attempt& nb = res.trajectory[res.best];
-    double secs2 = std::chrono::duration<double>(Clock::now() - t_search).count();
     double sp = speedup(res.baseline_best, nb.outcome);
-    progress(t.name + ": [" + std::to_string(evaluated) + "/" + std::to_string(o.max_candidates) + "] c" + std::to_string(a.index) +
-             " <- c" + std::to_string(parent) + " " + a.method + " {" + a.schedule + "}: " +
-             (a.outcome.ok() ? fmt(a.outcome.score_us()) + " us"
-                              : a.outcome.error.find("screened out") != std::string::npos ? "screened out (slower than the best)" : "FAILED") + "; best c" + std::to_string(res.best) + " " +
-             fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
-             fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL" +
-             (budget > 0 ? ", " + fmt(std::max(0.0, budget - secs2), 0) + " s left" : ""));
+    int screened_now = 0, failed_now = 0;
+    for (int i : made) {
+      if (res.trajectory[i].outcome.screened) ++screened_now;
+      else if (!res.trajectory[i].outcome.ok()) ++failed_now;
+    }
+    double secs2 = since(t_search);
+    std::string line = t.name + ": gen " + std::to_string(gen) + ": " + std::to_string(made.size()) + " tried (" + std::to_string(screened_now) +
+                       " screened out, " + std::to_string(failed_now) + " failed, " + std::to_string(finalists.size()) + " verified); best c" +
+                       std::to_string(res.best) + " " + fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
+                       fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL; " + std::to_string(tried) + " tried in " + fmt(secs2, 0) + " s (" +
+                       fmt(secs2 > 0 ? 60.0 * tried / secs2 : 0, 0) + "/min)" + (budget > 0 ? ", " + fmt(std::max(0.0, budget - secs2), 0) + " s left" : "");
+    if (res.best != best_before) line += "; new best: " + res.trajectory[res.best].note;
+    progress(line);
+    // Without a screen each proposal is one generation; its own line says what became of it.
+    if (!screening)
+      for (int i : made) {
+        const Attempt& a = res.trajectory[i];
+        say("c" + std::to_string(i) + " <- c" + std::to_string(a.parent) + " " + a.method + " {" + a.schedule + "}: " + a.note);
+      }
   }
+  // Proposals made ahead and never tried are not candidates: nothing of them is reported.
+  res.search_seconds = since(t_search);
 
   // The answer: the best verified candidate unless a baseline is faster.
   if (res.best >= 0 && res.baseline_best.ok()) {
@@ -774,6 +684,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   // The grade on the hidden sizes, which the search never saw. A returned kernel that fails
   // there is not returned: the result is the baseline (never less correct than it). Its speed
   // there is reported, not used to choose (that would tune to the hidden sizes).
+  auto tgr = Clock::now();
   if (!res.use_baseline && res.best >= 0) {
     if (stop_requested()) {
       res.hidden_note = "not graded: the run was interrupted";
@@ -801,6 +712,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
                (res.hidden_speedup > 0 ? ", " + fmt(res.hidden_speedup, 2) + "x vs best baseline" : ""));
     }
   }
+  res.breakdown.grade = since(tgr);
   const Outcome& final_out = res.use_baseline ? res.baseline_best : res.trajectory[res.best].outcome;
   res.speedup_vs_baseline = res.use_baseline ? (res.baseline_best.ok() ? 1.0 : 0.0) : speedup(res.baseline_best, final_out);
   if (res.baselines.count("naive")) res.speedup_vs_naive = speedup(res.baselines["naive"], final_out);
@@ -809,7 +721,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     // baseline_best mixes baselines per size; its pct_sol still comes from each size.
     res.pct_sol_after = wgeo(res.baseline_best, &SizeResult::pct_sol);
   }
-  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  res.seconds = since(t0);
   res.resumed_seconds = resumed_seconds;
   res.budget_seconds = budget;
   return res;
@@ -818,14 +730,23 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 nlohmann::json OptimizeResult::to_json() const {
   using nlohmann::json;
   json traj = json::array();
-  for (auto& a : trajectory)
-    traj.push_back({{"index", a.index}, {"parent", a.parent}, {"method", a.method}, {"schedule", a.schedule},
-                    {"status", a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
-                    {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
-                    {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}});
-  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"seconds", seconds}, {"budget_seconds", budget_seconds},
+  for (auto& a : trajectory) {
+    json j = {{"index", a.index}, {"parent", a.parent}, {"method", a.method}, {"schedule", a.schedule}, {"generation", a.generation},
+              {"status", a.outcome.screened ? "screened" : a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
+              {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
+              {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}};
+    if (a.screen_ratio > 0) j["screen"] = {{"ratio_to_best", a.screen_ratio}, {"sizes", a.screened_at}};
+    traj.push_back(j);
+  }
+  double per_min = search_seconds > 0 ? 60.0 * static_cast<double>(trajectory.size()) / search_seconds : 0.0;
+  json j = {{"task", task}, {"stop_reason", stop_reason}, {"candidates", trajectory.size()}, {"screened", screened}, {"verified", verified},
+            {"generations", generations}, {"seconds", seconds}, {"search_seconds", search_seconds}, {"budget_seconds", budget_seconds},
+            {"candidates_per_minute", per_min},
             {"worker_seconds", worker_seconds}, {"resumed_seconds", resumed_seconds},
             {"candidates_per_worker_minute", worker_seconds > 0 ? 60.0 * static_cast<double>(trajectory.size()) / worker_seconds : 0.0},
+            {"breakdown_seconds", {{"baselines", breakdown.baselines}, {"seed", breakdown.seed}, {"build", breakdown.build},
+                                   {"screen", breakdown.screen}, {"verify", breakdown.verify}, {"profile", breakdown.profile},
+                                   {"propose", breakdown.propose}, {"grade_hidden", breakdown.grade}}},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},
@@ -839,7 +760,23 @@ nlohmann::json OptimizeResult::to_json() const {
   }
   j["hidden"] = {{"note", hidden_note}, {"status", hidden.sizes.empty() ? "not_graded" : hidden.status},
                  {"speedup_vs_best_baseline", hidden_speedup}, {"sizes", hs}};
-  if (const Attempt* b = best_attempt()) {
+  // Per visible size: the returned kernel's time and %SOL beside the fastest baseline's, what the
+  // report leads with.
+  json per = json::array();
+  const Attempt* b = best_attempt();
+  for (auto& bs : baseline_best.sizes) {
+    json row = {{"size", bs.size}, {"best_baseline_us", bs.median_us}, {"best_baseline_pct_sol", bs.pct_sol * 100}};
+    if (b && !use_baseline)
+      for (auto& s : b->outcome.sizes)
+        if (s.size == bs.size && s.status == "ok") {
+          row["returned_us"] = s.median_us;
+          row["returned_pct_sol"] = s.pct_sol * 100;
+          row["speedup"] = s.median_us > 0 ? bs.median_us / s.median_us : 0;
+        }
+    per.push_back(row);
+  }
+  j["sizes"] = per;
+  if (b) {
     j["best"] = {{"index", b->index}, {"kernel", b->outcome.kernel}, {"program", dsl::print_source(b->program)},
                  {"schedule", b->schedule}, {"score_us", b->outcome.score_us()}, {"candidate_id", b->outcome.candidate_id}};
   }

@@ -21,6 +21,7 @@
 
 #include "agents/expert.h"
 #include "codegen/codegen.h"
+#include "compile/compiler.h"
 #include "dsl/ir.h"
 #include "task/task.h"
 
@@ -55,6 +56,7 @@ struct Outcome {
   std::string status = "failed";  // ok when every size is ok
   std::string error;              // why not ok
   std::vector<SizeResult> sizes;
+  bool screened = false;          // rejected by the search's screen (timed, never verified): not a failure of the program
   int64_t candidate_id = 0;       // the store's id (0 without a store)
   std::string kernel;             // the generated kernel's name
   double worker_seconds = 0;      // the worker's wall time over its sizes (GPU held), 0 when unknown
@@ -82,9 +84,49 @@ struct ProfileResult {
   std::string summary;
 };
 
+// A program of a batch, as the loop hands it to the evaluator before it is timed.
+struct BuildItem {
+  const dsl::Program* program = nullptr;
+  std::string label;       // c<index>
+  int64_t parent_id = 0;   // the parent's candidate_id (0: none)
+  std::string method;      // the card, or mutate, model, random, seed
+};
+struct Built {
+  bool ok = true;
+  std::string error;       // the compile gate's message when not ok
+  int64_t candidate_id = 0;
+  double seconds = 0;      // wall time of its build (0: a cache hit or no compiler)
+};
+// One program timed by a screen at one size (timing only: nothing was checked).
+struct ScreenTime {
+  std::string status = "failed";  // ok | failed (it did not run: returned an error, crashed, ...)
+  double median_us = 0, ci_low_us = 0, ci_high_us = 0;
+  int samples = 0;
+  bool dropped = false;           // far slower than the fastest after its first round
+  std::string message;
+};
+
 class Evaluator {
  public:
   virtual ~Evaluator() = default;
+  // Builds a batch of programs (compiled together on every core) and registers them; a failure
+  // is data. The default builds nothing: evaluate compiles.
+  virtual std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) {
+    (void)t;
+    return std::vector<Built>(items.size());
+  }
+  // Whether screen() times programs; without it the loop evaluates every candidate in full.
+  virtual bool screens() const { return false; }
+  // Times built programs at one size in one call (timing only, interleaved): the loop's cheap
+  // first answer, which can only reject. `worker_seconds` receives the call's GPU wall time.
+  virtual std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) {
+    (void)t, (void)size, (void)worker_seconds;
+    return std::vector<ScreenTime>(items.size());
+  }
+  // Records that a candidate was screened out (or failed to run in a screen) at a size.
+  virtual void record_screened(const Task& t, int64_t candidate_id, const std::string& size, const ScreenTime& st, const std::string& why) {
+    (void)t, (void)candidate_id, (void)size, (void)st, (void)why;
+  }
   // Profiles a verified program at one size; nullopt with `why` when it cannot (no profiler, no
   // ncu, the run failed): the search then classifies by the roofline.
   virtual std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) {
@@ -158,12 +200,19 @@ class SessionEvaluator : public Evaluator {
   // that finds every slot busy is dropped, never waited for), for the compile cache; failures
   // are left for the evaluation.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
+  // Compiles the batch with compile_all on every core (after any prefetch in flight finishes) and
+  // writes each candidate's store row with its parent, method and agent.
+  std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
+  bool screens() const override { return true; }
+  std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
+  void record_screened(const Task& t, int64_t candidate_id, const std::string& size, const ScreenTime& st, const std::string& why) override;
   ~SessionEvaluator() override;
   std::pair<double, double> device_sm() const override;
   size_t prefetch_threads = 4;
 
  private:
   std::map<std::string, uint64_t> search_seeds_;
+  std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
   std::vector<std::thread> prefetching_;
   std::vector<std::shared_ptr<std::atomic<bool>>> prefetch_done_;  // set by each build when it ends
   Session& s_;
@@ -193,8 +242,14 @@ class ScriptedEvaluator : public Evaluator {
   std::function<std::optional<std::map<std::string, double>>(const codegen::Schedule&)> profiler;
   std::vector<std::map<std::string, double>> profile_history;
   int profiles = 0;
+  std::function<bool(const codegen::Schedule&)> fail_compile;  // schedules whose build fails
+  std::function<bool(const codegen::Schedule&)> fail_run;      // schedules that fail to run (a screen sees it too)
+  bool can_screen = true;            // false: like an evaluator without a screen
+  double screen_noise_frac = 0.0;    // a screen's time is off by up to this fraction (seeded per schedule)
   int evaluations = 0;
   int screened = 0;                                    // evaluations stopped by prune_above_us
+  int screen_calls = 0, screened_programs = 0, builds = 0;
+  std::vector<std::string> screen_sizes;               // the size of every screen call, in order
   std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
 
   double time_of(const codegen::Schedule& s) const;
@@ -204,6 +259,9 @@ class ScriptedEvaluator : public Evaluator {
   Outcome grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) override;
   std::map<std::string, Outcome> baselines_hidden(const Task& t) override;
   std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
+  std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
+  bool screens() const override { return can_screen; }
+  std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
 
  private:
   Outcome run_on(const Task& t, const dsl::Program& p, const std::string& label, const std::vector<const SizeSet*>& sizes, bool hidden);
@@ -214,14 +272,22 @@ class ScriptedEvaluator : public Evaluator {
 ProfileResult classify_profile(const std::map<std::string, double>& metrics, std::vector<std::map<std::string, double>>& history);
 
 struct OptimizeOptions {
-  int max_candidates = 40;       // evaluations of programs, the seed included
+  int max_candidates = 1000;     // programs tried (built, screened or evaluated), the seed included
   double budget_seconds = 0;     // 0: no time limit; counts the seed and the children, not the baselines
   double target_sol = 0.9;       // stop when the best reaches this %SOL (0..1); 0: never
-  int plateau = 12;              // stop after this many evaluations without a new best
+  int plateau = 4;               // stop after this many generations without a new best
+  // A generation: `batch` proposals built together, screened at the representative size with
+  // the best, the `contenders` fastest screened at the other sizes too (successive halving),
+  // and at most `finalists` of those evaluated in full (every gate, every visible size). Without
+  // an evaluator's screen, each proposal is evaluated in full, one at a time.
+  size_t batch = 16;
+  size_t contenders = 4;
+  size_t finalists = 2;
+  double screen_keep = 1.0;      // out of a screen when slower than this x the best in the same call
   uint64_t seed = 1;
   std::string agent = "expert";  // expert | random
   double gamma = 1.03;           // the performance gate
-  double prune = 2.0;            // screen out a child slower than prune x the best at any size (0: off)
+  double prune = 2.0;            // without a screen: a child slower than prune x the best at a size is timed only (0: off)
   bool profile = true;           // profile each parent once (Evaluator::profile) before it proposes
   // A run-wide budget (ksol optimize --budget-total-seconds): called once the seed is timed, with
   // its %SOL (0..1), it returns this task's wall-time budget in seconds (replacing
@@ -229,7 +295,7 @@ struct OptimizeOptions {
   std::function<double(double seed_pct_sol)> seconds_after_seed;
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
-  size_t prefetch = 3;  // the parent's next proposals compiled in the background while one is evaluated
+  bool prefetch = true;  // the next generation is built in the background while this one's finalists are evaluated
   std::function<void(const std::string&)> progress;  // one line per event (optional)
 };
 
@@ -242,6 +308,9 @@ struct Attempt {
   Outcome outcome;
   bool accepted = false;         // became the new best
   std::string note;              // gate decision
+  int generation = 0;            // 0: the seed
+  double screen_ratio = 0;       // its screen time over the best's (weighted over the sizes screened), 0: not screened
+  std::string screened_at;       // the sizes it was screened at, comma-separated
   double at_seconds = 0;         // when its evaluation finished, from the start of the task
 };
 
@@ -258,6 +327,13 @@ struct OptimizeResult {
   double pct_sol_before = 0, pct_sol_after = 0;
   double seconds = 0;
   int screened = 0;              // children rejected by the timing screen (never verified)
+  int generations = 0;
+  int verified = 0;              // programs evaluated in full (every gate), the seed included
+  // Where the task's wall time went, in seconds (GPU parts are the worker's wall time).
+  struct Breakdown {
+    double baselines = 0, seed = 0, build = 0, screen = 0, verify = 0, profile = 0, propose = 0, grade = 0;
+  } breakdown;
+  double search_seconds = 0;     // from the seed's start to the search's end (the throughput's clock)
   double budget_seconds = 0;     // the wall-time budget this task ran under (0: none)
   double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)
   double resumed_seconds = 0;    // of the search's budget, what reused evaluations cost when they ran

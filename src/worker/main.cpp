@@ -57,6 +57,26 @@ ksol::EvalRequest parse_eval(const json& r) {
   return q;
 }
 
+ksol::ScreenRequest parse_screen(const json& r) {
+  ksol::ScreenRequest q;
+  q.task_dir = r.at("task_dir");
+  q.size = r.at("size");
+  if (r.contains("size_dims")) q.size_dims = r["size_dims"].get<std::map<std::string, double>>();
+  if (r.contains("size_options")) q.size_options = r["size_options"].get<std::map<std::string, std::string>>();
+  q.candidates = r.at("candidates").get<std::vector<std::string>>();
+  q.reference_cpu_so = r.value("reference_cpu_so", "");
+  q.reference_gpu_so = r.value("reference_gpu_so", "");
+  q.timing_seed = r.value("timing_seed", uint64_t{7});
+  q.rotation_sets = std::clamp(r.value("rotation_sets", q.rotation_sets), 1, 16);
+  q.rounds = std::clamp(r.value("rounds", q.rounds), 1, 1000);
+  q.samples_per_round = std::clamp(r.value("samples_per_round", q.samples_per_round), 1, 1000);
+  q.warmup_calls = std::clamp(r.value("warmup_calls", q.warmup_calls), 0, 1000);
+  q.warmup_seconds = std::clamp(r.value("warmup_seconds", q.warmup_seconds), 0.0, 60.0);
+  q.max_seconds = std::clamp(r.value("max_seconds", q.max_seconds), 0.0, 600.0);
+  q.drop_above = r.value("drop_above", q.drop_above);
+  return q;
+}
+
 json calibration_json(const ksol::harness::CalibrationResult& c) {
   json j = c;
   j["peaks"] = ksol::harness::measured_peaks(c);
@@ -123,6 +143,9 @@ int main(int argc, char** argv) {
       } else if (op == "eval") {
         out["ok"] = true;
         out["result"] = ksol::evaluate(parse_eval(req));
+      } else if (op == "screen") {
+        out["ok"] = true;
+        out["result"] = ksol::screen(parse_screen(req));
       } else if (op == "refcheck") {
         out["ok"] = true;
         out["result"] = ksol::check_references(req.at("task_dir"), req.at("size"), req.at("reference_cpu_so"),
@@ -139,7 +162,9 @@ int main(int argc, char** argv) {
       }
     } catch (const ksol::CudaFatal& e) {
       // The context is unusable after a sticky error: report, then exit for a fresh process.
-      reply({{"id", out["id"]}, {"ok", false}, {"fatal", true}, {"error_class", "sticky_cuda_error"}, {"error", e.what()}});
+      json r = {{"id", out["id"]}, {"ok", false}, {"fatal", true}, {"error_class", "sticky_cuda_error"}, {"error", e.what()}};
+      if (e.candidate >= 0) r["candidate"] = e.candidate;
+      reply(r);
       return 3;
     } catch (const std::exception& e) {
       out["ok"] = false;

@@ -3,7 +3,7 @@
 request, so the coordinator's timeouts, crash handling and restarts are tested without a GPU.
 
 Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
-garbage, wrong (a failed correctness gate). With SCRIPTED_LOG set, each eval appends
+garbage, wrong (a failed correctness gate). A screen request times every library at SCRIPTED_US. With SCRIPTED_LOG set, each eval appends
 "<device> <candidate_so>" to that file (device: the --device argument, else 0), so tests can see
 which worker evaluated what."""
 import json, os, sys, time
@@ -47,6 +47,20 @@ for line in sys.stdin:
                    "timing": {"median_us": us, "ci_low_us": us * 0.99, "ci_high_us": us * 1.01,
                               "raw_us": [us * 0.99, us, us * 1.01], "clock_mhz_after": 1980, "throttled": False}}
         out.write(json.dumps({"id": rid, "ok": True, "result": res}) + "\n")
+    elif op == "screen":
+        # Every library times SCRIPTED_US (default 100) unless SCRIPTED_MODE says otherwise.
+        if os.environ.get("SCRIPTED_LOG"):
+            with open(os.environ["SCRIPTED_LOG"], "a") as log:
+                for so in req["candidates"]:
+                    log.write(f"{device} {so}\n")
+        mode = os.environ.get("SCRIPTED_MODE", "")
+        if mode == "crash":
+            sys.stderr.write("scripted crash\n"); sys.stderr.flush(); os._exit(139)
+        us = float(os.environ.get("SCRIPTED_US", "100"))
+        results = [{"status": "ok", "median_us": us, "ci_low_us": us, "ci_high_us": us, "min_us": us,
+                    "samples": [us] * 10, "dropped": False} for _ in req["candidates"]]
+        out.write(json.dumps({"id": rid, "ok": True, "result": {"size": req["size"], "rounds": 5, "results": results,
+                                                                "harness_seconds": {"total": 0.01}}}) + "\n")
     else:
         out.write(json.dumps({"id": rid, "ok": False, "error": "unknown op"}) + "\n")
     out.flush()

@@ -10,6 +10,7 @@
 #include "codegen/codegen.h"
 #include "core/util.h"
 #include "core/stop.h"
+#include "search/cost_model.h"
 #include "search/optimize.h"
 #include "task/task.h"
 
@@ -161,8 +162,9 @@ TEST(Optimize, BudgetsStopTheRun) {
   search::ScriptedEvaluator ev;
   auto r = run("random", synthetic()[0], ev, 5);
   EXPECT_EQ(r.stop_reason, "candidates");
-  EXPECT_EQ(ev.evaluations, 5);
-  EXPECT_EQ(r.trajectory.size(), 5u);
+  EXPECT_EQ(r.trajectory.size(), 5u);  // the seed and one generation of four
+  EXPECT_EQ(ev.builds, 5);
+  EXPECT_LE(ev.evaluations, 5);
 
   // Target %SOL: the seed already meets it.
   SeedCase s = setup("relu_f32");
@@ -176,13 +178,16 @@ TEST(Optimize, BudgetsStopTheRun) {
   EXPECT_EQ(r2.stop_reason, "target");
   EXPECT_EQ(ev2.evaluations, 1);
 
-  // Plateau: a flat cost model never improves.
+  // Plateau: a flat cost model never improves, and no child screens faster than the seed, so
+  // nothing but the seed is evaluated in full.
   search::ScriptedEvaluator ev3;
   o.target_sol = 0;
   o.plateau = 3;
   auto r3 = search::optimize(s.task, s.seed, ev3, *agent, o);
   EXPECT_EQ(r3.stop_reason, "plateau");
-  EXPECT_EQ(ev3.evaluations, 4);
+  EXPECT_EQ(r3.generations, 3);
+  EXPECT_EQ(ev3.evaluations, 1);
+  EXPECT_EQ(r3.screened, static_cast<int>(r3.trajectory.size()) - 1);
 
   // Seconds.
   search::ScriptedEvaluator ev4;
@@ -239,7 +244,8 @@ TEST(Optimize, FailedParentMethodPairsAreNotRetried) {
   SeedCase s = setup("softmax_f32");
   search::ScriptedEvaluator ev;
   ev.model = synthetic()[0].model;
-  ev.fail = [](const codegen::Schedule& sc) {
+  // vector = 2 does not run (a screen sees it), and is wrong where it would be fastest.
+  ev.fail_run = [](const codegen::Schedule& sc) {
     for (auto& [k, v] : sc)
       if (k == "vector" && v == "2") return true;
     return false;
@@ -250,14 +256,17 @@ TEST(Optimize, FailedParentMethodPairsAreNotRetried) {
   o.target_sol = 0;
   o.plateau = 1000;
   auto r = search::optimize(s.task, s.seed, ev, *agent, o);
-  std::map<std::pair<int, std::string>, int> failed;
+  // A card's move that failed from a parent is not proposed from that parent in a later
+  // generation (one generation may hold several schedules of one move, tried together).
+  std::map<std::pair<int, std::string>, int> failed;  // -> the generation it failed in
   for (auto& a : r.trajectory) {
-    if (a.index == 0) continue;
+    if (a.index == 0 || a.method == "random" || a.method == "model" || a.method == "mutate") continue;
     auto key = std::make_pair(a.parent, a.method);
-    EXPECT_EQ(failed.count(key), 0u) << "retried c" << a.parent << " / " << a.method;
+    auto f = failed.find(key);
+    EXPECT_TRUE(f == failed.end() || f->second == a.generation) << "retried c" << a.parent << " / " << a.method;
     // A screened-out child (slower than the best, unverified) is not a failed pair: its move may
     // still pay off from another parent.
-    if (!a.outcome.ok() && a.outcome.error.find("screened out") == std::string::npos) failed[key] = a.index;
+    if (!a.outcome.ok() && !a.outcome.screened) failed.emplace(key, a.generation);
   }
   EXPECT_FALSE(failed.empty());
   // No schedule is evaluated twice.
@@ -358,6 +367,8 @@ TEST(Optimize, StopRequestEndsTheSearchCleanly) {
   o.max_candidates = 20;
   o.plateau = 1000;
   o.target_sol = 0;
+  o.max_candidates = 60;
+  o.batch = 4;
   int lines = 0;
   o.progress = [&](const std::string&) {
     if (++lines == 3) request_stop(0);
@@ -365,7 +376,8 @@ TEST(Optimize, StopRequestEndsTheSearchCleanly) {
   auto r = search::optimize(s.task, s.seed, ev, *agent, o);
   clear_stop();
   EXPECT_EQ(r.stop_reason, "interrupted");
-  EXPECT_EQ(r.trajectory.size(), 3u);  // the seed, then two children: the third line asked to stop
+  EXPECT_EQ(r.generations, 2);  // the seed's line, then two generations': the third line asked to stop
+  EXPECT_EQ(r.trajectory.size(), 9u);
   EXPECT_TRUE(r.hidden.sizes.empty());
   EXPECT_NE(r.hidden_note.find("interrupted"), std::string::npos);
   EXPECT_FALSE(r.use_baseline);
@@ -390,7 +402,9 @@ TEST(Optimize, ScreeningRejectsSlowChildrenBeforeTheirOtherSizes) {
       return search::optimize(s.task, s.seed, ev, *agent, o);
     };
     search::ScriptedEvaluator e_off, e_on;
-    auto off = go(0, e_off), on = go(1.5, e_on);
+    // The prune is the screen of an evaluator that cannot screen in batches (a stitched module's).
+    e_off.can_screen = e_on.can_screen = false;
+    auto off = go(0, e_off), on = go(1.05, e_on);
     EXPECT_EQ(off.screened, 0);
     EXPECT_EQ(e_off.screened, 0);
     EXPECT_GT(on.screened, 0) << sy.task;
@@ -500,13 +514,16 @@ namespace {
 // Records what the loop asks to build ahead, and whether it was then evaluated.
 struct PrefetchProbe : search::ScriptedEvaluator {
   std::set<std::string> hinted;
-  int evaluated_after_hint = 0;
+  int built_after_hint = 0, built = 0;
   void prefetch(const Task&, const std::vector<dsl::Program>& next) override {
-    for (auto& p : next) hinted.insert(codegen::kernel_name(p));
+    for (auto& p : next) hinted.insert(codegen::schedule_text(agents::full_schedule(p)));
   }
-  search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent, const std::string& method) override {
-    evaluated_after_hint += hinted.count(codegen::kernel_name(p)) ? 1 : 0;
-    return ScriptedEvaluator::evaluate(t, p, label, parent, method);
+  std::vector<search::Built> build(const Task& t, const std::vector<search::BuildItem>& items) override {
+    for (auto& it : items) {
+      ++built;
+      built_after_hint += hinted.count(codegen::schedule_text(agents::full_schedule(*it.program))) ? 1 : 0;
+    }
+    return ScriptedEvaluator::build(t, items);
   }
 };
 }  // namespace
@@ -514,11 +531,11 @@ struct PrefetchProbe : search::ScriptedEvaluator {
 TEST(Optimize, TheNextProposalsAreBuiltAheadForBothAgents) {
   for (const char* agent : {"expert", "random"}) {
     PrefetchProbe ev;
-    auto r = run(agent, synthetic()[0], ev, 12);
+    auto r = run(agent, synthetic()[0], ev, 40);
     EXPECT_FALSE(ev.hinted.empty()) << agent;
-    // Most children were hinted a step before they ran: the compile cache serves them.
-    EXPECT_GE(ev.evaluated_after_hint, static_cast<int>(r.trajectory.size()) / 2) << agent << ": " << ev.evaluated_after_hint << " of "
-                                                                                    << r.trajectory.size();
+    // Every generation after the first was handed to prefetch while the one before it ran.
+    EXPECT_GE(ev.built_after_hint, ev.built - 1 - 16) << agent << ": " << ev.built_after_hint << " of " << ev.built;
+    EXPECT_GT(ev.built_after_hint, 0) << agent;
   }
 }
 
@@ -602,4 +619,116 @@ TEST(Optimize, TheEvaluatorsGpuReachesTheDecisionTable) {
   for (auto& m : on_h200) any |= hopper.count(m) > 0;
   EXPECT_TRUE(any) << "the H200 gets Hopper methods; it got: " << join(std::vector<std::string>(on_h200.begin(), on_h200.end()), ", ");
   for (auto& m : on_a100) EXPECT_FALSE(hopper.count(m)) << m << " offered on an sm_80 GPU";
+}
+
+// A generation's pipeline: every proposal is screened at the representative size beside the
+// best, at most `contenders` of them at the other sizes, and at most `finalists` evaluated in
+// full; nothing screened out is ever accepted or returned, and the answer passed every gate.
+TEST(Optimize, ScreensRankAndOnlyFinalistsAreVerified) {
+  for (const Synthetic& sy : synthetic()) {
+    SeedCase s = setup(sy.task);
+    search::ScriptedEvaluator ev;
+    ev.model = sy.model;
+    ev.screen_noise_frac = 0.01;
+    auto agent = agents::make_agent("expert", knowledge(), 5);
+    search::OptimizeOptions o;
+    o.max_candidates = 80;
+    o.plateau = 1000;
+    o.target_sol = 0;
+    o.batch = 8;
+    o.contenders = 3;
+    o.finalists = 2;
+    auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+    ASSERT_GE(r.best, 0);
+    EXPECT_LT(best_time(r), r.trajectory[0].outcome.score_us()) << sy.task;
+    EXPECT_TRUE(r.best_attempt()->outcome.ok());
+    EXPECT_LE(ev.evaluations, 1 + r.generations * 2) << sy.task;
+    EXPECT_GT(r.screened, r.verified) << sy.task;
+    // The representative size (the heaviest) opens every generation's screens.
+    const std::string rep = r.trajectory[0].outcome.representative()->size;
+    ASSERT_FALSE(ev.screen_sizes.empty());
+    EXPECT_EQ(ev.screen_sizes[0], rep);
+    int opening = 0;
+    for (auto& z : ev.screen_sizes) opening += z == rep;
+    EXPECT_EQ(opening, r.generations) << sy.task;
+    for (auto& a : r.trajectory) {
+      if (a.outcome.screened) {
+        EXPECT_FALSE(a.accepted);
+        EXPECT_NE(r.best, a.index);
+        EXPECT_GT(a.screen_ratio, 0) << a.note;
+      }
+      if (a.accepted) EXPECT_TRUE(a.outcome.ok());
+    }
+    std::cerr << sy.task << ": best " << best_time(r) << " us after " << r.trajectory.size() << " tried in " << r.generations
+              << " generations (" << r.screened << " screened out, " << r.verified << " verified)\n";
+  }
+}
+
+// A program that fails to run in a screen is a failure (its move is not retried from that
+// parent), not a ranking; one whose build fails never reaches the GPU.
+TEST(Optimize, ScreenAndBuildFailuresAreFailures) {
+  SeedCase s = setup("relu_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = synthetic()[2].model;
+  ev.fail_run = [](const codegen::Schedule& sc) {
+    for (auto& [k, v] : sc)
+      if (k == "items_per_thread" && v == "4") return true;
+    return false;
+  };
+  ev.fail_compile = [](const codegen::Schedule& sc) {
+    for (auto& [k, v] : sc)
+      if (k == "threads" && v == "1024") return true;
+    return false;
+  };
+  auto agent = agents::make_agent("random", knowledge(), 2);
+  search::OptimizeOptions o;
+  o.max_candidates = 120;
+  o.plateau = 1000;
+  o.target_sol = 0;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  int run_failures = 0, build_failures = 0;
+  for (auto& a : r.trajectory) {
+    std::string sched = a.schedule;
+    if (sched.find("threads = 1024") != std::string::npos) {
+      ++build_failures;
+      EXPECT_NE(a.outcome.error.find("compile gate"), std::string::npos) << a.note;
+      EXPECT_TRUE(a.screened_at.empty());
+    } else if (sched.find("items_per_thread = 4") != std::string::npos) {
+      ++run_failures;
+      EXPECT_FALSE(a.outcome.screened);
+      EXPECT_NE(a.outcome.error.find("screen at"), std::string::npos) << a.note;
+    }
+  }
+  EXPECT_GT(run_failures, 0);
+  EXPECT_GT(build_failures, 0);
+}
+
+// The cost model: additive in (knob, value), so it recovers an additive truth and ranks a
+// schedule it never saw by the values it is made of.
+TEST(Optimize, CostModelRanksUnseenSchedulesByTheirKnobs) {
+  auto sched = [](int a, int b) { return codegen::Schedule{{"a", std::to_string(a)}, {"b", std::to_string(b)}}; };
+  auto truth = [](int a, int b) { return std::log(100.0) + (a == 4 ? -0.5 : 0.0) + (b == 2 ? -0.3 : 0.0); };
+  search::CostModel m;
+  for (int a : {1, 2, 4})
+    for (int b : {1, 2, 4})
+      if (!(a == 4 && b == 2)) m.observe(sched(a, b), truth(a, b));
+  m.fit(0.01);
+  double best = m.predict(sched(4, 2));
+  for (int a : {1, 2, 4})
+    for (int b : {1, 2, 4})
+      if (!(a == 4 && b == 2)) EXPECT_LT(best, m.predict(sched(a, b))) << a << "," << b;
+  EXPECT_NEAR(best, truth(4, 2), 0.05);
+  // An unknown value weighs nothing: its schedule is predicted from the known one alone.
+  EXPECT_NEAR(m.predict(sched(8, 2)) - m.predict(sched(1, 2)), m.predict(sched(8, 1)) - m.predict(sched(1, 1)), 1e-9);
+}
+
+// Without a batch screen (an evaluator that cannot screen), every proposal is evaluated in full,
+// one per generation, as a sequential search.
+TEST(Optimize, WithoutAScreenEveryProposalIsEvaluated) {
+  search::ScriptedEvaluator ev;
+  ev.can_screen = false;
+  auto r = run("expert", synthetic()[1], ev, 10);
+  EXPECT_EQ(ev.screen_calls, 0);
+  EXPECT_EQ(ev.evaluations, 10);
+  EXPECT_EQ(r.generations, 9);
 }
