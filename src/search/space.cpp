@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <semaphore>
 
 namespace ksol::search {
 
@@ -22,6 +23,12 @@ std::shared_future<std::shared_ptr<const LegalSpace>> legal_space(const dsl::Pro
   std::lock_guard<std::mutex> g(mu);
   if (auto it = made.find(key); it != made.end()) return it->second;
   auto fut = std::async(std::launch::async, [p, b] {
+               // At most two walks at a time: they share the cores with compiles and the worker.
+               static std::counting_semaphore<2> slots(2);
+               slots.acquire();
+               struct Release {
+                 ~Release() { slots.release(); }
+               } release;
                codegen::Space sp = codegen::schedule_space(p, b);
                auto out = std::make_shared<LegalSpace>();
                out->keys = sp.keys;
