@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -161,6 +162,29 @@ inline std::string case_key(const SizeSet& size, const std::vector<int64_t>& dim
 }
 inline std::string case_scope(const Task& task, const std::string& reference_cpu_so, const std::string& reference_gpu_so) {
   return task.spec_hash + "|" + reference_cpu_so + "|" + reference_gpu_so;
+}
+
+inline int dtype_code(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f64: return 1;
+    case DType::bf16: return 2;
+    case DType::f16: return 3;
+    default: throw std::logic_error("dtype_code: not a float dtype");
+  }
+}
+
+// Whether a task's cases can be made and checked on the device at a size whose reference runs on
+// the GPU: float inputs drawn at random (no sparse structure, no integers) and float outputs
+// under the tolerance comparator. KSOL_HOST_CASES=1 keeps every case on the host.
+inline bool device_cases_apply(const Task& t) {
+  if (const char* e = std::getenv("KSOL_HOST_CASES"); e && std::string(e) == "1") return false;
+  for (auto& ts : t.tensors) {
+    if (!dtype_is_float(ts.dtype)) return false;
+    if (ts.role == Role::in && ts.init != "random" && ts.init != "uniform01") return false;
+    if (ts.role == Role::out && ts.compare != "tolerance") return false;
+  }
+  return true;
 }
 
 }  // namespace ksol::harness_detail

@@ -17,6 +17,7 @@
 #include "harness/buffers.h"
 #include "harness/case_cache.h"
 #include "harness/clocks.h"
+#include "harness/device_cases.h"
 #include "harness/device_ops.h"
 #include "core/defences.h"
 #include "core/parallel.h"
@@ -107,6 +108,75 @@ struct Expected {
   std::vector<HostTensor> ref, mag;
 };
 
+// A correctness case made and kept on the device (device_cases.h): its inputs in their storage
+// dtype, its float64 expected outputs, and for "abs" tasks the magnitudes. Per tensor; a slot a
+// tensor's role does not fill is null.
+struct DeviceCase {
+  std::vector<std::shared_ptr<DeviceMemory>> in, want, mag;
+  std::vector<size_t> bytes;  // per tensor, of `in` (inputs) or of `want` (outputs)
+  size_t total = 0;
+};
+
+// The key of the device cases' fingerprints, drawn once per worker (like CaseCache's digests it
+// is in the candidate's process: it guards against accidents and careless writes, and a write
+// anywhere in what an evaluation used fails that evaluation).
+uint64_t device_case_key() {
+  static const uint64_t k = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  return k;
+}
+uint64_t device_digest(const DeviceCase& c) {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  auto add = [&](const std::vector<std::shared_ptr<DeviceMemory>>& v, size_t k, size_t bytes) {
+    if (k >= v.size() || !v[k]) return;
+    uint64_t f = 0;
+    check_int(device_fingerprint(v[k]->p, bytes, device_case_key(), cudaStreamPerThread, &f), "fingerprint a device case");
+    h = (h ^ f) * 0x9e3779b97f4a7c15ull;
+  };
+  for (size_t k = 0; k < c.bytes.size(); ++k) {
+    add(c.in, k, c.bytes[k]);
+    add(c.want, k, c.bytes[k]);
+    add(c.mag, k, c.bytes[k]);
+  }
+  return h;
+}
+
+// Device cases kept across evaluations: a third of the device's memory, in one worker per GPU.
+CaseCache& device_case_cache() {
+  static CaseCache c([] {
+    if (const char* e = std::getenv("KSOL_WORKER_DEVICE_CACHE_MIB")) return static_cast<size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return size_t{0};
+    return total_b / 3;
+  }());
+  return c;
+}
+
+// The GPU reference on device inputs (widened to float64 there, or their absolute values for the
+// magnitude pass); its float64 outputs stay on the device.
+std::vector<std::shared_ptr<DeviceMemory>> run_reference_device(const Task& task, const SizeSet& size, std::vector<int64_t> dims,
+                                                                ksol_reference_fn fn, const DeviceCase& c, bool absolute,
+                                                                cudaStream_t stream) {
+  std::vector<std::shared_ptr<DeviceMemory>> all(task.tensors.size());
+  std::vector<void*> ptrs(task.tensors.size());
+  for (size_t k = 0; k < task.tensors.size(); ++k) {
+    const TensorSpec& ts = task.tensors[k];
+    const size_t n = static_cast<size_t>(task.numel(ts, size));
+    all[k] = std::make_shared<DeviceMemory>(n * 8);
+    ptrs[k] = all[k]->p;
+    if (ts.role == Role::in)
+      check(static_cast<cudaError_t>(device_widen(c.in[k]->p, widen_from(ts.dtype), n, static_cast<double*>(ptrs[k]), absolute, stream)),
+            "widen reference input");
+  }
+  ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), stream};
+  int rc = fn(&call);
+  CK(cudaStreamSynchronize(stream));
+  if (rc != 0) throw std::runtime_error("the GPU reference failed");
+  std::vector<std::shared_ptr<DeviceMemory>> out(task.tensors.size());
+  for (size_t k = 0; k < task.tensors.size(); ++k)
+    if (task.tensors[k].role == Role::out) out[k] = all[k];
+  return out;
+}
+
 // Returns f(), adding its wall time (exceptions included) to `acc`.
 template <class F>
 auto add_time(double& acc, F f) {
@@ -147,6 +217,7 @@ class Evaluator {
     candidate_ = std::make_unique<Library>(req.candidate_so);
     run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
     use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
+    device_cases_ = !use_cpu_ref_ && device_cases_apply(task_);
     if (use_cpu_ref_) {
       ref_lib_ = std::make_unique<Library>(req.reference_cpu_so);
       ref_ = ref_lib_->symbol<ksol_reference_fn>("ksol_reference");
@@ -170,6 +241,7 @@ class Evaluator {
     out["defences_off"] = std::vector<std::string>(req_.defences.off.begin(), req_.defences.off.end());
     out["gates"] = nlohmann::json::array();
     case_cache().begin();
+    device_case_cache().begin();
     try {
       // The timing sets exist from the start, so the device looks the same to the candidate
       // in every phase (free memory included).
@@ -211,7 +283,7 @@ class Evaluator {
     if (out["status"] != "ok") settle();
     // The cached cases this evaluation used must be as they were made: a candidate runs in this
     // process and could have written to them; it fails here, not the next candidate.
-    if (std::string which; !case_cache().verify_touched(&which)) {
+    if (std::string which; !case_cache().verify_touched(&which) || !device_case_cache().verify_touched(&which)) {
       out["status"] = "failed";
       out["failed_gate"] = "integrity";
       out["error_class"] = "host_memory_written";
@@ -222,7 +294,7 @@ class Evaluator {
     // and the store: large sizes cost seconds of input generation and references.
     phase_.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     // The two gates' times include their share of the three parts after them.
-    out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}};
+    out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}, {"cases", device_cases_ ? "device" : "host"}};
     out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
                               {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks}};
     return out;
@@ -255,13 +327,21 @@ class Evaluator {
     for (int i = 0; i < nsets; ++i) timing_sets_.push_back(allocate());
   }
 
-  void upload(BufferSet& s, const std::vector<HostTensor>& in) {
+  struct Case;
+  // The case's inputs into the set's buffers: from the host, or a copy on the device.
+  void upload(BufferSet& s, const Case& c) {
     s.input_fingerprints.assign(task_.tensors.size(), 0);
-    for (size_t k = 0; k < task_.tensors.size(); ++k)
-      if (task_.tensors[k].role == Role::in && !in[k].bytes.empty()) {
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      if (task_.tensors[k].role != Role::in) continue;
+      if (c.dev) {
+        CK(cudaMemcpyAsync(s.bufs[k].ptr(), c.dev->in[k]->p, c.dev->bytes[k], cudaMemcpyDeviceToDevice, stream_));
+      } else {
+        const std::vector<HostTensor>& in = *c.in;
+        if (in[k].bytes.empty()) continue;
         CK(cudaMemcpy(s.bufs[k].ptr(), in[k].bytes.data(), in[k].bytes.size(), cudaMemcpyHostToDevice));
-        fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &s.input_fingerprints[k]);
       }
+      fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &s.input_fingerprints[k]);
+    }
   }
 
   void fingerprint(const void* p, size_t bytes, uint64_t* out) {
@@ -309,7 +389,8 @@ class Evaluator {
   // One case's inputs and the key they are cached under.
   struct Case {
     std::string key;
-    std::shared_ptr<const std::vector<HostTensor>> in;
+    std::shared_ptr<const std::vector<HostTensor>> in;  // host cases
+    std::shared_ptr<const DeviceCase> dev;               // device cases (device_cases_)
   };
   // What the cache keeps for this evaluation: the task's spec and its reference libraries.
   std::string cache_scope() const {
@@ -317,7 +398,13 @@ class Evaluator {
   }
   // The task's inputs for (distribution, seed), the time spent counted.
   Case generate(Distribution d, uint64_t seed) {
-    Case c{case_key(size_, dims_, d, seed, use_cpu_ref_), nullptr};
+    Case c{case_key(size_, dims_, d, seed, use_cpu_ref_), nullptr, nullptr};
+    if (device_cases_) {
+      c.dev = device_case_cache().get<DeviceCase>(
+          cache_scope(), "dev|" + c.key, [&] { return make_device_case(d, seed); }, [](const DeviceCase& v) { return device_digest(v); },
+          [](const DeviceCase& v) { return v.total; }, &cache_hits_, &cache_misses_);
+      return c;
+    }
     c.in = add_time(phase_.generate, [&] {
       return case_cache().get<std::vector<HostTensor>>(
           cache_scope(), c.key, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); },
@@ -327,7 +414,37 @@ class Evaluator {
     return c;
   }
 
+  // A device case: the inputs drawn on the device, the GPU reference run on them there.
+  DeviceCase make_device_case(Distribution d, uint64_t seed) {
+    DeviceCase c;
+    const size_t n_t = task_.tensors.size();
+    c.in.resize(n_t), c.want.resize(n_t), c.mag.resize(n_t), c.bytes.assign(n_t, 0);
+    add_time(phase_.generate, [&] {
+      for (size_t k = 0; k < n_t; ++k) {
+        const TensorSpec& ts = task_.tensors[k];
+        const size_t n = static_cast<size_t>(task_.numel(ts, size_));
+        if (ts.role != Role::in) {
+          c.bytes[k] = n * 8;
+          continue;
+        }
+        c.bytes[k] = n * dtype_size(ts.dtype);
+        c.in[k] = std::make_shared<DeviceMemory>(c.bytes[k]);
+        check_int(device_generate(c.in[k]->p, dtype_code(ts.dtype), n, input_stream_key(seed, k, d), static_cast<int>(d),
+                                  ts.init == "uniform01", stream_),
+                  "generate inputs on the device");
+      }
+      CK(cudaStreamSynchronize(stream_));
+    });
+    add_time(phase_.reference, [&] {
+      c.want = run_reference_device(task_, size_, dims_, ref_, c, false, stream_);
+      if (task_.magnitude == "abs") c.mag = run_reference_device(task_, size_, dims_, ref_, c, true, stream_);
+    });
+    for (size_t k = 0; k < n_t; ++k) c.total += c.bytes[k] * ((c.in[k] ? 1 : 0) + (c.want[k] ? 1 : 0) + (c.mag[k] ? 1 : 0));
+    return c;
+  }
+
   std::shared_ptr<const Expected> expected(const Case& c) {
+    if (c.dev) return std::make_shared<const Expected>();  // the device case holds its own
     return add_time(phase_.reference, [&] {
       return case_cache().get<Expected>(
           cache_scope(), "ref|" + c.key,
@@ -343,8 +460,7 @@ class Evaluator {
   }
 
   // Calls the candidate once on `s`, with the checks every checked call gets.
-  void checked_call(BufferSet& s, const std::vector<HostTensor>& in, const Expected& want, Poison poison,
-                    const std::string& label) {
+  void checked_call(BufferSet& s, const Case& c, const Expected& want, Poison poison, const std::string& label) {
     const Defences& d = req_.defences;
     prepare(s, d.on("poison") || checked_calls_ == 0 ? poison : Poison::none);
     std::vector<void*> mine = s.ptrs();
@@ -379,8 +495,7 @@ class Evaluator {
         if (!s.bufs[k].guards_intact(secrets_, stream_))
           throw GateFailure{"correctness", "out_of_bounds", "the canary zone around tensor '" + task_.tensors[k].name + "' was overwritten (" + label + ")"};
     if (d.on("input-hash")) check_inputs(s, label);
-    const OutputBytes& got = download_outputs(read_from, s);
-    compare_all(got, in, want, label);
+    check_outputs(read_from, s, c, want, label);
     if (d.on("escape"))
       for (size_t k = 0; k < task_.tensors.size(); ++k) {
         if (task_.tensors[k].role != Role::out) continue;
@@ -399,6 +514,46 @@ class Evaluator {
       fingerprint(s.bufs[k].ptr(), s.bufs[k].bytes, &now);
       if (now != s.input_fingerprints[k])
         throw GateFailure{"correctness", "input_mutated", "input tensor '" + task_.tensors[k].name + "' changed during the call (" + label + ")"};
+    }
+  }
+
+  // Checks the outputs at `ptrs` against the case's expected ones: on the device for a device
+  // case, else read back and compared on the host.
+  void check_outputs(const std::vector<void*>& ptrs, const BufferSet& s, const Case& c, const Expected& want, const std::string& label) {
+    if (!c.dev) {
+      const OutputBytes& got = download_outputs(ptrs, s);
+      compare_all(got, *c.in, want, label);
+      return;
+    }
+    const Defences& d = req_.defences;
+    for (size_t k = 0; k < task_.tensors.size(); ++k) {
+      const TensorSpec& ts = task_.tensors[k];
+      if (ts.role != Role::out) continue;
+      Tolerance tol = tolerance_for(task_, size_, ts, !d.on("precision"));
+      const size_t n = static_cast<size_t>(task_.numel(ts, size_));
+      const double* want_p = static_cast<const double*>(c.dev->want[k]->p);
+      const double* mag_p = task_.magnitude == "abs" ? static_cast<const double*>(c.dev->mag[k]->p) : want_p;
+      DeviceCompare r;
+      check_int(device_compare(ptrs[k], dtype_code(ts.dtype), want_p, mag_p, n, d.on("full-compare") ? 1 : 16, tol.c_out, tol.u_out,
+                               tol.u_acc, tol.growth, tol.floor_frac, stream_, &r),
+                "compare on the device");
+      worst_ratio_ = std::max(worst_ratio_, r.worst_ratio);
+      if (r.bad == 0) continue;
+      // The first bad element, read back for the message (the host comparator's words).
+      double got = 0, w = 0, m = 0;
+      size_t es = dtype_size(ts.dtype);
+      std::vector<uint8_t> one(es);
+      CK(cudaMemcpy(one.data(), static_cast<const uint8_t*>(ptrs[k]) + static_cast<size_t>(r.first_bad) * es, es, cudaMemcpyDeviceToHost));
+      got = load_as_double(ts.dtype, one.data(), 0);
+      CK(cudaMemcpy(&w, want_p + r.first_bad, 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(&m, mag_p + r.first_bad, 8, cudaMemcpyDeviceToHost));
+      double t = std::isfinite(w) ? tol.c_out * tol.u_out * std::fabs(w) + tol.u_acc * tol.growth * ((std::isfinite(m) ? std::fabs(m) : 0) + tol.floor_frac * r.mean_mag)
+                                  : 0;
+      std::ostringstream o;
+      o.precision(9);
+      o << r.bad << " of " << r.checked << " elements out of tolerance; first at index " << r.first_bad << ": got " << got << ", want " << w
+        << " (tolerance " << t << "); worst error/tolerance " << r.worst_ratio;
+      throw GateFailure{"correctness", "wrong_result", "output '" + ts.name + "': " + o.str() + " (" + label + ")"};
     }
   }
 
@@ -458,11 +613,11 @@ class Evaluator {
           set = retired_.back().get();
         }
         Case c = generate(dist, seed);
-        upload(*set, *c.in);
+        upload(*set, c);
         std::shared_ptr<const Expected> want = expected(c);
         add_time(phase_.checks, [&] {
-          checked_call(*set, *c.in, *want, Poison::nan, label + ", NaN poison");
-          if (d.on("finite-poison")) checked_call(*set, *c.in, *want, Poison::random, label + ", random poison");
+          checked_call(*set, c, *want, Poison::nan, label + ", NaN poison");
+          if (d.on("finite-poison")) checked_call(*set, c, *want, Poison::random, label + ", random poison");
         });
         cases.push_back(label);
       }
@@ -486,9 +641,8 @@ class Evaluator {
   }
   void verify(const Verification& v, const std::string& label) {
     BufferSet& s = timing_sets_[v.set];
-    const OutputBytes& got = download_outputs(s.ptrs(), s);
     try {
-      compare_all(got, *v.inputs.in, *v.want, label);
+      check_outputs(s.ptrs(), s, v.inputs, *v.want, label);
       if (req_.defences.on("input-hash")) check_inputs(s, label);
     } catch (const GateFailure& f) {
       throw GateFailure{"timing", f.error_class == "wrong_result" ? "timed_call_wrong" : f.error_class,
@@ -506,7 +660,7 @@ class Evaluator {
     // uploaded again before each pass, since a correctness case may have run on the first set.
     for (int i = 0; i < nsets; ++i) {
       if (static_cast<int>(timing_inputs_.size()) <= i) timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
-      upload(timing_sets_[i], *timing_inputs_[i].in);
+      upload(timing_sets_[i], timing_inputs_[i]);
     }
     // Two verified calls: one at a random position among the first samples, one after the last.
     int verify_at = static_cast<int>(rng_() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
@@ -560,7 +714,7 @@ class Evaluator {
       bool verify_now = verifying && i == verify_at;
       if (verify_now) {
         auto tv = Clock::now();
-        upload(timing_sets_[early_v.set], *early_v.inputs.in);
+        upload(timing_sets_[early_v.set], early_v.inputs);
         excluded += std::chrono::duration<double>(Clock::now() - tv).count();
       }
       BufferSet& s = timing_sets_[verify_now ? early_v.set : i % nsets];
@@ -589,7 +743,7 @@ class Evaluator {
     ClockSample after = clocks.read();
     // A candidate that stops working once it has seen enough calls fails this one.
     if (verifying) {
-      upload(timing_sets_[final_v.set], *final_v.inputs.in);
+      upload(timing_sets_[final_v.set], final_v.inputs);
       prepare(timing_sets_[final_v.set], verify_poison);
       Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr);
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
@@ -631,6 +785,7 @@ class Evaluator {
   ksol_run_fn run_ = nullptr;
   ksol_reference_fn ref_ = nullptr;
   bool use_cpu_ref_ = true;
+  bool device_cases_ = false;  // cases made, kept and checked on the device (device_cases.h)
   size_t flush_bytes_ = 0;
   std::unique_ptr<DeviceMemory> flush_;
   std::vector<BufferSet> timing_sets_;

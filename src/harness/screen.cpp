@@ -10,6 +10,7 @@
 
 #include "core/stats.h"
 #include "harness/buffers.h"
+#include "harness/device_cases.h"
 #include "ksol/abi.h"
 
 namespace ksol {
@@ -74,6 +75,21 @@ class Screener {
       for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_);
       auto tg = Clock::now();
       uint64_t seed = req_.timing_seed + 1000 + static_cast<uint64_t>(i);
+      if (!use_cpu_ref_ && device_cases_apply(task_)) {
+        // The evaluation makes these inputs on the device (device_cases.h): so does the screen.
+        for (size_t k = 0; k < task_.tensors.size(); ++k) {
+          const TensorSpec& ts = task_.tensors[k];
+          if (ts.role != Role::in) continue;
+          check_int(device_generate(s.bufs[k].ptr(), dtype_code(ts.dtype), static_cast<size_t>(task_.numel(ts, size_)),
+                                    input_stream_key(seed, k, Distribution::normal), static_cast<int>(Distribution::normal),
+                                    ts.init == "uniform01", stream_),
+                    "generate inputs on the device");
+        }
+        CK(cudaStreamSynchronize(stream_));
+        gen_s += std::chrono::duration<double>(Clock::now() - tg).count();
+        sets_.push_back(std::move(s));
+        continue;
+      }
       int hits = 0, misses = 0;
       auto in = case_cache().get<std::vector<HostTensor>>(
           case_scope(task_, req_.reference_cpu_so, req_.reference_gpu_so), case_key(size_, dims_, Distribution::normal, seed, use_cpu_ref_),

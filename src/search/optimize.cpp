@@ -509,6 +509,9 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     }
   };
 
+  // A generation of programs that build in a second or two (everything but CUTLASS's kernels)
+  // is twice the cores: screening is cheap, and more candidates share one verification.
+  const size_t batch = std::max<size_t>(1, o.batch) * (codegen::compile_needs(seed).arch == "sm_90a" ? 1 : 2);
   int gen = 0;
   while (res.best >= 0) {
     const Attempt& best = res.trajectory[res.best];
@@ -521,7 +524,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     auto tg = Clock::now();
     ++gen;
     const bool screening = ev.screens();
-    size_t n = std::min<size_t>(screening ? std::max<size_t>(1, o.batch) : 1, static_cast<size_t>(o.max_candidates - tried));
+    size_t n = std::min<size_t>(screening ? batch : 1, static_cast<size_t>(o.max_candidates - tried));
     std::vector<Pending> pend = std::move(ahead);
     ahead.clear();
     // Proposals made ahead may have been tried since: drop those.
@@ -632,15 +635,25 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     }
     // 3. The next generation is proposed and built in the background while the finalists run.
     if (o.prefetch && screening && res.trajectory.size() < static_cast<size_t>(o.max_candidates) + 1000) {
-      ahead = propose(std::min<size_t>(std::max<size_t>(1, o.batch), static_cast<size_t>(std::max(0, o.max_candidates - tried))), gen + 1);
+      ahead = propose(std::min<size_t>(batch, static_cast<size_t>(std::max(0, o.max_candidates - tried))), gen + 1);
       std::vector<dsl::Program> progs;
       for (auto& p : ahead) progs.push_back(p.program);
       if (!progs.empty()) ev.prefetch(t, progs);
     }
     // 4. The finalists in full, each against the best at that moment.
-    for (int i : finalists) {
+    for (size_t f = 0; f < finalists.size(); ++f) {
+      Attempt& a = res.trajectory[finalists[f]];
+      // Out of time (or stopped): a finalist after the first is not verified, and so not kept.
+      if (f > 0 && (stop_requested() || (budget > 0 && since(t_search) + resumed_seconds >= budget))) {
+        a.outcome.status = "failed";
+        a.outcome.screened = true;
+        a.outcome.error = "screened in (" + fmt(a.screen_ratio, 3) + "x the best's time) but not verified: the task's time ran out";
+        a.note = "screened out: " + a.outcome.error;
+        ++res.screened;
+        ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
+        continue;
+      }
       if (stop_requested()) break;
-      Attempt& a = res.trajectory[i];
       evaluate_full(a);
       gate(a);
     }

@@ -322,6 +322,10 @@ void store_from_double(DType t, void* p, int64_t i, double v) {
   }
 }
 
+uint64_t input_stream_key(uint64_t seed, size_t tensor, Distribution d) {
+  return mix(seed * 0x100000001b3ull + tensor + 1) ^ (static_cast<uint64_t>(d) << 56);
+}
+
 std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed, bool with_f64) {
   std::vector<HostTensor> out(t.tensors.size());
   std::optional<SparseStructure> sparse, sparse_t;
@@ -387,7 +391,7 @@ std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distrib
       continue;
     }
     if (with_f64) h.f64.resize(h.numel);
-    uint64_t stream = mix(seed * 0x100000001b3ull + k + 1) ^ (static_cast<uint64_t>(d) << 56);
+    uint64_t stream = input_stream_key(seed, k, d);
     bool uniform = ts.init == "uniform01";
     bool gaussian = !uniform && d != Distribution::heavy;  // the distributions that use a normal deviate
     parallel_for(h.numel, [&](int64_t a, int64_t b, int64_t) {

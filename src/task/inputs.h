@@ -29,6 +29,9 @@ struct HostTensor {
 // `with_f64` false leaves HostTensor::f64 empty: only a CPU reference reads it (a GPU reference
 // widens the stored values on the device), and at a gigabyte of inputs it is most of the writing.
 std::vector<HostTensor> generate_inputs(const Task& t, const SizeSet& s, Distribution d, uint64_t seed, bool with_f64 = true);
+// The key of tensor `tensor`'s values under (seed, distribution): element i's value is a function
+// of it and i alone (harness/device_cases.cu draws the same values on the GPU).
+uint64_t input_stream_key(uint64_t seed, size_t tensor, Distribution d);
 // Allocates output tensors of the right size for the references (zeros, in f64 for floats).
 std::vector<HostTensor> make_reference_outputs(const Task& t, const SizeSet& s);
 

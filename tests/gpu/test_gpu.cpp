@@ -7,6 +7,8 @@
 #include "coord/worker_client.h"
 #include "core/util.h"
 
+#include <nlohmann/json.hpp>
+
 namespace {
 // Where ksol and ksol-worker are: the build tree, or KSOL_TEST_BIN_DIR (a GPU host that runs
 // binaries built elsewhere, scripts/carry.sh's .carry/bin).
@@ -57,5 +59,45 @@ TEST(Gpu, TunedRowProgramsPassTheGatesAtEverySize) {
     if (t == "softmax_bf16") argv.insert(argv.end(), {"--sizes", "small,medium,large,odd,h1,h2"});
     ksol::ProcessResult r = ksol::run_process(argv, 900);
     EXPECT_EQ(r.exit_code, 0) << t << "\n" << r.output;
+  }
+}
+
+// Cases made and checked on the device (harness/device_cases.h) give the host path's verdicts:
+// the same candidates at sizes whose reference runs on the GPU, with the same seeds, pass or fail
+// alike, and their worst error over the tolerance agrees (the two generators may differ in the
+// last place of a float64 transcendental, so not bit for bit). A hack that halves its work fails
+// in both.
+TEST(Gpu, DeviceCasesGiveTheHostsVerdicts) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  struct Case {
+    std::string task, size, candidate;
+    bool ok;
+  };
+  const std::string root = ksol::source_root();
+  std::vector<Case> cases = {{"relu_f32", "large", root + "/tasks/tensor/relu_f32/program.ksol", true},
+                             {"softmax_bf16", "large", root + "/tasks/llm/softmax_bf16/program.ksol", true},
+                             {"gemm_f32", "large", root + "/tasks/dense/gemm_f32/program.ksol", true},
+                             {"layernorm_f32", "large", root + "/tasks/llm/layernorm_f32/program.ksol", true},
+                             {"gemm_f32", "large", root + "/tests/hacks/07_subsample.cu", false}};
+  for (const Case& c : cases) {
+    double worst[2] = {0, 0};
+    for (int host = 0; host < 2; ++host) {
+      if (host) ::setenv("KSOL_HOST_CASES", "1", 1);
+      ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--json", "--store", "", "eval", "--task", c.task, "--sizes", c.size,
+                                                 "--no-time", "--compare", "none", "--seed", "12345", "--candidate", c.candidate},
+                                                900);
+      ::unsetenv("KSOL_HOST_CASES");
+      size_t brace = r.output.find("{\n");
+      ASSERT_NE(brace, std::string::npos) << r.output;
+      nlohmann::json j = nlohmann::json::parse(r.output.substr(brace));
+      const nlohmann::json& s = j["candidate"]["sizes"][0];
+      EXPECT_EQ(s["status"] == "ok", c.ok) << c.task << " " << c.candidate << (host ? " (host cases)" : " (device cases)") << "\n" << s.dump(1);
+      const nlohmann::json& raw = s["result"];
+      ASSERT_TRUE(raw.is_object()) << s.dump(1);
+      EXPECT_EQ(raw["case_cache"].value("cases", ""), host ? "host" : "device") << raw.dump(1);
+      if (c.ok) worst[host] = raw["correctness"].value("worst_error_over_tolerance", -1.0);
+    }
+    if (c.ok) EXPECT_NEAR(worst[0], worst[1], 0.05 * worst[1] + 1e-9) << c.task;
   }
 }
