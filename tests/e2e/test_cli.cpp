@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coord/session.h"
 #include "core/util.h"
+#include "store/store.h"
 
 namespace {
 std::string ksol_bin() { return std::string(KSOL_BUILD_DIR) + "/ksol"; }
@@ -229,5 +231,29 @@ TEST(Cli, OptimizeSharesARunWideBudget) {
   EXPECT_GT(b0, 30.0) << r0.dump();
   EXPECT_GT(b1, 100.0 - r0["seconds"].get<double>() - 20.0) << r1.dump();
   EXPECT_LE(r0["seconds"].get<double>() + r1["seconds"].get<double>(), 100.0);
+  fs::remove_all(dir);
+}
+
+// The timing gate's seed comes from the seeds drawn: fixed with fresh-seeds off (so that the
+// exploit suite's hardcoded-seeds hack meets the inputs it recorded when undefended), and the
+// search screen's timing_seed_of(master) when they are drawn fresh from a master seed.
+TEST(Cli, TimingSeedFollowsTheSeedsDrawn) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ksol-tseed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string db = (dir / "k.db").string();
+  auto timing_seed = [&](int64_t run, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {ksol_bin(), "--store", db, "--worker", src("tests/e2e/scripted_worker.py"), "eval", "--task", "relu_f32",
+                                     "--candidate", src("tasks/tensor/relu_f32/program.ksol"), "--sizes", "small", "--compare", "none"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ksol::ProcessResult r = ksol::run_process(argv, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    ksol::store::Store st = ksol::store::Store::open(db);
+    auto rows = st.evaluations_for_run(run);
+    return rows.empty() ? uint64_t{0} : rows.back().rerun.value("timing_seed", uint64_t{0});
+  };
+  EXPECT_EQ(timing_seed(1, {"--defence-off", "fresh-seeds"}), uint64_t{1} ^ 0x5eed);
+  EXPECT_EQ(timing_seed(2, {"--seed", "777"}), ksol::timing_seed_of(777));
   fs::remove_all(dir);
 }
