@@ -172,8 +172,20 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
               << " seed programs parsed, checked and compiled; nothing was timed (evaluation needs a GPU).\n";
     return bad ? 1 : 77;
   }
-  // The tasks' schedule spaces are walked in the background while the GPU measures baselines.
+  // The tasks' schedule spaces are walked in the background while the GPU measures baselines, and
+  // the seeds that take most of a minute to build (CUTLASS kernels) are built together from the
+  // start, so that their tasks find them in the compile cache.
   for (auto& sd : seeds) search::legal_space(sd.program, search::binding_of(sd.task));
+  std::vector<CompileJob> slow_seeds;
+  for (auto& sd : seeds)
+    if (codegen::compile_needs(sd.program).arch == "sm_90a") slow_seeds.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
+  std::thread seed_builds([slow_seeds] { compile_all(slow_seeds); });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join_seed_builds{seed_builds};
   for (size_t i = 1; i < sessions.size(); ++i)
     if (!sessions[i]->has_gpu())
       throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");

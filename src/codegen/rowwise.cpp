@@ -8,6 +8,7 @@
 // computes the outputs that range over the whole row, and the scans, in tile order.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "codegen/colwise.h"
@@ -36,7 +37,7 @@ const std::vector<std::string> kInternal = {
     "cache_bytes", "cache_region_bytes", "load_pack_keep", "load_pack_last", "load_pack_hinted", "store_pack_kept", "policy", "kExact", "g_workspace", "g_workspace_bytes", "ws", "region", "device", "sms",
     "wanted", "most", "chunk_blocks", "row_blocks", "warp_sum", "warp_max", "warp_min", "warp_argmax", "warp_exclusive_scan", "row_sum", "row_max",
     "merge_max_sum", "warp_max_sum", "row_max_sum",
-    "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take"};
+    "row_min", "row_argmax", "row_exclusive_scan", "argmax_beats", "argmax_take", "ksol_long_rows"};
 
 enum class Shape { row, element };  // [rows...] or [rows..., c]
 
@@ -2079,9 +2080,76 @@ class Generator {
   }
 };
 
+// The program without its row cache: cache_row = none, and the knobs that only mean something
+// with a cache back at their defaults where the family refuses them otherwise; nullopt when no
+// such schedule is legal.
+std::optional<dsl::Program> uncached(const dsl::Program& p, const Binding& b) {
+  Schedule s;
+  for (const Knob& k : rowwise_family().knobs) {
+    std::string v = k.default_value;
+    for (auto& [key, val] : p.schedule)
+      if (key == k.key) v = value_text(val);
+    s.emplace_back(k.key, v);
+  }
+  auto set = [&](const std::string& key, const std::string& v) {
+    for (auto& [k, val] : s)
+      if (k == key) val = v;
+  };
+  set("cache_row", "none");
+  for (const char* reset : {"", "tail", "keep", "preload", "online"}) {
+    if (*reset) set(reset, reset == std::string("tail") ? "checked" : reset == std::string("online") ? "0" : "none");
+    dsl::Program q = with_schedule(p, s);
+    try {
+      check(q, b);
+      return q;
+    } catch (const Refused&) {
+    }
+  }
+  return std::nullopt;
+}
+
 std::string generate(const dsl::Program& p, const Binding& b) {
   if (is_column_reduction(p)) return column_generate(p, b);
-  return Generator(p, b).run();
+  std::string src = Generator(p, b).run();
+  // A row longer than the register or shared-memory cache holds runs the same schedule without
+  // the cache: its own kernels, in a namespace of their own, behind the same entry point, so a
+  // cached schedule serves every row length (the fast one where the row fits).
+  const std::string refusals[] = {"return 3;  // longer than the register cache holds", "return 3;  // the rows do not fit in shared memory"};
+  bool refuses = false;
+  for (const std::string& r : refusals) refuses = refuses || src.find(r) != std::string::npos;
+  std::optional<dsl::Program> q = refuses ? uncached(p, b) : std::nullopt;
+  if (!q) return src;
+  std::string fb = Generator(*q, b).run();
+  std::string body, includes;
+  size_t at = 0;
+  while (at < fb.size()) {
+    size_t end = fb.find('\n', at);
+    if (end == std::string::npos) end = fb.size();
+    std::string line = fb.substr(at, end - at);
+    if (line.rfind("#include", 0) == 0) {
+      if (src.find(line + "\n") == std::string::npos) includes += line + "\n";
+    } else {
+      body += line + "\n";
+    }
+    at = end + 1;
+  }
+  const std::string entry = "extern \"C\" int ksol_run(const ksol_call* call) {";
+  size_t e = body.find(entry);
+  if (e == std::string::npos) return src;
+  body.replace(e, entry.size(), "int ksol_run(const ksol_call* call) {");
+  for (const std::string& r : refusals)
+    for (size_t pos; (pos = src.find(r)) != std::string::npos;)
+      src.replace(pos, r.size(), "return ksol_long_rows::ksol_run(call);  // longer than the cache holds: the same schedule without it");
+  size_t main_entry = src.find(entry);
+  if (main_entry == std::string::npos) return src;
+  src.insert(main_entry, "// Rows longer than the cache holds: the same schedule with cache_row = none.\nnamespace ksol_long_rows {\n" + body +
+                             "}  // namespace ksol_long_rows\n\n");
+  if (!includes.empty()) {
+    size_t last = src.rfind("#include");
+    size_t after = src.find('\n', last) + 1;
+    src.insert(after, includes);
+  }
+  return src;
 }
 
 }  // namespace

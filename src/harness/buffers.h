@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <cstdint>
 #include <memory>
@@ -149,6 +150,25 @@ inline CaseCache& case_cache() {
     return CaseCache::default_cap(n);
   }());
   return c;
+}
+
+// The size a request names: the coordinator's values when it sent them (a Matrix Market file's),
+// else the task's size of that name; every dim must have a value.
+inline SizeSet request_size(const Task& task, const std::string& name, const std::map<std::string, double>& dims,
+                            const std::map<std::string, std::string>& options) {
+  SizeSet s;
+  if (!dims.empty()) {
+    s.name = name;
+    s.dims = dims;
+    s.options = options;
+  } else {
+    const SizeSet* found = task.find_size(name);
+    if (!found) throw std::runtime_error("task " + task.name + " has no size '" + name + "'");
+    s = *found;
+  }
+  for (auto& d : task.dims)
+    if (!s.dims.count(d)) throw std::runtime_error("size '" + s.name + "' gives no value for dim '" + d + "'");
+  return s;
 }
 
 // The case cache's key of one case's inputs, and the scope of what it keeps (the task's spec and

@@ -195,17 +195,7 @@ class Evaluator {
       if (pinned_[k]) cudaHostUnregister(got_[k].data());
   }
   Evaluator(const EvalRequest& req) : req_(req), task_(load_task(req.task_dir)), rng_(req.timing_seed ^ 0x6a09e667f3bcc908ull) {
-    if (!req.size_dims.empty()) {
-      size_.name = req.size;
-      size_.dims = req.size_dims;
-      size_.options = req.size_options;
-    } else {
-      const SizeSet* s = task_.find_size(req.size);
-      if (!s) throw std::runtime_error("task " + task_.name + " has no size '" + req.size + "'");
-      size_ = *s;
-    }
-    for (auto& d : task_.dims)
-      if (!size_.dims.count(d)) throw std::runtime_error("size '" + size_.name + "' gives no value for dim '" + d + "'");
+    size_ = request_size(task_, req.size, req.size_dims, req.size_options);
     for (auto& d : task_.dims) dims_.push_back(static_cast<int64_t>(std::llround(size_.dims.at(d))));
     CK(cudaGetDevice(&device_));
     CK(cudaDeviceGetAttribute(&l2_bytes_, cudaDevAttrL2CacheSize, device_));

@@ -94,19 +94,7 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
   o.kernel = codegen::kernel_name(p);
   CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
   std::string origin = "agent:" + agent_;
-  if (store::Store* st = s_.store()) {
-    // The same row Session::evaluate upserts, written first so that it keeps parent and method.
-    store::CandidateRow c;
-    c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
-    c.source_hash = candidate_source_hash(j);
-    c.source = j.original;
-    c.language = "dsl";
-    c.origin = origin;
-    if (parent > 0) c.parent_id = parent;
-    c.method = method;
-    c.agent = agent_;
-    o.candidate_id = st->upsert_candidate(c);
-  }
+  o.candidate_id = register_candidate(t, j, parent, method);
   EvalOptions eo = visible_options(t, resume_, timeout_s_);
   eo.seed = search_seed(t);
   eo.prune_above_us = prune_above_us;
@@ -118,6 +106,22 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
   return r;
 }
 
+int64_t SessionEvaluator::register_candidate(const Task& t, const CompileJob& j, int64_t parent, const std::string& method) {
+  store::Store* st = s_.store();
+  if (!st) return 0;
+  // The same row Session::evaluate upserts, written first so that it keeps parent and method.
+  store::CandidateRow c;
+  c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
+  c.source_hash = candidate_source_hash(j);
+  c.source = j.original;
+  c.language = "dsl";
+  c.origin = "agent:" + agent_;
+  if (parent > 0) c.parent_id = parent;
+  c.method = method;
+  c.agent = agent_;
+  return st->upsert_candidate(c);
+}
+
 std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
   // A prefetch still building would race this build for the same sources: let it finish.
   for (auto& th : prefetching_) th.join();
@@ -126,7 +130,6 @@ std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<Buil
   std::vector<Built> out(items.size());
   std::vector<CompileJob> jobs;
   std::vector<size_t> which;
-  std::string origin = "agent:" + agent_;
   for (size_t k = 0; k < items.size(); ++k) {
     const BuildItem& it = items[k];
     if (auto u = unsupported(t, *it.program, it.label)) {
@@ -135,18 +138,7 @@ std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<Buil
       continue;
     }
     CompileJob j = codegen::compile_job(t, *it.program, t.name + "/" + it.label + ".ksol");
-    if (store::Store* st = s_.store()) {
-      store::CandidateRow c;
-      c.task_id = st->upsert_task(t.name, t.spec_hash, t.spec_text);
-      c.source_hash = candidate_source_hash(j);
-      c.source = j.original;
-      c.language = "dsl";
-      c.origin = origin;
-      if (it.parent_id > 0) c.parent_id = it.parent_id;
-      c.method = it.method;
-      c.agent = agent_;
-      out[k].candidate_id = st->upsert_candidate(c);
-    }
+    out[k].candidate_id = register_candidate(t, j, it.parent_id, it.method);
     jobs.push_back(std::move(j));
     which.push_back(k);
   }

@@ -211,6 +211,8 @@ class SessionEvaluator : public Evaluator {
   size_t prefetch_threads = 4;
 
  private:
+  // The candidate's store row (with its parent, method and agent), 0 without a store.
+  int64_t register_candidate(const Task& t, const CompileJob& j, int64_t parent, const std::string& method);
   std::map<std::string, uint64_t> search_seeds_;
   std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
   std::vector<std::thread> prefetching_;
