@@ -124,9 +124,7 @@ int64_t SessionEvaluator::register_candidate(const Task& t, const CompileJob& j,
 
 std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
   // A prefetch still building would race this build for the same sources: let it finish.
-  for (auto& th : prefetching_) th.join();
-  prefetching_.clear();
-  prefetch_done_.clear();
+  if (prefetching_.joinable()) prefetching_.join();
   std::vector<Built> out(items.size());
   std::vector<CompileJob> jobs;
   std::vector<size_t> which;
@@ -214,36 +212,23 @@ uint64_t SessionEvaluator::search_seed(const Task& t) {
 
 void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) {
   codegen::Binding b = binding_of(t);
+  std::vector<CompileJob> jobs;
   for (const dsl::Program& p : next) {
     if (!codegen::can_implement(p, b).ok) continue;
-    CompileJob j;
     try {
-      j = codegen::compile_job(t, p, t.name + "/prefetch.ksol");
+      jobs.push_back(codegen::compile_job(t, p, t.name + "/prefetch.ksol"));
     } catch (const std::exception&) {
-      continue;
+      // the build compiles it again and reports why
     }
-    // Never wait here (the GPU would idle behind a build nobody may time): finished builds are
-    // reaped, and a hint is dropped while every slot is busy.
-    for (size_t k = 0; k < prefetching_.size();)
-      if (prefetch_done_[k]->load()) {
-        prefetching_[k].join();
-        prefetching_.erase(prefetching_.begin() + static_cast<long>(k));
-        prefetch_done_.erase(prefetch_done_.begin() + static_cast<long>(k));
-      } else {
-        ++k;
-      }
-    if (prefetching_.size() >= std::max<size_t>(1, prefetch_threads)) break;
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    prefetch_done_.push_back(done);
-    prefetching_.emplace_back([j = std::move(j), done] {
-      try {
-        compile(j);
-      } catch (const std::exception&) {
-        // the evaluation compiles it again and reports why
-      }
-      done->store(true);
-    });
   }
+  if (prefetching_.joinable()) prefetching_.join();
+  prefetching_ = std::thread([jobs = std::move(jobs)] {
+    try {
+      compile_all(jobs);
+    } catch (const std::exception&) {
+      // the build reports failures
+    }
+  });
 }
 
 std::pair<double, double> SessionEvaluator::device_sm() const {
@@ -265,9 +250,9 @@ std::pair<double, double> SessionEvaluator::device_sm() const {
 
 SessionEvaluator::~SessionEvaluator() {
   // A run being stopped does not wait for builds nobody will time (nvcc finishes on its own).
-  for (auto& th : prefetching_)
-    if (stop_requested()) th.detach();
-    else th.join();
+  if (!prefetching_.joinable()) return;
+  if (stop_requested()) prefetching_.detach();
+  else prefetching_.join();
 }
 
 Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {

@@ -634,7 +634,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       }
     }
     // 3. The next generation is proposed and built in the background while the finalists run.
-    if (o.prefetch && screening && res.trajectory.size() < static_cast<size_t>(o.max_candidates) + 1000) {
+    if (o.prefetch && screening) {
       ahead = propose(std::min<size_t>(batch, static_cast<size_t>(std::max(0, o.max_candidates - tried))), gen + 1);
       std::vector<dsl::Program> progs;
       for (auto& p : ahead) progs.push_back(p.program);

@@ -196,9 +196,8 @@ class SessionEvaluator : public Evaluator {
   // (the worker then generates them and their references once: see harness.cpp's CaseCache).
   // The hidden sizes' grade draws fresh seeds per evaluation, as `ksol eval` does.
   uint64_t search_seed(const Task& t);
-  // Compiles each program on a thread of its own (at most `prefetch_threads` at a time; a hint
-  // that finds every slot busy is dropped, never waited for), for the compile cache; failures
-  // are left for the evaluation.
+  // Compiles the programs on every core in one background thread, for the compile cache (the
+  // next build() waits for it); failures are left for the build.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
   // Compiles the batch with compile_all on every core (after any prefetch in flight finishes) and
   // writes each candidate's store row with its parent, method and agent.
@@ -208,15 +207,13 @@ class SessionEvaluator : public Evaluator {
   void record_screened(const Task& t, int64_t candidate_id, const std::string& size, const ScreenTime& st, const std::string& why) override;
   ~SessionEvaluator() override;
   std::pair<double, double> device_sm() const override;
-  size_t prefetch_threads = 4;
 
  private:
   // The candidate's store row (with its parent, method and agent), 0 without a store.
   int64_t register_candidate(const Task& t, const CompileJob& j, int64_t parent, const std::string& method);
   std::map<std::string, uint64_t> search_seeds_;
   std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
-  std::vector<std::thread> prefetching_;
-  std::vector<std::shared_ptr<std::atomic<bool>>> prefetch_done_;  // set by each build when it ends
+  std::thread prefetching_;
   Session& s_;
   std::string agent_;
   int64_t resume_;
