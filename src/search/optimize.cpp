@@ -346,8 +346,11 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   // One generation's proposals: the agent's moves from the best and the other elites, then (for
   // the expert) one-knob mutations of the fastest schedules seen, the cost model's best guesses
   // over the untried space, and uniform draws, so that the space is covered, not only walked.
+  std::set<std::string> logged;
   auto propose = [&](size_t n, int gen) {
     auto tp = Clock::now();
+    const double profiled_before = res.breakdown.profile;  // the parents' profiles are their own line
+    auto propose_seconds = [&] { return since(tp) - (res.breakdown.profile - profiled_before); };
     std::vector<Pending> out;
     std::set<std::string> taken;
     auto add = [&](const dsl::Program& p, int parent, const std::string& method, const std::string& why) {
@@ -379,7 +382,9 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         if (pp == cand) exclude.insert(m);
       std::vector<std::string> alog;
       std::vector<agents::Proposal> props = agent.propose(res.trajectory[cand].program, profile_of(cand), b, exclude, &alog);
-      for (auto& l : alog) say("[parent c" + std::to_string(cand) + "] " + l);
+      // A parent proposes again in later generations while it stays the best; its reasoning is logged once.
+      for (auto& l : alog)
+        if (logged.insert("[parent c" + std::to_string(cand) + "] " + l).second) say("[parent c" + std::to_string(cand) + "] " + l);
       // The first parent may fill the agent's share; the others get what is left, a few each.
       size_t cap = cand == parents[0] ? agent_share : std::min(agent_share, out.size() + std::max<size_t>(1, n / 8));
       for (auto& p : props) {
@@ -389,7 +394,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     }
     if ((!random_only && !expert) || out.size() >= n) {
       // An LLM's proposals are its own alone, so that a comparison between agents stays one.
-      res.breakdown.propose += since(tp);
+      res.breakdown.propose += propose_seconds();
       return out;
     }
     const LegalSpace& sp = walk.get(seed, b, rng);
@@ -426,6 +431,22 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         add(codegen::with_schedule(res.trajectory[pi].program, m), pi, "mutate",
             "one knob of c" + std::to_string(pi) + " (one of the fastest so far) moved to a neighbouring value");
       }
+      // Two knobs at once: knobs that trade against each other (vector width against items per
+      // thread, tile against stages) are a valley for one-knob steps, whose single moves are slower
+      // than both ends. Pairs of the one-knob moves of the same parent, drawn at random.
+      size_t pair_cap = out.size() + std::max<size_t>(1, n / 8);
+      for (size_t tries = 0; out.size() < pair_cap && muts.size() > 1 && tries < 8 * n; ++tries) {
+        auto& [pa, ma] = muts[rng() % muts.size()];
+        auto& [pb, mb] = muts[rng() % muts.size()];
+        if (pa != pb) continue;
+        codegen::Schedule base = agents::full_schedule(res.trajectory[pa].program), m = ma;
+        size_t changed = 0;
+        for (size_t k = 0; k < m.size() && k < mb.size() && k < base.size(); ++k)
+          if (mb[k].second != base[k].second && m[k].second == base[k].second) m[k].second = mb[k].second, ++changed;
+        if (changed != 1) continue;
+        add(codegen::with_schedule(res.trajectory[pa].program, m), pa, "mutate2",
+            "two knobs of c" + std::to_string(pa) + " (one of the fastest so far) moved to neighbouring values together");
+      }
       // The cost model's guesses: the untried schedules it ranks fastest, out of a sample.
       if (model.observations() >= 6 && sp.size() > 0) {
         model.fit();
@@ -445,7 +466,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     // Uniform draws without replacement from the legal space fill the rest.
     while (out.size() < n && walk.next < walk.order.size())
       add(from_space(walk.next++), res.best, "random", "drawn uniformly (without replacement) from " + std::to_string(sp.size()) + " legal schedules");
-    res.breakdown.propose += since(tp);
+    res.breakdown.propose += propose_seconds();
     return out;
   };
 
@@ -675,7 +696,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
                        std::to_string(res.best) + " " + fmt(nb.outcome.score_us()) + " us, " + (sp > 0 ? fmt(sp, 2) + "x vs best baseline, " : "") +
                        fmt(nb.outcome.pct_sol() * 100, 1) + "% SOL; " + std::to_string(tried) + " tried in " + fmt(secs2, 0) + " s (" +
                        fmt(secs2 > 0 ? 60.0 * tried / secs2 : 0, 0) + "/min)" + (budget > 0 ? ", " + fmt(std::max(0.0, budget - secs2), 0) + " s left" : "");
-    if (res.best != best_before) line += "; new best: " + res.trajectory[res.best].note;
+    if (res.best != best_before) line += "; " + res.trajectory[res.best].note;
     progress(line);
     // Without a screen each proposal is one generation; its own line says what became of it.
     if (!screening)

@@ -668,6 +668,33 @@ TEST(Optimize, ScreensRankAndOnlyFinalistsAreVerified) {
   }
 }
 
+// Knobs that trade against each other make valleys for one-knob steps; some of each
+// generation's mutations move two knobs of one parent together, and exactly two.
+TEST(Optimize, PairMutationsMoveTwoKnobsOfOneParent) {
+  SeedCase s = setup("softmax_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = synthetic()[0].model;
+  auto agent = agents::make_agent("expert", knowledge(), 3);
+  search::OptimizeOptions o;
+  o.max_candidates = 60;
+  o.plateau = 1000;
+  o.target_sol = 0;
+  o.batch = 16;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  int pairs = 0;
+  for (auto& a : r.trajectory) {
+    if (a.method != "mutate2") continue;
+    ++pairs;
+    ASSERT_GE(a.parent, 0);
+    codegen::Schedule mine = agents::full_schedule(a.program), theirs = agents::full_schedule(r.trajectory[a.parent].program);
+    ASSERT_EQ(mine.size(), theirs.size());
+    int differ = 0;
+    for (size_t k = 0; k < mine.size(); ++k) differ += mine[k] != theirs[k];
+    EXPECT_EQ(differ, 2) << a.schedule;
+  }
+  EXPECT_GT(pairs, 0);
+}
+
 // A program that fails to run in a screen is a failure (its move is not retried from that
 // parent), not a ranking; one whose build fails never reaches the GPU.
 TEST(Optimize, ScreenAndBuildFailuresAreFailures) {
