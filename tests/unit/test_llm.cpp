@@ -450,7 +450,7 @@ TEST(LlmServer, RealLlamaCppServerOnLoopback) {
   EXPECT_TRUE(!props.empty() || all.find("branch dropped") != std::string::npos || all.find("repeats the parent") != std::string::npos) << all;
 }
 
-// The hand-written answer kept for the exchange-folder run on the GPU (scripts/gpu_next.sh
+// The hand-written answer kept for the exchange-folder run on the GPU (scripts/gpu_steps.sh
 // exchange) is a program the agent accepts.
 TEST(LlmAgent, HandWrittenExchangeAnswerIsAccepted) {
   std::string dir = ::testing::TempDir() + "/ksol-exchange-agent-" + std::to_string(::getpid());

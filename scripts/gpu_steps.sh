@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# The GPU evidence issues 3, 4 and 5 still need, in steps (through scripts/device_run.sh, one
-# device call per step or two). Results go to $OUT. Each step's command is what the issue's
-# closing note will quote.
-#   suite [RUN]   issue 3: every baseline of every task at every size, on every GPU of the host
-#                 (resumable: pass the run id of an interrupted pass, with its store carried back
-#                 as .carry/suite.db)
-#   refcheck      issue 3: the GPU float64 references against the CPU ones
-#   optimize      issue 5: the expert over the 20 tasks with seed programs, 60 s each, resumable
-#   versus        issue 5: expert against random search at equal budget on 8 tasks
-#   exchange      issue 5: an exchange-folder run answered by hand (examples/exchange)
-#   reverify [JSON]  issue 5: each returned kernel through a fresh ksol eval (PART=i/n: a share)
-#   issue4 [dense|rows]  issue 4's comparisons (both parts: about 10 minutes; one per call), with
-#                 BEST=<optimize report folder> for its best.ksol per task (else examples/tuned,
-#                 else the seed programs): GEMM bf16 and fp32 (SIMT) at 4096^3 and 8192^3 vs
-#                 cuBLAS(Lt); GEMM+bias+GELU vs cuBLASLt's epilogue and the unfused GEMM+kernel;
-#                 softmax/RMSNorm/LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile
-#                 (examples/modules, ksol eval-module); SpMV power-law and banded vs cuSPARSE;
-#                 the 2D stencil vs its naive baseline; the DSL conv2d (f32 SIMT implicit GEMM) vs cuDNN
-#   kernelbench   issue 6: ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's
-#                 rule (carry .cache/kernelbench), then the KernelBench-compatible summary
+# Longer GPU runs, one step per device call (through scripts/device_run.sh). Results go to $OUT
+# (or /tmp/ksol-out); each step prints its return code and the tail of its output.
+#   suite [RUN]   every baseline of every task at every size, on every GPU of the host (resumable:
+#                 pass the run id of an interrupted pass, with its store carried as .carry/suite.db;
+#                 SUITE_SECONDS caps the call)
+#   refcheck      the GPU float64 references against the CPU ones at the small and odd sizes
+#   optimize [RUN]  the expert over every task with a seed program (OPT_TASKS: some), OPT_SECONDS
+#                 each (60), under OPT_TIMEOUT (560 s, then SIGTERM: the report is written);
+#                 OPT_DB: the store (a copy of the suite's reuses its baseline timings with RUN)
+#   versus        expert against random search at equal budget on 8 tasks (VS_TASKS, VS_SECONDS,
+#                 VS_DB and VS_RESUME to reuse a store's baselines, AGENTS to run one)
+#   exchange      an exchange-folder run answered by hand (examples/exchange)
+#   reverify [JSON]  each kernel an optimize JSON returned, through a fresh ksol eval (PART=i/n: a share)
+#   compare [dense|rows]  each task's program against its baselines (both parts: about 10 minutes;
+#                 one per call), with BEST=<optimize report folder> for its best.ksol per task (else
+#                 examples/tuned, else the seed program): GEMM bf16 and fp32 (SIMT) at 4096^3 and
+#                 8192^3 vs cuBLAS(Lt); GEMM+bias+GELU vs cuBLASLt's epilogue and the unfused
+#                 GEMM+kernel; SpMV power-law and banded vs cuSPARSE; the 2D stencil vs its naive
+#                 baseline; the DSL conv2d (f32 SIMT implicit GEMM) vs cuDNN (dense); softmax/RMSNorm/
+#                 LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile (rows: examples/modules,
+#                 ksol eval-module; ROWS: some)
+#   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
+#                 (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
@@ -36,7 +39,7 @@ case "$step" in
     # OPT_DB: the store (a copy of the suite's store with RUN = its last run reuses the suite's
     # baseline timings instead of repeating them); OPT_TASKS: the tasks (default all with seeds).
     # SIGTERM at the cap: ksol finishes the evaluation in flight and writes its report (killed 90 s later).
-    timeout -k 90 ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize $OPT_TASKS --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
+    timeout -k 90 ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize ${OPT_TASKS:-} --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
       --budget-candidates 40 ${1:+--resume $1} --report "$OUT/report" --json-out "$OUT/optimize.json" > "$OUT/optimize.txt" 2> "$OUT/optimize.err"
     echo "rc=$?"; D="${OPT_DB:-$OUT/opt.db}"; [ "$D" = "$OUT/opt.db" ] || for f in "$D" "$D-wal" "$D-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/opt.db${f#$D}"; done; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
   versus)
@@ -63,10 +66,10 @@ for r in todo[i::n]:
     p = f"/tmp/reverify_{r['task']}.ksol"; open(p, "w").write(r["best"]["program"]); print(r["task"], p)
 PY
     ;;
-  issue4)
-    # A task's program: BEST's best.ksol, else examples/tuned (issue 4's sweep winners), else its seed.
+  compare)
+    # A task's program: BEST's best.ksol, else examples/tuned, else its seed.
     P() { local f="${BEST:+$BEST/$1/best.ksol}"; [ -n "$f" ] && [ -f "$f" ] || f=examples/tuned/$1.ksol; [ -f "$f" ] || f=$(ls tasks/*/"$1"/program.ksol); echo "$f"; }
-    E() { timeout 300 ksol --store "$OUT/issue4.db" eval --task "$1" --candidate "$(P "$1")" "${@:2}" --compare all 2>&1 | tail -12; }
+    E() { timeout 300 ksol --store "$OUT/compare.db" eval --task "$1" --candidate "$(P "$1")" "${@:2}" --compare all 2>&1 | tail -12; }
     K=k4096:M=4096,N=4096,K=4096
     if [ "${1:-dense}" = dense ]; then
       E gemm_bf16 --sizes large --shape "$K"
@@ -81,7 +84,7 @@ PY
         --json-out "$OUT/module_$m.json" 2>&1 | tail -4
     done ;;
   kernelbench)
-    # Issue 6: ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
+    # ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
     # as .cache/kernelbench), a fixed budget each (KB_SECONDS, 12 candidates). Several loops (one per
     # GPU, CUDA_VISIBLE_DEVICES) share KB_CLAIMS: each problem goes to the first loop that claims it.
     # KB_DONE: a folder of earlier calls' JSONs, whose problems are skipped (the run spread over calls).
@@ -117,5 +120,5 @@ PY
 b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
-  *) sed -n 2,21p "$0"; exit 2 ;;
+  *) sed -n 2,24p "$0"; exit 2 ;;
 esac

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Issue 4's must-show in one call on a GPU host (377 s on an H200 in session 20, 480-520 s before): the six row modules through
-# eval-module, the SIMT and bf16 GEMMs, GEMM + bias + GELU against cuBLASLt and the unfused pair, SpMV,
-# the 2D stencil and the six row tasks through eval (GTEST=1 adds Gpu.TunedRowProgramsPassTheGatesAtEverySize,
-# about 30 s more: it no longer fits the call's 600 s by default);
-# the CUTLASS programs compile in the background first. Figures go to $OUT/m, with medians.txt from the
-# store, packed into m.tgz after every step (a killed run still returns what it finished). Carry
-# .carry/bin (scripts/carry.sh) and third_party/cutlass:
-#   run: timeout 575 bash scripts/gpu_mustshow.sh      (carry [".carry/bin", "third_party/cutlass"])
-# docs/results/2026-12-02-h200-issue4-s17-mustshow.txt is its output at commit 0a3d454.
+# The tuned DSL programs (examples/tuned) against their baselines in one call on a GPU host: the six
+# row modules through eval-module (against eager and torch.compile), the SIMT and bf16 GEMMs,
+# GEMM + bias + GELU against cuBLASLt and the unfused pair, SpMV, the 2D stencil and the six row
+# tasks through eval. The CUTLASS programs compile in the background first. GTEST=1 adds
+# Gpu.TunedRowProgramsPassTheGatesAtEverySize (about 30 s more; off by default to stay inside a
+# 600 s call). About 380 s on an H200 (docs/results/2026-12-02-h200-issue4-s20.txt, call 3, is its
+# output). Figures go to $OUT/m, with medians.txt from the store, packed into m.tgz after every
+# step (a killed run still returns what it finished). Carry .carry/bin (scripts/carry.sh) and
+# third_party/cutlass:
+#   run: timeout 575 bash scripts/gpu_tuned_vs_baselines.sh      (carry [".carry/bin", "third_party/cutlass"])
 set -u
 : "${OUT:=/tmp/ksol-mustshow}"
 export OUT

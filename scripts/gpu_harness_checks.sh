@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Issue 2's GPU evidence in one command on the GPU host, through scripts/device_run.sh:
-# calibration, the full baseline bench, cross-process stability, and harness overhead.
+# Checks of the measurement core on a GPU host, in one command through scripts/device_run.sh.
+# Steps (all by default, or those named as arguments):
+#   calibrate   ksol device calibrate (bandwidth and FLOP rates, cached per GPU)
+#   bench       every baseline of six tasks (GEMM, SpMV, softmax, RMSNorm, stencil, scan)
+#   stability   five processes timing the same kernel: an HBM-bound softmax and the bf16 GEMM
+#   overhead    100 candidates through one worker, cold compile cache then warm
+#   robustness  a sticky CUDA error, a hang, and a plain C function through the generated shim
+#   refcheck    the GPU float64 references against the CPU ones
 # Results go to $OUT (or /tmp/ksol-out).
+#   scripts/device_run.sh scripts/gpu_harness_checks.sh stability overhead
 set -uo pipefail
 # The GPU host has no /usr/bin/time: wall time of "$@" on stderr, as "<label> <seconds> s".
 timed() { local label=$1 t0 rc; shift; t0=$(date +%s%N); "$@"; rc=$?; local ms=$((($(date +%s%N) - t0) / 1000000)); echo "$label $((ms / 1000)).$(printf %03d $((ms % 1000))) s" >&2; return $rc; }
