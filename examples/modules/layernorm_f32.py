@@ -1,4 +1,4 @@
-# LayerNorm over the last dim, fp32, eps 1e-5 (KernelBench format, written for ksol's issue-4 measurements): tasks/llm/layernorm_f32 (X, W, B, Y).
+# LayerNorm over the last dim, fp32, eps 1e-5 (KernelBench format, written for ksol's row-operator comparisons): tasks/llm/layernorm_f32 (X, W, B, Y).
 import torch
 import torch.nn as nn
 

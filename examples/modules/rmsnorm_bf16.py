@@ -1,4 +1,4 @@
-# RMSNorm over the last dim, bf16 in and out, fp32 math, eps 1e-6 (KernelBench format, written for ksol's issue-4 measurements): tasks/llm/rmsnorm_bf16 (X, W, Y).
+# RMSNorm over the last dim, bf16 in and out, fp32 math, eps 1e-6 (KernelBench format, written for ksol's row-operator comparisons): tasks/llm/rmsnorm_bf16 (X, W, Y).
 import torch
 import torch.nn as nn
 

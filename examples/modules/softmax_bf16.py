@@ -1,4 +1,4 @@
-# Row softmax, bf16 in and out, fp32 math (KernelBench format, written for ksol's issue-4 measurements): tasks/llm/softmax_bf16 (X, Y).
+# Row softmax, bf16 in and out, fp32 math (KernelBench format, written for ksol's row-operator comparisons): tasks/llm/softmax_bf16 (X, Y).
 import torch
 import torch.nn as nn
 

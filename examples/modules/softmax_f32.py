@@ -1,4 +1,4 @@
-# Row softmax, fp32 (KernelBench format, written for ksol's issue-4 measurements): the same function as tasks/llm/softmax_f32 (tensor table X, Y).
+# Row softmax, fp32 (KernelBench format, written for ksol's row-operator comparisons): the same function as tasks/llm/softmax_f32 (tensor table X, Y).
 import torch
 import torch.nn as nn
 
