@@ -10,7 +10,7 @@
 # third_party/cutlass:
 #   run: timeout 575 bash scripts/gpu_tuned_vs_baselines.sh      (carry [".carry/bin", "third_party/cutlass"])
 set -u
-: "${OUT:=/tmp/ksol-mustshow}"
+: "${OUT:=/tmp/ksol-tuned}"
 export OUT
 cd "$(dirname "$0")/.."
 export KSOL_HOME=$PWD KSOL_CACHE_DIR=${KSOL_CACHE_DIR:-/tmp/ksol-cache} PATH=$PWD/.carry/bin:/usr/local/cuda/bin:$PATH

@@ -508,7 +508,8 @@ class Timer:
             # nothing writes again leaves the L2 full of clean lines, so no write-back of the
             # flush competes with the timed call. Writing it (zero_) left the L2 full of dirty
             # lines, whose write-back the timed call paid for: on an H200 the row kernels then
-            # timed 3-8% above ksol eval, and within 1% of it once the flush read (session 10).
+            # timed 3-8% above ksol eval, and within 1% of it once the flush read
+            # (docs/results/2026-12-01-h200-rows-s10.txt).
             self.flush = torch.zeros(2 * l2 // 4, dtype=torch.float32, device=device)
 
     def time(self, fn, args, min_samples=10, max_samples=100, max_seconds=2.0, warmup_seconds=0.1):

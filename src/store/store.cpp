@@ -318,8 +318,8 @@ Store Store::open_at_version(const std::string& path, int version) {
     // Switching a new file to WAL takes the exclusive lock, and SQLite answers SQLITE_BUSY at once
     // (without the busy handler, which could deadlock) when another process opening the same new
     // file holds a shared lock: several `ksol` processes started together on a fresh store hit it
-    // (session 18, four `ksol eval --compile-only` at once). So it is retried for up to the busy
-    // timeout; any other error, or still busy after it, is thrown.
+    // (four `ksol eval --compile-only` at once on a fresh GPU host failed three times in four). So
+    // it is retried for up to the busy timeout; any other error, or still busy after it, is thrown.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyMs);
     for (;;) {
       try {

@@ -59,11 +59,12 @@ TEST(Stats, MedianAndConfidenceInterval) {
   EXPECT_NEAR(ksol::relative_spread({99, 100, 101}), 0.02, 1e-12);
 }
 
-// The timing gate's stopping rule on the shape an H200 produced (session 20, the bf16 GEMM at
-// 8192^3 under the 700 W cap): a few samples at the settled clock, ~50 in a faster step after
-// the GPU idled, then the settled clock again. The CI alone stops inside the fast step; the drift
-// check keeps sampling until the step is a minority, so the median is the settled one. (No rule
-// sees a step still to come: the warm-up after the verified call removes the cause of this one.)
+// The timing gate's stopping rule on the shape an H200 produced (the bf16 GEMM at 8192^3 under the
+// 700 W cap; docs/results/2026-12-02-h200-issue4-s20.txt): a few samples at the settled clock, ~50
+// in a faster step after the GPU idled, then the settled clock again. The CI alone stops inside the
+// fast step; the drift check keeps sampling until the step is a minority, so the median is the
+// settled one. (No rule sees a step still to come: the warm-up after the verified call removes the
+// cause of this one.)
 TEST(Stats, SamplingStopsOnlyOnceTheSeriesIsSteady) {
   auto noise = [](int i) { return ((i * 7919) % 11 - 5) * 0.8; };  // +-4 us, deterministic
   std::vector<double> stepped;

@@ -159,8 +159,9 @@ TEST(Tolerance, SeparatesFp32FromTf32AndBf16ShortcutsAtLargeK) {
 }
 
 // A tensor core adds each k-step's 16 products to its fp32 accumulator and rounds the sum toward
-// zero (session 19 on the H200: cuBLAS's bf16 GEMM with an fp32 output reached 2.39-2.48x the
-// bound's sqrt term at 8192^3 on spiky inputs, and ours gave cuBLASLt's worst ratio exactly). That
+// zero (on the H200, cuBLAS's bf16 GEMM with an fp32 output reached 2.39-2.48x the bound's sqrt
+// term at 8192^3 on spiky inputs, and ours gave cuBLASLt's worst ratio exactly;
+// docs/results/2026-12-02-h200-issue4-s19.txt). That
 // error is biased, so it grows like L / 16 ulps of the running sum. Emulated here on the task's
 // spiky inputs: without the L / 16 term it fails; with it it passes, and a shortcut that keeps
 // the accumulator in bf16 still fails by far.

@@ -125,8 +125,8 @@ TEST(Seeds, EveryTaskSeedComputesTheTasksOutputs) {
   EXPECT_GE(seeds, 10);
 }
 
-// examples/tuned: the schedules issue 4's H200 sweeps kept (NAME.ksol or NAME_variant.ksol for the
-// task NAME) are still accepted and still compute their task's outputs.
+// examples/tuned: the hand-picked schedules measured on an H200 (NAME.ksol or NAME_variant.ksol
+// for the task NAME) are still accepted and still compute their task's outputs.
 TEST(Seeds, EveryTunedExampleComputesItsTasksOutputs) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(fs::path(source_root()) / "examples" / "tuned")) {

@@ -430,8 +430,8 @@ TEST_F(StoreTest, KilledProcessKeepsWhatItMeasured) {
   EXPECT_EQ(evals[0].samples.size(), 5u);
 }
 
-// Several processes opening one new store at the same moment (four `ksol eval --compile-only`
-// started together on a fresh GPU host, session 18): switching the new file to WAL meets
+// Several processes opening one new store at the same moment (as four `ksol eval --compile-only`
+// started together on a fresh GPU host do): switching the new file to WAL meets
 // SQLITE_BUSY without the busy handler, which Store::open retries. Eight children per round wait
 // on a pipe, so they open together; each exits 0 if its open succeeded.
 TEST_F(StoreTest, ProcessesOpeningANewStoreTogetherAllSucceed) {
