@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/usage.h"
+
 namespace ksol::cli {
 
 // `ksol import kernelbench FILE...`: PyTorch problems traced, costed, lowered and screened by
@@ -19,9 +21,5 @@ void add_eval_module_command(CLI::App& app, const bool& json_out);
 
 // Prints rows[0] as the header, a rule, then the other rows, in aligned columns.
 void print_columns(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
-
-// Runs a subcommand's body from its CLI11 callback: errors are printed (file:line:col ones as
-// they are), and the exit status ends the parse (CLI::Success or CLI::RuntimeError).
-[[noreturn]] void finish_command(const std::function<int()>& body);
 
 }  // namespace ksol::cli

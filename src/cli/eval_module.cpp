@@ -3,6 +3,7 @@
 // line protocol as ksol-worker. A candidate is a ModelNew file (.py), a library built to ksol's
 // ABI (.so), CUDA source exporting ksol_run (.cu), compiled here behind gate 1, or a DSL program
 // (.ksol) generated and compiled for the tensors and dims of the task named by --task.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -47,15 +48,25 @@ std::string us(const json& j, const char* key = "median_us") {
   return b;
 }
 
+// Candidates that only run on a GPU: CUDA source and DSL programs (a .so built to the ABI, or a
+// ModelNew file, may run on the CPU device).
+bool needs_gpu(const std::string& candidate) {
+  std::string ext = fs::path(candidate).extension().string();
+  return ext == ".cu" || ext == ".ksol";
+}
+
 int run_eval_module(const EvalModuleArgs& a, bool json_out) {
+  if (!fs::exists(a.problem)) throw UsageError(a.problem + ": no such file");
+  for (const std::string& c : a.candidates) {
+    std::string ext = fs::path(c).extension().string();
+    if (ext != ".py" && ext != ".so" && ext != ".cu" && ext != ".ksol")
+      throw UsageError(c + ": a candidate is a ModelNew file (.py), CUDA exporting ksol_run (.cu), a DSL program (.ksol, with --task) or a built library (.so)");
+    if (ext == ".ksol" && a.task.empty()) throw UsageError(c + ": a DSL candidate needs --task, whose tensors and dims it is generated for");
+  }
   std::string why, py = find_torch_python(&why);
   if (py.empty()) {
     std::cerr << "error: " << why << "\n";
-    return 3;
-  }
-  if (!fs::exists(a.problem)) {
-    std::cerr << a.problem << ": error: no such file\n";
-    return 2;
+    return exit_status::error;
   }
   std::string pypath = source_root() + "/python";
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
@@ -63,9 +74,13 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
   WorkerReply hello = w.call({{"op", "hello"}}, 120);
   if (!hello.ok) {
     std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
-    return 3;
+    return exit_status::error;
   }
   bool gpu = hello.body.value("gpu", false);
+  const bool gpu_asked = std::any_of(a.candidates.begin(), a.candidates.end(), needs_gpu);
+  if (!gpu && gpu_asked)
+    print_no_gpu_notice("eval-module", hello.body.value("reason", std::string("no GPU")),
+                        "CUDA and DSL candidates are compiled, not run (exit status 77 when nothing else failed)");
   std::string device = a.device.empty() ? (gpu ? "cuda" : "cpu") : a.device;
   std::cerr << "Python worker: PyTorch " << hello.body.value("torch", "?") << ", device " << device
             << (gpu ? "" : " (" + hello.body.value("reason", std::string("no GPU")) + ")") << "\n";
@@ -89,15 +104,14 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       if (ext == ".cu" || ext == ".ksol") {
         CompileJob job;
         if (ext == ".ksol") {
-          if (a.task.empty()) throw std::runtime_error(c + ": a DSL candidate needs --task, whose tensors and dims it is generated for");
-          Task t = load_task(resolve_task_path(a.task));
+          Task t = load_task(task_argument("--task", a.task));
           dsl::Program prog = dsl::parse_program(read_file(c), c);
           codegen::Support sup = codegen::can_implement(prog, search::binding_of(t));
           if (!sup.ok) throw std::runtime_error(c + ": unsupported for task " + t.name + ": " + sup.reason);
           job = codegen::compile_job(t, prog, c);
           // The table the worker will pass must have the task's shapes at these dims.
           if (a.dims.size() != t.dims.size())
-            throw std::runtime_error("--dims: task " + t.name + " has " + std::to_string(t.dims.size()) + " dims (" + join(t.dims, ", ") + ")");
+            throw UsageError("--dims: task " + t.name + " has " + std::to_string(t.dims.size()) + " dims (" + join(t.dims, ", ") + ")");
           SizeSet sz;
           for (size_t i = 0; i < t.dims.size(); ++i) sz.dims[t.dims[i]] = static_cast<double>(a.dims[i]);
           json shapes = json::array();
@@ -123,8 +137,6 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       }
       req["candidate_so"] = so;
       req["dims"] = a.dims;
-    } else {
-      throw std::runtime_error(c + ": a candidate is a ModelNew file (.py), CUDA exporting ksol_run (.cu), a DSL program (.ksol, with --task) or a built library (.so)");
     }
     std::cerr << "evaluating " << c << " ...\n";
     WorkerReply r = w.call(req, a.timeout);
@@ -173,7 +185,8 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
     print_columns(std::cout, rows);
     std::cout << "vs eager / vs compile: the baseline's median over the candidate's, timed by the same timer on the same inputs\n";
   }
-  return failed ? 1 : 0;
+  if (failed) return exit_status::error;
+  return !gpu && gpu_asked ? exit_status::no_gpu : exit_status::ok;
 }
 
 }  // namespace
@@ -187,15 +200,15 @@ void add_eval_module_command(CLI::App& app, const bool& json_out) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--task", a->task, "the task a .ksol candidate is generated for (its tensor order must be the module's: inputs, parameters, outputs)");
-  cmd->add_option("--dims", a->dims, "dims passed to an ABI candidate's ksol_run, in order (comma-separated)")->delimiter(',');
-  cmd->add_option("--seeds", a->seeds, "correctness seeds (at least 3)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--dims", a->dims, "dims passed to an ABI candidate's ksol_run, in order (comma-separated)")->delimiter(',')->check(positive_integer());
+  cmd->add_option("--seeds", a->seeds, "correctness seeds (at least 3)")->delimiter(',')->capture_default_str()->check(unsigned_integer());
   cmd->add_option("--device", a->device, "cuda or cpu (default: cuda where PyTorch sees a GPU)");
   cmd->add_flag("--no-baselines", a->no_baselines, "do not time eager and torch.compile");
   cmd->add_option("--json-out", a->json_path, "also write the results as JSON to this file");
-  cmd->add_option("--timeout", a->timeout, "seconds per candidate")->capture_default_str();
+  cmd->add_option("--timeout", a->timeout, "seconds per candidate")->capture_default_str()->check(positive_number());
   cmd->callback([a, &json_out]() {
     if (a->seeds.size() < 3) throw CLI::ValidationError("--seeds", "the correctness gate needs at least 3 seeds");
-    finish_command([&] { return run_eval_module(*a, json_out); });
+    finish_command("eval-module", [&] { return run_eval_module(*a, json_out); });
   });
 }
 

@@ -30,17 +30,14 @@ struct ImportArgs {
 };
 
 int run_import(const ImportArgs& a, bool json_out) {
+  for (auto& f : a.files)
+    if (!fs::exists(f)) throw UsageError(f + ": no such file");
   std::string why;
   std::string py = find_torch_python(&why);
   if (py.empty()) {
     std::cerr << "error: " << why << "\n";
-    return 3;
+    return exit_status::error;
   }
-  for (auto& f : a.files)
-    if (!fs::exists(f)) {
-      std::cerr << f << ": error: no such file\n";
-      return 2;
-    }
   // A private folder for the answer (mkdtemp: nobody else can plant a link there).
   std::string tmpl = (fs::temp_directory_path() / "ksol-import-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary folder under " + fs::temp_directory_path().string());
@@ -64,7 +61,7 @@ int run_import(const ImportArgs& a, bool json_out) {
   ProcessResult r = run_process(argv, a.timeout);
   if (r.timed_out || !fs::exists(tmp)) {
     std::cerr << "error: the PyTorch front end " << (r.timed_out ? "timed out" : "failed") << ":\n" << r.output << "\n";
-    return 2;
+    return exit_status::error;
   }
   json res = json::parse(read_file(tmp.string()));
   if (!a.out_dir.empty()) fs::create_directories(a.out_dir);
@@ -107,7 +104,7 @@ int run_import(const ImportArgs& a, bool json_out) {
                  " (reported apart), or why it was skipped.\n";
     if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
   }
-  return bad ? 2 : 0;
+  return bad ? exit_status::error : exit_status::ok;
 }
 
 }  // namespace
@@ -140,11 +137,13 @@ void add_import_command(CLI::App& app, const bool& json_out) {
   kb->add_option("files", a->files, "problem files (Model, get_inputs, get_init_inputs)")->required();
   kb->add_option("--out", a->out_dir, "write one JSON problem card per problem into this folder");
   kb->add_flag("--no-screen", a->no_screen, "skip the float64 screening for degenerate outputs");
-  kb->add_option("--screen-max-gflop", a->screen_max_gflop, "skip screening on the CPU above this many GFLOP (all draws)")->capture_default_str();
-  kb->add_option("--seed", a->seed, "seed for the module's parameters and the example inputs")->capture_default_str();
-  kb->add_option("--timeout", a->timeout, "seconds for the whole import")->capture_default_str();
+  kb->add_option("--screen-max-gflop", a->screen_max_gflop, "skip screening on the CPU above this many GFLOP (all draws)")
+      ->capture_default_str()
+      ->check(non_negative_number());
+  kb->add_option("--seed", a->seed, "seed for the module's parameters and the example inputs")->capture_default_str()->check(non_negative_integer());
+  kb->add_option("--timeout", a->timeout, "seconds for the whole import")->capture_default_str()->check(positive_number());
   imp->require_subcommand(1);
-  kb->callback([a, &json_out]() { finish_command([&] { return run_import(*a, json_out); }); });
+  kb->callback([a, &json_out]() { finish_command("import kernelbench", [&] { return run_import(*a, json_out); }); });
 }
 
 }  // namespace ksol::cli

@@ -107,9 +107,11 @@ struct Common {
   }
 };
 
-Session::Options session_options(const Common& c) {
+// A command that records nothing (sol, device, refcheck) opens no store, so that it leaves no
+// ksol.db behind in the folder it ran in.
+Session::Options session_options(const Common& c, bool writes_store) {
   Session::Options o;
-  o.store_path = c.store;
+  if (writes_store) o.store_path = c.store;
   if (!c.worker.empty()) o.worker_argv = {c.worker};
   o.assume_gpu = c.assume_gpu;
   return o;
@@ -167,7 +169,7 @@ CompileJob dsl_job(const Task& t, const std::string& path) {
 // --shape NAME:D=V,D=V,...: a size of the user's for this run (every dim of the task, positive
 // integers), evaluated like the task's own visible sizes.
 SizeSet parse_shape(const Task& t, const std::string& spec) {
-  auto fail = [&](const std::string& m) { throw std::runtime_error("--shape '" + spec + "': " + m); };
+  auto fail = [&](const std::string& m) { throw cli::UsageError("--shape '" + spec + "': " + m); };
   size_t colon = spec.find(':');
   if (colon == std::string::npos || colon == 0) fail("expected NAME:" + join(t.dims, "=V,") + "=V");
   SizeSet sz;
@@ -191,11 +193,36 @@ SizeSet parse_shape(const Task& t, const std::string& spec) {
   return sz;
 }
 
+// What eval's arguments name in its task, checked before anything runs (usage errors, each with
+// the names there are or the nearest one).
+void check_eval_arguments(const Task& t, const std::vector<std::string>& defence_off, const std::string& sizes, const std::string& compare) {
+  for (const std::string& d : defence_off)
+    if (std::find(defence_names().begin(), defence_names().end(), d) == defence_names().end()) {
+      std::string near = cli::did_you_mean(d, defence_names());
+      throw cli::UsageError("--defence-off '" + d + "': no such defence" + (near.empty() ? " (" + join(defence_names(), ", ") + ")" : near));
+    }
+  std::vector<std::string> size_names;
+  for (const SizeSet& sz : t.sizes) size_names.push_back(sz.name);
+  for (const std::string& name : split_csv(sizes))
+    if (!t.find_size(name)) {
+      std::string near = cli::did_you_mean(name, size_names);
+      throw cli::UsageError("--sizes '" + name + "': task " + t.name + " has no such size" +
+                            (near.empty() ? " (its sizes: " + join(size_names, ", ") + ")" : near));
+    }
+  if (compare == "all" || compare == "none") return;
+  std::vector<std::string> baselines;
+  for (const BaselineSpec& b : t.baselines) baselines.push_back(b.name);
+  for (const std::string& name : split_csv(compare))
+    if (std::find(baselines.begin(), baselines.end(), name) == baselines.end())
+      throw cli::UsageError("--compare '" + name + "': task " + t.name + " has no such baseline (its baselines: " + join(baselines, ", ") +
+                            "; or all, none)");
+}
+
 int cmd_eval(const Common& c, const std::string& task_name, const std::vector<std::string>& cands, const std::string& sizes,
              const std::vector<std::string>& defence_off, std::optional<uint64_t> seed, bool no_time,
              const std::string& compare, double timeout, const std::string& cmdline, const std::string& function,
              bool compile_only, const std::vector<std::string>& shapes, bool baselines_first) {
-  Task t = load_task(resolve_task_path(task_name));
+  Task t = load_task(cli::task_argument("--task", task_name));
   std::string sizes_with_shapes = sizes;
   for (auto& sh : shapes) {
     t.sizes.push_back(parse_shape(t, sh));
@@ -205,10 +232,16 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   if (sizes.empty() && !shapes.empty())
     for (size_t i = t.sizes.size() - shapes.size(); i < t.sizes.size(); ++i)
       sizes_with_shapes += (sizes_with_shapes.empty() ? "" : ",") + t.sizes[i].name;
-  for (auto& d : defence_off)
-    if (std::find(defence_names().begin(), defence_names().end(), d) == defence_names().end())
-      throw std::runtime_error("unknown defence '" + d + "' (" + join(defence_names(), ", ") + ")");
-  Session s(session_options(c));
+  check_eval_arguments(t, defence_off, sizes, compare);
+  const std::vector<std::string> wanted = split_csv(compare);
+  Session s(session_options(c, true));
+  // GPU work was asked for: without a GPU that is said first, then everything up to the launch
+  // is still done (gate 1, compiling, the correctness set-up).
+  const bool gpu = compile_only || s.has_gpu();
+  if (!gpu)
+    cli::print_no_gpu_notice("eval", s.gpu_reason(),
+                             "nothing can be timed; compiling and checking every candidate up to the launch instead (exit status 77 "
+                             "when they all compile, 1 otherwise)");
   s.begin_run(cmdline, {{"defences_off", defence_off}});
   EvalOptions o;
   o.sizes = split_csv(sizes_with_shapes);
@@ -240,18 +273,23 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   double compile_s = seconds_since(tc);
   if (compile_only) {
     int bad = 0;
+    json rows = json::array();
     for (size_t i = 0; i < cands.size(); ++i) {
-      std::cout << cands[i] << ": " << (compiled[i].ok ? (compiled[i].cache_hit ? "cached" : "compiled") : "failed at " + compiled[i].stage)
-                << " (" << fmt(compiled[i].seconds, 2) << " s)\n";
-      if (!compiled[i].ok) ++bad, std::cerr << compiled[i].message << "\n";
+      const CompileResult& r = compiled[i];
+      if (c.json_out)
+        rows.push_back({{"candidate", cands[i]}, {"compiled", r.ok}, {"cache_hit", r.cache_hit}, {"compile_seconds", r.seconds},
+                        {"compile_stage", r.stage}, {"compile_message", r.message}});
+      else
+        std::cout << cands[i] << ": " << (r.ok ? (r.cache_hit ? "cached" : "compiled") : "failed at " + r.stage) << " (" << fmt(r.seconds, 2) << " s)\n";
+      if (!r.ok) ++bad, std::cerr << r.message << "\n";
     }
     Session::References refs = s.compile_references(t);
     if (!refs.cpu.ok) ++bad, std::cerr << refs.cpu.message << "\n";
     s.finish_run("compiled");
-    return bad ? 1 : 0;
+    if (c.json_out)
+      std::cout << json{{"run", s.run_id()}, {"task", t.name}, {"candidates", rows}, {"reference_compiled", refs.cpu.ok}}.dump(2) << "\n";
+    return bad ? cli::exit_status::error : cli::exit_status::ok;
   }
-  bool gpu = s.has_gpu();
-  if (!gpu) std::cerr << "note: " << s.gpu_reason() << "; compiling and checking everything up to the launch. Timing needs a GPU.\n";
   std::vector<CandidateOutcome> outs;
   double eval_s = 0;
   auto run_candidates = [&] {
@@ -266,7 +304,6 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
   // Baselines timed in the same run, for the speedup column.
   std::vector<CandidateOutcome> bases;
   std::map<std::string, double> best_base;
-  std::vector<std::string> wanted = split_csv(compare);
   auto run_baselines = [&] {
     for (auto& b : t.baselines) {
       if (compare == "none") break;
@@ -279,9 +316,8 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
           best_base[so.size] = so.median_us;
     }
   };
-  // The order is the user's to swap, so a comparison can be checked both ways. (Session 19 saw the
-  // first-timed kernel win at 8192^3; session 20 traced that to the timing gate's stopping rule,
-  // since fixed: docs/HARNESS.md.)
+  // The order is the user's to swap, so a comparison can be checked both ways (the first-timed
+  // kernel once won at 8192^3 through the timing gate's stopping rule, since fixed: docs/HARNESS.md).
   if (baselines_first) run_baselines(), run_candidates();
   else run_candidates(), run_baselines();
   const CandidateOutcome& co = outs[0];
@@ -309,13 +345,13 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
     print_failures(all);
   }
   for (auto& x : outs)
-    if (!x.all_ok() && !(x.compiled.ok && !gpu)) return 1;
-  return 0;
+    if (!x.all_ok() && !(x.compiled.ok && !gpu)) return cli::exit_status::error;
+  return gpu ? cli::exit_status::ok : cli::exit_status::no_gpu;
 }
 
 int cmd_sol(const Common& c, const std::string& task_name) {
-  Task t = load_task(resolve_task_path(task_name));
-  Session s(session_options(c));
+  Task t = load_task(cli::task_argument("--task", task_name));
+  Session s(session_options(c, false));
   bool gpu = s.has_gpu();
   Table tab{{"size", "flops", "bytes", "T_flops", "T_bytes", "T_sol", "bound"}, {}};
   json rows = json::array();
@@ -334,25 +370,30 @@ int cmd_sol(const Common& c, const std::string& task_name) {
   }
   if (c.json_out) {
     std::cout << json{{"task", t.name}, {"peaks", s.peaks()}, {"sizes", rows}}.dump(2) << "\n";
-    return 0;
+    return cli::exit_status::ok;
   }
   std::cout << t.name << " (" << t.precision << ", math " << t.math << ") on " << s.peaks().name << (gpu ? "" : " (assumed: no GPU here)")
             << "; peaks from " << s.peaks().source << "\n";
   tab.print(std::cout);
-  return 0;
+  return cli::exit_status::ok;
 }
 
+// `ksol device` answers "no GPU" as a result (exit status 0); `device calibrate` was asked to
+// measure one (77 without). The store is opened only to record a calibration that was made.
 int cmd_device(const Common& c, bool calibrate) {
-  Session s(session_options(c));
+  Session s(session_options(c, false));
   if (!s.has_gpu()) {
-    std::cerr << "no GPU: " << s.gpu_reason() << "\n";
-    if (c.json_out) std::cout << json{{"gpu", false}, {"reason", s.gpu_reason()}, {"assumed_peaks", s.peaks()}}.dump(2) << "\n";
-    return calibrate ? 2 : 0;
+    if (calibrate) cli::print_no_gpu_notice("device calibrate", s.gpu_reason(), "nothing was measured (exit status 77)");
+    if (c.json_out)
+      std::cout << json{{"gpu", false}, {"reason", s.gpu_reason()}, {"assumed_peaks", s.peaks()}}.dump(2) << "\n";
+    else if (!calibrate)
+      std::cout << "no GPU: " << s.gpu_reason() << "\nSOL assumes " << s.peaks().name << ": " << json(s.peaks()).dump() << "\n";
+    return calibrate ? cli::exit_status::no_gpu : cli::exit_status::ok;
   }
   if (!calibrate) {
     std::cout << (c.json_out ? json{{"device", s.device()}, {"peaks", s.peaks()}}.dump(2) : s.device().dump(2)) << "\n";
     if (!c.json_out) std::cout << "peaks (" << s.peaks().source << "): " << json(s.peaks()).dump() << "\n";
-    return 0;
+    return cli::exit_status::ok;
   }
   std::cerr << "calibrating " << s.device().value("name", "?") << " (copy bandwidth, FMA rates, cuBLAS GEMM rates)...\n";
   WorkerReply r = s.worker().call({{"op", "calibrate"}}, 900);
@@ -361,7 +402,7 @@ int cmd_device(const Common& c, bool calibrate) {
   sol::DevicePeaks measured = res["peaks"].get<sol::DevicePeaks>();
   std::string uuid = s.device().value("uuid", "");
   if (auto err = sol::save_calibration(uuid, measured)) std::cerr << "warning: calibration not cached: " << *err << "\n";
-  if (s.store()) s.store()->save_calibration(uuid, s.device().value("name", ""), res);
+  if (!c.store.empty()) store::Store::open(c.store).save_calibration(uuid, s.device().value("name", ""), res);
   if (c.json_out) {
     std::cout << res.dump(2) << "\n";
   } else {
@@ -384,7 +425,7 @@ int cmd_device(const Common& c, bool calibrate) {
     tab.print(std::cout);
     if (!res.value("error", "").empty()) std::cerr << "error: " << res.value("error", "") << "\n";
   }
-  return res.value("error", "").empty() ? 0 : 1;
+  return res.value("error", "").empty() ? cli::exit_status::ok : cli::exit_status::error;
 }
 
 struct BenchArgs {
@@ -404,7 +445,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   std::vector<std::string> dirs;
   if (a.tasks.empty()) dirs = builtin_task_dirs();
   else
-    for (auto& n : split_csv(a.tasks)) dirs.push_back(resolve_task_path(n));
+    for (auto& n : split_csv(a.tasks)) dirs.push_back(cli::task_argument("--tasks", n));
   std::vector<Task> tasks;
   std::vector<std::string> fams = split_csv(a.families), precs = split_csv(a.precisions);
   for (auto& d : dirs) {
@@ -417,30 +458,40 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
     }
     tasks.push_back(std::move(t));
   }
-  if (tasks.empty()) throw std::runtime_error("no task matches the filters");
+  if (tasks.empty()) throw cli::UsageError("no task matches --tasks, --family, --precision and --matrix");
+  std::vector<std::string> want_b = split_csv(baselines_csv);
+  for (const std::string& name : want_b) {
+    std::vector<std::string> known;
+    for (const Task& t : tasks)
+      for (const BaselineSpec& b : t.baselines)
+        if (std::find(known.begin(), known.end(), b.name) == known.end()) known.push_back(b.name);
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw cli::UsageError("--baselines '" + name + "': no task here has such a baseline (theirs: " + join(known, ", ") + ")");
+  }
   std::vector<std::string> want_sizes = split_csv(sizes_csv);
+  for (const std::string& name : want_sizes)
+    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.find_size(name) != nullptr; }))
+      throw cli::UsageError("--sizes '" + name + "': no task here has such a size");
   if (!a.matrix.empty()) want_sizes = {tasks[0].sizes.back().name};
   std::vector<int> gpu_ids = parse_gpus(a.gpus);
-  std::vector<std::unique_ptr<Session>> sessions = open_sessions(session_options(c), gpu_ids);
+  std::vector<std::unique_ptr<Session>> sessions = open_sessions(session_options(c, true), gpu_ids);
   Session& s = *sessions[0];
-  bool gpu = s.has_gpu();
+  if (resume && (!s.store() || !s.store()->find_run(resume)))
+    throw cli::UsageError("--resume " + std::to_string(resume) + ": no such run in " + (c.store.empty() ? "the store (--store is empty)" : c.store));
+  const bool gpu = s.has_gpu();
+  if (!gpu)
+    cli::print_no_gpu_notice("bench", s.gpu_reason(),
+                             "nothing can be timed; parsing every task, compiling every baseline and reference and computing SOL "
+                             "(assuming " + s.peaks().name + ") instead (exit status 77 when they all compile, 1 otherwise)");
   for (size_t i = 1; i < sessions.size(); ++i)
     if (gpu && !sessions[i]->has_gpu())
       throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
-  if (resume) {
-    auto run = s.store()->find_run(resume);
-    if (!run) throw std::runtime_error("no run " + std::to_string(resume) + " in " + c.store);
-  }
   int64_t run = s.begin_run(cmdline, {{"resume_of", resume}, {"gpus", sessions.size()}});
   for (auto& other : sessions) other->join_run(run);
-  if (!gpu)
-    std::cerr << "note: " << s.gpu_reason() << ".\n      ksol bench parses every task, compiles every baseline and reference, and computes SOL;"
-              << " timing needs a GPU. SOL below assumes " << s.peaks().name << ".\n";
 
   // Compile everything first, in parallel: it needs no GPU and fails fast.
   std::vector<CompileJob> jobs;
   std::vector<std::pair<size_t, const BaselineSpec*>> which;
-  std::vector<std::string> want_b = split_csv(baselines_csv);
   for (size_t i = 0; i < tasks.size(); ++i) {
     for (auto& b : tasks[i].baselines) {
       if (!want_b.empty() && std::find(want_b.begin(), want_b.end(), b.name) == want_b.end()) continue;
@@ -537,8 +588,8 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
   }
   print_failures(fails);
   for (auto& co : outs)
-    if (!co.all_ok() && !(co.compiled.ok && !gpu)) return 1;
-  return 0;
+    if (!co.all_ok() && !(co.compiled.ok && !gpu)) return cli::exit_status::error;
+  return gpu ? cli::exit_status::ok : cli::exit_status::no_gpu;
 }
 
 // The schedule space of a program: legal schedules (the first `show`), and the refused ones
@@ -547,7 +598,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
 codegen::Binding dsl_binding(const dsl::Program& p, const std::string& task) {
   codegen::Binding b;
   if (!task.empty()) {
-    b = search::binding_of(load_task(resolve_task_path(task)));
+    b = search::binding_of(load_task(cli::task_argument("--task", task)));
   } else {
     // The program's own binding (empty tensor order: a sparse parameter is its row_ptr/col_idx/...
     // pieces), and the dims a task of its formats has beside the program's: NNZ (the stored
@@ -579,27 +630,41 @@ int cmd_dsl_space(const std::string& file, const std::string& task, int show, bo
     j["legal_schedules"] = json::array();
     for (auto& s : sp.legal) j["legal_schedules"].push_back(codegen::schedule_text(s));
     std::cout << j.dump(2) << "\n";
-    return 0;
+    return cli::exit_status::ok;
   }
   std::cout << p.name << " (" << p.family << "): " << sp.legal.size() << " legal schedules, " << sp.refused() << " refused\n";
   for (int i = 0; i < show && i < static_cast<int>(sp.legal.size()); ++i) std::cout << "  legal: " << codegen::schedule_text(sp.legal[i]) << "\n";
   if (!by_reason.empty()) std::cout << "refused, by reason:\n";
   for (auto& [why, e] : by_reason) std::cout << "  " << e.first << " x " << why << "\n      e.g. " << e.second << "\n";
-  return 0;
+  return cli::exit_status::ok;
 }
 
 // The CUDA source ksol would compile for a program: what eval and optimize hand to nvcc. A schedule
-// the target cannot run is refused with its reason (exit status 2), as gate 1 refuses it.
-int cmd_dsl_cuda(const std::string& file, const std::string& task) {
+// the target cannot run is refused with its reason (exit status 1), as gate 1 refuses it.
+int cmd_dsl_cuda(const std::string& file, const std::string& task, bool json_out) {
   dsl::Program p = dsl::parse_program(read_file(file), file);
   const codegen::Binding b = dsl_binding(p, task);
   const codegen::Support sup = codegen::can_implement(p, b);
   if (!sup.ok) {
     std::cerr << file << ": refused: " << sup.reason << "\n";
-    return 2;
+    return cli::exit_status::error;
   }
-  std::cout << codegen::generate_cuda(p, b);
-  return 0;
+  if (json_out)
+    std::cout << json{{"program", p.name}, {"family", p.family}, {"kernel", codegen::kernel_name(p)}, {"cuda", codegen::generate_cuda(p, b)}}.dump(2)
+              << "\n";
+  else
+    std::cout << codegen::generate_cuda(p, b);
+  return cli::exit_status::ok;
+}
+
+// The typed IR of a program and its family (docs/DSL.md).
+int cmd_dsl_print(const std::string& file, bool json_out) {
+  dsl::Program p = dsl::parse_program(read_file(file), file);
+  if (json_out)
+    std::cout << json{{"program", p.name}, {"family", p.family}, {"ir", dsl::print_program(p)}}.dump(2) << "\n";
+  else
+    std::cout << dsl::print_program(p);
+  return cli::exit_status::ok;
 }
 
 // The GPU float64 references stand in for the CPU ones at large sizes; here both run on the
@@ -608,14 +673,15 @@ int cmd_refcheck(const Common& c, const std::string& tasks_csv, const std::strin
   std::vector<std::string> dirs;
   if (tasks_csv.empty()) dirs = builtin_task_dirs();
   else
-    for (auto& n : split_csv(tasks_csv)) dirs.push_back(resolve_task_path(n));
-  Session s(session_options(c));
+    for (auto& n : split_csv(tasks_csv)) dirs.push_back(cli::task_argument("--tasks", n));
+  Session s(session_options(c, false));
   if (!s.has_gpu()) {
-    std::cerr << "refcheck needs a GPU: " << s.gpu_reason() << "\n";
-    return 77;
+    cli::print_no_gpu_notice("refcheck", s.gpu_reason(), "nothing was checked (exit status 77)");
+    return cli::exit_status::no_gpu;
   }
   std::vector<std::string> want = split_csv(sizes_csv);
   Table tab{{"task", "size", "result", "worst error/tolerance", "detail"}, {}};
+  json rows = json::array();
   int bad = 0;
   for (auto& d : dirs) {
     Task t = load_task(d);
@@ -630,6 +696,7 @@ int cmd_refcheck(const Common& c, const std::string& tasks_csv, const std::strin
       if (!r.ok) {
         ++bad;
         tab.rows.push_back({t.name, sz.name, "error", "-", r.message.substr(0, 120)});
+        rows.push_back({{"task", t.name}, {"size", sz.name}, {"agree", false}, {"error", r.message}});
         continue;
       }
       const json& res = r.body["result"];
@@ -637,23 +704,33 @@ int cmd_refcheck(const Common& c, const std::string& tasks_csv, const std::strin
       bad += !ok;
       std::string detail = ok || res["failures"].empty() ? "" : res["failures"][0].value("message", "").substr(0, 120);
       tab.rows.push_back({t.name, sz.name, ok ? "agree" : "DIFFER", fmt(res.value("worst_error_over_tolerance", 0.0), 4), detail});
+      rows.push_back({{"task", t.name}, {"size", sz.name}, {"agree", ok}, {"worst_error_over_tolerance", res.value("worst_error_over_tolerance", 0.0)},
+                      {"result", res}});
     }
   }
-  tab.print(std::cout);
-  return bad ? 1 : 0;
+  if (c.json_out) std::cout << json{{"gpu", s.device()}, {"checks", rows}}.dump(2) << "\n";
+  else tab.print(std::cout);
+  return bad ? cli::exit_status::error : cli::exit_status::ok;
 }
 
-int cmd_tasks() {
+int cmd_tasks(bool json_out) {
   Table tab{{"task", "family", "precision", "sizes", "baselines", "folder"}, {}};
+  json rows = json::array();
   for (auto& d : builtin_task_dirs()) {
     Task t = load_task(d);
     std::vector<std::string> sz, bl;
-    for (auto& s : t.sizes) sz.push_back(s.name + (s.hidden ? "*" : ""));
+    json sizes = json::array();
+    for (auto& s : t.sizes) {
+      sz.push_back(s.name + (s.hidden ? "*" : ""));
+      sizes.push_back({{"name", s.name}, {"hidden", s.hidden}});
+    }
     for (auto& b : t.baselines) bl.push_back(b.name);
     tab.rows.push_back({t.name, t.family, t.precision, join(sz, ","), join(bl, ","), d});
+    rows.push_back({{"task", t.name}, {"family", t.family}, {"precision", t.precision}, {"sizes", sizes}, {"baselines", bl}, {"folder", d}});
   }
-  tab.print(std::cout);
-  return 0;
+  if (json_out) std::cout << rows.dump(2) << "\n";
+  else tab.print(std::cout);
+  return cli::exit_status::ok;
 }
 
 }  // namespace
@@ -665,13 +742,15 @@ int main(int argc, char** argv) {
                "Candidate code runs only in ksol-worker; this process plans, compiles, stores and reports."};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--json, --store) may also follow the subcommand
+  app.footer(cli::exit_status_footer());
+  app.set_version_flag("--version", cli::version_text(), "print 'ksol <version>' and exit");
   Common c;
-  app.add_option("--store", c.store, "SQLite store for runs and results")->capture_default_str();
+  app.add_option("--store", c.store, "SQLite store for runs and results (opened only by the commands that record: eval, bench, optimize, device calibrate)")->capture_default_str();
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
   app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
   app.add_flag("--json", c.json_out, "print JSON instead of a table");
   app.add_option("--warmup", c.warmup, "seconds of back-to-back calls before timing starts, so power-limited kernels are timed at the clock they settle to (default 0.25; eval and bench)")
-      ->check(CLI::Range(0.0, 60.0));
+      ->check(cli::number_in(0, 60));
 
   auto* eval = app.add_subcommand("eval", "verify and time one candidate on a task (all gates, SOL), with the task's baselines");
   std::string task, sizes, compare = "all", function;
@@ -687,11 +766,11 @@ int main(int argc, char** argv) {
   eval->add_option("--sizes", sizes, "comma-separated size names (default: all, hidden ones included)");
   eval->add_option("--shape", shapes, "a size of your own, NAME:DIM=V,DIM=V,... (every dim of the task); only the named sizes and these run");
   eval->add_option("--compare", compare, "baselines to time beside it: all, none, or names")->capture_default_str();
-  eval->add_option("--seed", seed, "fix the seeds (to re-run an evaluation); default: fresh seeds");
+  eval->add_option("--seed", seed, "fix the seeds (to re-run an evaluation); default: fresh seeds")->check(cli::unsigned_integer());
   eval->add_option("--defence-off", defence_off, "switch a defence off (exploit-suite use only; results marked untrusted)");
   eval->add_flag("--no-time", no_time, "run the correctness gates only");
   eval->add_flag("--compile-only", compile_only, "stop after gate 1 and compilation (fills the compile cache)");
-  eval->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str();
+  eval->add_option("--timeout", timeout, "seconds per worker call before it is killed")->capture_default_str()->check(cli::positive_number());
   eval->add_flag("--baselines-first", baselines_first,
                  "evaluate the baselines before the candidates (default: after), to check that a comparison does not depend on the order");
 
@@ -714,13 +793,16 @@ int main(int argc, char** argv) {
   bench->add_option("--baselines", ba.baselines, "comma-separated baseline names (default: all)");
   bench->add_option("--matrix", ba.matrix, "a Matrix Market file: run the sparse tasks on its structure (a size named after the file)")
       ->check(CLI::ExistingFile);
-  bench->add_option("--resume", ba.resume, "run id to resume: evaluations it already has are not repeated");
+  bench->add_option("--resume", ba.resume, "run id to resume: evaluations it already has are not repeated")->check(cli::positive_integer());
   bench->add_option("--json-out", ba.json_path, "also write the results as JSON to this file");
-  bench->add_option("--timeout", ba.timeout, "cap in seconds on each evaluation (one candidate at one size); past it the worker is killed and the evaluation recorded as a timeout")->capture_default_str();
+  bench->add_option("--timeout", ba.timeout, "cap in seconds on each evaluation (one candidate at one size); past it the worker is killed and the evaluation recorded as a timeout")
+      ->capture_default_str()
+      ->check(cli::positive_number());
   bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
-  bench->add_option("--gpus", ba.gpus, "evaluate on several GPUs at once, one worker each: a count (2) or device indices (0,1); default one worker on device 0");
+  bench->add_option("--gpus", ba.gpus, "evaluate on several GPUs at once, one worker each: a count (2) or device indices (0,1); default one worker on device 0")
+      ->check(cli::gpus_check());
 
-  app.add_subcommand("tasks", "list the built-in tasks");
+  auto* tasks = app.add_subcommand("tasks", "list the built-in tasks");
   auto* dsl = app.add_subcommand("dsl", "the ksol DSL: 'dsl print FILE' prints the typed IR (docs/DSL.md)");
   auto* dsl_print = dsl->add_subcommand("print", "parse and type-check a program, print its typed IR and family");
   std::string dsl_file;
@@ -730,8 +812,8 @@ int main(int argc, char** argv) {
   int space_show = 10;
   dsl_space->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
   dsl_space->add_option("--task", space_task, "bind to this task's tensor and dim order (default: the program's own order, with a sparse matrix's dims NNZ and W)");
-  dsl_space->add_option("--show", space_show, "legal schedules to list")->capture_default_str();
-  auto* dsl_cuda = dsl->add_subcommand("cuda", "print the CUDA source generated for a program (refused schedules: the reason, exit status 2)");
+  dsl_space->add_option("--show", space_show, "legal schedules to list")->capture_default_str()->check(cli::non_negative_integer());
+  auto* dsl_cuda = dsl->add_subcommand("cuda", "print the CUDA source generated for a program (refused schedules: the reason, exit status 1)");
   std::string cuda_task;
   dsl_cuda->add_option("file", dsl_file, "a .ksol program")->required()->check(CLI::ExistingFile);
   dsl_cuda->add_option("--task", cuda_task, "bind to this task's tensor and dim order (the ABI eval uses; default: the program's own order)");
@@ -744,30 +826,29 @@ int main(int argc, char** argv) {
   cli::add_optimize_command(app, c.store, c.worker, c.assume_gpu, c.json_out, argc, argv);
   cli::add_import_command(app, c.json_out);
   cli::add_eval_module_command(app, c.json_out);
-  CLI11_PARSE(app, argc, argv);
-  std::string cmdline = command_line(argc, argv);
   try {
-    if (eval->parsed()) return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only, shapes, baselines_first);
-    if (sol->parsed()) return cmd_sol(c, task);
-    if (dev->parsed()) return cmd_device(c, cal->parsed());
-    if (bench->parsed()) return cmd_bench(c, ba, cmdline);
-    if (app.got_subcommand("tasks")) return cmd_tasks();
-    if (refcheck->parsed()) return cmd_refcheck(c, rc_tasks, rc_sizes);
-    if (dsl_print->parsed()) {
-      std::cout << dsl::print_program(dsl::parse_program(read_file(dsl_file), dsl_file));
-      return 0;
-    }
-    if (dsl_space->parsed()) return cmd_dsl_space(dsl_file, space_task, space_show, c.json_out);
-    if (dsl_cuda->parsed()) return cmd_dsl_cuda(dsl_file, cuda_task);
-  } catch (const dsl::DslError& e) {
-    std::cerr << e.what() << "\n";
-    return 2;
-  } catch (const TaskError& e) {
-    std::cerr << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command run from its callback (finish_command) ended the parse
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
+  } catch (const CLI::ParseError& e) {
+    return cli::report_parse_error(app, e);
   }
-  return 0;
+  const std::string cmdline = command_line(argc, argv);
+  using cli::run_command;
+  if (eval->parsed())
+    return run_command("eval", [&] {
+      return cmd_eval(c, task, cands, sizes, defence_off, seed, no_time, compare, timeout, cmdline, function, compile_only, shapes, baselines_first);
+    });
+  if (sol->parsed()) return run_command("sol", [&] { return cmd_sol(c, task); });
+  if (cal->parsed()) return run_command("device calibrate", [&] { return cmd_device(c, true); });
+  if (dev->parsed()) return run_command("device", [&] { return cmd_device(c, false); });
+  if (bench->parsed()) return run_command("bench", [&] { return cmd_bench(c, ba, cmdline); });
+  if (tasks->parsed()) return run_command("tasks", [&] { return cmd_tasks(c.json_out); });
+  if (refcheck->parsed()) return run_command("refcheck", [&] { return cmd_refcheck(c, rc_tasks, rc_sizes); });
+  if (dsl_print->parsed()) return run_command("dsl print", [&] { return cmd_dsl_print(dsl_file, c.json_out); });
+  if (dsl_space->parsed()) return run_command("dsl space", [&] { return cmd_dsl_space(dsl_file, space_task, space_show, c.json_out); });
+  if (dsl_cuda->parsed()) return run_command("dsl cuda", [&] { return cmd_dsl_cuda(dsl_file, cuda_task, c.json_out); });
+  return cli::exit_status::ok;
 }

@@ -85,11 +85,11 @@ struct Seed {
 };
 
 Seed load_seed(const std::string& name) {
-  Seed s{load_task(resolve_task_path(name)), {}, ""};
+  Seed s{load_task(task_argument("task", name)), {}, ""};
   s.path = (fs::path(s.task.dir) / "program.ksol").string();
   if (!fs::exists(s.path))
-    throw std::runtime_error("task " + s.task.name + " has no seed program (" + s.path +
-                             "): write the algorithm in the DSL with a default schedule there");
+    throw UsageError("task " + s.task.name + " has no seed program (" + s.path +
+                     "): write the algorithm in the DSL with a default schedule there");
   s.program = dsl::parse_program(read_file(s.path), s.path);
   codegen::Support ok = codegen::can_implement(s.program, search::binding_of(s.task));
   if (!ok.ok) throw std::runtime_error(s.path + ": unsupported for task " + s.task.name + ": " + ok.reason);
@@ -125,9 +125,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   // A PyTorch module (KernelBench format) instead of built-in tasks.
   auto is_py = [](const std::string& t) { return fs::path(t).extension() == ".py"; };
   if (std::any_of(a.tasks.begin(), a.tasks.end(), is_py)) {
-    if (a.tasks.size() != 1) throw std::runtime_error("ksol optimize FILE.py takes one module file and no task names");
+    if (a.tasks.size() != 1) throw UsageError("ksol optimize FILE.py takes one module file and no task names");
     if (a.agent != "expert" && a.agent != "random")
-      throw std::runtime_error("--agent " + a.agent + ": a module is searched by the expert or random agent");
+      throw UsageError("--agent " + a.agent + ": a module is searched by the expert or random agent");
     ModuleOptimizeArgs m;
     m.file = a.tasks[0];
     m.search = search_options(a);
@@ -138,7 +138,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.emulate = a.emulate;
     return run_optimize_module(m, json_out);
   }
-  if (a.emulate) throw std::runtime_error("--emulate runs a module file's candidates on the CPU: give one FILE.py");
+  if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -155,22 +155,26 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   Session& s = *sessions[0];
   if (!s.has_gpu()) {
     // Said first: gate 1 and compilation need no GPU, so the seeds are taken that far, then it stops.
-    std::cerr << "ksol optimize: no GPU (" << s.gpu_reason() << "): nothing can be timed; parsing, checking and compiling the "
-              << seeds.size() << " seed program(s) instead (exit status 77 when they all compile, 1 otherwise)\n"
-              << std::flush;
+    print_no_gpu_notice("optimize", s.gpu_reason(),
+                        "nothing can be timed; parsing, checking and compiling the " + std::to_string(seeds.size()) +
+                            " seed program(s) instead (exit status 77 when they all compile, 1 otherwise)");
     std::vector<CompileJob> jobs;
     for (auto& sd : seeds) jobs.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
     std::vector<CompileResult> built = compile_all(jobs);
     int bad = 0;
+    json rows = json::array();
     for (size_t i = 0; i < seeds.size(); ++i) {
       const CompileResult& r = built[i];
       std::cerr << seeds[i].task.name << ": seed " << codegen::kernel_name(seeds[i].program) << " "
                 << (r.ok ? "compiles" : "does not compile (" + r.stage + ")") << " (" << f2(r.seconds, 1) << " s)\n";
       if (!r.ok) ++bad, std::cerr << r.message << "\n";
+      rows.push_back({{"task", seeds[i].task.name}, {"seed_program", seeds[i].path}, {"kernel", codegen::kernel_name(seeds[i].program)},
+                      {"compiled", r.ok}, {"compile_stage", r.stage}, {"compile_seconds", r.seconds}});
     }
     std::cerr << "ksol optimize: " << seeds.size() - static_cast<size_t>(bad) << " of " << seeds.size()
               << " seed programs parsed, checked and compiled; nothing was timed (evaluation needs a GPU).\n";
-    return bad ? 1 : 77;
+    if (json_out) std::cout << json{{"gpu", false}, {"reason", s.gpu_reason()}, {"seeds", rows}}.dump(2) << "\n";
+    return bad ? exit_status::error : exit_status::no_gpu;
   }
   // The tasks' schedule spaces are walked in the background while the GPU measures baselines, and
   // the seeds that take most of a minute to build (CUTLASS kernels) are built together from the
@@ -352,7 +356,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
               << "; resume with --resume " << s.run_id() << "\n";
     return 128 + (stop_signal() > 0 ? stop_signal() : 2);
   }
-  return 0;
+  return exit_status::ok;
 }
 
 }  // namespace
@@ -380,57 +384,43 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
       ->capture_default_str();
   cmd->add_option("--llm-base-url", a->llm_base_url, "chat endpoint base (default https://api.openai.com/v1 or https://api.anthropic.com; e.g. http://127.0.0.1:8080/v1 for llama.cpp)");
   cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY for the hosted endpoints; with --llm-base-url, none unless named here; 'none' sends no key)");
-  cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120; exchange: 3600)");
-  cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)");
-  cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str();
-  cmd->add_option("--llm-min-interval", a->llm_min_interval, "seconds between LLM requests (a rate limit)");
-  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars)");
-  cmd->add_option("--price-out", a->price_out, "dollars per million completion tokens");
-  cmd->add_option("--budget-tokens", a->budget_tokens, "stop asking the LLM after this many tokens (0: no limit)");
-  cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this much money (0: no limit)");
-  cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)");
-  cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)");
+  cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120; exchange: 3600)")->check(positive_number());
+  cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)")->check(non_negative_integer());
+  cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str()->check(positive_integer());
+  cmd->add_option("--llm-min-interval", a->llm_min_interval, "seconds between LLM requests (a rate limit)")->check(non_negative_number());
+  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars)")->check(non_negative_number());
+  cmd->add_option("--price-out", a->price_out, "dollars per million completion tokens")->check(non_negative_number());
+  cmd->add_option("--budget-tokens", a->budget_tokens, "stop asking the LLM after this many tokens (0: no limit)")->check(non_negative_integer());
+  cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this much money (0: no limit)")->check(non_negative_number());
+  cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)")->check(non_negative_integer());
+  cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)")->check(non_negative_number());
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
-  cmd->add_option("--budget-candidates", a->candidates, "programs to try per task (built, screened or evaluated), the seed included")->capture_default_str();
-  CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, compiles and the seed included, the baselines not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str();
-  cmd->add_option("--budget-total-seconds", a->total_seconds, "the whole run's wall time (0: none): each task, once its seed is timed, gets a share of what is left after the other tasks' baselines, seeds and grades, in proportion to its SOL headroom, and returns what it does not use")->capture_default_str();
-  cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str();
-  CLI::Option* plateau_opt = cmd->add_option("--plateau", a->plateau, "stop after this many generations without a new best (a module file: evaluations, default 12)")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)");
+  cmd->add_option("--budget-candidates", a->candidates, "programs to try per task (built, screened or evaluated), the seed included")->capture_default_str()->check(positive_integer());
+  CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, compiles and the seed included, the baselines not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str()->check(non_negative_number());
+  cmd->add_option("--budget-total-seconds", a->total_seconds, "the whole run's wall time (0: none): each task, once its seed is timed, gets a share of what is left after the other tasks' baselines, seeds and grades, in proportion to its SOL headroom, and returns what it does not use")
+      ->capture_default_str()
+      ->check(non_negative_number());
+  cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str()->check(fraction());
+  CLI::Option* plateau_opt = cmd->add_option("--plateau", a->plateau, "stop after this many generations without a new best (a module file: evaluations, default 12)")->capture_default_str()->check(positive_integer());
+  cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)")->check(positive_integer());
   cmd->add_flag("--verbose", a->verbose, "after each task: where its seconds went (baselines, seed, build, screen, verify, profile, grade) and the search's log");
-  cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str();
-  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated");
+  cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str()->check(unsigned_integer());
+  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated")->check(positive_integer());
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
-  cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str();
-  cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str();
+  cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());
+  cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str()->check(non_negative_number());
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
-  cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0");
+  cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, seconds_opt, plateau_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
     a->plateau_given = plateau_opt->count() > 0;
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
-    finish_command([&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });
+    finish_command("optimize", [&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });
   });
-}
-
-void finish_command(const std::function<int()>& body) {
-  int rc = 2;
-  try {
-    rc = body();
-  } catch (const dsl::DslError& e) {
-    std::cerr << e.what() << "\n";
-  } catch (const TaskError& e) {
-    std::cerr << e.what() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-  }
-  std::cout.flush();
-  if (rc == 0) throw CLI::Success();
-  throw CLI::RuntimeError(rc);
 }
 
 }  // namespace ksol::cli

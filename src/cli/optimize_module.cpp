@@ -241,17 +241,27 @@ std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, c
 }  // namespace
 
 int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
+  if (!fs::exists(a.file)) throw UsageError(a.file + ": no such file");
   std::string why, py = find_torch_python(&why);
   if (py.empty()) {
     std::cerr << "error: " << why << "\n";
-    return 3;
-  }
-  if (!fs::exists(a.file)) {
-    std::cerr << a.file << ": error: no such file\n";
-    return 2;
+    return exit_status::error;
   }
   std::string pypath = source_root() + "/python";
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  // The worker first, so that a missing GPU is the first thing said; tracing, lowering and
+  // compiling follow either way.
+  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
+  WorkerReply hello = w.call({{"op", "hello"}}, 120);
+  if (!hello.ok) {
+    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
+    return exit_status::error;
+  }
+  const bool no_gpu = !hello.body.value("gpu", false) && !a.emulate;
+  if (no_gpu)
+    print_no_gpu_notice("optimize", hello.body.value("reason", std::string("no GPU")),
+                        "nothing can be timed; tracing, lowering and compiling " + a.file +
+                            " instead (exit status 77 when it compiles, 1 otherwise)");
   std::string file = fs::absolute(a.file).string();
   // The front end's JSON goes to a file of its own: the problem's code may print anything.
   std::string out_json = (fs::temp_directory_path() / ("ksol-synth-" + std::to_string(::getpid()) + ".json")).string();
@@ -262,11 +272,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     fs::remove(out_json);
   } catch (const std::exception&) {
     std::cerr << "error: the PyTorch front end failed on " << a.file << ":\n" << pr.output << "\n";
-    return 2;
+    return exit_status::error;
   }
   if (!syn.value("ok", false)) {
     std::cerr << syn.value("error", std::string("the front end failed")) << "\n";
-    return 2;
+    return exit_status::error;
   }
   bool lowered = syn.contains("program") && syn["program"].is_string();
   std::optional<Task> task;
@@ -299,7 +309,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << "seed " << codegen::kernel_name(*seed) << ": " << (cr.ok ? "compiles" : "does not compile (" + cr.stage + ")") << "\n";
     if (!cr.ok) {
       std::cerr << cr.message << "\n";
-      return 1;
+      return exit_status::error;
     }
   }
 
@@ -351,17 +361,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     }
   }
 
-  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
-  WorkerReply hello = w.call({{"op", "hello"}}, 120);
-  if (!hello.ok) {
-    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
-    return 3;
-  }
-  if (!hello.body.value("gpu", false) && !a.emulate) {
+  if (no_gpu) {
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
               << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
               << (pieces.empty() ? "" : ", cut into " + std::to_string(pieces.size()) + " DSL piece(s) that compile") << ", nothing was timed.\n";
-    return 77;
+    return exit_status::no_gpu;
   }
   std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
   if (a.emulate)
@@ -470,7 +474,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
     std::cout << (json_out ? doc.dump(2) : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us")) << "\n";
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
-    return best.empty() ? 1 : 0;
+    return best.empty() ? exit_status::error : exit_status::ok;
   }
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
@@ -502,7 +506,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cout << stem << ": " << (r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
                                                   : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " + r.best_baseline)
               << "; report " << dir << "/report.html\n";
-  return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : 0;
+  return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : exit_status::ok;
 }
 
 }  // namespace ksol::cli

@@ -17,8 +17,8 @@ struct ModuleOptimizeArgs {
   bool emulate = false;     // --emulate: candidates built for the host's CUDA emulator, the worker on the CPU
 };
 
-// Exit status: 0 done, 77 no GPU (traced, lowered and compiled only), 1 a failed compile, 2 bad
-// input, 3 no PyTorch; 128+signal when interrupted.
+// Exit status (cli/usage.h): ok; no_gpu (traced, lowered and compiled only); error (a failed
+// compile or front end, no PyTorch); usage (no such file); 128+signal when interrupted.
 int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out);
 
 }  // namespace ksol::cli
