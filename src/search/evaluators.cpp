@@ -57,6 +57,8 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
     r.headroom = s.headroom;
     r.bound = s.bound;
     r.message = s.message;
+    r.failed_gate = s.failed_gate;
+    r.error_class = s.error_class;
     if (s.raw.is_object() && s.raw.contains("harness_seconds") && s.raw["harness_seconds"].is_object())
       o.worker_seconds += s.raw["harness_seconds"].value("total", 0.0);
     if (s.raw.is_object() && s.raw.contains("resumed_harness_seconds") && s.raw["resumed_harness_seconds"].is_object())
@@ -430,9 +432,12 @@ Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const st
     if (auto it = prune_above_us.find(sz->name); it != prune_above_us.end() && tm * sc > it->second) {
       // As the worker's screen does: timed, not verified, and nothing after it evaluated.
       r.status = "failed";
+      r.failed_gate = "screen";
+      r.error_class = "slower_than_best";
       r.message = "screened out: " + std::to_string(tm * sc) + " us is above " + std::to_string(it->second) + " us";
       o.sizes.push_back(r);
       o.status = "failed";
+      o.screened = true;
       o.error = "screen: " + r.message;
       ++screened;
       return o;

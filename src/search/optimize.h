@@ -48,6 +48,7 @@ struct SizeResult {
   double median_us = 0, ci_low_us = 0, ci_high_us = 0;
   double sol_us = 0, pct_sol = 0, headroom = 0;
   std::string bound;   // memory | compute
+  std::string failed_gate, error_class;  // the worker's, as it said them ("screen" for a screened-out size)
   std::string message;
 };
 
