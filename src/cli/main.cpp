@@ -748,7 +748,7 @@ int main(int argc, char** argv) {
   app.add_option("--store", c.store, "SQLite store for runs and results (opened only by the commands that record: eval, bench, optimize, device calibrate)")->capture_default_str();
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
   app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
-  app.add_flag("--json", c.json_out, "print JSON instead of a table");
+  app.add_flag("--json", c.json_out, "print JSON instead of text (every command; before or after the command)");
   app.add_option("--warmup", c.warmup, "seconds of back-to-back calls before timing starts, so power-limited kernels are timed at the clock they settle to (default 0.25; eval and bench)")
       ->check(cli::number_in(0, 60));
 

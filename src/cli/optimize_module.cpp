@@ -365,6 +365,14 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
               << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
               << (pieces.empty() ? "" : ", cut into " + std::to_string(pieces.size()) + " DSL piece(s) that compile") << ", nothing was timed.\n";
+    if (json_out) {
+      json kernels = json::array();
+      for (const json& p : pieces) kernels.push_back({{"nodes", p["nodes"]}, {"family", p["family"]}, {"kernel", p["kernel"]}});
+      std::cout << json{{"gpu", false}, {"reason", hello.body.value("reason", std::string("no GPU"))}, {"module", a.file}, {"lowered", lowered},
+                        {"family", lowered ? syn.value("family", std::string()) : std::string()}, {"pieces", kernels}}
+                       .dump(2)
+                << "\n";
+    }
     return exit_status::no_gpu;
   }
   std::string gpu_name = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";

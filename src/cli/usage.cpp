@@ -103,12 +103,12 @@ CLI::Validator non_negative_number() {
 }
 
 CLI::Validator number_in(double lo, double hi) {
-  std::string range = shortest(lo) + " to " + shortest(hi);
-  return number_check("a number from " + range, "in [" + range + "]", [lo, hi](double v) { return v >= lo && v <= hi; });
+  return number_check("a number from " + shortest(lo) + " to " + shortest(hi), "[" + shortest(lo) + ", " + shortest(hi) + "]",
+                      [lo, hi](double v) { return v >= lo && v <= hi; });
 }
 
 CLI::Validator fraction() {
-  return number_check("a fraction above 0 and at most 1", "in (0, 1]", [](double v) { return v > 0 && v <= 1; });
+  return number_check("a fraction above 0 and at most 1", "(0, 1]", [](double v) { return v > 0 && v <= 1; });
 }
 
 CLI::Validator positive_integer() { return integer_check("a positive integer", "POSITIVE", 1, kInt64Max); }
@@ -218,9 +218,7 @@ std::string lower_first(std::string s) {
 
 }  // namespace
 
-int report_parse_error(const CLI::App& const_app, const CLI::ParseError& e) {
-  // CLI11's queries on parsed subcommands are not const; nothing here changes the parse.
-  CLI::App& app = const_cast<CLI::App&>(const_app);
+int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
   std::string words;
   CLI::App* at = deepest_command(app, &words);
   std::vector<std::string> extras = app.remaining(true);

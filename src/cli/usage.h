@@ -55,7 +55,8 @@ std::string did_you_mean(const std::string& given, const std::vector<std::string
 // Reports a CLI11 parse error as one line naming what was wrong, and the help to read; returns
 // exit_status::usage. An argument no command or option took is named first (an unknown command or
 // flag, with the nearest valid name), since it is usually why a required one is missing.
-int report_parse_error(const CLI::App& app, const CLI::ParseError& e);
+// (CLI11's queries on the parsed subcommands are not const; nothing here changes the parse.)
+int report_parse_error(CLI::App& app, const CLI::ParseError& e);
 
 // Runs a command's body: UsageError is reported as a usage error, a DslError or TaskError as it
 // is (file:line:col and a caret), anything else as "error: ...", with their exit statuses.
