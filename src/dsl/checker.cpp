@@ -103,6 +103,14 @@ class Checker {
     for (size_t i = 0; i < p_.defs.size(); ++i) definition(i);
     for (const Param& out : p_.outputs)
       if (!defined_.count(out.name)) src_.fail(out.loc, "output '" + out.name + "' is never defined");
+    for (const GuardedSchedule& g : p_.guarded)
+      for (const GuardTerm& t : g.when)
+        for (const std::string& d : t.dims)
+          if (!dims_.count(d)) {
+            std::string list;
+            for (const std::string& x : p_.dims) list += (list.empty() ? "" : ", ") + x;
+            src_.fail(t.loc, "'" + d + "' in the guard is not a dim of the kernel (its dims: " + list + ")");
+          }
   }
 
  private:

@@ -76,4 +76,47 @@ DslError::DslError(const std::string& f, Loc loc, const std::string& message, co
       file(f),
       at(loc) {}
 
+std::string guard_text(const std::vector<GuardTerm>& when) {
+  std::string s;
+  for (const GuardTerm& g : when) {
+    if (!s.empty()) s += " and ";
+    for (size_t i = 0; i < g.dims.size(); ++i) s += (i ? " * " : "") + g.dims[i];
+    if (g.mod > 0) s += " % " + std::to_string(g.mod);
+    s += " " + g.op + " " + std::to_string(g.value);
+  }
+  return s;
+}
+
+bool guard_holds(const std::vector<GuardTerm>& when, const std::map<std::string, int64_t>& dims) {
+  for (const GuardTerm& g : when) {
+    __int128 v = 1;
+    for (const std::string& d : g.dims) {
+      auto it = dims.find(d);
+      if (it == dims.end()) throw std::runtime_error("the guard '" + guard_text(when) + "' names " + d + ", which has no value here");
+      v *= it->second;
+    }
+    if (g.mod > 0) v %= g.mod;
+    const __int128 x = g.value;
+    bool ok = g.op == "<" ? v < x : g.op == "<=" ? v <= x : g.op == ">" ? v > x : g.op == ">=" ? v >= x : g.op == "==" ? v == x : v != x;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Program variant(const Program& p, size_t i) {
+  Program q = p;
+  q.guarded.clear();
+  if (i < p.guarded.size()) {
+    q.schedule = p.guarded[i].schedule;
+    q.schedule_keys = p.guarded[i].schedule_keys;
+  }
+  return q;
+}
+
+Program variant_at(const Program& p, const std::map<std::string, int64_t>& dims) {
+  for (size_t i = 0; i < p.guarded.size(); ++i)
+    if (guard_holds(p.guarded[i].when, dims)) return variant(p, i);
+  return variant(p, p.guarded.size());
+}
+
 }  // namespace ksol::dsl

@@ -95,6 +95,23 @@ struct ScheduleValue {
   Loc loc;
 };
 
+// One comparison of a schedule's guard (`schedule when ... { }`): the product of dims, taken
+// modulo `mod` when mod > 0, compared with `value` by `op` (< <= > >= == !=).
+struct GuardTerm {
+  std::vector<std::string> dims;     // multiplied (one or more)
+  int64_t mod = 0;                   // `M % 8 == 0`: 8; 0 without a modulus
+  std::string op;
+  int64_t value = 0;
+  Loc loc;
+};
+// A schedule that applies when every term of its guard holds (`and`).
+struct GuardedSchedule {
+  std::vector<GuardTerm> when;
+  std::vector<std::pair<std::string, ScheduleValue>> schedule;
+  std::map<std::string, Loc> schedule_keys;
+  Loc loc;                           // the `schedule` keyword
+};
+
 struct Program {
   std::string file;                  // for messages
   std::string name;
@@ -102,6 +119,10 @@ struct Program {
   std::vector<Definition> defs;      // in source order
   std::vector<std::pair<std::string, ScheduleValue>> schedule;  // in source order
   std::map<std::string, Loc> schedule_keys;                     // key -> where it was written
+  // Schedules by problem size (`schedule when M * N * K >= 1000000 { ... }`), in source order:
+  // the kernel runs the first whose guard holds at the call's dims, else `schedule` (written
+  // last, without `when`). Empty for a program with one schedule.
+  std::vector<GuardedSchedule> guarded;
   std::string family;                // gemm | rowwise | elementwise | sparse | stencil | conv
   std::vector<std::string> dims;     // every dim the program uses, in first-use order (no numbers)
 
@@ -109,6 +130,17 @@ struct Program {
   const Param* param(const std::string& name) const;
   const Definition* def(const std::string& name) const;
 };
+
+// The text of a guard as the DSL writes it: `M * N >= 4096 and W % 4 != 0`.
+std::string guard_text(const std::vector<GuardTerm>& when);
+// Whether a guard holds at these dims (every dim the guard names must be present; products
+// are exact up to 2^127).
+bool guard_holds(const std::vector<GuardTerm>& when, const std::map<std::string, int64_t>& dims);
+// The program with one schedule: guarded schedule `i`, or the last (unguarded) one when
+// i == guarded.size().
+Program variant(const Program& p, size_t i);
+// The variant a call with these dims runs (a program with one schedule is its own).
+Program variant_at(const Program& p, const std::map<std::string, int64_t>& dims);
 
 // A user error in a DSL program: file:line:col, the message, the line and a caret.
 class DslError : public std::runtime_error {

@@ -118,7 +118,7 @@ std::vector<Token> lex(const Source& src) {
       i += 2;
       continue;
     }
-    if (std::string("()[]{},:;=+-*/<>").find(c) != std::string::npos) {
+    if (std::string("()[]{},:;=+-*/<>%").find(c) != std::string::npos) {
       if (c == '(' || c == '[') ++depth;
       if ((c == ')' || c == ']') && depth > 0) --depth;
       out.push_back({Tok::punct, std::string(1, c), at});

@@ -78,11 +78,28 @@ class Parser {
     expect("{", "to open the kernel's body");
     statements();
     skip_newlines();
-    if (is_keyword_tok(peek(), "schedule")) {
-      next();
-      schedule();
+    // Schedules: any number with a guard (`schedule when M * N >= 4096 { ... }`), then at most one
+    // without, which must be the last.
+    bool unguarded = false;
+    while (is_keyword_tok(peek(), "schedule")) {
+      const Token& kw = next();
+      if (unguarded)
+        fail_at(kw, "a schedule follows the schedule without 'when', which must be the last (it runs at the sizes no guard takes)");
+      if (peek().kind == Tok::ident && peek().text == "when") {
+        next();
+        GuardedSchedule g;
+        g.loc = kw.loc;
+        g.when = guard();
+        schedule(g.schedule, g.schedule_keys);
+        p.guarded.push_back(std::move(g));
+      } else {
+        schedule(p.schedule, p.schedule_keys);
+        unguarded = true;
+      }
       skip_newlines();
     }
+    if (!p.guarded.empty() && !unguarded)
+      src_.fail(p.guarded.back().loc, "the schedules with 'when' need a last 'schedule { ... }' without 'when' for the sizes no guard takes");
     if (peek().kind != Tok::end) fail_at(peek(), "expected 'schedule { ... }' or the end of the file but found " + describe(peek()));
     return std::move(out_);
   }
@@ -461,10 +478,36 @@ class Parser {
     return std::strtoll(t.text.c_str(), nullptr, 10);
   }
 
-  void schedule() {
+  // `DIM [* DIM]... [% INTEGER] OP INTEGER [and ...]`: the dims are checked against the kernel's
+  // by the checker.
+  std::vector<GuardTerm> guard() {
+    std::vector<GuardTerm> terms;
+    do {
+      GuardTerm g;
+      g.loc = peek().loc;
+      g.dims.push_back(expect_ident("a dim after 'when' (a guard such as 'when M * N >= 4096')").text);
+      while (accept("*")) g.dims.push_back(expect_ident("a dim after '*' in the guard").text);
+      if (accept("%")) {
+        const Token& m = peek();
+        if (m.kind != Tok::number || !m.integer || to_int(m) <= 0) fail_at(m, "a guard's modulus is a positive integer, not " + describe(m));
+        g.mod = to_int(next());
+      }
+      const Token& op = peek();
+      if (!(is_punct(op, "<") || is_punct(op, "<=") || is_punct(op, ">") || is_punct(op, ">=") || is_punct(op, "==") || is_punct(op, "!=")))
+        fail_expected("a comparison (< <= > >= == !=) in the guard");
+      g.op = next().text;
+      bool negative = accept("-");
+      const Token& v = peek();
+      if (v.kind != Tok::number || !v.integer) fail_at(v, "a guard compares with an integer, not " + describe(v));
+      g.value = to_int(next()) * (negative ? -1 : 1);
+      terms.push_back(std::move(g));
+    } while (peek().kind == Tok::ident && peek().text == "and" && (next(), true));
+    return terms;
+  }
+
+  void schedule(std::vector<std::pair<std::string, ScheduleValue>>& entries, std::map<std::string, Loc>& keys) {
     skip_newlines();
     expect("{", "after 'schedule'");
-    Program& p = out_.program;
     while (true) {
       skip_separators();
       if (is_punct(peek(), "}")) {
@@ -473,12 +516,12 @@ class Parser {
       }
       if (peek().kind == Tok::end) fail_at(peek(), "expected '}' to close the schedule but found end of file");
       const Token& key = expect_ident("a schedule entry 'NAME = VALUE'");
-      if (auto it = p.schedule_keys.find(key.text); it != p.schedule_keys.end())
+      if (auto it = keys.find(key.text); it != keys.end())
         fail_at(key, "schedule key '" + key.text + "' is set twice (first at " + std::to_string(it->second.line) + ":" +
                          std::to_string(it->second.col) + ")");
       expect("=", "after the schedule key '" + key.text + "'");
-      p.schedule.emplace_back(key.text, schedule_value());
-      p.schedule_keys[key.text] = key.loc;
+      entries.emplace_back(key.text, schedule_value());
+      keys[key.text] = key.loc;
       end_of_statement("schedule entry");
     }
   }

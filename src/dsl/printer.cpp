@@ -119,7 +119,11 @@ std::string print_program(const Program& p) {
     }
     o << "\n";
   }
-  if (!p.schedule.empty()) {
+  for (const GuardedSchedule& g : p.guarded) {
+    o << "schedule when " << guard_text(g.when) << "\n";
+    for (const auto& [key, value] : g.schedule) o << "  " << key << " = " << detail::schedule_text(value) << "\n";
+  }
+  if (!p.schedule.empty() || !p.guarded.empty()) {
     o << "schedule\n";
     for (const auto& [key, value] : p.schedule) o << "  " << key << " = " << detail::schedule_text(value) << "\n";
   }
@@ -146,7 +150,12 @@ std::string print_source(const Program& p) {
     o << "\n";
   }
   o << "}\n";
-  if (!p.schedule.empty()) {
+  for (const GuardedSchedule& g : p.guarded) {
+    o << "schedule when " << guard_text(g.when) << " {\n";
+    for (const auto& [key, value] : g.schedule) o << "  " << key << " = " << detail::schedule_text(value) << "\n";
+    o << "}\n";
+  }
+  if (!p.schedule.empty() || !p.guarded.empty()) {
     o << "schedule {\n";
     for (const auto& [key, value] : p.schedule) o << "  " << key << " = " << detail::schedule_text(value) << "\n";
     o << "}\n";

@@ -1379,3 +1379,88 @@ TEST(Codegen, L2HintsAndExactTailMatchTheInterpreter) {
     }
   }
 }
+
+// --- schedules by problem size -------------------------------------------------------------------
+
+// A guard picks the first schedule whose terms all hold; the last schedule takes the rest.
+TEST(Codegen, GuardedSchedulesPickTheFirstThatHolds) {
+  const dsl::Program p = parse(
+      "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
+      "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n"
+      "schedule when C % 4 != 0 {\n  vector = 1\n}\n"
+      "schedule when R * C >= 4096 and C <= 1024 {\n  vector = 4\n  cache_row = registers\n}\n"
+      "schedule {\n  vector = 2\n}\n");
+  ASSERT_EQ(p.guarded.size(), 2u);
+  EXPECT_EQ(dsl::guard_text(p.guarded[1].when), "R * C >= 4096 and C <= 1024");
+  auto vec = [&](int64_t R, int64_t C) { return dsl::variant_at(p, {{"R", R}, {"C", C}}).knob("vector")->integer; };
+  EXPECT_EQ(vec(8, 300), 2);     // R * C = 2400 < 4096: the last
+  EXPECT_EQ(vec(8, 301), 1);     // C % 4 != 0 comes first
+  EXPECT_EQ(vec(16, 512), 4);    // both terms hold
+  EXPECT_EQ(vec(16, 2048), 2);   // C > 1024
+  EXPECT_EQ(vec(4, 1024), 4);    // 4096 >= 4096
+  // Products past 64 bits do not wrap.
+  const dsl::Program big = parse(
+      "kernel s(X: f32[R, C]) -> (Y: f32[R, C]) {\n  Y[r, c] = X[r, c] * 2\n}\n"
+      "schedule when R * C * R >= 9000000000000000000 {\n  vector = 4\n}\nschedule {\n  vector = 1\n}\n");
+  EXPECT_EQ(dsl::variant_at(big, {{"R", 3000000000LL}, {"C", 3000000000LL}}).knob("vector")->integer, 4);
+  EXPECT_EQ(dsl::variant_at(big, {{"R", 1}, {"C", 3}}).knob("vector")->integer, 1);
+  // The source form reads back to the same program; a child's schedule replaces all of them.
+  EXPECT_EQ(dsl::print_program(parse(dsl::print_source(p))), dsl::print_program(p));
+  EXPECT_TRUE(codegen::with_schedule(p, {{"vector", "4"}}).guarded.empty());
+  // Every variant must be implementable: the refusal names the schedule.
+  const dsl::Program bad = parse(
+      "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
+      "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n"
+      "schedule when C >= 64 {\n  vector = 3\n}\nschedule {\n  vector = 2\n}\n");
+  EXPECT_NE(refusal(bad).find("the schedule at line 5 (when C >= 64): "), std::string::npos) << refusal(bad);
+  // The kernel's name lists every variant's; the needs are the union (a CUTLASS variant: sm_90a).
+  EXPECT_EQ(codegen::kernel_name(p), codegen::kernel_name(dsl::variant(p, 0)) + "|" + codegen::kernel_name(dsl::variant(p, 1)) + "|" +
+                                         codegen::kernel_name(dsl::variant(p, 2)));
+  const dsl::Program g = parse(
+      "kernel gemm(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
+      "  C[m, n] = bf16(acc[m, n])\n}\n"
+      "schedule when M * N * K >= 1000000000 {\n  tile = [128, 256, 64]\n}\nschedule {\n  mainloop = simt\n  tile = [64, 64, 16]\n}\n");
+  EXPECT_EQ(codegen::compile_needs(dsl::variant(g, 1)).arch, "sm_90");
+  EXPECT_EQ(codegen::compile_needs(g).arch, "sm_90a");
+  EXPECT_EQ(codegen::compile_needs(g).libs, std::vector<std::string>{"cuda"});
+}
+
+// The dispatching source compiles with nvcc and, run on the host, gives the interpreter's values
+// at sizes that take each schedule (the scalar one for rows not a multiple of 4, the register
+// cache for the larger rows, the rest).
+TEST(Codegen, GuardedSchedulesDispatchByTheCallsDims) {
+  const dsl::Program p = parse(
+      "kernel rms(X: f32[R, C], W: f32[C]) -> (Y: f32[R, C]) {\n  ss[r] = sum(X[r, c] * X[r, c]) over c\n"
+      "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n"
+      "schedule when C % 4 != 0 {\n  threads = 64\n  vector = 1\n}\n"
+      "schedule when R * C >= 1024 {\n  threads = 64\n  vector = 4\n  cache_row = registers\n  tail = exact\n}\n"
+      "schedule {\n  threads = 64\n  vector = 2\n}\n");
+  ASSERT_EQ(refusal(p), "(accepted)");
+  const std::string src = codegen::generate_cuda(p, {});
+  EXPECT_NE(src.find("namespace ksol_v2 {"), std::string::npos);
+  EXPECT_NE(src.find("if (((static_cast<__int128>(call->dims[1])) % 4) != static_cast<__int128>(0LL)) return ksol_v0::ksol_run(call);"),
+            std::string::npos)
+      << src.substr(src.size() - 800);
+  CompileJob j;
+  j.source_path = "dispatch.cu";
+  j.source_text = src;
+  j.arch = codegen::compile_needs(p).arch;
+  const std::vector<CompileResult> built = compile_all({j});
+  ASSERT_TRUE(built[0].ok) << built[0].message;
+  codegen::HostBuild b = codegen::build_for_host(src);
+  ASSERT_TRUE(b.ok) << b.message;
+  for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{{3, 301}, {4, 256}, {2, 64}, {5, 7}}) {
+    std::vector<double> x(R * C), w(C);
+    for (int64_t i = 0; i < R * C; ++i) x[i] = std::sin(0.37 * i) * 2 + 0.1;
+    for (int64_t c = 0; c < C; ++c) w[c] = 1 + 0.01 * c;
+    const std::vector<double> want = codegen::interpret(p, {{"R", R}, {"C", C}}, {{"X", x}, {"W", w}})["Y"];
+    std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(R * C * 4), HostVec<uint8_t>(C * 4), HostVec<uint8_t>(R * C * 4, 0xFF)};
+    for (int64_t i = 0; i < R * C; ++i) store_from_double(DType::f32, bufs[0].data(), i, x[i]);
+    for (int64_t c = 0; c < C; ++c) store_from_double(DType::f32, bufs[1].data(), c, w[c]);
+    codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {R, C});
+    ASSERT_TRUE(r.ok && r.rc == 0) << r.message << " R = " << R << ", C = " << C;
+    for (int64_t i = 0; i < R * C; ++i)
+      ASSERT_NEAR(load_as_double(DType::f32, bufs[2].data(), i), want[i], 1e-5 * std::max(1.0, std::fabs(want[i])))
+          << "R = " << R << ", C = " << C << ", element " << i;
+  }
+}
