@@ -365,9 +365,10 @@ std::optional<ProfileResult> ScriptedEvaluator::profile(const Task&, const dsl::
 
 // --- the scripted evaluator ------------------------------------------------------------------
 
-double ScriptedEvaluator::time_of(const codegen::Schedule& s) const {
+double ScriptedEvaluator::time_of(const codegen::Schedule& s, const std::string& size) const {
   double f = base_us;
-  for (auto& [key, knob] : model) {
+  auto sm = size_model.find(size);
+  for (auto& [key, knob] : sm != size_model.end() ? sm->second : model) {
     std::string v;
     for (auto& kv : s)
       if (kv.first == key) v = kv.second;
@@ -381,6 +382,14 @@ double ScriptedEvaluator::time_of(const codegen::Schedule& s) const {
 }
 
 namespace {
+// The schedule a program runs at a size (a program with schedules by size: the one its guards pick).
+codegen::Schedule schedule_at(const dsl::Program& p, const SizeSet* sz) {
+  if (p.guarded.empty() || !sz) return agents::full_schedule(p);
+  std::map<std::string, int64_t> dims;
+  for (auto& [k, v] : sz->dims) dims[k] = static_cast<int64_t>(std::llround(v));
+  return agents::full_schedule(dsl::variant_at(p, dims));
+}
+
 double scale_of(const SizeSet& s) {
   double n = 1;
   for (auto& [k, v] : s.dims) n *= v;
@@ -421,10 +430,13 @@ Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const st
   o.label = label;
   o.candidate_id = evaluations;
   o.kernel = codegen::kernel_name(p);
-  codegen::Schedule s = agents::full_schedule(p);
-  bool failed = (fail && fail(s)) || (hidden && fail_hidden && fail_hidden(s)) || (fail_run && fail_run(s));
-  double tm = time_of(s);
+  bool failed = false;
   for (auto* sz : sizes) {
+    codegen::Schedule s = schedule_at(p, sz);
+    failed = failed || (fail && fail(s)) || (hidden && fail_hidden && fail_hidden(s)) || (fail_run && fail_run(s));
+  }
+  for (auto* sz : sizes) {
+    const double tm = time_of(schedule_at(p, sz), sz->name);
     SizeResult r;
     r.size = sz->name;
     r.weight = sz->weight;
@@ -510,7 +522,7 @@ std::vector<ScreenTime> ScriptedEvaluator::screen(const Task& t, const std::vect
   double sc = sz ? scale_of(*sz) : 1.0;
   for (size_t k = 0; k < items.size(); ++k) {
     ++screened_programs;
-    codegen::Schedule s = agents::full_schedule(*items[k].program);
+    codegen::Schedule s = schedule_at(*items[k].program, sz);
     if (fail_run && fail_run(s)) {
       out[k].message = "returned_error: scripted";
       continue;
@@ -522,7 +534,7 @@ std::vector<ScreenTime> ScriptedEvaluator::screen(const Task& t, const std::vect
       noise = screen_noise_frac * (static_cast<double>(h % 2001) / 1000.0 - 1.0);
     }
     out[k].status = "ok";
-    out[k].median_us = time_of(s) * sc * (1 + noise);
+    out[k].median_us = time_of(s, size) * sc * (1 + noise);
     out[k].ci_low_us = out[k].ci_high_us = out[k].median_us;
     out[k].samples = 10;
   }

@@ -21,6 +21,7 @@
 #include "core/stop.h"
 #include "core/util.h"
 #include "search/cost_model.h"
+#include "search/dispatch.h"
 #include "search/space.h"
 #include "sol/sol.h"
 
@@ -146,6 +147,18 @@ Outcome fastest_per_size(const std::map<std::string, Outcome>& baselines, const 
 
 double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
+// An outcome's median at one size (0 when it has none there).
+double median_at(const Outcome& o, const std::string& size) {
+  for (auto& s : o.sizes)
+    if (s.size == size && s.status == "ok" && s.median_us > 0) return s.median_us;
+  return 0;
+}
+const SizeResult* size_result(const Outcome& o, const std::string& size) {
+  for (auto& s : o.sizes)
+    if (s.size == size) return &s;
+  return nullptr;
+}
+
 // The legal schedules of the seed's family (search/space.h), walked in a seeded order.
 struct SpaceWalk {
   std::shared_ptr<const LegalSpace> space;
@@ -196,7 +209,15 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     }
   res.breakdown.baselines = since(t0);
 
-  auto sched_of = [](const dsl::Program& p) { return codegen::schedule_text(agents::full_schedule(p)); };
+  // A schedule's text; a kernel with schedules by size: each guard with its schedule, then the last.
+  auto sched_of = [](const dsl::Program& p) {
+    if (p.guarded.empty()) return codegen::schedule_text(agents::full_schedule(p));
+    std::string s;
+    for (size_t i = 0; i <= p.guarded.size(); ++i)
+      s += (i ? "; " : "") + (i < p.guarded.size() ? "when " + dsl::guard_text(p.guarded[i].when) : std::string("otherwise")) + ": " +
+           codegen::schedule_text(agents::full_schedule(dsl::variant(p, i)));
+    return s;
+  };
   // The budget counts the search's own work, the seed's evaluation included, not the baselines'.
   const auto t_search = Clock::now();
   int tried = 0;
@@ -342,6 +363,23 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     return prof;
   };
 
+  // The fastest verified time at a size among the schedules tried alone (0: none).
+  auto fastest_verified_at = [&](const std::string& size) {
+    double best = 0;
+    for (auto& a : res.trajectory)
+      if (a.outcome.ok() && a.program.guarded.empty())
+        if (double m = median_at(a.outcome, size); m > 0 && (best == 0 || m < best)) best = m;
+    return best;
+  };
+  // The schedule tried alone that runs at a size in attempt i (i itself unless it dispatches).
+  auto runs_at = [&](int i, const std::string& size) {
+    auto it = res.trajectory[i].runs_at.find(size);
+    return it != res.trajectory[i].runs_at.end() ? it->second : i;
+  };
+  // The attempt that proposes in place of i: a kernel with schedules by size proposes through
+  // the one it runs at the representative size.
+  auto proposer = [&](int i) { return size_order.empty() ? i : runs_at(i, size_order[0]); };
+
   // One generation's proposals: the agent's moves from the best and the other elites, then (for
   // the expert) one-knob mutations of the fastest schedules seen, the cost model's best guesses
   // over the untried space, and uniform draws, so that the space is covered, not only walked.
@@ -363,13 +401,14 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       return true;
     };
     // The population: verified candidates by score, the best first.
+    // A kernel with schedules by size proposes through the schedule it runs at the representative size.
     std::vector<int> ok;
     for (auto& a : res.trajectory)
-      if (a.outcome.ok()) ok.push_back(a.index);
+      if (a.outcome.ok() && a.program.guarded.empty()) ok.push_back(a.index);
     std::stable_sort(ok.begin(), ok.end(), [&](int x, int y) { return res.trajectory[x].outcome.score_us() < res.trajectory[y].outcome.score_us(); });
-    std::vector<int> parents = {res.best};
+    std::vector<int> parents = {proposer(res.best)};
     for (int i : ok)
-      if (i != res.best && parents.size() < o.elites) parents.push_back(i);
+      if (i != parents[0] && parents.size() < o.elites) parents.push_back(i);
     // Now and then (as in GPU Kernel Scientist) a reference version proposes first.
     std::uniform_real_distribution<double> u(0, 1);
     if (parents.size() > 1 && u(rng) < o.reference_parent_prob) std::swap(parents[0], parents[1 + rng() % (parents.size() - 1)]);
@@ -406,8 +445,12 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       std::sort(fastest.begin(), fastest.end());
       size_t mut_cap = out.size() + std::max<size_t>(1, n / 4);
       std::vector<std::pair<int, codegen::Schedule>> muts;
-      for (size_t f = 0; f < fastest.size() && f < 3; ++f) {
-        int pi = fastest[f].second;
+      // The fastest three over all sizes, and each schedule the best runs at some size.
+      std::vector<int> mparents;
+      for (size_t f = 0; f < fastest.size() && f < 3; ++f) mparents.push_back(fastest[f].second);
+      for (auto& [size, i] : res.trajectory[res.best].runs_at)
+        if (std::find(mparents.begin(), mparents.end(), i) == mparents.end()) mparents.push_back(i);
+      for (int pi : mparents) {
         codegen::Schedule s = agents::full_schedule(res.trajectory[pi].program);
         for (size_t k = 0; k < s.size(); ++k) {
           auto g = std::find(sp.keys.begin(), sp.keys.end(), s[k].first);
@@ -513,8 +556,10 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       a.note = "failed: " + a.outcome.error;
       return;
     }
-    estimate[a.index] = a.outcome.score_us();
-    if (double m = rep_median(a.outcome); m > 0) model.observe(agents::full_schedule(a.program), std::log(m));
+    if (a.program.guarded.empty()) {
+      estimate[a.index] = a.outcome.score_us();
+      if (double m = rep_median(a.outcome); m > 0) model.observe(agents::full_schedule(a.program), std::log(m));
+    }
     double cs = a.outcome.score_us(), bsc = cur.outcome.score_us();
     double clo = cur.outcome.ci_low_us(), chi = a.outcome.ci_high_us();
     bool faster = cs * o.gamma <= bsc;
@@ -527,6 +572,141 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       a.note = "kept c" + std::to_string(res.best) + ": " + fmt(bsc / cs, 3) + "x < gamma " + fmt(o.gamma, 2) +
                (faster && ci ? " with overlapping CIs" : "");
     }
+  };
+
+  // Schedules by size: per visible size, the fastest schedule verified alone where it is clearly
+  // faster there than what the best runs (by 2%, its CI clear of the best's). When that picks
+  // more than one schedule, the kernel that runs each at its sizes (guards from learn_guards) is
+  // built and evaluated in full like any candidate, and becomes the best when faster over the
+  // visible sizes (by 1%, its CI clear of the best's) and faster at every size it changed.
+  std::vector<SizeDims> size_dims;
+  for (auto* sz : visible_sizes(t)) {
+    SizeDims sd{sz->name, {}};
+    for (const std::string& d : seed.dims)
+      if (auto it = sz->dims.find(d); it != sz->dims.end()) sd.dims[d] = static_cast<int64_t>(std::llround(it->second));
+    if (sd.dims.size() == seed.dims.size()) size_dims.push_back(sd);
+  }
+  if (size_dims.size() != visible_sizes(t).size()) size_dims.clear();
+  std::set<std::string> dispatch_tried;
+  auto try_dispatch = [&](int gen) {
+    if (size_dims.size() < 2 || o.dispatch_schedules < 2 || res.best < 0) return;
+    if (budget > 0 && since(t_search) + resumed_seconds >= budget) return;
+    const int cur_i = res.best;
+    const Outcome cur = res.trajectory[cur_i].outcome;
+    std::vector<int> comp;  // per entry of size_dims: the schedule (tried alone) to run there
+    std::set<std::string> changed_at;
+    for (const SizeDims& sd : size_dims) {
+      const int here = runs_at(cur_i, sd.name);
+      const SizeResult* cr = size_result(cur, sd.name);
+      int pick = here;
+      double pick_m = median_at(cur, sd.name);
+      for (const Attempt& a : res.trajectory) {
+        if (!a.outcome.ok() || !a.program.guarded.empty()) continue;
+        const SizeResult* r = size_result(a.outcome, sd.name);
+        if (!r || r->status != "ok" || r->median_us <= 0 || pick_m <= 0) continue;
+        if (r->median_us * 1.02 < pick_m && (!cr || cr->ci_low_us <= 0 || r->ci_high_us < cr->ci_low_us)) {
+          pick = a.index;
+          pick_m = r->median_us;
+        }
+      }
+      comp.push_back(pick);
+      if (pick != here) changed_at.insert(sd.name);
+    }
+    if (changed_at.empty()) return;
+    auto distinct_of = [&] {
+      std::vector<int> d;
+      for (int c : comp)
+        if (std::find(d.begin(), d.end(), c) == d.end()) d.push_back(c);
+      return d;
+    };
+    std::vector<int> distinct = distinct_of();
+    // At most dispatch_schedules of them: the one that gains least over the best (weighted) goes,
+    // its sizes to the kept schedule fastest there.
+    while (distinct.size() > o.dispatch_schedules) {
+      int drop = -1;
+      double least = 0;
+      for (int c : distinct) {
+        double gain = 0;
+        for (size_t k = 0; k < size_dims.size(); ++k)
+          if (comp[k] == c) {
+            double w = weight_of.count(size_dims[k].name) ? weight_of[size_dims[k].name] : 1.0;
+            gain += w * std::log(median_at(cur, size_dims[k].name) / median_at(res.trajectory[c].outcome, size_dims[k].name));
+          }
+        if (drop < 0 || gain < least) drop = c, least = gain;
+      }
+      distinct.erase(std::find(distinct.begin(), distinct.end(), drop));
+      for (size_t k = 0; k < size_dims.size(); ++k) {
+        if (comp[k] != drop) continue;
+        int to = distinct[0];
+        for (int c : distinct)
+          if (median_at(res.trajectory[c].outcome, size_dims[k].name) < median_at(res.trajectory[to].outcome, size_dims[k].name)) to = c;
+        comp[k] = to;
+      }
+      distinct = distinct_of();
+    }
+    if (distinct.size() < 2) return;  // one schedule everywhere: it went through the gate alone
+    std::vector<size_t> assign;
+    double sw = 0, sl = 0;
+    for (size_t k = 0; k < size_dims.size(); ++k) {
+      assign.push_back(static_cast<size_t>(std::find(distinct.begin(), distinct.end(), comp[k]) - distinct.begin()));
+      double w = weight_of.count(size_dims[k].name) ? weight_of[size_dims[k].name] : 1.0;
+      sw += w;
+      sl += w * std::log(median_at(res.trajectory[comp[k]].outcome, size_dims[k].name));
+    }
+    const double predicted = std::exp(sl / sw);
+    if (predicted * 1.01 > cur.score_us()) return;
+    std::string why;
+    std::optional<DecisionList> list = learn_guards(seed, size_dims, assign, o.dispatch_schedules - 1, &why);
+    if (!list) {
+      if (logged.insert("dispatch: " + why).second) say("schedules by size: not built: " + why);
+      return;
+    }
+    std::vector<dsl::Program> progs;
+    for (int c : distinct) progs.push_back(res.trajectory[c].program);
+    dsl::Program dp = dispatch_program(seed, progs, *list);
+    if (!codegen::can_implement(dp, b).ok) return;
+    std::string runs;
+    for (size_t k = 0; k < size_dims.size(); ++k) runs += (k ? ", " : "") + size_dims[k].name + " c" + std::to_string(comp[k]);
+    Attempt a = new_attempt(dp, cur_i, "dispatch", "the fastest verified schedule at each visible size (" + runs + "), predicted " +
+                            fmt(cur.score_us() / predicted, 3) + "x over c" + std::to_string(cur_i), gen);
+    if (!dispatch_tried.insert(a.schedule).second || seen.count(a.schedule)) return;
+    seen.insert(a.schedule);
+    for (size_t k = 0; k < size_dims.size(); ++k) a.runs_at[size_dims[k].name] = comp[k];
+    BuildItem bi{&a.program, a.outcome.label, parent_id_of(cur_i), "dispatch"};
+    auto tb = Clock::now();
+    std::vector<Built> bs = ev.build(t, {bi});
+    res.breakdown.build += since(tb);
+    ++tried;
+    if (!bs.empty()) a.outcome.candidate_id = bs[0].candidate_id;
+    if (!bs.empty() && !bs[0].ok) {
+      a.outcome.status = "failed";
+      a.outcome.error = "compile gate: " + bs[0].error.substr(0, 2000);
+      a.note = "failed: " + a.outcome.error;
+    } else {
+      evaluate_full(a);
+      if (a.outcome.screened) {
+        a.note = "screened out: " + a.outcome.error;
+      } else if (!a.outcome.ok()) {
+        a.note = "failed: " + a.outcome.error;
+      } else {
+        const double cs = a.outcome.score_us(), bsc = cur.score_us();
+        const double clo = cur.ci_low_us(), chi = a.outcome.ci_high_us();
+        std::string slower;
+        for (const std::string& z : changed_at)
+          if (!(median_at(a.outcome, z) * 1.02 < median_at(cur, z))) slower += (slower.empty() ? "" : ", ") + z;
+        if (cs * 1.01 <= bsc && (clo <= 0 || chi <= 0 || chi < clo) && slower.empty()) {
+          a.accepted = true;
+          a.note = "new best: " + fmt(bsc / cs, 3) + "x over c" + std::to_string(cur_i) + " with schedules by size";
+          res.best = a.index;
+        } else {
+          a.note = "kept c" + std::to_string(cur_i) + ": " + fmt(bsc / cs, 3) + "x" +
+                   (slower.empty() ? " (needs 1.01x, its CI clear)" : "; not faster where its schedules changed (" + slower + ")");
+        }
+      }
+    }
+    a.at_seconds = since(t0);
+    say("c" + std::to_string(a.index) + " schedules by size {" + a.schedule + "}: " + a.note);
+    res.trajectory.push_back(std::move(a));
   };
 
   // A generation of programs that build in a second or two (everything but CUTLASS's kernels)
@@ -564,11 +744,12 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       for (int i : made)
         if (res.trajectory[i].note.empty()) finalists.push_back(i);
     } else {
-      // 1. The screen at the representative size, the best timed beside them.
+      // 1. The screens: every proposal that runs, at every visible size (the representative one
+      // first), the best timed beside them in each call.
       std::vector<int> live;
       for (int i : made)
         if (res.trajectory[i].note.empty()) live.push_back(i);
-      std::map<int, double> sum_wlog, sum_w;  // per candidate: weighted log ratio to the best, over the sizes screened
+      std::map<int, std::map<std::string, double>> ratio_at;  // per candidate and size: its time over the best's
       for (size_t si = 0; si < size_order.size() && !live.empty() && !stop_requested(); ++si) {
         const std::string& size = size_order[si];
         std::vector<BuildItem> items;
@@ -580,78 +761,91 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         res.breakdown.screen += since(ts);
         res.worker_seconds += ws;
         double ref = !st.empty() && st[0].status == "ok" ? st[0].median_us : 0;
-        if (ref <= 0)
-          for (auto& r : res.trajectory[res.best].outcome.sizes)
-            if (r.size == size && r.status == "ok") ref = r.median_us;
-        std::vector<std::pair<double, int>> ranked;
+        if (ref <= 0) ref = median_at(res.trajectory[res.best].outcome, size);
+        std::vector<int> still;
         for (size_t k = 0; k < live.size(); ++k) {
           Attempt& a = res.trajectory[live[k]];
-          const ScreenTime& s = k + 1 < st.size() ? st[k + 1] : ScreenTime{};
+          const ScreenTime& sc = k + 1 < st.size() ? st[k + 1] : ScreenTime{};
           a.screened_at += (a.screened_at.empty() ? "" : ",") + size;
-          if (s.status != "ok" || ref <= 0) {
+          if (sc.status != "ok" || ref <= 0) {
             // It did not run here (an error, a crash, a refusal at run time): a failure of the
             // program, not a ranking.
             a.outcome.status = "failed";
-            a.outcome.error = "screen at " + size + ": " + (s.message.empty() ? "no time" : s.message);
+            a.outcome.error = "screen at " + size + ": " + (sc.message.empty() ? "no time" : sc.message);
             a.note = "failed: " + a.outcome.error;
             failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
-            ev.record_screened(t, a.outcome.candidate_id, size, s, a.outcome.error);
+            ev.record_screened(t, a.outcome.candidate_id, size, sc, a.outcome.error);
+            a.at_seconds = since(t0);
             continue;
           }
-          double w = weight_of.count(size) ? weight_of[size] : 1.0;
-          sum_wlog[a.index] += w * std::log(s.median_us / ref);
-          sum_w[a.index] += w;
+          ratio_at[a.index][size] = sc.median_us / ref;
           if (si == 0) {
             // The model learns absolute times at the representative size: the ratio to the best's
             // verified time there.
             double best_rep = rep_median(res.trajectory[res.best].outcome);
-            if (best_rep > 0) model.observe(agents::full_schedule(a.program), std::log(best_rep * s.median_us / ref));
+            if (best_rep > 0) model.observe(agents::full_schedule(a.program), std::log(best_rep * sc.median_us / ref));
           }
-          ranked.push_back({std::exp(sum_wlog[a.index] / sum_w[a.index]), a.index});
+          still.push_back(a.index);
         }
-        std::sort(ranked.begin(), ranked.end());
-        std::vector<int> keep;
-        for (auto& [ratio, i] : ranked) {
-          Attempt& a = res.trajectory[i];
-          a.screen_ratio = ratio;
-          estimate[i] = ratio * res.trajectory[res.best].outcome.score_us();
-          bool within = ratio <= o.screen_keep && keep.size() < (si == 0 ? o.contenders : ranked.size());
-          if (within) {
-            keep.push_back(i);
-            continue;
-          }
-          a.outcome.status = "failed";
-          a.outcome.screened = true;
-          a.outcome.error = "screened out at " + size + ": " + fmt(ratio, 3) + "x the best's time (c" + std::to_string(res.best) +
-                            ") over the sizes screened" + (ratio <= o.screen_keep ? ", behind " + std::to_string(o.contenders) + " faster ones" : "") +
-                            "; not verified";
-          a.note = "screened out: " + a.outcome.error;
-          ++res.screened;
-          ScreenTime s;
-          ev.record_screened(t, a.outcome.candidate_id, size, s, a.outcome.error);
-          a.at_seconds = since(t0);
-        }
-        live = keep;
+        live = still;
       }
-      // 2. The finalists: those the screens put ahead of the best by at least half of gamma's
-      // margin, fastest first; the rest stay unverified.
-      double finalist_ratio = 1.0 / (1.0 + (o.gamma - 1.0) / 2.0);
+      // 2. The finalists: those the screens put ahead of the best over every visible size by at
+      // least half of gamma's margin, fastest first; then one specialist, the candidate that
+      // beats the fastest verified schedule at one size by the most (weighted), for a kernel
+      // that runs it at its sizes. The rest stay unverified.
+      std::vector<std::pair<double, int>> ranked;
       for (int i : live) {
-        Attempt& a = res.trajectory[i];
-        if (a.screen_ratio <= finalist_ratio && finalists.size() < o.finalists) {
-          finalists.push_back(i);
-          continue;
+        double sw = 0, sl = 0;
+        for (auto& [size, r] : ratio_at[i]) {
+          double w = weight_of.count(size) ? weight_of[size] : 1.0;
+          sw += w;
+          sl += w * std::log(r);
         }
+        Attempt& a = res.trajectory[i];
+        a.screen_ratio = sw > 0 ? std::exp(sl / sw) : 0;
+        estimate[i] = a.screen_ratio * res.trajectory[res.best].outcome.score_us();
+        ranked.push_back({a.screen_ratio, i});
+      }
+      std::sort(ranked.begin(), ranked.end());
+      const double finalist_ratio = 1.0 / (1.0 + (o.gamma - 1.0) / 2.0);
+      for (auto& [ratio, i] : ranked)
+        if (ratio <= finalist_ratio && finalists.size() < o.finalists) finalists.push_back(i);
+      std::map<int, std::string> specialist_at;  // candidate -> the size it is a specialist at
+      if (o.specialists > 0) {
+        std::vector<std::tuple<double, int, std::string>> gains;  // (weighted log gain, candidate, size)
+        for (auto& [ratio, i] : ranked) {
+          if (std::find(finalists.begin(), finalists.end(), i) != finalists.end()) continue;
+          for (auto& [size, r] : ratio_at[i]) {
+            const double best_here = median_at(res.trajectory[res.best].outcome, size);
+            const double fastest = fastest_verified_at(size);
+            if (best_here <= 0 || fastest <= 0) continue;
+            // Its screened time over the fastest verified time at this size.
+            const double rel = r * best_here / std::min(best_here, fastest);
+            if (rel * o.gamma <= 1.0) gains.push_back({-(weight_of.count(size) ? weight_of[size] : 1.0) * std::log(rel), i, size});
+          }
+        }
+        std::sort(gains.begin(), gains.end(), [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
+        for (auto& [gain, i, size] : gains)
+          if (specialist_at.size() < o.specialists && !specialist_at.count(i) &&
+              std::none_of(specialist_at.begin(), specialist_at.end(), [&, &sz = size](const auto& kv) { return kv.second == sz; })) {
+            specialist_at[i] = size;
+            finalists.push_back(i);
+          }
+      }
+      for (auto& [ratio, i] : ranked) {
+        if (std::find(finalists.begin(), finalists.end(), i) != finalists.end()) continue;
+        Attempt& a = res.trajectory[i];
         a.outcome.status = "failed";
         a.outcome.screened = true;
-        a.outcome.error = "screened out: " + fmt(a.screen_ratio, 3) + "x the best's time over every visible size, " +
-                          (a.screen_ratio <= finalist_ratio ? "behind the generation's finalists" : "not enough to pass the gate (gamma " + fmt(o.gamma, 2) + ")") +
-                          "; not verified";
+        a.outcome.error = "screened out: " + fmt(ratio, 3) + "x the best's time (c" + std::to_string(res.best) + ") over the visible sizes, " +
+                          (ratio <= finalist_ratio ? "behind the generation's finalists" : "not enough to pass the gate (gamma " + fmt(o.gamma, 2) + ")") +
+                          ", and no size where it beats the fastest verified schedule by gamma; not verified";
         a.note = "screened out: " + a.outcome.error;
         ++res.screened;
         ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
         a.at_seconds = since(t0);
       }
+      for (auto& [i, size] : specialist_at) res.trajectory[i].why += "; a specialist at " + size;
     }
     // 3. The next generation is proposed and built in the background while the finalists run.
     if (o.prefetch && screening) {
@@ -677,6 +871,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       evaluate_full(a);
       gate(a);
     }
+    if (!stop_requested()) try_dispatch(gen);
     for (int i : made)
       if (res.trajectory[i].at_seconds == 0) res.trajectory[i].at_seconds = since(t0);
     since_best = res.best != best_before ? 0 : since_best + 1;

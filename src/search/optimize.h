@@ -231,6 +231,8 @@ class ScriptedEvaluator : public Evaluator {
     double weight = 0.1;
   };
   std::map<std::string, Knob> model;
+  // Per size name, a model that replaces `model` there (a schedule that wins at one size only).
+  std::map<std::string, std::map<std::string, Knob>> size_model;
   double base_us = 100;              // at the optimum, size weight 1
   double sol_us = 50;                // the SOL time at the optimum's scale
   double noise_frac = 0.0;           // CI half-width as a fraction of the median
@@ -252,7 +254,7 @@ class ScriptedEvaluator : public Evaluator {
   std::vector<std::string> screen_sizes;               // the size of every screen call, in order
   std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
 
-  double time_of(const codegen::Schedule& s) const;
+  double time_of(const codegen::Schedule& s, const std::string& size = "") const;
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent,
                    const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
@@ -276,14 +278,16 @@ struct OptimizeOptions {
   double budget_seconds = 0;     // 0: no time limit; counts the seed and the children, not the baselines
   double target_sol = 0.9;       // stop when the best reaches this %SOL (0..1); 0: never
   int plateau = 4;               // stop after this many generations without a new best
-  // A generation: `batch` proposals built together, screened at the representative size with
-  // the best, the `contenders` fastest screened at the other sizes too (successive halving),
-  // and at most `finalists` of those evaluated in full (every gate, every visible size). Without
-  // an evaluator's screen, each proposal is evaluated in full, one at a time.
+  // A generation: `batch` proposals built together, screened beside the best at every visible
+  // size (the representative one first); at most `finalists` of the fastest over all sizes and
+  // `specialists` that beat the fastest verified schedule at one size are evaluated in full
+  // (every gate, every visible size). Without an evaluator's screen, each proposal is evaluated
+  // in full, one at a time.
   size_t batch = 16;
-  size_t contenders = 4;
   size_t finalists = 2;
-  double screen_keep = 1.0;      // out of a screen when slower than this x the best in the same call
+  size_t specialists = 1;
+  // At most this many schedules in one kernel with schedules by size (1: one schedule for all sizes).
+  size_t dispatch_schedules = 3;
   uint64_t seed = 1;
   std::string agent = "expert";  // expert | random
   double gamma = 1.03;           // the performance gate
@@ -311,6 +315,7 @@ struct Attempt {
   int generation = 0;            // 0: the seed
   double screen_ratio = 0;       // its screen time over the best's (weighted over the sizes screened), 0: not screened
   std::string screened_at;       // the sizes it was screened at, comma-separated
+  std::map<std::string, int> runs_at;  // schedules by size (method "dispatch"): per visible size, the attempt whose schedule runs there
   double at_seconds = 0;         // when its evaluation finished, from the start of the task
 };
 

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "core/stop.h"
 #include "search/cost_model.h"
+#include "search/dispatch.h"
 #include "search/optimize.h"
 #include "task/task.h"
 
@@ -625,9 +626,10 @@ TEST(Optimize, TheEvaluatorsGpuReachesTheDecisionTable) {
   for (auto& m : on_a100) EXPECT_FALSE(hopper.count(m)) << m << " offered on an sm_80 GPU";
 }
 
-// A generation's pipeline: every proposal is screened at the representative size beside the
-// best, at most `contenders` of them at the other sizes, and at most `finalists` evaluated in
-// full; nothing screened out is ever accepted or returned, and the answer passed every gate.
+// A generation's pipeline: every proposal is screened beside the best at every visible size
+// (the representative size first), at most `finalists` and `specialists` evaluated in full, and
+// at most one kernel with schedules by size; nothing screened out is ever accepted or returned,
+// and the answer passed every gate.
 TEST(Optimize, ScreensRankAndOnlyFinalistsAreVerified) {
   for (const Synthetic& sy : synthetic()) {
     SeedCase s = setup(sy.task);
@@ -640,13 +642,13 @@ TEST(Optimize, ScreensRankAndOnlyFinalistsAreVerified) {
     o.plateau = 1000;
     o.target_sol = 0;
     o.batch = 8;
-    o.contenders = 3;
     o.finalists = 2;
+    o.specialists = 1;
     auto r = search::optimize(s.task, s.seed, ev, *agent, o);
     ASSERT_GE(r.best, 0);
     EXPECT_LT(best_time(r), r.trajectory[0].outcome.score_us()) << sy.task;
     EXPECT_TRUE(r.best_attempt()->outcome.ok());
-    EXPECT_LE(ev.evaluations, 1 + r.generations * 2) << sy.task;
+    EXPECT_LE(ev.evaluations, 1 + r.generations * 4) << sy.task;
     EXPECT_GT(r.screened, r.verified) << sy.task;
     // The representative size (the heaviest) opens every generation's screens.
     const std::string rep = r.trajectory[0].outcome.representative()->size;
@@ -762,4 +764,100 @@ TEST(Optimize, WithoutAScreenEveryProposalIsEvaluated) {
   EXPECT_EQ(ev.screen_calls, 0);
   EXPECT_EQ(ev.evaluations, 10);
   EXPECT_EQ(r.generations, 9);
+}
+
+// --- schedules by size ---------------------------------------------------------------------------
+
+// The guards send every visible size to its schedule: the split that takes the most sizes first
+// (misalignments first among equals), thresholds at the geometric midpoint between neighbouring
+// values; no list when more guards than allowed would be needed.
+TEST(Optimize, GuardsSendEachSizeToItsSchedule) {
+  const dsl::Program prog = dsl::parse_program("kernel s(X: f32[R, C]) -> (Y: f32[R, C]) {\n  Y[r, c] = X[r, c] * 2\n}\n", "s.ksol");
+  const std::vector<search::SizeDims> sizes = {
+      {"small", {{"R", 128}, {"C", 1024}}}, {"medium", {{"R", 4096}, {"C", 4096}}}, {"large", {{"R", 16384}, {"C", 4096}}}, {"odd", {{"R", 1000}, {"C", 1001}}}};
+  auto route = [&](const search::DecisionList& l, const std::map<std::string, int64_t>& d) {
+    for (size_t i = 0; i < l.when.size(); ++i)
+      if (dsl::guard_holds(l.when[i], d)) return l.to[i];
+    return l.otherwise;
+  };
+  auto check = [&](const std::vector<size_t>& assign, size_t max_guards) {
+    std::string why;
+    auto l = search::learn_guards(prog, sizes, assign, max_guards, &why);
+    EXPECT_TRUE(l.has_value()) << why;
+    if (!l) return search::DecisionList{};
+    for (size_t k = 0; k < sizes.size(); ++k) EXPECT_EQ(route(*l, sizes[k].dims), assign[k]) << sizes[k].name;
+    return *l;
+  };
+  // The large problems apart: one threshold on R * C (the product of every dim) between 4096^2 and 16384 x 4096.
+  search::DecisionList l = check({0, 0, 1, 0}, 2);
+  ASSERT_EQ(l.when.size(), 1u);
+  EXPECT_EQ(dsl::guard_text(l.when[0]), "R * C >= 33554432");
+  EXPECT_EQ(l.to[0], 1u);
+  // The odd row length apart: its misalignment in the row's (innermost) dim, the smallest modulus
+  // that tells it apart.
+  l = check({0, 0, 0, 1}, 2);
+  ASSERT_EQ(l.when.size(), 1u);
+  EXPECT_EQ(dsl::guard_text(l.when[0]), "C % 2 != 0");
+  // Three schedules take two guards.
+  l = check({0, 1, 2, 0}, 2);
+  EXPECT_EQ(l.when.size(), 2u);
+  std::string why;
+  EXPECT_FALSE(search::learn_guards(prog, sizes, {0, 1, 2, 0}, 1, &why).has_value());
+  EXPECT_NE(why.find("more than 1 guards would be needed"), std::string::npos) << why;
+  // Sizes no term over the dims tells apart cannot go to different schedules.
+  const std::vector<search::SizeDims> same = {{"a", {{"R", 8}, {"C", 8}}}, {"b", {{"R", 8}, {"C", 8}}}};
+  EXPECT_FALSE(search::learn_guards(prog, same, {0, 1}, 2, &why).has_value());
+  // The program that runs them: the guards in order, the last schedule without one.
+  dsl::Program base = dsl::parse_program(
+      "kernel s(X: f32[R, C]) -> (Y: f32[R, C]) {\n  Y[r, c] = X[r, c] * 2\n}\nschedule {\n  vector = 1\n}\n", "s.ksol");
+  std::vector<dsl::Program> comps = {codegen::with_schedule(base, {{"vector", "4"}}), codegen::with_schedule(base, {{"vector", "1"}})};
+  dsl::Program dp = search::dispatch_program(base, comps, check({0, 0, 0, 1}, 2));
+  EXPECT_EQ(dsl::print_source(dp).substr(dsl::print_source(dp).find("schedule")),
+            "schedule when C % 2 != 0 {\n  vector = 1\n}\nschedule {\n  vector = 4\n}\n");
+}
+
+// Where one schedule is fastest at the small size and another at the others, the search returns
+// one kernel that runs each at its sizes: verified in full as any candidate, faster than both
+// schedules alone over the visible sizes, graded on the hidden sizes, and printed with its guards.
+TEST(Optimize, SchedulesBySizeWhenDifferentSchedulesWin) {
+  SeedCase s = setup("rmsnorm_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = {{"vector", {"4", 0.3}}, {"threads", {"512", 0.4}}};
+  ev.size_model["small"] = {{"vector", {"4", 0.3}}, {"threads", {"64", 0.4}}};
+  ev.noise_frac = 0.005;
+  auto agent = agents::make_agent("expert", knowledge(), 3);
+  search::OptimizeOptions o;
+  o.max_candidates = 200;
+  o.plateau = 6;
+  o.target_sol = 0;
+  o.batch = 8;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  ASSERT_GE(r.best, 0);
+  const search::Attempt& b = *r.best_attempt();
+  ASSERT_EQ(b.method, "dispatch") << b.schedule << "; stop " << r.stop_reason;
+  ASSERT_FALSE(b.program.guarded.empty());
+  EXPECT_TRUE(b.outcome.ok());
+  EXPECT_FALSE(b.outcome.screened);
+  EXPECT_TRUE(b.accepted);
+  // Each size runs a schedule with its own optimum's threads.
+  for (auto& sz : s.task.sizes) {
+    if (sz.hidden) continue;
+    std::map<std::string, int64_t> d;
+    for (auto& [k, v] : sz.dims) d[k] = static_cast<int64_t>(v);
+    const dsl::Program v = dsl::variant_at(b.program, d);
+    EXPECT_EQ(v.knob("threads")->integer, sz.name == "small" ? 64 : 512) << sz.name << ": " << b.schedule;
+    ASSERT_TRUE(b.runs_at.count(sz.name));
+    EXPECT_TRUE(r.trajectory[b.runs_at.at(sz.name)].program.guarded.empty());
+  }
+  // Faster over the visible sizes than every schedule tried alone.
+  for (auto& a : r.trajectory)
+    if (a.outcome.ok() && a.program.guarded.empty()) EXPECT_LT(b.outcome.score_us(), a.outcome.score_us()) << a.schedule;
+  EXPECT_FALSE(r.hidden.sizes.empty()) << r.hidden_note;
+  EXPECT_NE(dsl::print_source(b.program).find("schedule when "), std::string::npos);
+  // With one schedule for all sizes, no kernel dispatches.
+  search::ScriptedEvaluator ev1 = ev;
+  o.dispatch_schedules = 1;
+  auto agent1 = agents::make_agent("expert", knowledge(), 3);
+  auto r1 = search::optimize(s.task, s.seed, ev1, *agent1, o);
+  for (auto& a : r1.trajectory) EXPECT_TRUE(a.program.guarded.empty()) << a.schedule;
 }
