@@ -328,7 +328,10 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   std::vector<Pending> ahead;  // the next generation, proposed (and being built) while this one is verified
 
   // The parent's measurement as the agents see it (the profile of the parent when there is one).
-  auto profile_of = [&](int cand) {
+  // Only the first parent of a generation is profiled (the others keep the roofline's class unless
+  // profiled before), and only while at least profile_min_left seconds of the task's budget remain:
+  // a profile costs several seconds of Nsight Compute replays.
+  auto profile_of = [&](int cand, bool first) {
     const Attempt& pa = res.trajectory[cand];
     agents::Profile prof;
     prof.precision = t.precision;
@@ -339,7 +342,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       if (const SizeSet* sz = t.find_size(r->size)) prof.dims = sz->dims;
       // Verified parents are profiled once, at the size that weighs most; the class then comes
       // from its metrics instead of the roofline. A profiler that cannot run is said once.
-      if (o.profile && pa.outcome.ok() && !profiled.count(cand)) {
+      const bool time_left = budget <= 0 || budget - (since(t_search) + resumed_seconds) >= o.profile_min_left;
+      if (o.profile && first && time_left && pa.outcome.ok() && !profiled.count(cand)) {
         auto tp = Clock::now();
         std::string why;
         std::optional<ProfileResult> pr = no_profiler.empty() ? ev.profile(t, pa.program, r->size, &why) : std::nullopt;
@@ -419,7 +423,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       for (auto& [pp, m] : failed_pairs)
         if (pp == cand) exclude.insert(m);
       std::vector<std::string> alog;
-      std::vector<agents::Proposal> props = agent.propose(res.trajectory[cand].program, profile_of(cand), b, exclude, &alog);
+      std::vector<agents::Proposal> props = agent.propose(res.trajectory[cand].program, profile_of(cand, cand == parents[0]), b, exclude, &alog);
       // A parent proposes again in later generations while it stays the best; its reasoning is logged once.
       for (auto& l : alog)
         if (logged.insert("[parent c" + std::to_string(cand) + "] " + l).second) say("[parent c" + std::to_string(cand) + "] " + l);

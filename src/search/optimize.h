@@ -292,7 +292,8 @@ struct OptimizeOptions {
   std::string agent = "expert";  // expert | random
   double gamma = 1.03;           // the performance gate
   double prune = 2.0;            // without a screen: a child slower than prune x the best at a size is timed only (0: off)
-  bool profile = true;           // profile each parent once (Evaluator::profile) before it proposes
+  bool profile = true;           // profile a generation's first parent once (Evaluator::profile) before it proposes
+  double profile_min_left = 60;  // ... while at least this many seconds of the task's budget remain (no budget: always)
   // A run-wide budget (ksol optimize --budget-total-seconds): called once the seed is timed, with
   // its %SOL (0..1), it returns this task's wall-time budget in seconds (replacing
   // budget_seconds), so that tasks far from SOL get more of what is left.

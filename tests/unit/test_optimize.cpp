@@ -861,3 +861,32 @@ TEST(Optimize, SchedulesBySizeWhenDifferentSchedulesWin) {
   auto r1 = search::optimize(s.task, s.seed, ev1, *agent1, o);
   for (auto& a : r1.trajectory) EXPECT_TRUE(a.program.guarded.empty()) << a.schedule;
 }
+
+// Profiles cost seconds of replays: only a generation's first parent is profiled, once, and not
+// when less than profile_min_left of the task's budget remains.
+TEST(Optimize, OnlyTheFirstParentIsProfiledWhileTimeRemains) {
+  SeedCase s = setup("softmax_f32");
+  auto run_with = [&](double budget, search::ScriptedEvaluator& ev) {
+    ev.model = synthetic()[0].model;
+    ev.profiler = [](const codegen::Schedule&) {
+      return std::optional<std::map<std::string, double>>({{"achieved_bw_frac", 0.7}, {"achieved_flop_frac", 0.1}, {"occupancy", 0.5}});
+    };
+    auto agent = agents::make_agent("expert", knowledge(), 4);
+    search::OptimizeOptions o;
+    o.max_candidates = 120;
+    o.plateau = 1000;
+    o.target_sol = 0;
+    o.batch = 8;
+    o.budget_seconds = budget;
+    return search::optimize(s.task, s.seed, ev, *agent, o);
+  };
+  search::ScriptedEvaluator unlimited, short_budget;
+  auto r = run_with(0, unlimited);
+  std::set<int> firsts;  // parents that became the best at some point: the only ones profiled
+  for (auto& a : r.trajectory)
+    if (a.accepted || a.index == 0) firsts.insert(a.index);
+  EXPECT_GT(unlimited.profiles, 0);
+  EXPECT_LE(unlimited.profiles, static_cast<int>(firsts.size()) + r.generations / 3 + 1);
+  run_with(30, short_budget);
+  EXPECT_EQ(short_budget.profiles, 0);
+}
