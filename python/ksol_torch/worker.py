@@ -33,7 +33,6 @@ Eager and, where this PyTorch has it, torch.compile are timed on the same inputs
 The result's phase_seconds says where an evaluation's time went (setup, baselines, load,
 correctness, timing, kernelbench); under serve() each phase is logged to stderr as it starts and ends.
 """
-import ctypes
 import json
 import math
 import os
@@ -46,6 +45,7 @@ import traceback
 
 import torch
 
+from . import abi
 from . import problem as problem_mod
 
 PROTOCOL = 1
@@ -206,16 +206,6 @@ class GateFailure(Exception):
     def __init__(self, gate, error_class, message):
         super().__init__(message)
         self.gate, self.error_class, self.message = gate, error_class, message
-
-
-def _same_layout(want, got):
-    """True when a contiguous tensor of shape `got` is the task's `want`: the same shape, or the
-    same with leading dims merged (a row-wise program sees [B, S, C] as [B*S, C])."""
-    want, got = tuple(want), tuple(got)
-    if want == got:
-        return True
-    return (len(want) >= 1 and len(got) > len(want) and want[1:] == got[len(got) - len(want) + 1:] and
-            want[0] == math.prod(got[:len(got) - len(want) + 1]))
 
 
 def _check_integrity(snap, threads, when):
@@ -587,45 +577,22 @@ def _load_model_new(req, prob, seeds, model, device, snap, threads):
 
 
 # --- candidates built to ksol's C ABI ------------------------------------------------------------
-KSOL_ABI_VERSION = 1
-
-
-class _KsolCall(ctypes.Structure):
-    """include/ksol/abi.h's ksol_call."""
-    _fields_ = [("abi_version", ctypes.c_int32), ("num_tensors", ctypes.c_int32), ("tensors", ctypes.POINTER(ctypes.c_void_p)),
-                ("num_dims", ctypes.c_int32), ("dims", ctypes.POINTER(ctypes.c_int64)), ("stream", ctypes.c_void_p)]
-
-
 class AbiCandidate(torch.nn.Module):
-    """A shared library exporting ksol_run (include/ksol/abi.h), called on the module's tensors:
-    the tensor table is the forward's tensor inputs, then the Model's parameters and buffers in
-    state_dict order, then the outputs, allocated here with the reference's shapes and dtypes;
-    `dims` are passed as given; the stream is PyTorch's current one. Non-contiguous inputs are
-    made contiguous first (a copy, which the dispatch watch allows)."""
+    """A shared library exporting ksol_run (include/ksol/abi.h), called on the module's tensors
+    through abi.call_module: the tensor table is the forward's tensor inputs, then the Model's
+    parameters and buffers in state_dict order, then the outputs, allocated with the reference's
+    shapes and dtypes; `dims` are passed as given; the stream is PyTorch's current one.
+    Non-contiguous inputs are made contiguous first (a copy, which the dispatch watch allows)."""
 
     def __init__(self, so_path, params, out_specs, dims):
         super().__init__()
-        self.lib = ctypes.CDLL(os.path.abspath(so_path))
-        self.fn = self.lib.ksol_run
-        self.fn.argtypes = [ctypes.POINTER(_KsolCall)]
-        self.fn.restype = ctypes.c_int
+        self.lib = abi.Library(so_path)
         self.params = [p.contiguous() for p in params]
         self.out_specs = out_specs
         self.dims = [int(d) for d in dims]
 
     def forward(self, *inputs):
-        ins = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
-        dev = ins[0].device if ins else torch.device("cpu")
-        outs = [torch.empty(shape, dtype=dt, device=dev) for shape, dt in self.out_specs]
-        table = ins + self.params + outs
-        ptrs = (ctypes.c_void_p * len(table))(*[t.data_ptr() for t in table])
-        dims = (ctypes.c_int64 * max(1, len(self.dims)))(*self.dims)
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
-        call = _KsolCall(KSOL_ABI_VERSION, len(table), ptrs, len(self.dims), dims, stream)
-        rc = self.fn(ctypes.byref(call))
-        if rc != 0:
-            raise RuntimeError(f"ksol_run returned {rc}")
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return abi.call_module(self.lib, inputs, self.params, self.out_specs, self.dims)
 
 
 def _time_compiled(timer, model, inputs, options):
@@ -680,32 +647,14 @@ def _stitched_candidate(pieces, model, inputs):
     libs = {}
     for piece, spec in zip(plan.pieces, pieces):
         try:
-            lib = ctypes.CDLL(os.path.abspath(spec["so"]))
-        except OSError as e:
+            libs[piece.id] = (abi.Library(spec["so"]), [int(d) for d in spec.get("dims", [])])
+        except (OSError, AttributeError) as e:
             raise GateFailure("load", "candidate_error", f"{spec['so']}: {e}")
-        fn = lib.ksol_run
-        fn.argtypes = [ctypes.POINTER(_KsolCall)]
-        fn.restype = ctypes.c_int
-        libs[piece.id] = (lib, fn, [int(d) for d in spec.get("dims", [])])
-
-    def runner(piece, tensors):
-        _, fn, dims = libs[piece.id]
-        ins = [t.contiguous() for t in tensors]
-        dev = ins[0].device
-        out = torch.empty(piece.shape, dtype=torch.float32, device=dev)
-        table = ins + [out]
-        ptrs = (ctypes.c_void_p * len(table))(*[t.data_ptr() for t in table])
-        cdims = (ctypes.c_int64 * max(1, len(dims)))(*dims)
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
-        rc = fn(ctypes.byref(_KsolCall(KSOL_ABI_VERSION, len(table), ptrs, len(dims), cdims, stream)))
-        if rc != 0:
-            raise RuntimeError(f"piece {piece.id}: ksol_run returned {rc}")
-        return out
 
     # What is timed: the stitched module as generated code, built once (stitch.compiled). The
     # aten ops it asks of PyTorch on the example inputs are the kept calls' (the pieces are native
     # code, and their output allocations and reshapes are allowed anyway).
-    cand = stitch_mod.compiled(plan, runner)
+    cand = abi.stitched_module(plan, libs)
     with torch.no_grad(), _Watch() as rec:
         cand(*inputs)
     return cand, frozenset(rec.calls)
@@ -819,7 +768,7 @@ def _evaluate(req):
                 table = [tuple(x.shape) for x in inputs0 if isinstance(x, torch.Tensor)]
                 table += [tuple(p.shape) for p in model.state_dict().values()] + [sh for sh, _ in specs]
                 want = [(e["name"], tuple(e["shape"])) for e in req["expect_shapes"]]
-                if len(want) != len(table) or any(not _same_layout(w[1], t) for w, t in zip(want, table)):
+                if len(want) != len(table) or any(not abi.same_layout(w[1], t) for w, t in zip(want, table)):
                     raise GateFailure("load", "binding",
                                       "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
                                       "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))
