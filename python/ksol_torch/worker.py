@@ -871,6 +871,55 @@ def _evaluate(req):
     return result
 
 
+def verify_module(prob, cand, device, seeds, rtol_scale=16.0):
+    """The correctness gate alone, in this process, on a candidate already built: the ksol
+    package's check of a module it loads from a run folder (python/ksol). For each seed and
+    distribution the inputs are drawn as evaluate() draws them, and the candidate's outputs must
+    be plain tensors of the reference's shapes and dtypes, not an input's memory, leave the inputs
+    unchanged, and lie within the bound the run verified them under (the module docstring's, with
+    `rtol_scale`), against the problem's Model in float64. The candidate runs in strict float32,
+    as candidates do in evaluate(). Raises GateFailure at the first case that fails; returns the
+    cases and the worst error over the tolerance."""
+    model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
+    ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double().to(device)
+    # The accumulation length as evaluate() finds it: traced on shape-only tensors, else on an example.
+    try:
+        accumulation, flops, nbytes, _ = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
+    except Exception:
+        accumulation, flops, nbytes = 1.0, 0.0, 0.0
+    if flops == 0 and nbytes == 0:
+        example = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seeds[0] + 1, device)]
+        accumulation = _costs(model, example)[0]
+        del example
+    cases, worst = [], 0.0
+    for seed in seeds:
+        for dist in DISTRIBUTIONS:
+            label = f"seed {seed}, {dist}"
+            inputs = _draw(prob, seed, dist, device)
+            with torch.no_grad():
+                args = [_to(x.detach(), dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                        for x in inputs]
+                with _Float64():
+                    ref = [_to(t.detach(), dtype=torch.float64).contiguous() for t in _flat(ref_model(*args))]
+                del args
+                if any(not torch.isfinite(r).all() for r in ref) and dist != "normal":
+                    cases.append(f"{label}: skipped (the reference is not finite on these inputs)")
+                    continue
+                want_types = [t.dtype for t in _flat(model(*inputs))]
+                before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+                try:
+                    with _Flags():
+                        out = cand(*inputs)
+                except Exception as e:
+                    raise GateFailure("launch", "candidate_error", f"the candidate raised {type(e).__name__}: {e} ({label})")
+            for k, (a, b) in enumerate(zip(before, inputs)):
+                if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                    raise GateFailure("correctness", "input_mutated", f"input {k} changed during the call ({label})")
+            worst = max(worst, _compare(out, ref, want_types, inputs, accumulation, rtol_scale, label))
+            cases.append(label)
+    return {"cases": cases, "worst_error_over_tolerance": worst, "accumulation": accumulation}
+
+
 def _tf32_flags():
     """PyTorch's TF32 switches for cuDNN and matmul, to put back later. From PyTorch 2.9 reading
     the old switches raises where something set the new fp32_precision API: then the new one's
