@@ -7,7 +7,7 @@ import unittest
 import torch
 import torch.nn.functional as F
 
-from ksol_torch import problem, synth, worker
+from ksol_torch import abi, problem, synth
 
 import dsl_eval
 
@@ -49,7 +49,7 @@ class Synth(unittest.TestCase):
         # check accepts it (the same shape, or the same with leading dims merged).
         for t, x in zip(out["tensors"], tensors + list(model.state_dict().values()) + [ref_full]):
             want = [out["dims"][d] for d in t["shape"]]
-            self.assertTrue(worker._same_layout(want, list(x.shape)), (t["name"], want, list(x.shape)))
+            self.assertTrue(abi.same_layout(want, list(x.shape)), (t["name"], want, list(x.shape)))
         return out
 
     def test_elementwise_chain_of_activations(self):
@@ -76,7 +76,7 @@ class Synth(unittest.TestCase):
         # The table keeps the module's layout, which the worker's binding check compares.
         self.assertEqual([t["shape"] for t in out["tensors"]],
                          [["R", "C0", "C1", "C2"], ["C0", "C1", "C2"], ["C0", "C1", "C2"], ["R", "C0", "C1", "C2"]])
-        self.assertFalse(worker._same_layout([3, 120], [3, 4, 5, 6]), "a flattened row needs the table's own dims")
+        self.assertFalse(abi.same_layout([3, 120], [3, 4, 5, 6]), "a flattened row needs the table's own dims")
 
     def test_functional_layernorm_over_two_dims_with_leading_dims_merged(self):
         class M(torch.nn.Module):
@@ -185,11 +185,11 @@ class Synth(unittest.TestCase):
         self.assertIn("the forward's argument t is tuple (2.0,), not a tensor", out["reason"])
 
     def test_same_layout_merges_leading_dims_only(self):
-        self.assertTrue(worker._same_layout([12, 48], [2, 6, 48]))
-        self.assertTrue(worker._same_layout([48], [48]))
-        self.assertFalse(worker._same_layout([12, 48], [2, 48, 6]))
-        self.assertFalse(worker._same_layout([2, 288], [2, 6, 48]))
-        self.assertFalse(worker._same_layout([12, 48, 1], [12, 48]))
+        self.assertTrue(abi.same_layout([12, 48], [2, 6, 48]))
+        self.assertTrue(abi.same_layout([48], [48]))
+        self.assertFalse(abi.same_layout([12, 48], [2, 48, 6]))
+        self.assertFalse(abi.same_layout([2, 288], [2, 6, 48]))
+        self.assertFalse(abi.same_layout([12, 48, 1], [12, 48]))
 
     def test_kernelbench_style_problems(self):
         self.check_against_module("problems", "01_gemm_relu.py", "gemm")
