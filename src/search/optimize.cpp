@@ -306,7 +306,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   // schedule it drew, not the shared name "random".
   std::set<std::pair<int, std::string>> failed_pairs;
   auto move_key = [](const std::string& method, const std::string& schedule) {
-    return method == "random" || method == "model" || method == "mutate" ? method + " " + schedule : method;
+    return method == "random" || method == "model" || method == "mutate" || method == "mutate2" || method == "combine" ? method + " " + schedule : method;
   };
   std::map<int, std::optional<ProfileResult>> profiled;  // by trajectory index
   std::string no_profiler;                                // why not, once it has failed
@@ -468,6 +468,40 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
             codegen::Schedule m = s;
             m[k].second = grid[v];
             muts.push_back({pi, m});
+          }
+        }
+      }
+      // Moves that helped, together: a parent's children (one or two knobs away) whose screens put
+      // them ahead of it at a size where it ran in the best they were screened beside, their knob
+      // changes applied together, the two and the three that gained most at that size. Gains too
+      // small for a finalist alone add up.
+      size_t combo_cap = out.size() + std::max<size_t>(1, n / 8);
+      std::vector<int> cparents = {proposer(res.best)};
+      for (int i : mparents)
+        if (std::find(cparents.begin(), cparents.end(), i) == cparents.end()) cparents.push_back(i);
+      for (int pi : cparents) {
+        const codegen::Schedule base = agents::full_schedule(res.trajectory[pi].program);
+        for (const std::string& size : size_order) {
+          std::vector<std::pair<double, int>> helped;
+          for (const Attempt& a : res.trajectory) {
+            if (a.parent != pi || a.screened_beside < 0 || !a.program.guarded.empty()) continue;
+            if (a.method != "mutate" && a.method != "mutate2" && a.method != "combine") continue;
+            auto r = a.screen_at.find(size);
+            if (r == a.screen_at.end() || r->second >= 1.0 || runs_at(a.screened_beside, size) != pi) continue;
+            helped.push_back({r->second, a.index});
+          }
+          std::sort(helped.begin(), helped.end());
+          for (size_t take = 2; take <= 3 && take <= helped.size() && out.size() < combo_cap; ++take) {
+            codegen::Schedule m = base;
+            std::string from;
+            for (size_t h = 0; h < take; ++h) {
+              const codegen::Schedule c = agents::full_schedule(res.trajectory[helped[h].second].program);
+              for (size_t k = 0; k < m.size() && k < c.size() && k < base.size(); ++k)
+                if (c[k].second != base[k].second && m[k].second == base[k].second) m[k].second = c[k].second;
+              from += (h ? ", c" : "c") + std::to_string(helped[h].second);
+            }
+            add(codegen::with_schedule(res.trajectory[pi].program, m), pi, "combine",
+                "the knob moves of " + from + ", each faster than c" + std::to_string(pi) + " at " + size + ", together");
           }
         }
       }
@@ -783,6 +817,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
             continue;
           }
           ratio_at[a.index][size] = sc.median_us / ref;
+          a.screen_at[size] = sc.median_us / ref;
+          a.screened_beside = res.best;
           if (si == 0) {
             // The model learns absolute times at the representative size: the ratio to the best's
             // verified time there.

@@ -317,6 +317,8 @@ struct Attempt {
   double screen_ratio = 0;       // its screen time over the best's (weighted over the sizes screened), 0: not screened
   std::string screened_at;       // the sizes it was screened at, comma-separated
   std::map<std::string, int> runs_at;  // schedules by size (method "dispatch"): per visible size, the attempt whose schedule runs there
+  std::map<std::string, double> screen_at;  // its screen time over the best's, per size screened
+  int screened_beside = -1;      // the best it was screened beside
   double at_seconds = 0;         // when its evaluation finished, from the start of the task
 };
 

@@ -890,3 +890,50 @@ TEST(Optimize, OnlyTheFirstParentIsProfiledWhileTimeRemains) {
   run_with(30, short_budget);
   EXPECT_EQ(short_budget.profiles, 0);
 }
+
+// Gains too small for a finalist alone add up: the one-knob moves that screened ahead of their
+// parent are proposed together ("combine"), and the three together pass the gate where none
+// alone reaches a finalist's margin (1.2% each; a finalist needs 1.5%, the gate 3%).
+TEST(Optimize, MovesThatHelpedAreCombined) {
+  SeedCase s = setup("rmsnorm_f32");
+  search::ScriptedEvaluator ev;
+  ev.model = {{"store_hint", {"evict_last", 0.006}}, {"grid", {"rows", 0.006}}, {"math", {"fast", 0.006}}};
+  // Every other knob is best where the seed has it, so that random draws do not land on the optimum.
+  for (const char* k : {"threads", "vector", "items_per_thread", "rows_per_block", "unroll"})
+    ev.model[k] = {k == std::string("threads") ? "256" : "1", 0.5};
+  for (auto [k, v] : std::vector<std::pair<const char*, const char*>>{
+           {"reduction", "block"}, {"cache_row", "none"}, {"blocks_per_sm", "auto"}, {"tail", "checked"}, {"preload", "none"}})
+    ev.model[k] = {v, 0.5};
+  auto agent = agents::make_agent("expert", knowledge(), 2);
+  search::OptimizeOptions o;
+  o.max_candidates = 400;
+  o.plateau = 8;
+  o.target_sol = 0;
+  o.batch = 16;
+  o.dispatch_schedules = 1;
+  auto r = search::optimize(s.task, s.seed, ev, *agent, o);
+  ASSERT_GE(r.best, 0);
+  int combos = 0;
+  for (auto& a : r.trajectory) {
+    if (a.method != "combine") continue;
+    ++combos;
+    // Its schedule is its parent's with only knobs some helped child of that parent moved.
+    const codegen::Schedule mine = agents::full_schedule(a.program), theirs = agents::full_schedule(r.trajectory[a.parent].program);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      if (mine[k] == theirs[k]) continue;
+      bool moved_by_a_child = false;
+      for (auto& c : r.trajectory)
+        if (c.parent == a.parent && c.index != a.index && agents::full_schedule(c.program)[k] == mine[k]) moved_by_a_child = true;
+      EXPECT_TRUE(moved_by_a_child) << a.schedule;
+    }
+  }
+  EXPECT_GT(combos, 0);
+  EXPECT_EQ(r.best_attempt()->method, "combine") << r.best_attempt()->why;
+  const codegen::Schedule best = agents::full_schedule(r.best_attempt()->program);
+  auto value = [&](const std::string& key) {
+    for (auto& [k, v] : best)
+      if (k == key) return v;
+    return std::string();
+  };
+  EXPECT_EQ(value("store_hint") + " " + value("grid") + " " + value("math"), "evict_last rows fast") << r.best_attempt()->method;
+}
