@@ -3,12 +3,15 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <ctime>
 #include <filesystem>
@@ -40,6 +43,36 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     if (!f.flush()) throw std::runtime_error("cannot write " + tmp);
   }
   std::filesystem::rename(tmp, path);
+}
+
+void write_file_private(const std::string& path, const std::string& data) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  // O_EXCL: a file an attacker placed at the temporary name (with wider permissions) is refused,
+  // not written into.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write " + tmp + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  std::filesystem::rename(tmp, path);
+}
+
+void create_private_dirs(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
 }
 
 std::string now_iso8601() {
@@ -122,11 +155,42 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
+namespace {
+
+// An XDG_* variable's folder, when it names an absolute path.
+std::string xdg_dir(const char* name) {
+  const char* v = std::getenv(name);
+  return v && v[0] == '/' ? std::string(v) : std::string();
+}
+
+std::string home_dir() {
+  if (const char* h = std::getenv("HOME"); h && *h) return h;
+  // No HOME (a bare container, a daemon): the passwd entry's home, as ssh and git fall back to.
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &found) == 0 && found && found->pw_dir && *found->pw_dir) return found->pw_dir;
+  return "";
+}
+
+}  // namespace
+
 std::string cache_dir() {
   if (const char* d = std::getenv("KSOL_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ksol";
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/ksol";
+  if (std::string x = xdg_dir("XDG_CACHE_HOME"); !x.empty()) return x + "/ksol";
+  if (std::string home = home_dir(); !home.empty()) return home + "/.cache/ksol";
+  return ".ksol-cache";  // a relative cache beats refusing to run
+}
+
+std::string data_dir() {
+  if (std::string x = xdg_dir("XDG_DATA_HOME"); !x.empty()) return x + "/ksol";
+  if (std::string home = home_dir(); !home.empty()) return home + "/.local/share/ksol";
+  return "";
+}
+
+std::string default_store_path() {
+  std::string dir = data_dir();
+  return dir.empty() ? "ksol.db" : dir + "/ksol.db";
 }
 
 std::string self_exe_dir() {

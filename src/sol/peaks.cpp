@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/util.h"
+
 namespace ksol::sol {
 namespace {
 
@@ -187,11 +189,6 @@ double max_rate(double a, double b) {
   return std::max(a, b);
 }
 
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
 }  // namespace
 
 bool operator==(const DevicePeaks& a, const DevicePeaks& b) {
@@ -279,17 +276,7 @@ void from_json(const nlohmann::json& j, DevicePeaks& p) {
   p.source = j.value("source", std::string());
 }
 
-std::filesystem::path cache_root() {
-  if (std::string dir = env_or_empty("KSOL_CACHE_DIR"); !dir.empty()) return dir;
-  if (std::string dir = env_or_empty("XDG_CACHE_HOME"); !dir.empty()) {
-    return std::filesystem::path(dir) / "ksol";
-  }
-  if (std::string home = env_or_empty("HOME"); !home.empty()) {
-    return std::filesystem::path(home) / ".cache" / "ksol";
-  }
-  // No HOME (a bare container or a daemon): a relative cache beats refusing to run.
-  return std::filesystem::path(".ksol-cache");
-}
+std::filesystem::path cache_root() { return cache_dir(); }
 
 std::filesystem::path calibration_path(std::string_view gpu_uuid) {
   const bool safe = !gpu_uuid.empty() && std::all_of(gpu_uuid.begin(), gpu_uuid.end(), [](char c) {

@@ -67,8 +67,8 @@ void from_json(const nlohmann::json& j, DevicePeaks& peaks);
 
 // The calibration cache: one JSON file per physical GPU, keyed by its UUID
 // ("GPU-8f6d1c2a-..."), at $KSOL_CACHE_DIR/devices/<uuid>.json. Without KSOL_CACHE_DIR the
-// root is $XDG_CACHE_HOME/ksol, then ~/.cache/ksol. KSOL_CACHE_DIR is a location only and
-// changes no compile cache key.
+// root is $XDG_CACHE_HOME/ksol, then ~/.cache/ksol (ksol::cache_dir). KSOL_CACHE_DIR is a
+// location only and changes no compile cache key.
 std::filesystem::path cache_root();
 // Throws std::invalid_argument for a UUID that is empty or holds characters other than
 // letters, digits, '-' and '_', so a UUID can never name a path outside the cache.
