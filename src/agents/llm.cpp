@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <regex>
 #include <stdexcept>
 #include <thread>
 
@@ -265,12 +266,19 @@ Client::Client(std::unique_ptr<Backend> b, Spec spec, Budget budget, std::string
 
 std::string Client::key(const Request& r) const { return request_hash(backend_->id(), r); }
 
-std::string Client::redact(std::string s) const {
-  std::string k = backend_->secret();
-  if (k.size() >= 4)
-    for (size_t at; (at = s.find(k)) != std::string::npos;) s.replace(at, k.size(), "[redacted]");
-  return s;
+std::string redact_credentials(std::string s, const std::string& secret) {
+  if (secret.size() >= 4)
+    for (size_t at; (at = s.find(secret)) != std::string::npos;) s.replace(at, secret.size(), "[redacted]");
+  // Credentials that are not ours (a proxy's own token, another user's key in an echoed request)
+  // are recognised by what names them: an Authorization or API-key header or field, or a bearer
+  // token. Eight characters or more, so that prose ("a bearer token") is left alone.
+  static const std::regex named(
+      R"(((?:authorization|proxy-authorization|x-api-key|api[-_]?key)["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token)\s+)?|bearer\s+)([A-Za-z0-9._~+/=-]{8,}))",
+      std::regex::ECMAScript | std::regex::icase);
+  return std::regex_replace(s, named, "$1[redacted]");
 }
+
+std::string Client::redact(std::string s) const { return redact_credentials(std::move(s), backend_->secret()); }
 
 bool Client::exhausted(std::string* why) const {
   std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -341,10 +349,16 @@ Answer Client::ask(const Request& r) {
     seconds_ += pause;
     wait = std::min(wait * 2, 60.0);
   }
+  // What the server sent back may echo the key (some proxies and error pages repeat the request's
+  // headers); it is removed before the answer goes anywhere: the agent, the store, the cache.
   a.error = redact(a.error);
+  a.text = redact(a.text);
   if (a.ok && !cache.empty()) {
-    fs::create_directories(fs::path(cache).parent_path());
-    write_file_atomic(cache, json{{"backend", redact(backend_->id())}, {"text", a.text}, {"finish_reason", a.finish_reason}}.dump(1));
+    // Owner-only, like ssh's and the cloud CLIs' credential files: a cached answer is the text of
+    // a paid request and may still hold what redaction cannot recognise.
+    create_private_dirs(cache_dir_);
+    create_private_dirs(fs::path(cache).parent_path().string());
+    write_file_private(cache, json{{"backend", redact(backend_->id())}, {"text", a.text}, {"finish_reason", a.finish_reason}}.dump(1));
   }
   if (log_)
     log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + (a.ok ? "answer" : "error: " + a.error) + ", " +

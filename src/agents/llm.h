@@ -3,7 +3,8 @@
 // a person or an outside agent). The Client around a backend adds what a run needs: answers
 // cached by request hash, retries with backoff on rate limits and server errors, a minimum
 // interval between requests, token/money/request/time budgets that stop cleanly, and redaction:
-// the API key never appears in an answer's error, a log line or the cache.
+// the API key never appears in an answer's text or error, a log line or the cache (whose files
+// are the owner's alone: 0600, in 0700 folders).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -117,6 +118,10 @@ class Client {
   std::chrono::steady_clock::time_point last_{};
   mutable std::recursive_mutex mu_;
 };
+
+// `s` with `secret` and any credential a header or field names (Authorization, Proxy-Authorization,
+// x-api-key, api_key, a bearer token) replaced by "[redacted]".
+std::string redact_credentials(std::string s, const std::string& secret);
 
 // The first fenced code block of `text` whose language is one of `langs` (or unlabelled when
 // `langs` contains ""); empty when there is none. A block cut off by the end of the text is not

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -235,6 +236,35 @@ TEST(Llm, AnswersAreCachedByRequestHash) {
   EXPECT_EQ(s.requests().size(), 1u);
   EXPECT_FALSE(c2.ask(hello("different")).ok);  // a new request reaches the server (exhausted script: 500)
   EXPECT_EQ(s.requests().size(), 2u + static_cast<size_t>(sp.retries));
+}
+
+// A cached answer is the owner's alone (0600 in 0700 folders, whatever the umask), and what the
+// server echoed of the key, or of any Authorization or API-key value, is gone from it and from the
+// answer itself.
+TEST(Llm, CacheFilesAreTheOwnersAndHoldNoCredential) {
+  KeyEnv key;
+  const std::string echoed = "```ksol\nkernel k\n```\nYou sent Authorization: Bearer " + kSecret +
+                             " and {\"x-api-key\": \"sk-ant-proxy-9876543210\"}; Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==";
+  FakeServer s(json::array({{{"content", echoed}}}));
+  llm::Spec sp = openai_spec(s);
+  const mode_t old_mask = ::umask(0);  // the widest umask: only the code's own modes count
+  llm::Client c(llm::make_backend(sp), sp, {}, cache_dir_for(s));
+  llm::Answer a = c.ask(hello());
+  ::umask(old_mask);
+  ASSERT_TRUE(a.ok) << a.error;
+  EXPECT_EQ(a.text, "```ksol\nkernel k\n```\nYou sent Authorization: Bearer [redacted] and {\"x-api-key\": \"[redacted]\"}; "
+                    "Proxy-Authorization: Basic [redacted]");
+  const std::string file = cache_dir_for(s) + "/" + c.key(hello()).substr(0, 2) + "/" + c.key(hello()) + ".json";
+  ASSERT_TRUE(fs::exists(file));
+  const std::string cached = read_file(file);
+  for (const std::string& secret : {kSecret, std::string("sk-ant-proxy-9876543210"), std::string("dXNlcjpwYXNzd29yZA==")})
+    EXPECT_EQ(cached.find(secret), std::string::npos) << cached;
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(fs::path(file).parent_path()).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(cache_dir_for(s)).permissions() & fs::perms::all, fs::perms::owner_all);
+  // What is no credential is left alone.
+  EXPECT_EQ(llm::redact_credentials("a bearer token; api_key: short; the key is in OPENAI_API_KEY", ""),
+            "a bearer token; api_key: short; the key is in OPENAI_API_KEY");
 }
 
 TEST(Llm, BudgetsStopCleanly) {
