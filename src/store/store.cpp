@@ -116,6 +116,16 @@ CREATE INDEX calibrations_by_gpu ON calibrations(gpu_uuid, id);
     {2, R"sql(
 ALTER TABLE evaluations ADD COLUMN worker_restarts INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // What `ksol optimize` returned per task (its results document) and where it wrote the
+    // report, so that `ksol show` and `ksol export` answer from the store alone.
+    {3, R"sql(
+CREATE TABLE run_reports (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+  report_dir TEXT NOT NULL,
+  results_json TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+)sql"},
 };
 
 constexpr int kLatestVersion = kMigrations[std::size(kMigrations) - 1].version;
@@ -289,6 +299,63 @@ EvaluationRow read_evaluation(const Statement& s) {
 
 Store Store::open(const std::string& path) { return open_at_version(path, kLatestVersion); }
 
+Store Store::open_read_only(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || path == ":memory:" || !std::filesystem::is_regular_file(path, ec)) throw StoreError("no store at " + path);
+  // A read-only connection to a WAL database creates the -wal and -shm files when they are not
+  // there, and cannot remove them afterwards. They are there only while a process has the store
+  // open (a live run) or after one crashed; then they are used as they are. Otherwise the file is
+  // opened as immutable, which reads it without locks or side files. A writer that starts meanwhile
+  // appends to its own -wal and changes the main file only at a checkpoint (after about 1000 pages
+  // or when it closes), so a read of a few hundred milliseconds does not meet it in practice.
+  const bool live = std::filesystem::exists(path + "-wal", ec);
+  std::string uri = "file:";
+  for (char c : path) {
+    // URI filenames: '?' and '#' end the path, '%' starts an escape.
+    if (c == '?' || c == '#' || c == '%') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      uri += hex;
+    } else {
+      uri += c;
+    }
+  }
+  uri += live ? "?mode=ro" : "?mode=ro&immutable=1";
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  Store store(db, path);
+  if (rc != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    throw StoreError("cannot open " + path + ": " + message, {}, rc);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  exec(db, "PRAGMA busy_timeout = 5000");
+  int version = 0;
+  try {
+    version = read_version(db);
+  } catch (const StoreError& e) {
+    throw StoreError(path + " is not a ksol store (" + std::string(sqlite3_errmsg(db)) + ")", {}, e.sqlite_code());
+  }
+  if (version > kLatestVersion)
+    throw StoreError(path + " has schema version " + std::to_string(version) + " but this ksol knows only up to " +
+                     std::to_string(kLatestVersion) + "; open it with a newer ksol");
+  if (version == kLatestVersion) return store;
+  // An older schema is migrated in a copy in memory, never in the file: reading changes nothing.
+  sqlite3* mem = nullptr;
+  if (sqlite3_open(":memory:", &mem) != SQLITE_OK) {
+    sqlite3_close(mem);
+    throw StoreError("cannot open an in-memory copy of " + path);
+  }
+  Store copy(mem, path);
+  sqlite3_backup* b = sqlite3_backup_init(mem, "main", db, "main");
+  if (!b) fail(mem, "copy " + path + " into memory", "");
+  sqlite3_backup_step(b, -1);
+  if (sqlite3_backup_finish(b) != SQLITE_OK) fail(mem, "copy " + path + " into memory", "");
+  exec(mem, "PRAGMA foreign_keys = ON");
+  copy.migrate(kLatestVersion);
+  return copy;
+}
+
 Store Store::open_at_version(const std::string& path, int version) {
   if (version < 1 || version > kLatestVersion)
     throw StoreError("no schema version " + std::to_string(version) + " (this build knows 1.." +
@@ -454,6 +521,23 @@ int64_t Store::upsert_task(const std::string& name, const std::string& spec_hash
   return id;
 }
 
+std::optional<TaskRow> Store::task_by_id(int64_t id) const {
+  Statement s(db_, "SELECT id, name, spec_hash, spec_toml, created_at FROM tasks WHERE id = ?1");
+  s.bind_int(1, id);
+  if (!s.step()) return std::nullopt;
+  return TaskRow{s.int_at(0), s.text_at(1), s.text_at(2), s.text_at(3), s.text_at(4)};
+}
+
+std::vector<std::string> Store::task_names_for_run(int64_t run) const {
+  Statement s(db_,
+              "SELECT t.name FROM evaluations e JOIN tasks t ON t.id = e.task_id WHERE e.run_id = ?1 "
+              "GROUP BY t.name ORDER BY MIN(e.id)");
+  s.bind_int(1, run);
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text_at(0));
+  return out;
+}
+
 std::optional<TaskRow> Store::find_task(const std::string& name) const {
   Statement s(db_,
               "SELECT id, name, spec_hash, spec_toml, created_at FROM tasks WHERE name = ?1 "
@@ -607,6 +691,23 @@ std::vector<double> Store::samples(int64_t evaluation_id) const {
   std::vector<double> out;
   while (s.step()) out.push_back(s.real_at(0));
   return out;
+}
+
+void Store::save_run_report(int64_t run, const std::string& report_dir, const nlohmann::json& results) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO run_reports (run_id, report_dir, results_json, created_at) VALUES (?1, ?2, ?3, ?4)");
+  s.bind_int(1, run);
+  s.bind_text(2, report_dir);
+  s.bind_json(3, results);
+  s.bind_text(4, utc_now());
+  s.step_done();
+}
+
+std::optional<RunReport> Store::run_report(int64_t run) const {
+  Statement s(db_, "SELECT run_id, report_dir, results_json, created_at FROM run_reports WHERE run_id = ?1");
+  s.bind_int(1, run);
+  if (!s.step()) return std::nullopt;
+  return RunReport{s.int_at(0), s.text_at(1), s.json_at(2), s.text_at(3)};
 }
 
 void Store::save_calibration(const std::string& gpu_uuid, const std::string& gpu_name,

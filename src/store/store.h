@@ -45,6 +45,15 @@ struct RunRow {
   std::string status;    // "running" until finish_run
 };
 
+// What `ksol optimize` returned (its results document, the report's source) and where it wrote
+// the report; one per run.
+struct RunReport {
+  int64_t run_id = 0;
+  std::string report_dir;  // absolute
+  nlohmann::json results;  // results.json: {"run", "gpu", "agent", "results": [one per task]}
+  std::string created_at;
+};
+
 struct CandidateRow {
   int64_t id = 0;                    // ignored by upsert_candidate
   int64_t task_id = 0;
@@ -73,7 +82,7 @@ struct EvaluationRow {
   std::optional<double> ci_low_us;
   std::optional<double> ci_high_us;
   std::optional<double> sol_us;
-  std::optional<double> pct_sol;
+  std::optional<double> pct_sol;    // a fraction of SOL (0.5: half of it)
   std::optional<double> clock_mhz;
   bool throttled = false;
   nlohmann::json seeds;
@@ -92,6 +101,11 @@ class Store {
   static Store open(const std::string& path);
   // Migrates only up to `version` (1..latest); for tests of the migration path.
   static Store open_at_version(const std::string& path, int version);
+  // For the commands that only read (runs, show, export): never creates, migrates or writes the
+  // file, and leaves no -wal or -shm file behind. A file of an older schema is migrated in a copy
+  // in memory. Throws StoreError "no store at PATH" when there is no such file, and for a file that
+  // is not a ksol store or has a newer schema.
+  static Store open_read_only(const std::string& path);
 
   Store(Store&& other) noexcept;
   Store& operator=(Store&& other) noexcept;
@@ -108,11 +122,17 @@ class Store {
   void finish_run(int64_t run, const std::string& status);  // throws if the run does not exist
   std::optional<RunRow> find_run(int64_t run) const;
   std::vector<RunRow> runs() const;  // newest first
+  // The names of the tasks a run evaluated, in the order it first evaluated them.
+  std::vector<std::string> task_names_for_run(int64_t run) const;
+  // Replaces the run's report, if it had one.
+  void save_run_report(int64_t run, const std::string& report_dir, const nlohmann::json& results);
+  std::optional<RunReport> run_report(int64_t run) const;
 
   // A task is keyed by (name, spec_hash): editing a spec makes a new row, so evaluations keep
   // pointing at the spec they were measured under.
   int64_t upsert_task(const std::string& name, const std::string& spec_hash, const std::string& spec_toml);
   std::optional<TaskRow> find_task(const std::string& name) const;  // the newest spec of that name
+  std::optional<TaskRow> task_by_id(int64_t id) const;
 
   // Returns the existing id when the task already has this source_hash (the first origin,
   // parent and method are kept); throws if the stored source differs, a hash collision or a

@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -127,15 +129,15 @@ TEST_F(StoreTest, FreshFileGetsEveryMigration) {
   Store s = Store::open(path_);
   EXPECT_TRUE(fs::exists(path_));
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
-  EXPECT_EQ(Store::latest_schema_version(), 2);
+  EXPECT_EQ(Store::latest_schema_version(), 3);
 
   RawDb raw(path_);
   auto tables = raw.column("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   std::set<std::string> got(tables.begin(), tables.end());
-  for (const char* t : {"tasks", "runs", "candidates", "evaluations", "samples", "calibrations", "schema_version"})
+  for (const char* t : {"tasks", "runs", "candidates", "evaluations", "samples", "calibrations", "run_reports", "schema_version"})
     EXPECT_TRUE(got.count(t)) << "missing table " << t;
   EXPECT_EQ(raw.column("PRAGMA journal_mode"), std::vector<std::string>{"wal"});
-  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2", "3"}));
   EXPECT_TRUE(raw.columns_of("evaluations").count("worker_restarts"));
 }
 
@@ -148,7 +150,7 @@ TEST_F(StoreTest, ReopenIsIdempotent) {
   Store s = Store::open(path_);
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
   RawDb raw(path_);
-  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"2"});
+  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"3"});
   ASSERT_TRUE(s.find_task("softmax"));
   EXPECT_EQ(s.find_task("softmax")->id, task);
 }
@@ -186,7 +188,7 @@ TEST_F(StoreTest, VersionOneFileIsMigratedForward) {
              ", 'small', 'failed', '{}', '[]', '{}', '2024-01-01T00:00:00.000Z')");
   }
   Store s = Store::open(path_);
-  EXPECT_EQ(s.schema_version(), 2);
+  EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
   auto runs = s.runs();
   ASSERT_EQ(runs.size(), 1u);
   auto evals = s.evaluations_for_run(runs[0].id);
@@ -479,6 +481,133 @@ TEST_F(StoreTest, LatestCalibrationPerGpu) {
   ASSERT_TRUE(c);
   EXPECT_EQ((*c)["hbm_gbps"], 4100);
   EXPECT_EQ((*s.latest_calibration("GPU-2"))["hbm_gbps"], 3000);
+}
+
+TEST_F(StoreTest, RunReportAndTaskNamesRoundTrip) {
+  Store s = Store::open(path_);
+  Fixture f = populate(s);
+  EXPECT_FALSE(s.run_report(f.run));
+  EXPECT_TRUE(s.task_names_for_run(f.run).empty());
+  int64_t other = s.upsert_task("relu_f32", "h2", "toml");
+  int64_t c2 = s.upsert_candidate(candidate(other, "h-relu", "relu"));
+  EvaluationRow e = measured(f, "small");
+  e.task_id = other;
+  e.candidate_id = c2;
+  s.record_evaluation(e);
+  s.record_evaluation(measured(f, "small"));
+  s.record_evaluation(e);
+  EXPECT_EQ(s.task_names_for_run(f.run), (std::vector<std::string>{"relu_f32", "gemm_fp32"}));  // first evaluated first
+  ASSERT_TRUE(s.task_by_id(other));
+  EXPECT_EQ(s.task_by_id(other)->name, "relu_f32");
+  EXPECT_FALSE(s.task_by_id(9999));
+
+  s.save_run_report(f.run, "/tmp/r1", {{"run", f.run}, {"results", nlohmann::json::array()}});
+  s.save_run_report(f.run, "/tmp/r2", {{"run", f.run}, {"results", {{{"task", "relu_f32"}}}}});  // replaces the first
+  std::optional<RunReport> r = s.run_report(f.run);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->report_dir, "/tmp/r2");
+  EXPECT_EQ(r->results["results"][0]["task"], "relu_f32");
+  EXPECT_FALSE(r->created_at.empty());
+}
+
+// Every file in the store's folder, with its bytes: what a read-only open must leave as it was.
+std::map<std::string, std::string> folder_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    out[e.path().filename().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return out;
+}
+
+TEST_F(StoreTest, ReadOnlyOpenOfAMissingFileCreatesNothing) {
+  try {
+    Store::open_read_only(path_);
+    FAIL() << "a missing store must be an error";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), "store: no store at " + path_);
+  }
+  EXPECT_FALSE(fs::exists(fs::path(path_).parent_path()));
+  EXPECT_THROW(Store::open_read_only(""), StoreError);
+  // A file that is not a ksol store is named as such.
+  fs::create_directories(fs::path(path_).parent_path());
+  { std::ofstream(path_) << "not a database, not even close, but long enough to be read as a header....................................."; }
+  try {
+    Store::open_read_only(path_);
+    FAIL();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path_ + " is not a ksol store"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, ReadOnlyOpenChangesNothingOnDisk) {
+  {
+    Store s = Store::open(path_);
+    Fixture f = populate(s);
+    s.record_evaluation(measured(f, "small"));
+    s.finish_run(f.run, "finished");
+  }
+  const fs::path dir = fs::path(path_).parent_path();
+  std::map<std::string, std::string> before = folder_bytes(dir);
+  ASSERT_EQ(before.size(), 1u) << "a closed store is one file";
+  {
+    Store r = Store::open_read_only(path_);
+    ASSERT_EQ(r.runs().size(), 1u);
+    EXPECT_EQ(r.evaluations_for_run(r.runs()[0].id).size(), 1u);
+    EXPECT_THROW(r.begin_run("ksol x", nlohmann::json::object()), StoreError);  // it cannot write
+    EXPECT_EQ(folder_bytes(dir).size(), 1u) << "no -wal or -shm file while it reads";
+  }
+  EXPECT_EQ(folder_bytes(dir), before);
+}
+
+TEST_F(StoreTest, ReadOnlyOpenSeesALiveRun) {
+  Store writer = Store::open(path_);
+  Fixture f = populate(writer);
+  writer.record_evaluation(measured(f, "medium"));
+  {
+    Store reader = Store::open_read_only(path_);
+    auto run = reader.find_run(f.run);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->status, "running");
+    EXPECT_EQ(reader.evaluations_for_run(f.run).size(), 1u);
+  }
+  writer.record_evaluation(measured(f, "large"));  // the writer goes on after the reader left
+  writer.finish_run(f.run, "finished");
+  Store reader = Store::open_read_only(path_);
+  EXPECT_EQ(reader.evaluations_for_run(f.run).size(), 2u);
+  EXPECT_EQ(reader.find_run(f.run)->status, "finished");
+}
+
+TEST_F(StoreTest, ReadOnlyOpenOfAnOlderSchemaMigratesACopy) {
+  {
+    Store s = Store::open_at_version(path_, 1);
+    populate(s);
+  }
+  std::map<std::string, std::string> before = folder_bytes(fs::path(path_).parent_path());
+  {
+    Store r = Store::open_read_only(path_);
+    EXPECT_EQ(r.schema_version(), Store::latest_schema_version());
+    ASSERT_EQ(r.runs().size(), 1u);
+    EXPECT_FALSE(r.run_report(r.runs()[0].id));
+    EXPECT_EQ(r.path(), path_);
+  }
+  EXPECT_EQ(folder_bytes(fs::path(path_).parent_path()), before);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.column("SELECT MAX(version) FROM schema_version"), std::vector<std::string>{"1"});
+}
+
+TEST_F(StoreTest, ReadOnlyOpenRefusesANewerSchema) {
+  { Store s = Store::open(path_); }
+  {
+    RawDb raw(path_);
+    raw.exec("INSERT INTO schema_version (version, applied_at) VALUES (" + std::to_string(Store::latest_schema_version() + 1) + ", 'later')");
+  }
+  try {
+    Store::open_read_only(path_);
+    FAIL();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer ksol"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(StoreTest, MovedStoreKeepsWorking) {
