@@ -192,29 +192,14 @@ std::vector<PieceRow> piece_rows(const json& r) {
   return rows;
 }
 
-// What the user gained on one task: the returned kernel, and per visible size its time and %SOL
-// against the fastest baseline's ("large 62.6 us 1.41x 89.3% SOL").
-struct Gain {
-  std::string task, returned, speedup, sol, sizes;
-};
-Gain gain_of(const json& r) {
-  Gain g;
-  g.task = gets(r, "task");
-  bool base = r.value("use_baseline", false);
-  g.returned = base ? "baseline " + gets(r, "best_baseline") : r.contains("best") ? gets(r["best"], "kernel") : "-";
-  g.speedup = num(getd(r, "speedup_vs_best_baseline")) + "x";
-  g.sol = num(getd(r, "pct_sol_after"), 1) + "%";
+// The per-size cells of "What you get": "large 62.6 us 1.41x 89.3% SOL" for the returned kernel,
+// "large 70.0 us (80.0% SOL)" for the fastest baseline where the baseline is what was returned.
+std::string sizes_cell(const TaskGain& g) {
   std::vector<std::string> cells;
-  for (auto& z : array_at(r, "sizes")) {
-    if (base || !z.contains("returned_us")) {
-      cells.push_back(gets(z, "size") + " " + num(getd(z, "best_baseline_us")) + " us (" + num(getd(z, "best_baseline_pct_sol"), 1) + "% SOL)");
-      continue;
-    }
-    cells.push_back(gets(z, "size") + " " + num(getd(z, "returned_us")) + " us " + num(getd(z, "speedup")) + "x " + num(getd(z, "returned_pct_sol"), 1) +
-                    "% SOL");
-  }
-  g.sizes = join(cells, "; ");
-  return g;
+  for (const SizeGain& z : g.sizes)
+    cells.push_back(z.returned ? z.size + " " + num(z.time_us) + " us " + num(z.speedup) + "x " + num(z.pct_sol, 1) + "% SOL"
+                               : z.size + " " + num(z.time_us) + " us (" + num(z.pct_sol, 1) + "% SOL)");
+  return join(cells, "; ");
 }
 
 // The search's own figures: how much it tried, how fast, and where the task's seconds went.
@@ -254,13 +239,35 @@ std::string failure_class(const json& a) {
   return e.substr(0, std::min<size_t>(cut, 60));
 }
 
-// The grade on the hidden sizes, in a few words: the speedup there, a failure, or why none.
-static std::string hidden_cell(const json& r) {
-  if (!r.contains("hidden") || !r["hidden"].is_object()) return "-";
-  const json& h = r["hidden"];
-  if (gets(h, "status") == "ok" && getd(h, "speedup_vs_best_baseline") > 0) return num(getd(h, "speedup_vs_best_baseline")) + "x vs best baseline";
-  if (gets(h, "status") == "failed") return "failed: baseline returned";
-  return gets(h, "note").empty() ? "-" : gets(h, "note");
+TaskGain task_gain(const json& r) {
+  TaskGain g;
+  g.task = gets(r, "task");
+  const bool base = r.value("use_baseline", false);
+  g.returned = base ? "baseline " + gets(r, "best_baseline")
+               : r.contains("best") ? gets(r["best"], "kernel")
+               : stitched(r)        ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
+                                    : "-";
+  g.speedup = getd(r, "speedup_vs_best_baseline");
+  g.pct_sol = getd(r, "pct_sol_after");
+  for (auto& z : array_at(r, "sizes")) {
+    SizeGain s;
+    s.size = gets(z, "size");
+    s.best_baseline_us = getd(z, "best_baseline_us");
+    s.returned = !base && z.contains("returned_us");
+    s.time_us = s.returned ? getd(z, "returned_us") : s.best_baseline_us;
+    s.pct_sol = s.returned ? getd(z, "returned_pct_sol") : getd(z, "best_baseline_pct_sol");
+    s.speedup = s.returned ? getd(z, "speedup") : 0;
+    g.sizes.push_back(s);
+  }
+  // The grade on the hidden sizes, in a few words: the speedup there, a failure, or why none.
+  g.hidden = "-";
+  if (r.contains("hidden") && r["hidden"].is_object()) {
+    const json& h = r["hidden"];
+    if (gets(h, "status") == "ok" && getd(h, "speedup_vs_best_baseline") > 0) g.hidden = num(getd(h, "speedup_vs_best_baseline")) + "x vs best baseline";
+    else if (gets(h, "status") == "failed") g.hidden = "failed: baseline returned";
+    else if (!gets(h, "note").empty()) g.hidden = gets(h, "note");
+  }
+  return g;
 }
 
 std::string optimize_markdown(const json& doc) {
@@ -276,12 +283,10 @@ std::string optimize_markdown(const json& doc) {
   double log_base = 0, log_naive = 0;
   int n_base = 0, n_naive = 0;
   for (auto& r : res) {
-    Gain g = gain_of(r);
-    std::string returned = stitched(r) && !r.value("use_baseline", false) && !r.contains("best")
-                               ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
-                               : g.returned;
-    o << "| " << cell(g.task) << " | " << cell(returned) << " | " << g.speedup << " | " << g.sol << " | " << cell(g.sizes.empty() ? "-" : g.sizes)
-      << " | " << cell(hidden_cell(r)) << " |\n";
+    TaskGain g = task_gain(r);
+    std::string sizes = sizes_cell(g);
+    o << "| " << cell(g.task) << " | " << cell(g.returned) << " | " << num(g.speedup) << "x | " << num(g.pct_sol, 1) << "% | "
+      << cell(sizes.empty() ? "-" : sizes) << " | " << cell(g.hidden) << " |\n";
     if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
     if (getd(r, "speedup_vs_naive") > 0) log_naive += std::log(getd(r, "speedup_vs_naive")), ++n_naive;
   }
@@ -361,9 +366,9 @@ std::string optimize_html(const json& doc) {
   double log_base = 0;
   int n_base = 0;
   for (auto& r : res) {
-    Gain g = gain_of(r);
-    o << "<tr><td>" << html_escape(g.task) << "</td><td>" << html_escape(g.returned) << "</td><td>" << g.speedup << "</td><td>" << g.sol
-      << "</td><td>" << html_escape(g.sizes) << "</td><td>" << html_escape(hidden_cell(r)) << "</td></tr>\n";
+    TaskGain g = task_gain(r);
+    o << "<tr><td>" << html_escape(g.task) << "</td><td>" << html_escape(g.returned) << "</td><td>" << num(g.speedup) << "x</td><td>"
+      << num(g.pct_sol, 1) << "%</td><td>" << html_escape(sizes_cell(g)) << "</td><td>" << html_escape(g.hidden) << "</td></tr>\n";
     if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
   }
   o << "</table>\n";

@@ -4,10 +4,31 @@
 // after, and where candidates failed.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace ksol::report {
+
+// What a run gained on one task, as the report's "What you get" table states it (and `ksol show`).
+struct SizeGain {
+  std::string size;
+  bool returned = false;        // the returned kernel's figures; false: the fastest baseline's
+  double time_us = 0;           // median
+  double best_baseline_us = 0;  // the fastest baseline's median at this size
+  double speedup = 0;           // best_baseline_us / time_us for the returned kernel; 0 otherwise
+  double pct_sol = 0;           // percent
+};
+struct TaskGain {
+  std::string task;
+  std::string returned;  // the kernel's name, "baseline NAME", "stitched, N piece(s)" or "-"
+  double speedup = 0;    // over the best baseline, the search's weighted geomean over the sizes
+  double pct_sol = 0;    // percent, the same mean
+  std::string hidden;    // the grade on the hidden sizes in words ("1.38x vs best baseline", "-")
+  std::vector<SizeGain> sizes;
+};
+// One item of the document's "results".
+TaskGain task_gain(const nlohmann::json& result);
 
 std::string optimize_markdown(const nlohmann::json& doc);
 std::string optimize_html(const nlohmann::json& doc);
