@@ -94,7 +94,7 @@ std::vector<std::string> split_csv(const std::string& s) {
 }
 
 struct Common {
-  std::string store = "ksol.db";
+  std::string store = default_store_path();
   std::string worker;
   std::string assume_gpu = "NVIDIA H200";
   bool json_out = false;
@@ -107,8 +107,8 @@ struct Common {
   }
 };
 
-// A command that records nothing (sol, device, refcheck) opens no store, so that it leaves no
-// ksol.db behind in the folder it ran in.
+// A command that records nothing (sol, device, refcheck) opens no store, so that it creates no
+// ksol.db.
 Session::Options session_options(const Common& c, bool writes_store) {
   Session::Options o;
   if (writes_store) o.store_path = c.store;
@@ -745,7 +745,10 @@ int main(int argc, char** argv) {
   app.footer(cli::exit_status_footer());
   app.set_version_flag("--version", cli::version_text(), "print 'ksol <version>' and exit");
   Common c;
-  app.add_option("--store", c.store, "SQLite store for runs and results (opened only by the commands that record: eval, bench, optimize, device calibrate)")->capture_default_str();
+  app.add_option("--store", c.store,
+                 "SQLite store for runs and results (default $XDG_DATA_HOME/ksol/ksol.db, else ~/.local/share/ksol/ksol.db; created only by "
+                 "the commands that record: eval, bench, optimize, device calibrate; '' for none)")
+      ->capture_default_str();
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
   app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
   app.add_flag("--json", c.json_out, "print JSON instead of text (every command; before or after the command)");

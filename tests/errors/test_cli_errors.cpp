@@ -2,21 +2,27 @@
 // exactly its output. Adding a case needs no C++: drop the file in. A case is
 //
 //   # what it shows (comment lines first)
-//   args: eval --task relu_f32 --timeout -1     (split at spaces; {src} is the source tree)
+//   setup: --worker ... eval ...                (optional: a ksol command run first, in the same
+//                                                folder, to make a store for the case to read)
+//   args: eval --task relu_f32 --timeout -1     (split at spaces; {src} is the source tree, {cwd}
+//                                                the case's folder, here and in the output)
 //   exit: 2
-//   leaves: ksol.db                             (optional: the files it may leave; default none)
+//   leaves: data/ksol/ksol.db                   (optional: the files it may leave; default none)
 //   first line: ...                             (either the first line of the output exactly,
 //   output:                                      or, to the end of the file, the whole output)
 //   ...
 //
-// Each case runs in a fresh empty folder, which afterwards must hold exactly what `leaves` names,
-// so that a command that needs no store is seen not to create ksol.db. Cases that need a GPU run
-// with --worker {src}/tests/errors/cli/no_gpu_worker.py, a worker that always answers "no GPU".
+// Each case runs in a fresh empty folder with XDG_DATA_HOME at its data/, so that the default
+// store is data/ksol/ksol.db there. Afterwards the folder must hold exactly the files `leaves`
+// names (a command that needs no store is seen not to create one), and the files setup made must
+// be as setup left them (runs, show and export only read the store). Cases that need a GPU run with
+// --worker {src}/tests/errors/cli/no_gpu_worker.py, a worker that always answers "no GPU".
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "core/util.h"
@@ -26,29 +32,30 @@ namespace fs = std::filesystem;
 namespace {
 
 struct CliCase {
-  std::vector<std::string> args;
+  std::vector<std::string> setup, args;
   int exit = -1;
   std::string leaves;
   bool whole_output = false, first_line_only = false;
   std::string output;
 };
 
-std::string with_source(std::string s) {
-  const std::string key = "{src}";
-  for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), KSOL_SOURCE_DIR);
+std::string substitute(std::string s, const std::string& key, const std::string& value) {
+  for (size_t at = 0; (at = s.find(key, at)) != std::string::npos; at += value.size()) s.replace(at, key.size(), value);
   return s;
 }
 
-CliCase parse_case(const std::string& text) {
+CliCase parse_case(const std::string& text, const std::string& cwd) {
+  auto with_source = [&](const std::string& s) { return substitute(substitute(s, "{src}", KSOL_SOURCE_DIR), "{cwd}", cwd); };
   CliCase c;
   std::istringstream in(text);
   std::string line;
   auto value = [&](const std::string& key) { return ksol::trim(line.substr(key.size())); };
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
-    if (line.rfind("args:", 0) == 0) {
-      std::istringstream words(with_source(value("args:")));
-      for (std::string w; words >> w;) c.args.push_back(w);
+    if (line.rfind("args:", 0) == 0 || line.rfind("setup:", 0) == 0) {
+      const bool setup = line[0] == 's';
+      std::istringstream words(with_source(value(setup ? "setup:" : "args:")));
+      for (std::string w; words >> w;) (setup ? c.setup : c.args).push_back(w);
     } else if (line.rfind("exit:", 0) == 0) {
       c.exit = std::stoi(value("exit:"));
     } else if (line.rfind("leaves:", 0) == 0) {
@@ -69,6 +76,14 @@ CliCase parse_case(const std::string& text) {
   return c;
 }
 
+// Every file under `dir`, relative to it, with its contents.
+std::map<std::string, std::string> files_under(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (!e.is_directory()) out[fs::relative(e.path(), dir).string()] = ksol::read_file(e.path().string());
+  return out;
+}
+
 }  // namespace
 
 TEST(CliErrors, EveryCaseExitsWithItsExactOutput) {
@@ -80,15 +95,24 @@ TEST(CliErrors, EveryCaseExitsWithItsExactOutput) {
   const fs::path scratch = fs::temp_directory_path() / ("ksol-cli-cases-" + std::to_string(::getpid()));
   for (const fs::path& path : cases) {
     const std::string name = path.stem().string();
-    CliCase c;
-    ASSERT_NO_THROW(c = parse_case(ksol::read_file(path.string()))) << name;
-    ASSERT_NE(c.exit, -1) << name << ": no exit line";
     const fs::path cwd = scratch / name;
+    CliCase c;
+    ASSERT_NO_THROW(c = parse_case(ksol::read_file(path.string()), cwd.string())) << name;
+    ASSERT_NE(c.exit, -1) << name << ": no exit line";
     fs::remove_all(cwd);
     fs::create_directories(cwd);
-    std::vector<std::string> argv = {std::string(KSOL_BUILD_DIR) + "/ksol"};
-    argv.insert(argv.end(), c.args.begin(), c.args.end());
-    ksol::ProcessResult r = ksol::run_process(argv, 600, cwd.string());
+    auto ksol_argv = [&](const std::vector<std::string>& args) {
+      std::vector<std::string> argv = {"env", "XDG_DATA_HOME=" + (cwd / "data").string(), std::string(KSOL_BUILD_DIR) + "/ksol"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      return argv;
+    };
+    std::map<std::string, std::string> made;
+    if (!c.setup.empty()) {
+      ksol::ProcessResult s = ksol::run_process(ksol_argv(c.setup), 600, cwd.string());
+      ASSERT_TRUE(s.exit_code == 0 || s.exit_code == 77) << "case " << name << ": setup failed:\n" << s.output;
+      made = files_under(cwd);
+    }
+    ksol::ProcessResult r = ksol::run_process(ksol_argv(c.args), 600, cwd.string());
     EXPECT_EQ(r.exit_code, c.exit) << "case " << name << ":\n" << r.output;
     if (c.whole_output) {
       EXPECT_EQ(r.output, c.output) << "case " << name;
@@ -96,10 +120,12 @@ TEST(CliErrors, EveryCaseExitsWithItsExactOutput) {
     if (c.first_line_only) {
       EXPECT_EQ(r.output.substr(0, r.output.find('\n')), c.output) << "case " << name;
     }
+    std::map<std::string, std::string> after = files_under(cwd);
     std::vector<std::string> left;
-    for (const auto& e : fs::directory_iterator(cwd)) left.push_back(e.path().filename().string());
-    std::sort(left.begin(), left.end());
+    for (const auto& [file, text] : after) left.push_back(file);
     EXPECT_EQ(ksol::join(left, " "), c.leaves) << "case " << name << ": files left in the folder it ran in";
+    for (const auto& [file, text] : made)
+      EXPECT_TRUE(after.count(file) && after[file] == text) << "case " << name << ": " << file << " changed";
   }
   fs::remove_all(scratch);
   EXPECT_GE(cases.size(), 40u);
