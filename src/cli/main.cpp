@@ -747,7 +747,7 @@ int main(int argc, char** argv) {
   Common c;
   app.add_option("--store", c.store,
                  "SQLite store for runs and results (default $XDG_DATA_HOME/ksol/ksol.db, else ~/.local/share/ksol/ksol.db; created only by "
-                 "the commands that record: eval, bench, optimize, device calibrate; '' for none)")
+                 "the commands that record: eval, bench, optimize, device calibrate; read by runs, show and export; '' for none)")
       ->capture_default_str();
   app.add_option("--worker", c.worker, "ksol-worker binary (default: next to ksol, or $KSOL_WORKER)");
   app.add_option("--assume-gpu", c.assume_gpu, "GPU whose datasheet peaks SOL uses when no GPU is present")->capture_default_str();
@@ -829,6 +829,7 @@ int main(int argc, char** argv) {
   cli::add_optimize_command(app, c.store, c.worker, c.assume_gpu, c.json_out, argc, argv);
   cli::add_import_command(app, c.json_out);
   cli::add_eval_module_command(app, c.json_out);
+  cli::add_run_commands(app, c.store, c.json_out);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -326,6 +326,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       write_file_atomic(dir + "/" + results[i].task + "/best.ksol", dsl::print_source(b->program));
       write_file_atomic(dir + "/" + results[i].task + "/best.cu", codegen::compile_job(seeds[i].task, b->program, "best").source_text);
     }
+  // The store keeps what the report states, so that `ksol show` and `ksol export` answer from it
+  // alone, and where the report is, for its files.
+  if (store::Store* st = s.store(); st && s.run_id()) st->save_run_report(s.run_id(), fs::absolute(dir).lexically_normal().string(), doc);
   std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
   if (json_out) {
     std::cout << doc.dump(2) << "\n";

@@ -232,6 +232,25 @@ TEST(Cli, OptimizeSharesARunWideBudget) {
   EXPECT_GT(b0, 30.0) << r0.dump();
   EXPECT_GT(b1, 100.0 - r0["seconds"].get<double>() - 20.0) << r1.dump();
   EXPECT_LE(r0["seconds"].get<double>() + r1["seconds"].get<double>(), 100.0);
+
+  // The store keeps what the report states: `ksol show` gives the same returned kernels and
+  // speedups, and `ksol export` copies the report's own files.
+  ksol::ProcessResult shown = ksol::run_process({ksol_bin(), "--store", (dir / "k.db").string(), "--json", "show", "last"}, 60);
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  nlohmann::json show = nlohmann::json::parse(shown.output);
+  EXPECT_EQ(show["source"], "report");
+  EXPECT_EQ(show["report_dir"], (dir / "rep").string());
+  ASSERT_EQ(show["returned"].size(), 2u) << show.dump(1);
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& r = rep["results"][i];
+    EXPECT_EQ(show["returned"][i]["task"], r["task"]);
+    EXPECT_EQ(show["returned"][i]["returned"], r["use_baseline"].get<bool>() ? "baseline " + r["best_baseline"].get<std::string>()
+                                                                             : r["best"]["kernel"].get<std::string>());
+    EXPECT_EQ(show["returned"][i]["speedup_vs_best_baseline"], r["speedup_vs_best_baseline"]);
+  }
+  ksol::ProcessResult exported = ksol::run_process({ksol_bin(), "--store", (dir / "k.db").string(), "export", "last", (dir / "out").string()}, 60);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_EQ(ksol::read_file((dir / "out" / "results.json").string()), ksol::read_file((dir / "rep" / "results.json").string()));
   fs::remove_all(dir);
 }
 

@@ -73,7 +73,8 @@ TEST(CliConventions, EveryCommandHasHelp) {
   const std::string dir = scratch();
   for (std::vector<std::string> words : std::vector<std::vector<std::string>>{
            {"eval"}, {"sol"}, {"device"}, {"device", "calibrate"}, {"bench"}, {"tasks"}, {"dsl"}, {"dsl", "print"}, {"dsl", "space"},
-           {"dsl", "cuda"}, {"refcheck"}, {"optimize"}, {"import"}, {"import", "kernelbench"}, {"eval-module"}}) {
+           {"dsl", "cuda"}, {"refcheck"}, {"optimize"}, {"import"}, {"import", "kernelbench"}, {"eval-module"}, {"runs"}, {"show"},
+           {"export"}}) {
     std::vector<std::string> argv = {ksol_bin()};
     argv.insert(argv.end(), words.begin(), words.end());
     argv.push_back("--help");
@@ -133,6 +134,22 @@ TEST(CliConventions, EveryCommandThatPrintsHonoursJson) {
   EXPECT_EQ(optimized["gpu"], false);
   ASSERT_EQ(optimized["seeds"].size(), 1u);
   EXPECT_TRUE(optimized["seeds"][0]["compiled"].get<bool>()) << optimized.dump(1);
+
+  // The commands that read the store, over a run eval recorded.
+  const std::string db = dir + "/k.db";
+  EXPECT_GT(run({"--json", "--store", db, "--worker", no_gpu_worker(), "eval", "--task", "relu_f32", "--candidate", prog, "--sizes", "small",
+                 "--compare", "none"},
+                77)["run"]
+                .get<int>(),
+            0);
+  nlohmann::json runs = run({"runs", "--json", "--store", db}, 0);
+  ASSERT_EQ(runs["runs"].size(), 1u) << runs.dump(1);
+  EXPECT_EQ(runs["runs"][0]["tasks"], nlohmann::json::array({"relu_f32"}));
+  nlohmann::json shown = run({"--json", "--store", db, "show", "last"}, 0);
+  EXPECT_EQ(shown["source"], "evaluations");
+  EXPECT_EQ(shown["sizes"][0]["status"], "no_gpu") << shown.dump(1);
+  nlohmann::json exported = run({"--store", db, "export", "1", dir + "/out", "--json"}, 0);
+  EXPECT_NE(std::find(exported["files"].begin(), exported["files"].end(), "evaluations.csv"), exported["files"].end()) << exported.dump(1);
   fs::remove_all(dir);
 }
 
