@@ -61,6 +61,18 @@ TEST(Gpu, TunedRowProgramsPassTheGatesAtEverySize) {
   }
 }
 
+// A kernel with schedules by size (tests/golden/dsl/rmsnorm_by_size.ksol: a scalar schedule for rows
+// that are not a multiple of 8, the register cache for large problems, four-wide packs otherwise)
+// passes every gate at every size of its task, hidden ones included: each size takes one of them.
+TEST(Gpu, ScheduleBySizePassesTheGatesAtEverySize) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  std::vector<std::string> argv = {bin_dir() + "/ksol", "--store", "", "eval", "--task", "rmsnorm_bf16", "--no-time", "--compare", "none",
+                                   "--candidate", ksol::source_root() + "/tests/golden/dsl/rmsnorm_by_size.ksol"};
+  ksol::ProcessResult r = ksol::run_process(argv, 900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 // Cases made and checked on the device (harness/device_cases.h) give the host path's verdicts:
 // the same candidates at sizes whose reference runs on the GPU, with the same seeds, pass or fail
 // alike, and their worst error over the tolerance agrees (the two generators may differ in the
