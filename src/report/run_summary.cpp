@@ -211,7 +211,8 @@ RunSummary summarize_run(const store::Store& s, int64_t run) {
     r.report_dir = rep->report_dir;
     for (const json& item : rep->results.value("results", json::array())) r.gains.push_back(task_gain(item));
     r.lines = lines_from_gains(r.gains);
-    // A task the run evaluated but did not get to report on (interrupted before it began).
+    // A task the report has and the run recorded no evaluation of (a resumed run reuses, and does
+    // not record again, what the run it resumed measured).
     for (const TaskGain& g : r.gains)
       if (std::find(r.tasks.begin(), r.tasks.end(), g.task) == r.tasks.end()) r.tasks.push_back(g.task);
     return r;
