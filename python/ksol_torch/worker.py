@@ -26,9 +26,14 @@ Gates, in order (the result names the first that fails):
                call's output verified
 The bound per output element: 2 u_out |ref| + u_acc (8 + 2 sqrt(L)) rtol_scale (|ref| + mean|ref|),
 with L the accumulation length (the larger of the module's FLOPs over twice its outputs and the
-longest sum of one traced op: K, C*R*S, a reduction's or normalization's extent),
-u_acc = 2^-24 (float32 arithmetic); the mean-magnitude term is the normwise part a module without
-a magnitude pass needs where outputs cancel.
+longest sum of one traced op: K, C*R*S, a reduction's or normalization's extent), u_acc the unit
+roundoff of the arithmetic the precision mode lets the module's ops use (precision_policy: 2^-24
+for float32, 2^-11 where a GEMM or convolution may run in TF32, 2^-8 where matmul may round to
+bf16, the C++ harness's policy units); the mean-magnitude term is the normwise part a module
+without a magnitude pass needs where outputs cancel.
+The precision mode (`precision` in the request: default, strict, tf32) sets PyTorch's TF32
+switches for the baselines and the candidate alike, so a candidate is never compared with a
+baseline that computed in a slower precision than it was allowed.
 Eager and, where this PyTorch has it, torch.compile are timed on the same inputs by the same timer.
 The result's phase_seconds says where an evaluation's time went (setup, baselines, load,
 correctness, timing, kernelbench); under serve() each phase is logged to stderr as it starts and ends.
@@ -385,12 +390,83 @@ def _place_reference(outs, device, also=0):
     return [_to(t, device="cpu") for t in outs]
 
 
+# --- precision modes ---------------------------------------------------------------------------
+# The modes `ksol optimize FILE.py` and `ksol eval-module` take (--precision). Each fixes PyTorch's
+# TF32 switches for the baselines and the candidate alike:
+#   default  the switches as PyTorch leaves them once the problem's file has run (cuDNN may use
+#            TF32 for float32 convolutions; matmul is IEEE unless the file called
+#            torch.set_float32_matmul_precision)
+#   strict   TF32 off for cuDNN and matmul: IEEE float32 everywhere
+#   tf32     TF32 on for cuDNN and matmul
+# bf16 is refused: a module cast to bf16 is another module, with other inputs and another
+# reference; the front end lowers float32 modules only.
+PRECISIONS = ("default", "strict", "tf32")
+
+# Unit roundoff of the arithmetic an op may use, as the C++ harness's precision policy has it
+# (src/task/task.cpp, policy_unit_roundoff: fp32 2^-24, tf32 2^-11; tolerance_for's bf16 bound
+# 2^-8 for float32 data rounded to bf16 inside a GEMM, which matmul precision "medium" allows).
+# The tensor-core k-step term (L/16) of bf16/fp16 tensor-math tasks is for 16-bit inputs; a
+# float32 module's reference has float32 inputs, so its bound has none.
+U_ACC = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+def check_precision(mode):
+    """`mode` if it is one of PRECISIONS, else ValueError saying what is supported."""
+    if mode == "bf16":
+        raise ValueError("precision bf16 is not supported yet: the front end lowers float32 modules only, and a module "
+                         "cast to bf16 would be another module; use default, strict or tf32")
+    if mode not in PRECISIONS:
+        raise ValueError(f"precision {mode!r}: one of {', '.join(PRECISIONS)}")
+    return mode
+
+
+def precision_flags(mode, default_flags):
+    """PyTorch's TF32 switches under `mode`, in the API `default_flags` (_tf32_flags()) uses:
+    default_flags themselves for "default"."""
+    api, _ = default_flags
+    if mode == "default":
+        return default_flags
+    on = mode == "tf32"
+    if api == "allow_tf32":
+        return (api, (on, on))
+    return (api, ("tf32", "tf32") if on else ("ieee", "ieee"))
+
+
+def _tf32_allowed(flags):
+    """(cuDNN convolutions, matmul) may use TF32 under these switches. In the fp32_precision API,
+    "none" for cuDNN is PyTorch's default, which lets cuDNN use TF32."""
+    api, (conv, mm) = flags
+    if api == "allow_tf32":
+        return bool(conv), bool(mm)
+    return conv in ("tf32", "none"), mm == "tf32"
+
+
+def precision_policy(mode, flags, kinds, device, matmul_precision="highest"):
+    """What a module's ops may compute in under `mode` with the switches `flags`, and the unit
+    roundoff of its bound: {"mode", "arithmetic": fp32 | tf32 | bf16, "u_acc", "why"}. TF32 exists
+    only on CUDA devices, and only for GEMMs and convolutions (`kinds`: trace.py's op kinds; empty
+    when the trace failed, which counts as having both). matmul_precision "medium" may round a
+    float32 GEMM's inputs to bf16."""
+    kinds = set(kinds) or {"gemm", "conv"}
+    conv_tf32, mm_tf32 = _tf32_allowed(flags)
+    arithmetic, why = "fp32", "IEEE float32"
+    if not str(device).startswith("cuda"):
+        why = f"IEEE float32 (no TF32 on {device})"
+    elif mode != "strict":
+        uses = [k for k, on in (("gemm", mm_tf32), ("conv", conv_tf32)) if on and k in kinds]
+        if "gemm" in kinds and mode == "default" and matmul_precision == "medium":
+            arithmetic, why = "bf16", "matmul precision 'medium' may round float32 GEMM inputs to bf16"
+        elif uses:
+            arithmetic, why = "tf32", "TF32 allowed for " + " and ".join({"gemm": "matmul", "conv": "cuDNN convolutions"}[k] for k in uses)
+    return {"mode": mode, "arithmetic": arithmetic, "u_acc": U_ACC[arithmetic], "why": why}
+
+
 # --- comparison ----------------------------------------------------------------------------------
 def _unit(dtype):
     return {torch.float32: 2.0 ** -24, torch.float64: 2.0 ** -53, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(dtype, 0.0)
 
 
-def _compare(got, ref, want_types, inputs, accumulation, rtol_scale, label):
+def _compare(got, ref, want_types, inputs, accumulation, rtol_scale, label, u_acc=U_ACC["fp32"]):
     g, r = _flat(got), _flat(ref)
     if len(g) != len(r):
         raise GateFailure("correctness", "wrong_result", f"{len(g)} outputs, the reference has {len(r)} ({label})")
@@ -405,7 +481,7 @@ def _compare(got, ref, want_types, inputs, accumulation, rtol_scale, label):
         if tuple(o.shape) != tuple(w.shape) or o.dtype != want_types[k]:
             raise GateFailure("correctness", "wrong_shape",
                               f"output {k} is {o.dtype} {tuple(o.shape)}; the reference's is {want_types[k]} {tuple(w.shape)} ({label})")
-        worst = max(worst, _compare_values(o, w, accumulation, rtol_scale, k, label))
+        worst = max(worst, _compare_values(o, w, accumulation, rtol_scale, k, label, u_acc))
     return worst
 
 
@@ -414,7 +490,7 @@ def _compare(got, ref, want_types, inputs, accumulation, rtol_scale, label):
 _CHUNK = 1 << 25
 
 
-def _compare_values(o, ref64, accumulation, rtol_scale, k, label):
+def _compare_values(o, ref64, accumulation, rtol_scale, k, label, u_acc=U_ACC["fp32"]):
     """Output `o` against its float64 reference, on the reference's device (the GPU's, where
     _place_reference kept it there), slice by slice: NaN and Inf where the reference has them,
     finite where it is finite, then every element within the bound. The checks, their order and
@@ -450,7 +526,7 @@ def _compare_values(o, ref64, accumulation, rtol_scale, k, label):
     def ratio_of(s, e):
         g, r = got64(s, e), ref[s:e]
         fin = torch.isfinite(r)
-        bound = 2 * u_out * r.abs() + 2.0 ** -24 * growth * (r.abs() + mean)
+        bound = 2 * u_out * r.abs() + u_acc * growth * (r.abs() + mean)
         err = (g - r).abs()
         return g, r, bound, torch.where(fin, err / torch.clamp(bound, min=1e-300), torch.zeros_like(err))
 
@@ -676,9 +752,14 @@ def _evaluate(req):
     if len(seeds) < 3:
         raise ValueError("the correctness gate needs at least 3 seeds")
     rtol_scale = float(req.get("rtol_scale", 16.0))
+    mode = check_precision(req.get("precision", "default"))
     phases = _Phases(os.path.basename(str(req["problem"])))
     phases.start("setup")
     prob = problem_mod.load(req["problem"])
+    # The mode's switches, for the baselines and the candidate alike; "default" is PyTorch's as
+    # the problem's file left them (it may have called torch.set_float32_matmul_precision).
+    flags = precision_flags(mode, _tf32_flags())
+    matmul_precision = torch.get_float32_matmul_precision()
     # The modules alone: every input below is drawn on the device (_get_inputs), none on the host.
     model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
     ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double()
@@ -693,8 +774,10 @@ def _evaluate(req):
         accumulation, flops, nbytes, kinds = _costs(problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device), example)
         del example
     accumulation = float(req.get("accumulation") or accumulation)
+    policy = precision_policy(mode, flags, kinds, device, matmul_precision)
+    u_acc = policy["u_acc"]
     result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device,
-              "phase_seconds": phases.seconds}
+              "precision": policy, "phase_seconds": phases.seconds}
 
     # The float64 reference runs where the candidate does (a GPU's float64 is fast enough for
     # large problems), its outputs then held there while the GPU has room (_place_reference).
@@ -724,7 +807,7 @@ def _evaluate(req):
         # compile time is reported beside its timing.
         ma = req.get("max_autotune", "auto")
         want_ma = ma is True or (ma == "auto" and bool(kinds & {"gemm", "conv"}))
-        with torch.no_grad():
+        with torch.no_grad(), _Flags(flags):
             base["eager"], _ = timer.time(model, inputs0)
             base["compile"] = _time_compiled(timer, model, inputs0, {})
             if want_ma:
@@ -744,12 +827,10 @@ def _evaluate(req):
         return result  # ksol optimize FILE.py: eager and torch.compile, before any candidate
 
     phases.start("load")
-    # A candidate is verified and timed in strict float32: PyTorch's default lets cuDNN compute
-    # float32 convolutions in TF32 (10-bit mantissa), which a stitched candidate's kept calls
-    # would inherit, so its errors would be TF32's, not its own. The baselines above ran with
-    # PyTorch's defaults, as the user runs them.
-    tf32 = _tf32_flags()
-    _strict_fp32()  # put back by evaluate(), whatever happens
+    # A candidate is verified and timed under the baselines' switches (a stitched candidate's kept
+    # calls run in them too), and held to the mode's bound: under strict no op may use TF32, under
+    # default and tf32 the ops the switches let use it are judged by TF32's unit roundoff.
+    _set_tf32_flags(flags)  # put back by evaluate(), whatever happens
 
     snap, threads = _snapshot(), _threads()
     cand = None
@@ -819,7 +900,7 @@ def _evaluate(req):
                 for k, (a, b) in enumerate(zip(before, keep)):
                     if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                         raise GateFailure("correctness", "input_mutated", f"input {k} changed during the call ({label})")
-                worst = max(worst, _compare(out, ref, want_types, keep, accumulation, rtol_scale, label))
+                worst = max(worst, _compare(out, ref, want_types, keep, accumulation, rtol_scale, label, u_acc))
                 cases.append(label)
         result["correctness"] = {"cases": cases, "worst_error_over_tolerance": worst}
         result["gates"].append({"gate": "correctness", "ok": True})
@@ -843,7 +924,7 @@ def _evaluate(req):
             if w.calls:
                 raise GateFailure("timing", "pytorch_fallback",
                                   f"timed calls asked PyTorch to compute ({', '.join(sorted(set(w.calls))[:8])})")
-            _compare(last, ref_out(keep), want_types, keep, accumulation, rtol_scale, "the last timed call")
+            _compare(last, ref_out(keep), want_types, keep, accumulation, rtol_scale, "the last timed call", u_acc)
             result["timing"] = tm
             result["gates"].append({"gate": "timing", "ok": True})
             for name, b in base.items():
@@ -859,7 +940,7 @@ def _evaluate(req):
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):
             phases.start("kernelbench")
             try:
-                result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0], tf32)
+                result["kernelbench"] = _kernelbench_protocol(prob, model, cand, device, seeds[0], flags)
                 _check_integrity(snap, threads, "during KernelBench's protocol")
             except GateFailure as f:
                 result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
@@ -871,26 +952,31 @@ def _evaluate(req):
     return result
 
 
-def verify_module(prob, cand, device, seeds, rtol_scale=16.0):
+def verify_module(prob, cand, device, seeds, rtol_scale=16.0, precision="strict"):
     """The correctness gate alone, in this process, on a candidate already built: the ksol
     package's check of a module it loads from a run folder (python/ksol). For each seed and
     distribution the inputs are drawn as evaluate() draws them, and the candidate's outputs must
     be plain tensors of the reference's shapes and dtypes, not an input's memory, leave the inputs
     unchanged, and lie within the bound the run verified them under (the module docstring's, with
-    `rtol_scale`), against the problem's Model in float64. The candidate runs in strict float32,
-    as candidates do in evaluate(). Raises GateFailure at the first case that fails; returns the
-    cases and the worst error over the tolerance."""
+    `rtol_scale` and the precision mode's unit roundoff), against the problem's Model in float64.
+    The candidate runs under the mode's TF32 switches, as candidates do in evaluate(). Raises
+    GateFailure at the first case that fails; returns the cases, the worst error over the
+    tolerance and the precision policy."""
+    mode = check_precision(precision)
+    flags = precision_flags(mode, _tf32_flags())
+    matmul_precision = torch.get_float32_matmul_precision()
     model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
     ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double().to(device)
     # The accumulation length as evaluate() finds it: traced on shape-only tensors, else on an example.
     try:
-        accumulation, flops, nbytes, _ = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
+        accumulation, flops, nbytes, kinds = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
     except Exception:
-        accumulation, flops, nbytes = 1.0, 0.0, 0.0
+        accumulation, flops, nbytes, kinds = 1.0, 0.0, 0.0, set()
     if flops == 0 and nbytes == 0:
         example = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seeds[0] + 1, device)]
-        accumulation = _costs(model, example)[0]
+        accumulation, _, _, kinds = _costs(model, example)
         del example
+    policy = precision_policy(mode, flags, kinds, device, matmul_precision)
     cases, worst = [], 0.0
     for seed in seeds:
         for dist in DISTRIBUTIONS:
@@ -908,16 +994,16 @@ def verify_module(prob, cand, device, seeds, rtol_scale=16.0):
                 want_types = [t.dtype for t in _flat(model(*inputs))]
                 before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
                 try:
-                    with _Flags():
+                    with _Flags(flags):
                         out = cand(*inputs)
                 except Exception as e:
                     raise GateFailure("launch", "candidate_error", f"the candidate raised {type(e).__name__}: {e} ({label})")
             for k, (a, b) in enumerate(zip(before, inputs)):
                 if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                     raise GateFailure("correctness", "input_mutated", f"input {k} changed during the call ({label})")
-            worst = max(worst, _compare(out, ref, want_types, inputs, accumulation, rtol_scale, label))
+            worst = max(worst, _compare(out, ref, want_types, inputs, accumulation, rtol_scale, label, policy["u_acc"]))
             cases.append(label)
-    return {"cases": cases, "worst_error_over_tolerance": worst, "accumulation": accumulation}
+    return {"cases": cases, "worst_error_over_tolerance": worst, "accumulation": accumulation, "precision": policy}
 
 
 def _tf32_flags():
@@ -931,9 +1017,16 @@ def _tf32_flags():
 
 
 def _set_tf32_flags(flags):
+    """Sets the switches that differ from `flags`. A switch already as asked is not written again:
+    writing matmul.allow_tf32 = True would turn matmul precision "medium" into "high"."""
+    if _tf32_flags() == flags:
+        return
     api, (conv, mm) = flags
     if api == "allow_tf32":
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, mm
+        if torch.backends.cudnn.allow_tf32 != conv:
+            torch.backends.cudnn.allow_tf32 = conv
+        if torch.backends.cuda.matmul.allow_tf32 != mm:
+            torch.backends.cuda.matmul.allow_tf32 = mm
     else:
         torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision = conv, mm
 
@@ -962,12 +1055,12 @@ class _Flags:
         _set_tf32_flags(self.saved)
 
 
-def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, runs=100):
+def _kernelbench_protocol(prob, model, cand, device, seed, flags=None, trials=5, runs=100):
     """KernelBench's protocol, reported beside ksol's stricter one: correct when torch.allclose
     (atol = rtol = 1e-2) holds against the Model in its own precision on `trials` draws of
     get_inputs; time is the mean of `runs` calls after 3 warm-up calls, CUDA events around each
-    and no L2 flush. The eager Model is timed the same way, with the user's TF32 switches `tf32`
-    (the candidate in strict float32, as ksol verifies it)."""
+    and no L2 flush. The eager Model and the candidate run under the same TF32 switches `flags`
+    (the precision mode's; None: the switches as they are)."""
     def timed(fn, inputs):
         for _ in range(3):
             fn(*inputs)
@@ -986,7 +1079,9 @@ def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, 
                 times.append((_perf_ns() - t0) / 1000.0)
         return sum(times) / len(times)
 
-    user = _Flags(tf32) if tf32 is not None else _Flags(_tf32_flags())
+    if flags is None:
+        flags = _tf32_flags()
+    user = _Flags(flags)
     correct = True
     with torch.no_grad():
         for t in range(trials):
@@ -994,7 +1089,7 @@ def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, 
             inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in _get_inputs(prob, seed + 1000 + t, device)]
             with user:
                 want = _flat(model(*inputs))
-            with _Flags():
+            with user:
                 got = _flat(cand(*inputs))
             if len(want) != len(got) or any(type(g) is not torch.Tensor or g.shape != w.shape or
                                              not torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)
@@ -1004,7 +1099,7 @@ def _kernelbench_protocol(prob, model, cand, device, seed, tf32=None, trials=5, 
         want = got = None
         with user:
             out = {"correct": correct, "trials": trials, "runs": runs, "eager_mean_us": timed(model, inputs)}
-        with _Flags():
+        with user:
             out["mean_us"] = timed(cand, inputs) if correct else None
     return out
 

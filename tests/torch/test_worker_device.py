@@ -288,49 +288,6 @@ class Phases(unittest.TestCase):
         self.assertNotIn("screen", r)
 
 
-class StrictFloat32(unittest.TestCase):
-    ON = ("allow_tf32", (True, True))  # PyTorch's cuDNN default, and a user's matmul choice
-
-    def test_candidates_run_without_tf32_and_the_flags_come_back(self):
-        saved = worker._tf32_flags()
-        try:
-            worker._set_tf32_flags(self.ON)
-            r = worker.evaluate({"problem": PROBLEM, "candidate": os.path.join(HERE, "candidates", "gemm_relu_needs_fp32.py"),
-                                 "device": "cpu", "seeds": [1, 2, 3]})
-            self.assertEqual(r["status"], "ok", r.get("message"))
-            self.assertTrue(r["kernelbench"]["correct"], r["kernelbench"])
-            self.assertEqual(worker._tf32_flags(), self.ON)
-            # An evaluation that raises puts the flags back too.
-            with mock.patch.object(worker, "_snapshot", side_effect=RuntimeError("boom")):
-                with self.assertRaises(RuntimeError):
-                    worker.evaluate({"problem": PROBLEM, "candidate": os.path.join(HERE, "candidates", "gemm_relu_numpy.py"),
-                                     "device": "cpu", "seeds": [1, 2, 3]})
-            self.assertEqual(worker._tf32_flags(), self.ON)
-        finally:
-            worker._set_tf32_flags(saved)
-
-    def test_kernelbench_protocol_runs_the_model_with_the_users_flags(self):
-        seen = {"model": set(), "cand": set()}
-        out = torch.zeros(2)
-
-        def model(*_):
-            seen["model"].add(worker._tf32_flags())
-            return out
-
-        def cand(*_):
-            seen["cand"].add(worker._tf32_flags())
-            return out.clone()
-        saved = worker._tf32_flags()
-        try:
-            worker._set_tf32_flags(("allow_tf32", (False, False)))  # as evaluate() leaves them for the candidate
-            r = worker._kernelbench_protocol(problem_mod.load(PROBLEM), model, cand, "cpu", 1, tf32=self.ON, trials=2, runs=2)
-            self.assertTrue(r["correct"], r)
-            self.assertEqual(seen, {"model": {self.ON}, "cand": {("allow_tf32", (False, False))}})
-            self.assertEqual(worker._tf32_flags(), ("allow_tf32", (False, False)))
-        finally:
-            worker._set_tf32_flags(saved)
-
-
 class Screening(unittest.TestCase):
     """ksol optimize FILE.py's screening: the worker's float64 references on the seeds' draws."""
 
