@@ -61,6 +61,7 @@ struct OptimizeArgs {
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
+  int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
   // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
   // task's search taking a share of what is left by its headroom. The default keeps the main
@@ -107,6 +108,7 @@ search::OptimizeOptions search_options(const OptimizeArgs& a) {
   o.agent = a.agent;
   o.prune = a.prune;
   o.profile = !a.no_profile;
+  o.dispatch_schedules = static_cast<size_t>(a.schedules_per_kernel);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   o.batch = a.batch > 0 ? static_cast<size_t>(a.batch) : std::clamp<size_t>(cores, 8, 32);
   return o;
@@ -414,7 +416,8 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());
   cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str()->check(non_negative_number());
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
-  cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default each parent is profiled once where ncu works; the roofline classifies otherwise)");
+  cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default a generation's first parent is profiled once where ncu works, while a minute of the task's budget remains; the roofline classifies otherwise)");
+  cmd->add_option("--schedules-per-kernel", a->schedules_per_kernel, "at most this many schedules in one kernel with schedules by problem size, which the search builds where different schedules win at different sizes (1: one schedule for every size)")->capture_default_str()->check(positive_integer());
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, seconds_opt, plateau_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
