@@ -37,9 +37,19 @@ struct EvalModuleArgs {
   std::string device;
   std::string json_path;
   std::string task;  // binds a .ksol candidate's parameters and dims
+  std::string precision = "default";  // the worker's precision mode, baselines and candidates alike
   bool no_baselines = false;
   double timeout = 600;
 };
+
+// A result's precision as a table cell: the mode, and the arithmetic its bound allowed where it
+// differs ("default: tf32" for a convolution under PyTorch's defaults on a GPU).
+std::string precision_cell(const json& res, const std::string& mode) {
+  if (!res.contains("precision") || !res["precision"].is_object()) return mode;
+  const json& p = res["precision"];
+  std::string m = p.value("mode", mode), arith = p.value("arithmetic", std::string("fp32"));
+  return m + ": " + arith;
+}
 
 std::string us(const json& j, const char* key = "median_us") {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "-";
@@ -83,11 +93,11 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
                         "CUDA and DSL candidates are compiled, not run (exit status 77 when nothing else failed)");
   std::string device = a.device.empty() ? (gpu ? "cuda" : "cpu") : a.device;
   std::cerr << "Python worker: PyTorch " << hello.body.value("torch", "?") << ", device " << device
-            << (gpu ? "" : " (" + hello.body.value("reason", std::string("no GPU")) + ")") << "\n";
+            << (gpu ? "" : " (" + hello.body.value("reason", std::string("no GPU")) + ")") << ", precision " << a.precision << "\n";
 
   json results = json::array();
   std::vector<std::vector<std::string>> rows = {
-      {"candidate", "status", "median us", "%HBM SOL", "eager us", "compile us", "vs eager", "vs compile", "worst err/tol", "detail"}};
+      {"candidate", "status", "precision", "median us", "%HBM SOL", "eager us", "compile us", "vs eager", "vs compile", "worst err/tol", "detail"}};
   // HBM SOL: the module's compulsory bytes (from the trace) at the GPU's datasheet bandwidth.
   double hbm = 0;
   if (gpu && hello.body.contains("device") && hello.body["device"].is_object())
@@ -95,7 +105,7 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
   int failed = 0;
   for (const std::string& c : a.candidates) {
     json req = {{"op", "eval"}, {"problem", fs::absolute(a.problem).string()}, {"device", device}, {"seeds", a.seeds},
-                {"baselines", !a.no_baselines}};
+                {"baselines", !a.no_baselines}, {"precision", a.precision}};
     std::string ext = fs::path(c).extension().string();
     if (ext == ".py") {
       req["candidate"] = fs::absolute(c).string();
@@ -124,13 +134,14 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
         CompileResult cr = compile(job);
         if (!cr.ok) {
           ++failed;
-          rows.push_back({c, "failed", "-", "-", "-", "-", "-", "-", "-", cr.stage + ": " + cr.message.substr(0, 200)});
-          results.push_back({{"candidate", c}, {"status", "failed"}, {"failed_gate", cr.stage}, {"message", cr.message}});
+          rows.push_back({c, "failed", a.precision, "-", "-", "-", "-", "-", "-", "-", cr.stage + ": " + cr.message.substr(0, 200)});
+          results.push_back({{"candidate", c}, {"status", "failed"}, {"failed_gate", cr.stage}, {"message", cr.message},
+                             {"precision", {{"mode", a.precision}}}});
           continue;
         }
         if (device == "cpu") {
-          rows.push_back({c, "compiled", "-", "-", "-", "-", "-", "-", "-", "a CUDA candidate needs a GPU: compiled, not run"});
-          results.push_back({{"candidate", c}, {"status", "no_gpu"}, {"message", "compiled, not run: no GPU"}});
+          rows.push_back({c, "compiled", a.precision, "-", "-", "-", "-", "-", "-", "-", "a CUDA candidate needs a GPU: compiled, not run"});
+          results.push_back({{"candidate", c}, {"status", "no_gpu"}, {"message", "compiled, not run: no GPU"}, {"precision", {{"mode", a.precision}}}});
           continue;
         }
         so = cr.so_path;
@@ -148,6 +159,7 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       res = r.body["result"];
     }
     res["candidate"] = c;
+    if (!res.contains("precision")) res["precision"] = {{"mode", a.precision}};
     std::string status = res.value("status", "failed");
     if (status != "ok") ++failed;
     const json& b = res.contains("baselines") ? res["baselines"] : json::object();
@@ -174,16 +186,19 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
       pct = b2;
     }
     results.push_back(res);
-    rows.push_back({c, status, res.contains("timing") ? us(res["timing"]) : "-", pct, b.contains("eager") ? us(b["eager"]) : "-",
+    rows.push_back({c, status, precision_cell(res, a.precision), res.contains("timing") ? us(res["timing"]) : "-", pct, b.contains("eager") ? us(b["eager"]) : "-",
                     b.contains("compile") ? us(b["compile"]) : "-", ratio("eager"), ratio("compile"), worst, detail.substr(0, 160)});
   }
-  json doc = {{"problem", a.problem}, {"device", device}, {"torch", hello.body.value("torch", "")}, {"results", results}};
+  json doc = {{"problem", a.problem}, {"device", device}, {"torch", hello.body.value("torch", "")}, {"precision", a.precision},
+              {"results", results}};
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2) + "\n");
   if (json_out) {
     std::cout << doc.dump(2) << "\n";
   } else {
     print_columns(std::cout, rows);
-    std::cout << "vs eager / vs compile: the baseline's median over the candidate's, timed by the same timer on the same inputs\n";
+    std::cout << "vs eager / vs compile: the baseline's median over the candidate's, timed by the same timer on the same inputs\n"
+              << "precision: the mode (--precision " << a.precision << ") eager, torch.compile and the candidate all ran under, "
+              << "and the arithmetic the bound allowed the module's ops (fp32 2^-24, tf32 2^-11, bf16 2^-8)\n";
   }
   if (failed) return exit_status::error;
   return !gpu && gpu_asked ? exit_status::no_gpu : exit_status::ok;
@@ -203,6 +218,7 @@ void add_eval_module_command(CLI::App& app, const bool& json_out) {
   cmd->add_option("--dims", a->dims, "dims passed to an ABI candidate's ksol_run, in order (comma-separated)")->delimiter(',')->check(positive_integer());
   cmd->add_option("--seeds", a->seeds, "correctness seeds (at least 3)")->delimiter(',')->capture_default_str()->check(unsigned_integer());
   cmd->add_option("--device", a->device, "cuda or cpu (default: cuda where PyTorch sees a GPU)");
+  cmd->add_option("--precision", a->precision, kModulePrecisionHelp)->capture_default_str()->check(module_precision_check());
   cmd->add_flag("--no-baselines", a->no_baselines, "do not time eager and torch.compile");
   cmd->add_option("--json-out", a->json_path, "also write the results as JSON to this file");
   cmd->add_option("--timeout", a->timeout, "seconds per candidate")->capture_default_str()->check(positive_number());

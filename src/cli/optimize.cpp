@@ -63,6 +63,8 @@ struct OptimizeArgs {
   bool no_profile = false; // --no-profile: classify by the roofline only
   int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
+  std::string precision = "default";  // --precision: a module's mode (baselines and candidates alike)
+  bool precision_given = false;
   // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
   // task's search taking a share of what is left by its headroom. The default keeps the main
   // job (every task with a seed program) within 15 minutes on one H200.
@@ -138,9 +140,12 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.report_dir = a.report_dir;
     m.json_path = a.json_out;
     m.emulate = a.emulate;
+    m.precision = a.precision;
     return run_optimize_module(m, json_out);
   }
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
+  if (a.precision_given)
+    throw UsageError("--precision applies to a PyTorch module file (FILE.py): a built-in task's precision is its task.toml's");
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -416,13 +421,16 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());
   cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str()->check(non_negative_number());
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
+  CLI::Option* precision_opt =
+      cmd->add_option("--precision", a->precision, std::string("with a module file: ") + kModulePrecisionHelp)->capture_default_str()->check(module_precision_check());
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default a generation's first parent is profiled once where ncu works, while a minute of the task's budget remains; the roofline classifies otherwise)");
   cmd->add_option("--schedules-per-kernel", a->schedules_per_kernel, "at most this many schedules in one kernel with schedules by problem size, which the search builds where different schedules win at different sizes (1: one schedule for every size)")->capture_default_str()->check(positive_integer());
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, seconds_opt, plateau_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
     a->plateau_given = plateau_opt->count() > 0;
+    a->precision_given = precision_opt->count() > 0;
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
     finish_command("optimize", [&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });

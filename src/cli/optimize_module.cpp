@@ -50,8 +50,9 @@ std::string host_library(const Task& t, const dsl::Program& p, std::string* why)
 class ModuleEvaluator : public search::Evaluator {
  public:
   ModuleEvaluator(WorkerClient& w, std::string problem, std::string device, double timeout, std::optional<sol::DevicePeaks> peaks,
-                  bool emulate = false)
-      : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)), emulate_(emulate) {}
+                  std::string precision, bool emulate = false)
+      : w_(w), problem_(std::move(problem)), device_(std::move(device)), timeout_(timeout), peaks_(std::move(peaks)),
+        precision_(std::move(precision)), emulate_(emulate) {}
 
   search::Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) override {
     if (auto u = search::unsupported(t, p, label)) return *u;
@@ -93,6 +94,9 @@ class ModuleEvaluator : public search::Evaluator {
     // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
     // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
     screen_ = r.body["result"].value("screen", json::object());
+    // The precision policy the baselines ran under (the worker's: mode, arithmetic, unit, why);
+    // every candidate runs under the same mode.
+    if (r.body["result"].contains("precision")) policy_ = r.body["result"]["precision"];
     for (const char* name : {"eager", "compile", "compile_max_autotune"}) {
       if (std::string(name) == "compile_max_autotune" && !base.contains(name)) continue;  // GEMM and conv problems only
       search::Outcome o;
@@ -115,6 +119,8 @@ class ModuleEvaluator : public search::Evaluator {
 
   // The last baselines() call's screening verdict ({} when the worker gave none).
   const json& screen() const { return screen_; }
+  // The precision policy the baselines ran under ({"mode": ...} until baselines() has run).
+  const json& precision() const { return policy_; }
 
   // The module's speed-of-light time (us) from a worker result's FLOPs and bytes, 0 unknown.
   double sol_us(const json& result) const {
@@ -180,7 +186,7 @@ class ModuleEvaluator : public search::Evaluator {
     return req;
   }
   json request() const {
-    return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}};
+    return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}, {"precision", precision_}};
   }
   search::SizeResult size_result(const Task& t) const {
     search::SizeResult sr;
@@ -207,9 +213,19 @@ class ModuleEvaluator : public search::Evaluator {
   std::string problem_, device_;
   double timeout_;
   std::optional<sol::DevicePeaks> peaks_;
+  std::string precision_;
   bool emulate_ = false;
   json screen_ = json::object();
+  json policy_ = {{"mode", precision_}};
 };
+
+// "default (tf32: TF32 allowed for cuDNN convolutions)": the mode and what its bound allowed.
+std::string precision_text(const json& p) {
+  if (!p.is_object()) return "?";
+  std::string s = p.value("mode", std::string("?"));
+  if (p.contains("arithmetic")) s += " (" + p.value("arithmetic", std::string()) + ": " + p.value("why", std::string()) + ")";
+  return s;
+}
 
 // A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
 struct KeptProgram {
@@ -368,7 +384,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     if (json_out) {
       json kernels = json::array();
       for (const json& p : pieces) kernels.push_back({{"nodes", p["nodes"]}, {"family", p["family"]}, {"kernel", p["kernel"]}});
-      std::cout << json{{"gpu", false}, {"reason", hello.body.value("reason", std::string("no GPU"))}, {"module", a.file}, {"lowered", lowered},
+      std::cout << json{{"gpu", false}, {"reason", hello.body.value("reason", std::string("no GPU"))}, {"module", a.file},
+                        {"precision", {{"mode", a.precision}}}, {"lowered", lowered},
                         {"family", lowered ? syn.value("family", std::string()) : std::string()}, {"pieces", kernels}}
                        .dump(2)
                 << "\n";
@@ -379,9 +396,12 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   if (a.emulate)
     std::cerr << "ksol optimize --emulate: candidates run on the CPU through ksol's CUDA emulator and the worker on the CPU; "
                  "their times are the emulator's, not a GPU's: a test of the flow, never a result\n";
-  ModuleEvaluator ev(w, file, a.emulate ? "cpu" : "cuda", a.timeout, a.emulate ? std::nullopt : sol::datasheet_peaks(gpu_name), a.emulate);
+  ModuleEvaluator ev(w, file, a.emulate ? "cpu" : "cuda", a.timeout, a.emulate ? std::nullopt : sol::datasheet_peaks(gpu_name), a.precision,
+                     a.emulate);
+  std::cerr << "precision: " << a.precision << " (eager, torch.compile and every candidate run under it)\n";
   install_stop_handlers();
-  json doc = {{"run", 0}, {"gpu", {{"name", a.emulate ? std::string("none: the CPU emulator") : gpu_name}}}, {"agent", a.search.agent}, {"problem", file}};
+  json doc = {{"run", 0}, {"gpu", {{"name", a.emulate ? std::string("none: the CPU emulator") : gpu_name}}}, {"agent", a.search.agent}, {"problem", file},
+              {"precision", {{"mode", a.precision}}}};
   if (a.emulate) doc["emulated"] = true;
   std::string stem = fs::path(a.file).stem().string();
   if (!lowered) {
@@ -389,6 +409,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     Task t;
     t.sizes.push_back(SizeSet{"module", {}, {}, 1.0, false});
     auto base = ev.baselines(t);
+    doc["precision"] = ev.precision();
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
     if (!ev.screen().empty()) item["screen"] = ev.screen();
@@ -480,7 +501,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     doc["results"] = json::array({item});
     std::string dir = write_report(a, stem, doc, kept);
     std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
-    std::cout << (json_out ? doc.dump(2) : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us")) << "\n";
+    std::cout << (json_out ? doc.dump(2)
+                           : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us") +
+                                 "; precision " + precision_text(doc["precision"]))
+              << "\n";
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
     return best.empty() ? exit_status::error : exit_status::ok;
   }
@@ -492,6 +516,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
+  doc["precision"] = ev.precision();
   if (a.emulate) r.use_baseline = true;  // an emulated kernel's time is the CPU's: never a result
   json item = r.to_json();
   item["seed_program"] = syn["program"];
@@ -513,7 +538,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   else
     std::cout << stem << ": " << (r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
                                                   : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " + r.best_baseline)
-              << "; report " << dir << "/report.html\n";
+              << "; precision " << precision_text(doc["precision"]) << "; report " << dir << "/report.html\n";
   return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : exit_status::ok;
 }
 

@@ -15,6 +15,7 @@ struct ModuleOptimizeArgs {
   std::string report_dir;   // default runs/module-<stem>
   std::string json_path;    // --json-out
   bool emulate = false;     // --emulate: candidates built for the host's CUDA emulator, the worker on the CPU
+  std::string precision = "default";  // --precision: the worker's mode for baselines and candidates alike
 };
 
 // Exit status (cli/usage.h): ok; no_gpu (traced, lowered and compiled only); error (a failed

@@ -94,6 +94,29 @@ constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t
 
 }  // namespace
 
+const std::vector<std::string>& module_precisions() {
+  static const std::vector<std::string> names = {"default", "strict", "tf32"};
+  return names;
+}
+
+const char* const kModulePrecisionHelp =
+    "default, strict or tf32: the TF32 switches eager, torch.compile and the candidates all run under, and the arithmetic "
+    "the bound allows (default: PyTorch's own, cuDNN convolutions may use TF32 and matmul stays IEEE unless the problem "
+    "sets torch.set_float32_matmul_precision; strict: IEEE float32 everywhere; tf32: TF32 for matmul and cuDNN)";
+
+CLI::Validator module_precision_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const auto& names = module_precisions();
+        if (std::find(names.begin(), names.end(), s) != names.end()) return "";
+        if (s == "bf16")
+          return "bf16 is not supported for PyTorch modules yet (the front end lowers float32 modules; a module cast to bf16 "
+                 "would be another module): use default, strict or tf32";
+        return "expected default, strict or tf32, got '" + s + "'" + did_you_mean(s, names);
+      },
+      "default|strict|tf32");
+}
+
 CLI::Validator positive_number() {
   return number_check("a positive number", "POSITIVE", [](double v) { return v > 0; });
 }

@@ -45,6 +45,12 @@ CLI::Validator non_negative_integer();             // 0 ..  2^63-1
 CLI::Validator unsigned_integer();                 // 0 ..  2^64-1 (seeds)
 // --gpus: a count (2) or device indices (0,1), as parse_gpus reads them.
 CLI::Validator gpus_check();
+// --precision of a PyTorch module (ksol optimize FILE.py, ksol eval-module): one of
+// module_precisions(); bf16 is refused as not supported yet (docs/TORCH.md, precision modes).
+CLI::Validator module_precision_check();
+const std::vector<std::string>& module_precisions();
+// The --help text of --precision for a PyTorch module.
+extern const char* const kModulePrecisionHelp;
 
 // The name in `names` nearest to `given` by edit distance (adjacent transpositions count one),
 // or "" when none is near enough to be what was meant.

@@ -143,6 +143,16 @@ const json& array_at(const json& j, const char* k) {
 
 bool emulated(const json& doc) { return doc.contains("emulated") && doc["emulated"] == true; }
 
+// A PyTorch module's precision mode (ksol optimize FILE.py --precision), or "" for built-in tasks,
+// whose precision is their task's: "Precision: default (tf32: TF32 allowed for cuDNN convolutions)...".
+std::string precision_sentence(const json& doc) {
+  if (!doc.contains("precision") || !doc["precision"].is_object()) return "";
+  const json& p = doc["precision"];
+  std::string s = "Precision: " + p.value("mode", std::string("?"));
+  if (p.contains("arithmetic")) s += " (" + p.value("arithmetic", std::string()) + ": " + p.value("why", std::string()) + ")";
+  return s + "; eager, torch.compile and every candidate ran under it, and the bound allowed its arithmetic.";
+}
+
 // A stitched module (ksol optimize FILE.py whose forward is not one DSL program): its DSL pieces
 // around the ops kept as PyTorch calls, each searched in turn with the module evaluated whole.
 bool stitched(const json& r) { return r.contains("stitched") && r["stitched"].is_object(); }
@@ -277,6 +287,7 @@ std::string optimize_markdown(const json& doc) {
   o << "GPU: " << (doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << gets(doc, "agent") << "\n\n";
   if (emulated(doc)) o << "Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.\n\n";
+  if (std::string p = precision_sentence(doc); !p.empty()) o << p << "\n\n";
   // What the run gained comes first: per task the kernel returned and, per size, its speed.
   o << "## What you get\n\n| task | returned | vs best baseline | %SOL | per size (time, speedup over the fastest baseline, %SOL) | hidden sizes |\n";
   o << "| --- | --- | --- | --- | --- | --- |\n";
@@ -361,6 +372,7 @@ std::string optimize_html(const json& doc) {
     << html_escape(doc.contains("gpu") && doc["gpu"].is_object() ? doc["gpu"].value("name", "?") : std::string("?")) << "; agent: "
     << html_escape(gets(doc, "agent")) << "</p>\n";
   if (emulated(doc)) o << "<p>Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.</p>\n";
+  if (std::string p = precision_sentence(doc); !p.empty()) o << "<p>" << html_escape(p) << "</p>\n";
   o << "<h2>What you get</h2>\n<table><tr><th>task</th><th>returned</th><th>vs best baseline</th><th>%SOL</th>"
        "<th>per size (time, speedup over the fastest baseline, %SOL)</th><th>hidden sizes</th></tr>\n";
   double log_base = 0;

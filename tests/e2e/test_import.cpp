@@ -214,11 +214,12 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
   auto dir = std::filesystem::temp_directory_path() / ("ksol-emu-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  auto run = [&](const std::string& rel, const std::string& name) {
+  auto run = [&](const std::string& rel, const std::string& name, std::vector<std::string> more = {}) {
     std::string json_path = (dir / (name + ".json")).string();
-    ksol::ProcessResult r = ksol::run_process({ksol_bin(), "optimize", src(rel), "--emulate", "--budget-candidates", "3", "--json-out",
-                                               json_path, "--report", (dir / name).string()},
-                                              900);
+    std::vector<std::string> cmd = {ksol_bin(), "optimize", src(rel), "--emulate", "--budget-candidates", "3", "--json-out",
+                                    json_path, "--report", (dir / name).string()};
+    cmd.insert(cmd.end(), more.begin(), more.end());
+    ksol::ProcessResult r = ksol::run_process(cmd, 900);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("never a result"), std::string::npos) << r.output;
     return nlohmann::json::parse(ksol::read_file(json_path));
@@ -226,8 +227,12 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   // An earlier run's kept programs in the report folder go before this run's report is written.
   std::filesystem::create_directories(dir / "one");
   for (const char* f : {"best.ksol", "best.cu", "piece-3.ksol"}) ksol::write_file_atomic((dir / "one" / f).string(), "stale\n");
-  nlohmann::json one = run("tests/torch/synth_problems/01_activation_chain.py", "one");
+  nlohmann::json one = run("tests/torch/synth_problems/01_activation_chain.py", "one", {"--precision", "strict"});
   EXPECT_TRUE(one.value("emulated", false));
+  // The precision mode the baselines and candidates ran under, in the JSON and the report.
+  EXPECT_EQ(one["precision"].value("mode", ""), "strict") << one.dump(1);
+  EXPECT_EQ(one["precision"].value("arithmetic", ""), "fp32") << one.dump(1);
+  EXPECT_NE(ksol::read_file((dir / "one" / "report.md").string()).find("Precision: strict (fp32:"), std::string::npos);
   const auto& r1 = one["results"][0];
   EXPECT_EQ(r1["candidates"], 3) << r1.dump(1);
   for (auto& a : r1["trajectory"]) EXPECT_EQ(a["status"], "ok") << a.dump(1);
@@ -244,6 +249,7 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
 
   nlohmann::json st = run("tests/torch/problems/03_conv_bn_relu.py", "stitched");
   const auto& r2 = st["results"][0];
+  EXPECT_EQ(st["precision"].value("mode", ""), "default") << st.dump(1);
   EXPECT_EQ(r2["stop_reason"], "stitched") << r2.dump(1);
   EXPECT_EQ(r2["screen"].value("verdict", ""), "ok") << r2.dump(1);
   EXPECT_TRUE(r2["kernelbench"].value("correct", false)) << r2["kernelbench"].dump(1);

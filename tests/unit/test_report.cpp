@@ -95,7 +95,13 @@ TEST(Report, StitchedModule) {
                                               {"best", {{"kernel", "map_relu_b256"}, {"schedule", "block=256"}, {"module_us", 12.5}}}}})},
                {"stitched", {{"status", "ok"}, {"median_us", 12.5}, {"seeds_median_us", 14.0}, {"message", ""}}}};
   json doc = {{"run", 0}, {"gpu", {{"name", "none: the CPU emulator"}}}, {"agent", "expert"}, {"emulated", true}, {"results", json::array({item})}};
+  EXPECT_EQ(report::optimize_markdown(doc).find("Precision:"), std::string::npos) << "built-in tasks state their task's precision";
+  doc["precision"] = {{"mode", "default"}, {"arithmetic", "tf32"}, {"why", "TF32 allowed for cuDNN convolutions"}, {"u_acc", 4.8828125e-4}};
   std::string md = report::optimize_markdown(doc);
+  EXPECT_NE(md.find("Precision: default (tf32: TF32 allowed for cuDNN convolutions); eager, torch.compile and every candidate ran under it"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(report::optimize_html(doc).find("<p>Precision: default (tf32:"), std::string::npos);
   EXPECT_NE(md.find("| 03_conv_bn_relu | baseline eager | 1.00x |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 03_conv_bn_relu | 4 | 0 | 0 | 0 | stitched |"), std::string::npos) << md;
   EXPECT_NE(md.find("Emulated:"), std::string::npos) << md;
