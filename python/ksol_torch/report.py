@@ -1,8 +1,10 @@
 """KernelBench-compatible summary of a set of problem results.
 
 Each result: {"problem": str, "correct": bool, "ksol_us": float|None, "eager_us": float,
-"compile_us": float|None, "fell_back": bool, "reason": str, "degenerate": bool}
-(optionally "kb": the same timings under KernelBench's own protocol).
+"compile_us": float|None, "fell_back": bool, "reason": str, "degenerate": bool, "precision": str}
+(optionally "kb": the same timings under KernelBench's own protocol). "precision" is the mode the
+baselines and candidates ran under ("default", "strict", "tf32", with the arithmetic its bound
+allowed after a colon), or "unstated" for results written before the modes existed.
 
 fast_p against a baseline is KernelBench's metric: the fraction of all problems whose result is
 correct and more than p times faster than the baseline (fast_0 is the correctness rate).
@@ -40,7 +42,8 @@ def summarize(results: List[Dict]) -> Dict:
            "screened": sum(1 for r in results if r.get("degenerate") or r.get("screen") not in (None, "skipped")),
            "screen_skipped": sum(1 for r in results if r.get("screen") == "skipped"),
            "counted": len(main), "correct": sum(1 for r in main if r.get("correct")),
-           "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")]}
+           "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")],
+           "precisions": sorted({_mode(r.get("precision")) for r in results})}
     out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
     for key in ("eager", "compile"):
         out[f"{key}_timed"] = any(r.get(f"{key}_us") for r in main)
@@ -65,6 +68,22 @@ def summarize(results: List[Dict]) -> Dict:
                                        "fast_p_vs_eager": {str(p): fast_p(kb, "eager_us", p) for p in PS},
                                        "geomean_speedup_vs_eager_correct": geomean([x for r in kb if (x := _speedup(r, "eager_us")) is not None])}
     return out
+
+
+def _mode(precision) -> str:
+    """The mode of a result's precision ("default: tf32" -> "default")."""
+    return str(precision or "unstated").split(":")[0]
+
+
+def precision_of(doc: Dict, result: Optional[Dict] = None) -> str:
+    """A result's precision as "mode: arithmetic" from a ksol JSON: the result's own policy (the
+    worker's), else the document's; "unstated" where neither has one."""
+    for p in ((result or {}).get("precision"), doc.get("precision")):
+        if isinstance(p, dict) and p.get("mode"):
+            return p["mode"] + (f": {p['arithmetic']}" if p.get("arithmetic") else "")
+        if isinstance(p, str) and p:
+            return p
+    return "unstated"
 
 
 def _name(path: str) -> str:
@@ -99,7 +118,8 @@ def from_eval_module(docs) -> List[Dict]:
         comp = _best_compile({k: v.get("median_us") for k, v in base.items() if isinstance(v, dict)})
         name = os.path.splitext(os.path.basename(d.get("problem", "?")))[0]
         r = {"problem": name, "correct": bool(ok), "eager_us": eager, "compile_us": comp, "degenerate": False,
-             "ksol_us": min(x["timing"]["median_us"] for x in ok) if ok else None, "fell_back": False, "reason": ""}
+             "ksol_us": min(x["timing"]["median_us"] for x in ok) if ok else None, "fell_back": False, "reason": "",
+             "precision": precision_of(d, (ok or res or [None])[0])}
         kb = next((x.get("kernelbench") for x in ok + res if isinstance(x.get("kernelbench"), dict) and "correct" in x["kernelbench"]), None)
         if kb:
             r["kb"] = {"correct": kb["correct"], "ksol_us": kb.get("mean_us"), "eager_us": kb.get("eager_mean_us"), "compile_us": None}
@@ -137,7 +157,7 @@ def from_optimize_module(docs) -> List[Dict]:
              "eager_us": base.get("eager") or None, "compile_us": _best_compile(base), "degenerate": False,
              "fell_back": bool(item.get("use_baseline", True)), "reason": "", "form": _form(item),
              "compile_mode": "max-autotune" if _best_compile(base) and _best_compile(base) == base.get("compile_max_autotune") else "default",
-             "candidates": item.get("candidates", 0), "seconds": item.get("seconds")}
+             "candidates": item.get("candidates", 0), "seconds": item.get("seconds"), "precision": precision_of(d)}
         kb = item.get("kernelbench")
         if isinstance(kb, dict) and "correct" in kb:
             # KernelBench's protocol on what ksol verified (nothing verified: not correct under it either).
@@ -185,7 +205,7 @@ def format_table(results: List[Dict]) -> str:
     def ratio(a, b):
         return f"{a / b:.3f}x" if a and b else "-"
 
-    head = ["problem", "form", "cands", "ksol us", "eager us", "compile us", "vs eager", "vs compile", "returned", "why"]
+    head = ["problem", "form", "precision", "cands", "ksol us", "eager us", "compile us", "vs eager", "vs compile", "returned", "why"]
     rows = []
     for r in results:
         best_base = min([x for x in (r.get("eager_us"), r.get("compile_us")) if x], default=None)
@@ -197,7 +217,7 @@ def format_table(results: List[Dict]) -> str:
         else:
             returned = "ksol"
         k = r.get("ksol_us")
-        rows.append([r["problem"][:48], r.get("form", ""), str(r.get("candidates", "")), us(k), us(r.get("eager_us")),
+        rows.append([r["problem"][:48], r.get("form", ""), r.get("precision", "unstated"), str(r.get("candidates", "")), us(k), us(r.get("eager_us")),
                      us(r.get("compile_us")) + ("*" if r.get("compile_mode") == "max-autotune" else ""),
                      ratio(r.get("eager_us"), k), ratio(r.get("compile_us"), k), returned,
                      (r.get("degenerate_why") or r.get("reason") or "")[:160]])
@@ -205,7 +225,8 @@ def format_table(results: List[Dict]) -> str:
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(x) for x in rows]
     lines.append("ksol us: the verified kernel's (or stitched module's) median, cold L2; compile us: the faster of torch.compile's "
-                 "modes (* max-autotune); vs: baseline time over ksol's")
+                 "modes (* max-autotune); vs: baseline time over ksol's; precision: the mode the baselines and ksol ran under, "
+                 "and the arithmetic its bound allowed")
     return "\n".join(lines)
 
 
@@ -214,6 +235,9 @@ def format_summary(s: Dict) -> str:
     lines = [f"problems {s['problems']} (screened for degenerate outputs: {s.get('screened', 0)}{skipped}; degenerate, reported apart: "
              f"{len(s['degenerate'])}); counted {s['counted']}",
              f"correct {s['correct']} ({s['correctness_rate'] * 100:.1f}%)"]
+    modes = s.get("precisions") or ["unstated"]
+    lines.insert(1, f"precision: {', '.join(modes)} (baselines and ksol under the same mode per problem)" if len(modes) == 1 else
+                 f"precision: mixed ({', '.join(modes)}): problems ran under different modes, so these figures pool unlike runs")
     for key in ("eager", "compile"):
         if not s.get(f"{key}_timed", True):
             lines.append(f"vs {key}: not timed")

@@ -305,9 +305,31 @@ class Report(unittest.TestCase):
         self.assertEqual([r["problem"] for r in rs], ["level1/5_a", "level2/5_a", "level2/10_b"])  # the level tells them apart
         lines = report.format_table(rs).splitlines()
         self.assertEqual(len(lines), 2 + 3 + 1)
-        self.assertRegex(lines[2], r"^level1/5_a\s+one DSL program\s+4\s+40\.0\s+100\.0\s+80\.0\s+2\.500x\s+2\.000x\s+ksol")
+        self.assertRegex(lines[2], r"^level1/5_a\s+one DSL program\s+unstated\s+4\s+40\.0\s+100\.0\s+80\.0\s+2\.500x\s+2\.000x\s+ksol")
         self.assertRegex(lines[3], r"stitched \(2 piece\(s\)\).*70\.0\*\s+1\.111x\s+0\.778x\s+compile \(max-autotune\)")
-        self.assertRegex(lines[4], r"^level2/10_b\s+killed\s+0\s+-\s+-\s+-\s+-\s+-\s+nothing timed\s+ksol optimize ran past")
+        self.assertRegex(lines[4], r"^level2/10_b\s+killed\s+unstated\s+0\s+-\s+-\s+-\s+-\s+-\s+nothing timed\s+ksol optimize ran past")
+
+    def test_the_precision_mode_is_on_every_line_and_in_the_summary(self):
+        policy = {"mode": "default", "arithmetic": "tf32", "u_acc": 2.0 ** -11, "why": "TF32 allowed for cuDNN convolutions"}
+        opt = {"problem": "/kb/level1/55_conv.py", "precision": policy,
+               "results": [{"stop_reason": "plateau", "use_baseline": False, "best": {"score_us": 40.0},
+                            "baseline_us": {"eager": 100.0, "compile": 80.0}}]}
+        ev = {"problem": "/p/b.py", "precision": "strict",
+              "results": [{"candidate": "z.py", "status": "ok", "timing": {"median_us": 90.0},
+                           "baselines": {"eager": {"median_us": 100.0}},
+                           "precision": {"mode": "strict", "arithmetic": "fp32"}}]}
+        rs = report.from_optimize_module([opt])
+        self.assertEqual(rs[0]["precision"], "default: tf32")
+        self.assertRegex(report.format_table(rs).splitlines()[2], r"^level1/55_conv\s+one DSL program\s+default: tf32\s+")
+        self.assertIn("precision: default (baselines and ksol under the same mode per problem)",
+                      report.format_summary(report.summarize(rs)))
+        rs2 = report.from_eval_module([ev])
+        self.assertEqual(rs2[0]["precision"], "strict: fp32")
+        mixed = report.format_summary(report.summarize(rs + rs2))
+        self.assertIn("precision: mixed (default, strict)", mixed)
+        # A document written before the modes says so rather than guessing one.
+        del opt["precision"]
+        self.assertEqual(report.from_optimize_module([opt])[0]["precision"], "unstated")
 
     def test_kernelbench_protocol_numbers_from_optimize_documents(self):
         def doc(name, verified, kb):
