@@ -138,7 +138,7 @@ def verify_module(mod, prob, device: str, run, seeds: Optional[List[int]] = None
 
     seeds = list(seeds) if seeds else [random.SystemRandom().randrange(1000, 1 << 31) for _ in range(3)]
     try:
-        out = worker.verify_module(prob, mod, device, seeds, rtol_scale=run.rtol_scale)
+        out = worker.verify_module(prob, mod, device, seeds, rtol_scale=run.rtol_scale, precision=rd.worker_mode(run.precision))
     except worker.GateFailure as f:
         raise VerificationError(f"{run.run_dir}: the module built from the run's kernels does not match the original "
                                 f"({run.precision}, seeds {seeds}): {f.message}", f.gate, f.error_class, run.run_dir) from None

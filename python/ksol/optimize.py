@@ -23,17 +23,20 @@ from .serialize import problem_name, write_problem
 
 log = logging.getLogger("ksol")
 
-PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32"}
+# The modes of `ksol optimize FILE.py --precision` (docs/TORCH.md); "fp32" and "float32" meant
+# strict float32 before the modes existed, and still do.
+PRECISION_ALIASES = {"default": "default", "strict": "strict", "tf32": "tf32",
+                     "fp32": "strict", "float32": "strict", "torch.float32": "strict"}
 
 
 def check_precision(precision) -> str:
-    """The canonical name of `precision`, or UnsupportedError: the module front end lowers
-    float32 modules and verifies them in strict float32 (docs/TORCH.md); bf16, fp16 and TF32
-    modules are not lowered yet."""
+    """The precision mode `precision` names, or UnsupportedError: "default" (PyTorch's own TF32
+    switches), "strict" (IEEE float32; also "fp32"), "tf32"; eager, torch.compile and ksol's
+    kernels all run under it. bf16 and fp16 modules are not lowered yet."""
     name = PRECISION_ALIASES.get(str(precision).lower())
     if name is None:
-        raise UnsupportedError(f"precision {precision!r}: ksol optimizes PyTorch modules in fp32 only today (verified in strict "
-                               "float32 against a float64 reference); bf16, fp16 and tf32 modules are not lowered yet")
+        raise UnsupportedError(f"precision {precision!r}: ksol optimizes float32 PyTorch modules under the precision modes "
+                               "default, strict (also fp32) and tf32; bf16 and fp16 are not supported yet")
     return name
 
 
@@ -110,7 +113,7 @@ def _keep_libraries(run: rd.RunResult) -> dict:
     return kept
 
 
-def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "fp32", *, run_dir: Optional[str] = None,
+def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "default", *, run_dir: Optional[str] = None,
              budget_candidates: Optional[int] = None, agent: str = "expert", verify: bool = True, emulate: bool = False,
              verbose: bool = False, ksol_bin: Optional[str] = None):
     """Optimizes `model` for `model(*inputs)` with ksol, and returns the module ksol's run returned.
@@ -123,7 +126,10 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "fp32
     fresh inputs when `verify`; or, where no kernel beat eager and torch.compile, `model` itself,
     with `model.ksol_result` saying why (and a warning in the "ksol" log).
 
-    `precision` is "fp32" (strict float32, the only one the module front end lowers today).
+    `precision` is the mode eager, torch.compile and ksol's kernels all run and are verified under
+    (`ksol optimize --precision`): "default" (PyTorch's own TF32 switches: cuDNN convolutions may
+    use TF32, matmul is IEEE unless torch.set_float32_matmul_precision says otherwise), "strict"
+    (IEEE float32 everywhere; "fp32" is the same) or "tf32" (TF32 for matmul and cuDNN).
     `emulate` runs the whole flow on the CPU through ksol's CUDA emulator (a test: PyTorch is
     always returned). `verbose` copies ksol's progress to stderr; it is always in <run>/ksol.log.
 
@@ -142,7 +148,7 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "fp32
     run_dir = os.path.abspath(run_dir or _default_run_dir(name))
     files = write_problem(model, inputs, run_dir, name)
     cmd = [bins.ksol, "--json", "optimize", files.path, "--report", run_dir, "--budget-seconds", f"{budget_seconds:g}",
-           "--agent", agent]
+           "--agent", agent, "--precision", precision]
     if budget_candidates:
         cmd += ["--budget-candidates", str(int(budget_candidates))]
     if emulate:

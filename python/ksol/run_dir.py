@@ -36,7 +36,15 @@ from .errors import RunDirError
 
 MANIFEST = "ksol-python.json"
 LIB_DIR = "lib"
-PRECISIONS = {"fp32": 16.0}  # precision -> the worker's rtol_scale (docs/TORCH.md's bound)
+# The precision modes of `ksol optimize FILE.py --precision` -> the worker's rtol_scale
+# (docs/TORCH.md's bound). "fp32" is how runs before the modes named strict float32.
+PRECISIONS = {"default": 16.0, "strict": 16.0, "tf32": 16.0, "fp32": 16.0}
+
+
+def worker_mode(precision: str) -> str:
+    """The worker's precision mode for a run's precision name ("fp32", from before the modes,
+    was strict float32)."""
+    return "strict" if precision == "fp32" else precision
 
 
 @dataclasses.dataclass
@@ -139,7 +147,10 @@ def read_run(run_dir: str) -> RunResult:
     item = doc["results"][0]
     mpath = os.path.join(run_dir, MANIFEST)
     manifest = _read_json(mpath, "ksol.optimize's manifest") if os.path.exists(mpath) else {}
-    precision = manifest.get("precision", "fp32")
+    # ksol.optimize's manifest, else the mode the CLI wrote in results.json; a run from before
+    # the modes was verified in strict float32.
+    cli_mode = doc.get("precision", {}).get("mode") if isinstance(doc.get("precision"), dict) else None
+    precision = manifest.get("precision") or cli_mode or "fp32"
     pieces = [Piece(i, list(p.get("nodes", [])), [int(d) for d in p.get("dims", [])], p.get("family", ""),
                     p.get("kernel", ""), p.get("program", ""), p.get("so", ""))
               for i, p in enumerate(item.get("pieces", []))]

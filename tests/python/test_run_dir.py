@@ -164,9 +164,18 @@ class Libraries(TempDir):
 
 
 class Precision(TempDir):
-    def test_fp32_only(self):
-        self.assertEqual([check_precision(p) for p in ("fp32", "float32", "FP32")], ["fp32"] * 3)
-        for p in ("bf16", "fp16", "tf32"):
+    def test_the_modes_and_the_old_fp32_name(self):
+        self.assertEqual([check_precision(p) for p in ("default", "strict", "tf32", "TF32")], ["default", "strict", "tf32", "tf32"])
+        self.assertEqual([check_precision(p) for p in ("fp32", "float32", "FP32")], ["strict"] * 3)
+        for p in ("bf16", "fp16", "ieee"):
             with self.assertRaises(ksol.UnsupportedError) as c:
                 check_precision(p)
-            self.assertIn("fp32 only", str(c.exception))
+            self.assertIn("default, strict (also fp32) and tf32", str(c.exception))
+
+    def test_a_cli_run_names_its_mode_and_old_runs_were_strict(self):
+        self.write("run/M.py", "")
+        self.write("run/results.json", json.dumps({"problem": self.path("run/M.py"), "precision": {"mode": "tf32", "arithmetic": "tf32"},
+                                                   "results": [{"use_baseline": True}]}))
+        r = rd.read_run(self.path("run"))
+        self.assertEqual((r.precision, rd.worker_mode(r.precision)), ("tf32", "tf32"))
+        self.assertEqual(rd.worker_mode("fp32"), "strict")
