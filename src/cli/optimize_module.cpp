@@ -236,13 +236,22 @@ struct KeptProgram {
 
 // The report folder of a module's run, one-program search and stitched module alike:
 // results.json, report.md, report.html and the kept programs. Returns the folder.
-std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, const json& doc, const std::vector<KeptProgram>& kept) {
+std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, json& doc, const std::vector<KeptProgram>& kept) {
   std::string dir = a.report_dir.empty() ? "runs/module-" + stem : a.report_dir;
   fs::create_directories(dir);
   // An earlier run's kept programs would sit beside a report that no longer names them.
   for (auto& e : fs::directory_iterator(dir)) {
     std::string n = e.path().filename().string(), ext = e.path().extension().string();
     if ((ext == ".ksol" || ext == ".cu") && (n.rfind("best.", 0) == 0 || n.rfind("piece-", 0) == 0)) fs::remove(e.path());
+  }
+  fs::remove_all(dir + "/lib");
+  // The verified libraries beside the report (lib/<name>.so, named in the JSON's "libraries"), so
+  // that the folder alone loads (ksol.load): the compile cache serves the build the run verified.
+  // An emulated run ran host builds: nothing of it is a GPU library.
+  if (!a.emulate) {
+    std::vector<codegen::KeptLibrary> libs;
+    for (auto& k : kept) libs.push_back({k.name, &k.task, &k.program});
+    codegen::export_libraries(dir, libs, doc);
   }
   write_file_atomic(dir + "/results.json", doc.dump(2));
   write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
@@ -519,6 +528,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   doc["precision"] = ev.precision();
   if (a.emulate) r.use_baseline = true;  // an emulated kernel's time is the CPU's: never a result
   json item = r.to_json();
+  if (r.use_baseline)
+    item["reason"] = a.emulate ? "--emulate: an emulated kernel's time is the CPU emulator's, never a result"
+                     : r.best < 0 ? "no candidate passed ksol's gates"
+                                  : "no verified kernel was faster than " + (r.best_baseline.empty() ? std::string("the baselines") : r.best_baseline);
   item["seed_program"] = syn["program"];
   // KernelBench's protocol beside ksol's, on the best verified program (none verified: not correct).
   if (stop_requested())

@@ -1,5 +1,6 @@
 #include "codegen/job.h"
 
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 
@@ -31,6 +32,22 @@ CompileJob compile_job(const Task& t, const dsl::Program& p, const std::string& 
   for (auto& bl : t.baselines) libs.insert(bl.libs.begin(), bl.libs.end());
   j.libs.assign(libs.begin(), libs.end());
   return j;
+}
+
+int export_libraries(const std::string& dir, const std::vector<KeptLibrary>& kept, nlohmann::json& doc) {
+  namespace fs = std::filesystem;
+  int copied = 0;
+  for (const KeptLibrary& k : kept) {
+    std::vector<CompileResult> built = compile_all({compile_job(*k.task, *k.program, k.name)});
+    if (built.empty() || !built[0].ok || built[0].so_path.empty()) continue;
+    std::error_code ec;
+    fs::create_directories(dir + "/lib", ec);
+    fs::copy_file(built[0].so_path, dir + "/lib/" + k.name + ".so", fs::copy_options::overwrite_existing, ec);
+    if (ec) continue;
+    doc["libraries"][k.name] = "lib/" + k.name + ".so";
+    ++copied;
+  }
+  return copied;
 }
 
 }  // namespace ksol::codegen

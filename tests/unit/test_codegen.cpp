@@ -19,6 +19,7 @@
 #include "codegen/codegen.h"
 #include "codegen/emulate.h"
 #include "codegen/interpret.h"
+#include "codegen/job.h"
 #include "compile/compiler.h"
 #include "core/util.h"
 #include "dsl/ir.h"
@@ -1463,4 +1464,31 @@ TEST(Codegen, GuardedSchedulesDispatchByTheCallsDims) {
       ASSERT_NEAR(load_as_double(DType::f32, bufs[2].data(), i), want[i], 1e-5 * std::max(1.0, std::fabs(want[i])))
           << "R = " << R << ", C = " << C << ", element " << i;
   }
+}
+
+// A run's report folder keeps the libraries of its returned programs (lib/<name>.so, named in the
+// JSON), built once: the second export is served by the compile cache, byte for byte the same.
+TEST(Codegen, ExportLibrariesCopiesTheBuiltLibraryBesideTheReport) {
+  const Task t = load_task(resolve_task_path("relu_f32"));
+  const dsl::Program p = dsl::parse_program(read_file(t.dir + "/program.ksol"), "program.ksol");
+  const fs::path dir = fs::temp_directory_path() / ("ksol-export-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  nlohmann::json doc = {{"results", nlohmann::json::array()}};
+  ASSERT_EQ(codegen::export_libraries(dir.string(), {{"best", &t, &p}}, doc), 1);
+  EXPECT_EQ(doc["libraries"]["best"], "lib/best.so");
+  ASSERT_TRUE(fs::exists(dir / "lib" / "best.so"));
+  const CompileResult again = compile_all({codegen::compile_job(t, p, "another label")})[0];
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(read_file((dir / "lib" / "best.so").string()), read_file(again.so_path));
+  // The library exports the candidate ABI's entry point.
+  void* h = ::dlopen((dir / "lib" / "best.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    EXPECT_NE(::dlsym(h, "ksol_run"), nullptr);
+    ::dlclose(h);
+  }
+  // A program that does not fit the task is the caller's error.
+  nlohmann::json none;
+  const Task g = load_task(resolve_task_path("gemm_bf16"));
+  EXPECT_THROW(codegen::export_libraries(dir.string(), {{"x", &g, &p}}, none), std::runtime_error);
+  fs::remove_all(dir);
 }
