@@ -30,7 +30,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from . import synth
 from .trace import _canonical as _canon, kind_of
 
-_ROWWISE = ("softmax", "log_softmax", "layer_norm")
+_ROWWISE = synth.ROWWISE
 _GEMM = ("matmul", "mm", "linear")
 
 
@@ -68,13 +68,16 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
         return False
     op = _canon(n, gm)
     k = kind_of(op)
-    return k == "elementwise" or (k == "rowwise" and op in _ROWWISE) or (k == "gemm" and op in _GEMM) or op == "conv2d" or \
+    if op in ("getitem", "getattr"):  # the values of a max or min over a dim
+        src = n.args[0] if n.args else None
+        return isinstance(src, torch.fx.Node) and _canon(src, gm) in ("max", "min") and n.args[1] in (0, "values")
+    return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op == "conv2d" or \
         op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
 
 
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     op = _canon(n, gm)
-    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE else "conv" if op == "conv2d" else ""
+    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op == "conv2d" else ""
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:
@@ -219,7 +222,8 @@ def _piece(gm, seg, values, pid, refused: Dict[str, str]):
             return None, refused.get(a.name, f"the chain reads {a.name}, which is not a tensor")
     if not ins:
         return None, "the chain reads no tensor"
-    if not any(_canon(n, gm) not in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
+    if not any(_canon(n, gm) not in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout",
+                                     "getitem", "getattr")
                for n in seg):
         return None, "views alone move no data"
     r = synth.synthesize(sub, ins)

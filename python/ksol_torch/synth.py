@@ -38,6 +38,39 @@ class Unsupported(Exception):
     pass
 
 
+# Row-wise ops lowered as a row-wise program over the trailing dims of a tensor (_row_of).
+ROWWISE = ("softmax", "log_softmax", "layer_norm", "instance_norm")
+# Reductions lowered where they reduce the trailing dims of a tensor (or all of it: one row), each
+# row to one value (_reduced_dims).
+REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm")
+
+
+def _reduced_dims(n: torch.fx.Node, op: str, rank: int) -> Optional[Tuple[List[int], bool]]:
+    """The dims a reduction node reduces (sorted, non-negative) and its keepdim, or None where the
+    node is not one reduction of one tensor (torch.max(a, b) is elementwise)."""
+    if op not in REDUCTIONS or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return None
+    if op in ("max", "min") and len(n.args) > 1 and isinstance(n.args[1], torch.fx.Node):
+        return None
+    if op in ("max", "min") and "other" in n.kwargs:
+        return None
+    if n.kwargs.get("dtype") is not None or (op != "norm" and len(n.args) > 3):
+        raise Unsupported(f"{op} with a dtype: not lowered")
+    if op == "norm":
+        dim, keep = _arg(n, 2, "dim"), _arg(n, 3, "keepdim", False)
+    else:
+        dim, keep = _arg(n, 1, "dim", _arg(n, 1, "axis")), _arg(n, 2, "keepdim", False)
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        dims = list(range(rank))
+    elif isinstance(dim, int):
+        dims = [dim % rank] if rank else []
+    elif isinstance(dim, (tuple, list)) and all(isinstance(d, int) for d in dim):
+        dims = sorted({d % rank for d in dim})
+    else:
+        raise Unsupported(f"{op} over dims {dim!r}: not lowered")
+    return dims, bool(keep)
+
+
 def _num(v) -> str:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise Unsupported(f"the constant {v!r} is not a number")
@@ -280,6 +313,20 @@ def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
         if dim not in (-1, len(sh) - 1):
             raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
         return sh[-1:]
+    if op in REDUCTIONS:
+        red = _reduced_dims(n, op, len(sh))
+        if red is None:
+            raise Unsupported(f"{op} is not a reduction of one tensor")
+        dims = red[0]
+        if dims != list(range(len(sh) - len(dims), len(sh))):
+            raise Unsupported(f"{op} over dims {dims} of a tensor of shape {sh}: only reductions over the trailing dims "
+                              "are lowered (the row-wise family reduces each row over its last index)")
+        return sh[len(sh) - len(dims):]
+    if op == "instance_norm":
+        # Each (sample, channel) plane normalized on its own: rows N*C, the row the spatial dims.
+        if len(sh) < 3:
+            raise Unsupported(f"instance_norm of a tensor of shape {sh}: an (N, C, ...) tensor with spatial dims is lowered")
+        return sh[2:]
     ns = mod.normalized_shape if mod is not None else _arg(n, 1, "normalized_shape")
     shape = [ns] if isinstance(ns, int) else list(ns)
     if not shape or shape != sh[len(sh) - len(shape):]:
@@ -379,13 +426,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             except Unsupported as e:
                 conv_why.append(str(e))
     bad = sorted({op for _, op in ops if kind_of(op) in ("pool", "layout", "other")} |
-                 {op for _, op in ops if kind_of(op) == "rowwise" and op not in ("softmax", "log_softmax", "layer_norm")} |
+                 {op for n, op in ops if kind_of(op) == "rowwise" and op not in ROWWISE and op not in REDUCTIONS} |
                  ({"conv2d"} if conv_why else set()))
     if bad:
         raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program" +
                           (f" ({conv_why[0]})" if conv_why else ""))
     gemm = [n for n, op in ops if op in ("matmul", "mm", "linear")]
-    rowwise = [n for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")]
+    rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
     convs = [n for n, op in ops if op == "conv2d"]
     if convs and (gemm or rowwise):
         raise Unsupported("a convolution with a GEMM or a row-wise op is more than one DSL program")
@@ -435,9 +482,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         family, idx = "rowwise", "[r, c]"
         x = rowwise[0].args[0] if rowwise[0].args else None
         sh = b.shape(x) if isinstance(x, torch.fx.Node) else None
-        if not sh or out_shape != sh:
-            raise Unsupported("row-wise ops are lowered on tensors whose output has the input's shape")
-        rows = {tuple(_row_of(b, n, op)) for n, op in ops if op in ("softmax", "log_softmax", "layer_norm")}
+        if not sh:
+            raise Unsupported("row-wise ops are lowered on tensors of one or more dims")
+        rows = {tuple(_row_of(b, n, op)) for n, op in ops if n in rowwise}
         if len(rows) > 1:
             raise Unsupported(f"row-wise ops over different trailing dims ({', '.join(str(list(r)) for r in sorted(rows))}) "
                               "are not one program")
@@ -450,6 +497,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         if len(row) > 1:
             dims.update({f"C{j}": d for j, d in enumerate(row)})
         full = [dims["R"], dims["C"]]
+        # The output is the rows' values where a reduction ends the chain ([B, 1] or [B] from
+        # [B, D]): one value per row, as the module lays it out (size-1 dims kept as U).
+        rows_out = out_shape != sh
+        if rows_out and (out_shape is None or math.prod(out_shape) != dims["R"] or
+                         len([d for d in out_shape if d != 1]) > len(sh) - len(row)):
+            raise Unsupported(f"the output {out_shape} is neither the row-wise input's shape {sh} nor one value per row")
     else:
         family = "elementwise"
         if out_shape is None or len(out_shape) == 0:
@@ -458,6 +511,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         idx = "[" + ", ".join(f"i{i}" for i in range(len(out_shape))) + "]"
         full = list(out_shape)
     row_dims = ["C"] if len(row) <= 1 else [f"C{j}" for j in range(len(row))]
+    if family != "rowwise":
+        rows_out = False
 
     env: Dict[str, str] = {}   # node name -> expression at idx
     decl: Dict[str, List[str]] = {}    # DSL name -> the dims the program declares it over
@@ -545,11 +600,16 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         # other is kept in parentheses, so that it composes whatever operator reads it.
         if users.get(n.name, 0) > 1 and family not in ("gemm", "conv"):  # their epilogue is one output definition
             v = b.fresh()
-            b.stmts.append(f"{v}{idx} = {expr}")
-            expr = v + idx
+            at = "[r]" if family == "rowwise" and _row_value(expr) else idx
+            b.stmts.append(f"{v}{at} = {expr}")
+            expr = v + at
         elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\[[a-z0-9, ]*\]", expr):
             expr = f"({expr})"
         env[n.name] = expr
+
+    def _row_value(expr: str) -> bool:
+        """Whether a row-wise expression is one value per row: it reads nothing at a column."""
+        return "[r]" in expr and not re.search(r"\[(r, )?c\]", expr)
 
     def param_of(n) -> str:
         if n.op == "get_attr" and n.target in params:
@@ -558,6 +618,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         raise Unsupported(f"{n.name} is not a parameter of the module")
 
     for n, op in ops:
+        if n.name in env:
+            continue  # the values of a max or min over a dim (getitem 0, .values), bound with it
         mod = gm.get_submodule(n.target) if n.op == "call_module" else None
         if family == "gemm" and n is gemm[0]:
             if op == "linear":
@@ -620,6 +682,52 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             m, e, s = b.fresh(), b.fresh(), b.fresh()
             b.stmts += [f"{m}[r] = max({t}[r, c]) over c", f"{e}[r, c] = exp({t}[r, c] - {m}[r])", f"{s}[r] = sum({e}[r, c]) over c"]
             bind(n, f"{e}[r, c] / {s}[r]" if op == "softmax" else f"{t}[r, c] - {m}[r] - log({s}[r])")
+            continue
+        if family == "rowwise" and n in rowwise and op in REDUCTIONS:  # each row to one value (_row_of)
+            t, v = b.fresh(), b.fresh()
+            b.stmts.append(f"{t}[r, c] = {operand(n.args[0])}")
+            if op in ("sum", "mean"):
+                b.stmts.append(f"{v}[r] = {op}({t}[r, c]) over c")
+            elif op in ("amax", "max", "amin", "min"):
+                b.stmts.append(f"{v}[r] = {'max' if op in ('amax', 'max') else 'min'}({t}[r, c]) over c")
+            elif op == "logsumexp":
+                m, e = b.fresh(), b.fresh()
+                b.stmts += [f"{m}[r] = max({t}[r, c]) over c", f"{e}[r] = sum(exp({t}[r, c] - {m}[r])) over c",
+                            f"{v}[r] = {m}[r] + log({e}[r])"]
+            else:
+                p = _arg(n, 1, "p", "fro")
+                if p in ("fro", 2, 2.0):
+                    s2 = b.fresh()
+                    b.stmts += [f"{s2}[r] = sum({t}[r, c] * {t}[r, c]) over c", f"{v}[r] = sqrt({s2}[r])"]
+                elif p in (1, 1.0):
+                    b.stmts.append(f"{v}[r] = sum(abs({t}[r, c])) over c")
+                else:
+                    raise Unsupported(f"norm with p={p!r}: only p=1, 2 and 'fro' are lowered")
+            if op in ("max", "min") and _arg(n, 1, "dim") is not None:
+                # torch.max(x, dim) returns (values, indices): its values are read through getitem 0 or .values.
+                for u in n.users:
+                    which = u.args[1] if len(u.args) > 1 else None
+                    if not ((u.op == "call_function" and getattr(u.target, "__name__", "") == "getitem" and which == 0) or
+                            (u.op == "call_function" and getattr(u.target, "__name__", "") == "getattr" and which == "values")):
+                        raise Unsupported(f"{op} over a dim is read for its indices: only its values are lowered")
+                    env[u.name] = f"{v}[r]"
+            env[n.name] = f"{v}[r]"
+            continue
+        if op == "instance_norm" and family == "rowwise":  # each plane over its spatial dims (_row_of)
+            if mod is not None:
+                if mod.affine or (mod.track_running_stats and not mod.training):
+                    raise Unsupported("instance_norm with a per-channel affine or running statistics: not lowered "
+                                      "(a row is one plane; its channel is not an index of the row)")
+                eps = mod.eps
+            else:
+                if any(_arg(n, i, k) is not None for i, k in ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))) \
+                        or not _arg(n, 5, "use_input_stats", True):
+                    raise Unsupported("F.instance_norm with an affine or running statistics: not lowered")
+                eps = _arg(n, 7, "eps", 1e-5)
+            t, mu, d, var = b.fresh(), b.fresh(), b.fresh(), b.fresh()
+            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{mu}[r] = mean({t}[r, c]) over c", f"{d}[r, c] = {t}[r, c] - {mu}[r]",
+                        f"{var}[r] = mean({d}[r, c] * {d}[r, c]) over c"]
+            bind(n, f"{d}[r, c] * rsqrt({var}[r] + {_num(eps)})")
             continue
         if op == "layer_norm" and family == "rowwise":  # over the row, normalized_shape (_row_of)
             if mod is not None:
@@ -710,7 +818,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if family == "conv" and final == "acc[n, k, h, w]":
         b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
     else:
-        b.stmts.append(f"output0{idx} = {final}")
+        b.stmts.append(f"output0{'[r]' if rows_out else idx} = {final}")
     for n in tensor_phs:
         if ph_names[n.name] not in decl:
             raise Unsupported(f"input {ph_names[n.name]} is not read by the lowered program")
@@ -719,7 +827,18 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     elif family == "gemm":
         decl["output0"] = ["M", "N"]
     elif family == "rowwise":
-        decl["output0"], layout["output0"] = ["R", "C"], row_layout(out_shape)
+        if rows_out:
+            # [B, 1] as [R, U], [B] as [R], a scalar (one row) as []: the module's layout, rows merged.
+            lead = len(sh) - len(row)
+            decl["output0"] = ["R"]
+            if lead == 0:
+                layout["output0"] = ["U"] * len(out_shape)
+            else:
+                layout["output0"] = ["R"] + ["U"] * (len(out_shape) - lead)
+            if "U" in layout["output0"]:
+                dims["U"] = 1
+        else:
+            decl["output0"], layout["output0"] = ["R", "C"], row_layout(out_shape)
     else:
         decl["output0"] = [f"D{i}" for i in range(len(out_shape))]
 

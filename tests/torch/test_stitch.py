@@ -62,7 +62,8 @@ class MlpBlock(nn.Module):
 
 
 class ReduceThenMap(nn.Module):
-    """A reduction to a smaller shape (kept) between two elementwise chains."""
+    """A reduction over dim 1 between two elementwise chains: over the last dim of a 2-D tensor
+    it is one row-wise piece with both chains; over the middle dim of a 3-D tensor it is kept."""
 
     def forward(self, x):
         s = torch.sigmoid(x) * x
@@ -172,10 +173,33 @@ class Stitching(unittest.TestCase):
         self.assertEqual([p.family for p in plan.pieces], ["gemm", "rowwise", "gemm", "rowwise"])
         self.assertEqual(plan.pieces[0].params, ["fc1.weight", "fc1.bias"])
 
-    def test_a_reduction_is_kept_between_two_chains(self):
+    def test_a_reduction_over_a_middle_dim_is_kept_between_two_chains(self):
         torch.manual_seed(2)
-        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7)], 2, ["mean"])
+        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7, 3)], 2, ["mean"])
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise"])
+        self.assertIn("trailing dims", plan.kept[0]["reason"])
+
+    def test_a_reduction_over_the_last_dim_and_its_chains_are_one_rowwise_piece(self):
+        # mean(dim=1, keepdim=True) of [6, 7]: one value per row, [6, 1], read by the chain after it.
+        torch.manual_seed(2)
+        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7)], 1, [])
+        p = plan.pieces[0]
+        self.assertEqual(p.family, "rowwise")
+        self.assertIn("output0[r] = ", p.program)
+        self.assertEqual(p.tensors[-1]["shape"], ["R", "U"])
+
+    def test_the_max_and_logsumexp_after_a_gemm_are_a_rowwise_piece(self):
+        # KernelBench level 2's Gemm + Max / LogSumExp: the values of torch.max over a dim
+        # ([0] of its tuple) and logsumexp, each row to one value.
+        import os
+        from ksol_torch import problem
+        p = problem.load(os.path.join(os.path.dirname(__file__), "synth_problems", "14_gemm_row_reductions.py"))
+        torch.manual_seed(10)
+        model, inputs = problem.instantiate(p, 0)
+        plan = self.stitched(model, inputs, 2, [])
+        self.assertEqual([p.family for p in plan.pieces], ["gemm", "rowwise"])
+        self.assertIn("max(", plan.pieces[1].program)
+        self.assertEqual(plan.pieces[1].tensors[-1]["shape"], ["R", "U"])
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
@@ -215,10 +239,14 @@ class Stitching(unittest.TestCase):
     def test_a_broadcast_input_joins_the_piece(self):
         torch.manual_seed(6)
         inputs = [torch.rand(8, 16), torch.randint(0, 2, (16,)).float() * 2 - 1]
-        plan = self.stitched(HingeLoss(), inputs, 1, ["mean"])
+        plan = self.stitched(HingeLoss(), inputs, 2, [])
         self.assertEqual(plan.pieces[0].nodes, ["mul", "sub", "clamp"])  # the mul, 1 - x and the clamp
         self.assertEqual(plan.pieces[0].inputs, ["predictions", "targets"])
         self.assertEqual([t["shape"] for t in plan.pieces[0].tensors], [["D0", "D1"], ["D1"], ["D0", "D1"]])
+        # The mean of everything is one row of every element, its output the 0-d scalar.
+        self.assertEqual(plan.pieces[1].family, "rowwise")
+        self.assertEqual((plan.pieces[1].dims["R"], plan.pieces[1].dims["C"]), (1, 128))
+        self.assertEqual(plan.pieces[1].tensors[-1]["shape"], [])
 
     def test_layernorm_over_trailing_dims_is_a_piece(self):
         torch.manual_seed(7)
@@ -231,7 +259,7 @@ class Stitching(unittest.TestCase):
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant_of_the_pieces(self):
         torch.manual_seed(8)
-        x = torch.randn(4, 6)
+        x = torch.randn(4, 6, 3)  # the mean over dim 1 is not over the trailing dims: kept
         model = ScaledMean().eval()
         plan = stitch.split(model, [x, 0.75], draw=lambda seeds: [[None, 0.75] for _ in seeds])
         self.assertEqual(len(plan.pieces), 2, plan.summary())

@@ -276,6 +276,50 @@ class Synth(unittest.TestCase):
                 return self.conv(torch.relu(x))
         self.assertIn("must read a forward input", synth.synthesize(Pre(), [x4])["reason"])
 
+    def test_instance_norm_is_one_row_per_plane(self):
+        # InstanceNorm2d without affine: each (sample, channel) plane of [2, 4, 5, 6] is a row of 30.
+        out = self.check_against_module("synth_problems", "15_instance_norm_divide.py", "rowwise")
+        self.assertEqual(out["dims"], {"R": 8, "C": 30, "C0": 5, "C1": 6})
+        self.assertIn("mean(", out["program"])
+        m = torch.nn.Sequential(torch.nn.InstanceNorm2d(4, affine=True))
+        self.assertIn("affine", synth.synthesize(m, [torch.randn(2, 4, 5, 6)])["reason"])
+
+    def test_reductions_over_trailing_dims_give_one_value_per_row(self):
+        torch.manual_seed(11)
+        x, y = torch.randn(3, 5, 7), torch.randn(3, 5, 7)
+        for name, f, rows in [
+                ("sum keepdim", lambda x: torch.sum(x, dim=2, keepdim=True) * 2.0, 15),
+                ("mean over two dims", lambda x: torch.relu(x).mean(dim=(1, 2)), 3),
+                ("max values", lambda x: torch.max(x, dim=-1)[0] + 1.0, 15),
+                ("min .values", lambda x: torch.min(x, dim=2, keepdim=True).values, 15),
+                ("amax", lambda x: torch.amax(x, dim=-1), 15),
+                ("logsumexp", lambda x: torch.logsumexp(x * 2.0, dim=2), 15),
+                ("l1 normalize", lambda x: x / torch.mean(torch.abs(x), dim=-1, keepdim=True), 15),
+                ("l2 normalize", lambda x: x / torch.norm(x, p=2, dim=2, keepdim=True), 15),
+                ("frobenius normalize", lambda x: x / torch.norm(x, p="fro"), 1)]:
+            class M(torch.nn.Module):
+                def forward(self, x):
+                    return f(x)
+            out = self.check_module(M(), [x], "rowwise")
+            self.assertEqual(out["dims"]["R"], rows, name)
+
+        class Mse(torch.nn.Module):
+            def forward(self, a, b):
+                return torch.mean((a - b) ** 2)
+        out = self.check_module(Mse(), [x, y], "rowwise")
+        self.assertEqual((out["dims"]["R"], out["tensors"][-1]["shape"]), (1, []))  # one row; the output is 0-d
+
+    def test_reductions_the_row_wise_family_cannot_take_are_refused(self):
+        x = torch.randn(3, 5, 7)
+        for f, text in [(lambda x: torch.sum(x, dim=1), "trailing dims"), (lambda x: torch.argmax(x, dim=2), "int64"),
+                        (lambda x: torch.max(x, dim=2)[1].float(), "indices"), (lambda x: torch.norm(x, p=3, dim=2), "p=3")]:
+            class M(torch.nn.Module):
+                def forward(self, x):
+                    return f(x)
+            out = synth.synthesize(M(), [x])
+            self.assertIsNone(out["program"], text)
+            self.assertIn(text, out["reason"])
+
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
                          ["w_fc_weight", "w_fc_weight_2", "w_acc", "w_v1"])
