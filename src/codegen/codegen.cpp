@@ -88,8 +88,14 @@ SplitSource split_source(const std::string& src) {
   return out;
 }
 
+// The ABI's dim order: the task's, or the program's own (sparse programs bind one sparse
+// parameter to several task tensors, so the dims are all a dispatcher reads).
+const std::vector<std::string>& abi_dims(const dsl::Program& p, const Binding& b) { return b.dim_order.empty() ? p.dims : b.dim_order; }
+
 std::string dispatch_source(const dsl::Program& p, const Binding& b) {
-  const detail::AbiLayout abi = detail::resolve_binding(p, b);
+  struct {
+    std::vector<std::string> dims;
+  } abi{abi_dims(p, b)};
   std::vector<std::string> defines, includes, bodies;
   auto add_once = [](std::vector<std::string>& v, const std::string& g) {
     if (std::find(v.begin(), v.end(), g) == v.end()) v.push_back(g);
@@ -120,6 +126,7 @@ std::string dispatch_source(const dsl::Program& p, const Binding& b) {
   out += "  if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_dims != " + std::to_string(abi.dims.size()) + ") return 1;\n";
   auto dim_value = [&](const std::string& d) {
     size_t k = static_cast<size_t>(std::find(abi.dims.begin(), abi.dims.end(), d) - abi.dims.begin());
+    if (k == abi.dims.size()) throw std::runtime_error("cannot generate '" + p.name + "': the guard reads " + d + ", which is not a dim of the task");
     return "static_cast<__int128>(call->dims[" + std::to_string(k) + "])";
   };
   for (size_t i = 0; i < p.guarded.size(); ++i) {
@@ -149,11 +156,12 @@ Support can_implement(const dsl::Program& p, const Binding& b) {
         return s;
       }
     }
-    try {
-      detail::resolve_binding(p, b);
-    } catch (const detail::Refused& r) {
-      return {false, r.what()};
-    }
+    const std::vector<std::string>& order = abi_dims(p, b);
+    for (const dsl::GuardedSchedule& g : p.guarded)
+      for (const dsl::GuardTerm& t : g.when)
+        for (const std::string& d : t.dims)
+          if (std::find(order.begin(), order.end(), d) == order.end())
+            return {false, "the guard at line " + std::to_string(g.loc.line) + " reads " + d + ", which is not a dim of the task"};
     return {true, ""};
   }
   const FamilyGenerator* f = family_of(p);

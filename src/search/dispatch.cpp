@@ -27,6 +27,15 @@ std::optional<DecisionList> learn_guards(const dsl::Program& p, const std::vecto
     return std::nullopt;
   };
   if (sizes.empty() || sizes.size() != assign.size()) return fail("no sizes");
+  {
+    std::set<size_t> comps(assign.begin(), assign.end());
+    if (comps.size() > max_guards + 1) return fail("more than " + std::to_string(max_guards) + " guards would be needed");
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t j = i + 1; j < sizes.size(); ++j)
+        if (sizes[i].dims == sizes[j].dims && assign[i] != assign[j])
+          return fail("sizes " + sizes[i].name + " and " + sizes[j].name + " have the same dims but different schedules");
+    max_guards = std::min(max_guards, sizes.size() - 1);
+  }
   const std::vector<std::string>& dims = p.dims;
   // The candidate terms in order of preference: misalignment of a dim that is some tensor's
   // innermost (contiguous) extent, smallest modulus first (the weakest claim the sizes support);
@@ -63,10 +72,19 @@ std::optional<DecisionList> learn_guards(const dsl::Program& p, const std::vecto
   }
   for (const std::string& d : outer)
     for (int64_t m : {2, 4, 8, 16}) terms.push_back(term({d}, m, "!=", 0));
-  // Which sizes each term takes.
-  std::vector<std::vector<bool>> holds(terms.size(), std::vector<bool>(sizes.size()));
-  for (size_t t = 0; t < terms.size(); ++t)
-    for (size_t k = 0; k < sizes.size(); ++k) holds[t][k] = dsl::guard_holds({terms[t]}, sizes[k].dims);
+  // Which sizes each term takes; of terms that take the same sizes, the first (preferred) alone.
+  std::vector<std::vector<bool>> holds;
+  {
+    std::vector<dsl::GuardTerm> kept;
+    for (const dsl::GuardTerm& g : terms) {
+      std::vector<bool> h(sizes.size());
+      for (size_t k = 0; k < sizes.size(); ++k) h[k] = dsl::guard_holds({g}, sizes[k].dims);
+      if (std::find(holds.begin(), holds.end(), h) != holds.end()) continue;
+      holds.push_back(h);
+      kept.push_back(g);
+    }
+    terms = kept;
+  }
   // The shortest lists first; among lists of one length, the preferred terms (the least sum of
   // their ranks), then the fewest sizes taken by guards (the exceptions guarded, the common case last).
   struct Found {
@@ -103,12 +121,7 @@ std::optional<DecisionList> learn_guards(const dsl::Program& p, const std::vecto
   std::vector<size_t> all(sizes.size());
   for (size_t k = 0; k < sizes.size(); ++k) all[k] = k;
   for (size_t len = 0; len <= max_guards && !best; ++len) walk(all, len, 0, 0);
-  if (!best) {
-    std::set<size_t> comps(assign.begin(), assign.end());
-    std::vector<size_t> none;
-    if (comps.size() > max_guards + 1) return fail("more than " + std::to_string(max_guards) + " guards would be needed");
-    return fail("no guard of at most " + std::to_string(max_guards) + " terms over the dims separates the sizes' schedules");
-  }
+  if (!best) return fail("no decision list of at most " + std::to_string(max_guards) + " one-term guards over the dims separates the sizes' schedules");
   DecisionList list;
   for (size_t i = 0; i < best->terms.size(); ++i) {
     list.when.push_back({terms[best->terms[i]]});

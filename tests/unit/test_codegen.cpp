@@ -1414,6 +1414,15 @@ TEST(Codegen, GuardedSchedulesPickTheFirstThatHolds) {
       "  Y[r, c] = X[r, c] * rsqrt(ss[r] / C + 1e-6) * W[c]\n}\n"
       "schedule when C >= 64 {\n  vector = 3\n}\nschedule {\n  vector = 2\n}\n");
   EXPECT_NE(refusal(bad).find("the schedule at line 5 (when C >= 64): "), std::string::npos) << refusal(bad);
+  // A sparse program binds one parameter to several task tensors: its guards read the task's dims.
+  {
+    const Task sp = load_task(resolve_task_path("spmv_csr_f32"));
+    std::string text = read_file(sp.dir + "/program.ksol");
+    text = text.substr(0, text.find("\nschedule")) + "\nschedule when M >= 100000 {\n  strategy = vector_per_row\n  vector = 4\n}\nschedule {\n  strategy = row_per_thread\n}\n";
+    const dsl::Program g = parse(text);
+    EXPECT_EQ(refusal(g, codegen::binding_for(sp)), "(accepted)");
+    EXPECT_NE(codegen::generate_cuda(g, codegen::binding_for(sp)).find("return ksol_v1::ksol_run(call);"), std::string::npos);
+  }
   // The kernel's name lists every variant's; the needs are the union (a CUTLASS variant: sm_90a).
   EXPECT_EQ(codegen::kernel_name(p), codegen::kernel_name(dsl::variant(p, 0)) + "|" + codegen::kernel_name(dsl::variant(p, 1)) + "|" +
                                          codegen::kernel_name(dsl::variant(p, 2)));
@@ -1442,6 +1451,15 @@ TEST(Codegen, GuardedSchedulesDispatchByTheCallsDims) {
   EXPECT_NE(src.find("if (((static_cast<__int128>(call->dims[1])) % 4) != static_cast<__int128>(0LL)) return ksol_v0::ksol_run(call);"),
             std::string::npos)
       << src.substr(src.size() - 800);
+  // The dims by the task's order: with C first, the guard on C reads dims[0] and R * C dims[1] * dims[0].
+  codegen::Binding permuted;
+  permuted.dim_order = {"C", "R"};
+  const std::string src2 = codegen::generate_cuda(p, permuted);
+  EXPECT_NE(src2.find("if (((static_cast<__int128>(call->dims[0])) % 4) != static_cast<__int128>(0LL)) return ksol_v0::ksol_run(call);"),
+            std::string::npos);
+  EXPECT_NE(src2.find("if ((static_cast<__int128>(call->dims[1]) * static_cast<__int128>(call->dims[0])) >= static_cast<__int128>(1024LL)) return ksol_v1::ksol_run(call);"),
+            std::string::npos)
+      << src2.substr(src2.size() - 800);
   CompileJob j;
   j.source_path = "dispatch.cu";
   j.source_text = src;
