@@ -906,11 +906,11 @@ TEST(Optimize, OnlyTheFirstParentIsProfiledWhileTimeRemains) {
   };
   search::ScriptedEvaluator unlimited, short_budget;
   auto r = run_with(0, unlimited);
-  std::set<int> firsts;  // parents that became the best at some point: the only ones profiled
-  for (auto& a : r.trajectory)
-    if (a.accepted || a.index == 0) firsts.insert(a.index);
+  // One proposal round per generation (and one ahead): at most one profile each, though each round
+  // has up to four parents (elites).
   EXPECT_GT(unlimited.profiles, 0);
-  EXPECT_LE(unlimited.profiles, static_cast<int>(firsts.size()) + r.generations / 3 + 1);
+  EXPECT_LE(unlimited.profiles, r.generations + 1);
+  EXPECT_GT(r.generations, 2);
   run_with(30, short_budget);
   EXPECT_EQ(short_budget.profiles, 0);
 }
