@@ -93,9 +93,7 @@ SplitSource split_source(const std::string& src) {
 const std::vector<std::string>& abi_dims(const dsl::Program& p, const Binding& b) { return b.dim_order.empty() ? p.dims : b.dim_order; }
 
 std::string dispatch_source(const dsl::Program& p, const Binding& b) {
-  struct {
-    std::vector<std::string> dims;
-  } abi{abi_dims(p, b)};
+  const std::vector<std::string>& dims = abi_dims(p, b);
   std::vector<std::string> defines, includes, bodies;
   auto add_once = [](std::vector<std::string>& v, const std::string& g) {
     if (std::find(v.begin(), v.end(), g) == v.end()) v.push_back(g);
@@ -123,10 +121,10 @@ std::string dispatch_source(const dsl::Program& p, const Binding& b) {
   for (auto& body : bodies) out += body + "\n";
   // The dims by the call's order; a guard's product in 128 bits.
   out += "extern \"C\" int ksol_run(const ksol_call* call) {\n";
-  out += "  if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_dims != " + std::to_string(abi.dims.size()) + ") return 1;\n";
+  out += "  if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_dims != " + std::to_string(dims.size()) + ") return 1;\n";
   auto dim_value = [&](const std::string& d) {
-    size_t k = static_cast<size_t>(std::find(abi.dims.begin(), abi.dims.end(), d) - abi.dims.begin());
-    if (k == abi.dims.size()) throw std::runtime_error("cannot generate '" + p.name + "': the guard reads " + d + ", which is not a dim of the task");
+    size_t k = static_cast<size_t>(std::find(dims.begin(), dims.end(), d) - dims.begin());
+    if (k == dims.size()) throw std::runtime_error("cannot generate '" + p.name + "': the guard reads " + d + ", which is not a dim of the task");
     return "static_cast<__int128>(call->dims[" + std::to_string(k) + "])";
   };
   for (size_t i = 0; i < p.guarded.size(); ++i) {
