@@ -20,6 +20,7 @@
 #include "codegen/job.h"
 #include "cli/commands.h"
 #include "dsl/ir.h"
+#include "mpi/cluster.h"
 #include "search/optimize.h"
 #include "sol/sol.h"
 #include "task/inputs.h"
@@ -433,6 +434,7 @@ struct BenchArgs {
   int64_t resume = 0;
   double timeout = 300;
   bool no_hidden = false;
+  bool mpi = false;
 };
 
 int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
@@ -474,7 +476,14 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
       throw cli::UsageError("--sizes '" + name + "': no task here has such a size");
   if (!a.matrix.empty()) want_sizes = {tasks[0].sizes.back().name};
   std::vector<int> gpu_ids = parse_gpus(a.gpus);
-  std::vector<std::unique_ptr<Session>> sessions = open_sessions(session_options(c, true), gpu_ids);
+  // Over MPI, ranks above 0 only relay their workers' calls; rank 0 runs the bench on them all.
+  std::unique_ptr<mpi::Cluster> cluster = mpi::wanted(a.mpi) ? mpi::Cluster::join() : nullptr;
+  if (cluster && cluster->rank() > 0) return cluster->relay(session_options(c, false).worker_argv, gpu_ids);
+  std::vector<std::string> shared;
+  for (const Task& t : tasks) shared.push_back(t.dir);
+  if (!a.matrix.empty()) shared.push_back(std::filesystem::absolute(a.matrix).string());
+  std::vector<std::unique_ptr<Session>> sessions =
+      cluster ? cluster->open_sessions(session_options(c, true), gpu_ids, shared) : open_sessions(session_options(c, true), gpu_ids);
   Session& s = *sessions[0];
   if (resume && (!s.store() || !s.store()->find_run(resume)))
     throw cli::UsageError("--resume " + std::to_string(resume) + ": no such run in " + (c.store.empty() ? "the store (--store is empty)" : c.store));
@@ -485,7 +494,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
                              "(assuming " + s.peaks().name + ") instead (exit status 77 when they all compile, 1 otherwise)");
   for (size_t i = 1; i < sessions.size(); ++i)
     if (gpu && !sessions[i]->has_gpu())
-      throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
+      throw std::runtime_error("--gpus: the worker on " + sessions[i]->name() + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
   int64_t run = s.begin_run(cmdline, {{"resume_of", resume}, {"gpus", sessions.size()}});
   for (auto& other : sessions) other->join_run(run);
 
@@ -545,7 +554,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
     for (auto& so : co.sizes) ok += so.status == "ok" || (so.status == "skipped");
     std::lock_guard<std::mutex> g(progress);
     ++done;
-    if (several) std::cerr << "[" << done << "/" << total << "] " << t.name << " / " << b.name << " (GPU " << gpu_ids[w] << ")";
+    if (several) std::cerr << "[" << done << "/" << total << "] " << t.name << " / " << b.name << " (" << sessions[w]->name() << ")";
     if (!gpu)
       std::cerr << (co.compiled.ok ? " compiled; not run (no GPU)\n" : " does not compile\n");
     else
@@ -804,6 +813,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-hidden", ba.no_hidden, "skip hidden sizes");
   bench->add_option("--gpus", ba.gpus, "evaluate on several GPUs at once, one worker each: a count (2) or device indices (0,1); default one worker on device 0")
       ->check(cli::gpus_check());
+  bench->add_flag("--mpi", ba.mpi, "run as the ranks of an MPI job (mpirun, srun; also when such a launcher started several ranks): each rank's workers (--gpus) evaluate, rank 0 writes the store");
 
   auto* tasks = app.add_subcommand("tasks", "list the built-in tasks");
   auto* dsl = app.add_subcommand("dsl", "the ksol DSL: 'dsl print FILE' prints the typed IR (docs/DSL.md)");

@@ -22,6 +22,7 @@
 #include "core/stop.h"
 #include "core/util.h"
 #include "dsl/ir.h"
+#include "mpi/cluster.h"
 #include "report/optimize_report.h"
 #include "search/optimize.h"
 #include "search/space.h"
@@ -59,6 +60,7 @@ struct OptimizeArgs {
   int llm_max_tokens = 2048;
   std::string report_dir;  // default runs/run-<id>
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
+  bool mpi = false;        // --mpi: the ranks of an MPI job, each with its --gpus workers
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
   bool no_profile = false; // --no-profile: classify by the roofline only
   int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
@@ -130,6 +132,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   auto is_py = [](const std::string& t) { return fs::path(t).extension() == ".py"; };
   if (std::any_of(a.tasks.begin(), a.tasks.end(), is_py)) {
     if (a.tasks.size() != 1) throw UsageError("ksol optimize FILE.py takes one module file and no task names");
+    if (mpi::wanted(a.mpi)) throw UsageError("ksol optimize FILE.py runs on one host: --mpi is for built-in tasks");
     if (a.agent != "expert" && a.agent != "random")
       throw UsageError("--agent " + a.agent + ": a module is searched by the expert or random agent");
     ModuleOptimizeArgs m;
@@ -158,7 +161,12 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   if (!worker.empty()) so.worker_argv = {worker};
   so.assume_gpu = assume_gpu;
   std::vector<int> gpu_ids = parse_gpus(a.gpus);
-  std::vector<std::unique_ptr<Session>> sessions = open_sessions(so, gpu_ids);
+  // Over MPI, ranks above 0 only relay their workers' calls; rank 0 runs the searches on them all.
+  std::unique_ptr<mpi::Cluster> cluster = mpi::wanted(a.mpi) ? mpi::Cluster::join() : nullptr;
+  if (cluster && cluster->rank() > 0) return cluster->relay(so.worker_argv, gpu_ids);
+  std::vector<std::string> shared;
+  for (const Seed& sd : seeds) shared.push_back(sd.task.dir);
+  std::vector<std::unique_ptr<Session>> sessions = cluster ? cluster->open_sessions(so, gpu_ids, shared) : open_sessions(so, gpu_ids);
   Session& s = *sessions[0];
   if (!s.has_gpu()) {
     // Said first: gate 1 and compilation need no GPU, so the seeds are taken that far, then it stops.
@@ -199,7 +207,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   } join_seed_builds{seed_builds};
   for (size_t i = 1; i < sessions.size(); ++i)
     if (!sessions[i]->has_gpu())
-      throw std::runtime_error("--gpus: the worker on device " + std::to_string(gpu_ids[i]) + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
+      throw std::runtime_error("--gpus: the worker on " + sessions[i]->name() + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
   // One LLM client for the whole run: its budgets and its cache span every task.
@@ -281,7 +289,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       std::lock_guard<std::mutex> g(pool.mu);
       std::string eta = deadline > 0 ? "; run " + clock_text(elapsed()) + " of its " + clock_text(deadline) + " budget" : "; run " + clock_text(elapsed());
       say(sd.task.name, "[" + std::to_string(i + 1) + "/" + std::to_string(seeds.size()) + "] optimizing " + sd.task.name + " from " + sd.path +
-                            " with the " + a.agent + " agent" + (several ? " on GPU " + std::to_string(gpu_ids[w]) : "") + eta);
+                            " with the " + a.agent + " agent" + (several ? " on " + sessions[w]->name() : "") + eta);
     }
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
     {
@@ -306,7 +314,8 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;
-    if (several) j["gpu"] = gpu_ids[w];
+    if (several) j["gpu"] = sessions[w]->device_index();
+    if (cluster) j["worker"] = sessions[w]->name();
     all_items[i] = std::move(j);
     results[i] = std::move(r);
   });
@@ -426,6 +435,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default a generation's first parent is profiled once where ncu works, while a minute of the task's budget remains; the roofline classifies otherwise)");
   cmd->add_option("--schedules-per-kernel", a->schedules_per_kernel, "at most this many schedules in one kernel with schedules by problem size, which the search builds where different schedules win at different sizes (1: one schedule for every size)")->capture_default_str()->check(positive_integer());
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
+  cmd->add_flag("--mpi", a->mpi, "run as the ranks of an MPI job (mpirun, srun; also when such a launcher started several ranks): tasks spread over every rank's workers (--gpus), rank 0 writes the store and the report");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
   cmd->callback([a, seconds_opt, plateau_opt, precision_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;

@@ -91,6 +91,8 @@ std::vector<std::unique_ptr<Session>> open_sessions(const Session::Options& base
     if (o.worker_argv.empty()) o.worker_argv = {default_worker_path()};
     o.worker_argv.push_back("--device");
     o.worker_argv.push_back(std::to_string(d));
+    o.name = "GPU " + std::to_string(d);
+    o.device = d;
     out.push_back(std::make_unique<Session>(o));
   }
   return out;
@@ -127,6 +129,11 @@ Session::Session(Options o) : opt_(std::move(o)) {
   if (!opt_.store_path.empty()) store_ = std::make_unique<store::Store>(store::Store::open(opt_.store_path));
   if (opt_.worker_argv.empty()) opt_.worker_argv = {default_worker_path()};
   worker_ = std::make_unique<WorkerClient>(opt_.worker_argv);
+}
+
+Session::Session(Options o, std::unique_ptr<Worker> worker) : opt_(std::move(o)), worker_(std::move(worker)) {
+  if (!opt_.store_path.empty()) store_ = std::make_unique<store::Store>(store::Store::open(opt_.store_path));
+  if (opt_.worker_argv.empty()) opt_.worker_argv = {default_worker_path()};
 }
 
 Session::~Session() = default;

@@ -86,8 +86,13 @@ class Session {
     std::vector<std::string> worker_argv;
     std::string assume_gpu = "NVIDIA H200";  // for SOL when no GPU is present
     bool quiet = false;
+    std::string name = "GPU 0";        // where its worker runs, for progress lines ("GPU 1", "rank 2 GPU 0")
+    int device = 0;                    // the worker's device index on its host
   };
   explicit Session(Options o);
+  // A session whose calls go to `worker` (a worker on another MPI rank, or a pool's handle)
+  // instead of a local ksol-worker started from Options::worker_argv.
+  Session(Options o, std::unique_ptr<Worker> worker);
   ~Session();
 
   // Starts the worker and reads the device; false when there is no usable GPU (reason()).
@@ -96,7 +101,9 @@ class Session {
   const nlohmann::json& device() const { return device_; }
   const sol::DevicePeaks& peaks() const { return peaks_; }
   store::Store* store() { return store_.get(); }
-  WorkerClient& worker() { return *worker_; }
+  Worker& worker() { return *worker_; }
+  const std::string& name() const { return opt_.name; }
+  int device_index() const { return opt_.device; }
   // The worker command (with --device when the session has one), e.g. for a one-shot worker.
   const std::vector<std::string>& worker_argv() const { return opt_.worker_argv; }
 
@@ -130,7 +137,7 @@ class Session {
  private:
   Options opt_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<WorkerClient> worker_;
+  std::unique_ptr<Worker> worker_;
   bool probed_ = false, gpu_ = false;
   std::string gpu_reason_;
   nlohmann::json device_;

@@ -5,8 +5,10 @@ request, so the coordinator's timeouts, crash handling and restarts are tested w
 Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
 garbage, wrong (a failed correctness gate). A screen request times every library at SCRIPTED_US. With SCRIPTED_LOG set, each eval appends
 "<device> <candidate_so>" to that file (device: the --device argument, else 0), so tests can see
-which worker evaluated what."""
-import json, os, sys, time
+which worker evaluated what. With SCRIPTED_KILL_RANK=R, the first eval a worker of MPI rank R
+receives kills that rank (the worker's parent, a ksol-mpi relay) with SIGKILL while the eval is in
+flight; SCRIPTED_KILL_MARK names the file that records it was done, so it happens once."""
+import json, os, signal, sys, time
 
 out = sys.stdout
 device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "0"
@@ -26,6 +28,13 @@ for line in sys.stdin:
                 log.write(f"{device} {req['candidate_so']}\n")
         if os.environ.get("SCRIPTED_MODE"):
             mode = os.environ["SCRIPTED_MODE"]
+        kill_rank = os.environ.get("SCRIPTED_KILL_RANK")
+        mark = os.environ.get("SCRIPTED_KILL_MARK", "")
+        if kill_rank and os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK")) == kill_rank and mark and not os.path.exists(mark):
+            open(mark, "w").write(f"{req['candidate_so']}\n")
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(1)  # the reply would go nowhere: the relay is gone
+            sys.exit(0)
         if mode == "crash":
             sys.stderr.write("scripted crash\n"); sys.stderr.flush(); os._exit(139)
         if mode == "hang":
