@@ -1,4 +1,5 @@
 #include "compile/compiler.h"
+#include "compile/library_check.h"
 
 #include <unistd.h>
 
@@ -176,35 +177,6 @@ std::vector<StaticFinding> static_scan(const std::string& source) {
   return out;
 }
 
-std::vector<std::string> forbidden_imports(const std::string& so_path) {
-  // The library's undefined dynamic symbols: what it will call at run time. Source tricks
-  // (macros, aliases, asm labels) cannot hide a call from this list.
-  ProcessResult r = run_process({"nm", "-D", "--undefined-only", so_path}, 60);
-  if (r.exit_code != 0) return {"(cannot list imports: " + trim(r.output) + ")"};
-  static const std::set<std::string> exact = {
-      "pthread_create", "dlopen", "dlsym", "dlvsym", "dlmopen", "getenv", "secure_getenv", "clock_gettime",
-      "gettimeofday", "fork", "vfork", "execve", "execv", "execvp", "execvpe", "posix_spawn", "posix_spawnp",
-      "system", "popen", "syscall", "mprotect", "signal", "sigaction", "write", "writev", "pwrite", "pwrite64",
-      "open", "open64", "openat", "fopen", "fopen64", "fdopen", "creat", "dup", "dup2", "dup3", "ptrace",
-      "cudaLaunchHostFunc", "cudaStreamAddCallback", "cuLaunchHostFunc", "cudaDeviceSetLimit", "cuCtxSetLimit",
-      "cudaStreamSetAttribute", "cuStreamSetAttribute", "cudaCtxResetPersistingL2Cache", "cuCtxResetPersistingL2Cache",
-      "cudaDeviceReset", "cudaSetDevice", "cudaMallocManaged", "cudaEventElapsedTime", "cudaProfilerStart",
-      "cudaProfilerStop", "cudaStreamLegacy"};
-  static const char* prefixes[] = {"cudaStreamCreate", "cuStreamCreate", "cudaGetDriverEntryPoint", "cuGetProcAddress",
-                                   "_ZNSt6thread", "cudaThreadSetLimit"};
-  std::vector<std::string> bad;
-  std::istringstream in(r.output);
-  for (std::string line; std::getline(in, line);) {
-    std::string sym = trim(line);
-    if (sym.rfind("U ", 0) == 0) sym = trim(sym.substr(2));
-    if (size_t at = sym.find('@'); at != std::string::npos) sym = sym.substr(0, at);
-    bool hit = exact.count(sym) > 0;
-    for (const char* p : prefixes) hit |= sym.rfind(p, 0) == 0;
-    if (hit) bad.push_back(sym);
-  }
-  return bad;
-}
-
 std::string format_findings(const std::string& file, const std::string& source, const std::vector<StaticFinding>& fs_) {
   std::vector<std::string> lines;
   std::istringstream in(source);
@@ -300,14 +272,15 @@ CompileResult compile(const CompileJob& job) {
   r.key = h.hex();
   std::string dir = cache_dir() + "/compile/" + r.key.substr(0, 2) + "/" + r.key;
   r.so_path = dir + "/lib.so";
+  // Gate 1's binary half (library_check.h): a candidate's imports against the allowlist, its
+  // static constructors, its machine code; a task's baseline with the imports CUB needs.
   auto import_gate = [&]() {
-    if (job.kind != SourceKind::candidate || !job.static_gate || job.trusted) return true;
-    std::vector<std::string> bad = forbidden_imports(r.so_path);
-    if (bad.empty()) return true;
+    if (job.kind != SourceKind::candidate || !job.static_gate) return true;
+    LibraryFindings found = inspect_library(r.so_path, ImportPolicy{job.libs, job.trusted});
+    if (found.clean()) return true;
     r.ok = false;
     r.stage = "static";
-    r.message = job.source_path + ": error: the built library calls functions a candidate may not use: " + join(bad, ", ") +
-                " (threads, processes, timers, the environment, files, driver entry points, other streams, device limits)\n";
+    r.message = format_library_findings(job.source_path, found);
     return false;
   };
   if (fs::exists(r.so_path)) {
