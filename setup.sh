@@ -6,7 +6,8 @@ cd "$(dirname "$0")"
 
 need_apt=()
 for p in cmake ninja-build g++ pkg-config libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev \
-         libcli11-dev libgtest-dev libcurl4-openssl-dev python3-pip unzip python3-torch; do
+         libcli11-dev libgtest-dev libcurl4-openssl-dev python3-pip unzip python3-torch \
+         libopenmpi-dev openmpi-bin; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done
 if ((${#need_apt[@]})); then
@@ -52,4 +53,4 @@ command -v nvcc >/dev/null || { echo "setup: nvcc not on PATH; install the CUDA 
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
-echo "setup: built build/ksol and build/ksol-worker"
+echo "setup: built build/ksol and build/ksol-worker$( [ -x build/ksol-mpi ] && echo ' and build/ksol-mpi (ksol --mpi)')"

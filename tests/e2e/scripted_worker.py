@@ -4,14 +4,17 @@ request, so the coordinator's timeouts, crash handling and restarts are tested w
 
 Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
 garbage, wrong (a failed correctness gate). A screen request times every library at SCRIPTED_US. With SCRIPTED_LOG set, each eval appends
-"<device> <candidate_so>" to that file (device: the --device argument, else 0), so tests can see
+"<device> <candidate_so>" to that file (device: the --device argument, else 0; under mpirun
+r<rank>:<device>), so tests can see
 which worker evaluated what. With SCRIPTED_KILL_RANK=R, the first eval a worker of MPI rank R
 receives kills that rank (the worker's parent, a ksol-mpi relay) with SIGKILL while the eval is in
-flight; SCRIPTED_KILL_MARK names the file that records it was done, so it happens once."""
+flight; SCRIPTED_SLEEP_S makes each passing eval take that long; SCRIPTED_KILL_MARK names the file that records it was done, so it happens once."""
 import json, os, signal, sys, time
 
 out = sys.stdout
 device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "0"
+if os.environ.get("OMPI_COMM_WORLD_RANK"):  # under mpirun the log names the rank too: r2:0
+    device = "r" + os.environ["OMPI_COMM_WORLD_RANK"] + ":" + device
 for line in sys.stdin:
     req = json.loads(line)
     rid = req.get("id", 0)
@@ -52,6 +55,7 @@ for line in sys.stdin:
                    "message": f"screened out: above {req['prune_above_us']} us", "gates": []}
         else:
             us = float(os.environ.get("SCRIPTED_US", "100"))
+            time.sleep(float(os.environ.get("SCRIPTED_SLEEP_S", "0")))  # a GPU's time per evaluation
             res = {"status": "ok", "gates": [{"gate": "correctness", "ok": True}, {"gate": "timing", "ok": True}],
                    "timing": {"median_us": us, "ci_low_us": us * 0.99, "ci_high_us": us * 1.01,
                               "raw_us": [us * 0.99, us, us * 1.01], "clock_mhz_after": 1980, "throttled": False}}
