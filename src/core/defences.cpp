@@ -11,12 +11,13 @@ const std::vector<std::string>& defence_names() {
       "alias",          // the pointer table must come back unchanged; outputs are read from the harness's own pointers
       "escape",         // outputs read after the call's stream alone; work left on the device after it is flagged
       "rewrite-inputs", // new inputs are written into the same buffers between checked calls
-      "verify-timed",   // one randomly chosen timed call is verified
+      "verify-timed",   // timed calls kept at random after they ran, and the call after the last, are verified
+      "fresh-inputs",   // before every timed call a random set receives an input case it does not hold
       "full-compare",   // every output element is compared (off: every 16th)
       "fresh-seeds",    // seeds drawn per evaluation (off: fixed seeds 1, 2, 3)
       "hidden-sizes",   // hidden sizes are evaluated too
       "precision",      // tolerance of the task's precision policy (off: bf16's)
-      "static",         // gate 1's scan for forbidden constructs
+      "static",         // gate 1: the source scan, the import allowlist, the constructor and system-call checks
   };
   return names;
 }

@@ -315,6 +315,8 @@ class Evaluator {
   void allocate_timing_sets() {
     int nsets = std::max(1, req_.timing.rotation_sets);
     for (int i = 0; i < nsets; ++i) timing_sets_.push_back(allocate());
+    allocate_input_cases();
+    allocate_kept_calls();
   }
 
   struct Case;
@@ -625,7 +627,7 @@ class Evaluator {
   Verification plan_verification(int set, uint64_t seed) {
     Verification v;
     v.set = set;
-    v.inputs = req_.defences.on("rewrite-inputs") ? generate(Distribution::normal, seed) : timing_inputs_[set];
+    v.inputs = req_.defences.on("rewrite-inputs") ? generate(Distribution::normal, seed) : input_cases_[set_case_[set]].inputs;
     v.want = expected(v.inputs);
     return v;
   }
@@ -640,54 +642,174 @@ class Evaluator {
     }
   }
 
-  // Times the candidate on the rotation sets; `verifying`: two of the calls are verified (the
-  // verify-timed defence; off only for the search's screening pass, which can only reject).
+  // The timed calls' inputs: `input_cases` cases (normal distribution, seeds from the timing
+  // seed, so a screen and the full evaluation share them), each kept in device buffers of its own
+  // from the start of the evaluation and copied into a rotation set before a call.
+  struct InputCase {
+    Case inputs;
+    std::vector<std::unique_ptr<DeviceMemory>> bufs;  // per tensor; inputs only
+    std::vector<uint64_t> prints;                     // the inputs' fingerprints
+    std::shared_ptr<const Expected> want;             // computed when a kept call needs it
+  };
+  void allocate_input_cases() {
+    int n = std::max(req_.timing.input_cases, std::max(1, req_.timing.rotation_sets) + 1);
+    for (int i = 0; i < n; ++i) {
+      InputCase c;
+      for (auto& t : task_.tensors)
+        c.bufs.push_back(t.role == Role::in ? std::make_unique<DeviceMemory>(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype))
+                                            : nullptr);
+      input_cases_.push_back(std::move(c));
+    }
+  }
+  // A kept timed call: its outputs copied right after it ran, the case it ran on, its index.
+  struct KeptCall {
+    std::vector<std::unique_ptr<DeviceMemory>> out;  // per tensor; outputs only
+    int input_case = -1, sample = -1;
+  };
+  void allocate_kept_calls() {
+    size_t out_bytes = 0;
+    for (auto& t : task_.tensors)
+      if (t.role == Role::out) out_bytes += static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype);
+    size_t fit = req_.timing.verify_bytes / std::max<size_t>(out_bytes, 1);
+    int n = static_cast<int>(std::clamp<size_t>(fit, 2, static_cast<size_t>(std::max(2, req_.timing.verified_calls))));
+    for (int i = 0; i < n; ++i) {
+      KeptCall k;
+      for (auto& t : task_.tensors)
+        k.out.push_back(t.role == Role::out ? std::make_unique<DeviceMemory>(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype))
+                                            : nullptr);
+      kept_.push_back(std::move(k));
+    }
+  }
+  // Makes the timing input cases (once per evaluation) and copies each into its buffers.
+  void prepare_input_cases() {
+    for (size_t i = 0; i < input_cases_.size(); ++i) {
+      InputCase& c = input_cases_[i];
+      if (!c.prints.empty()) continue;
+      c.inputs = generate(Distribution::normal, req_.timing_seed + 1000 + i);
+      c.prints.assign(task_.tensors.size(), 0);
+      for (size_t k = 0; k < task_.tensors.size(); ++k) {
+        if (task_.tensors[k].role != Role::in) continue;
+        size_t bytes = static_cast<size_t>(task_.numel(task_.tensors[k], size_)) * dtype_size(task_.tensors[k].dtype);
+        if (c.inputs.dev) {
+          CK(cudaMemcpyAsync(c.bufs[k]->p, c.inputs.dev->in[k]->p, bytes, cudaMemcpyDeviceToDevice, stream_));
+        } else if (!(*c.inputs.in)[k].bytes.empty()) {
+          CK(cudaMemcpy(c.bufs[k]->p, (*c.inputs.in)[k].bytes.data(), bytes, cudaMemcpyHostToDevice));
+        }
+        fingerprint(c.bufs[k]->p, bytes, &c.prints[k]);
+      }
+    }
+  }
+  // Copies input case `ci` into rotation set `set` (device to device, queued on the stream).
+  void load_case(int set, int ci) {
+    BufferSet& s = timing_sets_[set];
+    InputCase& c = input_cases_[ci];
+    for (size_t k = 0; k < task_.tensors.size(); ++k)
+      if (task_.tensors[k].role == Role::in) CK(cudaMemcpyAsync(s.bufs[k].ptr(), c.bufs[k]->p, s.bufs[k].bytes, cudaMemcpyDeviceToDevice, stream_));
+    s.input_fingerprints = c.prints;
+    set_case_[set] = ci;
+  }
+  // The set for the next timed call. With fresh-inputs on, a set drawn at random receives a case
+  // drawn at random among those it does not hold: no call's inputs are the ones its buffers held
+  // before, and nothing tells a candidate which call will be checked. Off: the sets in turn,
+  // each keeping its case.
+  int next_set(int i) {
+    int nsets = static_cast<int>(timing_sets_.size());
+    if (!req_.defences.on("fresh-inputs")) return i % nsets;
+    int set = static_cast<int>(secret_rng_() % static_cast<uint64_t>(nsets));
+    int n = static_cast<int>(input_cases_.size());
+    load_case(set, (set_case_[set] + 1 + static_cast<int>(secret_rng_() % static_cast<uint64_t>(n - 1))) % n);
+    return set;
+  }
+  // Keeps timed call `sample` (run on `set`) with reservoir sampling: once sampling ends, each of
+  // the N calls has been kept with the same probability, min(1, kept / N), decided only after it
+  // ran. The copy is queued after the call's events, outside the timed region.
+  void maybe_keep(int sample, int set) {
+    int slot = sample;
+    if (sample >= static_cast<int>(kept_.size())) {
+      slot = static_cast<int>(secret_rng_() % static_cast<uint64_t>(sample + 1));
+      if (slot >= static_cast<int>(kept_.size())) return;
+    }
+    BufferSet& s = timing_sets_[set];
+    for (size_t k = 0; k < task_.tensors.size(); ++k)
+      if (task_.tensors[k].role == Role::out) CK(cudaMemcpyAsync(kept_[slot].out[k]->p, s.bufs[k].ptr(), s.bufs[k].bytes, cudaMemcpyDeviceToDevice, stream_));
+    kept_[slot].input_case = set_case_[set];
+    kept_[slot].sample = sample;
+    // The inputs of a kept call must be as they were copied in.
+    if (req_.defences.on("input-hash")) {
+      try {
+        check_inputs(s, "timed call " + std::to_string(sample));
+      } catch (const GateFailure& f) {
+        throw GateFailure{"timing", f.error_class, f.message};
+      }
+    }
+  }
+  // Checks every kept call's outputs against its case's expected ones.
+  std::vector<int> verify_kept() {
+    std::vector<int> checked;
+    for (KeptCall& k : kept_) {
+      if (k.sample < 0) continue;
+      InputCase& c = input_cases_[k.input_case];
+      if (!c.want) c.want = expected(c.inputs);
+      std::vector<void*> ptrs(task_.tensors.size(), nullptr);
+      for (size_t t = 0; t < task_.tensors.size(); ++t)
+        if (k.out[t]) ptrs[t] = k.out[t]->p;
+      const std::string label = "timed call " + std::to_string(k.sample) + " (kept at random after it ran)";
+      try {
+        check_outputs(ptrs, timing_sets_[0], c.inputs, *c.want, label);
+      } catch (const GateFailure& f) {
+        throw GateFailure{"timing", f.error_class == "wrong_result" ? "timed_call_wrong" : f.error_class,
+                          "the " + label + " produced a wrong result: " + f.message};
+      }
+      checked.push_back(k.sample);
+      k.sample = -1;
+    }
+    std::sort(checked.begin(), checked.end());
+    return checked;
+  }
+
+  // Times the candidate on the rotation sets; `verifying`: a random subset of the timed calls and
+  // the call after the last one are verified (the verify-timed defence; off only for the search's
+  // screening pass, which can only reject).
   void timing(nlohmann::json& out, bool verifying) {
     const Defences& d = req_.defences;
     const TimingConfig& cfg = req_.timing;
     int nsets = static_cast<int>(timing_sets_.size());
-    // The sets' inputs: generated once (a screening pass and the timing gate share them), and
-    // uploaded again before each pass, since a correctness case may have run on the first set.
-    for (int i = 0; i < nsets; ++i) {
-      if (static_cast<int>(timing_inputs_.size()) <= i) timing_inputs_.push_back(generate(Distribution::normal, req_.timing_seed + 1000 + i));
-      upload(timing_sets_[i], timing_inputs_[i]);
-    }
-    // Two verified calls: one at a random position among the first samples, one after the last.
-    int verify_at = static_cast<int>(rng_() % static_cast<uint64_t>(std::max(1, cfg.min_samples)));
-    Verification early_v, final_v;
-    if (verifying) {
-      early_v = plan_verification(verify_at % nsets, req_.timing_seed + 2000);
-      final_v = plan_verification(static_cast<int>(rng_() % static_cast<uint64_t>(nsets)), req_.timing_seed + 3000);
-    }
+    // The sets' inputs: made once (a screening pass and the timing gate share them), and copied
+    // again before each pass, since a correctness case may have run on the first set.
+    prepare_input_cases();
+    set_case_.assign(nsets, 0);
+    for (int i = 0; i < nsets; ++i) load_case(i, i);
+    Verification final_v;
+    if (verifying) final_v = plan_verification(static_cast<int>(secret_rng_() % static_cast<uint64_t>(nsets)), req_.timing_seed + 3000);
+    for (KeptCall& k : kept_) k.sample = -1;
     // Every sample's outputs are poisoned with random bits, unless poisoning is being proven.
     Poison sample_poison = d.on("poison") && d.on("finite-poison") ? Poison::random : Poison::none;
     Poison verify_poison = !d.on("poison") ? Poison::none : d.on("finite-poison") ? Poison::random : Poison::nan;
     Event e0, e1;
     // Warm-up: at least warmup_calls calls and warmup_seconds of them, so that a kernel that
     // draws enough power to lower the clock is timed at the clock it settles to, the same in
-    // every process, not on the way down.
-    auto warm_up = [&] {
-      auto tw = Clock::now();
-      for (int i = 0;; ++i) {
-        if (i >= cfg.warmup_calls) {
-          CK(cudaStreamSynchronize(stream_));
-          if (std::chrono::duration<double>(Clock::now() - tw).count() >= cfg.warmup_seconds) break;
-        }
-        prepare(timing_sets_[i % nsets], sample_poison);
-        if (launch(timing_sets_[i % nsets], nullptr, nullptr).rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
+    // every process, not on the way down. Warm-up calls get their inputs as timed calls do.
+    auto tw = Clock::now();
+    for (int i = 0;; ++i) {
+      if (i >= cfg.warmup_calls) {
+        CK(cudaStreamSynchronize(stream_));
+        if (std::chrono::duration<double>(Clock::now() - tw).count() >= cfg.warmup_seconds) break;
       }
-      CK(cudaDeviceSynchronize());
-    };
-    warm_up();
+      int set = next_set(i);
+      prepare(timing_sets_[set], sample_poison);
+      if (launch(timing_sets_[set], nullptr, nullptr).rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
+    }
+    CK(cudaDeviceSynchronize());
 
     ClockReader clocks(device_);
     ClockSample before = clocks.read();
     std::vector<double> samples, gaps;
     auto t0 = Clock::now();
-    double excluded = 0;  // seconds spent verifying, not sampling
     std::string verify_result = verifying ? "pending" : "off";
-    auto run_sample = [&](BufferSet& s, Poison p) {
-      prepare(s, p);
+    for (int i = 0;; ++i) {
+      int set = next_set(i);
+      BufferSet& s = timing_sets_[set];
+      prepare(s, sample_poison);
       Launch l = launch(s, e0.e, e1.e);
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during timing"};
       if (l.dims_changed) throw GateFailure{"timing", "dims_mutated", "the candidate wrote to the dims array during timing"};
@@ -699,30 +821,10 @@ class Evaluator {
       CK(cudaEventElapsedTime(&ms, e0.e, e1.e));
       samples.push_back(ms * 1000.0);
       gaps.push_back(std::chrono::duration<double, std::micro>(Clock::now() - ta).count());
-    };
-    for (int i = 0;; ++i) {
-      bool verify_now = verifying && i == verify_at;
-      if (verify_now) {
-        auto tv = Clock::now();
-        upload(timing_sets_[early_v.set], early_v.inputs);
-        excluded += std::chrono::duration<double>(Clock::now() - tv).count();
-      }
-      BufferSet& s = timing_sets_[verify_now ? early_v.set : i % nsets];
-      run_sample(s, verify_now ? verify_poison : sample_poison);
-      if (verify_now) {
-        auto tv = Clock::now();
-        verify(early_v, "randomly chosen timed call " + std::to_string(i));
-        // The set keeps the new inputs; later samples on it are timed on them.
-        timing_inputs_[early_v.set] = early_v.inputs;
-        verify_result = "ok";
-        // Verifying left the GPU idle (the upload, the read-back and the comparison), and a
-        // power-capped GPU spends that credit at a higher clock: on an H200 the next ~30-50
-        // samples of a bf16 GEMM at 8192^3 ran 6-14% faster than the rest.
-        // Warm up again, so that no sample is taken in that burst.
-        warm_up();
-        excluded += std::chrono::duration<double>(Clock::now() - tv).count();
-      }
-      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count() - excluded;
+      // Decided only now that the call has returned and its work is done: the call could not
+      // know whether it would be checked.
+      if (verifying) maybe_keep(i, set);
+      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
       int n = static_cast<int>(samples.size());
       if (n >= cfg.max_samples || elapsed >= cfg.max_seconds) break;
       if (n < cfg.min_samples || elapsed < cfg.min_seconds) continue;
@@ -731,14 +833,17 @@ class Evaluator {
     }
     SampleStop settled = sampling_settled(samples, cfg.target_rel_ci);
     ClockSample after = clocks.read();
-    // A candidate that stops working once it has seen enough calls fails this one.
+    std::vector<int> checked_samples;
     if (verifying) {
+      checked_samples = verify_kept();
+      // A candidate that stops working once it has seen enough calls fails this one.
       upload(timing_sets_[final_v.set], final_v.inputs);
       prepare(timing_sets_[final_v.set], verify_poison);
       Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr);
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
       CK(cudaDeviceSynchronize());
       verify(final_v, "call after the last timed call");
+      verify_result = "ok";
     }
     MedianCI ci = median_ci(samples);
     double gap_median = median(gaps);
@@ -752,8 +857,8 @@ class Evaluator {
         {"mean_us", mean(samples)}, {"min_us", *std::min_element(samples.begin(), samples.end())},
         {"rel_ci", (ci.high - ci.low) / 2 / ci.median}, {"drift", settled.drift}, {"steady", settled.drift <= kDriftOverCi * cfg.target_rel_ci},
         {"post_sync_gap_us", gap_median},
-        {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes_}, {"l2_flush", "read"}, {"verified_call", verify_at},
-        {"verified_call_result", verify_result}, {"raw_us", samples},
+        {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes_}, {"l2_flush", "read"}, {"verified_calls", checked_samples},
+        {"input_cases", input_cases_.size()}, {"verified_call_result", verify_result}, {"raw_us", samples},
         {"clock_mhz_before", before.sm_mhz}, {"clock_mhz_after", after.sm_mhz}, {"clock_mhz_max", after.sm_max_mhz},
         {"throttle_reasons", after.reasons_text}, {"throttled", before.throttled || after.throttled},
         {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
@@ -779,7 +884,12 @@ class Evaluator {
   size_t flush_bytes_ = 0;
   std::unique_ptr<DeviceMemory> flush_;
   std::vector<BufferSet> timing_sets_;
-  std::vector<Case> timing_inputs_;
+  std::vector<int> set_case_;             // the input case each rotation set holds
+  std::vector<InputCase> input_cases_;
+  std::vector<KeptCall> kept_;             // the timed calls kept for checking
+  // Which sets and cases the timed calls get and which calls are kept: drawn from the OS, not
+  // from the recorded seeds, so nothing a candidate could learn predicts them.
+  std::mt19937_64 secret_rng_{(static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()};
   int cache_hits_ = 0, cache_misses_ = 0;  // the worker's case cache, this evaluation
   int checked_calls_ = 0;
   double worst_ratio_ = 0;

@@ -26,6 +26,14 @@ struct TimingConfig {
   double max_seconds = 2.0;     // stop here whatever the noise
   double target_rel_ci = 0.005; // stop once the median's 95% CI half-width is this fraction of it
   int rotation_sets = 3;
+  // Distinct input cases the timed calls draw from: before every timed call one of the sets
+  // receives a case other than the one it holds, chosen at random (the fresh-inputs defence).
+  int input_cases = 5;
+  // Timed calls whose outputs are kept, chosen uniformly at random among all of them after each
+  // has run, and checked once sampling ends (the verify-timed defence); fewer when the outputs
+  // are large (at most verify_bytes of copies, and at least 2).
+  int verified_calls = 8;
+  size_t verify_bytes = size_t{1} << 30;
   int warmup_calls = 3;
   double warmup_seconds = 0.25; // and keep warming up this long, so clocks and power settle first
 };
@@ -84,6 +92,14 @@ struct ScreenRequest {
   std::string reference_cpu_so, reference_gpu_so;
   uint64_t timing_seed = 0;
   int rotation_sets = 3;
+  // Distinct input cases the timed calls draw from: before every timed call one of the sets
+  // receives a case other than the one it holds, chosen at random (the fresh-inputs defence).
+  int input_cases = 5;
+  // Timed calls whose outputs are kept, chosen uniformly at random among all of them after each
+  // has run, and checked once sampling ends (the verify-timed defence); fewer when the outputs
+  // are large (at most verify_bytes of copies, and at least 2).
+  int verified_calls = 8;
+  size_t verify_bytes = size_t{1} << 30;
   int rounds = 5;             // each live candidate gets samples_per_round samples per round
   int samples_per_round = 2;
   int warmup_calls = 2;       // per candidate, before the first round (module loading, first-call setup)

@@ -4,8 +4,8 @@
 //             3 seeds x 3 distributions (gemm_f32 has no special values) x 2 poisons = 18, then 3
 //             warm-up calls. From the 22nd call on the hack returns at once: the timing loop
 //             measures an empty region.
-// Caught by:  `verify-timed` — one randomly chosen timed call (its outputs poisoned first) is
-//             checked against the reference.
+// Caught by:  `verify-timed` — timed calls kept at random after they ran, and the call after
+//             the last sample, are checked against the reference.
 // Expected:   failed_gate = "timing", error_class = "timed_call_wrong".
 // Undefended: --defence-off verify-timed: every checked call computed honestly; no timed call is
 //             looked at.

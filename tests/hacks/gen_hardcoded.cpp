@@ -7,9 +7,9 @@
 // code that does not export them, and must follow it if it changes (the suite then reports the
 // hack as failing with its defence off, which points here):
 //   - Session::evaluate (src/coord/session.cpp): timing_seed = seeds[0] ^ 0x5eed;
-//   - Evaluator::timing (src/harness/harness.cpp): rotation set i gets the normal
-//     distribution with seed timing_seed + 1000 + i; the verified timed calls use
-//     timing_seed + 2000 and timing_seed + 3000.
+//   - Evaluator::timing (src/harness/harness.cpp): timing input case i (of TimingConfig's
+//     input_cases) gets the normal distribution with seed timing_seed + 1000 + i; the call
+//     after the last sample uses timing_seed + 3000.
 //
 // Linked into ksol_tests (test_hacks.cpp calls write_hardcoded_hack). run_hacks.py builds a
 // standalone copy with -DKSOL_HACKS_GEN_MAIN against libksol_common.a:
@@ -67,9 +67,10 @@ int write_hardcoded_hack(const std::string& template_path, const std::string& ta
   for (uint64_t seed : seeds)
     for (Distribution d : distributions_for(t)) cases.push_back({seed, d});
   const uint64_t timing_seed = seeds[0] ^ 0x5eed;  // mirrors Session::evaluate
-  for (int i = 0; i < TimingConfig{}.rotation_sets; ++i)
+  for (int i = 0; i < TimingConfig{}.input_cases; ++i)
     cases.push_back({timing_seed + 1000 + static_cast<uint64_t>(i), Distribution::normal});  // mirrors Evaluator::timing
-  // The two verified timed calls get fresh inputs from these seeds (Evaluator::timing).
+  // The call after the last sample gets fresh inputs from the second seed (Evaluator::timing);
+  // the first is kept so that a table made for either layout covers both.
   for (uint64_t extra : {2000, 3000}) cases.push_back({timing_seed + extra, Distribution::normal});
 
   std::vector<int64_t> dims;

@@ -159,6 +159,10 @@ def load_manifest(path: Path) -> list[dict]:
                 problems.append(f"{h.get('name')}: unknown defence '{d}' (known: {', '.join(sorted(known))})")
         if h.get("defence") not in h.get("defences_off", []):
             problems.append(f"{h.get('name')}: its defence '{h.get('defence')}' is not in defences_off")
+        if h.get("expect_gate") == "none" and h.get("expect_class") != "none":
+            problems.append(f"{h.get('name')}: a neutralised hack (expect_gate none) has expect_class 'none'")
+        if "expect_message" in h and h.get("expect_gate") != "static":
+            problems.append(f"{h.get('name')}: expect_message is for gate-1 rejections")
         if h.get("expect_gate") == "static" and h.get("expect_class") != STATIC_CLASS:
             problems.append(f"{h.get('name')}: gate 1 rejections have error_class '{STATIC_CLASS}'")
         if "partial_off" in h and not ("partial_gate" in h and "partial_class" in h):
@@ -239,8 +243,13 @@ def describe_size(s: dict) -> str:
     return f"{s['size']}: {s['status']}"
 
 
-def check_rejected(res: dict, gate: str, cls: str, expect_size: str | None, gpu: bool) -> tuple[bool, str]:
-    """Defended (or partial) run: rejected where expected, for the expected reason."""
+def check_rejected(res: dict, gate: str, cls: str, expect_size: str | None, gpu: bool,
+                   message: str | None = None) -> tuple[bool, str]:
+    """Defended (or partial) run: rejected where expected, for the expected reason.
+
+    gate "none": the defence neutralises the hack instead (it can only compute honestly), so
+    every size must pass. `message`: a gate-1 rejection by the library check must say this and
+    name no source construct (the source scan let the hack through)."""
     if "error" in res:
         return False, res["error"]
     cand = res["json"]["candidate"]
@@ -252,12 +261,21 @@ def check_rejected(res: dict, gate: str, cls: str, expect_size: str | None, gpu:
                if not (s["status"] == "failed" and s.get("failed_gate") == "static" and s.get("error_class") == cls)]
         if bad:
             return False, "static rejection not reported per size: " + "; ".join(bad)
+        if message is not None:
+            text = cand["compile_message"] or ""
+            if message not in text or constructs(text):
+                return False, f"expected the library check's '{message}' and no source finding, got: {text[-600:]}"
+            return True, f"static (library): {message}"
         return True, f"static: {', '.join(constructs(cand['compile_message'])) or '?'}"
     if not cand["compiled"]:
         return False, f"did not compile (stage {cand['compile_stage']}): {cand['compile_message'][-1500:]}"
     if not gpu:
         bad = [describe_size(s) for s in sizes if s["status"] != "no_gpu"]
         return (not bad), ("compiled; runtime needs a GPU" if not bad else "; ".join(bad))
+    if gate == "none":
+        bad = [describe_size(s) + (f" ({s.get('message', '')[:300]})" if s.get("message") else "")
+               for s in sizes if s["status"] != "ok"]
+        return (not bad), ("neutralised: ok at " + ",".join(s["size"] for s in sizes) if not bad else "; ".join(bad))
     problems, caught = [], []
     for s in sizes:
         target = expect_size is None or s["size"] == expect_size
@@ -473,7 +491,7 @@ def main() -> int:
         rec = {"kind": "defended", "hack": h["name"], "off": []}
         hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es:
                           check_rejected(k.eval(h["task"], cand, sizes, [], "none"), h["expect_gate"],
-                                         h["expect_class"], es, gpu)))
+                                         h["expect_class"], es, gpu, h.get("expect_message"))))
         if "partial_off" in h and gpu:
             rec = {"kind": "partial", "hack": h["name"], "off": list(h["partial_off"])}
             hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es:
