@@ -367,6 +367,35 @@ TEST(Comparators, ExactAndRelative) {
   EXPECT_FALSE(compare_tensor(t, s, 1, in, got, ref, nullptr).ok);
 }
 
+TEST(Comparators, ExactFloatOutputsAllowNoDifferenceAndKeepTheSpecialValueRules) {
+  Task t;
+  t.dims = {"N"};
+  t.tensors = {{"B", DType::f32, Role::out, {"N"}, "", "exact"}};
+  SizeSet s;
+  s.dims = {{"N", 5}};
+  // A bound of zero: the same test the device comparator applies to device cases.
+  Tolerance tol = tolerance_for(t, s, t.tensors[0]);
+  EXPECT_EQ(tol.c_out, 0.0);
+  EXPECT_EQ(tol.u_acc * tol.growth, 0.0);
+  EXPECT_EQ(tol.floor_frac, 0.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<HostTensor> in(1), ref(1);
+  ref[0].dtype = DType::f32;
+  ref[0].f64 = {1.5, -0.0, nan, inf, static_cast<double>(3.0e-39f)};
+  OutputBytes got(1);
+  got[0] = bytes_of(std::vector<float>{1.5f, 0.0f, std::nanf(""), std::numeric_limits<float>::infinity(), 3.0e-39f});
+  EXPECT_TRUE(compare_tensor(t, s, 0, in, got, ref, nullptr, false, 1).ok);
+  // One ulp off, a NaN where a number is wanted, a finite value where infinity is wanted.
+  got[0] = bytes_of(std::vector<float>{std::nextafter(1.5f, 2.0f), 0.0f, std::nanf(""), std::numeric_limits<float>::infinity(), 3.0e-39f});
+  CompareResult r = compare_tensor(t, s, 0, in, got, ref, nullptr, false, 1);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.first_bad, 0);
+  got[0] = bytes_of(std::vector<float>{1.5f, std::nanf(""), std::nanf(""), std::numeric_limits<float>::infinity(), 3.0e-39f});
+  EXPECT_EQ(compare_tensor(t, s, 0, in, got, ref, nullptr, false, 1).first_bad, 1);
+  got[0] = bytes_of(std::vector<float>{1.5f, 0.0f, std::nanf(""), 3.4e38f, 3.0e-39f});
+  EXPECT_EQ(compare_tensor(t, s, 0, in, got, ref, nullptr, false, 1).first_bad, 3);
+}
+
 TEST(MatrixMarket, SymmetricFileBecomesASizeAndAStructure) {
   Task t = builtin("spmv_csr_f32");
   std::string dir = std::string(KSOL_SOURCE_DIR) + "/tests/unit/data/";
