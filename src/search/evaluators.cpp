@@ -212,6 +212,17 @@ uint64_t SessionEvaluator::search_seed(const Task& t) {
   return it->second;
 }
 
+uint64_t SessionEvaluator::grade_seed(const Task& t) {
+  auto it = grade_seeds_.find(t.name);
+  if (it == grade_seeds_.end()) {
+    std::random_device rd;
+    uint64_t g = (static_cast<uint64_t>(rd()) << 20) ^ rd();
+    if (g == search_seed(t)) g ^= 1;  // never the search's cases
+    it = grade_seeds_.emplace(t.name, g).first;
+  }
+  return it->second;
+}
+
 void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) {
   codegen::Binding b = binding_of(t);
   std::vector<CompileJob> jobs;
@@ -265,6 +276,7 @@ Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, con
     o.error = "the task has no hidden sizes";
     return o;
   }
+  eo.seed = grade_seed(t);
   // The same source as in the search, so the same candidate row: its hidden sizes join it.
   CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
   Outcome r = convert(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
@@ -276,6 +288,7 @@ std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t)
   std::map<std::string, Outcome> out;
   EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
   if (eo.sizes.empty()) return out;
+  eo.seed = grade_seed(t);
   for (auto& b : t.baselines) out[b.name] = convert(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
   return out;
 }

@@ -993,6 +993,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       res.hidden_note = "the task has no hidden sizes";
     } else {
       const Attempt& ba = res.trajectory[res.best];
+      // The kernel first, then the baselines on the same fresh cases (SessionEvaluator::grade_seed):
+      // no output of those cases exists on the device before the kernel's own.
       res.hidden = ev.grade_hidden(t, ba.program, "c" + std::to_string(ba.index));
       res.worker_seconds += res.hidden.worker_seconds;
       std::map<std::string, Outcome> hb = stop_requested() ? std::map<std::string, Outcome>{} : ev.baselines_hidden(t);

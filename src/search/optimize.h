@@ -195,8 +195,11 @@ class SessionEvaluator : public Evaluator {
   // The master seed of a task's search: drawn from the OS once per task and this evaluator, so
   // that the baselines and every candidate on the visible sizes are checked on the same cases
   // (the worker then generates them and their references once: see harness.cpp's CaseCache).
-  // The hidden sizes' grade draws fresh seeds per evaluation, as `ksol eval` does.
   uint64_t search_seed(const Task& t);
+  // The master seed of a task's hidden grade: drawn from the OS when the grade begins (after the
+  // search, never seen by it), shared by the returned kernel and the baselines so that each
+  // hidden size's cases and float64 references are made once.
+  uint64_t grade_seed(const Task& t);
   // Compiles the programs on every core in one background thread, for the compile cache (the
   // next build() waits for it); failures are left for the build.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
@@ -212,7 +215,7 @@ class SessionEvaluator : public Evaluator {
  private:
   // The candidate's store row (with its parent, method and agent), 0 without a store.
   int64_t register_candidate(const Task& t, const CompileJob& j, int64_t parent, const std::string& method);
-  std::map<std::string, uint64_t> search_seeds_;
+  std::map<std::string, uint64_t> search_seeds_, grade_seeds_;
   std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
   std::thread prefetching_;
   Session& s_;
