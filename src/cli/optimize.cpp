@@ -192,13 +192,32 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     return bad ? exit_status::error : exit_status::no_gpu;
   }
   // The tasks' schedule spaces are walked in the background while the GPU measures baselines, and
-  // the seeds that take most of a minute to build (CUTLASS kernels) are built together from the
-  // start, so that their tasks find them in the compile cache.
+  // what every task builds before its search (its references, baselines and seed) is built in
+  // the background from the start, task by task, so that each task finds it in the compile cache:
+  // the seeds that take most of a minute to build (CUTLASS kernels) first, then the rest in task
+  // order. Two cores are left to the worker and the search's own builds.
   for (auto& sd : seeds) search::legal_space(sd.program, search::binding_of(sd.task));
-  std::vector<CompileJob> slow_seeds;
+  std::vector<CompileJob> prebuild;
   for (auto& sd : seeds)
-    if (codegen::compile_needs(sd.program).arch == "sm_90a") slow_seeds.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
-  std::thread seed_builds([slow_seeds] { compile_all(slow_seeds); });
+    if (codegen::compile_needs(sd.program).arch == "sm_90a") prebuild.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
+  for (auto& sd : seeds) {
+    try {
+      prebuild.push_back(reference_job(sd.task, false));
+      if (!sd.task.ref_gpu.empty()) prebuild.push_back(reference_job(sd.task, true));
+      for (const BaselineSpec& b : sd.task.baselines) prebuild.push_back(baseline_job(sd.task, b));
+      if (codegen::compile_needs(sd.program).arch != "sm_90a") prebuild.push_back(codegen::compile_job(sd.task, sd.program, sd.path));
+    } catch (const std::exception&) {
+      // a source that cannot be read is reported by the task's own evaluation
+    }
+  }
+  const int prebuild_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 2;
+  std::thread seed_builds([prebuild, n = static_cast<size_t>(std::max(1, prebuild_threads))] {
+    // In rounds of one job per thread, so that a stopped run waits for one round at most.
+    for (size_t i = 0; i < prebuild.size() && !stop_requested(); i += n)
+      compile_all(std::vector<CompileJob>(prebuild.begin() + static_cast<std::ptrdiff_t>(i),
+                                          prebuild.begin() + static_cast<std::ptrdiff_t>(std::min(prebuild.size(), i + n))),
+                  static_cast<int>(n));
+  });
   struct Join {
     std::thread& t;
     ~Join() {
