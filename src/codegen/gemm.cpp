@@ -8,10 +8,12 @@
 //    with tf32(A[m, k]) * tf32(B[n, k]), B K-major; f32 accumulation, sm_90a): a
 //    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
 //    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
-//    Shapes TMA cannot take (rows not 16-byte aligned, K = 0, or refused by CUTLASS's
-//    can_implement at run time) run the SIMT kernel instead, which is emitted into the same
-//    source, so the candidate is correct for every size. This fallback is part of the kernel's
-//    name (`_fbsimt`) and of docs/DSL.md: timings of unaligned shapes are SIMT timings.
+//    Shapes whose rows are not 16-byte aligned (or whose bases are not) are, by default
+//    (unaligned = auto or pad), copied into zero-padded aligned buffers, multiplied there by the
+//    same CUTLASS kernel and the output copied back (`_fbpad`); with unaligned = simt they run
+//    the SIMT kernel instead (`_fbsimt`). K = 0 and shapes CUTLASS's can_implement refuses at
+//    run time run the SIMT kernel, which is emitted into the same source, so the candidate is
+//    correct for every size. The fallback is part of the kernel's name and of docs/DSL.md.
 //  - mainloop = simt: a CUDA-core kernel (shared-memory tiles, register blocking, f32 FMA) with
 //    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding;
 //    with tf32(...) factors it rounds each staged operand as the program says).
@@ -48,7 +50,8 @@ const std::vector<std::string> kInternal = {
     "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit", "Kernel", "clusters_device", "max_clusters", "smem", "attr",
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
-    "FusionCallbacks", "ksol"};
+    "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -65,6 +68,10 @@ struct GemmKnobs {
   int64_t bias_prefetch = 0;
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
+  // unaligned: what the tensor-core path does with shapes TMA cannot take (rows not 16-byte
+  // aligned, unaligned bases): "pad" (auto) copies them into zero-padded buffers, "simt" runs the
+  // SIMT kernel. The SIMT mainloop has no such case ("" there).
+  std::string unaligned = "pad";
 };
 
 // The program read as a GEMM.
@@ -316,6 +323,14 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   }
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
+  s.unaligned = k.one_of("unaligned", std::vector<std::string>{"auto", "pad", "simt"});
+  if (s.mainloop == "simt") {
+    if (s.unaligned != "auto")
+      throw Refused("unaligned = " + s.unaligned + " chooses what the tensor-core mainloops do with shapes TMA cannot take; mainloop = simt takes every shape (unaligned = auto)");
+    s.unaligned = "";
+  } else if (s.unaligned == "auto") {
+    s.unaligned = "pad";
+  }
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
   // The family's default tile has K = 64 (16-bit operands); a TF32 program's default is K = 32.
   if (a.tf32 && !p.knob("tile")) tile[2] = 32;
@@ -463,9 +478,9 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     if (s.stream_k) n += "_streamk";
     if (s.swap_ab) n += "_swab";
     if (s.bias_prefetch) n += "_bpf";
-    // The tensor-core path runs the SIMT kernel for shapes TMA cannot take; the name says so,
-    // so a timing of such a shape is never mistaken for the tensor-core kernel's.
-    n += "_fbsimt";
+    // What the tensor-core path does with shapes TMA cannot take is in the name, so a timing of
+    // such a shape is never mistaken for the aligned kernel's.
+    n += s.unaligned == "pad" ? "_fbpad" : "_fbsimt";
   }
   n += s.raster == "along_m" ? "_rm" : "_rn";
   if (!a.fu.tag.empty()) n += "_" + a.fu.tag;
@@ -531,6 +546,7 @@ class Generator {
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     simt_kernel(w, epi_body);
     if (tma) cutlass_kernel(w, act_body);
+    if (tma && s_.unaligned == "pad") pad_path(w);
     ksol_run(w, tma);
     return w.text();
   }
@@ -1192,6 +1208,95 @@ class Generator {
     w.line();
   }
 
+  // The padded path: the operands (and the bias) copied into zero-padded buffers whose rows are
+  // 16-byte aligned (K and N rounded up), the aligned kernel run there, and the output's first N
+  // columns copied back. The padding adds zero products to the sums (no 0 * inf: a padded column
+  // of A only meets a padded row of B) and columns of C that are dropped.
+  void pad_path(Writer& w) {
+    const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
+    const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
+    const std::string L = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
+    const std::string ti = cuda_type(a_.in_type), to = cuda_type(p_.outputs[0].type);
+    const int align_in = 16 / type_bytes(a_.in_type);
+    const int align_n = std::max(align_in, 16 / type_bytes(p_.outputs[0].type));
+    w.comment("One padded copy: src holds L x rows x cols elements of esize bytes, dst L x prows x pcols (zeros outside).");
+    w.line("struct KsolPadSeg { const void* src; void* dst; int64_t rows, cols, prows, pcols, total; int esize; };");
+    w.line("struct KsolPadSegs { KsolPadSeg seg[3]; int nseg; int64_t L; };");
+    w.open("__global__ void ksol_pad_in(KsolPadSegs segs)");
+    w.line("int64_t base = 0;");
+    w.open("for (int s = 0; s < segs.nseg; ++s)");
+    w.line("const KsolPadSeg seg = segs.seg[s];");
+    w.line("const int64_t total = seg.total;");
+    w.open("for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)");
+    w.line("const int64_t c = i % seg.pcols, rr = (i / seg.pcols) % seg.prows, l = i / (seg.pcols * seg.prows);");
+    w.line("const bool in = rr < seg.rows && c < seg.cols;");
+    w.line("const int64_t from = (l * seg.rows + rr) * seg.cols + c;");
+    w.line("if (seg.esize == 2) static_cast<uint16_t*>(seg.dst)[i] = in ? static_cast<const uint16_t*>(seg.src)[from] : uint16_t(0);");
+    w.line("else static_cast<uint32_t*>(seg.dst)[i] = in ? static_cast<const uint32_t*>(seg.src)[from] : 0u;");
+    w.close();
+    w.line("base += total;");
+    w.close();
+    w.close();
+    w.open("__global__ void ksol_unpad_out(const " + to + "* src, " + to + "* dst, int64_t rows, int64_t cols, int64_t pcols, int64_t total)");
+    w.open("for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)");
+    w.line("const int64_t c = i % cols, r = i / cols;");
+    w.line("dst[i] = src[r * pcols + c];");
+    w.close();
+    w.close();
+    w.line("static void* g_pad = nullptr;");
+    w.line("static size_t g_pad_bytes = 0;");
+    std::string params = "const " + ti + "* " + A + ", const " + ti + "* " + B + ", ";
+    if (a_.fu.bias) params += std::string("const ") + cuda_type(a_.fu.bias->type) + "* " + id(a_.fu.bias->name) + ", ";
+    params += to + "* " + C + ", int64_t " + M + ", int64_t " + N + ", int64_t " + K + (L.empty() ? "" : ", int64_t " + L) + ", cudaStream_t stream";
+    w.comment("Returns -1 when the aligned kernel cannot take the padded shape either (the caller runs the SIMT kernel).");
+    w.open("static int ksol_run_pad(" + params + ")");
+    const std::string LL = L.empty() ? "int64_t(1)" : L;
+    w.line("const int64_t Kp_ = (" + K + " + " + std::to_string(align_in - 1) + ") / " + std::to_string(align_in) + " * " + std::to_string(align_in) + ";");
+    w.line("const int64_t Np_ = (" + N + " + " + std::to_string(align_n - 1) + ") / " + std::to_string(align_n) + " * " + std::to_string(align_n) + ";");
+    w.line("auto up = [](size_t b) { return (b + 255) / 256 * 256; };");
+    w.line("const size_t a_bytes = up(size_t(" + LL + " * " + M + " * Kp_) * sizeof(" + ti + "));");
+    w.line("const size_t b_bytes = up(size_t(" + LL + " * Kp_ * Np_) * sizeof(" + ti + "));");
+    w.line("const size_t c_bytes = up(size_t(" + LL + " * " + M + " * Np_) * sizeof(" + to + "));");
+    if (a_.fu.bias) w.line("const size_t bias_bytes = up(size_t(Np_) * sizeof(" + std::string(cuda_type(a_.fu.bias->type)) + "));");
+    w.line("const size_t pad_bytes = a_bytes + b_bytes + c_bytes" + std::string(a_.fu.bias ? " + bias_bytes" : "") + ";");
+    w.open("if (pad_bytes > g_pad_bytes)");
+    w.line("if (g_pad) cudaFree(g_pad);");
+    w.line("g_pad = nullptr;");
+    w.line("g_pad_bytes = 0;");
+    w.line("if (cudaMalloc(&g_pad, pad_bytes) != cudaSuccess) return 5;");
+    w.line("g_pad_bytes = pad_bytes;");
+    w.close();
+    w.line(ti + "* Ap_ = reinterpret_cast<" + ti + "*>(g_pad);");
+    w.line(ti + "* Bp_ = reinterpret_cast<" + ti + "*>(static_cast<char*>(g_pad) + a_bytes);");
+    w.line(to + "* Cp_ = reinterpret_cast<" + to + "*>(static_cast<char*>(g_pad) + a_bytes + b_bytes);");
+    w.line("KsolPadSegs segs{};");
+    w.line("segs.L = " + LL + ";");
+    w.line("segs.seg[0] = KsolPadSeg{" + A + ", Ap_, " + M + ", " + K + ", " + M + ", Kp_, " + LL + " * " + M + " * Kp_, int(sizeof(" + ti + "))};");
+    if (a_.b_trans)
+      w.line("segs.seg[1] = KsolPadSeg{" + B + ", Bp_, " + N + ", " + K + ", Np_, Kp_, " + LL + " * Np_ * Kp_, int(sizeof(" + ti + "))};");
+    else
+      w.line("segs.seg[1] = KsolPadSeg{" + B + ", Bp_, " + K + ", " + N + ", Kp_, Np_, " + LL + " * Kp_ * Np_, int(sizeof(" + ti + "))};");
+    w.line("segs.nseg = 2;");
+    std::string bias_arg;
+    if (a_.fu.bias) {
+      const std::string bt = cuda_type(a_.fu.bias->type);
+      w.line(bt + "* biasp_ = reinterpret_cast<" + bt + "*>(static_cast<char*>(g_pad) + a_bytes + b_bytes + c_bytes);");
+      w.line("segs.seg[2] = KsolPadSeg{" + id(a_.fu.bias->name) + ", biasp_, 1, " + N + ", 1, Np_, Np_, int(sizeof(" + bt + "))};");
+      w.line("segs.nseg = 3;");
+      bias_arg = "biasp_, ";
+    }
+    w.line("const int64_t most = segs.seg[0].total > segs.seg[1].total ? segs.seg[0].total : segs.seg[1].total;");
+    w.line("ksol_pad_in<<<int((most + 255) / 256 < 4096 ? (most + 255) / 256 : 4096), 256, 0, stream>>>(segs);");
+    w.line("if (cudaGetLastError() != cudaSuccess) return 9;");
+    w.line("const int r = ksol_run_tma(Ap_, Bp_, " + bias_arg + "Cp_, " + M + ", Np_, Kp_" + (L.empty() ? "" : ", " + L) + ", stream);");
+    w.line("if (r != 0) return r;");
+    w.line("const int64_t total = " + LL + " * " + M + " * " + N + ";");
+    w.line("ksol_unpad_out<<<int((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096), 256, 0, stream>>>(Cp_, " + C + ", " + LL + " * " + M + ", " + N + ", Np_, total);");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 9;");
+    w.close();
+    w.line();
+  }
+
   void ksol_run(Writer& w, bool tma) {
     open_ksol_run(w, p_, abi_, names_);
     if (tma) {
@@ -1212,6 +1317,12 @@ class Generator {
       args += C + ", " + M + ", " + N + ", " + K + (L.empty() ? "" : ", " + L) + ", stream";
       w.line("const int r = ksol_run_tma(" + args + ");");
       w.line("if (r != -1) return r;");
+      if (s_.unaligned == "pad") {
+        w.close();
+        w.open("else if (" + M + " > 0 && " + N + " > 0 && " + K + " > 0" + (L.empty() ? "" : " && " + L + " > 0") + ")");
+        w.line("const int r = ksol_run_pad(" + args + ");");
+        w.line("if (r != -1) return r;");
+      }
       w.close();
     }
     w.line("return ksol_run_simt(" + simt_args() + ", stream);");
@@ -1246,6 +1357,7 @@ const FamilyGenerator& family() {
           {"bias_prefetch", "auto", {"auto"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
+          {"unaligned", "auto", {"auto"}},
       },
       &check,
       &generate,
