@@ -124,6 +124,9 @@ TEST(Mpi, ARankKilledMidRunLosesNothing) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ::setenv("SCRIPTED_KILL_RANK", "2", 1);
   ::setenv("SCRIPTED_KILL_MARK", (d / "killed-bench").c_str(), 1);
+  // Each evaluation takes a moment, as on a GPU, so each of the four workers takes one of the four
+  // baselines before any worker is free again: rank 2 gets one.
+  ::setenv("SCRIPTED_SLEEP_S", "0.3", 1);
   ksol::ProcessResult many = ksol::run_process(mpirun(4, with_mpi(ksol_cmd(d / "mpi.db", kBench))), 600);
   EXPECT_EQ(many.exit_code, 0) << many.output;
   ASSERT_TRUE(fs::exists(d / "killed-bench")) << "rank 2 evaluated nothing, so it was not killed:\n" << many.output;
@@ -133,6 +136,7 @@ TEST(Mpi, ARankKilledMidRunLosesNothing) {
   // Optimize on two ranks, two tasks: each rank searches one, and rank 1 dies under its first
   // evaluation; rank 0's worker finishes both searches.
   ::unsetenv("SCRIPTED_KILL_RANK");
+  ::unsetenv("SCRIPTED_SLEEP_S");
   one = ksol::run_process(ksol_cmd(d / "one-o.db", optimize_args(d / "r1")), 900, d.p.string());
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ::setenv("SCRIPTED_KILL_RANK", "1", 1);
