@@ -5,7 +5,6 @@ from typing import Sequence
 
 import torch
 
-from ksol_torch import abi
 
 
 def signature(args: Sequence):
@@ -24,19 +23,23 @@ class KsolModule(torch.nn.Module):
     run was made) and holds the parameters the kernels read; the kernels are built for the
     run's input shapes and dtypes. A call with other shapes, or in training mode, runs
     `model` instead (PyTorch), with a warning the first time. Inference only: no autograd
-    runs through the kernels. `ksol_result` says what the run returned and how fast it was."""
+    runs through the kernels. `ksol_result` says what the run returned and how fast it was;
+    `ksol_call_path` how the kernels are called: "torch-op" (ksol::run, abi_op.py) or "ctypes"."""
 
     uses_ksol_kernels = True
 
-    def __init__(self, model, result, built_for, device_type, whole=None, stitched=None):
+    def __init__(self, model, result, built_for, device_type, whole=None, stitched=None, kernels=()):
         super().__init__()
         self.model = model
         self.ksol_result = result
         self.ksol_verification = None
         self._signature = built_for  # signature() of the inputs the kernels are built for
         self._device_type = device_type
-        self._whole = whole          # (library, dims, output specs): one program for the whole forward
+        self._whole = whole          # the kernel (abi.open_kernel's) of one program for the whole forward
         self.stitched = stitched     # the stitched GraphModule (a submodule: it shares model's parameters)
+        self.ksol_kernels = [whole] if whole is not None else list(kernels)  # each has call_path, path, label
+        paths = {k.call_path for k in self.ksol_kernels}
+        self.ksol_call_path = paths.pop() if len(paths) == 1 else "mixed"
         self._params = None
         self._warned = set()
 
@@ -64,13 +67,15 @@ class KsolModule(torch.nn.Module):
         with torch.no_grad():
             if self.stitched is not None:
                 return self.stitched(*args)
-            lib, dims, out_specs = self._whole
             if self._params is None:
                 self._params = list(self.model.state_dict().values())
-            if any(p.device.type != self._device_type for p in self._params):
+            # ksol::run checks every tensor's device itself; ctypes would hand a host pointer to
+            # a CUDA kernel, so that path checks here.
+            if self.ksol_call_path == "ctypes" and any(p.device.type != self._device_type for p in self._params):
                 raise RuntimeError(f"ksol's kernels run on {self._device_type}; the module's parameters are not there "
                                    f"(move the module, e.g. with .to('{self._device_type}'))")
-            return abi.call_module(lib, args, self._params, out_specs, dims)
+            outs = self._whole([a for a in args if isinstance(a, torch.Tensor)] + self._params)
+            return outs[0] if len(outs) == 1 else tuple(outs)
 
     def extra_repr(self):
         return self.ksol_result.summary()

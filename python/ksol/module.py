@@ -1,8 +1,10 @@
 """The module ksol hands back: its forward runs the libraries a run verified, through the ABI
-table the worker verified them with (ksol_torch/abi.py), and the ops the run left to PyTorch as
-PyTorch; and `load`, which builds it from a run folder and checks it against the original.
+table the worker verified them with (ksol_torch/abi.py: the torch op of abi_op.py, else ctypes),
+and the ops the run left to PyTorch as PyTorch; and `load`, which builds it from a run folder and
+checks it against the original.
 """
 import logging
+import os
 import random
 from typing import List, Optional
 
@@ -39,9 +41,10 @@ def _extent(e, dims) -> int:
         raise RunDirError(f"the program's tensor extent {e!r} is not a dim or an expression of dims") from exc
 
 
-def _whole_program(run, prob, model, example):
-    """The library, dims and output specs of a run whose one DSL program computes the forward;
-    the module's tensors must be the program's at its dims (the worker's binding check)."""
+def _whole_program(run, prob, model, example, device_type: str, call_path: str):
+    """The kernel (abi.open_kernel's) of a run whose one DSL program computes the forward, bound
+    to the module's tensor table: its tensor inputs, its parameters and buffers, its outputs.
+    The module's tensors must be the program's at its dims (the worker's binding check)."""
     import torch
     from ksol_torch import abi, problem, synth
 
@@ -67,16 +70,19 @@ def _whole_program(run, prob, model, example):
     if len(want) != len(table) or any(not abi.same_layout(w, t) for (_, w), t in zip(want, table)):
         raise RunDirError(f"{run.problem}: the module's tensors {table} are not the program's {want}")
     path = rd.library(run, "best")
+    specs = [(tuple(x.shape), x.dtype) for x in example if isinstance(x, torch.Tensor)]
+    specs += [(tuple(p.shape), p.dtype) for p in model.state_dict().values()] + out_specs
     try:
-        lib = abi.Library(path)
+        return abi.open_kernel(path, specs, len(out_specs), dims, device_type, os.path.basename(path),
+                               names=[name for name, _ in want], call_path=call_path)
     except (OSError, AttributeError) as e:
         raise RunDirError(f"{path}: cannot be loaded: {e}") from e
-    return lib, dims, out_specs
 
 
-def _stitched(run, model, example):
+def _stitched(run, model, example, device_type: str, call_path: str):
     """The stitched module of the run's pieces (stitch.py's plan of the problem, each piece's
-    nodes replaced by a call of its library), or RunDirError when the plan is not the run's."""
+    nodes replaced by a call of its library's kernel, abi.open_kernel's) and its kernels, or
+    RunDirError when the plan is not the run's."""
     from ksol_torch import abi, stitch
 
     plan = stitch.split(model, example)
@@ -84,28 +90,36 @@ def _stitched(run, model, example):
     got = [p.nodes for p in run.pieces]
     if got != want:
         raise RunDirError(f"{run.problem}: the module's plan has pieces {want}, the run's are {got}: the file changed since the run")
-    libs = {}
+    kernels = {}
     for piece, rec in zip(plan.pieces, run.pieces):
         path = rd.library(run, f"piece-{rec.index}", rec.so)
+        table = abi.piece_table(plan, piece)
         try:
-            libs[piece.id] = (abi.Library(path), rec.dims)
+            kernels[piece.id] = abi.open_kernel(path, [(shape, dt) for _, shape, dt in table], 1, rec.dims, device_type,
+                                                f"piece {piece.id} ({os.path.basename(path)})",
+                                                names=[name for name, _, _ in table], call_path=call_path)
         except (OSError, AttributeError) as e:
             raise RunDirError(f"{path}: cannot be loaded: {e}") from e
-    return abi.stitched_module(plan, libs)
+    return abi.stitched_module_of_kernels(plan, kernels), list(kernels.values())
 
 
-def load(run_dir: str, verify: bool = True, device: Optional[str] = None, seeds: Optional[List[int]] = None):
+def load(run_dir: str, verify: bool = True, device: Optional[str] = None, seeds: Optional[List[int]] = None,
+         call_path: str = "auto"):
     """The module a run returned, from its folder (a run of ksol.optimize or of `ksol optimize
     FILE.py`). Where the run returned PyTorch itself, that is the problem's Model, with
     `ksol_result` saying why. Otherwise a KsolModule on `device` (default: "cuda", or "cpu" for an
     emulated run's host libraries), which with `verify` (the default) is first checked against the
     original Model on fresh inputs: three seeds (`seeds`, else drawn at random) times the worker's
-    three distributions, compared in float64 within the bound of the run's precision. Raises
-    VerificationError when it does not match, RunDirError when the folder lacks what it needs,
-    NoGPUError when the kernels are CUDA and there is no CUDA device."""
+    three distributions, compared in float64 within the bound of the run's precision.
+    `call_path` says how the forward calls the libraries (`module.ksol_call_path`): "auto" (the
+    torch op where its extension builds, else ctypes with a warning saying why), "torch-op" or
+    "ctypes". Raises VerificationError when it does not match, RunDirError when the folder lacks
+    what it needs, NoGPUError when the kernels are CUDA and there is no CUDA device."""
     import torch
-    from ksol_torch import problem
+    from ksol_torch import abi, problem
 
+    if call_path not in abi.CALL_PATHS:
+        raise ValueError(f"call_path is one of {', '.join(abi.CALL_PATHS)}, not {call_path!r}")
     run = rd.read_run(run_dir)
     prob = problem.load(run.problem)
     if run.answer == "pytorch":
@@ -121,10 +135,12 @@ def load(run_dir: str, verify: bool = True, device: Optional[str] = None, seeds:
     example = _example(prob, device)
     from .ksol_module import KsolModule, signature
 
+    dev = torch.device(device).type
     if run.answer == "kernel":
-        mod = KsolModule(model, run, signature(example), torch.device(device).type, whole=_whole_program(run, prob, model, example))
+        mod = KsolModule(model, run, signature(example), dev, whole=_whole_program(run, prob, model, example, dev, call_path))
     else:
-        mod = KsolModule(model, run, signature(example), torch.device(device).type, stitched=_stitched(run, model, example))
+        stitched, kernels = _stitched(run, model, example, dev, call_path)
+        mod = KsolModule(model, run, signature(example), dev, stitched=stitched, kernels=kernels)
     mod.eval()
     if verify:
         mod.ksol_verification = verify_module(mod, prob, device, run, seeds)
