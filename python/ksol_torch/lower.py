@@ -126,7 +126,7 @@ def lower(g: Graph) -> List[Piece]:
         p.bytes = b
         ops = [o.op for o in p.ops if o.kind != "view"]
         if p.family == "gemm":
-            p.dsl = p.ops[0].op in ("linear", "matmul", "mm", "bmm", "addmm")
+            p.dsl = p.ops[0].op in ("linear", "matmul", "mm", "bmm", "addmm", "einsum")
             p.reason = "" if p.dsl else f"{p.ops[0].op} is not a DSL GEMM form"
         elif p.family == "elementwise":
             p.dsl = True

@@ -31,7 +31,7 @@ from . import synth
 from .trace import _canonical as _canon, kind_of
 
 _ROWWISE = synth.ROWWISE
-_GEMM = ("matmul", "mm", "linear")
+_GEMM = synth.GEMM
 
 
 @dataclasses.dataclass

@@ -2,7 +2,9 @@
 over tensors that broadcast to the output's shape (numpy's rule: a lower-rank or size-1-dim
 tensor is read along the indices it has), a row-wise chain over the trailing dims of a tensor
 (softmax, log_softmax over the last dim, layer_norm over its normalized_shape, with elementwise
-ops before and after), a 2-D GEMM (matmul, nn.Linear) followed by elementwise ops, or a 2-D
+ops before and after), a GEMM (nn.Linear, matmul, mm, bmm or an einsum that is a matrix product:
+a [..., M, K] operand's leading dims merged into M, equal batch dims merged into the gemm's batch
+index) followed by elementwise ops, or a 2-D
 convolution of a forward input (nn.Conv2d, F.conv2d: groups 1, zero padding, any stride, padding
 and dilation) with its bias and the elementwise ops after it as the conv family's one epilogue
 definition (its output's spatial dims are P, Q; its filter's R, S are fixed extents). Anything
@@ -392,6 +394,81 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd) -> Dict:
             "x_shape": xs, "w_shape": ws, "shape": os_}
 
 
+# GEMM ops, each lowered to the gemm family (_gemm_args): nn.Linear, matmul, mm, bmm and einsum.
+GEMM = ("matmul", "mm", "linear", "bmm", "einsum")
+
+
+def _einsum_form(eq: str) -> Optional[Tuple[int, bool]]:
+    """An einsum of two operands the gemm family computes: ('...mk,kn->...mn': A's rows merged,
+    batch 0) or a batched product ('bmk,bkn->bmn', batch dims leading on all three: the number of
+    batch dims). Returns (batch dims, False), or None."""
+    m = re.fullmatch(r"([a-z]+),([a-z]+)->([a-z]+)", eq.replace(" ", ""))
+    if not m:
+        return None
+    a, bb, o = m.groups()
+    if len(set(a)) != len(a) or len(set(bb)) != len(bb) or len(set(o)) != len(o):
+        return None
+    if len(bb) == 2 and a[-1] == bb[0] and o == a[:-1] + bb[1] and bb[1] not in a:
+        return 0, False
+    nb = len(a) - 2
+    if nb >= 1 and len(bb) == len(a) and a[:nb] == bb[:nb] and a[-1] == bb[-2] and o == a[:-1] + bb[-1] and \
+            bb[-1] not in a:
+        return nb, False
+    return None
+
+
+def _gemm_args(b: "_Builder", n: torch.fx.Node, op: str, sd) -> Dict:
+    """A GEMM node as the gemm family computes it: operands a (a node) and b (a node, or b_param a
+    state_dict key with b_nk: read as B[n, k], nn.Linear's weight), bias (a key or None), the
+    merged batch (0: unbatched), M (A's rows, its leading dims merged where unbatched), K, N and
+    the module's output shape; Unsupported where it is none of linear, a matmul of a [..., M, K]
+    tensor by a [K, N] matrix, a batched matmul or bmm with equal batch dims, or such an einsum."""
+    out = {"b_param": None, "b_nk": False, "bias": None, "shape": b.shape(n)}
+    if op == "linear":
+        mod = b.gm.get_submodule(n.target) if n.op == "call_module" else None
+        if mod is not None:
+            x, w, bias = n.args[0], f"{n.target}.weight", f"{n.target}.bias" if mod.bias is not None else None
+        else:
+            x, wn, bn = n.args[0], _arg(n, 1, "weight"), _arg(n, 2, "bias")
+            w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+            bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
+            if w is None or (bn is not None and bias is None):
+                raise Unsupported("F.linear with weights that are not the module's parameters")
+        xs = b.shape(x) if isinstance(x, torch.fx.Node) else None
+        if not xs or len(xs) < 2 or w not in sd or sd[w].dim() != 2:
+            raise Unsupported("linear of an input of fewer than 2 dims: not lowered")
+        out.update(a=x, b=None, b_param=w, b_nk=True, bias=bias, batch=0, M=math.prod(xs[:-1]), K=xs[-1],
+                   N=sd[w].shape[0])
+        return out
+    if op == "einsum":
+        eq = n.args[0] if n.args else None
+        operands = list(n.args[1:])
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = list(operands[0])
+        form = _einsum_form(eq) if isinstance(eq, str) and len(operands) == 2 else None
+        if form is None:
+            raise Unsupported(f"einsum {eq!r}: only a matrix product of two operands ('...mk,kn->...mn' or "
+                              "'bmk,bkn->bmn') is lowered")
+        x, y = operands
+    else:
+        x, y = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("other", n.kwargs.get("mat2"))
+    if not (isinstance(x, torch.fx.Node) and isinstance(y, torch.fx.Node)):
+        raise Unsupported(f"{op} of a value that is not a tensor")
+    xs, ys = b.shape(x), b.shape(y)
+    if not xs or not ys or len(xs) < 2 or len(ys) < 2:
+        raise Unsupported(f"{op} of a vector: only matrix products are lowered")
+    if xs[-1] != ys[-2]:
+        raise Unsupported(f"{op} of {xs} by {ys}: the inner dims differ")
+    if len(ys) == 2:
+        # A [..., M, K] by a [K, N] matrix: one GEMM over A's rows, merged.
+        out.update(a=x, b=y, batch=0, M=math.prod(xs[:-1]), K=xs[-1], N=ys[-1])
+        return out
+    if xs[:-2] != ys[:-2]:
+        raise Unsupported(f"{op} of {xs} by {ys}: only equal batch dims are lowered (no broadcast batch)")
+    out.update(a=x, b=y, batch=math.prod(xs[:-2]), M=xs[-2], K=xs[-1], N=ys[-1])
+    return out
+
+
 def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     b = _Builder(model, inputs)
     gm = b.gm
@@ -431,7 +508,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if bad:
         raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program" +
                           (f" ({conv_why[0]})" if conv_why else ""))
-    gemm = [n for n, op in ops if op in ("matmul", "mm", "linear")]
+    gemm = [n for n, op in ops if op in GEMM]
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
     convs = [n for n, op in ops if op == "conv2d"]
     if convs and (gemm or rowwise):
@@ -472,11 +549,16 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 "R": conv["w_shape"][2], "S": conv["w_shape"][3]}
         full = list(out_shape)
     elif gemm:
-        g = gemm[0]
-        if out_shape is None or len(out_shape) != 2:
-            raise Unsupported("only 2-D GEMMs are lowered")
-        family, idx = "gemm", "[m, n]"
-        dims = {"M": out_shape[0], "N": out_shape[1]}
+        ga = _gemm_args(b, gemm[0], _canon(gemm[0], gm), sd)
+        if out_shape != ga["shape"]:
+            raise Unsupported(f"the output {out_shape} is not the GEMM's {ga['shape']}")
+        family = "gemm"
+        # A batched GEMM keeps its batch (all batch dims merged) as the leading index; the rows of
+        # an unbatched one are every dim of A but its last, merged.
+        if ga["batch"]:
+            idx, dims = "[b, m, n]", {"B": ga["batch"], "M": ga["M"], "N": ga["N"]}
+        else:
+            idx, dims = "[m, n]", {"M": ga["M"], "N": ga["N"]}
         full = list(out_shape)
     elif rowwise:
         family, idx = "rowwise", "[r, c]"
@@ -555,7 +637,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 layout[name] = [dn[a] if a is not None else "U" for a in axes]
             return name + "[" + ", ".join(ix[a] for a in kept) + "]"
         if list(sh) == full:
-            decl[name] = ["M", "N"]
+            decl[name] = ["B", "M", "N"] if "B" in dims else ["M", "N"]
             return name + idx
         if list(sh) == [dims["N"]]:
             decl[name] = ["N"]
@@ -622,45 +704,31 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             continue  # the values of a max or min over a dim (getitem 0, .values), bound with it
         mod = gm.get_submodule(n.target) if n.op == "call_module" else None
         if family == "gemm" and n is gemm[0]:
-            if op == "linear":
-                if mod is not None:
-                    xin, w = n.args[0], f"{n.target}.weight"
-                    bias = f"{n.target}.bias" if mod.bias is not None else None
-                else:
-                    xin, wn = n.args[0], n.args[1]
-                    bn = _arg(n, 2, "bias")
-                    w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
-                    bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
-                    if w is None or (bn is not None and bias is None):
-                        raise Unsupported("F.linear with weights that are not the module's parameters")
-                if xin.name not in ph_names:
-                    raise Unsupported("the GEMM must read a forward input")
-                xs = b.shape(xin)
-                if xs is None or len(xs) != 2:
-                    raise Unsupported("only 2-D linear inputs are lowered")
-                dims["K"] = xs[1]
-                decl[ph_names[xin.name]] = ["M", "K"]
-                decl[params[w]] = ["N", "K"]
-                used_params.add(w)
-                b.stmts.append(f"acc[m, n] = sum({ph_names[xin.name]}[m, k] * {params[w]}[n, k]) over k")
-                expr = "acc[m, n]"
-                if bias is not None:
-                    decl[params[bias]] = ["N"]
-                    used_params.add(bias)
-                    expr = f"acc[m, n] + {params[bias]}[n]"
-                bind(n, expr)
-            else:
-                a0, a1 = n.args[0], n.args[1]
-                if not (isinstance(a0, torch.fx.Node) and isinstance(a1, torch.fx.Node) and a0.name in ph_names and a1.name in ph_names):
-                    raise Unsupported("the GEMM must multiply two forward inputs")
-                s0, s1 = b.shape(a0), b.shape(a1)
-                if not s0 or not s1 or len(s0) != 2 or len(s1) != 2:
-                    raise Unsupported("only 2-D matmuls are lowered")
-                dims["K"] = s0[1]
-                decl[ph_names[a0.name]] = ["M", "K"]
-                decl[ph_names[a1.name]] = ["K", "N"]
-                b.stmts.append(f"acc[m, n] = sum({ph_names[a0.name]}[m, k] * {ph_names[a1.name]}[k, n]) over k")
-                bind(n, "acc[m, n]")
+            # Each operand is a forward input or (B of nn.Linear) a parameter, declared as the
+            # GEMM reads it: rows merged ([M, K] for a [..., M, K] input), the batch merged too.
+            def operand_name(v, key):
+                if key is not None:
+                    used_params.add(key)
+                    return params[key]
+                if v.name not in ph_names:
+                    raise Unsupported("the GEMM must read forward inputs (the gemm family has no prologue)")
+                return ph_names[v.name]
+            an, bn_ = operand_name(ga["a"], None), operand_name(ga["b"], ga["b_param"])
+            if an == bn_:
+                raise Unsupported("a GEMM of a tensor with itself: the gemm family reads two tensors")
+            bt = "B, " if ga["batch"] else ""
+            bi = "b, " if ga["batch"] else ""
+            dims["K"] = ga["K"]
+            decl[an] = ([bt.rstrip(", ")] if ga["batch"] else []) + ["M", "K"]
+            decl[bn_] = ([bt.rstrip(", ")] if ga["batch"] else []) + (["N", "K"] if ga["b_nk"] else ["K", "N"])
+            bread = f"{bn_}[{bi}n, k]" if ga["b_nk"] else f"{bn_}[{bi}k, n]"
+            b.stmts.append(f"acc[{bi}m, n] = sum({an}[{bi}m, k] * {bread}) over k")
+            expr = f"acc[{bi}m, n]"
+            if ga["bias"] is not None:
+                decl[params[ga["bias"]]] = ["N"]
+                used_params.add(ga["bias"])
+                expr = f"{expr} + {params[ga['bias']]}[n]"
+            bind(n, expr)
             continue
         if conv is not None and n is conv["node"]:
             x, w, bias = ph_names[conv["x"].name], params[conv["w"]], conv["bias"]
@@ -825,7 +893,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if family == "conv":
         decl["output0"] = ["N", "K", "P", "Q"]
     elif family == "gemm":
-        decl["output0"] = ["M", "N"]
+        decl["output0"] = ["B", "M", "N"] if "B" in dims else ["M", "N"]
     elif family == "rowwise":
         if rows_out:
             # [B, 1] as [R, U], [B] as [R], a scalar (one row) as []: the module's layout, rows merged.

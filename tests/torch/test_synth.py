@@ -320,6 +320,32 @@ class Synth(unittest.TestCase):
             self.assertIsNone(out["program"], text)
             self.assertIn(text, out["reason"])
 
+    def test_batched_and_higher_rank_matrix_products_are_gemms(self):
+        # bmm keeps its batch as the gemm's leading index; a [..., M, K] tensor times a [K, N]
+        # matrix (matmul or einsum) is one 2-D GEMM over the tensor's rows, merged.
+        out = self.check_against_module("synth_problems", "16_bmm_epilogue.py", "gemm")
+        self.assertIn("acc[b, m, n] = sum(input0[b, m, k] * input1[b, k, n]) over k", out["program"])
+        out = self.check_against_module("synth_problems", "17_matmul_3d_by_matrix.py", "gemm")
+        self.assertEqual(out["dims"], {"M": 10, "N": 3, "K": 6})
+        out = self.check_against_module("synth_problems", "18_einsum_4d_by_matrix.py", "gemm")
+        self.assertEqual(out["dims"], {"M": 24, "N": 6, "K": 5})
+        torch.manual_seed(3)
+        for f, args in [(lambda a, b: torch.matmul(a, b), [torch.randn(2, 3, 4, 5), torch.randn(2, 3, 5, 6)]),
+                        (lambda a, b: torch.einsum("bmk,bkn->bmn", a, b) + 1.0, [torch.randn(2, 4, 5), torch.randn(2, 5, 3)])]:
+            class M(torch.nn.Module):
+                def forward(self, a, b):
+                    return f(a, b)
+            self.check_module(M(), args, "gemm")
+        for f, text in [(lambda a, b: torch.einsum("ij,jk->ki", a, b), "einsum 'ij,jk->ki'"),
+                        (lambda a, b: torch.matmul(a, b), "equal batch dims")]:
+            class M(torch.nn.Module):
+                def forward(self, a, b):
+                    return f(a, b)
+            x, y = (torch.randn(3, 4), torch.randn(4, 5)) if "einsum" in text else (torch.randn(2, 3, 4), torch.randn(1, 4, 5))
+            out = synth.synthesize(M(), [x, y])
+            self.assertIsNone(out["program"], text)
+            self.assertIn(text, out["reason"])
+
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
                          ["w_fc_weight", "w_fc_weight_2", "w_acc", "w_v1"])
