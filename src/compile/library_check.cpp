@@ -64,7 +64,10 @@ const std::set<std::string>& exact_allowed() {
       "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_mutex_trylock", "pthread_once", "__tls_get_addr",
       // the C++ runtime: allocation, exceptions, guards, personality
       "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "__gxx_personality_v0",
-      "_Unwind_Resume", "_ZSt9terminatev", "_ZSt11_Hash_bytesPKvmm", "_ZSt4cout", "_ZSt4cerr", "_ZSt4clog",
+      "_Unwind_Resume", "_ZSt9terminatev", "_ZSt11_Hash_bytesPKvmm",
+      // <iostream> under GCC 13 and later: a reference to the runtime's stream initialisation
+      // instead of a static ios_base::Init object; GCC 14's terminate on a noexcept violation.
+      "_ZSt21ios_base_library_initv", "__cxa_call_terminate", "_ZSt4cout", "_ZSt4cerr", "_ZSt4clog",
       "_ZNKSt5ctypeIcE13_M_widen_initEv", "_ZNSt6localeC1Ev", "_ZNSt6localeD1Ev",
       // libgcc's integer helpers and the weak hooks every shared library imports
       "__udivti3", "__divti3", "__umodti3", "__modti3", "__popcountdi2", "__clzdi2", "__ctzdi2", "__muldc3", "__mulsc3",
