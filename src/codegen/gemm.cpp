@@ -8,12 +8,12 @@
 //    with tf32(A[m, k]) * tf32(B[n, k]), B K-major; f32 accumulation, sm_90a): a
 //    CUTLASS 3.x kernel built with the sm90 CollectiveBuilder (TMA, WGMMA, warp-specialized),
 //    with the epilogue as a CUTLASS fusion operation when it is `out(act(acc [+ bias[n]]))`.
-//    Shapes whose rows are not 16-byte aligned (or whose bases are not) are, by default
-//    (unaligned = auto or pad), copied into zero-padded aligned buffers, multiplied there by the
-//    same CUTLASS kernel and the output copied back (`_fbpad`); with unaligned = simt they run
-//    the SIMT kernel instead (`_fbsimt`). K = 0 and shapes CUTLASS's can_implement refuses at
-//    run time run the SIMT kernel, which is emitted into the same source, so the candidate is
-//    correct for every size. The fallback is part of the kernel's name and of docs/DSL.md.
+//    Shapes whose rows are not 16-byte aligned (or whose bases are not) run the SIMT kernel
+//    (unaligned = auto or simt: `_fbsimt`), or, with unaligned = pad, are copied into zero-padded
+//    aligned buffers, multiplied there by the same CUTLASS kernel and the output copied back
+//    (`_fbpad`). K = 0 and shapes CUTLASS's can_implement refuses at run time run the SIMT
+//    kernel, which is emitted into the same source, so the candidate is correct for every size.
+//    The fallback is part of the kernel's name and of docs/DSL.md.
 //  - mainloop = simt: a CUDA-core kernel (shared-memory tiles, register blocking, f32 FMA) with
 //    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding;
 //    with tf32(...) factors it rounds each staged operand as the program says).
@@ -69,9 +69,9 @@ struct GemmKnobs {
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
   // unaligned: what the tensor-core path does with shapes TMA cannot take (rows not 16-byte
-  // aligned, unaligned bases): "pad" (auto) copies them into zero-padded buffers, "simt" runs the
-  // SIMT kernel. The SIMT mainloop has no such case ("" there).
-  std::string unaligned = "pad";
+  // aligned, unaligned bases): "simt" (auto) runs the SIMT kernel, "pad" copies them into
+  // zero-padded buffers for the aligned kernel. The SIMT mainloop has no such case ("" there).
+  std::string unaligned = "simt";
 };
 
 // The program read as a GEMM.
@@ -329,7 +329,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
       throw Refused("unaligned = " + s.unaligned + " chooses what the tensor-core mainloops do with shapes TMA cannot take; mainloop = simt takes every shape (unaligned = auto)");
     s.unaligned = "";
   } else if (s.unaligned == "auto") {
-    s.unaligned = "pad";
+    s.unaligned = "simt";
   }
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
   // The family's default tile has K = 64 (16-bit operands); a TF32 program's default is K = 32.
@@ -1357,7 +1357,7 @@ const FamilyGenerator& family() {
           {"bias_prefetch", "auto", {"auto"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
-          {"unaligned", "auto", {"auto"}},
+          {"unaligned", "auto", {"auto", "pad"}},
       },
       &check,
       &generate,

@@ -181,13 +181,13 @@ const Binding kTaskBinding{{"A", "B", "C"}, {"M", "N", "K"}};
 TEST(CodegenGemm, AcceptsAndNames) {
   const dsl::Program g = parse(kGemmBf16);
   EXPECT_EQ(refusal(g, kTaskBinding), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(g), "gemm_bf16_128x128x64_c1x1_s4_coop_fbsimt_rn");
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(bg, Binding{{"A", "B", "bias", "C"}, {"M", "N", "K"}}), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_bpf_fbpad_rn_biasgelutanh");
+  EXPECT_EQ(codegen::kernel_name(bg), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_bpf_fbsimt_rn_biasgelutanh");
   EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[64, 256, 64]"}, {"stages", "auto"},
                                                 {"split_k", "1"}, {"raster", "along_m"}})),
-            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_bpf_fbpad_rm_biasgelutanh");
+            "gemm_bf16_64x256x64_c2x1_sauto_pp_sw2_bpf_fbsimt_rm_biasgelutanh");
   {
     // A cluster's persistent grid is the clusters the occupancy API says fit, with the kernel's
     // shared memory; a 1x1 grid is the SM count (CUTLASS ignores the cluster count there).
@@ -206,7 +206,7 @@ TEST(CodegenGemm, AcceptsAndNames) {
     EXPECT_NE(renamed.find("const __nv_bfloat16* config_, "), std::string::npos) << renamed;
     EXPECT_NE(renamed.find("cudaLaunchConfig_t config{};"), std::string::npos);
   }
-  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"split_k", "4"}})), "gemm_bf16_128x128x64_c1x1_s4_coop_sk4_fbsimt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmF32)), "gemm_f32_64x64x16_simt_rn");
   EXPECT_EQ(codegen::kernel_name(parse(kGemmResidual)), "gemm_bf16_64x32x8_simt_rm_epi");
   // The golden example's epilogue fuses; relu, silu, sigmoid, tanh, clamp, gelu (erf) too.
@@ -254,7 +254,7 @@ TEST(CodegenGemm, AcceptsAndNames) {
     EXPECT_EQ(src.find("args.epilogue.thread.alpha"), std::string::npos);
     EXPECT_NE(codegen::generate_cuda(scheduled(bg, {{"bias_prefetch", "0"}}), {}).find("args.epilogue.thread.alpha = 1.0f;"),
               std::string::npos);
-    EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"bias_prefetch", "0"}})), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_fbpad_rn_biasgelutanh");
+    EXPECT_EQ(codegen::kernel_name(scheduled(bg, {{"bias_prefetch", "0"}})), "gemm_bf16_128x256x64_c2x1_s4_coop_sw2_fbsimt_rn_biasgelutanh");
     const dsl::Program plain_bias = parse(
         "kernel g(A: bf16[M, K], B: bf16[K, N], bias: bf16[N]) -> (C: bf16[M, N]) {\n"
         "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
@@ -266,7 +266,7 @@ TEST(CodegenGemm, AcceptsAndNames) {
               std::string::npos)
         << pb;
     EXPECT_NE(pb.find("args.epilogue.thread = {{}, {reinterpret_cast<const cutlass::bfloat16_t*>(bias)}, {}};"), std::string::npos);
-    EXPECT_EQ(codegen::kernel_name(plain_bias), "gemm_bf16_128x128x64_c1x1_sauto_coop_bpf_fbpad_rn_bias");
+    EXPECT_EQ(codegen::kernel_name(plain_bias), "gemm_bf16_128x128x64_c1x1_sauto_coop_bpf_fbsimt_rn_bias");
     // auto is off where there is nothing to prefetch: no bias, swap_ab (a per-row bias), simt.
     EXPECT_EQ(codegen::generate_cuda(g, {}).find("BiasLoad"), std::string::npos);
     EXPECT_EQ(refusal(scheduled(g, {{"bias_prefetch", "1"}})),
@@ -290,7 +290,7 @@ TEST(CodegenGemm, AcceptsAndNames) {
       "  acc[m, n] = sum(f32(A[m, k]) * f32(B[k, n])) over k\n"
       "  C[m, n] = bf16(clamp(acc[m, n] * 0.5, -1, 1))\n}\n");
   EXPECT_EQ(refusal(clamp), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(clamp), "gemm_bf16_128x128x64_c1x1_sauto_coop_fbpad_rn_clamp");
+  EXPECT_EQ(codegen::kernel_name(clamp), "gemm_bf16_128x128x64_c1x1_sauto_coop_fbsimt_rn_clamp");
   EXPECT_NE(codegen::generate_cuda(clamp, {}).find("LinCombEltAct<KsolEpilogueFn"), std::string::npos);
 }
 
@@ -356,7 +356,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
     // 128 x 128 bf16 subtile, staged twice, leaves room for three stages of 128x256x64, not four).
     const dsl::Program e = scheduled(bg, {{"mainloop", "pingpong"}, {"tile", "[128, 128, 64]"}, {"epilogue_tile", "[64, 128]"}});
     EXPECT_EQ(refusal(e), "(accepted)");
-    EXPECT_EQ(codegen::kernel_name(e), "gemm_bf16_128x128x64_c2x1_s4_pp_e64x128_sw2_bpf_fbpad_rn_biasgelutanh");
+    EXPECT_EQ(codegen::kernel_name(e), "gemm_bf16_128x128x64_c2x1_s4_pp_e64x128_sw2_bpf_fbsimt_rn_biasgelutanh");
     const std::string src = codegen::generate_cuda(e, {});
     EXPECT_NE(src.find("    cute::Shape<cute::_64, cute::_128>, float, float,\n"), std::string::npos) << src;
     EXPECT_EQ(src.find("EpilogueTileAuto"), std::string::npos);
@@ -376,7 +376,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
     // with the bias per row, and the raster along the program's M is along CUTLASS's N.
     const dsl::Program x = scheduled(bg, {{"swap_ab", "1"}, {"raster", "along_m"}, {"epilogue_tile", "[64, 128]"}, {"stages", "auto"}});
     EXPECT_EQ(refusal(x), "(accepted)");
-    EXPECT_EQ(codegen::kernel_name(x), "gemm_bf16_128x256x64_c2x1_sauto_coop_e64x128_sw2_swab_fbpad_rm_biasgelutanh");
+    EXPECT_EQ(codegen::kernel_name(x), "gemm_bf16_128x256x64_c2x1_sauto_coop_e64x128_sw2_swab_fbsimt_rm_biasgelutanh");
     const std::string src = codegen::generate_cuda(x, {});
     for (const char* line : {"using TileShape = cute::Shape<cute::_256, cute::_128, cute::_64>;\n",
                              "using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;\n",
@@ -427,7 +427,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   // TF32: the program rounds both factors; the tensor-core path takes it with a K tile of 32.
   const dsl::Program tf = parse(kGemmTf32);
   EXPECT_EQ(refusal(tf), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(tf), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(tf), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbsimt_rn");
   // With a row-major B[K, N] the TF32 tensor-core path is refused (CUTLASS's path for it was wrong
   // on the H200); the SIMT kernel takes it.
   const dsl::Program tk = parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
@@ -446,7 +446,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   const dsl::Program bare = parse("kernel l(A: f32[M, K], B: f32[N, K]) -> (C: f32[M, N]) {\n"
                                   "  C[m, n] = sum(tf32(A[m, k]) * tf32(B[n, k])) over k\n}\n");
   EXPECT_EQ(refusal(bare), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(bare), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(bare), "gemm_tf32_128x128x32_bnk_c1x1_sauto_coop_fbsimt_rn");
   EXPECT_EQ(refusal(parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
                           "  C[m, n] = sum(tf32(A[m, k]) * B[k, n]) over k\n}\n")),
             "one factor of the sum is rounded to TF32 and the other is not; write tf32(...) around both reads (TF32 "
@@ -473,7 +473,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   const dsl::Program bnk = parse("kernel g(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n"
                                  "  C[m, n] = sum(f32(A[m, k]) * f32(B[n, k])) over k\n}\n");
   EXPECT_EQ(refusal(bnk), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(bnk), "gemm_bf16_128x128x64_bnk_c1x1_sauto_coop_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(bnk), "gemm_bf16_128x128x64_bnk_c1x1_sauto_coop_fbsimt_rn");
   const std::string bnk_src = codegen::generate_cuda(bnk, {});
   EXPECT_NE(bnk_src.find("cutlass::bfloat16_t, cutlass::layout::ColumnMajor, 8, float,"), std::string::npos) << bnk_src;
   EXPECT_NE(bnk_src.find("const StrideB stride_b{int64_t(K_), cute::Int<1>{}, int64_t(N_) * K_};"), std::string::npos);
@@ -485,7 +485,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   // Batched: accepted on both paths; a bias in the fused epilogue is not (yet).
   EXPECT_EQ(refusal(parse(kBatchedBf16)), "(accepted)");
   EXPECT_EQ(refusal(parse(kBatchedResidual)), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(parse(kBatchedBf16)), "bgemm_bf16_128x128x64_c1x1_sauto_coop_fbpad_rn");
+  EXPECT_EQ(codegen::kernel_name(parse(kBatchedBf16)), "bgemm_bf16_128x128x64_c1x1_sauto_coop_fbsimt_rn");
   EXPECT_EQ(refusal(parse("kernel g(A: bf16[BATCH, M, K], B: bf16[BATCH, K, N], bias: bf16[N]) -> (C: bf16[BATCH, M, N]) {\n"
                           "  acc[b, m, n] = sum(f32(A[b, m, k]) * f32(B[b, k, n])) over k\n"
                           "  C[b, m, n] = bf16(acc[b, m, n] + f32(bias[n]))\n}\n")),
@@ -493,23 +493,23 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "broadcast over the batch is not set up)); it must be out(f(acc)) or out(f(acc + bias[n])); use mainloop = simt");
 }
 
-TEST(CodegenGemm, UnalignedShapesArePaddedForTheTensorCoresOrRunTheSimtKernel) {
+TEST(CodegenGemm, UnalignedShapesRunTheSimtKernelOrArePaddedForTheTensorCores) {
   const dsl::Program g = parse(kGemmBf16);
-  // auto: rows TMA cannot take are padded into aligned buffers, the aligned kernel run there.
-  const std::string pad = codegen::generate_cuda(g, {});
+  // auto: rows TMA cannot take run the SIMT kernel, as the name says.
+  EXPECT_EQ(codegen::generate_cuda(g, {}).find("ksol_run_pad"), std::string::npos);
+  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"unaligned", "simt"}})), codegen::kernel_name(g));
+  // pad: they are padded into aligned buffers and the aligned kernel runs there.
+  const dsl::Program padded = scheduled(g, {{"unaligned", "pad"}});
+  EXPECT_EQ(codegen::kernel_name(padded), "gemm_bf16_128x128x64_c1x1_s4_coop_fbpad_rn");
+  const std::string pad = codegen::generate_cuda(padded, {});
   EXPECT_NE(pad.find("static int ksol_run_pad("), std::string::npos);
   EXPECT_NE(pad.find("const int64_t Kp_ = (K + 7) / 8 * 8;"), std::string::npos) << pad;
   EXPECT_NE(pad.find("const int64_t Np_ = (N + 7) / 8 * 8;"), std::string::npos);
   EXPECT_NE(pad.find("const int r = ksol_run_tma(Ap_, Bp_, Cp_, M, Np_, Kp_, stream);"), std::string::npos);
   EXPECT_NE(pad.find("else if (M > 0 && N > 0 && K > 0)"), std::string::npos);
   EXPECT_NE(pad.find("return ksol_run_simt("), std::string::npos);  // K = 0 and refused shapes
-  EXPECT_EQ(codegen::kernel_name(scheduled(g, {{"unaligned", "pad"}})), codegen::kernel_name(g));
-  // simt: the SIMT kernel for every shape TMA cannot take, as the name says.
-  const dsl::Program simt = scheduled(g, {{"unaligned", "simt"}});
-  EXPECT_EQ(codegen::kernel_name(simt), "gemm_bf16_128x128x64_c1x1_s4_coop_fbsimt_rn");
-  EXPECT_EQ(codegen::generate_cuda(simt, {}).find("ksol_run_pad"), std::string::npos);
-  // A bias is padded with the operands (one copy kernel for the three), B[n, k] by its own rows.
-  const std::string bias = codegen::generate_cuda(parse(kGemmBiasGeluTanh), {});
+  // A bias is padded with the operands (one copy kernel for the three).
+  const std::string bias = codegen::generate_cuda(scheduled(parse(kGemmBiasGeluTanh), {{"unaligned", "pad"}}), {});
   EXPECT_NE(bias.find("segs.nseg = 3;"), std::string::npos);
   EXPECT_NE(bias.find("ksol_run_tma(Ap_, Bp_, biasp_, Cp_, M, Np_, Kp_, stream)"), std::string::npos) << bias;
   EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"unaligned", "pad"}})),
@@ -522,8 +522,10 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   codegen::Space s = codegen::schedule_space(parse(kGemmBf16), kTaskBinding);
   std::cout << "gemm bf16 schedule space: " << s.legal.size() << " legal, " << s.refused() << " refused\n";
   EXPECT_GE(s.legal.size(), 100u);
-  EXPECT_EQ(s.legal.size(), 5952u);  // 3984 with epilogue_tile = auto, 1968 more with [128, 64] or [64, 64]
-  EXPECT_EQ(s.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2 * 3);
+  // 5904 tensor-core schedules (3936 with epilogue_tile = auto, 1968 with [128, 64] or [64, 64]),
+  // each with unaligned = auto (the SIMT fallback) and pad, and 48 SIMT ones (unaligned = auto only).
+  EXPECT_EQ(s.legal.size(), 2u * 5904 + 48);
+  EXPECT_EQ(s.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2 * 3 * 2);
   EXPECT_EQ(s.legal.size() + s.refused(), s.size());
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
