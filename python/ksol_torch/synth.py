@@ -469,6 +469,40 @@ def _gemm_args(b: "_Builder", n: torch.fx.Node, op: str, sd) -> Dict:
     return out
 
 
+def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
+    """The forward's one reduction over leading dims (not all of them), when it is a column
+    reduction the rowwise family computes: a sum, mean, max or min that ends the forward, with
+    only elementwise ops before it. Returns its node, input shape, the count of reduced leading
+    dims and keepdim; None where no reduction reduces leading dims only (Unsupported where one
+    does but the rest of the forward is not a column reduction)."""
+    found = []
+    for n, op in ops:
+        if n not in rowwise or op not in REDUCTIONS:
+            continue
+        sh = b.shape(n.args[0]) or []
+        dims, keep = _reduced_dims(n, op, len(sh))
+        if dims and dims == list(range(len(dims))) and len(dims) < len(sh):
+            found.append((n, op, sh, len(dims), keep))
+    if not found:
+        return None
+    n, op, sh, lead, keep = found[0]
+    if len(rowwise) > 1:
+        raise Unsupported(f"{op} over the leading dims {list(range(lead))} with other row-wise ops: a column reduction "
+                          "is a program of one definition")
+    if op not in ("sum", "mean", "max", "min", "amax", "amin"):
+        raise Unsupported(f"{op} over the leading dims {list(range(lead))}: a column reduction is a sum, mean, max or min")
+    last = ret
+    if ret is not n:
+        src = ret.args[0] if ret.args else None
+        if not (src is n and op in ("max", "min") and _canon(ret, b.gm) in ("getitem", "getattr") and ret.args[1] in (0, "values")):
+            raise Unsupported(f"{op} over the leading dims {list(range(lead))} is followed by other ops: a column reduction "
+                              "is a program of one definition")
+    for u in n.users:
+        if u is not last and u.op != "output":
+            raise Unsupported(f"{op} over a dim is read for more than its values: only its values are lowered")
+    return {"node": n, "shape": sh, "lead": lead, "keepdim": keep}
+
+
 def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     b = _Builder(model, inputs)
     gm = b.gm
@@ -510,6 +544,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                           (f" ({conv_why[0]})" if conv_why else ""))
     gemm = [n for n, op in ops if op in GEMM]
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
+    column = _column_reduction(b, ops, rowwise, ret)
     convs = [n for n, op in ops if op == "conv2d"]
     if convs and (gemm or rowwise):
         raise Unsupported("a convolution with a GEMM or a row-wise op is more than one DSL program")
@@ -560,6 +595,17 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         else:
             idx, dims = "[m, n]", {"M": ga["M"], "N": ga["N"]}
         full = list(out_shape)
+    elif column is not None:
+        # One reduction over the leading dims, its elementwise prologue inlined: the column
+        # reduction Y[c] = OP(f(X[r, c])) over r, the leading dims merged into r, the rest into c.
+        family, idx = "colwise", "[r, c]"
+        sh, lead = column["shape"], column["lead"]
+        cols = sh[lead:]
+        dims = {"R": math.prod(sh[:lead]), "C": math.prod(cols)}
+        if len(cols) > 1:
+            dims.update({f"C{j}": d for j, d in enumerate(cols)})
+        col_dims = ["C"] if len(cols) == 1 else [f"C{j}" for j in range(len(cols))]
+        full = list(sh)
     elif rowwise:
         family, idx = "rowwise", "[r, c]"
         x = rowwise[0].args[0] if rowwise[0].args else None
@@ -621,6 +667,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 decl[name], layout[name] = ["C"], row_dims
                 return name + "[c]"
             return None
+        if family == "colwise":
+            if list(sh) != full:
+                return None
+            decl[name], layout[name] = ["R", "C"], ["R"] + col_dims
+            return name + idx
         if family in ("elementwise", "conv"):
             axes = _broadcast(list(sh), full)
             if axes is None:
@@ -680,7 +731,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         # A value read more than once is materialised, so that the expression does not grow (in a
         # GEMM's epilogue it is repeated instead: the family takes one output definition); any
         # other is kept in parentheses, so that it composes whatever operator reads it.
-        if users.get(n.name, 0) > 1 and family not in ("gemm", "conv"):  # their epilogue is one output definition
+        if users.get(n.name, 0) > 1 and family not in ("gemm", "conv", "colwise"):  # one output definition
             v = b.fresh()
             at = "[r]" if family == "rowwise" and _row_value(expr) else idx
             b.stmts.append(f"{v}{at} = {expr}")
@@ -750,6 +801,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             m, e, s = b.fresh(), b.fresh(), b.fresh()
             b.stmts += [f"{m}[r] = max({t}[r, c]) over c", f"{e}[r, c] = exp({t}[r, c] - {m}[r])", f"{s}[r] = sum({e}[r, c]) over c"]
             bind(n, f"{e}[r, c] / {s}[r]" if op == "softmax" else f"{t}[r, c] - {m}[r] - log({s}[r])")
+            continue
+        if family == "colwise" and n is column["node"]:  # the program's one definition
+            fn = {"amax": "max", "amin": "min"}.get(op, op)
+            b.stmts.append(f"output0[c] = {fn}({operand(n.args[0])}) over r")
+            env[n.name] = "output0[c]"
+            for u in n.users:  # torch.max(x, 0) is read through its values (_column_reduction checked)
+                env[u.name] = "output0[c]"
             continue
         if family == "rowwise" and n in rowwise and op in REDUCTIONS:  # each row to one value (_row_of)
             t, v = b.fresh(), b.fresh()
@@ -883,7 +941,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if unused:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
     final = operand(ret)
-    if family == "conv" and final == "acc[n, k, h, w]":
+    if family == "colwise":
+        if final != "output0[c]":
+            raise Unsupported("a column reduction is the program's one definition: nothing may follow it")
+    elif family == "conv" and final == "acc[n, k, h, w]":
         b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
     else:
         b.stmts.append(f"output0{'[r]' if rows_out else idx} = {final}")
@@ -894,6 +955,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         decl["output0"] = ["N", "K", "P", "Q"]
     elif family == "gemm":
         decl["output0"] = ["B", "M", "N"] if "B" in dims else ["M", "N"]
+    elif family == "colwise":
+        decl["output0"] = ["C"]
+        layout["output0"] = (["U"] * column["lead"] if column["keepdim"] else []) + col_dims
+        if column["keepdim"]:
+            dims["U"] = 1
     elif family == "rowwise":
         if rows_out:
             # [B, 1] as [R, U], [B] as [R], a scalar (one row) as []: the module's layout, rows merged.
@@ -921,11 +987,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     schedule = {
         "elementwise": ["threads = 256", "vector = 1"],
         "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
+        "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
         "conv": ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
     }[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
-    text = (f"# Lowered by ksol from the module's forward ({family}); the schedule is a plain default.\n" + notes +
+    text = (f"# Lowered by ksol from the module's forward ({'rowwise, a column reduction' if family == 'colwise' else family}); the schedule is a plain default.\n" + notes +
             f"kernel model({ins}) -> (output0: f32[{', '.join(out_dims)}]) {{\n" +
             "".join(f"  {s}\n" for s in b.stmts) + "}\nschedule {\n" + "".join(f"  {s}\n" for s in schedule) + "}\n")
-    return {"program": text, "family": family, "tensors": table, "dims": dims, "dim_order": list(dims), "constants": constants}
+    return {"program": text, "family": "rowwise" if family == "colwise" else family, "tensors": table, "dims": dims, "dim_order": list(dims), "constants": constants}

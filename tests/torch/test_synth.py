@@ -309,6 +309,31 @@ class Synth(unittest.TestCase):
         out = self.check_module(Mse(), [x, y], "rowwise")
         self.assertEqual((out["dims"]["R"], out["tensors"][-1]["shape"]), (1, []))  # one row; the output is 0-d
 
+    def test_reductions_over_leading_dims_are_column_reductions(self):
+        # One definition, Y[c] = OP(f(X[r, c])) over r: the leading dims merged into r, the rest
+        # into c (kept as C0, C1, ... for the tensor table), the prologue inlined.
+        torch.manual_seed(12)
+        x = torch.randn(4, 3, 5)
+        for name, f, cols in [
+                ("sum", lambda x: x.sum(0), 15),
+                ("mean of squares keepdim", lambda x: torch.mean(x * x, dim=0, keepdim=True), 15),
+                ("max values", lambda x: torch.max(torch.relu(x), dim=0)[0], 15),
+                ("amin over two dims", lambda x: torch.amin(x - 1.0, dim=(0, 1), keepdim=True), 5)]:
+            class M(torch.nn.Module):
+                def forward(self, x):
+                    return f(x)
+            out = self.check_module(M(), [x], "rowwise")
+            self.assertEqual(out["dims"]["C"], cols, name)
+            self.assertRegex(out["program"], r"output0\[c\] = (sum|mean|max|min)\(.*\) over r", name)
+        for f, text in [(lambda x: x.sum(0) + 1.0, "followed by other ops"),
+                        (lambda x: torch.logsumexp(x, dim=0), "a sum, mean, max or min")]:
+            class M(torch.nn.Module):
+                def forward(self, x):
+                    return f(x)
+            out = synth.synthesize(M(), [x])
+            self.assertIsNone(out["program"], text)
+            self.assertIn(text, out["reason"])
+
     def test_reductions_the_row_wise_family_cannot_take_are_refused(self):
         x = torch.randn(3, 5, 7)
         for f, text in [(lambda x: torch.sum(x, dim=1), "trailing dims"), (lambda x: torch.argmax(x, dim=2), "int64"),
