@@ -86,6 +86,9 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
+    while decompose(gm):  # a normalization that reads another's output has its shape after the next propagation
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*inputs)
     constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
@@ -147,6 +150,121 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
                                       f"{op} alone is not worth a kernel of its own")
         kept.append({"node": n.name, "op": op, "reason": why})
     return Plan(gm, pieces, kept, constants)
+
+
+def _shape(n) -> Optional[List[int]]:
+    tm = n.meta.get("tensor_meta") if isinstance(n, torch.fx.Node) else None
+    return list(tm.shape) if tm is not None and hasattr(tm, "shape") else None
+
+
+def _norm_args(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
+    """A group_norm or batch_norm node's operands: x, and for the rest the state_dict keys of its
+    weight, bias, running mean and variance (None where absent), eps, groups and whether it
+    normalizes by the batch's statistics; None where they are not the module's own tensors."""
+    def key(v):
+        if v is None:
+            return None
+        return v.target if isinstance(v, torch.fx.Node) and v.op == "get_attr" else False
+
+    if n.op == "call_module":
+        mod = gm.get_submodule(n.target)
+        t = n.target
+        out = {"x": n.args[0], "eps": mod.eps, "weight": f"{t}.weight" if getattr(mod, "weight", None) is not None else None,
+               "bias": f"{t}.bias" if getattr(mod, "bias", None) is not None else None}
+        if op == "group_norm":
+            out.update(groups=mod.num_groups, batch_stats=True, mean=None, var=None)
+        else:
+            running = mod.track_running_stats and mod.running_mean is not None
+            out.update(batch_stats=mod.training or not running, mean=f"{t}.running_mean" if running else None,
+                       var=f"{t}.running_var" if running else None)
+        return out
+    a = synth._arg
+    if op == "group_norm":
+        out = {"x": n.args[0], "groups": a(n, 1, "num_groups"), "weight": key(a(n, 2, "weight")), "bias": key(a(n, 3, "bias")),
+               "eps": a(n, 4, "eps", 1e-5), "batch_stats": True, "mean": None, "var": None}
+    else:
+        out = {"x": n.args[0], "mean": key(a(n, 1, "running_mean")), "var": key(a(n, 2, "running_var")),
+               "weight": key(a(n, 3, "weight")), "bias": key(a(n, 4, "bias")), "batch_stats": bool(a(n, 5, "training", False)),
+               "eps": a(n, 7, "eps", 1e-5)}
+        if not out["batch_stats"] and (out["mean"] is None or out["var"] is None):
+            return None
+    if any(v is False for v in out.values()) or not isinstance(out["x"], torch.fx.Node):
+        return None
+    return out
+
+
+def decompose(gm: torch.fx.GraphModule) -> bool:
+    """Rewrites, in place, the normalizations no DSL family takes whole into the ops of their
+    definition, each of which one does: group_norm into a layer_norm over each group's
+    [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
+    per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
+    spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
+    variance of the deviations, biased as PyTorch normalizes by it), then the normalization and the
+    affine (elementwise); batch_norm with running statistics into its elementwise form. The
+    running statistics a training-mode batch_norm updates are not part of the forward's output,
+    so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
+    propagates shapes again."""
+    import operator
+    g = gm.graph
+    changed = False
+    for n in list(g.nodes):
+        if n.op not in ("call_module", "call_function", "call_method"):
+            continue
+        op = _canon(n, gm)
+        if op not in ("group_norm", "batch_norm"):
+            continue
+        args = _norm_args(n, gm, op)
+        sh = _shape(args["x"]) if args else None
+        if args is None or not sh or len(sh) < 2 or (op == "group_norm" and (not isinstance(args["groups"], int) or
+                                                                            sh[1] % args["groups"] != 0)):
+            continue
+        x, c, rank = args["x"], sh[1], len(sh)
+        chan = [c] + [1] * (rank - 2)  # a per-channel tensor, broadcast along the spatial dims
+
+        # The per-channel tensors (and 1/sqrt(var + eps) of running statistics) go before the
+        # forward's first op, so that the ops on x follow each other: stitch's chains continue
+        # only through the value just made, and x's may be a conv's or a GEMM's epilogue.
+        first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+        with g.inserting_before(first):
+            ch = {k: g.call_method("reshape", (g.get_attr(args[k]), *chan)) for k in ("mean", "var", "weight", "bias")
+                  if args[k] is not None and (k in ("weight", "bias") or not args["batch_stats"])}
+            if not args["batch_stats"] and op == "batch_norm":
+                inv = g.call_function(torch.rsqrt, (g.call_function(operator.add, (ch["var"], args["eps"])),))
+
+        def per_channel(k):
+            return ch[k]
+
+        with g.inserting_before(n):
+
+            if op == "group_norm":
+                grp = sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel())
+                xr = g.call_method("reshape", (x, sh[0], args["groups"], grp))
+                y = g.call_function(torch.nn.functional.layer_norm, (xr, [grp]), {"eps": args["eps"]})
+                y = g.call_method("reshape", (y, *sh))
+            elif args["batch_stats"]:
+                spatial = tuple(range(2, rank))
+
+                def batch_mean(v):
+                    if spatial:
+                        v = g.call_method("mean", (v, spatial), {"keepdim": True})
+                    return g.call_method("mean", (v, 0), {"keepdim": True})
+                d = g.call_function(operator.sub, (x, batch_mean(x)))
+                var = batch_mean(g.call_function(operator.mul, (d, d)))
+                y = g.call_function(operator.mul, (d, g.call_function(torch.rsqrt, (g.call_function(operator.add, (var, args["eps"])),))))
+            else:
+                d = g.call_function(operator.sub, (x, per_channel("mean")))
+                y = g.call_function(operator.mul, (d, inv))
+            if args["weight"] is not None:
+                y = g.call_function(operator.mul, (y, per_channel("weight")))
+            if args["bias"] is not None:
+                y = g.call_function(operator.add, (y, per_channel("bias")))
+        n.replace_all_uses_with(y)
+        g.erase_node(n)
+        changed = True
+    if changed:
+        g.lint()
+        gm.recompile()
+    return changed
 
 
 def _values(gm: torch.fx.GraphModule, inputs: List) -> Dict[str, object]:

@@ -117,9 +117,45 @@ class ScaledMean(nn.Module):
         return torch.relu(m - s) + x
 
 
+class GemmNorms(nn.Module):
+    """KernelBench level 2's Gemm + GroupNorm + BatchNorm1d (training mode): group_norm is a
+    layer_norm over each group and the per-channel affine; batch_norm's statistics are column
+    reductions over the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 12)
+        self.gn = nn.GroupNorm(3, 12)
+        self.bn = nn.BatchNorm1d(12)
+        with torch.no_grad():
+            for m in (self.gn, self.bn):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.gn(self.fc(x))))
+
+
+class ImageNorms(nn.Module):
+    """BatchNorm2d then GroupNorm on an NCHW image: the batch's statistics are means over the
+    spatial dims (row-wise), then over the batch (column reductions)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4)
+        self.gn = nn.GroupNorm(2, 4)
+        with torch.no_grad():
+            for m in (self.gn, self.bn):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.gn(self.bn(x))
+
+
 class Stitching(unittest.TestCase):
-    def stitched(self, model, inputs, pieces, kept_ops):
-        model.eval()
+    def stitched(self, model, inputs, pieces, kept_ops, train=False):
+        model.train(train)
         plan = stitch.split(model, inputs)
         self.assertEqual(len(plan.pieces), pieces, plan.summary())
         self.assertEqual(sorted(k["op"] for k in plan.kept), sorted(kept_ops), plan.summary())
@@ -201,6 +237,25 @@ class Stitching(unittest.TestCase):
         self.assertIn("max(", plan.pieces[1].program)
         self.assertEqual(plan.pieces[1].tensors[-1]["shape"], ["R", "U"])
 
+    def test_group_norm_and_batch_norm_are_cut_into_the_ops_of_their_definition(self):
+        views = lambda k: ["reshape"] * k
+        torch.manual_seed(13)
+        plan = self.stitched(GemmNorms(), [torch.randn(5, 8)], 7, views(6), train=True)
+        self.assertEqual([p.family for p in plan.pieces],
+                         ["gemm", "rowwise", "elementwise", "rowwise", "elementwise", "rowwise", "elementwise"])
+        # The batch's mean of [5, 12] is a column reduction: one value per channel.
+        self.assertIn("output0[c] = mean(input0[r, c]) over r", plan.pieces[3].program)
+        torch.manual_seed(14)
+        plan = self.stitched(ImageNorms(), [torch.randn(3, 4, 5, 6)], 8, views(6), train=True)
+        self.assertEqual(sum("over r" in p.program for p in plan.pieces), 2)
+        # With running statistics (eval mode) batch_norm is elementwise.
+        torch.manual_seed(15)
+        m = ImageNorms()
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 2)
+        plan = self.stitched(m, [torch.randn(3, 4, 5, 6)], 4, views(8))
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "rowwise", "elementwise"])
+
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
         plan = self.stitched(SharedValue(), [torch.randn(4, 6)], 2, ["max_pool1d", "cat", "squeeze", "unsqueeze"])
@@ -223,18 +278,27 @@ class Stitching(unittest.TestCase):
             self.assertEqual(len(names), len(p.inputs) + len(p.params) + 1)
 
     def test_a_refused_op_in_a_chain_leaves_the_rest_to_a_piece(self):
-        # Eval-mode batch norm is elementwise to the tracer but has no DSL form: it stays a call,
-        # and the ReLU after it is still a piece.
+        # A local response norm has no DSL form: it stays a call, and the ReLU
+        # after it is still a piece.
+        torch.manual_seed(5)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.LocalResponseNorm(2), nn.ReLU(), nn.MaxPool2d(2))
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["local_response_norm", "max_pool2d"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        self.assertEqual(len(plan.pieces[1].nodes), 1)  # the second ReLU
+        lrn = next(k for k in plan.kept if k["op"] == "local_response_norm")
+        self.assertIn("local_response_norm", lrn["reason"])
+
+    def test_eval_mode_batch_norm_is_a_conv_epilogue(self):
+        # With running statistics: 1/sqrt(var + eps) per channel is a piece of its own; the
+        # normalization, the affine and the ReLU are the convolution's epilogue.
         torch.manual_seed(5)
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
         with torch.no_grad():
             model[1].running_mean.uniform_(-1, 1)
             model[1].running_var.uniform_(0.5, 2)
-        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["batch_norm", "max_pool2d"])
-        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
-        self.assertEqual(len(plan.pieces[1].nodes), 1)  # the ReLU (Sequential index 2)
-        bn = next(k for k in plan.kept if k["op"] == "batch_norm")
-        self.assertIn("batch_norm", bn["reason"])
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["max_pool2d"] + ["reshape"] * 4)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "conv"])
+        self.assertEqual(plan.pieces[1].nodes[-1], "_2")  # the ReLU (Sequential index 2)
 
     def test_a_broadcast_input_joins_the_piece(self):
         torch.manual_seed(6)
