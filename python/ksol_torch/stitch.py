@@ -71,13 +71,13 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     if op in ("getitem", "getattr"):  # the values of a max or min over a dim
         src = n.args[0] if n.args else None
         return isinstance(src, torch.fx.Node) and _canon(src, gm) in ("max", "min") and n.args[1] in (0, "values")
-    return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op == "conv2d" or \
+    return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op in synth.CONVS or \
         op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
 
 
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     op = _canon(n, gm)
-    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op == "conv2d" else ""
+    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS else ""
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:

@@ -259,7 +259,7 @@ class Synth(unittest.TestCase):
         x4 = torch.randn(1, 3, 6, 6)
         for m, x, text in [
                 (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")), x4, "padding_mode 'reflect'"),
-                (torch.nn.Conv1d(3, 4, 3), torch.randn(1, 3, 8), "conv1d"),
+                (torch.nn.Conv1d(3, 4, 3, padding=1, padding_mode="circular"), torch.randn(1, 3, 8), "conv1d with padding_mode"),
                 (torch.nn.Conv3d(3, 4, 3), torch.randn(1, 3, 4, 4, 4), "conv3d"),
                 (torch.nn.ConvTranspose2d(3, 4, 3), x4, "conv_transpose2d"),
                 (torch.nn.Conv2d(3, 4, 3).double(), x4.double(), "float32")]:
@@ -370,6 +370,14 @@ class Synth(unittest.TestCase):
             out = synth.synthesize(M(), [x, y])
             self.assertIsNone(out["program"], text)
             self.assertIn(text, out["reason"])
+
+    def test_conv1d_is_a_conv_over_an_image_of_height_one(self):
+        out = self.check_against_module("synth_problems", "19_conv1d_strided_dilated.py", "conv")
+        self.assertIn("input0[n, c, h+r, w*2+s*2-2]", out["program"])
+        self.assertEqual((out["dims"]["H"], out["dims"]["P"], out["dims"]["R"]), (1, 1, 1))
+        self.assertEqual([t["shape"] for t in out["tensors"]][0], ["N", "C", "W"])
+        m = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3, groups=2))
+        self.assertIn("conv1d with groups=2", synth.synthesize(m, [torch.randn(2, 4, 9)])["reason"])
 
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
