@@ -1,6 +1,8 @@
 // Column reductions, generated for the rowwise family: Y[c] = OP(f(X[r, c], v[c], w[r], ...)) over r
 // with OP sum, mean, max or min, reading matrices at [r, c] (row-major, C columns), column
-// vectors at [c] and row vectors at [r]. The rowwise family's check, generator and naming hand
+// vectors at [c] and row vectors at [r]; or batched, Y[b, c] = OP(f(X[b, r, c], ...)) over r, each
+// batch's [R, C] matrix reduced the same way (grid z walks the batch, which multiplies the
+// columns' blocks: a reduction over the middle dim of a 3-D tensor). The rowwise family's check, generator and naming hand
 // such a program here (is_column_reduction); its knobs keep their names with a column meaning:
 //   threads           threads per block; thread t of the grid owns `vector` consecutive columns
 //                     (a warp reads 32 * vector consecutive elements of a row: coalesced);
@@ -31,13 +33,15 @@ using dsl::Param;
 using dsl::ReduceOp;
 using dsl::Type;
 
-const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxChunks", "acc", "c0", "r",
+const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxChunks", "acc", "c0", "r", "b",
+                                            "batches",
                                             "r0", "r1", "row", "col", "j", "i", "chunk", "chunks", "rows_per_chunk",
                                             "partial", "workspace", "workspace_bytes", "blocks", "need", "value",
                                             "device", "sms"};
 
 struct Column {
   const Definition* def = nullptr;
+  std::string batch_var, batch;  // b and its extent's dim; empty unless batched
   std::string row_var, col_var;  // r (reduced, first) and c (kept)
   std::string rows, cols;        // their extents' dims
   int widest = 1;                // bytes of the widest type read or written
@@ -54,12 +58,17 @@ Column analyse(const dsl::Program& p, std::string* why) {
   const Definition& d = p.defs.front();
   if (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::mean && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min)
     return no("a column reduction is a sum, mean, max or min");
-  if (d.indices.size() != 1) return no("a column reduction keeps one index");
+  if (d.indices.size() != 1 && d.indices.size() != 2) return no("a column reduction keeps one index, or a batch index and one");
   a.def = &d;
   a.row_var = d.over;
-  a.col_var = d.indices[0];
-  a.cols = d.extents[0];
+  a.col_var = d.indices.back();
+  a.cols = d.extents.back();
   a.rows = d.over_extent;
+  if (d.indices.size() == 2) {
+    a.batch_var = d.indices[0];
+    a.batch = d.extents[0];
+  }
+  const bool batched = !a.batch_var.empty();
   a.widest = type_bytes(d.type);
   bool first = false;
   for (const Expr* r : reads_in(d.body)) {
@@ -68,14 +77,16 @@ Column analyse(const dsl::Program& p, std::string* why) {
     for (const dsl::IndexExpr& ix : r->indices)
       if (ix.offset != 0 || !ix.plus.empty()) return no("'" + format_expr(*r) + "' is read at an offset");
     const auto& ix = r->indices;
-    bool ok = (ix.size() == 2 && ix[0].var == a.row_var && ix[1].var == a.col_var) ||
-              (ix.size() == 1 && (ix[0].var == a.row_var || ix[0].var == a.col_var));
-    if (!ok) return no("'" + format_expr(*r) + "' is read at neither [" + a.row_var + ", " + a.col_var + "], [" + a.col_var +
-                       "] nor [" + a.row_var + "]");
-    first = first || ix.size() == 2;
+    const bool matrix = batched ? ix.size() == 3 && ix[0].var == a.batch_var && ix[1].var == a.row_var && ix[2].var == a.col_var
+                                : ix.size() == 2 && ix[0].var == a.row_var && ix[1].var == a.col_var;
+    bool ok = matrix || (ix.size() == 1 && (ix[0].var == a.row_var || ix[0].var == a.col_var));
+    const std::string at = batched ? a.batch_var + ", " + a.row_var + ", " + a.col_var : a.row_var + ", " + a.col_var;
+    if (!ok) return no("'" + format_expr(*r) + "' is read at neither [" + at + "], [" + a.col_var + "] nor [" + a.row_var + "]");
+    first = first || matrix;
     a.widest = std::max(a.widest, type_bytes(prm->type));
   }
-  if (!first) return no("no matrix is read at [" + a.row_var + ", " + a.col_var + "]");
+  if (!first)
+    return no("no matrix is read at [" + (batched ? a.batch_var + ", " : std::string()) + a.row_var + ", " + a.col_var + "]");
   return a;
 }
 
@@ -129,6 +140,7 @@ ColKnobs read_knobs(const dsl::Program& p, const Column& a) {
 
 std::string name_of(const dsl::Program& p, const ColKnobs& s) {
   std::string n = name_stem(p, "colwise") + "_t" + std::to_string(s.threads) + "_v" + std::to_string(s.vector);
+  if (p.defs.size() == 1 && p.defs.front().indices.size() == 2) n += "_batched";
   if (s.items > 1) n += "_i" + std::to_string(s.items);
   if (s.unroll > 1) n += "_u" + std::to_string(s.unroll);
   if (s.fast_math) n += "_fast";
@@ -186,6 +198,8 @@ class Generator {
   Type acc_t_;
 
   std::string R() const { return names_[a_.rows]; }
+  bool batched() const { return !a_.batch.empty(); }
+  std::string B() const { return names_[a_.batch]; }
   std::string C() const { return names_[a_.cols]; }
   const std::string& out() const { return names_[a_.def->name]; }
 
@@ -215,6 +229,7 @@ class Generator {
     em.dim = [&](const std::string& d) { return names_[d]; };
     em.read = [&](const Expr& r) -> std::string {
       const std::string& n = names_[r.name];
+      if (r.indices.size() == 3) return n + "[(b * " + R() + " + row) * " + C() + " + col]";
       if (r.indices.size() == 2) return n + "[row * " + C() + " + col]";
       return n + (r.indices[0].var == a_.row_var ? "[row]" : "[col]");
     };
@@ -233,6 +248,10 @@ class Generator {
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + decl + ")");
     w.line("const int64_t c0 = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * kVector;");
     w.line("if (c0 >= " + C() + ") return;");
+    if (batched()) {
+      w.comment("Grid z walks the batch; each batch is an [R, C] matrix of its own.");
+      w.open("for (int64_t b = blockIdx.z; b < " + B() + "; b += gridDim.z)");
+    }
     if (s_.two_pass) {
       w.line("const int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk;");
       w.line("const int64_t r1 = r0 + rows_per_chunk < " + R() + " ? r0 + rows_per_chunk : " + R() + ";");
@@ -260,11 +279,15 @@ class Generator {
     w.open("for (int j = 0; j < kVector; ++j)");
     w.line("const int64_t col = c0 + j;");
     w.line("if (col >= " + C() + ") break;");
+    // A batched program's output and partial results are [B, C]: column col of batch b is b*C + col.
+    const std::string flat = batched() ? "b * " + C() + " + col" : "col";
+    const std::string all_cols = batched() ? B() + " * " + C() : C();
     if (s_.two_pass)
-      w.line("partial[(int64_t)blockIdx.y * " + C() + " + col] = acc[j];");
+      w.line("partial[(int64_t)blockIdx.y * " + all_cols + " + " + flat + "] = acc[j];");
     else
-      w.line(out() + "[col] = " + finished("acc[j]") + ";");
+      w.line(out() + "[" + flat + "] = " + finished("acc[j]") + ";");
     w.close();
+    if (batched()) w.close();
     w.close();
     w.line();
   }
@@ -294,11 +317,16 @@ class Generator {
       w.line();
     }
     open_ksol_run(w, p_, abi_, names_);
-    w.line("if (" + C() + " == 0) return 0;");
+    w.line("if (" + C() + " == 0" + (batched() ? " || " + B() + " == 0" : std::string()) + ") return 0;");
     w.line("const int64_t blocks = (" + C() + " + (int64_t)kThreads * kVector - 1) / ((int64_t)kThreads * kVector);");
+    // Grid z: one slice per batch, at most 65535 (the kernel's loop takes the rest).
+    const std::string z = batched() ? ", (unsigned)batches" : "";
+    if (batched()) w.line("const int64_t batches = std::min<int64_t>(" + B() + ", 65535);");
+    const std::string all_cols = batched() ? "(" + B() + " * " + C() + ")" : C();
     std::string pass = kernel_params_pass(p_, abi_, names_, s_.two_pass);
     if (!s_.two_pass) {
-      w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + ");");
+      w.line(name_ + "<<<" + (batched() ? "dim3((unsigned)blocks, 1u" + z + ")" : "(unsigned)blocks") + ", kThreads, 0, stream>>>(" +
+             pass + ");");
       w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
       w.close();
       return;
@@ -308,12 +336,13 @@ class Generator {
     w.line("int device = 0, sms = 0;");
     w.line("if (cudaGetDevice(&device) != cudaSuccess) return 4;");
     w.line("if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 4;");
-    w.line("int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((4 * (int64_t)sms + blocks - 1) / blocks, (" + R() +
+    const std::string grid = batched() ? "(blocks * batches)" : "blocks";
+    w.line("int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((4 * (int64_t)sms + " + grid + " - 1) / " + grid + ", (" + R() +
            " + 31) / 32));");
     w.line("chunks = std::min<int64_t>(chunks, kMaxChunks);");
     w.line("const int64_t rows_per_chunk = std::max<int64_t>(1, (" + R() + " + chunks - 1) / chunks);");
     w.line("chunks = " + R() + " > 0 ? (" + R() + " + rows_per_chunk - 1) / rows_per_chunk : 1;");
-    w.line("const size_t need = (size_t)chunks * (size_t)" + C() + " * sizeof(" + at + ");");
+    w.line("const size_t need = (size_t)chunks * (size_t)" + all_cols + " * sizeof(" + at + ");");
     w.open("if (need > workspace_bytes)");
     w.line("if (workspace) cudaFree(workspace);");
     w.line("workspace = nullptr;");
@@ -323,15 +352,16 @@ class Generator {
     w.close();
     w.line(at + "* partial = static_cast<" + at + "*>(workspace);");
     w.open("if (" + R() + " > 0)");
-    w.line(name_ + "<<<dim3((unsigned)blocks, (unsigned)chunks), kThreads, 0, stream>>>(" + pass + "rows_per_chunk, partial);");
+    w.line(name_ + "<<<dim3((unsigned)blocks, (unsigned)chunks" + z + "), kThreads, 0, stream>>>(" + pass + "rows_per_chunk, partial);");
     w.line("if (cudaGetLastError() != cudaSuccess) return 4;");
     w.close("} else {");
     w.comment("No rows: every column is the reduction's identity (a mean of none divides 0 by 0).");
     w.line("  chunks = 1;");
-    w.line("  " + name_ + "<<<dim3((unsigned)blocks, 1u), kThreads, 0, stream>>>(" + pass + "1, partial);");
+    w.line("  " + name_ + "<<<dim3((unsigned)blocks, 1u" + z + "), kThreads, 0, stream>>>(" + pass + "1, partial);");
     w.line("}");
-    w.line(name_ + "_finish<<<(unsigned)((" + C() + " + kThreads - 1) / kThreads), kThreads, 0, stream>>>(" + out() + ", " +
-           R() + ", " + C() + ", chunks, partial);");
+    // The finishing kernel sees a batched program's [B, C] results as B*C columns.
+    w.line(name_ + "_finish<<<(unsigned)((" + all_cols + " + kThreads - 1) / kThreads), kThreads, 0, stream>>>(" + out() + ", " +
+           R() + ", " + all_cols + ", chunks, partial);");
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }

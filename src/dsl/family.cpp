@@ -283,21 +283,26 @@ class Recogniser {
   }
 
   // One sum/mean/max/min over r keeping c, reading matrices at [r, c] and vectors at [r] or [c]:
-  // a column reduction, which the rowwise family generates (src/codegen/colwise.cpp).
+  // a column reduction, which the rowwise family generates (src/codegen/colwise.cpp). With a
+  // leading batch index b kept on the left, Y[b, c] reads its matrices at [b, r, c] (a reduction
+  // over the middle dim of a 3-D tensor).
   bool column_reduction() const {
     if (p_.defs.size() != 1) return false;
     const Definition& d = p_.defs.front();
-    if (d.indices.size() != 1 || (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::mean && d.reduce != ReduceOp::max &&
-                                  d.reduce != ReduceOp::min))
+    if ((d.indices.size() != 1 && d.indices.size() != 2) ||
+        (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::mean && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min))
       return false;
+    const bool batched = d.indices.size() == 2;
+    const std::string& c = d.indices.back();
     bool matrix = false;
     for (const Expr* x : reads_of(d.body)) {
       if (!is_input(x->name)) return false;
       for (const IndexExpr& ix : x->indices)
         if (ix.offset != 0 || !ix.plus.empty()) return false;
       const auto& v = x->indices;
-      bool at_rc = v.size() == 2 && v[0].var == d.over && v[1].var == d.indices[0];
-      bool vec = v.size() == 1 && (v[0].var == d.over || v[0].var == d.indices[0]);
+      bool at_rc = batched ? v.size() == 3 && v[0].var == d.indices[0] && v[1].var == d.over && v[2].var == c
+                           : v.size() == 2 && v[0].var == d.over && v[1].var == c;
+      bool vec = v.size() == 1 && (v[0].var == d.over || v[0].var == c);
       if (!at_rc && !vec) return false;
       matrix = matrix || at_rc;
     }
@@ -315,9 +320,9 @@ class Recogniser {
         for (size_t pos = 0; pos < x->indices.size(); ++pos) {
           if (x->indices[pos].var != d.over || pos + 1 == x->indices.size()) continue;
           std::string which = pos == 0 ? "the first index" : "index " + std::to_string(pos + 1);
-          std::string kind = pos == 0 ? "a reduction over the first index, but for a column reduction of matrices "
-                                        "(one definition, Y[c] = sum(X[r, c]) over r),"
-                                      : "a reduction over an index other than the last";
+          std::string kind = std::string(pos == 0 ? "a reduction over the first index" : "a reduction over an index other than the last") +
+                             ", but for a column reduction (one definition, Y[c] = sum(X[r, c]) over r or Y[b, c] = "
+                             "sum(X[b, r, c]) over r),";
           std::string hint;
           if (d.reduce == ReduceOp::sum && reads_last(d))
             hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts and tf32() allowed; scale it in a following "

@@ -197,6 +197,23 @@ kernel colmax(X: bf16[R, C]) -> (Y: bf16[C]) {
   Y[c] = max(abs(X[r, c])) over r
 }
 )";
+// Batched: a reduction over the middle dim of a 3-D tensor, each batch's columns on their own.
+const char* const kColSumBatched = R"(
+kernel colsum3(X: f32[B, R, C], w: f32[C]) -> (Y: f32[B, C]) {
+  Y[b, c] = sum(X[b, r, c] * w[c]) over r
+}
+schedule {
+  vector = 2
+}
+)";
+const char* const kColMinBatched = R"(
+kernel colmin3(X: f32[B, R, C]) -> (Y: f32[B, C]) {
+  Y[b, c] = min(X[b, r, c] * X[b, r, c] - 1.0) over r
+}
+schedule {
+  reduction = two_pass
+}
+)";
 
 const char* const kBroadcast = R"(
 kernel bias_act(A: f32[M, N], b: f32[N], s: f32[M], X: f32[N, M]) -> (C: f32[M, N], D: f32[M, N]) {
@@ -645,6 +662,8 @@ TEST(Codegen, OneNamedKernelPerProgramThatCompilesAndPassesTheStaticGate) {
       // Column reductions: the chunks' kernel and the one that combines them; one pass.
       {kColMean, {}, "colwise_colmean_f32_t256_v4_two_pass", 2},
       {kColMax, {{"vector", "8"}, {"items_per_thread", "4"}, {"unroll", "2"}}, "colwise_colmax_bf16_t256_v8_i4_u2_block", 1},
+      {kColSumBatched, {}, "colwise_colsum3_f32_t256_v2_batched_block", 1},
+      {kColMinBatched, {}, "colwise_colmin3_f32_t256_v1_batched_two_pass", 2},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {
@@ -766,6 +785,11 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
   std::string src = codegen::generate_cuda(p, {});
   EXPECT_NE(src.find("acc[j] += X[row * C + col] * w[col] + s[row];"), std::string::npos) << src;
   EXPECT_NE(src.find("Y[col] = acc / (float)R;"), std::string::npos) << src;
+  // Batched: each batch's matrix at b*R*C, its results at b*C; grid z walks the batch.
+  std::string b3 = codegen::generate_cuda(parse(kColSumBatched), {});
+  EXPECT_NE(b3.find("for (int64_t b = blockIdx.z; b < B; b += gridDim.z)"), std::string::npos) << b3;
+  EXPECT_NE(b3.find("acc[j] += X[(b * R + row) * C + col] * w[col];"), std::string::npos) << b3;
+  EXPECT_NE(b3.find("Y[b * C + col] = acc[j];"), std::string::npos) << b3;
 }
 
 // Every example of docs/DSL_CARD.md (the card an LLM's prompt carries) through its generator and
@@ -1124,6 +1148,10 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{"R", 77}, {"C", 133}}},
       {kColMean, {{}, {{"reduction", "block"}, {"vector", "2"}}}, {{"R", 1}, {"C", 7}}},
       {kColMax, {{}, {{"vector", "8"}, {"reduction", "two_pass"}, {"threads", "64"}}}, {{"R", 300}, {"C", 70}}},
+      {kColSumBatched,
+       {{}, {{"reduction", "two_pass"}}, {{"vector", "4"}, {"threads", "32"}, {"items_per_thread", "2"}}},
+       {{"B", 3}, {"R", 77}, {"C", 45}}},
+      {kColMinBatched, {{}, {{"reduction", "block"}, {"vector", "1"}}}, {{"B", 5}, {"R", 300}, {"C", 7}}},
   };
   for (const Case& c : cases) {
     const dsl::Program base = parse(c.program);
