@@ -322,6 +322,9 @@ def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
         if red is None:
             raise Unsupported(f"{op} is not a reduction of one tensor")
         dims = red[0]
+        # Size-1 dims after the reduced ones are part of the row: each row's values are the same.
+        if dims and dims == list(range(dims[0], dims[-1] + 1)) and math.prod(sh[dims[-1] + 1:]) == 1:
+            dims = list(range(dims[0], len(sh)))
         if dims != list(range(len(sh) - len(dims), len(sh))):
             raise Unsupported(f"{op} over dims {dims} of a tensor of shape {sh}: only reductions over the trailing dims "
                               "are lowered (the row-wise family reduces each row over its last index)")
@@ -489,37 +492,38 @@ def _gemm_args(b: "_Builder", n: torch.fx.Node, op: str, sd) -> Dict:
 
 
 def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
-    """The forward's one reduction over leading dims (not all of them), when it is a column
-    reduction the rowwise family computes: a sum, mean, max or min that ends the forward, with
-    only elementwise ops before it. Returns its node, input shape, the count of reduced leading
-    dims and keepdim; None where no reduction reduces leading dims only (Unsupported where one
-    does but the rest of the forward is not a column reduction)."""
+    """The forward's one reduction over consecutive dims that are not the trailing ones (the
+    leading dims, or dims in the middle), when it is a column reduction the rowwise family
+    computes: a sum, mean, max or min that ends the forward, with only elementwise ops before it.
+    Returns its node, input shape, the first reduced dim, the count of reduced dims and keepdim;
+    None where no reduction is one (Unsupported where one is but the rest of the forward is not a
+    column reduction)."""
     found = []
     for n, op in ops:
         if n not in rowwise or op not in REDUCTIONS:
             continue
         sh = b.shape(n.args[0]) or []
         dims, keep = _reduced_dims(n, op, len(sh))
-        if dims and dims == list(range(len(dims))) and len(dims) < len(sh):
-            found.append((n, op, sh, len(dims), keep))
+        # Only size-1 dims after the reduced ones: a row-wise reduction over the trailing dims (_row_of).
+        if dims and dims == list(range(dims[0], dims[0] + len(dims))) and math.prod(sh[dims[-1] + 1:]) > 1:
+            found.append((n, op, sh, dims[0], len(dims), keep))
     if not found:
         return None
-    n, op, sh, lead, keep = found[0]
+    n, op, sh, first, lead, keep = found[0]
+    where = f"{op} over dims {list(range(first, first + lead))} of a tensor of shape {sh}"
     if len(rowwise) > 1:
-        raise Unsupported(f"{op} over the leading dims {list(range(lead))} with other row-wise ops: a column reduction "
-                          "is a program of one definition")
+        raise Unsupported(f"{where} with other row-wise ops: a column reduction is a program of one definition")
     if op not in ("sum", "mean", "max", "min", "amax", "amin"):
-        raise Unsupported(f"{op} over the leading dims {list(range(lead))}: a column reduction is a sum, mean, max or min")
+        raise Unsupported(f"{where}: a column reduction is a sum, mean, max or min")
     last = ret
     if ret is not n:
         src = ret.args[0] if ret.args else None
         if not (src is n and op in ("max", "min") and _canon(ret, b.gm) in ("getitem", "getattr") and ret.args[1] in (0, "values")):
-            raise Unsupported(f"{op} over the leading dims {list(range(lead))} is followed by other ops: a column reduction "
-                              "is a program of one definition")
+            raise Unsupported(f"{where} is followed by other ops: a column reduction is a program of one definition")
     for u in n.users:
         if u is not last and u.op != "output":
             raise Unsupported(f"{op} over a dim is read for more than its values: only its values are lowered")
-    return {"node": n, "shape": sh, "lead": lead, "keepdim": keep}
+    return {"node": n, "shape": sh, "first": first, "lead": lead, "keepdim": keep}
 
 
 def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
@@ -617,15 +621,22 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             idx, dims = "[m, n]", {"M": ga["M"], "N": ga["N"]}
         full = list(out_shape)
     elif column is not None:
-        # One reduction over the leading dims, its elementwise prologue inlined: the column
-        # reduction Y[c] = OP(f(X[r, c])) over r, the leading dims merged into r, the rest into c.
-        family, idx = "colwise", "[r, c]"
-        sh, lead = column["shape"], column["lead"]
-        cols = sh[lead:]
-        dims = {"R": math.prod(sh[:lead]), "C": math.prod(cols)}
+        # One reduction over leading or middle dims, its elementwise prologue inlined: the column
+        # reduction Y[c] = OP(f(X[r, c])) over r, the reduced dims merged into r, the rest into c;
+        # with dims before the reduced ones, Y[b, c] = OP(f(X[b, r, c])) over r, those merged into b.
+        family = "colwise"
+        sh, first, lead = column["shape"], column["first"], column["lead"]
+        reduced, cols = sh[first:first + lead], sh[first + lead:]
+        dims = {"B": math.prod(sh[:first])} if first else {}
+        dims.update({"R": math.prod(reduced), "C": math.prod(cols)})
+        idx, at = ("[b, r, c]", "[b, c]") if first else ("[r, c]", "[c]")
         if len(cols) > 1:
             dims.update({f"C{j}": d for j, d in enumerate(cols)})
         col_dims = ["C"] if len(cols) == 1 else [f"C{j}" for j in range(len(cols))]
+        # The reduced dims keep their own names where they are not the leading dims the table merges.
+        row_names = ["R"] if not first or len(reduced) == 1 else [f"R{j}" for j in range(len(reduced))]
+        if len(row_names) > 1:
+            dims.update({f"R{j}": d for j, d in enumerate(reduced)})
         full = list(sh)
     elif rowwise:
         family, idx = "rowwise", "[r, c]"
@@ -691,7 +702,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         if family == "colwise":
             if list(sh) != full:
                 return None
-            decl[name], layout[name] = ["R", "C"], ["R"] + col_dims
+            decl[name], layout[name] = (["B"] if first else []) + ["R", "C"], (["B"] if first else []) + row_names + col_dims
             return name + idx
         if family in ("elementwise", "conv"):
             axes = _broadcast(list(sh), full)
@@ -829,10 +840,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             continue
         if family == "colwise" and n is column["node"]:  # the program's one definition
             fn = {"amax": "max", "amin": "min"}.get(op, op)
-            b.stmts.append(f"output0[c] = {fn}({operand(n.args[0])}) over r")
-            env[n.name] = "output0[c]"
+            b.stmts.append(f"output0{at} = {fn}({operand(n.args[0])}) over r")
+            env[n.name] = f"output0{at}"
             for u in n.users:  # torch.max(x, 0) is read through its values (_column_reduction checked)
-                env[u.name] = "output0[c]"
+                env[u.name] = f"output0{at}"
             continue
         if family == "rowwise" and n in rowwise and op in REDUCTIONS:  # each row to one value (_row_of)
             t, v = b.fresh(), b.fresh()
@@ -967,7 +978,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
     final = operand(ret)
     if family == "colwise":
-        if final != "output0[c]":
+        if final != f"output0{at}":
             raise Unsupported("a column reduction is the program's one definition: nothing may follow it")
     elif family == "conv" and final == "acc[n, k, h, w]":
         b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
@@ -983,8 +994,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     elif family == "gemm":
         decl["output0"] = ["B", "M", "N"] if "B" in dims else ["M", "N"]
     elif family == "colwise":
-        decl["output0"] = ["C"]
-        layout["output0"] = (["U"] * column["lead"] if column["keepdim"] else []) + col_dims
+        decl["output0"] = (["B"] if first else []) + ["C"]
+        layout["output0"] = (["B"] if first else []) + (["U"] * lead if column["keepdim"] else []) + col_dims
         if column["keepdim"]:
             dims["U"] = 1
     elif family == "rowwise":

@@ -63,7 +63,8 @@ class MlpBlock(nn.Module):
 
 class ReduceThenMap(nn.Module):
     """A reduction over dim 1 between two elementwise chains: over the last dim of a 2-D tensor
-    it is one row-wise piece with both chains; over the middle dim of a 3-D tensor it is kept."""
+    it is one row-wise piece with both chains; over the middle dim of a 3-D tensor a column
+    reduction with the first chain, and the second chain a piece of its own."""
 
     def forward(self, x):
         s = torch.sigmoid(x) * x
@@ -113,7 +114,7 @@ class ScaledMean(nn.Module):
     """A Python number s scales the input and is subtracted after a mean (kept)."""
 
     def forward(self, x, s):
-        m = (x * s).mean(dim=1, keepdim=True)
+        m = (x * s).mean(dim=(0, 2), keepdim=True)
         return torch.relu(m - s) + x
 
 
@@ -209,11 +210,14 @@ class Stitching(unittest.TestCase):
         self.assertEqual([p.family for p in plan.pieces], ["gemm", "rowwise", "gemm", "rowwise"])
         self.assertEqual(plan.pieces[0].params, ["fc1.weight", "fc1.bias"])
 
-    def test_a_reduction_over_a_middle_dim_is_kept_between_two_chains(self):
+    def test_a_reduction_over_a_middle_dim_is_a_batched_column_reduction(self):
+        # mean(dim=1) of [6, 7, 3] with the chain before it inlined; the chain after it reads its
+        # [6, 1, 3] output broadcast.
         torch.manual_seed(2)
-        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7, 3)], 2, ["mean"])
-        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise"])
-        self.assertIn("trailing dims", plan.kept[0]["reason"])
+        plan = self.stitched(ReduceThenMap(), [torch.randn(6, 7, 3)], 2, [])
+        self.assertEqual([p.family for p in plan.pieces], ["rowwise", "elementwise"])
+        self.assertIn("output0[b, c] = mean(", plan.pieces[0].program)
+        self.assertEqual(plan.pieces[0].dims, {"B": 6, "R": 7, "C": 3, "U": 1})
 
     def test_a_reduction_over_the_last_dim_and_its_chains_are_one_rowwise_piece(self):
         # mean(dim=1, keepdim=True) of [6, 7]: one value per row, [6, 1], read by the chain after it.
@@ -323,7 +327,7 @@ class Stitching(unittest.TestCase):
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant_of_the_pieces(self):
         torch.manual_seed(8)
-        x = torch.randn(4, 6, 3)  # the mean over dim 1 is not over the trailing dims: kept
+        x = torch.randn(4, 6, 3)  # the mean over dims 0 and 2 is over neither trailing nor consecutive dims: kept
         model = ScaledMean().eval()
         plan = stitch.split(model, [x, 0.75], draw=lambda seeds: [[None, 0.75] for _ in seeds])
         self.assertEqual(len(plan.pieces), 2, plan.summary())

@@ -325,6 +325,24 @@ class Synth(unittest.TestCase):
             out = self.check_module(M(), [x], "rowwise")
             self.assertEqual(out["dims"]["C"], cols, name)
             self.assertRegex(out["program"], r"output0\[c\] = (sum|mean|max|min)\(.*\) over r", name)
+        # Over middle dims: batched, Y[b, c] = OP(f(X[b, r, c])) over r, the dims before merged into b.
+        x4 = torch.randn(4, 3, 5, 2)
+        for name, f, dims in [
+                ("sum over dim 1", lambda x: torch.sum(x, dim=1, keepdim=True), {"B": 4, "R": 3, "C": 10, "C0": 5, "C1": 2, "U": 1}),
+                ("rms over channels", lambda x: torch.mean(x ** 2, dim=1), {"B": 4, "R": 3, "C": 10, "C0": 5, "C1": 2}),
+                ("argmax-free max values", lambda x: torch.max(x, dim=2)[0], {"B": 12, "R": 5, "C": 2}),
+                ("min over two middle dims", lambda x: torch.amin(x, dim=(1, 2)), {"B": 4, "R": 15, "C": 2, "R0": 3, "R1": 5})]:
+            class M(torch.nn.Module):
+                def forward(self, x):
+                    return f(x)
+            out = self.check_module(M(), [x4], "rowwise")
+            self.assertEqual(out["dims"], dims, name)
+            self.assertIn("output0[b, c] = ", out["program"], name)
+        # Size-1 dims after the reduced one: a row-wise reduction (logsumexp over the channels of [B, C, 1, 1]).
+        class Lse(torch.nn.Module):
+            def forward(self, x):
+                return torch.logsumexp(x, dim=1, keepdim=True)
+        self.check_module(Lse(), [torch.randn(3, 4, 1, 1)], "rowwise")
         for f, text in [(lambda x: x.sum(0) + 1.0, "followed by other ops"),
                         (lambda x: torch.logsumexp(x, dim=0), "a sum, mean, max or min")]:
             class M(torch.nn.Module):
@@ -336,7 +354,7 @@ class Synth(unittest.TestCase):
 
     def test_reductions_the_row_wise_family_cannot_take_are_refused(self):
         x = torch.randn(3, 5, 7)
-        for f, text in [(lambda x: torch.sum(x, dim=1), "trailing dims"), (lambda x: torch.argmax(x, dim=2), "int64"),
+        for f, text in [(lambda x: torch.sum(x, dim=(0, 2)), "trailing dims"), (lambda x: torch.argmax(x, dim=2), "int64"),
                         (lambda x: torch.max(x, dim=2)[1].float(), "indices"), (lambda x: torch.norm(x, p=3, dim=2), "p=3")]:
             class M(torch.nn.Module):
                 def forward(self, x):
