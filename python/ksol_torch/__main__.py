@@ -12,7 +12,7 @@ import sys
 
 
 def _import_one(path: str, args) -> dict:
-    from . import lower, problem, screen, trace
+    from . import problem, screen, trace
 
     try:
         prob = problem.load(path)
@@ -26,7 +26,7 @@ def _import_one(path: str, args) -> dict:
             model, inputs = problem.instantiate(prob, args.seed)
             g = trace.trace(model, inputs)
             shape_mode = f"real ({type(e).__name__} on meta tensors)"
-        pieces = lower.lower(g)
+        pieces = _plan_pieces(prob, args.seed, g)
         if args.no_screen:
             sc = screen.Screen("skipped", "--no-screen")
         elif g.flops * 3 > args.screen_max_gflop * 1e9 or g.bytes * 6 > args.screen_max_gb * 1e9:
@@ -46,11 +46,55 @@ def _import_one(path: str, args) -> dict:
         "inputs": g.inputs, "outputs": g.outputs, "parameters": len(g.params), "flops": g.flops, "bytes": g.bytes,
         "ops": [{"name": o.name, "op": o.op, "kind": o.kind, "shape": o.shape, "dtype": o.dtype, "flops": o.flops}
                 for o in g.ops],
-        "pieces": [{"id": p.id, "family": p.family, "dsl": p.dsl, "reason": p.reason,
-                    "ops": [o.op for o in p.ops if o.kind != "view"], "views": [o.op for o in p.ops if o.kind == "view"],
-                    "inputs": p.inputs, "outputs": p.outputs, "flops": p.flops, "bytes": p.bytes} for p in pieces],
+        "pieces": pieces,
         "screen": dataclasses.asdict(sc),
     }
+
+
+_VIEWS = ("view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr", "detach", "clone", "dropout")
+
+
+def _plan_pieces(prob, seed: int, g) -> list:
+    """The pieces `ksol import` reports: stitch.py's plan, the one `ksol optimize` runs (its DSL
+    pieces and, in graph order, each op it keeps as a PyTorch call with the reason), with the
+    trace's FLOPs and bytes per op. Where the forward cannot be traced or stitched, lower.py's
+    cut of the trace (one opaque op for an untraceable forward)."""
+    from . import lower, stitch
+    from .trace import _canonical
+
+    def from_lower():
+        return [{"id": p.id, "family": p.family, "dsl": p.dsl, "reason": p.reason,
+                 "ops": [o.op for o in p.ops if o.kind != "view"], "views": [o.op for o in p.ops if o.kind == "view"],
+                 "inputs": p.inputs, "outputs": p.outputs, "flops": p.flops, "bytes": p.bytes} for p in lower.lower(g)]
+
+    if not g.traced:
+        return from_lower()
+    try:
+        _, _, plan = _meta_then_real(prob, seed, stitch.split)
+    except Exception:  # the plan needs what the trace did not: keep the trace's cut
+        return from_lower()
+    cost = {o.name: o for o in g.ops}
+    order = {n.name: i for i, n in enumerate(plan.gm.graph.nodes)}
+    nodes = {n.name: n for n in plan.gm.graph.nodes}
+    rows = []
+    for p in plan.pieces:
+        ops = [_canonical(nodes[n], plan.gm) for n in p.nodes]
+        rows.append((order[p.nodes[0]], {"family": p.family, "dsl": True, "reason": "", "nodes": p.nodes,
+                                         "ops": [o for o in ops if o not in _VIEWS], "views": [o for o in ops if o in _VIEWS],
+                                         "inputs": p.inputs, "outputs": [p.nodes[-1]]}))
+    for k in plan.kept:
+        view = k["op"] in _VIEWS
+        rows.append((order[k["node"]], {"family": "view" if view else "torch", "dsl": False, "reason": k["reason"],
+                                        "nodes": [k["node"]], "ops": [] if view else [k["op"]], "views": [k["op"]] if view else [],
+                                        "inputs": [a.name for a in nodes[k["node"]].all_input_nodes], "outputs": [k["node"]]}))
+    out = []
+    for i, (_, r) in enumerate(sorted(rows, key=lambda t: t[0])):
+        r["id"] = i
+        # A decomposed op's nodes are not the trace's: their costs stay in the problem's totals.
+        r["flops"] = sum(cost[n].flops for n in r["nodes"] if n in cost)
+        r["bytes"] = sum(cost[n].out_bytes for n in r["nodes"] if n in cost)
+        out.append(r)
+    return out
 
 
 def _meta_then_real(prob, seed: int, fn):

@@ -131,6 +131,25 @@ class TraceAndCost(unittest.TestCase):
 
 
 class Lowering(unittest.TestCase):
+    def test_import_reports_the_plan_optimize_runs(self):
+        # `ksol import` and `ksol optimize` cut a forward the same way: import's pieces are
+        # stitch.py's DSL pieces, in graph order with the ops it keeps.
+        from ksol_torch import __main__ as cli, stitch
+        files = [os.path.join(PROBLEMS, "03_conv_bn_relu.py"), os.path.join(HERE, "synth_problems", "14_gemm_row_reductions.py")]
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out.json")
+            self.assertEqual(cli.main(["import", "--no-screen", "--json-out", out, "--"] + files), 0)
+            with open(out) as fh:
+                res = json.load(fh)
+        for path, r in zip(files, res):
+            model, inputs = problem.instantiate(problem.load(path), 0)
+            plan = stitch.split(model, inputs)
+            self.assertEqual([p["nodes"] for p in r["pieces"] if p["dsl"]], [p.nodes for p in plan.pieces], path)
+            self.assertEqual([p["family"] for p in r["pieces"] if p["dsl"]], [p.family for p in plan.pieces], path)
+            self.assertEqual(sorted(p["nodes"][0] for p in r["pieces"] if not p["dsl"]), sorted(k["node"] for k in plan.kept))
+        self.assertEqual([(p["family"], p["ops"]) for p in res[0]["pieces"]],
+                         [("torch", ["conv2d"]), ("elementwise", ["relu"]), ("torch", ["max_pool2d"])])
+
     def test_residual_add_is_a_gemm_epilogue_and_norm_takes_gelu(self):
         _, _, _, pieces = imported("05_residual_layernorm.py")
         self.assertEqual([(p.family, [o.op for o in p.ops]) for p in pieces],
