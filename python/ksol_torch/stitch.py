@@ -193,9 +193,56 @@ def _norm_args(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[
     return out
 
 
+def _tuple(v, n: int):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * n
+    if isinstance(v, (tuple, list)) and len(v) == n and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(v)
+    return None
+
+
+def _pool_windows(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str, sh: List[int]) -> Optional[tuple]:
+    """A pooling node's windows as ('max' or 'mean', window per spatial dim) where they tile its
+    input exactly: kernel equal to stride, no padding, dilation 1, no ceil mode or indices, every
+    spatial extent a multiple of its window (an adaptive pool: every input extent a multiple of
+    the output's); None otherwise."""
+    spatial = len(sh) - 2
+    if spatial < 1:
+        return None
+    kind = "max" if "max" in op else "mean"
+    a = synth._arg
+    if op.startswith("adaptive"):
+        out = gm.get_submodule(n.target).output_size if n.op == "call_module" else a(n, 1, "output_size")
+        if isinstance(out, (tuple, list)):
+            out = tuple(sh[2 + i] if o is None else o for i, o in enumerate(out))
+        out = _tuple(out, spatial)
+        if out is None or any(o <= 0 or d % o for d, o in zip(sh[2:], out)):
+            return None
+        return kind, tuple(d // o for d, o in zip(sh[2:], out))
+    if n.op == "call_module":
+        m = gm.get_submodule(n.target)
+        k, st, pad = m.kernel_size, m.stride, m.padding
+        dil, ceil = getattr(m, "dilation", 1), m.ceil_mode
+        extra = getattr(m, "return_indices", False) or getattr(m, "divisor_override", None) is not None
+    else:
+        k, st, pad = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0)
+        if kind == "max":
+            dil, ceil, extra = a(n, 4, "dilation", 1), a(n, 5, "ceil_mode", False), a(n, 6, "return_indices", False)
+        else:
+            dil, ceil, extra = 1, a(n, 4, "ceil_mode", False), a(n, 6, "divisor_override") is not None
+    k = _tuple(k, spatial)
+    st = k if st is None or st == [] or st == () else _tuple(st, spatial)
+    if k is None or st != k or _tuple(pad, spatial) != (0,) * spatial or _tuple(dil, spatial) != (1,) * spatial or ceil or extra:
+        return None
+    if any(d % w for d, w in zip(sh[2:], k)):
+        return None
+    return kind, k
+
+
 def decompose(gm: torch.fx.GraphModule) -> bool:
-    """Rewrites, in place, the normalizations no DSL family takes whole into the ops of their
-    definition, each of which one does: group_norm into a layer_norm over each group's
+    """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
+    each of which one does: a pooling whose windows tile its input (kernel = stride, no padding)
+    into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
@@ -211,6 +258,31 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
         if n.op not in ("call_module", "call_function", "call_method"):
             continue
         op = _canon(n, gm)
+        if kind_of(op) == "pool":
+            sh = _shape(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+            win = _pool_windows(n, gm, op, sh) if sh else None
+            if win is None:
+                continue
+            # [N, C, D, H, W] viewed as [N, C, D/kd, kd, H/kh, kh, W/kw, kw]; each window dim reduced
+            # from the last: the first a row-wise reduction, the others column reductions.
+            kind, k = win
+            view, window_dims = list(sh[:2]), []
+            for d, w in zip(sh[2:], k):
+                view += [d // w, w] if w > 1 else [d]  # a window of 1 along a dim is no reduction
+                if w > 1:
+                    window_dims.append(len(view) - 1)
+            red = "amax" if kind == "max" else "mean"
+            with g.inserting_before(n):
+                if list(k) == sh[2:]:  # one window (a global pool): one reduction over the spatial dims
+                    y = g.call_method(red, (n.args[0], tuple(range(2, len(sh)))), {"keepdim": True})
+                else:
+                    y = g.call_method("reshape", (n.args[0], *view))
+                    for d in reversed(window_dims):
+                        y = g.call_method(red, (y, d))
+            n.replace_all_uses_with(y)
+            g.erase_node(n)
+            changed = True
+            continue
         if op not in ("group_norm", "batch_norm"):
             continue
         args = _norm_args(n, gm, op)

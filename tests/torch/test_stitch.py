@@ -34,7 +34,8 @@ class ConvEpilogue(nn.Module):
 
 
 class ConvPool(nn.Module):
-    """A strided, padded convolution with its epilogue, a max pool (kept), then an elementwise chain."""
+    """A strided, padded convolution with its epilogue, a max pool over overlapping windows (kept),
+    then an elementwise chain."""
 
     def __init__(self):
         super().__init__()
@@ -43,7 +44,7 @@ class ConvPool(nn.Module):
 
     def forward(self, x):
         y = F.relu(self.conv(x) + self.shift)
-        return torch.sigmoid(F.max_pool2d(y, 2)) * 2.0
+        return torch.sigmoid(F.max_pool2d(y, 3, stride=2, padding=1)) * 2.0
 
 
 class MlpBlock(nn.Module):
@@ -78,7 +79,7 @@ class SharedValue(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.pool = nn.MaxPool1d(2)
+        self.pool = nn.MaxPool1d(2, stride=1)  # overlapping windows: kept
 
     def forward(self, x):
         a = torch.exp(x * 0.1)
@@ -152,6 +153,21 @@ class ImageNorms(nn.Module):
 
     def forward(self, x):
         return self.gn(self.bn(x))
+
+
+class ConvPoolTiles(nn.Module):
+    """KernelBench level 2's conv, max pool, activation, global average pool: pools whose windows
+    tile the image are reductions over the window dims of a view (kernel = stride, no padding)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.pool = nn.MaxPool2d(2)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        y = torch.relu(self.pool(self.conv(x)))
+        return self.gap(y) + F.avg_pool1d(y.reshape(2, 4, 24), 4).sum(dim=2, keepdim=True).unsqueeze(3)
 
 
 class Stitching(unittest.TestCase):
@@ -259,6 +275,17 @@ class Stitching(unittest.TestCase):
         m.bn.running_var.uniform_(0.5, 2)
         plan = self.stitched(m, [torch.randn(3, 4, 5, 6)], 4, views(8))
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "rowwise", "elementwise"])
+
+    def test_pools_whose_windows_tile_the_image_are_reductions(self):
+        torch.manual_seed(16)
+        plan = self.stitched(ConvPoolTiles(), [torch.randn(2, 3, 10, 14)], 8, ["reshape"] * 3 + ["unsqueeze"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv"] + ["rowwise"] * 2 + ["elementwise"] + ["rowwise"] * 3 + ["elementwise"])
+        # The max pool's window columns (dim 3 of [N, C, H/2, 2, W/2]) are a batched column reduction.
+        self.assertIn("output0[b, c] = max(input0[b, r, c]) over r", plan.pieces[2].program)
+        # Overlapping or padded windows stay PyTorch calls.
+        m = nn.Sequential(nn.MaxPool2d(3, stride=1), nn.ReLU())
+        plan = self.stitched(m, [torch.randn(2, 3, 8, 8)], 1, ["max_pool2d"])
+        self.assertIn("max_pool2d has no DSL form", plan.kept[0]["reason"])
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
