@@ -1,6 +1,6 @@
 // Column reductions, generated for the rowwise family: Y[c] = OP(f(X[r, c], v[c], w[r], ...)) over r
 // with OP sum, mean, max or min, reading matrices at [r, c] (row-major, C columns), column
-// vectors at [c] and row vectors at [r]; or batched, Y[b, c] = OP(f(X[b, r, c], ...)) over r, each
+// vectors at [c] and row vectors at [r]; or batched, Y[b, c] = OP(f(X[b, r, c], m[b, c], ...)) over r, each
 // batch's [R, C] matrix reduced the same way (grid z walks the batch, which multiplies the
 // columns' blocks: a reduction over the middle dim of a 3-D tensor). The rowwise family's check, generator and naming hand
 // such a program here (is_column_reduction); its knobs keep their names with a column meaning:
@@ -79,9 +79,13 @@ Column analyse(const dsl::Program& p, std::string* why) {
     const auto& ix = r->indices;
     const bool matrix = batched ? ix.size() == 3 && ix[0].var == a.batch_var && ix[1].var == a.row_var && ix[2].var == a.col_var
                                 : ix.size() == 2 && ix[0].var == a.row_var && ix[1].var == a.col_var;
-    bool ok = matrix || (ix.size() == 1 && (ix[0].var == a.row_var || ix[0].var == a.col_var));
+    const bool at_bc = batched && ix.size() == 2 && ix[0].var == a.batch_var && ix[1].var == a.col_var;
+    bool ok = matrix || at_bc || (ix.size() == 1 && (ix[0].var == a.row_var || ix[0].var == a.col_var));
     const std::string at = batched ? a.batch_var + ", " + a.row_var + ", " + a.col_var : a.row_var + ", " + a.col_var;
-    if (!ok) return no("'" + format_expr(*r) + "' is read at neither [" + at + "], [" + a.col_var + "] nor [" + a.row_var + "]");
+    if (!ok)
+      return no("'" + format_expr(*r) + "' is read at neither [" + at + "], " +
+                (batched ? "[" + a.batch_var + ", " + a.col_var + "], " : std::string()) + "[" + a.col_var + "] nor [" +
+                a.row_var + "]");
     first = first || matrix;
     a.widest = std::max(a.widest, type_bytes(prm->type));
   }
@@ -230,6 +234,7 @@ class Generator {
     em.read = [&](const Expr& r) -> std::string {
       const std::string& n = names_[r.name];
       if (r.indices.size() == 3) return n + "[(b * " + R() + " + row) * " + C() + " + col]";
+      if (batched() && r.indices.size() == 2) return n + "[b * " + C() + " + col]";
       if (r.indices.size() == 2) return n + "[row * " + C() + " + col]";
       return n + (r.indices[0].var == a_.row_var ? "[row]" : "[col]");
     };

@@ -285,7 +285,7 @@ class Recogniser {
   // One sum/mean/max/min over r keeping c, reading matrices at [r, c] and vectors at [r] or [c]:
   // a column reduction, which the rowwise family generates (src/codegen/colwise.cpp). With a
   // leading batch index b kept on the left, Y[b, c] reads its matrices at [b, r, c] (a reduction
-  // over the middle dim of a 3-D tensor).
+  // over the middle dim of a 3-D tensor) and may read tensors at [b, c] too.
   bool column_reduction() const {
     if (p_.defs.size() != 1) return false;
     const Definition& d = p_.defs.front();
@@ -303,7 +303,8 @@ class Recogniser {
       bool at_rc = batched ? v.size() == 3 && v[0].var == d.indices[0] && v[1].var == d.over && v[2].var == c
                            : v.size() == 2 && v[0].var == d.over && v[1].var == c;
       bool vec = v.size() == 1 && (v[0].var == d.over || v[0].var == c);
-      if (!at_rc && !vec) return false;
+      bool at_bc = batched && v.size() == 2 && v[0].var == d.indices[0] && v[1].var == c;  // the output's own indices
+      if (!at_rc && !vec && !at_bc) return false;
       matrix = matrix || at_rc;
     }
     return matrix;

@@ -207,8 +207,8 @@ schedule {
 }
 )";
 const char* const kColMinBatched = R"(
-kernel colmin3(X: f32[B, R, C]) -> (Y: f32[B, C]) {
-  Y[b, c] = min(X[b, r, c] * X[b, r, c] - 1.0) over r
+kernel colmin3(X: f32[B, R, C], m: f32[B, C]) -> (Y: f32[B, C]) {
+  Y[b, c] = min(X[b, r, c] * X[b, r, c] - m[b, c]) over r
 }
 schedule {
   reduction = two_pass
@@ -790,6 +790,8 @@ TEST(Codegen, ColumnReductionsNameAndRefuse) {
   EXPECT_NE(b3.find("for (int64_t b = blockIdx.z; b < B; b += gridDim.z)"), std::string::npos) << b3;
   EXPECT_NE(b3.find("acc[j] += X[(b * R + row) * C + col] * w[col];"), std::string::npos) << b3;
   EXPECT_NE(b3.find("Y[b * C + col] = acc[j];"), std::string::npos) << b3;
+  std::string m3 = codegen::generate_cuda(parse(kColMinBatched), {});
+  EXPECT_NE(m3.find("X[(b * R + row) * C + col] * X[(b * R + row) * C + col] - m[b * C + col]"), std::string::npos) << m3;
 }
 
 // Every example of docs/DSL_CARD.md (the card an LLM's prompt carries) through its generator and
