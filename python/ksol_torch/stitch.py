@@ -251,6 +251,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     running statistics a training-mode batch_norm updates are not part of the forward's output,
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
     propagates shapes again."""
+    import math
     import operator
     g = gm.graph
     changed = False
@@ -279,6 +280,39 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                     y = g.call_method("reshape", (n.args[0], *view))
                     for d in reversed(window_dims):
                         y = g.call_method(red, (y, d))
+            n.replace_all_uses_with(y)
+            g.erase_node(n)
+            changed = True
+            continue
+        if op in ("softmax", "log_softmax", "logsumexp"):
+            x = n.args[0] if n.args else None
+            sh = _shape(x)
+            if not sh:
+                continue
+            if op == "logsumexp":
+                red = synth._reduced_dims(n, op, len(sh))
+                dims, keep = red if red else (None, False)
+            else:
+                d = gm.get_submodule(n.target).dim if n.op == "call_module" else synth._arg(n, 1, "dim")
+                dims, keep = ([d % len(sh)] if isinstance(d, int) else None), True
+            # Over consecutive dims with more than one element after them (over the trailing dims
+            # the row-wise family takes the op whole): the max and the sum of exp(x - max) are
+            # column reductions, the rest elementwise; exp(x - max) is computed for each.
+            if not dims or dims != list(range(dims[0], dims[-1] + 1)) or math.prod(sh[dims[-1] + 1:]) == 1:
+                continue
+            red = tuple(dims) if len(dims) > 1 else dims[0]
+            with g.inserting_before(n):
+                m = g.call_method("amax", (x, red), {"keepdim": True})
+                e = g.call_function(torch.exp, (g.call_function(operator.sub, (x, m)),))
+                s_ = g.call_method("sum", (e, red), {"keepdim": True})
+                if op == "logsumexp":
+                    y = g.call_function(operator.add, (m, g.call_function(torch.log, (s_,))))
+                    if not keep:
+                        y = g.call_method("squeeze", (y, red))
+                else:
+                    t = g.call_function(operator.sub, (x, m))
+                    y = g.call_function(operator.truediv, (g.call_function(torch.exp, (t,)), s_)) if op == "softmax" else \
+                        g.call_function(operator.sub, (t, g.call_function(torch.log, (s_,))))
             n.replace_all_uses_with(y)
             g.erase_node(n)
             changed = True

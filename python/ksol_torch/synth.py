@@ -700,10 +700,20 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 return name + "[c]"
             return None
         if family == "colwise":
-            if list(sh) != full:
-                return None
-            decl[name], layout[name] = (["B"] if first else []) + ["R", "C"], (["B"] if first else []) + row_names + col_dims
-            return name + idx
+            bt = ["B"] if first else []
+            if list(sh) == full:
+                decl[name], layout[name] = bt + ["R", "C"], bt + row_names + col_dims
+                return name + idx
+            # A tensor of the reduction's output shape (a max taken before the sum of exp(x - max)),
+            # with or without the reduced dims kept as 1: read at the output's own index.
+            kept, dropped = full[:first] + [1] * lead + full[first + lead:], full[:first] + full[first + lead:]
+            if list(sh) in (kept, dropped):
+                decl[name] = bt + ["C"]
+                layout[name] = bt + (["U"] * lead if list(sh) == kept else []) + col_dims
+                if list(sh) == kept:
+                    dims["U"] = 1
+                return name + at
+            return None
         if family in ("elementwise", "conv"):
             axes = _broadcast(list(sh), full)
             if axes is None:

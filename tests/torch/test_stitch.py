@@ -170,6 +170,18 @@ class ConvPoolTiles(nn.Module):
         return self.gap(y) + F.avg_pool1d(y.reshape(2, 4, 24), 4).sum(dim=2, keepdim=True).unsqueeze(3)
 
 
+class ChannelSoftmax(nn.Module):
+    """KernelBench level 2's softmax and logsumexp over the channels of NCHW: the max and the sum
+    of exp(x - max) are batched column reductions, the rest elementwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.softmax = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        return self.softmax(x) * torch.logsumexp(x, dim=1, keepdim=True) + F.log_softmax(x, dim=1)
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False):
         model.train(train)
@@ -286,6 +298,15 @@ class Stitching(unittest.TestCase):
         m = nn.Sequential(nn.MaxPool2d(3, stride=1), nn.ReLU())
         plan = self.stitched(m, [torch.randn(2, 3, 8, 8)], 1, ["max_pool2d"])
         self.assertIn("max_pool2d has no DSL form", plan.kept[0]["reason"])
+
+    def test_softmax_and_logsumexp_over_channels_are_column_reductions(self):
+        torch.manual_seed(17)
+        plan = self.stitched(ChannelSoftmax(), [torch.randn(2, 3, 4, 5)], 10, [])
+        sums = [p for p in plan.pieces if "sum(" in p.program]
+        self.assertEqual(len(sums), 3)
+        # exp(x - max) summed over the channels reads the max at the output's own index [b, c].
+        self.assertIn("output0[b, c] = sum((exp(((input0[b, r, c] - input1[b, c]))))) over r", sums[0].program)
+        self.assertEqual(sums[0].tensors[1]["shape"], ["B", "U", "C0", "C1"])
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
