@@ -239,9 +239,79 @@ def _pool_windows(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str, sh: List[
     return kind, k
 
 
+def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str) -> Optional[torch.fx.Node]:
+    """A loss as the ops of its definition, inserted before `n`, each reading the one before it
+    (so that they stay one chain): the pointwise terms, then the reduction. Returns the loss's
+    node, or None where its arguments are not lowered (size_average/reduce, swap, a p other than 1
+    or 2)."""
+    import operator
+    a = synth._arg
+    mod = gm.get_submodule(n.target) if n.op == "call_module" else None
+    if mod is None and (a(n, 2, "size_average") is not None or a(n, 3, "reduce") is not None) and op != "triplet_margin_loss":
+        return None
+
+    def reduced(v, reduction, batch=None):
+        if reduction == "mean":
+            return g.call_method("mean", (v,))
+        if reduction == "sum":
+            return g.call_method("sum", (v,))
+        if reduction == "batchmean":
+            return g.call_function(operator.truediv, (g.call_method("sum", (v,)), batch))
+        return v if reduction == "none" else None
+
+    with g.inserting_before(n):
+        if op == "smooth_l1_loss":
+            x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
+            reduction = mod.reduction if mod is not None else a(n, 4, "reduction", "mean")
+            beta = mod.beta if mod is not None else a(n, 5, "beta", 1.0)
+            if not isinstance(beta, (int, float)) or beta <= 0 or reduction not in ("mean", "sum", "none"):
+                return None
+            # With m = min(|d|, beta): 0.5 d^2 / beta where |d| < beta, else |d| - beta / 2, both
+            # m * (m * 0.5 / beta - 1) + |d|.
+            ad = g.call_function(torch.abs, (g.call_function(operator.sub, (x, t)),))
+            m = g.call_method("clamp", (ad,), {"max": float(beta)})
+            v = g.call_function(operator.sub, (g.call_function(operator.mul, (m, 0.5 / beta)), 1.0))
+            v = g.call_function(operator.add, (g.call_function(operator.mul, (v, m)), ad))
+            return reduced(v, reduction)
+        if op == "kl_div":
+            x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
+            reduction = mod.reduction if mod is not None else a(n, 4, "reduction", "mean")
+            log_target = mod.log_target if mod is not None else a(n, 5, "log_target", False)
+            sh = _shape(x)
+            if not sh or reduction not in ("mean", "sum", "batchmean", "none"):
+                return None
+            if log_target:
+                e = g.call_function(torch.exp, (t,))
+                v = g.call_function(operator.mul, (g.call_function(operator.sub, (t, x)), e))
+            else:
+                # t * (log t - x), 0 where t is 0 (PyTorch's xlogy): log of t clamped to the
+                # smallest normal float, where t * log t is 0 to within 1e-36 anyway.
+                lt = g.call_function(torch.log, (g.call_method("clamp", (t,), {"min": 1.1754943508222875e-38}),))
+                v = g.call_function(operator.mul, (g.call_function(operator.sub, (lt, x)), t))
+            return reduced(v, reduction, sh[0] if sh else 1)
+        # triplet margin loss: relu(|a - p + eps|_p - |a - n + eps|_p + margin) over the rows.
+        if mod is not None:
+            margin, p, eps, swap, reduction = mod.margin, mod.p, mod.eps, mod.swap, mod.reduction
+        else:
+            margin, p, eps = a(n, 3, "margin", 1.0), a(n, 4, "p", 2.0), a(n, 5, "eps", 1e-6)
+            swap, reduction = a(n, 6, "swap", False), a(n, 9, "reduction", "mean")
+        if swap or p not in (1, 2, 1.0, 2.0) or reduction not in ("mean", "sum", "none") or len(n.args) < 3:
+            return None
+        anchor, pos, neg = n.args[0], n.args[1], n.args[2]
+
+        def distance(u):
+            d = g.call_function(operator.add, (g.call_function(operator.sub, (anchor, u)), float(eps)))
+            return g.call_method("norm", (d,), {"p": p, "dim": -1})
+        d1 = distance(pos)
+        v = g.call_function(operator.sub, (d1, distance(neg)))
+        v = g.call_function(torch.relu, (g.call_function(operator.add, (v, float(margin))),))
+        return reduced(v, reduction)
+
+
 def decompose(gm: torch.fx.GraphModule) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
-    each of which one does: a pooling whose windows tile its input (kernel = stride, no padding)
+    each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
+    pointwise terms and a reduction; a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -280,6 +350,14 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                     y = g.call_method("reshape", (n.args[0], *view))
                     for d in reversed(window_dims):
                         y = g.call_method(red, (y, d))
+            n.replace_all_uses_with(y)
+            g.erase_node(n)
+            changed = True
+            continue
+        if op in ("smooth_l1_loss", "kl_div", "tripletmarginloss", "triplet_margin_loss"):
+            y = _loss(g, gm, n, op)
+            if y is None:
+                continue
             n.replace_all_uses_with(y)
             g.erase_node(n)
             changed = True

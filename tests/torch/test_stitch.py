@@ -182,6 +182,20 @@ class ChannelSoftmax(nn.Module):
         return self.softmax(x) * torch.logsumexp(x, dim=1, keepdim=True) + F.log_softmax(x, dim=1)
 
 
+class Losses(nn.Module):
+    """KernelBench level 1's Huber, KL divergence and triplet margin losses, summed: each is its
+    pointwise terms and a reduction over every element (the triplet's distances row norms)."""
+
+    def __init__(self):
+        super().__init__()
+        self.triplet = nn.TripletMarginLoss(margin=1.0)
+
+    def forward(self, a, b, c):
+        huber = F.smooth_l1_loss(a, b, beta=0.5)
+        kl = F.kl_div(torch.log(torch.softmax(a, dim=-1)), torch.softmax(b, dim=-1), reduction="batchmean")
+        return huber + kl + self.triplet(a, b, c)
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False):
         model.train(train)
@@ -307,6 +321,15 @@ class Stitching(unittest.TestCase):
         # exp(x - max) summed over the channels reads the max at the output's own index [b, c].
         self.assertIn("output0[b, c] = sum((exp(((input0[b, r, c] - input1[b, c]))))) over r", sums[0].program)
         self.assertEqual(sums[0].tensors[1]["shape"], ["B", "U", "C0", "C1"])
+
+    def test_losses_are_their_pointwise_terms_and_a_reduction(self):
+        torch.manual_seed(19)
+        # The sum of the three 0-d losses stays PyTorch's (an elementwise program has an output of one dim or more).
+        plan = self.stitched(Losses(), [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)], 7, ["add", "add"])
+        self.assertEqual([p.family for p in plan.pieces], ["rowwise"] * 7)
+        self.assertIn("min(v1[r, c], 0.5)", plan.pieces[0].program)
+        kept = synth.synthesize(Losses(), [torch.randn(4, 6)] * 3)["reason"]
+        self.assertIn("smooth_l1_loss", kept)  # one program synth refuses; stitching decomposes it
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
