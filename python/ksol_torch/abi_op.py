@@ -194,6 +194,21 @@ class OpKernel:
         except RuntimeError as e:
             raise OSError(str(e)) from None
         self._run = torch.ops.ksol.run.default
+        self._check = torch.ops.ksol.check.default
+        self._inputs = [(torch.Size(int(e) for e in shape), dt) for shape, dt in table[:len(table) - int(num_outputs)]]
+        self._device_type = torch.device(device_type).type
+
+    def _matches(self, inputs: Sequence[torch.Tensor]) -> bool:
+        return len(inputs) == len(self._inputs) and all(
+            isinstance(t, torch.Tensor) and t.dtype == dt and t.shape == shape and t.device.type == self._device_type
+            for t, (shape, dt) in zip(inputs, self._inputs))
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+        # Inputs that are not the table's are reported by ksol::check as a value and raised here,
+        # so a caller's mistake is a Python exception that never unwinds through the extension
+        # (ksol::run checks again, and raises from C++, when called directly).
+        if not self._matches(inputs):
+            why = self._check(self.handle, inputs)
+            if why:
+                raise RuntimeError(why)
         return self._run(self.handle, inputs)

@@ -2,12 +2,20 @@
 built with torch.utils.cpp_extension; ksol::bind and ksol::run on host libraries built to the C
 ABI (the CPU's stand-ins for a run's CUDA kernels, as in test_load.py); each argument check's
 message; the ctypes fallback and how it is reported; the returned module's call path. What needs
-a GPU (CUDA tensors, PyTorch's current stream) skips without one, saying so."""
+a GPU (CUDA tensors, PyTorch's current stream) skips without one, saying so.
+
+The cases where the op raises from C++ run in a child process each (in_child_process): a crash
+there, where an exception was due, fails that case alone, with the child's stderr and native
+backtrace, and the other cases still run and report."""
 import ctypes
+import functools
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import unittest
 import warnings
 
 import ksol
@@ -55,6 +63,48 @@ def skip_without_op(test):
 
 def first_line(e) -> str:
     return str(e).split("\n")[0]
+
+
+CHILD_ENV = "KSOL_TEST_IN_CHILD_PROCESS"
+MODULE = os.path.splitext(os.path.basename(__file__))[0]
+
+
+def child_command(case):
+    return [sys.executable, "-X", "faulthandler", "-m", "unittest", "-v", f"{MODULE}.{type(case).__name__}.{case._testMethodName}"]
+
+
+def run_in_child(case):
+    """`case` (a TestCase instance) run by `python -m unittest` in a fresh interpreter: its
+    CompletedProcess, and, where the child died of a signal and gdb is installed, gdb's native
+    backtrace of a second run (else "")."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (HERE, os.path.join(ROOT, "python"),
+                                                                   os.environ.get("PYTHONPATH")) if p))
+    env[CHILD_ENV] = "1"
+    cmd = child_command(case)
+    r = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=600)
+    native = ""
+    if r.returncode < 0 and shutil.which("gdb"):
+        g = subprocess.run(["gdb", "-nx", "-batch", "-ex", "run", "-ex", "bt 40", "--args", *cmd], cwd=HERE, env=env,
+                           capture_output=True, text=True, timeout=600)
+        native = "\n".join(line for line in (g.stdout + g.stderr).splitlines() if re.match(r"#\d|.* received signal ", line))
+    return r, native
+
+
+def in_child_process(test):
+    """The test, run in a child process (run_in_child) rather than in this one: its failure or
+    skip is this case's, and a crash fails this case with what the child printed."""
+    @functools.wraps(test)
+    def wrapper(self):
+        if os.environ.get(CHILD_ENV):
+            return test(self)
+        r, native = run_in_child(self)
+        skipped = re.search(r"\.\.\. skipped '(.*)'", r.stderr)
+        if r.returncode == 0 and skipped:
+            self.skipTest(skipped.group(1))
+        how = f"died of signal {-r.returncode}" if r.returncode < 0 else f"exited with {r.returncode}"
+        self.assertEqual(r.returncode, 0, f"the case, run in a child process, {how}:\n{r.stderr[-6000:]}"
+                                          + (f"\ngdb's backtrace of a second run:\n{native}" if native else ""))
+    return wrapper
 
 
 @needs_torch
@@ -160,6 +210,7 @@ class OpCalls(TempDir):
         (m,) = k([a.to("meta") for a in self.args])
         self.assertEqual((m.device.type, tuple(m.shape), m.dtype), ("meta", (8, 16), F32))
 
+    @in_child_process
     def test_each_argument_is_checked_against_the_verified_table(self):
         k = self.kernel()
         x, w, b = self.args
@@ -171,19 +222,30 @@ class OpCalls(TempDir):
             ([x, w.reshape(32, 16), b], "best.so: tensor 1 'w_net_weight' has shape [32, 16]; the library was verified with [16, 32]"),
         ]
         for args, msg in cases:
-            with self.subTest(msg=msg), self.assertRaises(RuntimeError) as c:
-                k(args)
-            self.assertEqual(first_line(c.exception), msg)
+            with self.subTest(msg=msg):
+                # OpKernel raises ksol::check's answer from Python; ksol::run itself, called
+                # directly, raises the same from C++.
+                self.assertEqual(torch.ops.ksol.check(k.handle, args), msg)
+                with self.assertRaises(RuntimeError) as c:
+                    k(args)
+                self.assertEqual(first_line(c.exception), msg)
+                with self.assertRaises(RuntimeError) as c:
+                    torch.ops.ksol.run(k.handle, args)
+                self.assertEqual(first_line(c.exception), msg)
+        self.assertEqual(torch.ops.ksol.check(k.handle, [x, w, b]), "")
+        self.assertEqual(torch.ops.ksol.check(k.handle, [a.to("meta") for a in (x, w, b)]), "")
         with self.assertRaises(RuntimeError) as c:
             torch.ops.ksol.run(1 << 40, [x])
         self.assertEqual(first_line(c.exception), f"ksol::run: no library is bound as {1 << 40} (ksol::bind returns the number to pass)")
 
+    @in_child_process
     def test_a_failing_status_raises(self):
         k = self.kernel(dims=(8, 16))  # linear_relu.c wants three dims: it returns 1
         with self.assertRaises(RuntimeError) as c:
             k(self.args)
         self.assertEqual(first_line(c.exception), f"best.so: ksol_run returned 1 ({os.path.abspath(self.so)})")
 
+    @in_child_process
     def test_libraries_that_cannot_be_bound(self):
         missing = self.path("none.so")
         with self.assertRaises(OSError) as c:
@@ -197,6 +259,7 @@ class OpCalls(TempDir):
             torch.ops.ksol.bind(self.so, "best.so", ["input0"], [torch.empty(8, 32, device="meta")] * 2, 1, [8], torch.device("cpu"))
         self.assertEqual(first_line(c.exception), "ksol::bind: best.so: 1 names for 2 tensors")
 
+    @in_child_process
     def test_a_build_without_cuda_refuses_cuda_libraries(self):
         if op_status().with_cuda:
             self.skipTest("this build of the op has CUDA")
@@ -205,6 +268,20 @@ class OpCalls(TempDir):
         self.assertIn("ksol::bind: best.so: this build of ksol's torch op has no CUDA (PyTorch without CUDA, or no "
                       "cuda_runtime_api.h when it was built), so it cannot call a CUDA library on PyTorch's stream",
                       first_line(c.exception))
+
+
+class ChildProcess(unittest.TestCase):
+    def segfault(self):
+        """Not a case of its own: what test_a_crash_in_the_child_fails_its_case_alone runs."""
+        ctypes.string_at(0)
+
+    def test_a_crash_in_the_child_fails_its_case_alone(self):
+        r, native = run_in_child(ChildProcess("segfault"))
+        self.assertEqual(r.returncode, -signal.SIGSEGV, r.stderr[-3000:])
+        self.assertIn("Fatal Python error: Segmentation fault", r.stderr)
+        self.assertIn("in segfault", r.stderr)  # faulthandler's Python traceback
+        if shutil.which("gdb"):
+            self.assertIn("received signal SIGSEGV", native)
 
 
 @needs_torch
@@ -290,6 +367,7 @@ class ModuleCallPath(TempDir):
         with self.assertRaises(ValueError):
             ksol.load(run, call_path="cuda")
 
+    @in_child_process
     def test_the_op_catches_parameters_that_are_not_the_verified_ones(self):
         skip_without_op(self)
         m = ksol.load(self.one_program_run(), verify=False)
@@ -375,6 +453,7 @@ class OnTheGPU(TempDir):
         (y,) = k([x])
         self.assertEqual(last() or 0, torch.cuda.current_stream().cuda_stream)
 
+    @in_child_process
     def test_host_tensors_are_refused(self):
         with self.assertRaises(RuntimeError) as c:
             self.kernel()([torch.randn(16, 1024)])

@@ -15,6 +15,9 @@
 //       its work on that stream, so the call is ordered with PyTorch's own work on it, and the
 //       inputs and outputs are kept alive by the caching allocator's stream order, as for any
 //       PyTorch op. A nonzero status raises.
+//   ksol::check(int library, Tensor[] inputs) -> str
+//       what ksol::run's check of the inputs would raise, as a value ("" where they are the
+//       bound table's), for abi_op.py to raise in Python.
 //
 // Libraries stay loaded for the life of the process (ctypes.CDLL, the other path, never unloads
 // either). The CUDA stream needs c10/cuda's headers, so that part is built only where abi_op.py
@@ -171,28 +174,63 @@ std::string which(const Bound& b, size_t i) {
   return o.str();
 }
 
+// Why `inputs` are not the inputs `b` was verified with (their count, device, dtype and shape),
+// or "" where they are. Meta tensors (tracing) are checked for their count only, as run_meta does.
+std::string mismatch(const Bound& b, at::TensorList inputs) {
+  std::ostringstream o;
+  if (inputs.size() != b.num_inputs) {
+    o << b.label << ": ksol::run takes the " << b.num_inputs << " input tensors the library was verified with, got "
+      << inputs.size();
+    return o.str();
+  }
+  if (inputs.empty()) return "";
+  if (!inputs[0].defined()) {
+    o << b.label << ": " << which(b, 0) << " is undefined";
+    return o.str();
+  }
+  if (inputs[0].is_meta()) return "";
+  const c10::Device device = inputs[0].device();
+  if (device.type() != b.device_type) {
+    o << b.label << ": the library runs on " << c10::Device(b.device_type) << " tensors; " << which(b, 0) << " is on " << device
+      << " (move the module and its inputs there)";
+    return o.str();
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined()) {
+      o << b.label << ": " << which(b, i) << " is undefined";
+    } else if (t.device() != device) {
+      o << b.label << ": " << which(b, i) << " is on " << t.device() << ", " << which(b, 0) << " on " << device
+        << ": all of a call's tensors are on one device";
+    } else if (t.scalar_type() != b.dtypes[i]) {
+      o << b.label << ": " << which(b, i) << " is " << dtype_name(t.scalar_type()) << "; the library was verified with "
+        << dtype_name(b.dtypes[i]);
+    } else if (!t.sizes().equals(b.shapes[i])) {
+      o << b.label << ": " << which(b, i) << " has shape " << shape_text(t.sizes()) << "; the library was verified with "
+        << shape_text(b.shapes[i]);
+    } else {
+      continue;
+    }
+    return o.str();
+  }
+  return "";
+}
+
+// ksol::check: mismatch() as a value. OpKernel (abi_op.py) asks it where its own comparison of
+// the inputs with the table fails, and raises the answer in Python: a caller's mistake never
+// needs a C++ exception to cross this library's frames.
+std::string check(int64_t id, at::TensorList inputs) { return mismatch(bound(id), inputs); }
+
 std::vector<at::Tensor> run(int64_t id, at::TensorList inputs) {
   const Bound& b = bound(id);
-  TORCH_CHECK(inputs.size() == b.num_inputs, b.label, ": ksol::run takes the ", b.num_inputs,
-              " input tensors the library was verified with, got ", inputs.size());
+  const std::string why = mismatch(b, inputs);
+  TORCH_CHECK(why.empty(), why);
   const c10::Device device = inputs.empty() ? c10::Device(b.device_type) : inputs[0].device();
-  TORCH_CHECK(device.type() == b.device_type, b.label, ": the library runs on ", c10::Device(b.device_type), " tensors; ",
-              which(b, 0), " is on ", device, " (move the module and its inputs there)");
 
   const size_t n = b.shapes.size();
   std::vector<at::Tensor> table;
   table.reserve(n);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const at::Tensor& t = inputs[i];
-    TORCH_CHECK(t.defined(), b.label, ": ", which(b, i), " is undefined");
-    TORCH_CHECK(t.device() == device, b.label, ": ", which(b, i), " is on ", t.device(), ", ", which(b, 0), " on ", device,
-                ": all of a call's tensors are on one device");
-    TORCH_CHECK(t.scalar_type() == b.dtypes[i], b.label, ": ", which(b, i), " is ", dtype_name(t.scalar_type()),
-                "; the library was verified with ", dtype_name(b.dtypes[i]));
-    TORCH_CHECK(t.sizes().equals(b.shapes[i]), b.label, ": ", which(b, i), " has shape ", shape_text(t.sizes()),
-                "; the library was verified with ", shape_text(b.shapes[i]));
-    table.push_back(t.contiguous());
-  }
+  for (const at::Tensor& t : inputs) table.push_back(t.contiguous());
   for (size_t i = b.num_inputs; i < n; ++i)
     table.push_back(at::empty(b.shapes[i], at::TensorOptions().dtype(b.dtypes[i]).device(device)));
 
@@ -240,6 +278,7 @@ bool built_with_cuda() {
 TORCH_LIBRARY(ksol, m) {
   m.def("bind(str path, str label, str[] names, Tensor[] table, int num_outputs, int[] dims, Device device) -> int", &bind);
   m.def("run(int library, Tensor[] inputs) -> Tensor[]");
+  m.def("check(int library, Tensor[] inputs) -> str", &check);
   m.def("built_with_cuda() -> bool", &built_with_cuda);
 }
 
