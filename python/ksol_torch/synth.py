@@ -950,6 +950,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 if isinstance(v, torch.fx.Node) and b.shape(v) is not None and b.shape(n) is not None and \
                         _broadcast(b.shape(v), b.shape(n)) is None:
                     raise Unsupported(f"{op} reads {b.shape(v)} into {b.shape(n)}, which is not a broadcast")
+            if n.kwargs.get("rounding_mode") is not None:
+                raise Unsupported(f"{op} with rounding_mode {n.kwargs['rounding_mode']!r}: not lowered")
             alpha = n.kwargs.get("alpha")
             ys = operand(y)
             if alpha is not None and op in ("add", "sub"):

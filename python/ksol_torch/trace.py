@@ -134,13 +134,17 @@ def _canonical(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
             if type(mod) is cls:
                 return name
         return type(mod).__name__.lower()
+    # torch.multiply and its kin are the arithmetic operators under other names.
+    aliases = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div"}
     if node.op == "call_method":
-        return {"add_": "add", "mul_": "mul", "relu_": "relu", "clamp_": "clamp", "div_": "div", "sub_": "sub",
-                "clamp_min": "clamp", "clamp_max": "clamp", "clamp_min_": "clamp", "clamp_max_": "clamp"}.get(node.target, node.target)
+        t = {"add_": "add", "mul_": "mul", "relu_": "relu", "clamp_": "clamp", "div_": "div", "sub_": "sub",
+             "clamp_min": "clamp", "clamp_max": "clamp", "clamp_min_": "clamp", "clamp_max_": "clamp"}.get(node.target, node.target)
+        return aliases.get(t, t)
     t = node.target
     if t in _OPERATORS:
         return _OPERATORS[t]
     name = getattr(t, "__name__", str(t))
+    name = aliases.get(name, name)
     return {"clamp_min": "clamp", "clamp_max": "clamp", "max_pool2d_with_indices": "max_pool2d",
             "_max_pool2d": "max_pool2d", "boolean_dispatch": "max_pool2d"}.get(name, name)
 

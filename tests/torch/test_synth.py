@@ -409,6 +409,17 @@ class Synth(unittest.TestCase):
         m = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3, groups=2))
         self.assertIn("conv1d with groups=2", synth.synthesize(m, [torch.randn(2, 4, 9)])["reason"])
 
+    def test_multiply_divide_and_subtract_are_the_operators(self):
+        torch.manual_seed(20)
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return torch.multiply(torch.tanh(F.softplus(x)), x) - torch.divide(torch.subtract(x, y), 2.0)
+        self.check_module(M(), [torch.randn(3, 4), torch.randn(3, 4)], "elementwise")
+        class Floor(torch.nn.Module):
+            def forward(self, x):
+                return torch.divide(x, 2.0, rounding_mode="floor")
+        self.assertIn("rounding_mode", synth.synthesize(Floor(), [torch.randn(3, 4)])["reason"])
+
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
                          ["w_fc_weight", "w_fc_weight_2", "w_acc", "w_v1"])
