@@ -764,6 +764,16 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
 
     def operand(a) -> str:
         if isinstance(a, torch.fx.Node):
+            if a.op == "get_attr" and a.target not in sd:
+                # A tensor the forward makes from a constant (torch.tensor(0.5), traced as
+                # _tensor_constant0): one value, part of the code rather than of the state, so a number.
+                v = gm
+                for part in a.target.split("."):
+                    v = getattr(v, part, None)
+                if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dtype.is_floating_point:
+                    return _num(v.item())
+                raise Unsupported(f"{a.target} is a constant tensor of shape {list(v.shape) if isinstance(v, torch.Tensor) else '?'}: "
+                                  "only one-value constants are lowered")
             if a.op == "get_attr":
                 return param_read(a)
             if a.name not in env:

@@ -420,6 +420,19 @@ class Synth(unittest.TestCase):
                 return torch.divide(x, 2.0, rounding_mode="floor")
         self.assertIn("rounding_mode", synth.synthesize(Floor(), [torch.randn(3, 4)])["reason"])
 
+    def test_a_one_value_constant_tensor_is_a_number(self):
+        # torch.tensor(c) in the forward (KernelBench level 2's min with a constant) is code, not state.
+        torch.manual_seed(21)
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 4, 3)
+
+            def forward(self, x):
+                return torch.min(self.conv(x), torch.tensor(0.5)) * 2.0
+        out = self.check_module(M(), [torch.randn(2, 3, 6, 6)], "conv")
+        self.assertIn(", 0.5)", out["program"])
+
     def test_parameter_names_never_meet(self):
         self.assertEqual(list(synth.param_names(["fc.weight", "fc_weight", "acc", "v1"]).values()),
                          ["w_fc_weight", "w_fc_weight_2", "w_acc", "w_v1"])
