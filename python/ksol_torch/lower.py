@@ -1,5 +1,7 @@
 """Cutting a traced graph into pieces: a GEMM with its elementwise epilogue, a map/reduce/
-normalize chain, an elementwise chain, or an op that stays a PyTorch or vendor call.
+normalize chain, an elementwise chain, or an op that stays a PyTorch or vendor call. `ksol import`
+reports stitch.py's plan (what `ksol optimize` runs); this cut of the op graph serves where the
+forward cannot be traced, and the costs per piece.
 
 Fusion rule: an elementwise or rowwise op joins the piece of the op that produced its main
 input when that producer has no other user (so the intermediate never needs to exist) and is the
@@ -135,7 +137,7 @@ def lower(g: Graph) -> List[Piece]:
             p.dsl = not bad
             p.reason = "" if p.dsl else f"{', '.join(sorted(set(bad)))} has no DSL family yet"
         elif p.family == "conv":
-            p.reason = "convolution stays a cuDNN call (no DSL conv family); its epilogue can still be fused later"
+            p.reason = "in this cut of the op graph a convolution stays a cuDNN call (stitch.py's plan lowers 1-D and 2-D ones)"
         elif p.family == "view":
             p.reason = "moves no data"
         else:
