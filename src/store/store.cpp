@@ -126,6 +126,34 @@ CREATE TABLE run_reports (
   created_at TEXT NOT NULL
 );
 )sql"},
+    // Every request to an LLM: what it was for, what it cost, and what became of its answer.
+    // run_id is NULL for a request made outside a run (a test, a tool).
+    {4, R"sql(
+CREATE TABLE llm_requests (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER REFERENCES runs(id),
+  task TEXT NOT NULL,
+  purpose TEXT NOT NULL,
+  model TEXT NOT NULL,
+  prompt_hash TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  answer_hash TEXT NOT NULL,
+  answer TEXT NOT NULL,
+  path TEXT NOT NULL,
+  ok INTEGER NOT NULL,
+  cached INTEGER NOT NULL,
+  finish_reason TEXT NOT NULL,
+  error TEXT NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  attempts INTEGER NOT NULL,
+  seconds REAL NOT NULL,
+  dollars REAL,
+  outcome TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX llm_requests_run ON llm_requests(run_id);
+)sql"},
 };
 
 constexpr int kLatestVersion = kMigrations[std::size(kMigrations) - 1].version;
@@ -725,6 +753,80 @@ std::optional<nlohmann::json> Store::latest_calibration(const std::string& gpu_u
   s.bind_text(1, gpu_uuid);
   if (!s.step()) return std::nullopt;
   return s.json_at(0);
+}
+
+#define KSOL_LLM_REQUEST_COLUMNS                                                                \
+  "id, run_id, task, purpose, model, prompt_hash, prompt, answer_hash, answer, path, ok, cached, " \
+  "finish_reason, error, prompt_tokens, completion_tokens, attempts, seconds, dollars, outcome, created_at"
+
+int64_t Store::record_llm_request(const LlmRequestRow& r) {
+  Statement s(db_,
+              "INSERT INTO llm_requests (run_id, task, purpose, model, prompt_hash, prompt, answer_hash, answer, path, ok, "
+              "cached, finish_reason, error, prompt_tokens, completion_tokens, attempts, seconds, dollars, outcome, created_at) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+  s.bind_int(1, r.run_id);
+  s.bind_text(2, r.task);
+  s.bind_text(3, r.purpose);
+  s.bind_text(4, r.model);
+  s.bind_text(5, r.prompt_hash);
+  s.bind_text(6, r.prompt);
+  s.bind_text(7, r.answer_hash);
+  s.bind_text(8, r.answer);
+  s.bind_text(9, r.path);
+  s.bind_int(10, r.ok ? 1 : 0);
+  s.bind_int(11, r.cached ? 1 : 0);
+  s.bind_text(12, r.finish_reason);
+  s.bind_text(13, r.error);
+  s.bind_int(14, r.prompt_tokens);
+  s.bind_int(15, r.completion_tokens);
+  s.bind_int(16, static_cast<int64_t>(r.attempts));
+  s.bind_real(17, r.seconds);
+  s.bind_real(18, r.dollars);
+  s.bind_text(19, r.outcome);
+  s.bind_text(20, utc_now());
+  s.step_done();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::set_llm_request_outcome(int64_t id, const std::string& outcome) {
+  Statement s(db_, "UPDATE llm_requests SET outcome = ?2 WHERE id = ?1");
+  s.bind_int(1, id);
+  s.bind_text(2, outcome);
+  s.step_done();
+  if (sqlite3_changes(db_) != 1) throw StoreError("no LLM request " + std::to_string(id));
+}
+
+std::vector<LlmRequestRow> Store::llm_requests_for_run(std::optional<int64_t> run) const {
+  Statement s(db_, run ? "SELECT " KSOL_LLM_REQUEST_COLUMNS " FROM llm_requests WHERE run_id = ?1 ORDER BY id"
+                       : "SELECT " KSOL_LLM_REQUEST_COLUMNS " FROM llm_requests WHERE run_id IS NULL ORDER BY id");
+  if (run) s.bind_int(1, *run);
+  std::vector<LlmRequestRow> out;
+  while (s.step()) {
+    LlmRequestRow r;
+    r.id = s.int_at(0);
+    r.run_id = s.opt_int_at(1);
+    r.task = s.text_at(2);
+    r.purpose = s.text_at(3);
+    r.model = s.text_at(4);
+    r.prompt_hash = s.text_at(5);
+    r.prompt = s.text_at(6);
+    r.answer_hash = s.text_at(7);
+    r.answer = s.text_at(8);
+    r.path = s.text_at(9);
+    r.ok = s.int_at(10) != 0;
+    r.cached = s.int_at(11) != 0;
+    r.finish_reason = s.text_at(12);
+    r.error = s.text_at(13);
+    r.prompt_tokens = s.int_at(14);
+    r.completion_tokens = s.int_at(15);
+    r.attempts = static_cast<int>(s.int_at(16));
+    r.seconds = s.real_at(17);
+    r.dollars = s.opt_real_at(18);
+    r.outcome = s.text_at(19);
+    r.created_at = s.text_at(20);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace ksol::store

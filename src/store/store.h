@@ -92,6 +92,30 @@ struct EvaluationRow {
   std::string created_at;            // set by the store
 };
 
+// One request to an LLM (src/agents/llm.h): its purpose (coder, repair, ...), the backend and
+// model, the request and the answer with their SHA-256 and where the answer's text is kept (the
+// answer cache or the exchange folder), tokens, wall time, dollars where prices were given, and
+// the outcome of the answer: "pending" until the agent has read it, then "rejected: <class>:
+// <reason>", "proposed", and once the search has evaluated the program, "verified" or
+// "failed: <gate>: <message>".
+struct LlmRequestRow {
+  int64_t id = 0;                    // ignored by record_llm_request
+  std::optional<int64_t> run_id;
+  std::string task;                  // empty when the request served no one task
+  std::string purpose, model;
+  std::string prompt_hash, prompt;   // prompt: the request as JSON (system, messages, max_tokens)
+  std::string answer_hash, answer;
+  std::string path;
+  bool ok = false, cached = false;
+  std::string finish_reason, error;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int attempts = 0;
+  double seconds = 0;
+  std::optional<double> dollars;     // empty: no prices known
+  std::string outcome = "pending";
+  std::string created_at;            // set by the store
+};
+
 // One connection to one database file. Not for use from two threads at once; open one Store
 // per thread or process (WAL lets them read while another writes).
 class Store {
@@ -148,6 +172,11 @@ class Store {
   std::vector<EvaluationRow> evaluations_for_run(int64_t run) const;    // oldest first
   std::vector<EvaluationRow> evaluations_for_task(int64_t task) const;  // oldest first, all runs
   std::vector<double> samples(int64_t evaluation_id) const;
+
+  int64_t record_llm_request(const LlmRequestRow& r);
+  void set_llm_request_outcome(int64_t id, const std::string& outcome);  // throws if there is no such row
+  // Oldest first; `run` empty: the requests made outside any run.
+  std::vector<LlmRequestRow> llm_requests_for_run(std::optional<int64_t> run) const;
 
   void save_calibration(const std::string& gpu_uuid, const std::string& gpu_name, const nlohmann::json& calibration);
   std::optional<nlohmann::json> latest_calibration(const std::string& gpu_uuid) const;

@@ -129,15 +129,15 @@ TEST_F(StoreTest, FreshFileGetsEveryMigration) {
   Store s = Store::open(path_);
   EXPECT_TRUE(fs::exists(path_));
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
-  EXPECT_EQ(Store::latest_schema_version(), 3);
+  EXPECT_EQ(Store::latest_schema_version(), 4);
 
   RawDb raw(path_);
   auto tables = raw.column("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   std::set<std::string> got(tables.begin(), tables.end());
-  for (const char* t : {"tasks", "runs", "candidates", "evaluations", "samples", "calibrations", "run_reports", "schema_version"})
+  for (const char* t : {"tasks", "runs", "candidates", "evaluations", "samples", "calibrations", "run_reports", "llm_requests", "schema_version"})
     EXPECT_TRUE(got.count(t)) << "missing table " << t;
   EXPECT_EQ(raw.column("PRAGMA journal_mode"), std::vector<std::string>{"wal"});
-  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2", "3", "4"}));
   EXPECT_TRUE(raw.columns_of("evaluations").count("worker_restarts"));
 }
 
@@ -150,7 +150,7 @@ TEST_F(StoreTest, ReopenIsIdempotent) {
   Store s = Store::open(path_);
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
   RawDb raw(path_);
-  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"3"});
+  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"4"});
   ASSERT_TRUE(s.find_task("softmax"));
   EXPECT_EQ(s.find_task("softmax")->id, task);
 }
