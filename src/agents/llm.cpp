@@ -39,7 +39,7 @@ Spec parse_spec(const std::string& agent) {
     s.key_env = "ANTHROPIC_API_KEY";
   } else if (s.kind == "exchange") {
     s.dir = rest;
-    s.timeout_s = 3600;  // a person answers
+    s.timeout_s = kExchangeWaitSeconds;  // a person answers
     s.retries = 0;
   } else {
     throw std::invalid_argument("agent '" + agent + "': unknown backend '" + s.kind + "' (openai, anthropic, exchange)");
@@ -185,6 +185,7 @@ class Exchange : public Backend {
     fs::create_directories(s_.dir + "/answers");
   }
   std::string id() const override { return "exchange:" + fs::absolute(s_.dir).lexically_normal().string(); }
+  void set_log(std::function<void(const std::string&)> log) override { log_ = std::move(log); }
   Answer send(const Request& r, bool* retryable) override {
     *retryable = false;
     std::string key = request_hash(id(), r);
@@ -200,9 +201,15 @@ class Exchange : public Backend {
     std::string ans = s_.dir + "/answers/" + key + ".md";
     auto t0 = std::chrono::steady_clock::now();
     Answer a;
+    a.path = ans;
+    // Said before the wait, so that whoever runs ksol knows that it waits, on what, and for how long.
+    if (log_ && !fs::exists(ans))
+      log_("llm exchange " + r.purpose + ": waiting up to " + std::to_string(static_cast<int>(s_.timeout_s)) + " s for " +
+           fs::absolute(ans).lexically_normal().string() + " (the request is " +
+           fs::absolute(s_.dir + "/requests/" + key + ".md").lexically_normal().string() + "; --llm-timeout changes the wait)");
     while (!fs::exists(ans)) {
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > s_.timeout_s) {
-        a.error = "no answer in " + ans + " after " + std::to_string(static_cast<int>(s_.timeout_s)) + " s";
+        a.error = "no answer in " + ans + " after " + std::to_string(static_cast<int>(s_.timeout_s)) + " s (--llm-timeout)";
         return a;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -215,6 +222,7 @@ class Exchange : public Backend {
 
  private:
   Spec s_;
+  std::function<void(const std::string&)> log_;
 };
 
 }  // namespace
@@ -262,7 +270,27 @@ std::unique_ptr<Backend> make_backend(const Spec& s, HttpPost post) {
 }
 
 Client::Client(std::unique_ptr<Backend> b, Spec spec, Budget budget, std::string cache_dir, std::function<void(const std::string&)> log)
-    : backend_(std::move(b)), spec_(std::move(spec)), budget_(budget), cache_dir_(std::move(cache_dir)), log_(std::move(log)) {}
+    : backend_(std::move(b)), spec_(std::move(spec)), budget_(budget), cache_dir_(std::move(cache_dir)), log_(std::move(log)) {
+  if (log_) backend_->set_log(log_);
+}
+
+void Client::set_recorder(Recorder r) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  recorder_ = std::move(r);
+}
+
+namespace {
+std::string text_hash(const std::string& s) {
+  Sha256 h;
+  h.update(s);
+  return h.hex();
+}
+std::string request_json(const Request& r) {
+  json j = {{"system", r.system}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature}, {"messages", json::array()}};
+  for (auto& m : r.messages) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  return j.dump();
+}
+}  // namespace
 
 std::string Client::key(const Request& r) const { return request_hash(backend_->id(), r); }
 
@@ -311,7 +339,9 @@ Answer Client::ask(const Request& r) {
       a.cached = true;
       a.text = j.at("text").get<std::string>();
       a.finish_reason = j.value("finish_reason", "stop");
+      a.path = cache;
       if (log_) log_("llm " + redact(backend_->id()) + " " + r.purpose + ": cached answer " + k.substr(0, 12));
+      record(r, k, a);
       return a;
     } catch (const std::exception&) {  // a damaged cache entry is ignored and replaced
     }
@@ -321,6 +351,8 @@ Answer Client::ask(const Request& r) {
     std::this_thread::sleep_until(next);
   }
   double wait = spec_.backoff_s;
+  const auto t_start = std::chrono::steady_clock::now();
+  Usage used;
   for (int attempt = 0;; ++attempt) {
     bool retryable = false;
     auto ta = std::chrono::steady_clock::now();
@@ -339,6 +371,9 @@ Answer Client::ask(const Request& r) {
     double cost = (a.usage.prompt_tokens * spec_.price_in + a.usage.completion_tokens * spec_.price_out) / 1e6;
     a.usage.dollars = cost;
     total_.dollars += cost;
+    used.prompt_tokens += a.usage.prompt_tokens;
+    used.completion_tokens += a.usage.completion_tokens;
+    used.dollars += cost;
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
     if (a.ok || !retryable || attempt >= spec_.retries || exhausted()) break;
     // The server's Retry-After wins over our own backoff when it asks for longer.
@@ -353,7 +388,12 @@ Answer Client::ask(const Request& r) {
   // headers); it is removed before the answer goes anywhere: the agent, the store, the cache.
   a.error = redact(a.error);
   a.text = redact(a.text);
+  // The answer's usage is that of every attempt it took (a retried request is paid for each time).
+  used.requests = a.attempts;
+  a.usage = used;
+  a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (a.ok && !cache.empty()) {
+    a.path = cache;
     // Owner-only, like ssh's and the cloud CLIs' credential files: a cached answer is the text of
     // a paid request and may still hold what redaction cannot recognise.
     create_private_dirs(cache_dir_);
@@ -364,7 +404,49 @@ Answer Client::ask(const Request& r) {
     log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + (a.ok ? "answer" : "error: " + a.error) + ", " +
          std::to_string(a.usage.prompt_tokens) + "+" + std::to_string(a.usage.completion_tokens) + " tokens, attempts " +
          std::to_string(a.attempts) + (a.finish_reason == "length" ? ", truncated" : ""));
+  record(r, k, a);
   return a;
+}
+
+void Client::record(const Request& r, const std::string& key, Answer& a) {
+  if (!recorder_) return;
+  RequestRecord rec;
+  rec.task = r.task;
+  rec.purpose = r.purpose;
+  rec.model = redact(backend_->id());
+  rec.prompt_hash = key;
+  rec.prompt = redact(request_json(r));
+  rec.answer = a.text;
+  rec.answer_hash = a.text.empty() ? "" : text_hash(a.text);
+  rec.path = a.path;
+  rec.finish_reason = a.finish_reason;
+  rec.error = a.error;
+  rec.ok = a.ok;
+  rec.cached = a.cached;
+  rec.prompt_tokens = a.usage.prompt_tokens;
+  rec.completion_tokens = a.usage.completion_tokens;
+  rec.attempts = a.attempts;
+  rec.seconds = a.seconds;
+  if (spec_.price_in > 0 || spec_.price_out > 0) rec.dollars = a.usage.dollars;
+  try {
+    a.record_id = recorder_(rec);
+  } catch (const std::exception& e) {  // the store's trouble must not stop the search
+    if (log_) log_(std::string("llm: the request was not recorded: ") + e.what());
+  }
+}
+
+std::vector<std::string> code_block_languages(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = text.find("```", pos)) != std::string::npos) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) break;
+    size_t end = text.find("```", eol + 1);
+    if (end == std::string::npos) break;
+    out.push_back(trim(text.substr(pos + 3, eol - pos - 3)));
+    pos = end + 3;
+  }
+  return out;
 }
 
 std::string extract_code_block(const std::string& text, const std::vector<std::string>& langs) {

@@ -28,7 +28,8 @@ struct Request {
   std::vector<Message> messages;
   int max_tokens = 2048;
   double temperature = 0.2;
-  std::string purpose;  // for logs: "coder", "repair", ...
+  std::string purpose;  // for logs and the store: "coder", "repair", ...
+  std::string task;     // for the store: the task the request serves (not part of the request hash)
 };
 
 struct Usage {
@@ -46,7 +47,26 @@ struct Answer {
   int attempts = 0;
   int http_status = 0;
   double retry_after_s = -1;  // the server's Retry-After, when it sent one
+  double seconds = 0;         // wall time of the request, retries included
+  std::string path;           // where the answer's text is kept: the cache file or the exchange answer
+  int64_t record_id = 0;      // the store's llm_requests row (0: not recorded)
 };
+
+// One request as the store keeps it (src/store's llm_requests): what was asked, by what, what
+// came back and what it cost. `dollars` is negative when no prices were given.
+struct RequestRecord {
+  std::string task, purpose, model;
+  std::string prompt_hash, prompt;  // the request hash (the cache key) and the request as JSON
+  std::string answer_hash, answer;
+  std::string path;
+  std::string finish_reason, error;
+  bool ok = false, cached = false;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int attempts = 0;
+  double seconds = 0, dollars = -1;
+};
+// Receives every request the Client made or answered from its cache; returns the row's id.
+using Recorder = std::function<int64_t(const RequestRecord&)>;
 
 // What `--agent` names and the options that go with it.
 struct Spec {
@@ -55,12 +75,15 @@ struct Spec {
   std::string dir;       // exchange
   std::string base_url;  // default per kind
   std::string key_env;   // environment variable holding the API key (default per kind; "" = none)
-  double timeout_s = 120;
+  double timeout_s = 120;  // exchange: how long to wait for the answer file (kExchangeWaitSeconds)
   int retries = 3;
   double min_interval_s = 0;
   double backoff_s = 1;   // first retry's wait; doubles each time (a Retry-After header wins)
   double price_in = 0, price_out = 0;  // dollars per million tokens, for the money budget
 };
+// The exchange folder's default wait for one answer file: long enough for a person to read the
+// request and paste an answer, short enough that a forgotten run does not sit for an hour.
+constexpr double kExchangeWaitSeconds = 600;
 // "openai:MODEL", "anthropic:MODEL" or "exchange:DIR"; throws std::invalid_argument otherwise.
 Spec parse_spec(const std::string& agent);
 bool is_llm_agent(const std::string& agent);
@@ -81,6 +104,8 @@ class Backend {
   // One attempt, no retries. The Client retries when `retryable` is set.
   virtual Answer send(const Request& r, bool* retryable) = 0;
   virtual std::string secret() const { return ""; }  // what redaction must remove
+  // Where the backend says what it is doing while it waits (the exchange folder's notice).
+  virtual void set_log(std::function<void(const std::string&)> log) { (void)log; }
 };
 std::unique_ptr<Backend> make_backend(const Spec& s, HttpPost post = curl_post);
 
@@ -105,14 +130,19 @@ class Client {
   double seconds() const { return seconds_; }
   std::string id() const { return backend_->id(); }
   std::string key(const Request& r) const;  // the request hash (cache file name)
+  // Every request from now on goes to `r` as well (the store's llm_requests rows).
+  void set_recorder(Recorder r);
+  const Spec& spec() const { return spec_; }
 
  private:
   std::string redact(std::string s) const;
+  void record(const Request& r, const std::string& key, Answer& a);
   std::unique_ptr<Backend> backend_;
   Spec spec_;
   Budget budget_;
   std::string cache_dir_;
   std::function<void(const std::string&)> log_;
+  Recorder recorder_;
   Usage total_;
   double seconds_ = 0;
   std::chrono::steady_clock::time_point last_{};
@@ -127,5 +157,7 @@ std::string redact_credentials(std::string s, const std::string& secret);
 // `langs` contains ""); empty when there is none. A block cut off by the end of the text is not
 // returned (a truncated answer).
 std::string extract_code_block(const std::string& text, const std::vector<std::string>& langs);
+// The languages of the complete fenced blocks in `text`, in order ("" for an unlabelled one).
+std::vector<std::string> code_block_languages(const std::string& text);
 
 }  // namespace ksol::agents::llm

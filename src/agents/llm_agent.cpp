@@ -5,6 +5,7 @@
 #include "codegen/codegen.h"
 #include "core/util.h"
 #include "dsl/ir.h"
+#include "search/optimize.h"
 
 namespace ksol::agents {
 
@@ -49,28 +50,55 @@ std::string LlmAgent::user_prompt(const dsl::Program& parent, const Profile& pro
   return o.str();
 }
 
-std::optional<dsl::Program> LlmAgent::accept(const std::string& answer, const codegen::Binding& b, std::string* why) const {
-  std::string code = llm::extract_code_block(answer, {"ksol", ""});
-  if (code.empty()) {
-    *why = answer.find("```") == std::string::npos ? "the answer holds no fenced ```ksol block"
-                                                   : "the ```ksol block is missing or not closed (was the answer cut off?)";
+const char* rejection_name(Rejection::Kind k) {
+  switch (k) {
+    case Rejection::Kind::none: return "accepted";
+    case Rejection::Kind::truncated: return "truncated";
+    case Rejection::Kind::no_code_block: return "no code block";
+    case Rejection::Kind::wrong_language: return "wrong language";
+    case Rejection::Kind::unclosed_block: return "unclosed block";
+    case Rejection::Kind::parse_error: return "parse error";
+    case Rejection::Kind::signature: return "signature mismatch";
+    case Rejection::Kind::cannot_generate: return "cannot generate";
+    case Rejection::Kind::repeats_parent: return "repeats the parent";
+  }
+  return "?";
+}
+
+namespace {
+// Parses the answer's ksol block and asks its family's generator; the signature is checked apart.
+std::optional<dsl::Program> read_answer(const std::string& text, const std::string& finish_reason, int max_tokens,
+                                        const codegen::Binding& b, Rejection* why) {
+  auto reject = [&](Rejection::Kind k, std::string m) {
+    why->kind = k;
+    why->message = std::move(m);
     return std::nullopt;
+  };
+  std::string code = llm::extract_code_block(text, {"ksol", ""});
+  if (code.empty()) {
+    if (finish_reason == "length")
+      return reject(Rejection::Kind::truncated, "the answer was cut off at the token limit (finish reason \"length\", " +
+                                                    std::to_string(max_tokens) + " tokens asked for; --llm-max-tokens raises it)");
+    for (const std::string& lang : llm::code_block_languages(text))
+      if (lang != "ksol" && !lang.empty())
+        return reject(Rejection::Kind::wrong_language,
+                      "the answer is a ```" + lang + " block, but a ksol DSL program was asked for, in a ```ksol block");
+    if (text.find("```") != std::string::npos)
+      return reject(Rejection::Kind::unclosed_block, "the ```ksol block is not closed (the answer ends inside it)");
+    return reject(Rejection::Kind::no_code_block, "the answer holds no fenced ```ksol block");
   }
   try {
     dsl::Program p = dsl::parse_program(code, "answer.ksol");
     codegen::Support s = codegen::can_implement(p, b);
-    if (!s.ok) {
-      *why = "the program cannot be generated: " + s.reason;
-      return std::nullopt;
-    }
+    if (!s.ok) return reject(Rejection::Kind::cannot_generate, "the program cannot be generated: " + s.reason);
     return p;
+  } catch (const dsl::DslError& e) {
+    return reject(Rejection::Kind::parse_error, std::string("the program does not parse: ") + e.what());
   } catch (const std::exception& e) {
-    *why = e.what();
-    return std::nullopt;
+    return reject(Rejection::Kind::parse_error, std::string("the program does not parse: ") + e.what());
   }
 }
 
-namespace {
 // The answer must keep the kernel's name and its tensors (names, in order): the binding to the
 // task and the comparison with the parent rest on them.
 bool same_signature(const dsl::Program& p, const dsl::Program& parent, std::string* why) {
@@ -86,7 +114,62 @@ bool same_signature(const dsl::Program& p, const dsl::Program& parent, std::stri
   }
   return true;
 }
+
+// The progress line's first line of a message (a parse error's line and caret follow it).
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 }  // namespace
+
+std::optional<dsl::Program> LlmAgent::accept(const std::string& answer, const codegen::Binding& b, std::string* why) const {
+  Rejection r;
+  std::optional<dsl::Program> p = read_answer(answer, "stop", max_tokens_, b, &r);
+  if (!p) *why = r.message;
+  return p;
+}
+
+std::optional<dsl::Program> LlmAgent::check(const llm::Answer& a, const dsl::Program& parent, const codegen::Binding& b,
+                                            Rejection* why) const {
+  std::optional<dsl::Program> p = read_answer(a.text, a.finish_reason, max_tokens_, b, why);
+  if (!p) return p;
+  if (!same_signature(*p, parent, &why->message)) {
+    why->kind = Rejection::Kind::signature;
+    return std::nullopt;
+  }
+  if (dsl::print_source(*p) == dsl::print_source(parent)) {
+    why->kind = Rejection::Kind::repeats_parent;
+    why->message = "the answer repeats the parent program";
+    return std::nullopt;
+  }
+  return p;
+}
+
+const LlmSpend* LlmAgent::spend_of(const dsl::Program& p) const {
+  auto it = by_program_.find(dsl::print_source(p));
+  return it == by_program_.end() ? nullptr : &it->second;
+}
+
+void LlmAgent::review(const search::OptimizeResult& r) const {
+  for (const search::Attempt& at : r.trajectory) {
+    if (at.method.rfind("llm", 0) != 0) continue;
+    std::string o;
+    if (at.outcome.ok()) {
+      o = r.best == at.index ? "verified, the task's best" : "verified";
+    } else if (at.outcome.screened) {
+      o = "screened out: " + at.outcome.error;
+    } else {
+      // The evaluators say "<gate> gate: <message>"; a size's own failed gate otherwise.
+      const std::string& e = at.outcome.error;
+      std::string gate = e.find(" gate: ") != std::string::npos ? e.substr(0, e.find(" gate: ")) : "";
+      for (const search::SizeResult& z : at.outcome.sizes)
+        if (gate.empty() && !z.failed_gate.empty()) gate = z.failed_gate;
+      if (gate.empty()) gate = "evaluation";
+      std::string msg = e.substr(0, e.find('\n'));
+      if (progress_) progress_("llm: c" + std::to_string(at.index) + " (" + at.method + ", the model's program) failed the " + gate + " gate: " + msg);
+      o = "failed: " + gate + ": " + msg;
+    }
+    if (const LlmSpend* sp = spend_of(at.program); sp && outcome_)
+      for (int64_t id : sp->request_ids) outcome_(id, o);
+  }
+}
 
 std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profile& prof, const codegen::Binding& b,
                                         const std::set<std::string>& exclude, std::vector<std::string>* log) {
@@ -121,37 +204,63 @@ std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profil
   say("plan: " + plan);
   llm::Request r;
   r.purpose = "coder";
+  r.task = task_.name;
   r.max_tokens = max_tokens_;
   r.system = system_prompt();
   r.messages.push_back({"user", user_prompt(parent, prof, method_text)});
-  llm::Answer a = client_.ask(r);
+  auto tell = [&](const std::string& l) {
+    say(l);
+    if (progress_) progress_("llm: " + l);
+  };
+  // The requests behind this branch: what the program it yields cost.
+  LlmSpend branch;
+  auto ask = [&] {
+    llm::Answer a = client_.ask(r);
+    for (llm::Usage* u : {&spend_.usage, &branch.usage}) {
+      u->prompt_tokens += a.usage.prompt_tokens;
+      u->completion_tokens += a.usage.completion_tokens;
+      u->requests += a.cached ? 0 : a.attempts;
+      u->dollars += a.usage.dollars;
+    }
+    if (a.record_id) spend_.request_ids.push_back(a.record_id), branch.request_ids.push_back(a.record_id);
+    return a;
+  };
+  auto outcome = [&](const llm::Answer& a, const std::string& o) {
+    if (outcome_ && a.record_id) outcome_(a.record_id, o);
+  };
+  llm::Answer a = ask();
   for (int round = 0; round < 2; ++round) {
     if (!a.ok) {
-      say("no answer: " + a.error);
+      tell("no answer to the " + r.purpose + " request: " + a.error);
+      outcome(a, "no answer: " + a.error);
       return {};
     }
-    std::string reason;
-    std::optional<dsl::Program> p = accept(a.text, b, &reason);
-    if (p && !same_signature(*p, parent, &reason)) p.reset();
+    Rejection why;
+    std::optional<dsl::Program> p = check(a, parent, b, &why);
     if (p) {
-      if (dsl::print_source(*p) == dsl::print_source(parent)) {
-        say("the answer repeats the parent; dropped");
-        return {};
-      }
       say(std::string(round ? "repaired answer accepted" : "answer accepted") + (a.cached ? " (cached)" : "") + ": " +
           p->family + " {" + codegen::schedule_text(full_schedule(*p)) + "}");
+      outcome(a, "proposed");
+      by_program_[dsl::print_source(*p)] = branch;
       return {Proposal{*p, full_schedule(*p), method, plan}};
     }
-    if (round == 1) {
-      say("repair failed too (" + reason + "); branch dropped");
+    outcome(a, std::string("rejected: ") + rejection_name(why.kind) + ": " + why.message);
+    // Repeating the parent is no error to repair: the model saw nothing to change.
+    if (why.kind == Rejection::Kind::repeats_parent) {
+      tell("the " + r.purpose + " answer repeats the parent; dropped");
       return {};
     }
-    say("answer rejected (" + reason + "); one repair prompt");
+    std::string line = "the " + r.purpose + " answer was rejected (" + rejection_name(why.kind) + "): " + first_line(why.message);
+    if (round == 1) {
+      tell(line + "; repair failed too, branch dropped");
+      return {};
+    }
+    tell(line + "; one repair prompt");
     r.purpose = "repair";
     r.messages.push_back({"assistant", a.text});
-    r.messages.push_back({"user", "That answer cannot be used: " + reason +
+    r.messages.push_back({"user", "That answer cannot be used: " + why.message +
                                       "\n\nReply with the corrected complete program in one ```ksol block and nothing else."});
-    a = client_.ask(r);
+    a = ask();
   }
   return {};
 }

@@ -4,14 +4,37 @@
 // repair prompt carrying the error (the Debugger), then the branch is dropped. Nothing the model
 // answers can crash the run: every answer is parsed, never executed here.
 #pragma once
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agents/expert.h"
 #include "agents/llm.h"
 #include "task/task.h"
 
+namespace ksol::search {
+struct OptimizeResult;
+}
+
 namespace ksol::agents {
+
+// Why an answer cannot be used. Each class has its own message in the progress output, the
+// repair prompt and the store's outcome ("rejected: <kind>: <message>").
+struct Rejection {
+  enum class Kind { none, truncated, no_code_block, wrong_language, unclosed_block, parse_error, signature, cannot_generate, repeats_parent };
+  Kind kind = Kind::none;
+  std::string message;
+};
+// "truncated", "no code block", "wrong language", ..., as the progress output names them.
+const char* rejection_name(Rejection::Kind k);
+
+// What the LLM spent: on a task, or on the requests that led to one program.
+struct LlmSpend {
+  llm::Usage usage;
+  std::vector<int64_t> request_ids;  // the store's llm_requests rows (those recorded)
+};
 
 class LlmAgent : public Agent {
  public:
@@ -26,6 +49,21 @@ class LlmAgent : public Agent {
   std::string user_prompt(const dsl::Program& parent, const Profile& prof, const std::string& method_text) const;
   // Checks an answer: the program it holds, or the reason it cannot be used.
   std::optional<dsl::Program> accept(const std::string& answer, const codegen::Binding& b, std::string* why) const;
+  // The whole check of an answer against its parent: truncation (finish reason "length"), the
+  // code block and its language, the parse (line:col), the signature, the family's generator.
+  std::optional<dsl::Program> check(const llm::Answer& a, const dsl::Program& parent, const codegen::Binding& b, Rejection* why) const;
+
+  // Where each request's and answer's fate is said as it happens (the run's progress output);
+  // `outcome` receives (llm_requests row, outcome) for the store.
+  void set_progress(std::function<void(const std::string&)> progress) { progress_ = std::move(progress); }
+  void set_outcome(std::function<void(int64_t, const std::string&)> outcome) { outcome_ = std::move(outcome); }
+  // What this agent's requests cost, and what those behind one proposed program cost (by its source).
+  const LlmSpend& spend() const { return spend_; }
+  const LlmSpend* spend_of(const dsl::Program& p) const;
+  // After the search: what became of each program the model wrote (verified, screened out, or
+  // failed at the compile or correctness gate), to the progress output for the failures and to
+  // the store for every request behind it.
+  void review(const search::OptimizeResult& r) const;
 
  private:
   llm::Client& client_;
@@ -33,6 +71,10 @@ class LlmAgent : public Agent {
   const Knowledge& k_;
   std::string card_;
   int max_tokens_;
+  std::function<void(const std::string&)> progress_;
+  std::function<void(int64_t, const std::string&)> outcome_;
+  LlmSpend spend_;
+  std::map<std::string, LlmSpend> by_program_;
 };
 
 // The DSL reference card for prompts (docs/DSL_CARD.md of the source tree).

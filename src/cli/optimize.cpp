@@ -26,6 +26,7 @@
 #include "report/optimize_report.h"
 #include "search/optimize.h"
 #include "search/space.h"
+#include "store/store.h"
 #include "task/task.h"
 
 namespace fs = std::filesystem;
@@ -126,8 +127,21 @@ std::string clock_text(double s) {
   return b;
 }
 
+// A money budget needs prices: without them every request costs $0 and the budget never binds.
+void check_llm_flags(const OptimizeArgs& a) {
+  if (a.budget_dollars > 0 && a.price_in <= 0 && a.price_out <= 0)
+    throw UsageError("--budget-dollars needs the model's prices: give --price-in and --price-out (dollars per million prompt and "
+                     "completion tokens); without them every request counts as $0 and the budget would never stop the run");
+}
+
+json spend_json(const agents::LlmSpend& s) {
+  return {{"prompt_tokens", s.usage.prompt_tokens}, {"completion_tokens", s.usage.completion_tokens},
+          {"requests", s.usage.requests}, {"dollars", s.usage.dollars}};
+}
+
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                  bool json_out, const std::string& cmdline) {
+  check_llm_flags(a);
   // A PyTorch module (KernelBench format) instead of built-in tasks.
   auto is_py = [](const std::string& t) { return fs::path(t).extension() == ".py"; };
   if (std::any_of(a.tasks.begin(), a.tasks.end(), is_py)) {
@@ -251,6 +265,41 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   }
   s.begin_run(cmdline, {{"resume_of", a.resume}, {"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}},
                         {"gpus", sessions.size()}});
+  // Every LLM request becomes a row of the store, through a connection of its own: requests
+  // come from every task's search thread, and a Store is one thread's.
+  std::unique_ptr<store::Store> llm_store;
+  std::mutex llm_store_mu;
+  auto set_outcome = [&](int64_t id, const std::string& o) {
+    std::lock_guard<std::mutex> g(llm_store_mu);
+    if (llm_store) llm_store->set_llm_request_outcome(id, o);
+  };
+  if (client && !so.store_path.empty()) {
+    llm_store = std::make_unique<store::Store>(store::Store::open(so.store_path));
+    client->set_recorder([&, run = s.run_id()](const agents::llm::RequestRecord& q) -> int64_t {
+      store::LlmRequestRow row;
+      row.run_id = run;
+      row.task = q.task;
+      row.purpose = q.purpose;
+      row.model = q.model;
+      row.prompt_hash = q.prompt_hash;
+      row.prompt = q.prompt;
+      row.answer_hash = q.answer_hash;
+      row.answer = q.answer;
+      row.path = q.path;
+      row.ok = q.ok;
+      row.cached = q.cached;
+      row.finish_reason = q.finish_reason;
+      row.error = q.error;
+      row.prompt_tokens = q.prompt_tokens;
+      row.completion_tokens = q.completion_tokens;
+      row.attempts = q.attempts;
+      row.seconds = q.seconds;
+      if (q.dollars >= 0) row.dollars = q.dollars;
+      row.outcome = q.ok ? "pending" : "no answer";
+      std::lock_guard<std::mutex> g(llm_store_mu);
+      return llm_store->record_llm_request(row);
+    });
+  }
   for (auto& other : sessions) other->join_run(s.run_id());
   // Tasks are spread over the GPUs, one search per GPU at a time; with several, each progress
   // line names its task.
@@ -282,8 +331,17 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     const Seed& sd = seeds[i];
     if (stop_requested()) return;  // interrupted: the tasks not begun are left to --resume
     started[i] = 1;
-    std::unique_ptr<agents::Agent> agent = client ? std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens)
-                                                  : agents::make_agent(a.agent, k, a.seed);
+    agents::LlmAgent* llm_agent = nullptr;
+    std::unique_ptr<agents::Agent> agent;
+    if (client) {
+      auto la = std::make_unique<agents::LlmAgent>(*client, sd.task, k, agents::default_dsl_card(), a.llm_max_tokens);
+      la->set_progress([&, name = sd.task.name](const std::string& l) { say(name, sd.task.name + ": " + l); });
+      la->set_outcome(set_outcome);
+      llm_agent = la.get();
+      agent = std::move(la);
+    } else {
+      agent = agents::make_agent(a.agent, k, a.seed);
+    }
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
     search::OptimizeOptions o = search_options(a);
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
@@ -333,6 +391,13 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;
+    if (llm_agent) {
+      llm_agent->review(r);
+      // What the LLM cost this task, and what the requests behind its best kernel cost.
+      j["llm"] = spend_json(llm_agent->spend());
+      if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline)
+        if (const agents::LlmSpend* sp = llm_agent->spend_of(b->program)) j["llm"]["best_kernel"] = spend_json(*sp);
+    }
     if (several) j["gpu"] = sessions[w]->device_index();
     if (cluster) j["worker"] = sessions[w]->name();
     all_items[i] = std::move(j);
@@ -346,6 +411,13 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   const bool interrupted = stop_requested();
   s.finish_run(interrupted ? "interrupted" : "finished");
   json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
+  if (client) {
+    const agents::llm::Usage& u = client->total();
+    doc["llm"] = {{"backend", client->id()}, {"priced", a.price_in > 0 || a.price_out > 0}, {"prompt_tokens", u.prompt_tokens},
+                  {"completion_tokens", u.completion_tokens}, {"requests", u.requests}, {"dollars", u.dollars}};
+    std::string why;
+    if (client->exhausted(&why)) doc["llm"]["stopped"] = why;
+  }
   if (interrupted) doc["interrupted"] = {{"signal", stop_signal()}, {"not_started", not_started}};
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
   // The report: Markdown, a self-contained HTML page, the JSON, and each task's best kernel as
@@ -422,14 +494,14 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
       ->capture_default_str();
   cmd->add_option("--llm-base-url", a->llm_base_url, "chat endpoint base (default https://api.openai.com/v1 or https://api.anthropic.com; e.g. http://127.0.0.1:8080/v1 for llama.cpp)");
   cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY for the hosted endpoints; with --llm-base-url, none unless named here; 'none' sends no key)");
-  cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120; exchange: 3600)")->check(positive_number());
+  cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120); with exchange:DIR, how long to wait for each answer file (default 600)")->check(positive_number());
   cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)")->check(non_negative_integer());
   cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str()->check(positive_integer());
   cmd->add_option("--llm-min-interval", a->llm_min_interval, "seconds between LLM requests (a rate limit)")->check(non_negative_number());
-  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars)")->check(non_negative_number());
+  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars, the store's per-request cost and the report's dollars)")->check(non_negative_number());
   cmd->add_option("--price-out", a->price_out, "dollars per million completion tokens")->check(non_negative_number());
   cmd->add_option("--budget-tokens", a->budget_tokens, "stop asking the LLM after this many tokens (0: no limit)")->check(non_negative_integer());
-  cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this much money (0: no limit)")->check(non_negative_number());
+  cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this many dollars (0: no limit); needs --price-in and --price-out")->check(non_negative_number());
   cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)")->check(non_negative_integer());
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)")->check(non_negative_number());
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");

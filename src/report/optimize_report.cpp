@@ -280,6 +280,30 @@ TaskGain task_gain(const json& r) {
   return g;
 }
 
+// What the LLM cost, per task and for the requests behind each task's returned kernel: rows
+// only for the tasks an LLM worked on. Dollars only where the run was given prices.
+struct LlmRow {
+  std::string task, requests, tokens_in, tokens_out, dollars, best_tokens, best_dollars;
+};
+std::vector<LlmRow> llm_rows(const json& doc) {
+  std::vector<LlmRow> out;
+  bool priced = doc.contains("llm") && doc["llm"].is_object() && doc["llm"].value("priced", false);
+  auto money = [&](const json& j) { return priced ? "$" + num(j.value("dollars", 0.0), 4) : std::string("- (no prices)"); };
+  for (auto& r : doc.value("results", json::array())) {
+    if (!r.contains("llm") || !r["llm"].is_object()) continue;
+    const json& l = r["llm"];
+    LlmRow row{gets(r, "task"), std::to_string(l.value("requests", 0)), std::to_string(l.value("prompt_tokens", 0)),
+               std::to_string(l.value("completion_tokens", 0)), money(l), "-", "-"};
+    if (l.contains("best_kernel") && l["best_kernel"].is_object()) {
+      const json& b = l["best_kernel"];
+      row.best_tokens = std::to_string(b.value("prompt_tokens", 0)) + " + " + std::to_string(b.value("completion_tokens", 0));
+      row.best_dollars = money(b);
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
 std::string optimize_markdown(const json& doc) {
   std::ostringstream o;
   const json& res = doc.value("results", json::array());
@@ -313,6 +337,15 @@ std::string optimize_markdown(const json& doc) {
       << " | " << r.value("generations", 0) << " | " << gets(r, "stop_reason") << " | " << num(getd(r, "pct_sol_before"), 1) << "% | "
       << num(getd(r, "pct_sol_after"), 1) << "% | " << num(getd(r, "seconds"), 1) << " | " << num(getd(r, "candidates_per_minute"), 1) << " | "
       << cell(breakdown_text(r)) << " |\n";
+  if (std::vector<LlmRow> lr = llm_rows(doc); !lr.empty()) {
+    o << "\n## LLM use\n\nTokens in and out and dollars per task; the returned kernel's are those of the requests that wrote it "
+         "(\"-\": the returned kernel is not the LLM's). Every request is in the store (`llm_requests`).\n\n";
+    o << "| task | requests | tokens in | tokens out | dollars | returned kernel's tokens (in + out) | returned kernel's dollars |\n";
+    o << "| --- | --- | --- | --- | --- | --- | --- |\n";
+    for (auto& l : lr)
+      o << "| " << cell(l.task) << " | " << l.requests << " | " << l.tokens_in << " | " << l.tokens_out << " | " << l.dollars << " | "
+        << l.best_tokens << " | " << l.best_dollars << " |\n";
+  }
   if (doc.contains("interrupted") && doc["interrupted"].is_object()) {
     o << "\nInterrupted (signal " << doc["interrupted"].value("signal", 0) << "): the evaluations in flight finished";
     const json& ns = doc["interrupted"].value("not_started", json::array());
@@ -397,6 +430,16 @@ std::string optimize_html(const json& doc) {
       << "</td><td>" << html_escape(breakdown_text(r)) << "</td><td class=\"fail\">" << f << "</td></tr>\n";
   }
   o << "</table>\n";
+  if (std::vector<LlmRow> lr = llm_rows(doc); !lr.empty()) {
+    o << "<h2>LLM use</h2>\n<p>Tokens in and out and dollars per task; the returned kernel's are those of the requests that wrote it "
+         "(\"-\": the returned kernel is not the LLM's). Every request is in the store (<code>llm_requests</code>).</p>\n"
+         "<table><tr><th>task</th><th>requests</th><th>tokens in</th><th>tokens out</th><th>dollars</th>"
+         "<th>returned kernel's tokens (in + out)</th><th>returned kernel's dollars</th></tr>\n";
+    for (auto& l : lr)
+      o << "<tr><td>" << html_escape(l.task) << "</td><td>" << l.requests << "</td><td>" << l.tokens_in << "</td><td>" << l.tokens_out
+        << "</td><td>" << html_escape(l.dollars) << "</td><td>" << l.best_tokens << "</td><td>" << html_escape(l.best_dollars) << "</td></tr>\n";
+    o << "</table>\n";
+  }
   for (auto& r : res) {
     o << "<h2>" << html_escape(gets(r, "task")) << "</h2>\n";
     std::vector<PieceRow> pieces = stitched(r) ? piece_rows(r) : std::vector<PieceRow>{};

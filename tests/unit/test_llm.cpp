@@ -12,13 +12,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <thread>
 
 #include "agents/llm.h"
 #include "agents/llm_agent.h"
 #include "codegen/codegen.h"
 #include "core/util.h"
+#include "report/optimize_report.h"
 #include "search/optimize.h"
+#include "store/store.h"
 #include "task/task.h"
 
 using namespace ksol;
@@ -508,4 +511,283 @@ TEST(LlmAgent, HandWrittenExchangeAnswerIsAccepted) {
   ASSERT_EQ(props.size(), 1u) << join(log, "\n");
   std::string sched = codegen::schedule_text(props[0].schedule);
   EXPECT_NE(sched.find("cache_row = registers"), std::string::npos) << sched;
+}
+
+// Each class of unusable answer is said in the progress output with its own message, as the
+// agent reads it; the repair prompt carries the same reason.
+namespace {
+// The agent asked once (answer and repair both `answer`); its progress lines.
+std::string progress_for(const json& answer, bool anthropic = false) {
+  KeyEnv key;
+  FakeServer s(json::array({answer, answer}));
+  llm::Spec sp = openai_spec(s);
+  if (anthropic) {
+    sp = llm::parse_spec("anthropic:claude-test");
+    sp.base_url = "http://127.0.0.1:" + std::to_string(s.port);
+    sp.key_env = "KSOL_TEST_LLM_KEY";
+  }
+  llm::Client c(llm::make_backend(sp), sp, {}, "");
+  AgentCase ac;
+  LlmAgent agent(c, ac.task, ac.k, default_dsl_card(), 512);
+  std::vector<std::string> progress;
+  agent.set_progress([&](const std::string& l) { progress.push_back(l); });
+  EXPECT_TRUE(agent.propose(ac.seed, ac.prof(), ac.b, {}, nullptr).empty());
+  EXPECT_EQ(s.requests().size(), 2u);
+  return join(progress, "\n");
+}
+}  // namespace
+
+TEST(LlmAnswers, TruncatedAnswerSaysTheTokenLimit) {
+  std::string p = progress_for({{"content", "```ksol\nkernel softmax(X: f32[R, C]) -> (Y"}, {"finish", "length"}}, true);
+  EXPECT_NE(p.find("llm: the coder answer was rejected (truncated): the answer was cut off at the token limit (finish reason "
+                   "\"length\", 512 tokens asked for; --llm-max-tokens raises it); one repair prompt"),
+            std::string::npos)
+      << p;
+  EXPECT_NE(p.find("llm: the repair answer was rejected (truncated)"), std::string::npos) << p;
+  EXPECT_NE(p.find("repair failed too, branch dropped"), std::string::npos) << p;
+}
+
+TEST(LlmAnswers, AnswerWithoutACodeBlock) {
+  std::string p = progress_for({{"content", "Use shared memory and vector loads."}});
+  EXPECT_NE(p.find("llm: the coder answer was rejected (no code block): the answer holds no fenced ```ksol block"), std::string::npos) << p;
+}
+
+TEST(LlmAnswers, CudaBlockWhereTheDslWasAsked) {
+  std::string p = progress_for({{"content", "```cuda\n__global__ void softmax(const float* x, float* y) {}\n```\n"}});
+  EXPECT_NE(p.find("llm: the coder answer was rejected (wrong language): the answer is a ```cuda block, but a ksol DSL program "
+                   "was asked for, in a ```ksol block"),
+            std::string::npos)
+      << p;
+}
+
+TEST(LlmAnswers, UnclosedBlockWithoutTruncation) {
+  std::string p = progress_for({{"content", "```ksol\nkernel softmax(X: f32[R, C]) -> (Y: f32[R, C]) {"}});
+  EXPECT_NE(p.find("(unclosed block): the ```ksol block is not closed"), std::string::npos) << p;
+}
+
+TEST(LlmAnswers, ParseErrorCarriesLineAndColumn) {
+  std::string p = progress_for({{"content", "```ksol\nkernel softmax(X: f32[R, C]) -> (Y: f32[R, C]) {\n  Y[r, c] = \n}\n```"}});
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(p, m, std::regex(R"(\(parse error\): the program does not parse: answer\.ksol:\d+:\d+: error: )"))) << p;
+}
+
+TEST(LlmAnswers, SignatureMismatchNamesBothSignatures) {
+  std::string renamed = seed_source();
+  renamed.replace(renamed.find("kernel softmax"), 14, "kernel my_softmax");
+  std::string p = progress_for({{"content", "```ksol\n" + renamed + "```"}});
+  EXPECT_NE(p.find("(signature mismatch): the program must keep the kernel's signature: softmax(X) -> (Y), not my_softmax(X) -> (Y)"),
+            std::string::npos)
+      << p;
+}
+
+// A program that is accepted but fails a gate is said after the search, with the gate.
+TEST(LlmAnswers, GateFailuresAreSaidWithTheGate) {
+  for (std::string gate : {"compile", "correctness"}) {
+    KeyEnv key;
+    FakeServer s(json::array({{{"content", "```ksol\n" + vectorised() + "```"}}}));
+    llm::Spec sp = openai_spec(s);
+    sp.retries = 0;
+    llm::Client c(llm::make_backend(sp), sp, llm::Budget{0, 0, 1, 0}, "");
+    AgentCase ac;
+    LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
+    std::vector<std::string> progress;
+    std::vector<std::pair<int64_t, std::string>> outcomes;
+    agent.set_progress([&](const std::string& l) { progress.push_back(l); });
+    agent.set_outcome([&](int64_t id, const std::string& o) { outcomes.push_back({id, o}); });
+    c.set_recorder([](const llm::RequestRecord&) -> int64_t { return 7; });
+    search::ScriptedEvaluator ev;
+    auto vec4 = [](const codegen::Schedule& sc) { return codegen::schedule_text(sc).find("vector=4") != std::string::npos; };
+    if (gate == "compile") ev.fail_compile = vec4;
+    else ev.fail = vec4;
+    search::OptimizeOptions o;
+    o.max_candidates = 4;
+    o.agent = "llm";
+    search::OptimizeResult r = search::optimize(ac.task, ac.seed, ev, agent, o);
+    agent.review(r);
+    std::string p = join(progress, "\n");
+    EXPECT_NE(p.find("llm: c1 (llm/"), std::string::npos) << p;
+    EXPECT_NE(p.find("the model's program) failed the " + gate + " gate: "), std::string::npos) << p;
+    ASSERT_FALSE(outcomes.empty());
+    EXPECT_EQ(outcomes.back().first, 7);
+    EXPECT_EQ(outcomes.back().second.rfind("failed: " + gate + ": ", 0), 0u) << outcomes.back().second;
+  }
+}
+
+namespace {
+// Six different legal programs, each answer costing 60 + 40 tokens.
+json six_programs() {
+  json a = json::array();
+  for (std::string t : {"128", "512", "64", "1024", "32", "256"}) {
+    std::string p = seed_source();
+    p.replace(p.find("threads = 256"), 13, "threads = " + t);
+    if (t == "256") p = vectorised();
+    a.push_back({{"content", "```ksol\n" + p + "```"}, {"prompt_tokens", 60}, {"completion_tokens", 40}});
+  }
+  return a;
+}
+search::OptimizeResult run_with_budget(llm::Client& c, std::vector<std::string>* progress) {
+  AgentCase ac;
+  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
+  agent.set_progress([&](const std::string& l) { progress->push_back(l); });
+  search::ScriptedEvaluator ev;
+  search::OptimizeOptions o;
+  o.max_candidates = 20;
+  o.agent = "llm";
+  search::OptimizeResult r = search::optimize(ac.task, ac.seed, ev, agent, o);
+  for (auto& l : r.log) progress->push_back(l);
+  return r;
+}
+}  // namespace
+
+TEST(LlmBudgets, TokenBudgetStopsTheRunAtTheLimit) {
+  KeyEnv key;
+  FakeServer s(six_programs());
+  llm::Spec sp = openai_spec(s);
+  sp.retries = 0;
+  llm::Client c(llm::make_backend(sp), sp, llm::Budget{250, 0, 0, 0}, "");
+  std::vector<std::string> progress;
+  run_with_budget(c, &progress);
+  // 100 tokens a request: the third reaches 250, and nothing is sent after it.
+  EXPECT_EQ(s.requests().size(), 3u) << join(progress, "\n");
+  EXPECT_EQ(c.total().prompt_tokens + c.total().completion_tokens, 300);
+  std::string why;
+  EXPECT_TRUE(c.exhausted(&why));
+  EXPECT_NE(why.find("token budget spent (300 of 250)"), std::string::npos) << why;
+}
+
+TEST(LlmBudgets, DollarBudgetWithPricesStopsTheRunAtTheLimit) {
+  KeyEnv key;
+  FakeServer s(six_programs());
+  llm::Spec sp = openai_spec(s);
+  sp.retries = 0;
+  sp.price_in = 1000;  // $ per million tokens: 60 in + 40 out = $0.10 a request
+  sp.price_out = 1000;
+  llm::Client c(llm::make_backend(sp), sp, llm::Budget{0, 0.25, 0, 0}, "");
+  std::vector<std::string> progress;
+  run_with_budget(c, &progress);
+  EXPECT_EQ(s.requests().size(), 3u) << join(progress, "\n");
+  EXPECT_NEAR(c.total().dollars, 0.30, 1e-9);
+  std::string why;
+  EXPECT_TRUE(c.exhausted(&why));
+  EXPECT_NE(why.find("money budget spent"), std::string::npos) << why;
+}
+
+// --budget-dollars without prices would never bind: it is a usage error (exit 2) that says so.
+TEST(LlmBudgets, DollarBudgetWithoutPricesIsAUsageError) {
+  std::string dir = ::testing::TempDir() + "/ksol-llm-usage-" + std::to_string(::getpid());
+  ProcessResult r = run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "optimize", "softmax_f32", "--agent",
+                                 "exchange:" + dir, "--budget-dollars", "2"},
+                                60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--budget-dollars needs the model's prices: give --price-in and --price-out"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/requests")) << "nothing may be asked";
+  fs::remove_all(dir);
+}
+
+// Every request is a row of the store: purpose, model, the request and answer with their hashes,
+// where the answer is kept, tokens, time, dollars, and what became of the answer.
+TEST(LlmStore, EveryRequestIsARowWithItsOutcome) {
+  KeyEnv key;
+  FakeServer s(json::array({{{"content", "I think you should use shared memory."}, {"prompt_tokens", 1000}, {"completion_tokens", 10}},
+                            {{"content", "Here:\n```ksol\n" + vectorised() + "```\n"}, {"prompt_tokens", 1200}, {"completion_tokens", 300}}}));
+  std::string db = s.dir + "/k.db";
+  store::Store st = store::Store::open(db);
+  llm::Spec sp = openai_spec(s);
+  sp.price_in = 2;  // $ per million tokens
+  sp.price_out = 10;
+  llm::Client c(llm::make_backend(sp), sp, {}, s.dir + "/cache");
+  c.set_recorder([&](const llm::RequestRecord& q) {
+    store::LlmRequestRow row;
+    row.task = q.task;
+    row.purpose = q.purpose;
+    row.model = q.model;
+    row.prompt_hash = q.prompt_hash;
+    row.prompt = q.prompt;
+    row.answer_hash = q.answer_hash;
+    row.answer = q.answer;
+    row.path = q.path;
+    row.ok = q.ok;
+    row.cached = q.cached;
+    row.finish_reason = q.finish_reason;
+    row.error = q.error;
+    row.prompt_tokens = q.prompt_tokens;
+    row.completion_tokens = q.completion_tokens;
+    row.attempts = q.attempts;
+    row.seconds = q.seconds;
+    if (q.dollars >= 0) row.dollars = q.dollars;
+    return st.record_llm_request(row);
+  });
+  AgentCase ac;
+  LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
+  agent.set_outcome([&](int64_t id, const std::string& o) { st.set_llm_request_outcome(id, o); });
+  auto props = agent.propose(ac.seed, ac.prof(), ac.b, {}, nullptr);
+  ASSERT_EQ(props.size(), 1u);
+  std::vector<store::LlmRequestRow> rows = st.llm_requests_for_run(std::nullopt);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].purpose, "coder");
+  EXPECT_EQ(rows[1].purpose, "repair");
+  for (auto& r : rows) {
+    EXPECT_EQ(r.task, "softmax_f32");
+    EXPECT_EQ(r.model.rfind("openai:test-model@", 0), 0u) << r.model;
+    EXPECT_EQ(r.prompt_hash.size(), 64u);
+    EXPECT_EQ(r.answer_hash.size(), 64u);
+    EXPECT_NE(r.prompt.find("softmax_f32"), std::string::npos);
+    EXPECT_EQ(r.prompt.find(kSecret), std::string::npos);
+    EXPECT_TRUE(r.ok);
+    EXPECT_FALSE(r.cached);
+    EXPECT_EQ(r.path.rfind(s.dir + "/cache/", 0), 0u) << r.path;
+    EXPECT_GT(r.seconds, 0);
+  }
+  EXPECT_EQ(rows[0].prompt_tokens, 1000);
+  EXPECT_EQ(rows[0].completion_tokens, 10);
+  ASSERT_TRUE(rows[0].dollars);
+  EXPECT_NEAR(*rows[0].dollars, (1000 * 2 + 10 * 10) / 1e6, 1e-12);
+  EXPECT_NEAR(*rows[1].dollars, (1200 * 2 + 300 * 10) / 1e6, 1e-12);
+  EXPECT_EQ(rows[0].outcome, "rejected: no code block: the answer holds no fenced ```ksol block");
+  EXPECT_EQ(rows[1].outcome, "proposed");
+  EXPECT_NE(rows[1].answer.find("vector = 4"), std::string::npos);
+  // What the agent spent, in all and on the program it proposed.
+  EXPECT_EQ(agent.spend().usage.prompt_tokens, 2200);
+  const LlmSpend* sp_of = agent.spend_of(props[0].program);
+  ASSERT_NE(sp_of, nullptr);
+  EXPECT_EQ(sp_of->usage.completion_tokens, 310);
+  EXPECT_EQ(sp_of->request_ids.size(), 2u);
+}
+
+// The exchange folder says where it waits, for which file and how long; by default ten minutes.
+TEST(LlmExchange, SaysWhereItWaitsAndForWhichFile) {
+  EXPECT_EQ(llm::parse_spec("exchange:somewhere").timeout_s, 600);
+  std::string dir = ::testing::TempDir() + "/ksol-exchange-notice-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  llm::Spec sp = llm::parse_spec("exchange:" + dir);
+  sp.timeout_s = 0.3;
+  std::vector<std::string> lines;
+  llm::Client c(llm::make_backend(sp), sp, {}, "", [&](const std::string& l) { lines.push_back(l); });
+  std::string key = c.key(hello());
+  llm::Answer a = c.ask(hello());
+  EXPECT_FALSE(a.ok);
+  std::string all = join(lines, "\n");
+  std::string answer = fs::absolute(dir + "/answers/" + key + ".md").lexically_normal().string();
+  EXPECT_NE(all.find("llm exchange test: waiting up to 0 s for " + answer + " (the request is "), std::string::npos) << all;
+  EXPECT_NE(all.find("--llm-timeout changes the wait"), std::string::npos) << all;
+  EXPECT_NE(a.error.find("(--llm-timeout)"), std::string::npos) << a.error;
+  fs::remove_all(dir);
+}
+
+// The report shows the LLM's tokens and dollars per task and for the returned kernel.
+TEST(LlmReport, TokensAndDollarsPerTaskAndKernel) {
+  json doc = {{"run", 3}, {"agent", "openai:m"}, {"llm", {{"priced", true}}},
+              {"results", json::array({{{"task", "softmax_f32"},
+                                        {"llm",
+                                         {{"prompt_tokens", 2200},
+                                          {"completion_tokens", 310},
+                                          {"requests", 2},
+                                          {"dollars", 0.0076},
+                                          {"best_kernel", {{"prompt_tokens", 1200}, {"completion_tokens", 300}, {"dollars", 0.0054}}}}}}})}};
+  std::string md = report::optimize_markdown(doc);
+  EXPECT_NE(md.find("## LLM use"), std::string::npos) << md;
+  EXPECT_NE(md.find("| softmax_f32 | 2 | 2200 | 310 | $0.0076 | 1200 + 300 | $0.0054 |"), std::string::npos) << md;
+  doc["llm"]["priced"] = false;
+  EXPECT_NE(report::optimize_markdown(doc).find("- (no prices)"), std::string::npos);
+  EXPECT_NE(report::optimize_html(doc).find("<h2>LLM use</h2>"), std::string::npos);
 }
