@@ -397,6 +397,10 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       j["llm"] = spend_json(llm_agent->spend());
       if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline)
         if (const agents::LlmSpend* sp = llm_agent->spend_of(b->program)) j["llm"]["best_kernel"] = spend_json(*sp);
+      // Each program the model wrote, in the trajectory: what the requests behind it cost.
+      for (size_t t = 0; t < r.trajectory.size() && t < j["trajectory"].size(); ++t)
+        if (const agents::LlmSpend* sp = llm_agent->spend_of(r.trajectory[t].program); sp && r.trajectory[t].method.rfind("llm", 0) == 0)
+          j["trajectory"][t]["llm"] = spend_json(*sp);
     }
     if (several) j["gpu"] = sessions[w]->device_index();
     if (cluster) j["worker"] = sessions[w]->name();

@@ -284,6 +284,7 @@ TaskGain task_gain(const json& r) {
 // only for the tasks an LLM worked on. Dollars only where the run was given prices.
 struct LlmRow {
   std::string task, requests, tokens_in, tokens_out, dollars, best_tokens, best_dollars;
+  std::string accepted;  // each accepted (new best) kernel the model wrote, with its tokens and dollars
 };
 std::vector<LlmRow> llm_rows(const json& doc) {
   std::vector<LlmRow> out;
@@ -299,6 +300,12 @@ std::vector<LlmRow> llm_rows(const json& doc) {
       row.best_tokens = std::to_string(b.value("prompt_tokens", 0)) + " + " + std::to_string(b.value("completion_tokens", 0));
       row.best_dollars = money(b);
     }
+    for (auto& a : r.value("trajectory", json::array()))
+      if (a.value("accepted", false) && a.contains("llm") && a["llm"].is_object())
+        row.accepted += (row.accepted.empty() ? "" : "; ") + std::string("c") + std::to_string(a.value("index", 0)) + " " +
+                        std::to_string(a["llm"].value("prompt_tokens", 0)) + " + " + std::to_string(a["llm"].value("completion_tokens", 0)) +
+                        (priced ? ", " + money(a["llm"]) : std::string());
+    if (row.accepted.empty()) row.accepted = "-";
     out.push_back(row);
   }
   return out;
@@ -340,11 +347,12 @@ std::string optimize_markdown(const json& doc) {
   if (std::vector<LlmRow> lr = llm_rows(doc); !lr.empty()) {
     o << "\n## LLM use\n\nTokens in and out and dollars per task; the returned kernel's are those of the requests that wrote it "
          "(\"-\": the returned kernel is not the LLM's). Every request is in the store (`llm_requests`).\n\n";
-    o << "| task | requests | tokens in | tokens out | dollars | returned kernel's tokens (in + out) | returned kernel's dollars |\n";
-    o << "| --- | --- | --- | --- | --- | --- | --- |\n";
+    o << "| task | requests | tokens in | tokens out | dollars | returned kernel's tokens (in + out) | returned kernel's dollars | "
+         "accepted kernels the LLM wrote (tokens in + out, dollars) |\n";
+    o << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (auto& l : lr)
       o << "| " << cell(l.task) << " | " << l.requests << " | " << l.tokens_in << " | " << l.tokens_out << " | " << l.dollars << " | "
-        << l.best_tokens << " | " << l.best_dollars << " |\n";
+        << l.best_tokens << " | " << l.best_dollars << " | " << cell(l.accepted) << " |\n";
   }
   if (doc.contains("interrupted") && doc["interrupted"].is_object()) {
     o << "\nInterrupted (signal " << doc["interrupted"].value("signal", 0) << "): the evaluations in flight finished";
@@ -434,10 +442,11 @@ std::string optimize_html(const json& doc) {
     o << "<h2>LLM use</h2>\n<p>Tokens in and out and dollars per task; the returned kernel's are those of the requests that wrote it "
          "(\"-\": the returned kernel is not the LLM's). Every request is in the store (<code>llm_requests</code>).</p>\n"
          "<table><tr><th>task</th><th>requests</th><th>tokens in</th><th>tokens out</th><th>dollars</th>"
-         "<th>returned kernel's tokens (in + out)</th><th>returned kernel's dollars</th></tr>\n";
+         "<th>returned kernel's tokens (in + out)</th><th>returned kernel's dollars</th><th>accepted kernels the LLM wrote</th></tr>\n";
     for (auto& l : lr)
       o << "<tr><td>" << html_escape(l.task) << "</td><td>" << l.requests << "</td><td>" << l.tokens_in << "</td><td>" << l.tokens_out
-        << "</td><td>" << html_escape(l.dollars) << "</td><td>" << l.best_tokens << "</td><td>" << html_escape(l.best_dollars) << "</td></tr>\n";
+        << "</td><td>" << html_escape(l.dollars) << "</td><td>" << l.best_tokens << "</td><td>" << html_escape(l.best_dollars) << "</td><td>"
+        << html_escape(l.accepted) << "</td></tr>\n";
     o << "</table>\n";
   }
   for (auto& r : res) {

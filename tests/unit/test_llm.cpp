@@ -783,10 +783,13 @@ TEST(LlmReport, TokensAndDollarsPerTaskAndKernel) {
                                           {"completion_tokens", 310},
                                           {"requests", 2},
                                           {"dollars", 0.0076},
-                                          {"best_kernel", {{"prompt_tokens", 1200}, {"completion_tokens", 300}, {"dollars", 0.0054}}}}}}})}};
+                                          {"best_kernel", {{"prompt_tokens", 1200}, {"completion_tokens", 300}, {"dollars", 0.0054}}}}},
+                                        {"trajectory", json::array({{{"index", 0}, {"accepted", true}},
+                                                                    {{"index", 1}, {"accepted", true}, {"method", "llm/vectorize"},
+                                                                     {"llm", {{"prompt_tokens", 1200}, {"completion_tokens", 300}, {"dollars", 0.0054}}}}})}}})}};
   std::string md = report::optimize_markdown(doc);
   EXPECT_NE(md.find("## LLM use"), std::string::npos) << md;
-  EXPECT_NE(md.find("| softmax_f32 | 2 | 2200 | 310 | $0.0076 | 1200 + 300 | $0.0054 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| softmax_f32 | 2 | 2200 | 310 | $0.0076 | 1200 + 300 | $0.0054 | c1 1200 + 300, $0.0054 |"), std::string::npos) << md;
   doc["llm"]["priced"] = false;
   EXPECT_NE(report::optimize_markdown(doc).find("- (no prices)"), std::string::npos);
   EXPECT_NE(report::optimize_html(doc).find("<h2>LLM use</h2>"), std::string::npos);
