@@ -43,7 +43,7 @@ class Unsupported(Exception):
 
 
 # Row-wise ops lowered as a row-wise program over the trailing dims of a tensor (_row_of).
-ROWWISE = ("softmax", "log_softmax", "layer_norm", "instance_norm", "cumsum")
+ROWWISE = ("softmax", "log_softmax", "layer_norm", "instance_norm")
 # Reductions lowered where they reduce the trailing dims of a tensor (or all of it: one row), each
 # row to one value (_reduced_dims).
 REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm")
@@ -312,10 +312,8 @@ def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
     sh = b.shape(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
     if not sh:
         raise Unsupported(f"{op} reads a value that is not a tensor of one or more dims")
-    if op in ("softmax", "log_softmax", "cumsum"):
+    if op in ("softmax", "log_softmax"):
         dim = _arg(n, 1, "dim") if mod is None else mod.dim
-        if op == "cumsum" and n.kwargs.get("dtype") is not None:
-            raise Unsupported("cumsum with a dtype: not lowered")
         if dim not in (-1, len(sh) - 1):
             raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
         return sh[-1:]
@@ -852,11 +850,6 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 used_params.add(bias)
                 expr = f"acc[n, k, h, w] + {params[bias]}[k]"
             bind(n, expr)
-            continue
-        if op == "cumsum" and family == "rowwise":  # an inclusive prefix sum along the row (_row_of)
-            t, v = b.fresh(), b.fresh()
-            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{v}[r, c] = scan({t}[r, c]) over c"]
-            env[n.name] = f"{v}[r, c]"
             continue
         if op in ("softmax", "log_softmax") and family == "rowwise":  # over the last dim (_row_of)
             t = b.fresh()

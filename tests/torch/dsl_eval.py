@@ -131,12 +131,7 @@ def run(text, inputs, dims=None):
         name = _READ.match(lhs.strip()).group(1)
         rhs = rhs.strip()
         red = re.fullmatch(r"(sum|max|min|mean)\((.*)\)\s+over\s+([\w\s,]+?)", rhs)
-        scan = re.fullmatch(r"scan\((.*)\)\s+over\s+(\w+)", rhs)
-        if scan:  # an inclusive prefix sum along the index, which stays on the left
-            v = torch.as_tensor(ev(scan.group(1)), dtype=torch.float64)
-            ax = order.index(scan.group(2).strip())
-            v = v.cumsum(ax)
-        elif red:
+        if red:
             v, ax = ev(red.group(2)), tuple(order.index(a.strip()) for a in red.group(3).split(","))
             op = red.group(1)
             v = {"sum": lambda: v.sum(ax, keepdim=True), "mean": lambda: v.mean(ax, keepdim=True),

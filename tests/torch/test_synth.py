@@ -352,18 +352,6 @@ class Synth(unittest.TestCase):
             self.assertIsNone(out["program"], text)
             self.assertIn(text, out["reason"])
 
-    def test_cumsum_over_the_last_dim_is_a_row_scan(self):
-        torch.manual_seed(18)
-        class M(torch.nn.Module):
-            def forward(self, x):
-                return torch.cumsum(x * 2.0, dim=-1) + 1.0
-        out = self.check_module(M(), [torch.randn(3, 4, 7)], "rowwise")
-        self.assertIn("= scan(", out["program"])
-        class Mid(torch.nn.Module):
-            def forward(self, x):
-                return torch.cumsum(x, dim=1)
-        self.assertIn("only the last dim", synth.synthesize(Mid(), [torch.randn(3, 4, 7)])["reason"])
-
     def test_reductions_the_row_wise_family_cannot_take_are_refused(self):
         x = torch.randn(3, 5, 7)
         for f, text in [(lambda x: torch.sum(x, dim=(0, 2)), "trailing dims"), (lambda x: torch.argmax(x, dim=2), "int64"),
