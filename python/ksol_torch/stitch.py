@@ -86,7 +86,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
-    while decompose(gm):  # a normalization that reads another's output has its shape after the next propagation
+    if decompose(gm):  # the ops written in place of others need their shapes
         with torch.no_grad():
             ShapeProp(gm).propagate(*inputs)
     constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
@@ -308,6 +308,15 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
         return reduced(v, reduction)
 
 
+def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
+    """`n`'s uses read `y` instead, which computes the same tensor: it takes n's shape, so that an
+    op after it is rewritten in the same pass (the caller propagates shapes once, at the end)."""
+    if "tensor_meta" in n.meta:
+        y.meta["tensor_meta"] = n.meta["tensor_meta"]
+    n.replace_all_uses_with(y)
+    n.graph.erase_node(n)
+
+
 def decompose(gm: torch.fx.GraphModule) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
@@ -350,16 +359,14 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                     y = g.call_method("reshape", (n.args[0], *view))
                     for d in reversed(window_dims):
                         y = g.call_method(red, (y, d))
-            n.replace_all_uses_with(y)
-            g.erase_node(n)
+            _replace(n, y)
             changed = True
             continue
         if op in ("smooth_l1_loss", "kl_div", "tripletmarginloss", "triplet_margin_loss"):
             y = _loss(g, gm, n, op)
             if y is None:
                 continue
-            n.replace_all_uses_with(y)
-            g.erase_node(n)
+            _replace(n, y)
             changed = True
             continue
         if op in ("softmax", "log_softmax", "logsumexp"):
@@ -391,8 +398,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                     t = g.call_function(operator.sub, (x, m))
                     y = g.call_function(operator.truediv, (g.call_function(torch.exp, (t,)), s_)) if op == "softmax" else \
                         g.call_function(operator.sub, (t, g.call_function(torch.log, (s_,))))
-            n.replace_all_uses_with(y)
-            g.erase_node(n)
+            _replace(n, y)
             changed = True
             continue
         if op not in ("group_norm", "batch_norm"):
@@ -442,8 +448,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                 y = g.call_function(operator.mul, (y, per_channel("weight")))
             if args["bias"] is not None:
                 y = g.call_function(operator.add, (y, per_channel("bias")))
-        n.replace_all_uses_with(y)
-        g.erase_node(n)
+        _replace(n, y)
         changed = True
     if changed:
         g.lint()
