@@ -1,17 +1,19 @@
 """Cutting a module's forward into DSL pieces around the ops that stay PyTorch calls, and running
 the whole again with each piece replaced by a kernel (re-stitching).
 
-`split(model, inputs)` traces the forward (torch.fx), groups the ops the DSL expresses into
-maximal chains (an elementwise chain, a row-wise chain over the last dim, a 2-D GEMM or a 2-D
-convolution with its elementwise epilogue) and writes each chain as one DSL program with synth.py, on the tensors it
-reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
+`split(model, inputs)` traces the forward (torch.fx), first rewrites the ops no family takes whole
+into the ops of their definition (`decompose`: group_norm, batch_norm, pools whose windows tile
+their input, softmax and logsumexp over non-trailing dims, some losses), groups the ops the DSL
+expresses into maximal chains (an elementwise chain, a row-wise chain, a reduction over leading or
+middle dims, a GEMM or a 1-D or 2-D convolution with its elementwise epilogue) and writes each
+chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
 synth accepts, then the longest from the next op, and so on; an op that starts no accepted run
 stays a PyTorch call, with synth's reason. A Python number among the forward's inputs is first
 written into the graph as a constant where get_inputs gives it unchanged in every draw
 (synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions the
-DSL has no form for (grouped, transposed, 1-D, 3-D), pooling, reductions to scalars, layout
-changes and the like stay PyTorch or vendor calls.
+DSL has no form for (grouped, transposed, 3-D), pools over overlapping or padded windows, ops on
+0-d values, layout changes and the like stay PyTorch or vendor calls.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
