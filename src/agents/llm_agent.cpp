@@ -154,7 +154,7 @@ void LlmAgent::review(const search::OptimizeResult& r) const {
     if (at.outcome.ok()) {
       o = r.best == at.index ? "verified, the task's best" : "verified";
     } else if (at.outcome.screened) {
-      o = "screened out: " + at.outcome.error;
+      o = at.outcome.error.rfind("screened out", 0) == 0 ? at.outcome.error : "screened out: " + at.outcome.error;
     } else {
       // The evaluators say "<gate> gate: <message>"; a size's own failed gate otherwise.
       const std::string& e = at.outcome.error;

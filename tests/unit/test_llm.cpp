@@ -596,7 +596,9 @@ TEST(LlmAnswers, GateFailuresAreSaidWithTheGate) {
     agent.set_outcome([&](int64_t id, const std::string& o) { outcomes.push_back({id, o}); });
     c.set_recorder([](const llm::RequestRecord&) -> int64_t { return 7; });
     search::ScriptedEvaluator ev;
-    auto vec4 = [](const codegen::Schedule& sc) { return codegen::schedule_text(sc).find("vector=4") != std::string::npos; };
+    auto vec4 = [](const codegen::Schedule& sc) { return codegen::schedule_text(sc).find("vector = 4") != std::string::npos; };
+    ev.model = {{"vector", {"4", 0.25}}};  // faster: it passes the screen and reaches the gates
+    ev.can_screen = false;
     if (gate == "compile") ev.fail_compile = vec4;
     else ev.fail = vec4;
     search::OptimizeOptions o;
@@ -605,6 +607,7 @@ TEST(LlmAnswers, GateFailuresAreSaidWithTheGate) {
     search::OptimizeResult r = search::optimize(ac.task, ac.seed, ev, agent, o);
     agent.review(r);
     std::string p = join(progress, "\n");
+    for (auto& at : r.trajectory) p += "\n[c" + std::to_string(at.index) + " " + at.method + " " + at.schedule + ": " + at.outcome.status + " " + at.outcome.error + "]";
     EXPECT_NE(p.find("llm: c1 (llm/"), std::string::npos) << p;
     EXPECT_NE(p.find("the model's program) failed the " + gate + " gate: "), std::string::npos) << p;
     ASSERT_FALSE(outcomes.empty());
