@@ -88,9 +88,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
-    if decompose(gm):  # the ops written in place of others need their shapes
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*inputs)
+    decompose(gm)  # the ops written in place of others get their shapes from _values' run
     constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
@@ -312,7 +310,7 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
 
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
     """`n`'s uses read `y` instead, which computes the same tensor: it takes n's shape, so that an
-    op after it is rewritten in the same pass (the caller propagates shapes once, at the end)."""
+    op after it is rewritten in the same pass (the other new nodes get theirs from _values)."""
     if "tensor_meta" in n.meta:
         y.meta["tensor_meta"] = n.meta["tensor_meta"]
     n.replace_all_uses_with(y)
@@ -459,10 +457,12 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
 
 
 def _values(gm: torch.fx.GraphModule, inputs: List) -> Dict[str, object]:
-    """Every node's value on `inputs`, by name (the tensors each piece is written on)."""
+    """Every node's value on `inputs`, by name (the tensors each piece is written on); each node's
+    shape is propagated on the way (ShapeProp), so that the nodes decompose wrote have theirs
+    without a forward run of their own (a KernelBench forward on real tensors takes minutes)."""
     out: Dict[str, object] = {}
 
-    class Rec(torch.fx.Interpreter):
+    class Rec(ShapeProp):
         def run_node(self, n):
             v = super().run_node(n)
             out[n.name] = v
