@@ -265,4 +265,26 @@ std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profil
   return {};
 }
 
+store::LlmRequestRow request_row(const llm::RequestRecord& q) {
+  store::LlmRequestRow row;
+  row.task = q.task;
+  row.purpose = q.purpose;
+  row.model = q.model;
+  row.prompt_hash = q.prompt_hash;
+  row.prompt = q.prompt;
+  row.answer_hash = q.answer_hash;
+  row.answer = q.answer;
+  row.path = q.path;
+  row.ok = q.ok;
+  row.cached = q.cached;
+  row.finish_reason = q.finish_reason;
+  row.error = q.error;
+  row.prompt_tokens = q.prompt_tokens;
+  row.completion_tokens = q.completion_tokens;
+  row.attempts = q.attempts;
+  row.seconds = q.seconds;
+  if (q.dollars >= 0) row.dollars = q.dollars;
+  return row;
+}
+
 }  // namespace ksol::agents

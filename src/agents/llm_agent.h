@@ -13,6 +13,7 @@
 #include "agents/expert.h"
 #include "agents/llm.h"
 #include "task/task.h"
+#include "store/store.h"
 
 namespace ksol::search {
 struct OptimizeResult;
@@ -79,5 +80,8 @@ class LlmAgent : public Agent {
 
 // The DSL reference card for prompts (docs/DSL_CARD.md of the source tree).
 std::string default_dsl_card();
+
+// The store row of one LLM request, as `ksol optimize` records it (run and outcome left to the caller).
+store::LlmRequestRow request_row(const llm::RequestRecord& q);
 
 }  // namespace ksol::agents

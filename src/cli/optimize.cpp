@@ -276,25 +276,8 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   if (client && !so.store_path.empty()) {
     llm_store = std::make_unique<store::Store>(store::Store::open(so.store_path));
     client->set_recorder([&, run = s.run_id()](const agents::llm::RequestRecord& q) -> int64_t {
-      store::LlmRequestRow row;
+      store::LlmRequestRow row = agents::request_row(q);
       row.run_id = run;
-      row.task = q.task;
-      row.purpose = q.purpose;
-      row.model = q.model;
-      row.prompt_hash = q.prompt_hash;
-      row.prompt = q.prompt;
-      row.answer_hash = q.answer_hash;
-      row.answer = q.answer;
-      row.path = q.path;
-      row.ok = q.ok;
-      row.cached = q.cached;
-      row.finish_reason = q.finish_reason;
-      row.error = q.error;
-      row.prompt_tokens = q.prompt_tokens;
-      row.completion_tokens = q.completion_tokens;
-      row.attempts = q.attempts;
-      row.seconds = q.seconds;
-      if (q.dollars >= 0) row.dollars = q.dollars;
       row.outcome = q.ok ? "pending" : "no answer";
       std::lock_guard<std::mutex> g(llm_store_mu);
       return llm_store->record_llm_request(row);

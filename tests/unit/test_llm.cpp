@@ -700,25 +700,7 @@ TEST(LlmStore, EveryRequestIsARowWithItsOutcome) {
   sp.price_out = 10;
   llm::Client c(llm::make_backend(sp), sp, {}, s.dir + "/cache");
   c.set_recorder([&](const llm::RequestRecord& q) {
-    store::LlmRequestRow row;
-    row.task = q.task;
-    row.purpose = q.purpose;
-    row.model = q.model;
-    row.prompt_hash = q.prompt_hash;
-    row.prompt = q.prompt;
-    row.answer_hash = q.answer_hash;
-    row.answer = q.answer;
-    row.path = q.path;
-    row.ok = q.ok;
-    row.cached = q.cached;
-    row.finish_reason = q.finish_reason;
-    row.error = q.error;
-    row.prompt_tokens = q.prompt_tokens;
-    row.completion_tokens = q.completion_tokens;
-    row.attempts = q.attempts;
-    row.seconds = q.seconds;
-    if (q.dollars >= 0) row.dollars = q.dollars;
-    return st.record_llm_request(row);
+    return st.record_llm_request(request_row(q));
   });
   AgentCase ac;
   LlmAgent agent(c, ac.task, ac.k, default_dsl_card());
