@@ -61,14 +61,16 @@ const char* rejection_name(Rejection::Kind k) {
     case Rejection::Kind::signature: return "signature mismatch";
     case Rejection::Kind::cannot_generate: return "cannot generate";
     case Rejection::Kind::repeats_parent: return "repeats the parent";
+    case Rejection::Kind::source_scan: return "source scan";
+    case Rejection::Kind::no_entry_point: return "no entry point";
+    case Rejection::Kind::repeats_tried: return "repeats a tried kernel";
   }
   return "?";
 }
 
-namespace {
 // Parses the answer's ksol block and asks its family's generator; the signature is checked apart.
-std::optional<dsl::Program> read_answer(const std::string& text, const std::string& finish_reason, int max_tokens,
-                                        const codegen::Binding& b, Rejection* why) {
+std::optional<dsl::Program> read_dsl_answer(const std::string& text, const std::string& finish_reason, int max_tokens,
+                                            const codegen::Binding& b, Rejection* why, const std::string& asked) {
   auto reject = [&](Rejection::Kind k, std::string m) {
     why->kind = k;
     why->message = std::move(m);
@@ -82,7 +84,7 @@ std::optional<dsl::Program> read_answer(const std::string& text, const std::stri
     for (const std::string& lang : llm::code_block_languages(text))
       if (lang != "ksol" && !lang.empty())
         return reject(Rejection::Kind::wrong_language,
-                      "the answer is a ```" + lang + " block, but a ksol DSL program was asked for, in a ```ksol block");
+                      "the answer is a ```" + lang + " block, but " + asked + " was asked for, in a ```ksol block");
     if (text.find("```") != std::string::npos)
       return reject(Rejection::Kind::unclosed_block, "the ```ksol block is not closed (the answer ends inside it)");
     return reject(Rejection::Kind::no_code_block, "the answer holds no fenced ```ksol block");
@@ -115,20 +117,21 @@ bool same_signature(const dsl::Program& p, const dsl::Program& parent, std::stri
   return true;
 }
 
+namespace {
 // The progress line's first line of a message (a parse error's line and caret follow it).
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 }  // namespace
 
 std::optional<dsl::Program> LlmAgent::accept(const std::string& answer, const codegen::Binding& b, std::string* why) const {
   Rejection r;
-  std::optional<dsl::Program> p = read_answer(answer, "stop", max_tokens_, b, &r);
+  std::optional<dsl::Program> p = read_dsl_answer(answer, "stop", max_tokens_, b, &r);
   if (!p) *why = r.message;
   return p;
 }
 
 std::optional<dsl::Program> LlmAgent::check(const llm::Answer& a, const dsl::Program& parent, const codegen::Binding& b,
                                             Rejection* why) const {
-  std::optional<dsl::Program> p = read_answer(a.text, a.finish_reason, max_tokens_, b, why);
+  std::optional<dsl::Program> p = read_dsl_answer(a.text, a.finish_reason, max_tokens_, b, why);
   if (!p) return p;
   if (!same_signature(*p, parent, &why->message)) {
     why->kind = Rejection::Kind::signature;

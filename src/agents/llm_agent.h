@@ -24,7 +24,12 @@ namespace ksol::agents {
 // Why an answer cannot be used. Each class has its own message in the progress output, the
 // repair prompt and the store's outcome ("rejected: <kind>: <message>").
 struct Rejection {
-  enum class Kind { none, truncated, no_code_block, wrong_language, unclosed_block, parse_error, signature, cannot_generate, repeats_parent };
+  enum class Kind {
+    none, truncated, no_code_block, wrong_language, unclosed_block, parse_error, signature, cannot_generate, repeats_parent,
+    source_scan,    // a CUDA answer with a construct gate 1 forbids (compile/compiler.h's static_scan)
+    no_entry_point, // a CUDA answer that defines no ksol_run (include/ksol/abi.h)
+    repeats_tried   // the same kernel as one already tried for the task: not evaluated again
+  };
   Kind kind = Kind::none;
   std::string message;
 };
@@ -80,6 +85,16 @@ class LlmAgent : public Agent {
 
 // The DSL reference card for prompts (docs/DSL_CARD.md of the source tree).
 std::string default_dsl_card();
+
+// Reads an answer's ```ksol block: the program, or the class and message of why it cannot be
+// used (truncated, no block, a block in another language, unclosed, parse error at line:col, a
+// program its family cannot generate). `asked` names what the prompt asked for, for the
+// wrong-language message ("a ksol DSL program (--answer dsl)").
+std::optional<dsl::Program> read_dsl_answer(const std::string& text, const std::string& finish_reason, int max_tokens,
+                                            const codegen::Binding& b, Rejection* why,
+                                            const std::string& asked = "a ksol DSL program");
+// Whether `p` keeps `parent`'s kernel name and tensors; `why` names both signatures when not.
+bool same_signature(const dsl::Program& p, const dsl::Program& parent, std::string* why);
 
 // The store row of one LLM request, as `ksol optimize` records it (run and outcome left to the caller).
 store::LlmRequestRow request_row(const llm::RequestRecord& q);

@@ -18,6 +18,7 @@
 #include "codegen/job.h"
 #include "compile/compiler.h"
 #include "coord/session.h"
+#include "cli/optimize_args.h"
 #include "cli/optimize_module.h"
 #include "core/stop.h"
 #include "core/util.h"
@@ -33,47 +34,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace ksol::cli {
-
-struct OptimizeArgs {
-  std::vector<std::string> tasks;
-  std::string agent = "expert";
-  int candidates = 1000;
-  double seconds = 0;      // per task (0: none; with the run-wide budget, a cap on each task's share)
-  double target_sol = 0.9;
-  uint64_t seed = 1;
-  int plateau = 4;         // generations without a new best (a module's sequential search: 12 evaluations)
-  bool plateau_given = false;
-  int batch = 0;           // proposals built and screened together (0: the machine's cores, 8 to 32)
-  bool verbose = false;
-  std::string store;  // overrides the global --store when set
-  int64_t resume = 0;
-  std::string json_out;
-  double timeout = 300;
-  // LLM agents (openai:MODEL, anthropic:MODEL, exchange:DIR)
-  std::string llm_base_url, llm_key_env;
-  double llm_timeout = 0;
-  int llm_retries = -1;
-  double llm_min_interval = 0;
-  double price_in = 0, price_out = 0;
-  int64_t budget_tokens = 0, budget_requests = 0;
-  double budget_dollars = 0, budget_llm_seconds = 0;
-  bool no_llm_cache = false;
-  int llm_max_tokens = 2048;
-  std::string report_dir;  // default runs/run-<id>
-  std::string gpus;        // --gpus: one worker per device, tasks spread over them
-  bool mpi = false;        // --mpi: the ranks of an MPI job, each with its --gpus workers
-  double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
-  bool no_profile = false; // --no-profile: classify by the roofline only
-  int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
-  bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
-  std::string precision = "default";  // --precision: a module's mode (baselines and candidates alike)
-  bool precision_given = false;
-  // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
-  // task's search taking a share of what is left by its headroom. The default keeps the main
-  // job (every task with a seed program) within 15 minutes on one H200.
-  double total_seconds = 780;
-  bool seconds_given = false;  // --budget-seconds on the command line (a cap on the shares then)
-};
 
 namespace {
 
@@ -139,6 +99,29 @@ json spend_json(const agents::LlmSpend& s) {
           {"requests", s.usage.requests}, {"dollars", s.usage.dollars}};
 }
 
+}  // namespace
+
+std::unique_ptr<agents::llm::Client> make_llm_client(const OptimizeArgs& a) {
+  if (!agents::llm::is_llm_agent(a.agent)) return nullptr;
+  agents::llm::Spec sp = agents::llm::parse_spec(a.agent);
+  if (!a.llm_base_url.empty()) {
+    sp.base_url = a.llm_base_url;
+    // A hosted provider's key is never sent to another endpoint unless asked for by name.
+    if (a.llm_key_env.empty()) sp.key_env = "";
+  }
+  if (!a.llm_key_env.empty()) sp.key_env = a.llm_key_env == "none" ? "" : a.llm_key_env;
+  if (a.llm_timeout > 0) sp.timeout_s = a.llm_timeout;
+  if (a.llm_retries >= 0) sp.retries = a.llm_retries;
+  sp.min_interval_s = a.llm_min_interval;
+  sp.price_in = a.price_in;
+  sp.price_out = a.price_out;
+  agents::llm::Budget bud{a.budget_tokens, a.budget_dollars, a.budget_requests, a.budget_llm_seconds};
+  return std::make_unique<agents::llm::Client>(agents::llm::make_backend(sp), sp, bud, a.no_llm_cache ? "" : cache_dir() + "/llm",
+                                               [](const std::string& l) { std::cerr << l << "\n"; });
+}
+
+namespace {
+
 int run_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                  bool json_out, const std::string& cmdline) {
   check_llm_flags(a);
@@ -149,6 +132,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     if (mpi::wanted(a.mpi)) throw UsageError("ksol optimize FILE.py runs on one host: --mpi is for built-in tasks");
     if (a.agent != "expert" && a.agent != "random")
       throw UsageError("--agent " + a.agent + ": a module is searched by the expert or random agent");
+    if (!a.from.empty() || a.answer != "dsl") throw UsageError("--from and --answer apply to a built-in or authored task, not to a module file");
     ModuleOptimizeArgs m;
     m.file = a.tasks[0];
     m.search = search_options(a);
@@ -160,6 +144,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.precision = a.precision;
     return run_optimize_module(m, json_out);
   }
+  if (!a.from.empty() || a.answer != "dsl") return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   if (a.precision_given)
     throw UsageError("--precision applies to a PyTorch module file (FILE.py): a built-in task's precision is its task.toml's");
@@ -243,26 +228,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       throw std::runtime_error("--gpus: the worker on " + sessions[i]->name() + " has no usable GPU (" + sessions[i]->gpu_reason() + ")");
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
-  // One LLM client for the whole run: its budgets and its cache span every task.
-  std::unique_ptr<agents::llm::Client> client;
-  if (agents::llm::is_llm_agent(a.agent)) {
-    agents::llm::Spec sp = agents::llm::parse_spec(a.agent);
-    if (!a.llm_base_url.empty()) {
-      sp.base_url = a.llm_base_url;
-      // A hosted provider's key is never sent to another endpoint unless asked for by name.
-      if (a.llm_key_env.empty()) sp.key_env = "";
-    }
-    if (!a.llm_key_env.empty()) sp.key_env = a.llm_key_env == "none" ? "" : a.llm_key_env;
-    if (a.llm_timeout > 0) sp.timeout_s = a.llm_timeout;
-    if (a.llm_retries >= 0) sp.retries = a.llm_retries;
-    sp.min_interval_s = a.llm_min_interval;
-    sp.price_in = a.price_in;
-    sp.price_out = a.price_out;
-    agents::llm::Budget bud{a.budget_tokens, a.budget_dollars, a.budget_requests, a.budget_llm_seconds};
-    client = std::make_unique<agents::llm::Client>(agents::llm::make_backend(sp), sp, bud,
-                                                   a.no_llm_cache ? "" : cache_dir() + "/llm",
-                                                   [](const std::string& l) { std::cerr << l << "\n"; });
-  }
+  std::unique_ptr<agents::llm::Client> client = make_llm_client(a);
   s.begin_run(cmdline, {{"resume_of", a.resume}, {"optimize", {{"agent", a.agent}, {"seed", a.seed}, {"candidates", a.candidates}, {"resume_of", a.resume}}},
                         {"gpus", sessions.size()}});
   // Every LLM request becomes a row of the store, through a connection of its own: requests
@@ -491,6 +457,12 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this many dollars (0: no limit); needs --price-in and --price-out")->check(non_negative_number());
   cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)")->check(non_negative_integer());
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)")->check(non_negative_number());
+  CLI::Option* answer_opt = cmd->add_option("--answer", a->answer, "the language an LLM answers in: dsl (the schedule search, the model writing DSL programs), cuda or either (the LLM's kernel loop: planner, coder, reviewer, repairer and optimizer requests; CUDA answers pass every gate a user's CUDA candidate does)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dsl", "cuda", "either"}));
+  cmd->add_option("--from", a->from, "start from this kernel instead of the task's seed program: a CUDA source exporting ksol_run (include/ksol/abi.h) or a .ksol program; one task, an LLM agent; the model improves it through the kernel loop (--answer cuda unless given)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--task", a->tasks, "a task name or folder (the same as giving it as an argument)");
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
   cmd->add_option("--budget-candidates", a->candidates, "programs to try per task (built, screened or evaluated), the seed included")->capture_default_str()->check(positive_integer());
   CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, compiles and the seed included, the baselines not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str()->check(non_negative_number());
@@ -515,10 +487,11 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   cmd->add_flag("--mpi", a->mpi, "run as the ranks of an MPI job (mpirun, srun; also when such a launcher started several ranks): tasks spread over every rank's workers (--gpus), rank 0 writes the store and the report");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, answer_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
     a->plateau_given = plateau_opt->count() > 0;
     a->precision_given = precision_opt->count() > 0;
+    if (!a->from.empty() && answer_opt->count() == 0) a->answer = "cuda";
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
     finish_command("optimize", [&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });

@@ -254,7 +254,7 @@ TaskGain task_gain(const json& r) {
   g.task = gets(r, "task");
   const bool base = r.value("use_baseline", false);
   g.returned = base ? "baseline " + gets(r, "best_baseline")
-               : r.contains("best") ? gets(r["best"], "kernel")
+               : r.contains("best") ? gets(r["best"], "kernel") + (gets(r["best"], "language").empty() ? "" : " (" + gets(r["best"], "language") + ")")
                : stitched(r)        ? "stitched, " + std::to_string(array_at(r, "pieces").size()) + " piece(s)"
                                     : "-";
   g.speedup = getd(r, "speedup_vs_best_baseline");
