@@ -198,16 +198,53 @@ std::string classify(const std::map<std::string, double>& f, const Thresholds& t
   return cls;
 }
 
-std::string summary(const std::map<std::string, double>& f, const Thresholds& t) {
+const std::vector<std::string>& class_metrics(const std::string& cls) {
+  // A compute-bound kernel is limited by issue: how full the SMs are and what stalls the warps
+  // at barriers and shared memory. A bandwidth-bound one by how well each DRAM byte is used. A
+  // latency-bound one by how many loads are in flight: occupancy and the stalls on them, with
+  // the access pattern that decides how many bytes each load brings.
+  static const std::map<std::string, std::vector<std::string>> by_class = {
+      {"compute", {"achieved_flop_frac", "occupancy", "stall_barrier", "bank_conflicts"}},
+      {"memory_bandwidth", {"achieved_bw_frac", "coalesced_frac", "l2_hit_rate"}},
+      {"memory_latency", {"achieved_bw_frac", "occupancy", "stall_long_scoreboard", "coalesced_frac", "l2_hit_rate"}},
+  };
+  static const std::vector<std::string> none;
+  auto it = by_class.find(cls);
+  return it == by_class.end() ? none : it->second;
+}
+
+namespace {
+// One metric as a prompt line, with what it means and, past its threshold, the problem it shows.
+std::string metric_line(const std::string& k, double v) {
+  if (k == "achieved_bw_frac") return "DRAM throughput: " + pct(v) + " of peak";
+  if (k == "achieved_flop_frac") return "SM throughput: " + pct(v) + " of peak";
+  if (k == "occupancy")
+    return v < 0.5 ? "low occupancy: " + pct(v) + " of the warps an SM can hold" : "occupancy: " + pct(v) + " of the warps an SM can hold";
+  if (k == "coalesced_frac")
+    return v < 0.8 ? "poor coalescing: " + pct(v) + " of each 32-byte sector is used" : "coalescing: " + pct(v) + " of each 32-byte sector is used";
+  if (k == "l2_hit_rate") return "L2 hit rate: " + pct(v);
+  if (k == "bank_conflicts") {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.3g", v);
+    return v >= 1 ? std::string("shared-memory bank conflicts: ") + b + " extra wavefronts per request"
+                  : std::string("shared-memory bank conflicts: ") + b + " extra wavefronts per request (none to speak of)";
+  }
+  if (k == "stall_long_scoreboard")
+    return v >= 0.5 ? "warps wait on global memory most of the time (" + pct(v) + " of stalls)" : "stalls on global memory: " + pct(v) + " of stalls";
+  if (k == "stall_barrier") return v >= 0.3 ? "warps wait at barriers (" + pct(v) + " of stalls)" : "stalls at barriers: " + pct(v) + " of stalls";
+  return k;
+}
+}  // namespace
+
+std::string summary(const std::map<std::string, double>& f, const Thresholds& t, bool by_class) {
   std::string why;
   std::string cls = classify(f, t, &why);
   std::ostringstream o;
   o << "bottleneck: " << cls << " (" << why << ")\n";
-  if (double v = get(f, "occupancy"); v >= 0 && v < 0.5) o << "low occupancy: " << pct(v) << " of the warps an SM can hold\n";
-  if (double v = get(f, "coalesced_frac"); v >= 0 && v < 0.8) o << "poor coalescing: " << pct(v) << " of each 32-byte sector is used\n";
-  if (double v = get(f, "bank_conflicts"); v >= 1) o << "shared-memory bank conflicts: " << v << " extra wavefronts per request\n";
-  if (double v = get(f, "stall_long_scoreboard"); v >= 0.5) o << "warps wait on global memory most of the time (" << pct(v) << " of stalls)\n";
-  if (double v = get(f, "stall_barrier"); v >= 0.3) o << "warps wait at barriers (" << pct(v) << " of stalls)\n";
+  static const std::vector<std::string> every = {"achieved_bw_frac", "achieved_flop_frac", "occupancy", "coalesced_frac", "l2_hit_rate",
+                                                 "bank_conflicts", "stall_long_scoreboard", "stall_barrier"};
+  for (const std::string& k : by_class ? class_metrics(cls) : every)
+    if (double v = get(f, k.c_str()); v >= 0) o << metric_line(k, v) << "\n";
   return o.str();
 }
 

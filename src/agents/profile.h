@@ -43,9 +43,13 @@ std::string classify(const std::map<std::string, double>& f, const Thresholds& t
 // The threshold that maximises the between-class variance of `values` (in [0, 1], 256 bins).
 double otsu(const std::vector<double>& values);
 
-// A few lines for a prompt: the class, the fractions that decided it, and only the other metrics
-// that point at a problem (low occupancy, poor coalescing, bank conflicts, long stalls).
-std::string summary(const std::map<std::string, double>& f, const Thresholds& t);
+// The metrics that matter for a bottleneck class (compute | memory_bandwidth | memory_latency),
+// in prompt order; empty for another name.
+const std::vector<std::string>& class_metrics(const std::string& cls);
+// A few lines for a prompt: the class with the fractions that decided it, then only the class's
+// metrics (class_metrics), each with what it means and the problem it shows past its threshold.
+// `by_class` false: every metric in the same form (the unfiltered prompt, for measuring the filter).
+std::string summary(const std::map<std::string, double>& f, const Thresholds& t, bool by_class = true);
 // All metrics, one per line (what the summary filters; for logging the prompt-size saving).
 std::string full_listing(const std::map<std::string, double>& f);
 
