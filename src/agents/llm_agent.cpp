@@ -163,7 +163,7 @@ void LlmAgent::review(const search::OptimizeResult& r) const {
       const std::string& e = at.outcome.error;
       std::string gate = e.find(" gate: ") != std::string::npos ? e.substr(0, e.find(" gate: ")) : "";
       for (const search::SizeResult& z : at.outcome.sizes)
-        if (gate.empty() && !z.failed_gate.empty()) gate = z.failed_gate;
+        if (gate.empty() && z.failed_gate != Gate::none) gate = to_string(z.failed_gate);
       if (gate.empty()) gate = "evaluation";
       std::string msg = e.substr(0, e.find('\n'));
       if (progress_) progress_("llm: c" + std::to_string(at.index) + " (" + at.method + ", the model's program) failed the " + gate + " gate: " + msg);

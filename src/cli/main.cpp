@@ -72,10 +72,10 @@ struct Table {
 json outcome_json(const Task& t, const CandidateOutcome& c) {
   json sizes = json::array();
   for (auto& s : c.sizes) {
-    json j = {{"size", s.size}, {"hidden", s.hidden}, {"status", s.status}, {"median_us", s.median_us},
+    json j = {{"size", s.size}, {"hidden", s.hidden}, {"status", to_string(s.status)}, {"median_us", s.median_us},
               {"ci_low_us", s.ci_low_us}, {"ci_high_us", s.ci_high_us}, {"sol_us", s.sol_us}, {"pct_sol", s.pct_sol * 100},
               {"headroom", s.headroom}, {"bound", s.bound}, {"evaluation_id", s.evaluation_id}};
-    if (!s.failed_gate.empty()) j["failed_gate"] = s.failed_gate;
+    if (s.failed_gate != Gate::none) j["failed_gate"] = to_string(s.failed_gate);
     if (!s.error_class.empty()) j["error_class"] = s.error_class;
     if (!s.message.empty()) j["message"] = s.message;
     if (!s.raw.is_null()) j["result"] = s.raw;
@@ -135,7 +135,7 @@ void print_outcome_rows(const Task& t, const CandidateOutcome& c, Table* tab, co
     std::vector<std::string> marks;
     if (timed && s.raw["timing"].value("throttled", false)) marks.push_back("throttled");
     if (timed && !s.raw["timing"].value("steady", true)) marks.push_back("unsteady");
-    std::string status = s.status + (marks.empty() ? "" : " (" + join(marks, ", ") + ")");
+    std::string status = to_string(s.status) + (marks.empty() ? "" : " (" + join(marks, ", ") + ")");
     tab->rows.push_back({t.name, c.label, s.size + (s.hidden ? "*" : ""), status, fmt_us(s.median_us),
                          s.median_us > 0 ? "[" + fmt(s.ci_low_us, 2) + ", " + fmt(s.ci_high_us, 2) + "]" : "-",
                          fmt_us(s.sol_us), s.median_us > 0 ? fmt(s.pct_sol * 100, 1) + "%" : "-", s.bound, vs});
@@ -153,8 +153,8 @@ void print_failures(const std::vector<std::pair<std::string, const CandidateOutc
       continue;
     }
     for (auto& s : c->sizes)
-      if (s.status != "ok" && s.status != "skipped" && s.status != "no_gpu")
-        std::cerr << name << " / " << c->label << " / " << s.size << ": " << s.status << " at " << s.failed_gate << " ["
+      if (s.status != Status::ok && s.status != Status::skipped && s.status != Status::no_gpu)
+        std::cerr << name << " / " << c->label << " / " << s.size << ": " << to_string(s.status) << " at " << to_string(s.failed_gate) << " ["
                   << s.error_class << "]: " << s.message << "\n";
   }
 }
@@ -313,7 +313,7 @@ int cmd_eval(const Common& c, const std::string& task_name, const std::vector<st
       bo.defences_off.clear();
       bases.push_back(s.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, bo));
       for (auto& so : bases.back().sizes)
-        if (so.status == "ok" && so.median_us > 0 && (!best_base.count(so.size) || so.median_us < best_base[so.size]))
+        if (so.status == Status::ok && so.median_us > 0 && (!best_base.count(so.size) || so.median_us < best_base[so.size]))
           best_base[so.size] = so.median_us;
     }
   };
@@ -551,7 +551,7 @@ int cmd_bench(const Common& c, const BenchArgs& a, const std::string& cmdline) {
     if (!several) std::cerr << "[" << i + 1 << "/" << total << "] " << t.name << " / " << b.name << " ..." << std::flush;
     CandidateOutcome co = sessions[w]->evaluate(t, jobs[k], "baseline:" + b.name, "baseline:" + b.name, o, &compiled[k]);
     int ok = 0;
-    for (auto& so : co.sizes) ok += so.status == "ok" || (so.status == "skipped");
+    for (auto& so : co.sizes) ok += so.status == Status::ok || so.status == Status::skipped;
     std::lock_guard<std::mutex> g(progress);
     ++done;
     if (several) std::cerr << "[" << done << "/" << total << "] " << t.name << " / " << b.name << " (" << sessions[w]->name() << ")";

@@ -68,17 +68,26 @@ class ModuleEvaluator : public search::Evaluator {
     WorkerReply r = w_.call(req, timeout_);
     search::SizeResult sr = size_result(t);
     if (!r.ok) {
-      sr.status = "failed";
+      sr.status = Status::failed;
+      sr.failed_gate = Gate::worker;
+      sr.error_class = "worker_error";
       sr.message = "worker: " + r.message;
     } else {
+      // The Python worker's record, read as the C++ worker's is (core/evaluation.h).
       const json& res = r.body["result"];
-      sr.status = res.value("status", "failed");
-      sr.message = res.value("message", "");
-      if (res.contains("timing") && res["timing"].is_object()) fill_time(sr, res["timing"]);
+      search::SizeResult base = sr;
+      static_cast<SizeEvaluation&>(sr) = from_worker_result(res);
+      sr.size = base.size;
+      sr.sol_us = base.sol_us;
+      sr.bound = base.bound;
+      if (sr.median_us > 0 && sr.sol_us > 0) {
+        sr.pct_sol = sr.sol_us / sr.median_us;
+        sr.headroom = sr.median_us / sr.sol_us;
+      }
       search::flag_faster_than_sol(sr, "the module");
     }
     o.worker_seconds = r.seconds;
-    o.status = sr.status == "ok" ? "ok" : "failed";
+    o.status = sr.ok() ? Status::ok : Status::failed;
     if (!o.ok()) o.error = "module: " + sr.message;
     o.sizes.push_back(sr);
     return o;
@@ -104,10 +113,12 @@ class ModuleEvaluator : public search::Evaluator {
       search::SizeResult sr = size_result(t);
       if (base.contains(name) && base[name].contains("median_us")) {
         fill_time(sr, base[name]);
-        sr.status = "ok";
-        o.status = "ok";
+        sr.status = Status::ok;
+        o.status = Status::ok;
       } else {
-        sr.status = "failed";
+        sr.status = Status::failed;
+        sr.failed_gate = Gate::worker;
+        sr.error_class = "not_timed";
         sr.message = base.contains(name) ? base[name].value("error", std::string("not timed")) : "not timed";
         o.error = sr.message;
       }

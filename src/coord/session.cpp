@@ -21,7 +21,7 @@ namespace ksol {
 bool CandidateOutcome::all_ok() const {
   if (!compiled.ok) return false;
   for (auto& s : sizes)
-    if (s.status != "ok" && s.status != "skipped") return false;
+    if (s.status != Status::ok && s.status != Status::skipped) return false;
   return true;
 }
 
@@ -192,7 +192,7 @@ Session::References Session::compile_references(const Task& t) {
   return r;
 }
 
-void Session::fill_sol(const Task& t, const SizeSet& s, SizeOutcome* out) const {
+void Session::fill_sol(const Task& t, const SizeSet& s, SizeEvaluation* out) const {
   auto unit = sol::parse_math_unit(t.math).value_or(sol::MathUnit::fma);
   auto prec = sol::parse_precision(t.precision).value_or(sol::Precision::fp32);
   sol::SolEstimate e = sol::estimate(t.flops_at(s), t.bytes_at(s), unit, prec, peaks_);
@@ -253,143 +253,134 @@ CandidateOutcome Session::evaluate(const Task& t, const CompileJob& job, const s
   }
 
   for (const SizeSet* s : sizes) {
-    SizeOutcome so;
-    so.size = s->name;
-    so.hidden = s->hidden;
-    if (store_ && o.resume_run) {
-      // The run resumed, then the run it resumed, and so on: a pass interrupted twice resumes
-      // from the last run and still skips what the first one did.
-      std::optional<store::EvaluationRow> prev;
-      int64_t from = 0;
-      for (int64_t r = o.resume_run, hops = 0; r > 0 && !prev && hops < 1000; ++hops) {
-        prev = store_->find_evaluation(r, cand_id, s->name);
-        from = r;
-        auto run = store_->find_run(r);
-        r = run ? resumed_from(run->meta) : 0;
-      }
-      // A worker that died under an evaluation (killed from outside, or its host ran out of
-      // memory) says nothing about the candidate: that evaluation runs again.
-      if (prev && prev->status != "ok" && prev->failed_gate.value_or("") == "worker" &&
-          (prev->error_class.value_or("") == "crash" || prev->error_class.value_or("") == "worker_error"))
-        prev.reset();
-      if (prev) {
-        so.status = "skipped";
-        so.message = "already in run " + std::to_string(from);
-        so.median_us = prev->median_us.value_or(0);
-        so.ci_low_us = prev->ci_low_us.value_or(0);
-        so.ci_high_us = prev->ci_high_us.value_or(0);
-        so.evaluation_id = prev->id;
-        fill_sol(t, *s, &so);
-        so.raw = {{"resumed", true}, {"status", prev->status}};
-        // The worker time it cost when it ran, so that a resumed search spends its budget as the
-        // interrupted one did (optimize counts it against the task's seconds).
-        if (prev->rerun.is_object() && prev->rerun.contains("harness_seconds")) so.raw["resumed_harness_seconds"] = prev->rerun["harness_seconds"];
-        if (prev->status != "ok") so.status = prev->status, so.message = prev->message.value_or("");
-        out.sizes.push_back(so);
-        continue;
-      }
+    // Stages: resumed from an earlier run, else compiled, GPU present, the worker's verdict; then
+    // SOL, the suspect check and the store.
+    SizeEvaluation e;
+    if (std::optional<SizeEvaluation> prev = resumed(t, *s, cand_id, o)) {
+      out.sizes.push_back(std::move(*prev));
+      continue;
     }
-    // One master seed per evaluation, recorded: `ksol eval --seed MASTER` draws the same seeds.
-    EvalOptions seeded = o;
-    if (!seeded.seed) seeded.seed = (static_cast<uint64_t>(std::random_device{}()) << 20) ^ std::random_device{}();
-    std::vector<uint64_t> seeds = draw_seeds(seeded, 3);
-    // From the seeds drawn (fixed ones with fresh-seeds off); timing_seed_of gives the same value
-    // for the master seed when they are drawn fresh, which is how the search's screen finds them.
-    uint64_t timing_seed = seeds[0] ^ 0x5eed;
-    nlohmann::json rerun = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", s->name},
-                            {"master_seed", *seeded.seed}, {"seeds", seeds}, {"timing_seed", timing_seed}, {"compile_key", out.compiled.key},
-                            {"toolchain", toolchain_version()}, {"ksol_version", KSOL_VERSION},
-                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
-                            {"gpu", device_.is_null() ? nlohmann::json(opt_.assume_gpu) : device_}};
-    if (!out.compiled.ok) {
-      so.status = "failed";
-      so.failed_gate = out.compiled.stage;
-      so.error_class = out.compiled.stage == "static" ? "forbidden_construct" : "compile_error";
-      so.message = out.compiled.message;
-    } else if (!has_gpu()) {
-      so.status = "no_gpu";
-      so.message = "timing needs a GPU: " + gpu_reason_;
-    } else {
-      nlohmann::json req = {{"op", "eval"}, {"task_dir", t.dir}, {"size", s->name}, {"candidate_so", out.compiled.so_path},
-                            {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
-                            {"seeds", seeds}, {"timing_seed", timing_seed}, {"time", o.time},
-                            {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
-                            {"size_dims", s->dims}, {"size_options", s->options}};
-      if (!o.timing.is_null()) req["timing"] = o.timing;
-      if (auto pr = o.prune_above_us.find(s->name); pr != o.prune_above_us.end() && pr->second > 0) req["prune_above_us"] = pr->second;
-      WorkerReply r = worker_->call(req, o.timeout_s);
-      if (!r.ok) {
-        so.status = "failed";
-        so.failed_gate = "worker";
-        so.error_class = r.failure == "timeout" ? "timeout" : r.failure == "fatal" ? "sticky_cuda_error" : r.failure == "crash" ? "crash" : "worker_error";
-        so.message = r.message;
-      } else if (!r.body.contains("result") || !r.body["result"].is_object()) {
-        so.status = "failed";
-        so.failed_gate = "worker";
-        so.error_class = "protocol_violation";
-        so.message = "the worker's reply has no result object";
-        worker_->stop();
-      } else {
-        so.raw = r.body["result"];
-        auto str = [&](const char* k) { return so.raw.contains(k) && so.raw[k].is_string() ? so.raw[k].get<std::string>() : std::string(); };
-        so.status = str("status");
-        if (so.status != "ok" && so.status != "failed") so.status = "failed";
-        so.failed_gate = str("failed_gate");
-        so.error_class = str("error_class");
-        so.message = str("message");
-        if (so.raw.contains("timing") && so.raw["timing"].is_object()) {
-          const nlohmann::json& tm = so.raw["timing"];
-          auto num = [&](const char* k) { return tm.contains(k) && tm[k].is_number() ? tm[k].get<double>() : 0.0; };
-          so.median_us = num("median_us");
-          so.ci_low_us = num("ci_low_us");
-          so.ci_high_us = num("ci_high_us");
-          rerun["clock_mhz"] = num("clock_mhz_after");
-        }
-        if (so.raw.contains("harness_seconds") && so.raw["harness_seconds"].is_object()) rerun["harness_seconds"] = so.raw["harness_seconds"];
-      }
-    }
-    fill_sol(t, *s, &so);
+    e = run_size(t, *s, out.compiled, refs, o);
+    e.size = s->name;
+    e.hidden = s->hidden;
+    fill_sol(t, *s, &e);
     // Faster than the hardware allows: the timing or the kernel is lying; never a win.
-    if (so.status == "ok" && so.median_us > 0 && sol::suspect(so.pct_sol)) {
-      so.status = "suspect";
-      so.message = "measured faster than speed-of-light (" + std::to_string(static_cast<int>(so.pct_sol * 100)) + "% of SOL)";
+    if (e.ok() && e.median_us > 0 && sol::suspect(e.pct_sol)) {
+      e.status = Status::suspect;
+      e.message = "measured faster than speed-of-light (" + std::to_string(static_cast<int>(e.pct_sol * 100)) + "% of SOL)";
     }
-    so.evaluation_id = record(t, cand_id, so, seeds, rerun);
-    out.sizes.push_back(so);
-    if (so.failed_gate == "screen") break;  // rejected: the other sizes would not change that
+    e.evaluation_id = record(t, cand_id, e);
+    const bool screened = e.failed_gate == Gate::screen;
+    out.sizes.push_back(std::move(e));
+    if (screened) break;  // rejected: the other sizes would not change that
   }
   return out;
 }
 
-int64_t Session::record(const Task& t, int64_t candidate_id, const SizeOutcome& so, const std::vector<uint64_t>& seeds,
-                        const nlohmann::json& rerun) {
+std::optional<SizeEvaluation> Session::resumed(const Task& t, const SizeSet& s, int64_t cand_id, const EvalOptions& o) const {
+  if (!store_ || !o.resume_run) return std::nullopt;
+  // The run resumed, then the run it resumed, and so on: a pass interrupted twice resumes from
+  // the last run and still skips what the first one did.
+  std::optional<store::EvaluationRow> prev;
+  int64_t from = 0;
+  for (int64_t r = o.resume_run, hops = 0; r > 0 && !prev && hops < 1000; ++hops) {
+    prev = store_->find_evaluation(r, cand_id, s.name);
+    from = r;
+    auto run = store_->find_run(r);
+    r = run ? resumed_from(run->meta) : 0;
+  }
+  // A worker that died under an evaluation (killed from outside, or its host ran out of memory)
+  // says nothing about the candidate: that evaluation runs again.
+  if (prev && prev->status != Status::ok && prev->failed_gate == Gate::worker &&
+      (prev->error_class.value_or("") == "crash" || prev->error_class.value_or("") == "worker_error"))
+    prev.reset();
+  if (!prev) return std::nullopt;
+  SizeEvaluation e;
+  e.size = s.name;
+  e.hidden = s.hidden;
+  e.status = Status::skipped;
+  e.message = "already in run " + std::to_string(from);
+  e.median_us = prev->median_us.value_or(0);
+  e.ci_low_us = prev->ci_low_us.value_or(0);
+  e.ci_high_us = prev->ci_high_us.value_or(0);
+  e.evaluation_id = prev->id;
+  e.gates = prev->gates;
+  e.seeds = prev->seeds.is_array() ? prev->seeds.get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
+  fill_sol(t, s, &e);
+  e.raw = {{"resumed", true}, {"status", to_string(prev->status)}};
+  // The worker time it cost when it ran, so that a resumed search spends its budget as the
+  // interrupted one did (optimize counts it against the task's seconds).
+  if (prev->rerun.is_object() && prev->rerun.contains("harness_seconds")) e.raw["resumed_harness_seconds"] = prev->rerun["harness_seconds"];
+  if (prev->status != Status::ok) {
+    e.status = prev->status;
+    e.failed_gate = prev->failed_gate;
+    e.error_class = prev->error_class.value_or("");
+    e.message = prev->message.value_or("");
+  }
+  return e;
+}
+
+SizeEvaluation Session::run_size(const Task& t, const SizeSet& s, const CompileResult& compiled, const References& refs,
+                                 const EvalOptions& o) {
+  SizeEvaluation e;
+  // One master seed per evaluation, recorded: `ksol eval --seed MASTER` draws the same seeds.
+  EvalOptions seeded = o;
+  if (!seeded.seed) seeded.seed = (static_cast<uint64_t>(std::random_device{}()) << 20) ^ std::random_device{}();
+  e.seeds = draw_seeds(seeded, 3);
+  // From the seeds drawn (fixed ones with fresh-seeds off); timing_seed_of gives the same value
+  // for the master seed when they are drawn fresh, which is how the search's screen finds them.
+  const uint64_t timing_seed = e.seeds[0] ^ 0x5eed;
+  e.provenance = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", s.name},
+                  {"master_seed", *seeded.seed}, {"seeds", e.seeds}, {"timing_seed", timing_seed}, {"compile_key", compiled.key},
+                  {"toolchain", toolchain_version()}, {"ksol_version", KSOL_VERSION},
+                  {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
+                  {"gpu", device_.is_null() ? nlohmann::json(opt_.assume_gpu) : device_}};
+  auto failed = [&](Gate g, std::string cls, std::string msg) {
+    e.status = Status::failed;
+    e.failed_gate = g;
+    e.error_class = std::move(cls);
+    e.message = std::move(msg);
+    return e;
+  };
+  if (!compiled.ok)
+    return failed(compiled.stage == "static" ? Gate::static_scan : Gate::compile,
+                  compiled.stage == "static" ? "forbidden_construct" : "compile_error", compiled.message);
+  if (!has_gpu()) {
+    e.status = Status::no_gpu;
+    e.message = "timing needs a GPU: " + gpu_reason_;
+    return e;
+  }
+  nlohmann::json req = {{"op", "eval"}, {"task_dir", t.dir}, {"size", s.name}, {"candidate_so", compiled.so_path},
+                        {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
+                        {"seeds", e.seeds}, {"timing_seed", timing_seed}, {"time", o.time},
+                        {"defences_off", std::vector<std::string>(o.defences_off.begin(), o.defences_off.end())},
+                        {"size_dims", s.dims}, {"size_options", s.options}};
+  if (!o.timing.is_null()) req["timing"] = o.timing;
+  if (auto pr = o.prune_above_us.find(s.name); pr != o.prune_above_us.end() && pr->second > 0) req["prune_above_us"] = pr->second;
+  WorkerReply r = worker_->call(req, o.timeout_s);
+  if (!r.ok)
+    return failed(Gate::worker,
+                  r.failure == "timeout" ? "timeout" : r.failure == "fatal" ? "sticky_cuda_error" : r.failure == "crash" ? "crash" : "worker_error",
+                  r.message);
+  if (!r.body.contains("result") || !r.body["result"].is_object()) {
+    worker_->stop();
+    return failed(Gate::worker, "protocol_violation", "the worker's reply has no result object");
+  }
+  nlohmann::json provenance = std::move(e.provenance);
+  std::vector<uint64_t> seeds = std::move(e.seeds);
+  e = from_worker_result(r.body["result"]);
+  if (e.error_class == "protocol_violation" && e.failed_gate == Gate::worker) worker_->stop();
+  e.seeds = std::move(seeds);
+  e.provenance = std::move(provenance);
+  if (e.clock_mhz > 0) e.provenance["clock_mhz"] = e.clock_mhz;
+  if (e.raw.contains("harness_seconds") && e.raw["harness_seconds"].is_object()) e.provenance["harness_seconds"] = e.raw["harness_seconds"];
+  return e;
+}
+
+int64_t Session::record(const Task& t, int64_t candidate_id, SizeEvaluation& e) {
+  if (worker_) e.worker_restarts = worker_->restarts();
   if (!store_ || !run_id_ || !candidate_id) return 0;
-  store::EvaluationRow e;
-  e.run_id = run_id_;
-  e.candidate_id = candidate_id;
-  e.task_id = store_->upsert_task(t.name, t.spec_hash, t.spec_text);
-  e.size_name = so.size;
-  e.status = so.status;
-  if (!so.failed_gate.empty()) e.failed_gate = so.failed_gate;
-  if (!so.error_class.empty()) e.error_class = so.error_class;
-  if (!so.message.empty()) e.message = so.message;
-  e.gates = so.raw.is_object() ? so.raw.value("gates", nlohmann::json::array()) : nlohmann::json::array();
-  if (so.median_us > 0) {
-    e.median_us = so.median_us;
-    e.ci_low_us = so.ci_low_us;
-    e.ci_high_us = so.ci_high_us;
-    e.pct_sol = so.pct_sol;
-  }
-  e.sol_us = so.sol_us;
-  if (so.raw.is_object() && so.raw.contains("timing")) {
-    e.clock_mhz = so.raw["timing"].value("clock_mhz_after", 0);
-    e.throttled = so.raw["timing"].value("throttled", false);
-    e.samples = so.raw["timing"].value("raw_us", std::vector<double>{});
-  }
-  e.seeds = seeds;
-  e.rerun = rerun;
-  e.worker_restarts = worker_->restarts();
-  return store_->record_evaluation(e);
+  return store_->record(run_id_, candidate_id, store_->upsert_task(t.name, t.spec_hash, t.spec_text), e);
 }
 
 ScreenBatch Session::screen(const Task& t, const std::vector<std::string>& so_paths, const ScreenOptions& o) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compile/compiler.h"
+#include "core/evaluation.h"
 #include "coord/worker_client.h"
 #include "sol/peaks.h"
 #include "store/store.h"
@@ -33,22 +34,10 @@ struct EvalOptions {
   std::map<std::string, double> prune_above_us;
 };
 
-struct SizeOutcome {
-  std::string size;
-  bool hidden = false;
-  std::string status;                  // ok, failed, suspect, no_gpu, skipped
-  std::string failed_gate, error_class, message;
-  double median_us = 0, ci_low_us = 0, ci_high_us = 0;
-  double sol_us = 0, pct_sol = 0, headroom = 0;
-  std::string bound;
-  nlohmann::json raw;                  // the worker's result
-  int64_t evaluation_id = 0;
-};
-
 struct CandidateOutcome {
   std::string label;
   CompileResult compiled;
-  std::vector<SizeOutcome> sizes;
+  std::vector<SizeEvaluation> sizes;
   bool all_ok() const;
 };
 
@@ -128,13 +117,19 @@ class Session {
   ScreenBatch screen(const Task& t, const std::vector<std::string>& so_paths, const ScreenOptions& o);
 
   // One store row for one size of a candidate (no-op without a store or a run); its id.
-  int64_t record(const Task& t, int64_t candidate_id, const SizeOutcome& so, const std::vector<uint64_t>& seeds,
-                 const nlohmann::json& rerun);
+  // Sets e's worker_restarts.
+  int64_t record(const Task& t, int64_t candidate_id, SizeEvaluation& e);
 
   // SOL for one size on this session's peaks.
-  void fill_sol(const Task& t, const SizeSet& s, SizeOutcome* out) const;
+  void fill_sol(const Task& t, const SizeSet& s, SizeEvaluation* out) const;
 
  private:
+  // Evaluate's stages for one size: the earlier run's record where the evaluation resumes one,
+  // else the worker's verdict (or the compile gate's, or no_gpu), with seeds and provenance.
+  std::optional<SizeEvaluation> resumed(const Task& t, const SizeSet& s, int64_t cand_id, const EvalOptions& o) const;
+  SizeEvaluation run_size(const Task& t, const SizeSet& s, const CompileResult& compiled, const References& refs,
+                          const EvalOptions& o);
+
   Options opt_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Worker> worker_;

@@ -79,7 +79,7 @@ std::vector<SizeLine> lines_from_evaluations(const std::vector<store::Evaluation
   }
   std::map<std::pair<int64_t, std::string>, double> best;
   for (const auto& [k, e] : newest)
-    if (is_baseline(names.candidate(e->candidate_id)) && e->status == "ok" && e->median_us.value_or(0) > 0) {
+    if (is_baseline(names.candidate(e->candidate_id)) && e->status == Status::ok && e->median_us.value_or(0) > 0) {
       double& b = best[{e->task_id, e->size_name}];
       if (b == 0 || *e->median_us < b) b = *e->median_us;
     }
@@ -94,10 +94,10 @@ std::vector<SizeLine> lines_from_evaluations(const std::vector<store::Evaluation
     l.task = names.task(e.task_id);
     l.kernel = kernel_label(names.candidate(e.candidate_id));
     l.size = e.size_name;
-    l.status = e.status;
+    l.status = to_string(e.status);
     auto b = best.find({e.task_id, e.size_name});
     if (b != best.end()) l.best_baseline_us = b->second;
-    if (e.status == "ok" && e.median_us.value_or(0) > 0) {
+    if (e.status == Status::ok && e.median_us.value_or(0) > 0) {
       l.time_us = e.median_us;
       if (e.pct_sol) l.pct_sol = *e.pct_sol * 100;
       if (l.best_baseline_us) l.speedup = *l.best_baseline_us / *e.median_us;
@@ -335,7 +335,7 @@ std::string evaluations_csv(const store::Store& s, int64_t run) {
   for (const store::EvaluationRow& e : s.evaluations_for_run(run)) {
     std::optional<double> pct = e.pct_sol ? std::optional<double>(*e.pct_sol * 100) : std::nullopt;
     o += csv_record({std::to_string(run), std::to_string(e.id), names.task(e.task_id), std::to_string(e.candidate_id),
-                     names.candidate(e.candidate_id).origin, e.size_name, e.status, e.failed_gate.value_or(""), e.error_class.value_or(""),
+                     names.candidate(e.candidate_id).origin, e.size_name, to_string(e.status), to_string(e.failed_gate), e.error_class.value_or(""),
                      number(e.median_us), number(e.ci_low_us), number(e.ci_high_us), number(e.sol_us), number(pct), number(e.clock_mhz),
                      e.throttled ? "1" : "0", std::to_string(e.worker_restarts), std::to_string(e.samples.size()), e.created_at,
                      e.message.value_or("")});
@@ -350,8 +350,8 @@ json evaluations_json(const store::Store& s, int64_t run) {
   for (const store::EvaluationRow& e : s.evaluations_for_run(run)) {
     std::optional<double> pct = e.pct_sol ? std::optional<double>(*e.pct_sol * 100) : std::nullopt;
     out.push_back({{"evaluation", e.id}, {"task", names.task(e.task_id)}, {"candidate", e.candidate_id},
-                   {"origin", names.candidate(e.candidate_id).origin}, {"size", e.size_name}, {"status", e.status},
-                   {"failed_gate", opt(e.failed_gate)}, {"error_class", opt(e.error_class)}, {"message", opt(e.message)}, {"gates", e.gates},
+                   {"origin", names.candidate(e.candidate_id).origin}, {"size", e.size_name}, {"status", to_string(e.status)},
+                   {"failed_gate", e.failed_gate == Gate::none ? json(nullptr) : json(to_string(e.failed_gate))}, {"error_class", opt(e.error_class)}, {"message", opt(e.message)}, {"gates", e.gates},
                    {"median_us", opt(e.median_us)}, {"ci_low_us", opt(e.ci_low_us)}, {"ci_high_us", opt(e.ci_high_us)}, {"sol_us", opt(e.sol_us)},
                    {"pct_sol", opt(pct)}, {"clock_mhz", opt(e.clock_mhz)}, {"throttled", e.throttled}, {"worker_restarts", e.worker_restarts},
                    {"seeds", e.seeds}, {"rerun", e.rerun}, {"created_at", e.created_at}, {"samples_us", e.samples}});

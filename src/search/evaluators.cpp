@@ -39,38 +39,30 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
   Outcome o;
   o.label = co.label;
   if (!co.compiled.ok) {
-    o.status = "failed";
+    o.status = Status::failed;
     o.error = co.compiled.stage + " gate: " + co.compiled.message.substr(0, 2000);
     return o;
   }
   bool ok = !co.sizes.empty();
-  for (auto& s : co.sizes) {
+  for (const SizeEvaluation& s : co.sizes) {
     SizeResult r;
-    r.size = s.size;
-    r.status = s.status == "skipped" && s.median_us > 0 ? "ok" : s.status;
+    static_cast<SizeEvaluation&>(r) = s;
+    // A size an earlier run verified counts as it did there.
+    if (s.status == Status::skipped && s.median_us > 0) r.status = Status::ok;
     r.weight = size_weight(t, s.size);
-    r.median_us = s.median_us;
-    r.ci_low_us = s.ci_low_us;
-    r.ci_high_us = s.ci_high_us;
-    r.sol_us = s.sol_us;
-    r.pct_sol = s.pct_sol;
-    r.headroom = s.headroom;
-    r.bound = s.bound;
-    r.message = s.message;
-    r.failed_gate = s.failed_gate;
-    r.error_class = s.error_class;
-    if (s.raw.is_object() && s.raw.contains("harness_seconds") && s.raw["harness_seconds"].is_object())
-      o.worker_seconds += s.raw["harness_seconds"].value("total", 0.0);
+    o.worker_seconds += s.harness_seconds();
     if (s.raw.is_object() && s.raw.contains("resumed_harness_seconds") && s.raw["resumed_harness_seconds"].is_object())
       o.resumed_seconds += s.raw["resumed_harness_seconds"].value("total", 0.0);
-    if (s.failed_gate == "screen") o.screened = true;
-    if (r.status != "ok") {
+    if (s.failed_gate == Gate::screen) o.screened = true;
+    if (!r.ok()) {
       ok = false;
-      if (o.error.empty()) o.error = s.size + ": " + s.status + (s.failed_gate.empty() ? "" : " at " + s.failed_gate) + ": " + s.message;
+      if (o.error.empty())
+        o.error = s.size + ": " + to_string(s.status) + (s.failed_gate == Gate::none ? "" : std::string(" at ") + to_string(s.failed_gate)) +
+                  ": " + s.message;
     }
-    o.sizes.push_back(r);
+    o.sizes.push_back(std::move(r));
   }
-  o.status = ok ? "ok" : "failed";
+  o.status = ok ? Status::ok : Status::failed;
   return o;
 }
 
@@ -192,15 +184,15 @@ std::vector<ScreenTime> SessionEvaluator::screen(const Task& t, const std::vecto
 
 void SessionEvaluator::record_screened(const Task& t, int64_t candidate_id, const std::string& size, const ScreenTime& st,
                                        const std::string& why) {
-  SizeOutcome so;
-  so.size = size;
-  so.status = "failed";
-  so.failed_gate = "screen";
-  so.error_class = st.status == "ok" || st.message.empty() ? "slower_than_best" : "did_not_run";
-  so.message = why;
-  nlohmann::json rerun = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", size}, {"master_seed", search_seed(t)},
-                          {"timing_seed", timing_seed_of(search_seed(t))}, {"screen", {{"median_us", st.median_us}, {"samples", st.samples}}}};
-  s_.record(t, candidate_id, so, {}, rerun);
+  SizeEvaluation e;
+  e.size = size;
+  e.status = Status::failed;
+  e.failed_gate = Gate::screen;
+  e.error_class = st.status == "ok" || st.message.empty() ? "slower_than_best" : "did_not_run";
+  e.message = why;
+  e.provenance = {{"task", t.name}, {"task_dir", t.dir}, {"spec_hash", t.spec_hash}, {"size", size}, {"master_seed", search_seed(t)},
+                  {"timing_seed", timing_seed_of(search_seed(t))}, {"screen", {{"median_us", st.median_us}, {"samples", st.samples}}}};
+  s_.record(t, candidate_id, e);
 }
 
 uint64_t SessionEvaluator::search_seed(const Task& t) {
@@ -456,18 +448,18 @@ Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const st
     double sc = scale_of(*sz);
     if (auto it = prune_above_us.find(sz->name); it != prune_above_us.end() && tm * sc > it->second) {
       // As the worker's screen does: timed, not verified, and nothing after it evaluated.
-      r.status = "failed";
-      r.failed_gate = "screen";
+      r.status = Status::failed;
+      r.failed_gate = Gate::screen;
       r.error_class = "slower_than_best";
       r.message = "screened out: " + std::to_string(tm * sc) + " us is above " + std::to_string(it->second) + " us";
       o.sizes.push_back(r);
-      o.status = "failed";
+      o.status = Status::failed;
       o.screened = true;
       o.error = "screen: " + r.message;
       ++screened;
       return o;
     }
-    r.status = failed ? "failed" : "ok";
+    r.status = failed ? Status::failed : Status::ok;
     r.median_us = tm * sc;
     r.ci_low_us = r.median_us * (1 - noise_frac);
     r.ci_high_us = r.median_us * (1 + noise_frac);
@@ -478,7 +470,7 @@ Outcome ScriptedEvaluator::run_on(const Task& t, const dsl::Program& p, const st
     if (failed) r.message = "scripted failure";
     o.sizes.push_back(r);
   }
-  o.status = failed ? "failed" : "ok";
+  o.status = failed ? Status::failed : Status::ok;
   if (failed) o.error = "correctness gate: scripted failure";
   return o;
 }
@@ -490,12 +482,12 @@ std::map<std::string, Outcome> ScriptedEvaluator::baselines_on(const std::vector
   for (auto& [name, us] : baseline_us) {
     Outcome o;
     o.label = "baseline:" + name;
-    o.status = "ok";
+    o.status = Status::ok;
     for (auto* sz : sizes) {
       SizeResult r;
       r.size = sz->name;
       r.weight = sz->weight;
-      r.status = "ok";
+      r.status = Status::ok;
       double sc = scale_of(*sz);
       r.median_us = us * sc;
       r.ci_low_us = r.median_us * (1 - noise_frac);

@@ -65,9 +65,9 @@ const SizeResult* Outcome::representative() const {
 double speedup(const Outcome& base, const Outcome& cand) {
   double sw = 0, sl = 0;
   for (auto& c : cand.sizes) {
-    if (c.status != "ok" || c.median_us <= 0) continue;
+    if (c.status != Status::ok || c.median_us <= 0) continue;
     for (auto& b : base.sizes)
-      if (b.size == c.size && b.status == "ok" && b.median_us > 0) {
+      if (b.size == c.size && b.status == Status::ok && b.median_us > 0) {
         sw += c.weight;
         sl += c.weight * std::log(b.median_us / c.median_us);
       }
@@ -96,14 +96,14 @@ std::optional<Outcome> unsupported(const Task& t, const dsl::Program& p, const s
   if (sup.ok) return std::nullopt;
   Outcome o;
   o.label = label;
-  o.status = "unsupported";
+  o.status = Status::unsupported;
   o.error = sup.reason;
   return o;
 }
 
 void flag_faster_than_sol(SizeResult& sr, const std::string& what) {
-  if (sr.status != "ok" || !sol::suspect(sr.pct_sol)) return;
-  sr.status = "suspect";
+  if (sr.status != Status::ok || !sol::suspect(sr.pct_sol)) return;
+  sr.status = Status::suspect;
   sr.message = "faster than " + what + "'s SOL bound (" + std::to_string(sr.pct_sol * 100) + "% of SOL)";
 }
 
@@ -132,16 +132,16 @@ namespace {
 Outcome fastest_per_size(const std::map<std::string, Outcome>& baselines, const std::vector<const SizeSet*>& sizes) {
   Outcome best;
   best.label = "baseline:best";
-  best.status = "failed";
+  best.status = Status::failed;
   for (auto* sz : sizes) {
     const SizeResult* fastest = nullptr;
     for (auto& [name, bo] : baselines)
       for (auto& s : bo.sizes)
-        if (s.size == sz->name && s.status == "ok" && s.median_us > 0 && (!fastest || s.median_us < fastest->median_us))
+        if (s.size == sz->name && s.status == Status::ok && s.median_us > 0 && (!fastest || s.median_us < fastest->median_us))
           fastest = &s;
     if (fastest) best.sizes.push_back(*fastest);
   }
-  if (!best.sizes.empty() && best.sizes.size() == sizes.size()) best.status = "ok";
+  if (!best.sizes.empty() && best.sizes.size() == sizes.size()) best.status = Status::ok;
   return best;
 }
 
@@ -150,7 +150,7 @@ double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::
 // An outcome's median at one size (0 when it has none there).
 double median_at(const Outcome& o, const std::string& size) {
   for (auto& s : o.sizes)
-    if (s.size == size && s.status == "ok" && s.median_us > 0) return s.median_us;
+    if (s.size == size && s.status == Status::ok && s.median_us > 0) return s.median_us;
   return 0;
 }
 const SizeResult* size_result(const Outcome& o, const std::string& size) {
@@ -246,7 +246,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     ev.prune_above_us.clear();
     if (!ev.screens() && o.prune > 0 && a.parent >= 0 && res.best >= 0)
       for (auto& r : res.trajectory[res.best].outcome.sizes)
-        if (r.status == "ok" && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
+        if (r.status == Status::ok && r.median_us > 0) ev.prune_above_us[r.size] = r.median_us * o.prune;
     int64_t cid = a.outcome.candidate_id;
     a.outcome = ev.evaluate(t, a.program, a.outcome.label, parent_id_of(a.parent), a.method);
     if (!a.outcome.candidate_id) a.outcome.candidate_id = cid;
@@ -317,7 +317,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   if (s0.outcome.ok()) estimate[0] = s0.outcome.score_us();
   auto rep_median = [&](const Outcome& out) {
     for (auto& s : out.sizes)
-      if (!size_order.empty() && s.size == size_order[0] && s.status == "ok") return s.median_us;
+      if (!size_order.empty() && s.size == size_order[0] && s.status == Status::ok) return s.median_us;
     return 0.0;
   };
   if (s0.outcome.ok() && rep_median(s0.outcome) > 0) model.observe(agents::full_schedule(s0.program), std::log(rep_median(s0.outcome)));
@@ -572,7 +572,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       Attempt& a = res.trajectory[made[k]];
       a.outcome.candidate_id = bs[k].candidate_id;
       if (!bs[k].ok) {
-        a.outcome.status = "failed";
+        a.outcome.status = Status::failed;
         a.outcome.error = "compile gate: " + bs[k].error.substr(0, 2000);
         a.note = "failed: " + a.outcome.error;
         failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
@@ -648,7 +648,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       for (const Attempt& a : res.trajectory) {
         if (!a.outcome.ok() || !a.program.guarded.empty() || !same_algorithm(a.program)) continue;
         const SizeResult* r = size_result(a.outcome, sd.name);
-        if (!r || r->status != "ok" || r->median_us <= 0 || pick_m <= 0) continue;
+        if (!r || r->status != Status::ok || r->median_us <= 0 || pick_m <= 0) continue;
         if (r->median_us * 1.02 < pick_m && (!cr || cr->ci_low_us <= 0 || r->ci_high_us < cr->ci_low_us)) {
           pick = a.index;
           pick_m = r->median_us;
@@ -746,7 +746,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     ++tried;
     if (!bs.empty()) a.outcome.candidate_id = bs[0].candidate_id;
     if (!bs.empty() && !bs[0].ok) {
-      a.outcome.status = "failed";
+      a.outcome.status = Status::failed;
       a.outcome.error = "compile gate: " + bs[0].error.substr(0, 2000);
       a.note = "failed: " + a.outcome.error;
     } else {
@@ -841,7 +841,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
           if (sc.status != "ok" || ref <= 0) {
             // It did not run here (an error, a crash, a refusal at run time): a failure of the
             // program, not a ranking.
-            a.outcome.status = "failed";
+            a.outcome.status = Status::failed;
             a.outcome.error = "screen at " + size + ": " + (sc.message.empty() ? "no time" : sc.message);
             a.note = "failed: " + a.outcome.error;
             failed_pairs.insert({a.parent, move_key(a.method, a.schedule)});
@@ -908,7 +908,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       for (auto& [ratio, i] : ranked) {
         if (std::find(finalists.begin(), finalists.end(), i) != finalists.end()) continue;
         Attempt& a = res.trajectory[i];
-        a.outcome.status = "failed";
+        a.outcome.status = Status::failed;
         a.outcome.screened = true;
         a.outcome.error = "screened out: " + fmt(ratio, 3) + "x the best's time (c" + std::to_string(res.best) + ") over the visible sizes, " +
                           (ratio <= finalist_ratio ? "behind the generation's finalists" : "not enough to pass the gate (gamma " + fmt(o.gamma, 2) + ")") +
@@ -932,7 +932,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       Attempt& a = res.trajectory[finalists[f]];
       // Out of time (or stopped): a finalist after the first is not verified, and so not kept.
       if (f > 0 && (stop_requested() || (budget > 0 && since(t_search) + resumed_seconds >= budget))) {
-        a.outcome.status = "failed";
+        a.outcome.status = Status::failed;
         a.outcome.screened = true;
         a.outcome.error = "screened in (" + fmt(a.screen_ratio, 3) + "x the best's time) but not verified: the task's time ran out";
         a.note = "screened out: " + a.outcome.error;
@@ -1035,7 +1035,7 @@ nlohmann::json OptimizeResult::to_json() const {
   json traj = json::array();
   for (auto& a : trajectory) {
     json j = {{"index", a.index}, {"parent", a.parent}, {"method", a.method}, {"schedule", a.schedule}, {"generation", a.generation},
-              {"status", a.outcome.screened ? "screened" : a.outcome.status}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
+              {"status", a.outcome.screened ? "screened" : to_string(a.outcome.status)}, {"score_us", a.outcome.score_us()}, {"pct_sol", a.outcome.pct_sol() * 100},
               {"accepted", a.accepted}, {"note", a.note}, {"candidate_id", a.outcome.candidate_id},
               {"kernel", a.outcome.kernel}, {"why", a.why}, {"at_seconds", a.at_seconds}, {"error", a.outcome.error}};
     if (a.screen_ratio > 0) j["screen"] = {{"ratio_to_best", a.screen_ratio}, {"sizes", a.screened_at}};
@@ -1061,7 +1061,7 @@ nlohmann::json OptimizeResult::to_json() const {
       if (b.size == r.size && b.median_us > 0) h["best_baseline_us"] = b.median_us;
     hs.push_back(h);
   }
-  j["hidden"] = {{"note", hidden_note}, {"status", hidden.sizes.empty() ? "not_graded" : hidden.status},
+  j["hidden"] = {{"note", hidden_note}, {"status", hidden.sizes.empty() ? "not_graded" : to_string(hidden.status)},
                  {"speedup_vs_best_baseline", hidden_speedup}, {"sizes", hs}};
   // Per visible size: the returned kernel's time and %SOL beside the fastest baseline's, what the
   // report leads with.
@@ -1071,7 +1071,7 @@ nlohmann::json OptimizeResult::to_json() const {
     json row = {{"size", bs.size}, {"best_baseline_us", bs.median_us}, {"best_baseline_pct_sol", bs.pct_sol * 100}};
     if (b && !use_baseline)
       for (auto& s : b->outcome.sizes)
-        if (s.size == bs.size && s.status == "ok") {
+        if (s.size == bs.size && s.status == Status::ok) {
           row["returned_us"] = s.median_us;
           row["returned_pct_sol"] = s.pct_sol * 100;
           row["speedup"] = s.median_us > 0 ? bs.median_us / s.median_us : 0;

@@ -22,6 +22,7 @@
 #include "agents/expert.h"
 #include "codegen/codegen.h"
 #include "compile/compiler.h"
+#include "core/evaluation.h"
 #include "dsl/ir.h"
 #include "task/task.h"
 
@@ -41,20 +42,14 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
 
 namespace ksol::search {
 
-struct SizeResult {
-  std::string size;
-  std::string status;  // ok | failed | suspect | no_gpu | unsupported
+// One size of a candidate's outcome: the harness's record, with the size's weight in the score.
+struct SizeResult : SizeEvaluation {
   double weight = 1;
-  double median_us = 0, ci_low_us = 0, ci_high_us = 0;
-  double sol_us = 0, pct_sol = 0, headroom = 0;
-  std::string bound;   // memory | compute
-  std::string failed_gate, error_class;  // the worker's, as it said them ("screen" for a screened-out size)
-  std::string message;
 };
 
 struct Outcome {
   std::string label;
-  std::string status = "failed";  // ok when every size is ok
+  Status status = Status::failed;  // ok when every size is ok; unsupported when no generator implements it
   std::string error;              // why not ok
   std::vector<SizeResult> sizes;
   bool screened = false;          // rejected by the search's screen (timed, never verified): not a failure of the program
@@ -62,7 +57,7 @@ struct Outcome {
   std::string kernel;             // the generated kernel's name
   double worker_seconds = 0;      // the worker's wall time over its sizes (GPU held), 0 when unknown
   double resumed_seconds = 0;     // of those sizes reused from an earlier run: the worker time they cost then
-  bool ok() const { return status == "ok"; }
+  bool ok() const { return status == Status::ok; }
   // Weighted geometric means over the sizes (0 when not ok or not known).
   double score_us() const;
   double ci_low_us() const;

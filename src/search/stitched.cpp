@@ -14,18 +14,14 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
   sr.size = "module";
   sr.weight = 1;
   if (!r.ok) {
-    sr.status = "failed";
+    sr.status = Status::failed;
+    sr.failed_gate = Gate::worker;
+    sr.error_class = "worker_error";
     sr.message = "worker: " + r.message;
   } else {
-    sr.status = r.result.value("status", std::string("failed"));
-    sr.message = r.result.value("message", std::string(""));
-    if (r.result.contains("timing") && r.result["timing"].is_object()) {
-      const auto& tm = r.result["timing"];
-      sr.median_us = tm.value("median_us", 0.0);
-      sr.ci_low_us = tm.value("ci_low_us", sr.median_us);
-      sr.ci_high_us = tm.value("ci_high_us", sr.median_us);
-    }
-    if (sr.status == "ok" && sr.median_us <= 0) sr.status = "failed", sr.message = "the worker reported no time";
+    static_cast<SizeEvaluation&>(sr) = from_worker_result(r.result);
+    sr.size = "module";
+    if (sr.ok() && sr.median_us <= 0) sr.status = Status::failed, sr.failed_gate = Gate::worker, sr.error_class = "no_time", sr.message = "the worker reported no time";
     if (sol_us > 0 && sr.median_us > 0) {
       sr.sol_us = sol_us;
       sr.pct_sol = sol_us / sr.median_us;
@@ -33,7 +29,7 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
     }
   }
   o.worker_seconds = r.seconds;
-  o.status = sr.status == "ok" ? "ok" : "failed";
+  o.status = sr.ok() ? Status::ok : Status::failed;
   if (!o.ok()) o.error = "stitched module: " + sr.message;
   o.sizes.push_back(sr);
   return o;

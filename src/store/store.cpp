@@ -304,8 +304,14 @@ EvaluationRow read_evaluation(const Statement& s) {
   e.candidate_id = s.int_at(2);
   e.task_id = s.int_at(3);
   e.size_name = s.text_at(4);
-  e.status = s.text_at(5);
-  e.failed_gate = s.opt_text_at(6);
+  const std::string status = s.text_at(5), gate = s.opt_text_at(6).value_or("");
+  std::optional<Status> st = parse_status(status);
+  std::optional<Gate> g = parse_gate(gate);
+  if (!st || !g)
+    throw StoreError("evaluation " + std::to_string(e.id) + " has status '" + status + "' and failed gate '" + gate +
+                     "', which this ksol does not know (a store written by another version?)");
+  e.status = *st;
+  e.failed_gate = *g;
   e.error_class = s.opt_text_at(7);
   e.message = s.opt_text_at(8);
   e.gates = s.json_at(9);
@@ -637,8 +643,8 @@ int64_t Store::record_evaluation(const EvaluationRow& e) {
   insert.bind_int(2, e.candidate_id);
   insert.bind_int(3, e.task_id);
   insert.bind_text(4, e.size_name);
-  insert.bind_text(5, e.status);
-  insert.bind_text(6, e.failed_gate);
+  insert.bind_text(5, std::string(to_string(e.status)));
+  insert.bind_text(6, e.failed_gate == Gate::none ? std::optional<std::string>() : std::optional<std::string>(to_string(e.failed_gate)));
   insert.bind_text(7, e.error_class);
   insert.bind_text(8, e.message);
   insert.bind_json(9, e.gates);
@@ -668,6 +674,33 @@ int64_t Store::record_evaluation(const EvaluationRow& e) {
   }
   tx.commit();
   return id;
+}
+
+int64_t Store::record(int64_t run_id, int64_t candidate_id, int64_t task_id, const SizeEvaluation& se) {
+  EvaluationRow e;
+  e.run_id = run_id;
+  e.candidate_id = candidate_id;
+  e.task_id = task_id;
+  e.size_name = se.size;
+  e.status = se.status;
+  e.failed_gate = se.failed_gate;
+  if (!se.error_class.empty()) e.error_class = se.error_class;
+  if (!se.message.empty()) e.message = se.message;
+  e.gates = se.gates.is_array() ? se.gates : nlohmann::json::array();
+  if (se.median_us > 0) {
+    e.median_us = se.median_us;
+    e.ci_low_us = se.ci_low_us;
+    e.ci_high_us = se.ci_high_us;
+    e.pct_sol = se.pct_sol;
+  }
+  e.sol_us = se.sol_us;
+  if (se.clock_mhz > 0) e.clock_mhz = se.clock_mhz;
+  e.throttled = se.throttled;
+  e.samples = se.samples_us;
+  e.seeds = se.seeds;
+  e.rerun = se.provenance;
+  e.worker_restarts = se.worker_restarts;
+  return record_evaluation(e);
 }
 
 std::vector<EvaluationRow> Store::query_evaluations(const char* sql, int64_t key) const {

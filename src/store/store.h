@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/evaluation.h"
+
 struct sqlite3;
 
 namespace ksol::store {
@@ -73,8 +75,8 @@ struct EvaluationRow {
   int64_t candidate_id = 0;
   int64_t task_id = 0;               // must be the candidate's task
   std::string size_name;
-  std::string status;                // "ok", "failed", "unsupported", "suspect" or "no_gpu"
-  std::optional<std::string> failed_gate;
+  Status status = Status::failed;    // as the SizeEvaluation it was recorded from
+  Gate failed_gate = Gate::none;
   std::optional<std::string> error_class;
   std::optional<std::string> message;
   nlohmann::json gates;              // every gate's result
@@ -167,6 +169,9 @@ class Store {
 
   // Inserts the evaluation and its samples in one committed transaction.
   int64_t record_evaluation(const EvaluationRow& evaluation);
+  // The one path from the harness's record to the store: `e` as a row of run `run_id`, for the
+  // candidate and task given (the candidate's own), its samples with it; the row's id.
+  int64_t record(int64_t run_id, int64_t candidate_id, int64_t task_id, const SizeEvaluation& e);
   // The newest evaluation of that candidate and size in that run, samples included.
   std::optional<EvaluationRow> find_evaluation(int64_t run, int64_t candidate, const std::string& size) const;
   std::vector<EvaluationRow> evaluations_for_run(int64_t run) const;    // oldest first

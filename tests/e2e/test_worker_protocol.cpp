@@ -102,7 +102,7 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     CompileResult ok = fake("ok");
     CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
     ASSERT_EQ(a.sizes.size(), 2u);
-    EXPECT_EQ(a.sizes[0].status, "ok");
+    EXPECT_EQ(a.sizes[0].status, Status::ok);
     EXPECT_DOUBLE_EQ(a.sizes[0].median_us, 100);
     EXPECT_GT(a.sizes[0].sol_us, 0);
     EXPECT_GT(a.sizes[0].pct_sol, 0);
@@ -110,9 +110,9 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     job2.source_text = "// another candidate";
     CompileResult crash = fake("crash");
     CandidateOutcome b = s.evaluate(t, job2, "crasher", "file:crash.cu", o, &crash);
-    EXPECT_EQ(b.sizes[0].status, "failed");
+    EXPECT_EQ(b.sizes[0].status, Status::failed);
     EXPECT_EQ(b.sizes[0].error_class, "crash");
-    EXPECT_EQ(b.sizes[1].status, "failed");  // crashed again after the restart
+    EXPECT_EQ(b.sizes[1].status, Status::failed);  // crashed again after the restart
     // The run is never finished: as if the coordinator were killed here.
   }
   {
@@ -132,11 +132,11 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     o.resume_run = run;
     CompileResult ok = fake("ok");
     CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
-    std::map<std::string, const SizeOutcome*> by;
+    std::map<std::string, const SizeEvaluation*> by;
     for (auto& so : a.sizes) by[so.size] = &so;
-    EXPECT_EQ(by["small"]->status, "skipped");
-    EXPECT_EQ(by["odd"]->status, "skipped");
-    EXPECT_EQ(by["medium"]->status, "ok");
+    EXPECT_EQ(by["small"]->status, Status::skipped);
+    EXPECT_EQ(by["odd"]->status, Status::skipped);
+    EXPECT_EQ(by["medium"]->status, Status::ok);
     EXPECT_DOUBLE_EQ(by["small"]->median_us, 100);
     // A worker that died under an evaluation says nothing about the candidate: it runs again
     // (and crashes again here), where a failure the worker reported would be reused.
@@ -144,7 +144,7 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     job2.source_text = "// another candidate";
     CompileResult crash = fake("crash");
     CandidateOutcome b = s.evaluate(t, job2, "crasher", "file:crash.cu", o, &crash);
-    EXPECT_EQ(b.sizes[0].status, "failed");
+    EXPECT_EQ(b.sizes[0].status, Status::failed);
     EXPECT_EQ(b.sizes[0].error_class, "crash");
     EXPECT_EQ(b.sizes[0].message.find("already in run"), std::string::npos) << b.sizes[0].message;
   }
@@ -157,13 +157,13 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     o.resume_run = second;
     CompileResult ok = fake("ok");
     CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
-    std::map<std::string, const SizeOutcome*> by;
+    std::map<std::string, const SizeEvaluation*> by;
     for (auto& so : a.sizes) by[so.size] = &so;
-    EXPECT_EQ(by["small"]->status, "skipped");
+    EXPECT_EQ(by["small"]->status, Status::skipped);
     EXPECT_EQ(by["small"]->message, "already in run " + std::to_string(run));
-    EXPECT_EQ(by["medium"]->status, "skipped");
+    EXPECT_EQ(by["medium"]->status, Status::skipped);
     EXPECT_EQ(by["medium"]->message, "already in run " + std::to_string(second));
-    EXPECT_NE(by["large"]->status, "skipped");  // evaluated (the scripted 100 us is "suspect" there: faster than SOL)
+    EXPECT_NE(by["large"]->status, Status::skipped);  // evaluated (the scripted 100 us is "suspect" there: faster than SOL)
   }
   {
     // An optimize run keeps resume_of in its command's object: the chain still goes through it.
@@ -176,7 +176,7 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
     o.resume_run = opt;
     CompileResult ok = fake("ok");
     CandidateOutcome a = s2.evaluate(t, job, "cand", "file:cand.cu", o, &ok);
-    EXPECT_EQ(a.sizes[0].status, "skipped");
+    EXPECT_EQ(a.sizes[0].status, Status::skipped);
     EXPECT_EQ(a.sizes[0].message, "already in run " + std::to_string(run));
   }
 }
@@ -205,9 +205,9 @@ TEST(Session, AScreenedOutSizeEndsTheEvaluation) {
   o.prune_above_us = {{"small", 150}, {"medium", 50}};  // the scripted candidate takes 100 us; sizes run in task order
   CandidateOutcome a = s.evaluate(t, job, "cand", "file:cand.cu", o, &c);
   ASSERT_EQ(a.sizes.size(), 2u);
-  EXPECT_EQ(a.sizes[0].status, "ok");
-  EXPECT_EQ(a.sizes[1].status, "failed");
-  EXPECT_EQ(a.sizes[1].failed_gate, "screen");
+  EXPECT_EQ(a.sizes[0].status, Status::ok);
+  EXPECT_EQ(a.sizes[1].status, Status::failed);
+  EXPECT_EQ(a.sizes[1].failed_gate, Gate::screen);
   EXPECT_EQ(a.sizes[1].error_class, "slower_than_best");
   EXPECT_FALSE(a.all_ok());
 }
@@ -228,7 +228,7 @@ TEST(Session, SuspectWhenFasterThanSpeedOfLight) {
   job.source_text = "x";
   CandidateOutcome a = s.evaluate(t, job, "cand", "file:x", o, &c);
   unsetenv("SCRIPTED_US");
-  EXPECT_EQ(a.sizes[0].status, "suspect");
+  EXPECT_EQ(a.sizes[0].status, Status::suspect);
   EXPECT_NE(a.sizes[0].message.find("faster than speed-of-light"), std::string::npos);
 }
 

@@ -607,7 +607,7 @@ TEST(LlmAnswers, GateFailuresAreSaidWithTheGate) {
     search::OptimizeResult r = search::optimize(ac.task, ac.seed, ev, agent, o);
     agent.review(r);
     std::string p = join(progress, "\n");
-    for (auto& at : r.trajectory) p += "\n[c" + std::to_string(at.index) + " " + at.method + " " + at.schedule + ": " + at.outcome.status + " " + at.outcome.error + "]";
+    for (auto& at : r.trajectory) p += "\n[c" + std::to_string(at.index) + " " + at.method + " " + at.schedule + ": " + to_string(at.outcome.status) + " " + at.outcome.error + "]";
     EXPECT_NE(p.find("llm: c1 (llm/"), std::string::npos) << p;
     EXPECT_NE(p.find("the model's program) failed the " + gate + " gate: "), std::string::npos) << p;
     ASSERT_FALSE(outcomes.empty());

@@ -41,7 +41,7 @@ store::EvaluationRow evaluation(int64_t run, int64_t task, int64_t cand, const s
   e.task_id = task;
   e.candidate_id = cand;
   e.size_name = size;
-  e.status = status;
+  e.status = *parse_status(status);
   e.gates = json::object();
   e.seeds = json::array({1});
   e.rerun = {{"task", "t"}};
@@ -52,7 +52,7 @@ store::EvaluationRow evaluation(int64_t run, int64_t task, int64_t cand, const s
     e.pct_sol = pct_sol_fraction;
     e.samples = {us, us * 1.01, us * 0.99};
   } else {
-    e.failed_gate = "correctness";
+    e.failed_gate = Gate::correctness;
     e.error_class = "wrong_result";
     e.message = "max error 3.5, tolerance 1e-3 (element 7, \"x\")\nsecond line";
   }

@@ -58,10 +58,10 @@ TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
     return r;
   };
   search::Outcome eager;
-  eager.status = "ok";
+  eager.status = Status::ok;
   search::SizeResult es;
   es.size = "module";
-  es.status = "ok";
+  es.status = Status::ok;
   es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
   eager.sizes.push_back(es);
   search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}});
@@ -101,8 +101,16 @@ TEST(StitchedSearch, AFailedOrSilentWorkerIsAFailedCandidate) {
   EXPECT_NE(search::stitched_outcome(dead, "c1").error.find("the worker exited"), std::string::npos);
   search::StitchedRun wrong;
   wrong.ok = true;
-  wrong.result = {{"status", "failed"}, {"message", "output 0: out of tolerance"}};
+  wrong.result = {{"status", "failed"}, {"failed_gate", "correctness"}, {"error_class", "wrong_result"}, {"message", "output 0: out of tolerance"}};
   EXPECT_NE(search::stitched_outcome(wrong, "c2").error.find("out of tolerance"), std::string::npos);
+  EXPECT_EQ(search::stitched_outcome(wrong, "c2").sizes.at(0).failed_gate, Gate::correctness);
+  // A failure that names no gate is not the protocol: the worker's gate, whatever it said.
+  search::StitchedRun nameless;
+  nameless.ok = true;
+  nameless.result = {{"status", "failed"}, {"message", "output 0: out of tolerance"}};
+  const search::Outcome n = search::stitched_outcome(nameless, "c3");
+  EXPECT_EQ(n.sizes.at(0).failed_gate, Gate::worker);
+  EXPECT_EQ(n.sizes.at(0).error_class, "protocol_violation");
   search::StitchedRun untimed;
   untimed.ok = true;
   untimed.result = {{"status", "ok"}};
@@ -113,5 +121,5 @@ TEST(StitchedSearch, AFailedOrSilentWorkerIsAFailedCandidate) {
   EXPECT_TRUE(search::stitched_outcome(fast, "c4", 0.5).ok()) << "50% of SOL";
   search::Outcome lie = search::stitched_outcome(fast, "c5", 10.0);
   EXPECT_FALSE(lie.ok()) << "ten times faster than speed-of-light";
-  EXPECT_EQ(lie.sizes.at(0).status, "suspect");
+  EXPECT_EQ(lie.sizes.at(0).status, Status::suspect);
 }

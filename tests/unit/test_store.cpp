@@ -105,7 +105,7 @@ class StoreTest : public ::testing::Test {
     e.candidate_id = f.candidate;
     e.task_id = f.task;
     e.size_name = size;
-    e.status = "ok";
+    e.status = Status::ok;
     e.gates = {{"compile", "pass"}, {"correctness", {{"max_rel_err", 1e-7}}}};
     e.median_us = 123.5;
     e.ci_low_us = 121.0;
@@ -193,7 +193,7 @@ TEST_F(StoreTest, VersionOneFileIsMigratedForward) {
   ASSERT_EQ(runs.size(), 1u);
   auto evals = s.evaluations_for_run(runs[0].id);
   ASSERT_EQ(evals.size(), 1u);
-  EXPECT_EQ(evals[0].status, "failed");
+  EXPECT_EQ(evals[0].status, Status::failed);
   EXPECT_EQ(evals[0].worker_restarts, 0);
   EXPECT_FALSE(evals[0].median_us.has_value());
 }
@@ -255,6 +255,23 @@ TEST_F(StoreTest, UpsertCandidateReturnsExistingId) {
   EXPECT_EQ(s.candidates_for_task(task).size(), 2u);
 }
 
+TEST_F(StoreTest, AGateThisVersionDoesNotKnowIsAnErrorWhenRead) {
+  Store s = Store::open(path_);
+  Fixture f = populate(s);
+  EvaluationRow in = measured(f, "large");
+  in.status = Status::failed;
+  in.failed_gate = Gate::correctness;
+  int64_t id = s.record_evaluation(in);
+  EXPECT_EQ(s.find_evaluation(f.run, f.candidate, "large")->failed_gate, Gate::correctness);
+  RawDb(path_).exec("UPDATE evaluations SET failed_gate = 'teleport' WHERE id = " + std::to_string(id));
+  try {
+    s.find_evaluation(f.run, f.candidate, "large");
+    ADD_FAILURE() << "read an unknown gate";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("failed gate 'teleport', which this ksol does not know"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(StoreTest, EvaluationAndSamplesRoundTrip) {
   Store s = Store::open(path_);
   Fixture f = populate(s);
@@ -268,8 +285,8 @@ TEST_F(StoreTest, EvaluationAndSamplesRoundTrip) {
   EXPECT_EQ(out->candidate_id, f.candidate);
   EXPECT_EQ(out->task_id, f.task);
   EXPECT_EQ(out->size_name, "large");
-  EXPECT_EQ(out->status, "ok");
-  EXPECT_FALSE(out->failed_gate);
+  EXPECT_EQ(out->status, Status::ok);
+  EXPECT_EQ(out->failed_gate, Gate::none);
   EXPECT_FALSE(out->error_class);
   EXPECT_FALSE(out->message);
   EXPECT_EQ(out->gates, in.gates);
@@ -294,14 +311,14 @@ TEST_F(StoreTest, EvaluationAndSamplesRoundTrip) {
   failed.candidate_id = f.candidate;
   failed.task_id = f.task;
   failed.size_name = "small";
-  failed.status = "failed";
-  failed.failed_gate = "correctness";
+  failed.status = Status::failed;
+  failed.failed_gate = Gate::correctness;
   failed.error_class = "wrong_result";
   failed.message = "max rel err 0.5 at (3, 7)";
   int64_t failed_id = s.record_evaluation(failed);
   auto back = s.find_evaluation(f.run, f.candidate, "small");
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->failed_gate, std::optional<std::string>("correctness"));
+  EXPECT_EQ(back->failed_gate, Gate::correctness);
   EXPECT_EQ(back->message, failed.message);
   EXPECT_FALSE(back->median_us);
   EXPECT_FALSE(back->pct_sol);
@@ -341,8 +358,9 @@ TEST_F(StoreTest, EvaluationIsAllOrNothing) {
   nan_sample.samples.push_back(std::nan(""));
   EXPECT_THROW(s.record_evaluation(nan_sample), StoreError);
 
+  // A size skipped on a resume is never a row of its own (the earlier run's row stands).
   EvaluationRow bad_status = measured(f, "small");
-  bad_status.status = "great";
+  bad_status.status = Status::skipped;
   EXPECT_THROW(s.record_evaluation(bad_status), StoreError);
 
   int64_t other_task = s.upsert_task("softmax", "h", "t");
