@@ -18,6 +18,7 @@ const std::vector<std::string>& defence_names() {
       "hidden-sizes",   // hidden sizes are evaluated too
       "precision",      // tolerance of the task's precision policy (off: bf16's)
       "static",         // gate 1: the source scan, the import allowlist, the constructor and system-call checks
+      "isolation",      // the candidate runs in a launcher process of its own; its times must agree with the harness's clock
   };
   return names;
 }

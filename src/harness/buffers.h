@@ -65,8 +65,12 @@ struct DeviceBuffer {
   uint64_t guard_print[2] = {0, 0};
   void* ptr() const { return base + kGuard; }
   DeviceBuffer() = default;
-  DeviceBuffer(size_t n, const Secrets& sec, cudaStream_t stream) : bytes(n) {
-    CK(cudaMalloc(&base, n + 2 * kGuard));
+  // `granule`: the allocation is rounded up to a multiple of it. Buffers a launcher maps through
+  // CUDA IPC are rounded to whole 2 MiB pages, so that no other allocation of the worker's shares
+  // a page with them (isolation.h).
+  DeviceBuffer(size_t n, const Secrets& sec, cudaStream_t stream, size_t granule = 1) : bytes(n) {
+    size_t total = n + 2 * kGuard;
+    CK(cudaMalloc(&base, (total + granule - 1) / granule * granule));
     uint8_t* zones[2] = {base, base + kGuard + n};
     for (int z = 0; z < 2; ++z) {
       check_int(device_fill_random(zones[z], kGuard, sec.canary_seed ^ reinterpret_cast<uintptr_t>(zones[z]), stream), "fill canary");
@@ -134,6 +138,7 @@ struct Library {
 // One set of device buffers for every tensor of the task at a size.
 struct BufferSet {
   std::vector<DeviceBuffer> bufs;
+  int mapped_as = -1;  // its number in the evaluation's launcher, once mapped there (isolation.h)
   std::vector<uint64_t> input_fingerprints;  // taken right after each upload
   std::vector<void*> ptrs() const {
     std::vector<void*> p;

@@ -19,6 +19,7 @@
 #include "harness/clocks.h"
 #include "harness/device_cases.h"
 #include "harness/device_ops.h"
+#include "harness/isolation.h"
 #include "core/defences.h"
 #include "core/parallel.h"
 #include "core/stats.h"
@@ -204,8 +205,13 @@ class Evaluator {
     std::random_device rd;
     secrets_.canary_seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
     secrets_.key = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-    candidate_ = std::make_unique<Library>(req.candidate_so);
-    run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
+    // With isolation on (every trusted result) the candidate is loaded in a launcher process at
+    // the start of run(); off, in this process, for the exploit suite's proof only.
+    isolated_ = req.defences.on("isolation");
+    if (!isolated_) {
+      candidate_ = std::make_unique<Library>(req.candidate_so);
+      run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
+    }
     use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
     device_cases_ = !use_cpu_ref_ && device_cases_apply(task_);
     if (use_cpu_ref_) {
@@ -236,6 +242,7 @@ class Evaluator {
       // The timing sets exist from the start, so the device looks the same to the candidate
       // in every phase (free memory included).
       allocate_timing_sets();
+      if (isolated_) start_launcher();
       if (req_.time && req_.prune_above_us > 0) {
         // Screening for a search: a candidate slower than the best so far is rejected after a
         // timing pass alone (unverified: it is never a result); a faster one is then evaluated
@@ -269,6 +276,23 @@ class Evaluator {
       out["failed_gate"] = "launch";
       out["error_class"] = "cuda_error";
       out["message"] = e.what();
+    } catch (const launcher::LauncherError& e) {
+      // The launcher died, hung or broke the protocol: the candidate's code did, as far as the
+      // harness can tell (its process runs nothing else).
+      out["status"] = "failed";
+      out["failed_gate"] = "launch";
+      out["error_class"] = e.error_class();
+      out["message"] = std::string("the candidate's process: ") + e.what();
+      out["gates"].push_back({{"gate", "launch"}, {"ok", false}, {"error_class", out["error_class"]}, {"message", out["message"]}});
+    }
+    // No state of the candidate's survives it: its launcher ends here, and the next one starts.
+    if (iso_) {
+      out["isolation"] = iso_->describe();
+      phase_.launcher_start = iso_->start_seconds();
+      phase_.launcher_round_trips = iso_->round_trip_seconds();
+      iso_.reset();
+    } else {
+      out["isolation"] = {{"off", true}};
     }
     if (out["status"] != "ok") settle();
     // The cached cases this evaluation used must be as they were made: a candidate runs in this
@@ -286,7 +310,9 @@ class Evaluator {
     // The two gates' times include their share of the three parts after them.
     out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}, {"cases", device_cases_ ? "device" : "host"}};
     out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
-                              {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks}};
+                              {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks},
+                              {"launcher_start", phase_.launcher_start}, {"launcher_round_trips", phase_.launcher_round_trips}};
+    if (isolated_) spawn_spare_launcher();
     return out;
   }
 
@@ -308,7 +334,8 @@ class Evaluator {
 
   BufferSet allocate() {
     BufferSet s;
-    for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_);
+    for (auto& t : task_.tensors)
+      s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_, isolated_ ? kIpcGranule : 1);
     return s;
   }
 
@@ -357,19 +384,51 @@ class Evaluator {
   // Calls the candidate on `s` with fresh copies of the pointer table and the dims; a candidate
   // that rewrites either is caught (the harness keeps its own copies for everything else).
   struct Launch {
-    std::vector<void*> table;
-    bool dims_changed = false;
+    std::vector<void*> table;  // the table as the candidate left it (in the harness's pointers)
+    bool table_changed = false, dims_changed = false;
     int rc = 0;
+    double us = 0, bracket_us = 0, gap_us = 0;  // isolation: the launcher's time, the harness's round trip, the launcher's post-sync gap
   };
-  Launch launch(BufferSet& s, cudaEvent_t e0, cudaEvent_t e1) {
+  // Starts the candidate's launcher and loads the candidate there.
+  void start_launcher() {
+    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_);
+    try {
+      lib_ = iso_->load(req_.candidate_so);
+    } catch (const launcher::LauncherError& e) {
+      if (e.kind != launcher::LauncherError::Kind::refused) throw;
+      throw std::runtime_error(e.what());  // an unloadable library, as in one process
+    }
+  }
+  // With isolation: the queued poison and flush finish first, then the launcher makes the call
+  // (`on_stream_done` runs between the end of its stream and its device-wide sync).
+  Launch launch(BufferSet& s, cudaEvent_t e0, cudaEvent_t e1, const std::string& label = "", const std::function<void()>& on_stream_done = {}) {
     Launch l;
     l.table = s.ptrs();
+    if (iso_) {
+      CK(cudaStreamSynchronize(stream_));
+      launcher::CallResult r = iso_->call(lib_, s, on_stream_done);
+      if (r.stream_error || r.device_error)
+        throw GateFailure{"launch", "cuda_error", r.error_text + " in the candidate's process" + (label.empty() ? "" : " (" + label + ")")};
+      l.rc = r.rc;
+      l.dims_changed = r.dims_changed;
+      l.table_changed = r.table_changed;
+      if (r.table_changed) {
+        std::vector<void*> mine = l.table;
+        for (size_t k = 0; k < l.table.size(); ++k)
+          l.table[k] = k < r.table_map.size() && r.table_map[k] >= 0 ? mine[static_cast<size_t>(r.table_map[k])] : nullptr;
+      }
+      l.us = r.event_us;
+      l.bracket_us = r.bracket_us;
+      l.gap_us = r.gap_us;
+      return l;
+    }
     std::vector<int64_t> dims = dims_;
     ksol_call c{KSOL_ABI_VERSION, static_cast<int32_t>(l.table.size()), l.table.data(), static_cast<int32_t>(dims.size()), dims.data(), stream_};
     if (e0) CK(cudaEventRecord(e0, stream_));
     l.rc = run_(&c);
     if (e1) CK(cudaEventRecord(e1, stream_));
     l.dims_changed = dims != dims_;
+    l.table_changed = l.table != s.ptrs();
     return l;
   }
 
@@ -456,7 +515,18 @@ class Evaluator {
     const Defences& d = req_.defences;
     prepare(s, d.on("poison") || checked_calls_ == 0 ? poison : Poison::none);
     std::vector<void*> mine = s.ptrs();
-    Launch l = launch(s, nullptr, nullptr);
+    // Fingerprint the outputs once the call's own stream is done: work queued elsewhere may not
+    // be, and shows up as a different fingerprint after the device-wide sync below. In one
+    // process the fingerprint is queued behind the call on its stream; with a launcher it runs
+    // while the launcher waits between the end of its stream and its device-wide sync.
+    std::vector<uint64_t> early(task_.tensors.size(), 0);
+    auto fingerprint_outputs = [&](const std::vector<void*>& from, std::vector<uint64_t>& prints) {
+      for (size_t k = 0; k < task_.tensors.size(); ++k)
+        if (task_.tensors[k].role == Role::out) fingerprint(from[k], s.bufs[k].bytes, &prints[k]);
+    };
+    std::function<void()> at_stream_end;
+    if (iso_ && d.on("escape")) at_stream_end = [&] { fingerprint_outputs(mine, early); };
+    Launch l = launch(s, nullptr, nullptr, label, at_stream_end);
     ++checked_calls_;
     if (l.rc != 0) {
       cudaError_t e = cudaGetLastError();
@@ -464,15 +534,17 @@ class Evaluator {
       throw GateFailure{"launch", "returned_error", "ksol_run returned " + std::to_string(l.rc) + " (" + label + ")"};
     }
     if (l.dims_changed) throw GateFailure{"correctness", "dims_mutated", "the candidate wrote to the dims array (" + label + ")"};
-    if (d.on("alias") && l.table != mine)
+    if (d.on("alias") && l.table_changed)
       throw GateFailure{"correctness", "alias", "the candidate rewrote the tensor pointer table: an output must not alias an input or move (" + label + ")"};
-    const std::vector<void*>& read_from = d.on("alias") ? mine : l.table;
-    // Fingerprint the outputs once the call's own stream is done: work queued elsewhere may not
-    // be, and shows up as a different fingerprint after the device-wide sync below.
-    std::vector<uint64_t> early(task_.tensors.size(), 0);
-    if (d.on("escape"))
-      for (size_t k = 0; k < task_.tensors.size(); ++k)
-        if (task_.tensors[k].role == Role::out) fingerprint(read_from[k], s.bufs[k].bytes, &early[k]);
+    std::vector<void*> read_from = mine;
+    if (!d.on("alias"))
+      for (size_t k = 0; k < read_from.size(); ++k)
+        if (l.table[k]) read_from[k] = l.table[k];
+    // The escape check compares what the fingerprint saw at the stream's end with what is there
+    // after the device-wide sync: in one process through the pointers the outputs are read from,
+    // with a launcher through the harness's own.
+    const std::vector<void*>& printed = iso_ ? mine : read_from;
+    if (!iso_ && d.on("escape")) fingerprint_outputs(read_from, early);
     cudaError_t se = cudaStreamSynchronize(stream_);
     cudaError_t de = cudaDeviceSynchronize();
     if (se != cudaSuccess || de != cudaSuccess) {
@@ -492,7 +564,7 @@ class Evaluator {
       for (size_t k = 0; k < task_.tensors.size(); ++k) {
         if (task_.tensors[k].role != Role::out) continue;
         uint64_t late = 0;
-        fingerprint(read_from[k], s.bufs[k].bytes, &late);
+        fingerprint(printed[k], s.bufs[k].bytes, &late);
         if (early[k] != late)
           throw GateFailure{"correctness", "escaped_stream", "output '" + task_.tensors[k].name +
                                                                  "' was not complete when the call's stream finished: work ran on another stream or thread (" + label + ")"};
@@ -797,30 +869,37 @@ class Evaluator {
       }
       int set = next_set(i);
       prepare(timing_sets_[set], sample_poison);
-      if (launch(timing_sets_[set], nullptr, nullptr).rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
+      if (launch(timing_sets_[set], nullptr, nullptr, "warm-up").rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during warm-up"};
     }
     CK(cudaDeviceSynchronize());
 
     ClockReader clocks(device_);
     ClockSample before = clocks.read();
-    std::vector<double> samples, gaps;
+    std::vector<double> samples, gaps, brackets;
     auto t0 = Clock::now();
     std::string verify_result = verifying ? "pending" : "off";
     for (int i = 0;; ++i) {
       int set = next_set(i);
       BufferSet& s = timing_sets_[set];
       prepare(s, sample_poison);
-      Launch l = launch(s, e0.e, e1.e);
+      Launch l = launch(s, e0.e, e1.e, "timed call " + std::to_string(i));
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed during timing"};
       if (l.dims_changed) throw GateFailure{"timing", "dims_mutated", "the candidate wrote to the dims array during timing"};
-      CK(cudaEventSynchronize(e1.e));
-      auto ta = Clock::now();
-      CK(cudaDeviceSynchronize());
-      CK(cudaGetLastError());
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0.e, e1.e));
-      samples.push_back(ms * 1000.0);
-      gaps.push_back(std::chrono::duration<double, std::micro>(Clock::now() - ta).count());
+      if (iso_) {
+        // The launcher's time, checked against the harness's own clock once sampling ends.
+        samples.push_back(l.us);
+        gaps.push_back(l.gap_us);
+        brackets.push_back(l.bracket_us);
+      } else {
+        CK(cudaEventSynchronize(e1.e));
+        auto ta = Clock::now();
+        CK(cudaDeviceSynchronize());
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0.e, e1.e));
+        samples.push_back(ms * 1000.0);
+        gaps.push_back(std::chrono::duration<double, std::micro>(Clock::now() - ta).count());
+      }
       // Decided only now that the call has returned and its work is done: the call could not
       // know whether it would be checked.
       if (verifying) maybe_keep(i, set);
@@ -833,13 +912,20 @@ class Evaluator {
     }
     SampleStop settled = sampling_settled(samples, cfg.target_rel_ci);
     ClockSample after = clocks.read();
+    // The launcher's times stand only where the harness's clock agrees with them.
+    nlohmann::json bracket = {{"off", true}};
+    if (iso_) {
+      launcher::BracketVerdict v = iso_->check(samples, brackets);
+      bracket = bracket_json(v);
+      if (!v.ok) throw GateFailure{"timing", "timing_inconsistent", v.message};
+    }
     std::vector<int> checked_samples;
     if (verifying) {
       checked_samples = verify_kept();
       // A candidate that stops working once it has seen enough calls fails this one.
       upload(timing_sets_[final_v.set], final_v.inputs);
       prepare(timing_sets_[final_v.set], verify_poison);
-      Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr);
+      Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr, "the call after the last sample");
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
       CK(cudaDeviceSynchronize());
       verify(final_v, "call after the last timed call");
@@ -858,7 +944,7 @@ class Evaluator {
         {"rel_ci", (ci.high - ci.low) / 2 / ci.median}, {"drift", settled.drift}, {"steady", settled.drift <= kDriftOverCi * cfg.target_rel_ci},
         {"post_sync_gap_us", gap_median},
         {"rotation_sets", nsets}, {"l2_flush_bytes", flush_bytes_}, {"l2_flush", "read"}, {"verified_calls", checked_samples},
-        {"input_cases", input_cases_.size()}, {"verified_call_result", verify_result}, {"raw_us", samples},
+        {"input_cases", input_cases_.size()}, {"verified_call_result", verify_result}, {"raw_us", samples}, {"bracket", bracket},
         {"clock_mhz_before", before.sm_mhz}, {"clock_mhz_after", after.sm_mhz}, {"clock_mhz_max", after.sm_max_mhz},
         {"throttle_reasons", after.reasons_text}, {"throttled", before.throttled || after.throttled},
         {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
@@ -897,7 +983,12 @@ class Evaluator {
   std::vector<std::unique_ptr<BufferSet>> retired_;
   struct Phases {
     double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0;
+    double launcher_start = 0, launcher_round_trips = 0;  // isolation: waiting for and setting up the launcher; its round trips' overhead
   } phase_;
+  // The candidate's launcher (isolation on); declared last, so it ends before the buffers it maps.
+  bool isolated_ = true;
+  std::unique_ptr<Isolated> iso_;
+  int lib_ = -1;
 };
 
 }  // namespace

@@ -64,6 +64,11 @@ struct EvalRequest {
 // JSON (status, gates, samples, clocks, ...). Throws CudaFatal after a sticky CUDA error: the
 // worker must then exit so the coordinator restarts it.
 nlohmann::json evaluate(const EvalRequest& req);
+
+// Starts the launcher process the next evaluation or screen will use, so that its CUDA context
+// is made before it is needed (docs/HARNESS.md, "Isolation"). A failure to start one shows at
+// that evaluation.
+void start_spare_launcher();
 nlohmann::json device_info(int device);
 
 // Runs the CPU and the GPU float64 references of a task on the same inputs (each seed and

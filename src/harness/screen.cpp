@@ -3,7 +3,10 @@
 // read, events around the call, a device-wide sync after it), on the rotation sets' inputs of the
 // timing gate, so a screen's median and the timing gate's are the same measurement with fewer
 // samples. Candidates take turns within each round, each round starting one further along, so a
-// drift of the clock lands on every candidate alike.
+// drift of the clock lands on every candidate alike. The candidates run in one launcher process
+// of the screen's own (isolation.h): a screen only ranks, so they may share it; none shares one
+// with an evaluation, and a launcher that dies or breaks takes only the candidate whose call it
+// was, the others going on in a fresh one.
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -11,6 +14,7 @@
 #include "core/stats.h"
 #include "harness/buffers.h"
 #include "harness/device_cases.h"
+#include "harness/isolation.h"
 #include "ksol/abi.h"
 
 namespace ksol {
@@ -21,8 +25,8 @@ using namespace harness_detail;
 
 struct Entry {
   std::string so;
-  std::unique_ptr<Library> lib;
-  ksol_run_fn run = nullptr;
+  int lib = -1;                  // its index in the launcher
+  std::vector<double> brackets;  // the harness's round trip of each sample
   std::string status = "ok";  // ok | failed
   std::string error_class, message;
   std::vector<double> samples;
@@ -61,7 +65,8 @@ class Screener {
     int nsets = std::max(1, req_.rotation_sets);
     for (int i = 0; i < nsets; ++i) {
       BufferSet s;
-      for (auto& t : task_.tensors) s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_);
+      for (auto& t : task_.tensors)
+        s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_, kIpcGranule);
       auto tg = Clock::now();
       uint64_t seed = req_.timing_seed + 1000 + static_cast<uint64_t>(i);
       if (!use_cpu_ref_ && device_cases_apply(task_)) {
@@ -92,16 +97,8 @@ class Screener {
       sets_.push_back(std::move(s));
     }
     entries_.resize(req_.candidates.size());
-    for (size_t c = 0; c < entries_.size(); ++c) {
-      Entry& e = entries_[c];
-      e.so = req_.candidates[c];
-      try {
-        e.lib = std::make_unique<Library>(e.so);
-        e.run = e.lib->symbol<ksol_run_fn>("ksol_run");
-      } catch (const std::exception& ex) {
-        fail(e, "load", ex.what());
-      }
-    }
+    for (size_t c = 0; c < entries_.size(); ++c) entries_[c].so = req_.candidates[c];
+    start_launcher();
     Event e0, e1;
     auto tw = Clock::now();
     // Warm-up: each candidate's first calls (module loading, first-call setup), then all of them
@@ -133,6 +130,16 @@ class Screener {
       if (r == 0) drop_slow();
     }
     double sample_s = std::chrono::duration<double>(Clock::now() - ts).count();
+    // Each candidate's times stand only where the harness's clock agrees with them.
+    for (Entry& e : entries_)
+      if (e.status == "ok" && !e.samples.empty() && iso_) {
+        launcher::BracketVerdict v = iso_->check(e.samples, e.brackets);
+        if (!v.ok) fail(e, "timing_inconsistent", v.message);
+      }
+    nlohmann::json isolation = iso_ ? iso_->describe() : nlohmann::json(nullptr);
+    launcher_start_ += iso_ ? iso_->start_seconds() : 0;
+    iso_.reset();
+    spawn_spare_launcher();
     // A candidate runs in this process and could have written to the cached inputs: they are
     // dropped then (the screen only ranks, so its times stand; the full evaluation checks again).
     std::string which;
@@ -164,7 +171,10 @@ class Screener {
             {"results", results},
             {"cache_intact", intact},
             {"harness_seconds",
-             {{"total", std::chrono::duration<double>(Clock::now() - t0).count()}, {"generate_inputs", gen_s}, {"warmup", warm_s}, {"sampling", sample_s}}}};
+             {{"total", std::chrono::duration<double>(Clock::now() - t0).count()}, {"generate_inputs", gen_s}, {"warmup", warm_s}, {"sampling", sample_s},
+              {"launcher_start", launcher_start_}}},
+            {"isolation", isolation},
+            {"launchers", launchers_}};
   }
 
  private:
@@ -183,6 +193,37 @@ class Screener {
     } catch (const CandidateFailed& x) {
       fail(entries_[c], "cuda_error", x.message);
       return 0;
+    } catch (const launcher::LauncherError& x) {
+      fail(entries_[c], x.error_class(), std::string("the candidates' process: ") + x.what());
+      start_launcher();
+      return 0;
+    }
+  }
+
+  // A fresh launcher with every candidate still in the running loaded (at the start, and after
+  // one broke the last launcher). A library that does not load fails alone.
+  void start_launcher() {
+    if (iso_) launcher_start_ += iso_->start_seconds();
+    iso_.reset();
+    bool any = false;
+    for (Entry& e : entries_) any = any || e.live();
+    if (!any) return;
+    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_);
+    ++launchers_;
+    for (BufferSet& s : sets_) s.mapped_as = -1;
+    for (size_t c = 0; c < entries_.size(); ++c) {
+      Entry& e = entries_[c];
+      if (!e.live()) continue;
+      try {
+        e.lib = iso_->load(e.so);
+      } catch (const launcher::LauncherError& x) {
+        if (x.kind == launcher::LauncherError::Kind::refused) {
+          fail(e, "load", x.what());
+          continue;
+        }
+        fail(e, x.error_class(), std::string("loading it ended the candidates' process: ") + x.what());
+        return start_launcher();
+      }
     }
   }
 
@@ -192,27 +233,25 @@ class Screener {
     for (size_t k = 0; k < task_.tensors.size(); ++k)
       if (task_.tensors[k].role == Role::out) guard(c, device_fill_random(s.bufs[k].ptr(), s.bufs[k].bytes, rng_(), stream_));
     guard(c, device_read_all(flush_->p, flush_bytes_, stream_));
-    std::vector<void*> table = s.ptrs();
-    std::vector<int64_t> dims = dims_;
-    ksol_call kc{KSOL_ABI_VERSION, static_cast<int32_t>(table.size()), table.data(), static_cast<int32_t>(dims.size()), dims.data(), stream_};
-    if (a) guard(c, cudaEventRecord(a, stream_));
-    int rc = e.run(&kc);
-    if (b) guard(c, cudaEventRecord(b, stream_));
     guard(c, cudaStreamSynchronize(stream_));
-    guard(c, cudaDeviceSynchronize());
-    guard(c, cudaGetLastError());
-    if (rc != 0) {
-      fail(e, "returned_error", "ksol_run returned " + std::to_string(rc));
+    launcher::CallResult r = iso_->call(e.lib, s);
+    if (r.stream_error || r.device_error) {
+      // Its launcher's context may be lost: the others go on in a fresh one.
+      fail(e, "cuda_error", r.error_text + " in the candidates' process");
+      start_launcher();
       return 0;
     }
-    if (dims != dims_) {
+    if (r.rc != 0) {
+      fail(e, "returned_error", "ksol_run returned " + std::to_string(r.rc));
+      return 0;
+    }
+    if (r.dims_changed) {
       fail(e, "dims_mutated", "the candidate wrote to the dims array");
       return 0;
     }
     if (!a || !b) return 0;
-    float ms = 0;
-    guard(c, cudaEventElapsedTime(&ms, a, b));
-    return ms * 1000.0;
+    e.brackets.push_back(r.bracket_us);
+    return r.event_us;
   }
 
   // A CUDA error during candidate c's call: sticky ones end the worker (naming c), others fail c.
@@ -249,6 +288,9 @@ class Screener {
   bool use_cpu_ref_ = true;
   std::vector<BufferSet> sets_;
   std::vector<Entry> entries_;
+  std::unique_ptr<Isolated> iso_;  // after the sets it maps, so it ends first
+  int launchers_ = 0;
+  double launcher_start_ = 0;
 };
 
 }  // namespace

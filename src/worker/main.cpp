@@ -3,6 +3,7 @@
 // stdout is redirected to stderr so it cannot corrupt the protocol). See docs/PROTOCOL.md.
 #include <algorithm>
 #include <cuda_runtime.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "harness/calibrate.h"
 #include "harness/harness.h"
+#include "launcher/launcher.h"
 
 using nlohmann::json;
 
@@ -85,7 +87,22 @@ json calibration_json(const ksol::harness::CalibrationResult& c) {
 
 }  // namespace
 
+namespace ksol {
+int launcher_main(int fd, int device);  // launcher_main.cpp
+}
+
 int main(int argc, char** argv) {
+  int device = 0;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--device") device = std::stoi(argv[i + 1]);
+  // `--launcher FD`: the process that runs candidate code for this worker (launcher_main.cpp).
+  if (argc >= 3 && std::string(argv[1]) == "--launcher") {
+    signal(SIGINT, SIG_IGN);
+    return ksol::launcher_main(std::stoi(argv[2]), device);
+  }
+  // No other process of this user may read or write this one's memory or open its descriptors
+  // through /proc (the launchers above all: they run candidate code).
+  ksol::launcher::protect_process();
   // Ctrl-C in a terminal reaches the whole process group: the coordinator finishes the evaluation
   // in flight and then closes this worker (docs/PROTOCOL.md), which must not die under it and
   // have the candidate blamed. A worker whose coordinator is gone sees end of input and exits.
@@ -93,13 +110,12 @@ int main(int argc, char** argv) {
   // Keep the real stdout for the protocol and point fd 1 at stderr for everything else.
   int proto_fd = dup(1);
   dup2(2, 1);
+  // Close-on-exec, though every launcher closes all it inherits anyway.
+  fcntl(proto_fd, F_SETFD, FD_CLOEXEC);
   g_proto = fdopen(proto_fd, "w");
-  int device = 0;
   std::string once;  // --once FILE: the requests in FILE (one per line), then exit: for running under a profiler
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--device") device = std::stoi(argv[i + 1]);
+  for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--once") once = argv[i + 1];
-  }
   std::ifstream once_in;
   if (!once.empty()) {
     once_in.open(once);
@@ -139,6 +155,7 @@ int main(int argc, char** argv) {
           if (cudaSetDevice(device) != cudaSuccess) throw std::runtime_error("cannot select device " + std::to_string(device));
           out["gpu"] = true;
           out["device"] = ksol::device_info(device);
+          ksol::start_spare_launcher();
         }
       } else if (op == "eval") {
         out["ok"] = true;
