@@ -167,6 +167,11 @@ def load_manifest(path: Path) -> list[dict]:
             problems.append(f"{h.get('name')}: gate 1 rejections have error_class '{STATIC_CLASS}'")
         if "partial_off" in h and not ("partial_gate" in h and "partial_class" in h):
             problems.append(f"{h.get('name')}: partial_off needs partial_gate and partial_class")
+        if h.get("partial_gate") == "none" and (h.get("partial_class") != "none" or "partial_max_speedup" not in h):
+            problems.append(f"{h.get('name')}: a partial run that neutralises (partial_gate none) needs partial_class 'none' "
+                            "and partial_max_speedup")
+        if "partial_max_speedup" in h and h.get("partial_gate") != "none":
+            problems.append(f"{h.get('name')}: partial_max_speedup is for partial_gate 'none'")
         gen = h.get("generate")
         if gen not in (None, "hardcoded"):
             problems.append(f"{h.get('name')}: unknown generator '{gen}'")
@@ -191,9 +196,12 @@ class Ksol:
     def __init__(self, exe: str, store: str, timeout: float):
         self.exe, self.store, self.timeout = exe, store, timeout
 
-    def eval(self, task: str, candidate: str, sizes: list[str], off: list[str], compare: str) -> dict:
+    def eval(self, task: str, candidate: str, sizes: list[str], off: list[str], compare: str,
+             baselines_first: bool = False) -> dict:
         cmd = [self.exe, "--store", self.store, "--json", "eval", "--task", resolve_task(task),
                "--candidate", candidate, "--compare", compare, "--timeout", str(int(self.timeout))]
+        if baselines_first:
+            cmd.append("--baselines-first")
         if sizes:
             cmd += ["--sizes", ",".join(sizes)]
         for d in off:
@@ -325,6 +333,38 @@ def check_passed(res: dict, gpu: bool) -> tuple[bool, str, dict]:
     text = ", ".join(f"{k} {v['speedup']:.2f}x" if math.isfinite(v["speedup"]) else f"{k} inf (0 us)"
                      for k, v in speedups.items())
     return True, f"ok, {text}", speedups
+
+
+def check_neutralised(res: dict, gpu: bool, max_speedup: float) -> tuple[bool, str, dict]:
+    """Partial run of a hack its defence neutralises: every size ok, and no faster than
+    max_speedup times the naive baseline timed in the same run (the cheat's gain is gone)."""
+    if "error" in res:
+        return False, res["error"], {}
+    cand = res["json"]["candidate"]
+    if not cand["compiled"]:
+        return False, f"did not compile (stage {cand['compile_stage']}): {cand['compile_message'][-1500:]}", {}
+    sizes = sizes_of(res)
+    if not gpu:
+        bad = [describe_size(s) for s in sizes if s["status"] != "no_gpu"]
+        return (not bad), ("compiled; runtime needs a GPU" if not bad else "; ".join(bad)), {}
+    base = baseline_medians(res)
+    problems, speedups = [], {}
+    for s in sizes:
+        if s["status"] != "ok":
+            msg = f" ({s.get('message', '')[:300]})" if s.get("message") else ""
+            problems.append(f"{describe_size(s)}, expected ok{msg}")
+            continue
+        b = base.get(s["size"], 0.0)
+        if b <= 0:
+            problems.append(f"{s['size']}: the naive baseline did not pass, no speedup to compute")
+            continue
+        sp = math.inf if s["median_us"] <= 0 else b / s["median_us"]
+        speedups[s["size"]] = {"speedup": sp, "median_us": s["median_us"], "naive_us": b}
+        if not sp <= max_speedup:
+            problems.append(f"{s['size']}: {sp:.2f}x over naive, above {max_speedup}: the cheat still pays")
+    if problems:
+        return False, "; ".join(problems), speedups
+    return True, "neutralised: ok, " + ", ".join(f"{k} {v['speedup']:.2f}x" for k, v in speedups.items()), speedups
 
 
 def check_baseline(res: dict, gpu: bool) -> tuple[bool, str]:
@@ -488,20 +528,26 @@ def main() -> int:
         sizes = list(h["sizes"])
         static = h["expect_gate"] == "static"
         es = h.get("expect_size")
+        bf = bool(h.get("baselines_first", False))
         rec = {"kind": "defended", "hack": h["name"], "off": []}
-        hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es:
-                          check_rejected(k.eval(h["task"], cand, sizes, [], "none"), h["expect_gate"],
+        hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es, bf=bf:
+                          check_rejected(k.eval(h["task"], cand, sizes, [], "none", bf), h["expect_gate"],
                                          h["expect_class"], es, gpu, h.get("expect_message"))))
-        if "partial_off" in h and gpu:
+        if "partial_off" in h and gpu and h["partial_gate"] == "none":
             rec = {"kind": "partial", "hack": h["name"], "off": list(h["partial_off"])}
-            hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es:
-                              check_rejected(k.eval(h["task"], cand, sizes, list(h["partial_off"]), "none"),
+            hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, bf=bf:
+                              check_neutralised(k.eval(h["task"], cand, sizes, list(h["partial_off"]), "naive", bf), gpu,
+                                                float(h["partial_max_speedup"]))))
+        elif "partial_off" in h and gpu:
+            rec = {"kind": "partial", "hack": h["name"], "off": list(h["partial_off"])}
+            hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, es=es, bf=bf:
+                              check_rejected(k.eval(h["task"], cand, sizes, list(h["partial_off"]), "none", bf),
                                              h["partial_gate"], h["partial_class"], es, gpu)))
         # Without a GPU the undefended run differs from the defended one only where gate 1 does.
         if gpu or static:
             rec = {"kind": "undefended", "hack": h["name"], "off": list(h["defences_off"])}
-            hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes:
-                              check_passed(k.eval(h["task"], cand, sizes, list(h["defences_off"]), "naive"), gpu)))
+            hack_jobs.append((rec, lambda h=h, cand=cand, sizes=sizes, bf=bf:
+                              check_passed(k.eval(h["task"], cand, sizes, list(h["defences_off"]), "naive", bf), gpu)))
 
     def run(job):
         rec, fn = job
