@@ -5,15 +5,16 @@ the whole again with each piece replaced by a kernel (re-stitching).
 into the ops of their definition (`decompose`: group_norm, batch_norm, pools whose windows tile
 their input, softmax and logsumexp over non-trailing dims, some losses), groups the ops the DSL
 expresses into maximal chains (an elementwise chain, a row-wise chain, a reduction over leading or
-middle dims, a GEMM or a 1-D or 2-D convolution with its elementwise epilogue) and writes each
+middle dims, a GEMM, a convolution or a pool with its elementwise epilogue) and writes each
 chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
 synth accepts, then the longest from the next op, and so on; an op that starts no accepted run
 stays a PyTorch call, with synth's reason. A Python number among the forward's inputs is first
 written into the graph as a constant where get_inputs gives it unchanged in every draw
 (synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions the
-DSL has no form for (grouped, transposed, 3-D), pools over overlapping or padded windows, ops on
-0-d values, layout changes and the like stay PyTorch or vendor calls.
+conv family does not take (grouped, transposed, 3-D), pools over overlapping or padded windows and
+argmax/argmin are direct pieces (a loop nest per output element); ops on 0-d values, layout changes
+and the like stay PyTorch or vendor calls.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
@@ -73,13 +74,13 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     if op in ("getitem", "getattr"):  # the values of a max or min over a dim
         src = n.args[0] if n.args else None
         return isinstance(src, torch.fx.Node) and _canon(src, gm) in ("max", "min") and n.args[1] in (0, "values")
-    return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op in synth.CONVS or \
+    return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op in synth.CONVS or op in synth.WINDOWS or \
         op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
 
 
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     op = _canon(n, gm)
-    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS else ""
+    return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS or op in synth.WINDOWS else ""
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:

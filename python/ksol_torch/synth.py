@@ -416,6 +416,158 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
             "x_shape": xs, "w_shape": w4, "shape": os_, "x4_shape": x4, "out4_shape": o4}
 
 
+# Ops lowered to the direct family (_window_args): a reduction over a window of the input per
+# output element, one thread each: 1-D to 3-D convolutions the conv family does not take (3-D,
+# grouped or depthwise), transposed ones, max and average pools over overlapping or padded
+# windows, and argmax/argmin over a dim.
+WINDOWS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+           "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "argmax", "argmin")
+
+
+def _spatial(v, sp: int, what: str, op: str) -> Tuple[int, ...]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * sp
+    if isinstance(v, (tuple, list)) and len(v) == sp and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(v)
+    raise Unsupported(f"{op} with {what} {v!r}: not lowered")
+
+
+def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
+    """A convolution (any groups, transposed or not), a pool or an argmax/argmin as the direct
+    family's reduction: its input node, the statement that reduces (with `{x}` and `{w}` for the
+    DSL names of the image and the filter), the program's output space (`dims`, `idx`), how each
+    of the module's output axes maps to the program's indices (`axes`: a grouped channel is two,
+    g and k), the declared and module layouts of image, filter and bias, and the image's
+    `outside` value. Unsupported where the direct family has no form for it."""
+    sh = b.shape(n)
+    mod = b.gm.get_submodule(n.target) if n.op == "call_module" else None
+    x = n.args[0] if n.args else None
+    if not isinstance(x, torch.fx.Node) or sh is None or b.shape(x) is None:
+        raise Unsupported(f"{op} of a value that is not a tensor")
+    xs = b.shape(x)
+    if b.dtype(x) not in (torch.float32, None):
+        raise Unsupported(f"{op} of a {b.dtype(x)} tensor: only float32 is lowered")
+    if op in ("argmax", "argmin"):
+        dim, keep = _arg(n, 1, "dim"), _arg(n, 2, "keepdim", False)
+        if dim is None:
+            lead, red, cols = 1, math.prod(xs), 1
+        else:
+            dim = dim % len(xs)
+            lead, red, cols = math.prod(xs[:dim]), xs[dim], math.prod(xs[dim + 1:])
+        dims = {"B": lead, "R": red, "C": cols}
+        dims.update({f"A{j}": d for j, d in enumerate(xs)})
+        dims.update({f"Y{j}": d for j, d in enumerate(sh)})
+        val = "{x}[b, r, c]" if op == "argmax" else "-{x}[b, r, c]"
+        return {"x": x, "stmt": f"acc[b, c] = argmax({val}) over r", "out_dims": ["B", "C"], "idx": ["b", "c"],
+                "dims": dims, "x_decl": ["B", "R", "C"], "x_layout": [f"A{j}" for j in range(len(xs))],
+                "out_layout": [f"Y{j}" for j in range(len(sh))], "axes": None, "w": None, "bias": None, "outside": None,
+                "out_type": "i64"}
+    sp = len(xs) - 2
+    if sp < 1 or sp > 3 or len(sh) != len(xs):
+        raise Unsupported(f"{op} on a tensor of shape {xs}: only batched 1-D to 3-D images are lowered")
+    sn = ["d", "h", "w"][3 - sp:]       # the output's spatial indices
+    tn = ["t", "r", "s"][3 - sp:]       # the window's
+    dims = {"N": xs[0]}
+    dims.update({f"I{j}": v for j, v in enumerate(xs[2:])})
+    dims.update({f"O{j}": v for j, v in enumerate(sh[2:])})
+    spatial_in, spatial_out = [f"I{j}" for j in range(sp)], [f"O{j}" for j in range(sp)]
+    if "pool" in op:
+        kind = "max" if op.startswith("max") else "mean"
+        if mod is not None:
+            k, st, pad = mod.kernel_size, mod.stride, mod.padding
+            dil, ceil = getattr(mod, "dilation", 1), mod.ceil_mode
+            if getattr(mod, "return_indices", False):
+                raise Unsupported(f"{op} returning indices: not lowered")
+            if kind == "mean" and (getattr(mod, "divisor_override", None) is not None or
+                                   (not mod.count_include_pad and _spatial(pad, sp, "padding", op) != (0,) * sp)):
+                raise Unsupported(f"{op} with a divisor other than the window's size (count_include_pad=False or "
+                                  "divisor_override): not lowered")
+        else:
+            k, st, pad = _arg(n, 1, "kernel_size"), _arg(n, 2, "stride"), _arg(n, 3, "padding", 0)
+            if kind == "max":
+                dil, ceil = _arg(n, 4, "dilation", 1), _arg(n, 5, "ceil_mode", False)
+                if _arg(n, 6, "return_indices", False):
+                    raise Unsupported(f"{op} returning indices: not lowered")
+            else:
+                dil, ceil = 1, _arg(n, 4, "ceil_mode", False)
+                if _arg(n, 6, "divisor_override") is not None or \
+                        (not _arg(n, 5, "count_include_pad", True) and _spatial(pad, sp, "padding", op) != (0,) * sp):
+                    raise Unsupported(f"{op} with a divisor other than the window's size: not lowered")
+        k = _spatial(k, sp, "kernel_size", op)
+        st = k if st is None or st == [] or st == () else _spatial(st, sp, "stride", op)
+        pad, dil = _spatial(pad, sp, "padding", op), _spatial(dil, sp, "dilation", op)
+        if ceil and kind == "mean":
+            floor = [(i + 2 * p - kk) // s + 1 for i, p, kk, s in zip(xs[2:], pad, k, st)]
+            if floor != list(sh[2:]):
+                raise Unsupported(f"{op} with ceil_mode where it adds a window: its divisor is clipped, not lowered")
+        reads = ", ".join(_conv_index(o, s, t, d, p) if (s, d) != (1, 1) or p else f"{o}+{t}"
+                          for o, s, t, d, p in zip(sn, st, tn, dil, pad))
+        over = ", ".join(f"{t}:{kk}" for t, kk in zip(tn, k))
+        return {"x": x, "stmt": f"acc[n, c, {', '.join(sn)}] = {kind}({{x}}[n, c, {reads}]) over {over}",
+                "out_dims": ["N", "C"] + spatial_out, "idx": ["n", "c"] + sn, "dims": {**dims, "C": xs[1]},
+                "x_decl": ["N", "C"] + spatial_in, "x_layout": None, "out_layout": None,
+                "axes": [["n"], ["c"]] + [[i] for i in sn], "w": None, "bias": None,
+                "outside": "-inf" if kind == "max" else "0", "out_type": "f32"}
+    transposed = op.startswith("conv_transpose")
+    if mod is not None:
+        w = f"{n.target}.weight"
+        bias = f"{n.target}.bias" if mod.bias is not None else None
+        stride, padding, dilation, groups = mod.stride, mod.padding, mod.dilation, mod.groups
+        if mod.padding_mode != "zeros":
+            raise Unsupported(f"{op} with padding_mode {mod.padding_mode!r}: only zero padding is lowered")
+    else:
+        wn, bn = _arg(n, 1, "weight"), _arg(n, 2, "bias")
+        stride, padding = _arg(n, 3, "stride", 1), _arg(n, 4, "padding", 0)
+        if transposed:
+            dilation, groups = _arg(n, 7, "dilation", 1), _arg(n, 6, "groups", 1)
+        else:
+            dilation, groups = _arg(n, 5, "dilation", 1), _arg(n, 6, "groups", 1)
+        w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+        bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
+        if w is None or (bn is not None and bias is None):
+            raise Unsupported(f"F.{op} with a filter or bias that is not the module's parameter")
+    if w not in sd or sd[w].dtype != torch.float32 or (bias and sd[bias].dtype != torch.float32):
+        raise Unsupported(f"{op} with a filter or bias that is not a float32 parameter")
+    ws = list(sd[w].shape)
+    if isinstance(padding, str):
+        raise Unsupported(f"{op} with padding {padding!r}: not lowered")
+    stride, padding, dilation = (_spatial(v, sp, what, op) for v, what in
+                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    g = groups
+    taps = ws[2:]
+    dims.update({f"T{j}": v for j, v in enumerate(taps)})
+    tap_dims = [f"T{j}" for j in range(sp)]
+    if transposed:
+        cg, kg = ws[0] // g, ws[1]
+        reads = []
+        for o, s, t, d, p in zip(sn, stride, tn, dilation, padding):
+            e = f"{o}-{t}" + (f"*{d}" if d != 1 else "") + (f"+{p}" if p else "")
+            reads.append(f"({e})/{s}" if s != 1 else e)
+        wread = f"[{'g, ' if g > 1 else ''}c, k, {', '.join(tn)}]"
+        w_decl = (["G"] if g > 1 else []) + ["C", "K"] + tap_dims
+        w_layout = ["CT", "K"] + tap_dims if g > 1 else None
+    else:
+        cg, kg = ws[1], ws[0] // g
+        reads = [_conv_index(o, s, t, d, p) if (s, d) != (1, 1) or p else f"{o}+{t}"
+                 for o, s, t, d, p in zip(sn, stride, tn, dilation, padding)]
+        wread = f"[{'g, ' if g > 1 else ''}k, c, {', '.join(tn)}]"
+        w_decl = (["G"] if g > 1 else []) + ["K", "C"] + tap_dims
+        w_layout = ["KT", "C"] + tap_dims if g > 1 else None
+    dims.update({"C": cg, "K": kg, "CT": xs[1], "KT": sh[1]})
+    gi, gd = (["g"], ["G"]) if g > 1 else ([], [])
+    if g > 1:
+        dims["G"] = g
+    idx = ["n"] + gi + ["k"] + sn
+    stmt = (f"acc[{', '.join(idx)}] = sum({{x}}[n, {'g, ' if g > 1 else ''}c, {', '.join(reads)}] * {{w}}{wread}) "
+            f"over c, {', '.join(tn)}")
+    return {"x": x, "stmt": stmt, "out_dims": ["N"] + gd + ["K"] + spatial_out, "idx": idx, "dims": dims,
+            "x_decl": ["N"] + gd + ["C"] + spatial_in, "x_layout": ["N", "CT"] + spatial_in if g > 1 else None,
+            "out_layout": ["N", "KT"] + spatial_out if g > 1 else None,
+            "axes": [["n"], gi + ["k"]] + [[i] for i in sn], "w": w, "w_decl": w_decl, "w_layout": w_layout,
+            "bias": bias, "bias_decl": gd + ["K"], "bias_layout": ["KT"] if g > 1 else None, "outside": "0",
+            "out_type": "f32"}
+
+
 # GEMM ops, each lowered to the gemm family (_gemm_args): nn.Linear, matmul, mm, bmm and einsum.
 GEMM = ("matmul", "mm", "linear", "bmm", "einsum")
 
@@ -544,23 +696,31 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if not isinstance(ret, torch.fx.Node):
         raise Unsupported("the forward must return one tensor")
     out_shape = b.shape(ret)
-    if b.dtype(ret) not in (torch.float32, None):
-        raise Unsupported(f"the output is {b.dtype(ret)}")
     ops = [(n, _canon(n, gm)) for n in calls]
-    for n, op in ops:
-        if kind_of(op) == "conv" and op not in CONVS:
-            raise Unsupported(f"no DSL form for {op}: only 1-D and 2-D convolutions (not transposed) are lowered")
-    # A conv2d the DSL's conv does not express (groups, a padding mode, a dtype) is named with the
-    # other ops that have no DSL form, and its reason given.
-    conv_why = []
+    # A 1-D or 2-D convolution the conv family does not express (groups) is the direct family's, as
+    # are 3-D and transposed ones, pools and argmax/argmin; one the direct family refuses too (a
+    # padding mode, a dtype) is named with the other ops that have no DSL form, and its reason given.
+    conv_why, windows = [], []
     for n, op in ops:
         if op in CONVS:
             try:
                 _conv_args(b, n, model.state_dict(), op)
+                continue
             except Unsupported as e:
                 conv_why.append((op, str(e)))
-    bad = sorted({op for _, op in ops if kind_of(op) in ("pool", "layout", "other")} |
-                 {op for n, op in ops if kind_of(op) == "rowwise" and op not in ROWWISE and op not in REDUCTIONS} |
+        if op in WINDOWS:
+            try:
+                windows.append((n, _window_args(b, n, model.state_dict(), op)))
+                if op in CONVS:
+                    conv_why.pop()
+            except Unsupported as e:
+                if op not in CONVS:
+                    conv_why.append((op, str(e)))
+    window_nodes = {n for n, _ in windows}
+    if b.dtype(ret) not in (torch.float32, None) and not (b.dtype(ret) == torch.int64 and ret in window_nodes):
+        raise Unsupported(f"the output is {b.dtype(ret)}")
+    bad = sorted({op for n, op in ops if kind_of(op) in ("pool", "layout", "other", "conv") and n not in window_nodes and op not in CONVS} |
+                 {op for n, op in ops if kind_of(op) == "rowwise" and op not in ROWWISE and op not in REDUCTIONS and n not in window_nodes} |
                  {op for op, _ in conv_why})
     if bad:
         raise Unsupported(f"no DSL form for {', '.join(bad)}: the forward is not one DSL program" +
@@ -568,7 +728,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     gemm = [n for n, op in ops if op in GEMM]
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
     column = _column_reduction(b, ops, rowwise, ret)
-    convs = [n for n, op in ops if op in CONVS]
+    convs = [n for n, op in ops if op in CONVS and n not in window_nodes]
+    if windows and (gemm or rowwise or convs or column is not None):
+        raise Unsupported(f"a {_canon(windows[0][0], gm)} with a GEMM, a convolution or a row-wise op is more than one DSL program")
+    if len(windows) > 1:
+        raise Unsupported(f"more than one windowed reduction ({', '.join(_canon(n, gm) for n, _ in windows)})")
     if convs and (gemm or rowwise):
         raise Unsupported("a convolution with a GEMM or a row-wise op is more than one DSL program")
     if len(convs) > 1:
@@ -591,7 +755,19 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
 
     row: List[int] = []
     conv = _conv_args(b, convs[0], sd, _canon(convs[0], gm)) if convs else None
-    if conv is not None:
+    win = windows[0][1] if windows else None
+    if win is not None:
+        # The reduction reads a forward input only (the family has no prologue); its output space
+        # is the program's (a grouped convolution's channels split into g, k), and the ops after
+        # it one elementwise epilogue over that space.
+        if win["x"].name not in ph_names:
+            raise Unsupported(f"the {_canon(windows[0][0], gm)} must read a forward input (the direct family has no prologue)")
+        if len(win["x"].users) > 1:
+            raise Unsupported(f"the {_canon(windows[0][0], gm)}'s input is read again after it: the epilogue reads neither image nor filter")
+        family, idx = "direct", "[" + ", ".join(win["idx"]) + "]"
+        dims = dict(win["dims"])
+        full = list(out_shape)
+    elif conv is not None:
         if conv["x"].name not in ph_names:
             raise Unsupported("the convolution must read a forward input (a conv program has no statements before it)")
         if len(conv["x"].users) > 1:
@@ -714,6 +890,29 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                     dims["U"] = 1
                 return name + at
             return None
+        if family == "direct":
+            axes = _broadcast(list(sh), full)
+            if axes is None or win["axes"] is None:
+                return None
+            kept = [a for a in axes if a is not None]
+            if not kept:
+                raise Unsupported(f"{what} of shape {list(sh)} is one value broadcast to every element: not lowered "
+                                  "(a DSL read is indexed by the output's indices)")
+            names = [i for a in kept for i in win["axes"][a]]
+            decl[name] = [win["out_dims"][win["idx"].index(i)] for i in names]
+            module = (win["out_layout"] or win["out_dims"])
+            lay = []
+            for a in axes:
+                if a is None:
+                    dims["U"] = 1
+                    lay.append("U")
+                elif len(win["axes"][a]) > 1:
+                    lay.append(module[a])
+                else:
+                    lay.append(win["out_dims"][win["idx"].index(win["axes"][a][0])])
+            if lay != decl[name]:
+                layout[name] = lay
+            return name + "[" + ", ".join(names) + "]"
         if family in ("elementwise", "conv"):
             axes = _broadcast(list(sh), full)
             if axes is None:
@@ -740,7 +939,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         return None
 
     for n in tensor_phs:
-        if family == "gemm" or (conv is not None and n is conv["x"]):
+        if family == "gemm" or (conv is not None and n is conv["x"]) or (win is not None and n is win["x"]):
             continue  # bound below by their use
         sh = b.shape(n)
         read = tensor_read(ph_names[n.name], sh, f"input {ph_names[n.name]}")
@@ -785,7 +984,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         # A value read more than once is materialised, so that the expression does not grow (in a
         # GEMM's epilogue it is repeated instead: the family takes one output definition); any
         # other is kept in parentheses, so that it composes whatever operator reads it.
-        if users.get(n.name, 0) > 1 and family not in ("gemm", "conv", "colwise"):  # one output definition
+        if users.get(n.name, 0) > 1 and family not in ("gemm", "conv", "colwise", "direct"):  # one output definition
             v = b.fresh()
             at = "[r]" if family == "rowwise" and _row_value(expr) else idx
             b.stmts.append(f"{v}{at} = {expr}")
@@ -833,6 +1032,31 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 decl[params[ga["bias"]]] = ["N"]
                 used_params.add(ga["bias"])
                 expr = f"{expr} + {params[ga['bias']]}[n]"
+            bind(n, expr)
+            continue
+        if win is not None and n is windows[0][0]:
+            x = ph_names[win["x"].name]
+            decl[x] = win["x_decl"]
+            if win["x_layout"]:
+                layout[x] = win["x_layout"]
+            w = None
+            if win["w"] is not None:
+                w = params[win["w"]]
+                used_params.add(win["w"])
+                decl[w] = win["w_decl"]
+                if win["w_layout"]:
+                    layout[w] = win["w_layout"]
+            b.stmts.append(win["stmt"].format(x=x, w=w))
+            expr = "acc" + idx
+            if win["bias"] is not None:
+                bn_ = params[win["bias"]]
+                used_params.add(win["bias"])
+                decl[bn_] = win["bias_decl"]
+                if win["bias_layout"]:
+                    layout[bn_] = win["bias_layout"]
+                expr = f"acc{idx} + {bn_}[{', '.join(i for i in win['idx'] if i in ('g', 'k'))}]"
+            if win["out_type"] == "i64":
+                expr = f"i64(acc{idx})"
             bind(n, expr)
             continue
         if conv is not None and n is conv["node"]:
@@ -1002,14 +1226,18 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     if family == "colwise":
         if final != f"output0{at}":
             raise Unsupported("a column reduction is the program's one definition: nothing may follow it")
-    elif family == "conv" and final == "acc[n, k, h, w]":
+    elif family in ("conv", "direct") and final == "acc" + idx:
         b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
     else:
         b.stmts.append(f"output0{'[r]' if rows_out else idx} = {final}")
     for n in tensor_phs:
         if ph_names[n.name] not in decl:
             raise Unsupported(f"input {ph_names[n.name]} is not read by the lowered program")
-    if family == "conv":
+    if family == "direct":
+        decl["output0"] = win["out_dims"]
+        if win["out_layout"]:
+            layout["output0"] = win["out_layout"]
+    elif family == "conv":
         decl["output0"] = ["N", "K", "P", "Q"]
         if conv["op"] == "conv1d":
             layout["output0"] = ["N", "K", "Q"]
@@ -1039,10 +1267,14 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
     # The tensor table, in the ABI's order, each tensor as the module lays it out; the program's
     # header in the same order, each as the program reads it.
     names = [(ph_names[n.name], "in") for n in tensor_phs] + [(params[k], "in") for k in sd] + [("output0", "out")]
-    table = [{"name": nm, "role": role, "shape": layout.get(nm, decl[nm]), "dtype": "f32"} for nm, role in names]
-    # A conv's image reads 0 outside its extents: the convolution's zero padding.
-    outside = {ph_names[conv["x"].name]} if conv is not None else set()
-    ins = ", ".join(f"{nm}: f32[{', '.join(decl[nm])}]{' outside 0' if nm in outside else ''}" for nm, role in names if role == "in")
+    out_type = win["out_type"] if win is not None else "f32"
+    table = [{"name": nm, "role": role, "shape": layout.get(nm, decl[nm]), "dtype": out_type if role == "out" else "f32"}
+             for nm, role in names]
+    # A conv's image reads 0 outside its extents: the convolution's zero padding; a max pool's -inf.
+    outside = {ph_names[conv["x"].name]: "0"} if conv is not None else \
+        {ph_names[win["x"].name]: win["outside"]} if win is not None and win["outside"] else {}
+    ins = ", ".join(f"{nm}: f32[{', '.join(decl[nm])}]{' outside ' + outside[nm] if nm in outside else ''}"
+                    for nm, role in names if role == "in")
     out_dims = decl["output0"]
     schedule = {
         "elementwise": ["threads = 256", "vector = 1"],
@@ -1050,9 +1282,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
         "conv": ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
+        "direct": ["threads = 256"],
     }[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
     text = (f"# Lowered by ksol from the module's forward ({'rowwise, a column reduction' if family == 'colwise' else family}); the schedule is a plain default.\n" + notes +
-            f"kernel model({ins}) -> (output0: f32[{', '.join(out_dims)}]) {{\n" +
+            f"kernel model({ins}) -> (output0: {out_type}[{', '.join(out_dims)}]) {{\n" +
             "".join(f"  {s}\n" for s in b.stmts) + "}\nschedule {\n" + "".join(f"  {s}\n" for s in schedule) + "}\n")
     return {"program": text, "family": "rowwise" if family == "colwise" else family, "tensors": table, "dims": dims, "dim_order": list(dims), "constants": constants}

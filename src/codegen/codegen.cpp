@@ -21,6 +21,7 @@ const FamilyGenerator* lookup(const std::string& family) {
       &detail::rowwise_family(),
       &detail::gemm_family(),
       &detail::conv_family(),
+      &detail::direct_family(),
       &detail::sparse_family(),
       &detail::stencil_family(),
   };
@@ -33,7 +34,7 @@ const FamilyGenerator* family_of(const dsl::Program& p) { return lookup(p.family
 
 std::string no_family(const dsl::Program& p) {
   return "no code generator for the " + (p.family.empty() ? std::string("(unrecognised)") : p.family) +
-         " family yet; generators exist for elementwise, rowwise, gemm, conv, sparse and stencil";
+         " family yet; generators exist for elementwise, rowwise, gemm, conv, direct, sparse and stencil";
 }
 
 // The generator for p when it can implement it; throws std::runtime_error with the reason otherwise.

@@ -45,6 +45,7 @@ const FamilyGenerator& elementwise_family();
 const FamilyGenerator& rowwise_family();
 const FamilyGenerator& gemm_family();
 const FamilyGenerator& conv_family();
+const FamilyGenerator& direct_family();
 // Whether a conv program (whose schedule is legal) runs CUTLASS's sm90 conv: mainloop = tma, or
 // auto where the tensor cores apply.
 bool conv_uses_tma(const dsl::Program& p);

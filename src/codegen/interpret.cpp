@@ -164,10 +164,13 @@ class Interpreter {
     for (size_t k = 0; k < e.indices.size(); ++k) {
       const dsl::IndexExpr& ix = e.indices[k];
       const int64_t n = extent((*t.extents)[k]);
-      const int64_t i = ix.scale * env.at(ix.var) + (ix.plus.empty() ? 0 : ix.plus_scale * env.at(ix.plus)) + ix.offset;
+      int64_t i = ix.scale * env.at(ix.var) + (ix.plus.empty() ? 0 : ix.plus_scale * env.at(ix.plus)) + ix.offset;
+      // A divided index that is not a multiple of its divisor is outside the tensor.
+      if (ix.divisor != 1) i = i >= 0 && i % ix.divisor == 0 ? i / ix.divisor : -1;
       if (i < 0 || i >= n) {
         const dsl::Param* prm = p_.param(e.name);
         if (prm && prm->zero_outside) return 0;
+        if (prm && prm->lowest_outside) return -std::numeric_limits<double>::infinity();
         fail("reads " + e.name + " at index " + std::to_string(i) + " of " + std::to_string(n) +
              " (offset reads outside a tensor have no defined value)");
       }
@@ -204,9 +207,10 @@ class Interpreter {
     }
   }
 
-  // A sum over several indices (a conv's over c, r, s): every combination, the first index
-  // outermost, one rounded addition each.
-  double sum_over_all(const Definition& d, std::map<std::string, int64_t>& env) const {
+  // A reduction over several indices (a conv's sum over c, r, s, a pool's max over r, s): every
+  // combination, the first index outermost, one rounded addition each (a mean divides the sum by
+  // their count).
+  double reduce_over_all(const Definition& d, std::map<std::string, int64_t>& env) const {
     std::vector<std::string> vars = {d.over};
     std::vector<int64_t> ext = {extent(d.over_extent)};
     for (size_t j = 0; j < d.over_rest.size(); ++j) {
@@ -216,19 +220,26 @@ class Interpreter {
     int64_t total = 1;
     for (int64_t e : ext) total *= e;
     std::vector<int64_t> idx(vars.size(), 0);
-    double acc = 0;
+    const bool extreme = d.reduce == ReduceOp::max || d.reduce == ReduceOp::min;
+    double acc = d.reduce == ReduceOp::max   ? -std::numeric_limits<double>::infinity()
+                 : d.reduce == ReduceOp::min ? std::numeric_limits<double>::infinity()
+                                             : 0.0;
     for (int64_t step = 0; step < total; ++step) {
       for (size_t k = 0; k < vars.size(); ++k) env[vars[k]] = idx[k];
-      acc = round(acc + eval(d.body, env), d.type);
+      const double v = eval(d.body, env);
+      if (d.reduce == ReduceOp::max) acc = max_nan(acc, v);
+      else if (d.reduce == ReduceOp::min) acc = min_nan(acc, v);
+      else acc = round(acc + v, d.type);
       for (size_t k = idx.size(); k-- > 0;)
         if (++idx[k] < ext[k]) break;
         else idx[k] = 0;
     }
-    return acc;
+    if (d.reduce == ReduceOp::mean) acc = round(acc / static_cast<double>(total), d.type);
+    return extreme ? round(acc, d.type) : acc;
   }
 
   double value_at(const Definition& d, std::map<std::string, int64_t>& env, int64_t over_n) const {
-    if (!d.over_rest.empty()) return sum_over_all(d, env);
+    if (!d.over_rest.empty()) return reduce_over_all(d, env);
     switch (d.reduce) {
       case ReduceOp::none: return eval(d.body, env);
       case ReduceOp::scan: {

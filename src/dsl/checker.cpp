@@ -88,8 +88,11 @@ class Checker {
           src_.fail(prm.loc, std::string(prm.format == "ell" ? "an " : "a ") + prm.format + " matrix has two extents, [ROWS, COLS]");
         if (sparse && list == &p_.outputs)
           src_.fail(prm.loc, "an output cannot be " + prm.format + "; only inputs may be sparse");
-        if (prm.zero_outside && list == &p_.outputs)
-          src_.fail(prm.loc, "an output cannot be 'outside 0'; only inputs are read outside their extents");
+        if ((prm.zero_outside || prm.lowest_outside) && list == &p_.outputs)
+          src_.fail(prm.loc, std::string("an output cannot be 'outside ") + (prm.zero_outside ? "0" : "-inf") +
+                                 "'; only inputs are read outside their extents");
+        if (prm.lowest_outside && sparse)
+          src_.fail(prm.loc, "a sparse matrix cannot be 'outside -inf'");
         if (prm.zero_outside && sparse)
           src_.fail(prm.loc, std::string(prm.format == "ell" ? "an " : "a ") + prm.format + " matrix cannot be 'outside 0'; its missing entries are zero already");
         for (const std::string& ext : prm.extents)
@@ -125,6 +128,7 @@ class Checker {
   std::set<std::string> vars_;
   std::map<std::string, Binding> scope_;
   std::set<std::string> added_;  // indices read in a sum of two (h+r), for the extent message
+  std::set<std::string> reduced_;  // the definition's reduced indices, for the same
 
   const Param* input(const std::string& name) const {
     for (const Param& prm : p_.inputs)
@@ -150,6 +154,9 @@ class Checker {
     vars_.clear();
     scope_.clear();
     added_.clear();
+    reduced_.clear();
+    if (d.reduce != ReduceOp::none) reduced_.insert(d.over);
+    reduced_.insert(d.over_rest.begin(), d.over_rest.end());
 
     for (size_t j = 0; j < d.indices.size(); ++j)
       if (!vars_.insert(d.indices[j]).second)
@@ -163,13 +170,23 @@ class Checker {
       vars_.insert(d.over);
       for (size_t j = 0; j < d.over_rest.size(); ++j) {
         const std::string& v = d.over_rest[j];
-        if (d.reduce != ReduceOp::sum)
-          src_.fail(locs.over_rest[j], std::string("only sum reduces over several indices; this ") + reduce_name(d.reduce) +
-                                           " reduces over '" + d.over + "' and '" + v + "'");
+        if (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min && d.reduce != ReduceOp::mean)
+          src_.fail(locs.over_rest[j], std::string("only sum, max, min and mean reduce over several indices; this ") +
+                                           reduce_name(d.reduce) + " reduces over '" + d.over + "' and '" + v + "'");
         if (std::find(d.indices.begin(), d.indices.end(), v) != d.indices.end())
           src_.fail(locs.over_rest[j], "'" + v + "' is reduced, so it cannot also appear on the left-hand side");
         if (!vars_.insert(v).second) src_.fail(locs.over_rest[j], "'" + v + "' is reduced over twice");
       }
+    }
+    // Extents written after the reduced indices (over r:3): a number, or a dim a parameter declares.
+    for (size_t j = 0; j < d.over_written.size(); ++j) {
+      const std::string& e = d.over_written[j];
+      if (e.empty()) continue;
+      const Loc at = j == 0 ? locs.over : locs.over_rest[j - 1];
+      if (!extent_is_number(e) && !dims_.count(e))
+        src_.fail(at, "'" + e + "' is not a dim of the program's parameters; a reduced index's extent is one of them or a "
+                      "positive integer");
+      bind(j == 0 ? d.over : d.over_rest[j - 1], e, at, "as written after it");
     }
     if (out) {
       if (d.indices.size() != out->extents.size())
@@ -244,6 +261,9 @@ class Checker {
 
   std::string extent_of(const std::string& var, Loc at) const {
     auto it = scope_.find(var);
+    if (it == scope_.end() && added_.count(var) && reduced_.count(var))
+      src_.fail(at, "cannot infer the extent of the reduced index '" + var + "': it is read only in sums of two indices "
+                    "(h+r), which give neither index an extent; write it after the index, as a pool's window: over " + var + ":3");
     if (it == scope_.end() && added_.count(var))
       src_.fail(at, "cannot infer the extent of index '" + var + "': it is read only in sums of two indices (h+r), which "
                     "give neither index an extent, and no output's definition reads '" + current_ + "' with it alone; "
@@ -362,7 +382,7 @@ class Checker {
         src_.fail(ix.loc, "index '" + ix.plus + "' is not bound: use it on the left-hand side or reduce over it");
       // h + r ranges over neither h's extent nor r's, so such a position gives neither index
       // its extent: other reads (the output's, the filter's) must.
-      if (ix.plus.empty()) bind(ix.var, extents[k], ix.loc, "position " + std::to_string(k + 1) + " of " + n);
+      if (!index_is_compound(ix)) bind(ix.var, extents[k], ix.loc, "position " + std::to_string(k + 1) + " of " + n);
       if (!ix.plus.empty()) added_.insert({ix.var, ix.plus});
     }
   }

@@ -1,6 +1,8 @@
 // Which code generator family a checked program belongs to (docs/DSL.md, "The schedule"), or
 // why none does. The tests, in order: any read at a sum of two indices (X[n, c, h+r-1, w+s-1])
-// makes it a conv, any csr input sparse, any offset read a stencil, no reduction elementwise, a
+// makes it a conv when it is the conv family's 2-D convolution and otherwise direct (a loop nest
+// per output element: 3-D, transposed and grouped convolutions, pools), as does a reduction over
+// several indices or an argmax over an index other than the last; any csr input sparse, any offset read a stencil, no reduction elementwise, a
 // sum of A[m, k] * B[k, n] a gemm, anything else must be row-wise. Fixed extents (F: f32[K, C,
 // 3, 3]), `outside 0` and sums over several indices exist for the conv alone.
 #include <string>
@@ -74,7 +76,9 @@ class Recogniser {
   std::string run() {
     for (const Definition& d : p_.defs)
       for (const Expr* r : reads_of(d.body))
-        if (sum_index(*r)) return conv(d, *r);
+        if (sum_index(*r)) return conv_shaped(d) ? conv(d, *r) : direct(d);
+    for (const Definition& d : p_.defs)
+      if (!d.over_rest.empty() || (d.reduce == ReduceOp::argmax && reduces_inner(d))) return direct(d);
     conv_only_features();
     for (const Param& prm : p_.inputs)
       if (prm.format != "dense") return sparse();
@@ -115,6 +119,88 @@ class Recogniser {
     return "sparse";
   }
 
+  // Whether a sum over several indices is the conv family's 2-D convolution: a sum over three
+  // indices into four of a product of two input reads of four indices each, at sums of two
+  // indices with positive coefficients and no divisor. Any other reduction over a window (3-D, 1-D,
+  // grouped through views, transposed, a pool) is the direct family's.
+  bool conv_shaped(const Definition& d) const {
+    if (d.reduce != ReduceOp::sum || d.over_rest.size() != 2 || d.indices.size() != 4) return false;
+    if (d.body.kind != Expr::Kind::binary || d.body.op != "*") return false;
+    const Expr* a = strip_casts(d.body.args[0]);
+    const Expr* b = strip_casts(d.body.args[1]);
+    if (!a || !b || !is_input(a->name) || !is_input(b->name)) return false;
+    for (const Expr* x : {a, b}) {
+      if (x->indices.size() != 4 || p_.param(x->name)->lowest_outside) return false;
+      for (const IndexExpr& ix : x->indices)
+        if (ix.divisor != 1 || ix.plus_scale < 1) return false;
+    }
+    return true;
+  }
+
+  // Whether some read of the body has the reduced index before its last position.
+  static bool reduces_inner(const Definition& d) {
+    for (const Expr* x : reads_of(d.body))
+      for (size_t pos = 0; pos + 1 < x->indices.size(); ++pos)
+        if (x->indices[pos].var == d.over) return true;
+    return false;
+  }
+
+  // One reduction (sum, max, min, mean over one or several indices, argmax over one) of an
+  // expression of input reads at any indices, the reads that leave a tensor's extents (sums of
+  // two indices, divided ones) of tensors declared `outside 0` or `outside -inf`; then at most
+  // one elementwise output definition, as a conv's epilogue. One thread computes each output
+  // element by looping over the reduced indices (src/codegen/direct.cpp).
+  std::string direct(const Definition& d) const {
+    const std::string hint = "; a direct reduction is one definition such as Y[n, c, h] = max(X[n, c, h*2+r-1]) over r, "
+                             "then at most one elementwise output definition";
+    if (d.reduce == ReduceOp::none || d.reduce == ReduceOp::scan)
+      src_.fail(d.loc, "'" + d.name + "' reads a tensor at a sum of two indices but is " +
+                           (d.reduce == ReduceOp::none ? std::string("no reduction") : std::string("a scan")) + hint);
+    for (const Expr* r : reads_of(d.body)) {
+      if (!is_input(r->name))
+        src_.fail(r->loc, "'" + d.name + "' reads the definition '" + r->name + "'; a direct reduction reads inputs only" + hint);
+      const Param* prm = p_.param(r->name);
+      for (const IndexExpr& ix : r->indices)
+        if (index_is_compound(ix) && !prm->zero_outside && !prm->lowest_outside)
+          src_.fail(ix.loc, "'" + r->name + "' is read at " + index_text(ix) +
+                                ", which leaves its extents at the edges; say what it holds there: " + r->name + ": " +
+                                type_name(prm->type) + list_text(prm->extents) + " outside 0 (or outside -inf)");
+    }
+    bool before = true;
+    const Definition* epi = nullptr;
+    for (const Definition& other : p_.defs) {
+      if (&other == &d) {
+        before = false;
+        continue;
+      }
+      if (before)
+        src_.fail(other.loc, "'" + other.name + "' comes before the reduction '" + d.name + "'; a prologue is" + kNoFamily +
+                                 " (a direct reduction reads inputs only)");
+      if (other.reduce != ReduceOp::none)
+        src_.fail(other.loc, "'" + other.name + "' is a reduction besides '" + d.name + "'" + hint);
+      if (epi) src_.fail(other.loc, "'" + other.name + "' is a second definition after the reduction '" + d.name + "'" + hint);
+      epi = &other;
+    }
+    if (epi) {
+      if (!epi->is_output) src_.fail(epi->loc, "'" + epi->name + "' after the reduction '" + d.name + "' is an intermediate" + hint);
+      if (epi->extents != d.extents)
+        src_.fail(epi->loc, "the epilogue keeps the output space " + list_text(d.extents) + ", but '" + epi->name +
+                                "' ranges over " + list_text(epi->extents));
+      for (const Expr* r : reads_of(epi->body)) {
+        if (r->name == d.name && !reads_at(*r, epi->indices))
+          src_.fail(r->loc, "the epilogue reads '" + d.name + "' at other indices than its own " + list_text(epi->indices));
+        if (r->name != d.name && !reads_broadcast(*r, epi->indices))
+          src_.fail(r->loc, "the epilogue reads '" + r->name + "' at indices other than " + list_text(epi->indices) +
+                                " or some of them in that order");
+      }
+    }
+    for (const Param& prm : p_.outputs)
+      for (const std::string& e : prm.extents)
+        if (extent_is_number(e))
+          src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e + "; only inputs may have one");
+    return "direct";
+  }
+
   // The language features that only a conv uses, refused in every other program.
   void conv_only_features() const {
     for (const auto* list : {&p_.inputs, &p_.outputs}) {
@@ -123,15 +209,12 @@ class Recogniser {
           if (extent_is_number(e))
             src_.fail(prm.loc, "'" + prm.name + "' has the fixed extent " + e +
                                    "; fixed extents are for a conv's inputs (its filter), and elsewhere" + kNoFamily + " (use a dim name)");
-        if (prm.zero_outside)
-          src_.fail(prm.loc, "'" + prm.name + "' is 'outside 0' but no read leaves its extents through a sum of two "
-                             "indices (h+r); zero padding is for a conv's image, and elsewhere" + kNoFamily);
+        if (prm.zero_outside || prm.lowest_outside)
+          src_.fail(prm.loc, "'" + prm.name + "' is 'outside " + (prm.zero_outside ? "0" : "-inf") +
+                                 "' but no read leaves its extents through a sum of two indices (h+r); padding is for "
+                                 "a conv's image or a pool's input, and elsewhere" + kNoFamily);
       }
     }
-    for (const Definition& d : p_.defs)
-      if (!d.over_rest.empty())
-        src_.fail(d.loc, "'" + d.name + "' sums over several indices but reads no tensor at a sum of two indices (h+r); "
-                         "such a sum is a conv's, and elsewhere" + kNoFamily);
   }
 
   // Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s: one sum over

@@ -37,9 +37,12 @@ const char* reduce_name(ReduceOp r) {
 
 std::string index_text(const IndexExpr& ix) {
   std::string s = ix.var + (ix.scale != 1 ? "*" + std::to_string(ix.scale) : "");
-  if (!ix.plus.empty()) s += "+" + ix.plus + (ix.plus_scale != 1 ? "*" + std::to_string(ix.plus_scale) : "");
+  if (!ix.plus.empty()) {
+    const int64_t c = ix.plus_scale < 0 ? -ix.plus_scale : ix.plus_scale;
+    s += (ix.plus_scale < 0 ? "-" : "+") + ix.plus + (c != 1 ? "*" + std::to_string(c) : "");
+  }
   if (ix.offset != 0) s += (ix.offset > 0 ? "+" : "-") + std::to_string(ix.offset > 0 ? ix.offset : -ix.offset);
-  return s;
+  return ix.divisor != 1 ? "(" + s + ")/" + std::to_string(ix.divisor) : s;
 }
 
 bool extent_is_number(const std::string& extent) {

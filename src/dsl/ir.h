@@ -21,16 +21,22 @@ bool type_is_float(Type t);
 
 // One index of a tensor read: a variable plus a constant offset (offsets make stencils), or
 // two variables plus an offset (`h + r - 1`: an output index shifted by a filter index, as a
-// convolution reads its image), each of the two with a positive coefficient (`h*2 + r - 1` for
-// stride 2, `h + r*2 - 2` for dilation 2). The value is scale*var + plus_scale*plus + offset.
+// convolution reads its image), the first with a positive coefficient and the second with a
+// nonzero one (`h*2 + r - 1` for stride 2, `h + r*2 - 2` for dilation 2, `h - r + 1` for a
+// transposed convolution). The value is (scale*var + plus_scale*plus + offset) / divisor; with a
+// divisor (`(h - r + 1)/2`, a transposed convolution's stride) a value that is not a multiple of
+// it is outside the tensor, as one past its extents is.
 struct IndexExpr {
   std::string var;
   std::string plus;  // the second variable added to `var`, or empty
   int64_t offset = 0;
   int64_t scale = 1, plus_scale = 1;  // coefficients, other than 1 only with `plus`
+  int64_t divisor = 1;                // other than 1 only with `plus`
   Loc loc;
 };
-// An index as the program writes it: i, i-1, h+r-1, h*2+r*3-2.
+// Whether the index is more than a variable plus an offset (a sum of two, a divisor).
+inline bool index_is_compound(const IndexExpr& ix) { return !ix.plus.empty() || ix.divisor != 1; }
+// An index as the program writes it: i, i-1, h+r-1, h*2+r*3-2, (h-r+1)/2.
 std::string index_text(const IndexExpr& ix);
 
 struct Expr {
@@ -69,6 +75,10 @@ struct Definition {
   // Further reduced indices of a sum over several (`sum(...) over c, r, s`: `over` is c, these
   // r and s, outermost first), with their extents; empty for a reduction over one index.
   std::vector<std::string> over_rest, over_rest_extents;
+  // Each reduced index's extent as the program writes it after the index (`over r:3, s:3`: a
+  // pool's window, which no tensor is read at plainly), parallel to `over` then `over_rest`; ""
+  // where it is inferred from the reads.
+  std::vector<std::string> over_written;
   Expr body;                         // the reduced expression (or the value, when reduce == none)
   Type type = Type::f32;             // the definition's element type
   bool is_output = false;
@@ -83,6 +93,7 @@ struct Param {
   std::vector<std::string> extents;
   std::string format = "dense";      // dense | csr | coo | ell
   bool zero_outside = false;         // `outside 0`: reads outside the extents give 0 (padding)
+  bool lowest_outside = false;       // `outside -inf`: they give -inf (a max pool's padding)
   Loc loc;
 };
 

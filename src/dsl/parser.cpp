@@ -203,14 +203,21 @@ class Parser {
       expect("]", "to close the parameter's extents");
       if (peek().kind == Tok::ident && peek().text == "outside") {
         next();
-        const Token& v = peek();
-        if (v.kind != Tok::number || v.value != 0) {
-          std::string decl = prm.name + ": " + type_name(prm.type) + "[";
-          for (size_t i = 0; i < prm.extents.size(); ++i) decl += (i ? ", " : "") + prm.extents[i];
-          fail_at(v, "only 0 may be read outside a tensor's extents: " + decl + "] outside 0");
+        // `outside -inf` is a max pool's padding: the maximum of a window ignores it.
+        if (is_punct(peek(), "-") && peek(1).kind == Tok::ident && peek(1).text == "inf") {
+          next();
+          next();
+          prm.lowest_outside = true;
+        } else {
+          const Token& v = peek();
+          if (v.kind != Tok::number || v.value != 0) {
+            std::string decl = prm.name + ": " + type_name(prm.type) + "[";
+            for (size_t i = 0; i < prm.extents.size(); ++i) decl += (i ? ", " : "") + prm.extents[i];
+            fail_at(v, "only 0 or -inf may be read outside a tensor's extents: " + decl + "] outside 0");
+          }
+          next();
+          prm.zero_outside = true;
         }
-        next();
-        prm.zero_outside = true;
       }
       list.push_back(std::move(prm));
     } while (accept(","));
@@ -265,10 +272,12 @@ class Parser {
       const Token& over = expect_ident("the reduced index after 'over'");
       d.over = over.text;
       locs.over = over.loc;
+      d.over_written.push_back(written_extent());
       while (accept(",")) {
         const Token& more = expect_ident("another reduced index after ','");
         d.over_rest.push_back(more.text);
         locs.over_rest.push_back(more.loc);
+        d.over_written.push_back(written_extent());
       }
       if (!(peek().kind == Tok::newline || is_punct(peek(), ";") || is_punct(peek(), "}")))
         fail_at(peek(), "a reduction must be the whole right-hand side; compute the rest in a following definition");
@@ -277,6 +286,17 @@ class Parser {
     }
     out_.program.defs.push_back(std::move(d));
     out_.stmts.push_back(std::move(locs));
+  }
+
+  // `:EXTENT` after a reduced index (a positive integer or a dim name), or "" without one.
+  std::string written_extent() {
+    if (!accept(":")) return "";
+    const Token& e = peek();
+    if (e.kind == Tok::number) {
+      if (!e.integer || to_int(e) < 1) fail_at(e, "a reduced index's extent is a dim name or a positive integer, not " + e.text);
+      return std::to_string(to_int(next()));
+    }
+    return expect_ident("the reduced index's extent after ':' (a dim name or a positive integer)").text;
   }
 
   // sum, mean, argmax and scan are always reductions; max and min are reductions only when
@@ -438,6 +458,31 @@ class Parser {
   IndexExpr index() {
     const char* shape = "an index is a name, optionally plus a second name and plus or minus an integer: i, i+1, h+r-1, "
                         "the two names with integer coefficients in a conv: h*2+r-1";
+    // (h-r+1)/2: a sum of two names divided by a positive integer (a transposed convolution's
+    // stride); a value that is not a multiple of it reads outside the tensor.
+    if (is_punct(peek(), "(")) {
+      const Token& open = next();
+      IndexExpr ix = sum_index(shape);
+      expect(")", "to close the divided index");
+      expect("/", "after a parenthesized index (an index in parentheses is divided: (h-r+1)/2)");
+      const Token& c = peek();
+      if (c.kind != Tok::number || !c.integer || to_int(c) < 1)
+        fail_at(c, "an index divisor is a positive integer, not " + c.text);
+      ix.divisor = to_int(next());
+      if (ix.plus.empty()) fail_at(open, "a divided index is a sum of two names, as a transposed convolution reads: (h-r+1)/2");
+      if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
+      return ix;
+    }
+    IndexExpr ix = sum_index(shape);
+    if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
+    // A strided or dilated read is a conv's image read, which adds two indices.
+    if (ix.scale != 1 && ix.plus.empty())
+      src_.fail(ix.loc, "an index coefficient (" + index_text(ix) + ") is only for a conv's image read, which adds two "
+                        "indices: h*2+r-1 (stride 2), h+r*2-2 (dilation 2)");
+    return ix;
+  }
+
+  IndexExpr sum_index(const char* shape) {
     if (peek().kind == Tok::number && is_punct(peek(1), "*") && peek(2).kind == Tok::ident)
       fail_at(peek(), "write an index coefficient after its name: " + peek(2).text + "*" + peek().text + ", not " +
                           peek().text + "*" + peek(2).text);
@@ -452,10 +497,10 @@ class Parser {
       bool minus = next().text == "-";
       const Token& n = peek();
       if (n.kind == Tok::ident) {
-        if (minus) fail_at(n, "an index may add a second name but not subtract it: h+r, not h-r");
         if (!ix.plus.empty() || has_offset) fail_at(n, shape);
         ix.plus = next().text;
         ix.plus_scale = coefficient(ix.plus);
+        if (minus) ix.plus_scale = -ix.plus_scale;
         continue;
       }
       if (n.kind != Tok::number || has_offset) fail_at(n, shape);
@@ -464,11 +509,6 @@ class Parser {
       if (minus) ix.offset = -ix.offset;
       has_offset = true;
     }
-    if (!is_punct(peek(), ",") && !is_punct(peek(), "]")) fail_at(peek(), shape);
-    // A strided or dilated read is a conv's image read, which adds two indices.
-    if (ix.scale != 1 && ix.plus.empty())
-      src_.fail(ix.loc, "an index coefficient (" + index_text(ix) + ") is only for a conv's image read, which adds two "
-                        "indices: h*2+r-1 (stride 2), h+r*2-2 (dilation 2)");
     return ix;
   }
 

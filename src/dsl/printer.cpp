@@ -47,7 +47,7 @@ std::string join_list(const std::vector<std::string>& v) {
 
 std::string param_text(const Param& p) {
   return p.name + ": " + (p.format == "dense" ? "" : p.format + " ") + type_name(p.type) + "[" + join_list(p.extents) + "]" +
-         (p.zero_outside ? " outside 0" : "");
+         (p.zero_outside ? " outside 0" : "") + (p.lowest_outside ? " outside -inf" : "");
 }
 
 std::string schedule_text(const ScheduleValue& v) {
@@ -144,8 +144,9 @@ std::string print_source(const Program& p) {
       o << detail::format_expr(d.body);
     else
     {
-      o << reduce_name(d.reduce) << "(" << detail::format_expr(d.body) << ") over " << d.over;
-      for (const std::string& v : d.over_rest) o << ", " << v;
+      auto written = [&](size_t j) { return j < d.over_written.size() && !d.over_written[j].empty() ? ":" + d.over_written[j] : ""; };
+      o << reduce_name(d.reduce) << "(" << detail::format_expr(d.body) << ") over " << d.over << written(0);
+      for (size_t j = 0; j < d.over_rest.size(); ++j) o << ", " << d.over_rest[j] << written(j + 1);
     }
     o << "\n";
   }

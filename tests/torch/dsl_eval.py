@@ -33,15 +33,31 @@ def as_declared(text, dims, tensors):
     return {name: x.reshape([_extent(dims, d) for d in decl[name]]) for name, x in tensors.items()}
 
 
-_TERM = re.compile(r"([a-z_][a-z0-9_]*)(?:\*(\d+))?")
+_TERM = re.compile(r"([+-]?)([a-z_][a-z0-9_]*)(?:\*(\d+))?")
 
 
 def _subscript(e):
-    """A subscript as ([(index, coefficient)], offset): `h*2+r-1` is ([("h", 2), ("r", 1)], -1)."""
+    """A subscript as ([(index, coefficient)], offset, divisor): `h*2+r-1` is ([("h", 2), ("r", 1)], -1, 1),
+    `(h-r+1)/2` is ([("h", 1), ("r", -1)], 1, 2)."""
     e = e.replace(" ", "")
+    div = 1
+    m = re.fullmatch(r"\((.*)\)/(\d+)", e)
+    if m:
+        e, div = m.group(1), int(m.group(2))
     m = re.fullmatch(r"(.*?)([+-]\d+)?", e)
     body, off = m.group(1), int(m.group(2) or 0)
-    return [(t.group(1), int(t.group(2) or 1)) for t in _TERM.finditer(body)], off
+    return [(t.group(2), (-1 if t.group(1) == "-" else 1) * int(t.group(3) or 1)) for t in _TERM.finditer(body)], off, div
+
+
+def outside(text):
+    """The value each `outside` parameter reads past its extents: name -> 0.0 or -inf."""
+    head = re.search(r"kernel\s+\w+\((.*?)\)\s*->", text, re.S)
+    out = {}
+    for part in re.split(r",\s*(?![^\[]*\])", head.group(1)):
+        m = re.search(r"outside\s+(-inf|0)", part)
+        if m:
+            out[part.split(":", 1)[0].strip()] = float("-inf") if m.group(1) == "-inf" else 0.0
+    return out
 
 
 def run(text, inputs, dims=None):
@@ -54,19 +70,24 @@ def run(text, inputs, dims=None):
     stmts = [s.strip() for s in body.splitlines() if s.strip() and not s.strip().startswith("#")]
     outs = [p.split(":")[0].strip() for p in re.split(r",\s*(?![^\[]*\])", head.group(2))]
     order = []  # every index name, in order of first appearance: the axes of the global space
+    written = {}  # reduced indices with their extent written after them (over r:3)
     for s in stmts:
         lhs = _READ.match(s)
         for i in [x.strip() for x in lhs.group(2).split(",")]:
             if i not in order:
                 order.append(i)
-        m = re.search(r"\bover\s+([\w\s,]+?)\s*$", s)
+        m = re.search(r"\bover\s+([\w\s,:]+?)\s*$", s)
         for ax in ([a.strip() for a in m.group(1).split(",")] if m else []):
+            ax, _, ext = ax.partition(":")
             if ax not in order:
                 order.append(ax)
+            if ext:
+                written[ax] = int(ext)
     values = {}
     # Index extents, where a compound subscript needs them: plain reads of inputs, and the
     # outputs' left-hand indices at their declared dims.
-    extents = {}
+    extents = dict(written)
+    fills = outside(text)
     for s in stmts:
         for m in _READ.finditer(s):
             idx = [x.strip() for x in m.group(2).split(",")]
@@ -86,16 +107,19 @@ def run(text, inputs, dims=None):
         rank = len(order)
         picks, valid = [], torch.ones([1] * rank, dtype=torch.bool)
         for p, e in enumerate(idx):
-            terms, off = _subscript(e)
+            terms, off, div = _subscript(e)
             lin = torch.full([1] * rank, off, dtype=torch.long)
             for i, coef in terms:
-                n = t.shape[p] if len(terms) == 1 and off == 0 else extents[i]
+                n = t.shape[p] if len(terms) == 1 and off == 0 and div == 1 else extents[i]
                 shape = [1] * rank
                 shape[order.index(i)] = n
                 lin = lin + coef * torch.arange(n).reshape(shape)
+            if div != 1:
+                valid = valid & (lin >= 0) & (lin % div == 0)
+                lin = torch.div(lin, div, rounding_mode="floor")
             valid = valid & (lin >= 0) & (lin < t.shape[p])
             picks.append(lin.clamp(0, t.shape[p] - 1))
-        return torch.where(valid, t[tuple(picks)], torch.zeros((), dtype=torch.float64))
+        return torch.where(valid, t[tuple(picks)], torch.full((), fills.get(name, 0.0), dtype=torch.float64))
 
     def read(name, idx):
         idx = [x.strip() for x in idx.split(",")]
@@ -119,7 +143,7 @@ def run(text, inputs, dims=None):
         "clamp": lambda x, lo, hi: torch.clamp(x, min=lo, max=hi),
         "max": lambda a, b: torch.maximum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
         "min": lambda a, b: torch.minimum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
-        "_r": read, "math": math,
+        "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x,
     }
 
     def ev(expr):
@@ -130,12 +154,17 @@ def run(text, inputs, dims=None):
         lhs, rhs = s.split("=", 1)
         name = _READ.match(lhs.strip()).group(1)
         rhs = rhs.strip()
-        red = re.fullmatch(r"(sum|max|min|mean)\((.*)\)\s+over\s+([\w\s,]+?)", rhs)
+        red = re.fullmatch(r"(sum|max|min|mean|argmax)\((.*)\)\s+over\s+([\w\s,:]+?)", rhs)
         if red:
-            v, ax = ev(red.group(2)), tuple(order.index(a.strip()) for a in red.group(3).split(","))
+            ax = tuple(order.index(a.strip().partition(":")[0]) for a in red.group(3).split(","))
+            v = torch.as_tensor(ev(red.group(2)), dtype=torch.float64)
+            # Broadcast to every reduced axis first (a window read may not span them all).
+            v = v.expand([extents.get(order[a], v.shape[a]) if a in ax and v.shape[a] == 1 else v.shape[a]
+                          for a in range(v.dim())])
             op = red.group(1)
             v = {"sum": lambda: v.sum(ax, keepdim=True), "mean": lambda: v.mean(ax, keepdim=True),
-                 "max": lambda: v.amax(ax, keepdim=True), "min": lambda: v.amin(ax, keepdim=True)}[op]()
+                 "max": lambda: v.amax(ax, keepdim=True), "min": lambda: v.amin(ax, keepdim=True),
+                 "argmax": lambda: v.argmax(ax[0], keepdim=True).double()}[op]()
         else:
             v = torch.as_tensor(ev(rhs), dtype=torch.float64)
         values[name] = v

@@ -230,17 +230,16 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].inputs, ["x"])
         self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
 
-    def test_a_depthwise_convolution_stays_and_its_epilogue_becomes_one_piece(self):
+    def test_a_depthwise_convolution_and_its_epilogue_are_one_direct_piece(self):
         torch.manual_seed(0)
-        plan = self.stitched(ConvEpilogue(groups=4), [torch.randn(2, 4, 10, 10)], 1, ["conv2d"])
-        self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].inputs, ["conv"])
-        self.assertIn("groups=4", plan.kept[0]["reason"])
+        plan = self.stitched(ConvEpilogue(groups=4), [torch.randn(2, 4, 10, 10)], 1, [])
+        self.assertEqual(plan.pieces[0].family, "direct")
+        self.assertIn("input0[n, g, c, ", plan.pieces[0].program)
 
-    def test_a_conv_piece_then_a_kept_pool_then_a_chain(self):
+    def test_a_conv_piece_then_a_pool_piece_with_its_epilogue(self):
         torch.manual_seed(9)
-        plan = self.stitched(ConvPool(), [torch.randn(2, 3, 11, 12)], 2, ["max_pool2d"])
-        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        plan = self.stitched(ConvPool(), [torch.randn(2, 3, 11, 12)], 2, [])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "direct"])  # the pool with its epilogue
         conv = plan.pieces[0]
         self.assertEqual(sorted(conv.params), ["conv.bias", "conv.weight", "shift"])
         self.assertIn("input0[n, c, h*2+r-1, w*2+s-1]", conv.program)
@@ -308,10 +307,11 @@ class Stitching(unittest.TestCase):
         self.assertEqual([p.family for p in plan.pieces], ["conv"] + ["rowwise"] * 2 + ["elementwise"] + ["rowwise"] * 3 + ["elementwise"])
         # The max pool's window columns (dim 3 of [N, C, H/2, 2, W/2]) are a batched column reduction.
         self.assertIn("output0[b, c] = max(input0[b, r, c]) over r", plan.pieces[2].program)
-        # Overlapping or padded windows stay PyTorch calls.
-        m = nn.Sequential(nn.MaxPool2d(3, stride=1), nn.ReLU())
-        plan = self.stitched(m, [torch.randn(2, 3, 8, 8)], 1, ["max_pool2d"])
-        self.assertIn("max_pool2d has no DSL form", plan.kept[0]["reason"])
+        # Overlapping or padded windows are a direct piece, the ReLU its epilogue.
+        m = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.ReLU())
+        plan = self.stitched(m, [torch.randn(2, 3, 8, 8)], 1, [])
+        self.assertEqual(plan.pieces[0].family, "direct")
+        self.assertIn("outside -inf", plan.pieces[0].program)
 
     def test_softmax_and_logsumexp_over_channels_are_column_reductions(self):
         torch.manual_seed(17)
@@ -333,7 +333,7 @@ class Stitching(unittest.TestCase):
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
-        plan = self.stitched(SharedValue(), [torch.randn(4, 6)], 2, ["max_pool1d", "cat", "squeeze", "unsqueeze"])
+        plan = self.stitched(SharedValue(), [torch.randn(4, 6)], 3, ["cat", "squeeze", "unsqueeze"])
         for p in plan.pieces:
             # Every node inside a piece but its last is read only inside it.
             inner = set(p.nodes[:-1])
@@ -357,8 +357,8 @@ class Stitching(unittest.TestCase):
         # after it is still a piece.
         torch.manual_seed(5)
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.LocalResponseNorm(2), nn.ReLU(), nn.MaxPool2d(2))
-        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["local_response_norm", "max_pool2d"])
-        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 3, ["local_response_norm"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise", "direct"])
         self.assertEqual(len(plan.pieces[1].nodes), 1)  # the second ReLU
         lrn = next(k for k in plan.kept if k["op"] == "local_response_norm")
         self.assertIn("local_response_norm", lrn["reason"])
@@ -371,8 +371,8 @@ class Stitching(unittest.TestCase):
         with torch.no_grad():
             model[1].running_mean.uniform_(-1, 1)
             model[1].running_var.uniform_(0.5, 2)
-        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["max_pool2d"] + ["reshape"] * 4)
-        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "conv"])
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 3, ["reshape"] * 4)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "conv", "direct"])
         self.assertEqual(plan.pieces[1].nodes[-1], "_2")  # the ReLU (Sequential index 2)
 
     def test_a_broadcast_input_joins_the_piece(self):
@@ -420,8 +420,8 @@ class Stitching(unittest.TestCase):
         from ksol_torch import __main__ as cli
         r = cli._synth_one(os.path.join(os.path.dirname(__file__), "problems", "03_conv_bn_relu.py"), 0)
         self.assertIsNone(r["program"])
-        self.assertEqual(r["stitch"]["pieces"], ["elementwise"])  # its conv pads by reflection: kept
-        self.assertIn("1 DSL piece(s) (elementwise)", r["reason"])
+        self.assertEqual(r["stitch"]["pieces"], ["elementwise", "direct"])  # its conv pads by reflection: kept
+        self.assertIn("2 DSL piece(s) (elementwise, direct)", r["reason"])
         self.assertIn("evaluated stitched back together", r["reason"])
 
 

@@ -1,0 +1,218 @@
+// The direct family (src/codegen/direct.cpp): which programs are direct, the interpreter's meaning
+// of divided indices and `outside -inf` by hand, every program generated and run on the CPU by the
+// host emulation against the interpreter, and the generated sources through nvcc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "codegen/codegen.h"
+#include "codegen/emulate.h"
+#include "codegen/interpret.h"
+#include "compile/compiler.h"
+#include "dsl/ir.h"
+#include "task/inputs.h"
+#include "task/task.h"
+
+using namespace ksol;
+
+namespace {
+
+dsl::Program parse(const std::string& t) { return dsl::parse_program(t, "test.ksol"); }
+
+std::string refusal(const dsl::Program& p) {
+  codegen::Support s = codegen::can_implement(p, {});
+  return s.ok ? "(accepted)" : s.reason;
+}
+
+struct Case {
+  const char* name;
+  const char* program;
+  std::map<std::string, int64_t> dims;
+};
+
+// 3-D convolution with a bias; a transposed 1-D convolution (stride 2, padding 1, dilation 2);
+// a transposed 2-D one (stride 2, padding 1) with an epilogue; a grouped 2-D convolution through
+// 5-D views; max pools padded with -inf (2-D, 3-D); an average pool (padding counted, as
+// PyTorch's default); an argmax over the middle index, converted to i64; a min over two indices.
+const std::vector<Case> kCases = {
+    {"conv3d",
+     "kernel conv3d(X: f32[N, C, D, H, W] outside 0, F: f32[K, C, T, R, S], b: f32[K]) -> (Y: f32[N, K, O, P, Q]) {\n"
+     "  acc[n, k, d, h, w] = sum(X[n, c, d+t-1, h*2+r-1, w+s*2-2] * F[k, c, t, r, s]) over c, t, r, s\n"
+     "  Y[n, k, d, h, w] = acc[n, k, d, h, w] + b[k]\n}\n",
+     {{"N", 2}, {"C", 3}, {"D", 4}, {"H", 5}, {"W", 6}, {"K", 2}, {"T", 3}, {"R", 3}, {"S", 2}, {"O", 4}, {"P", 3}, {"Q", 4}}},
+    {"conv_transpose1d",
+     "kernel convt1d(X: f32[N, C, L] outside 0, F: f32[C, K, S]) -> (Y: f32[N, K, Q]) {\n"
+     "  Y[n, k, w] = sum(X[n, c, (w-s*2+1)/2] * F[c, k, s]) over c, s\n}\n",
+     {{"N", 2}, {"C", 3}, {"L", 5}, {"K", 4}, {"S", 3}, {"Q", 11}}},
+    {"conv_transpose2d",
+     "kernel convt2d(X: f32[N, C, H, W] outside 0, F: f32[C, K, R, S], b: f32[K]) -> (Y: f32[N, K, P, Q]) {\n"
+     "  acc[n, k, h, w] = sum(X[n, c, (h-r+1)/2, (w-s+1)/2] * F[c, k, r, s]) over c, r, s\n"
+     "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n",
+     {{"N", 1}, {"C", 2}, {"H", 3}, {"W", 4}, {"K", 3}, {"R", 3}, {"S", 3}, {"P", 5}, {"Q", 8}}},
+    {"grouped",
+     "kernel grouped(X: f32[N, G, C, H, W] outside 0, F: f32[G, K, C, R, S], b: f32[G, K]) -> (Y: f32[N, G, K, P, Q]) {\n"
+     "  acc[n, g, k, h, w] = sum(X[n, g, c, h+r-1, w+s-1] * F[g, k, c, r, s]) over c, r, s\n"
+     "  Y[n, g, k, h, w] = acc[n, g, k, h, w] + b[g, k]\n}\n",
+     {{"N", 2}, {"G", 3}, {"C", 1}, {"H", 4}, {"W", 5}, {"K", 2}, {"R", 3}, {"S", 3}, {"P", 4}, {"Q", 5}}},
+    {"max_pool2d",
+     "kernel maxpool(X: f32[N, C, H, W] outside -inf) -> (Y: f32[N, C, P, Q]) {\n"
+     "  Y[n, c, h, w] = max(X[n, c, h*2+r-1, w*2+s-1]) over r:3, s:3\n}\n",
+     {{"N", 2}, {"C", 3}, {"H", 7}, {"W", 6}, {"P", 4}, {"Q", 3}}},
+    {"max_pool3d",
+     "kernel maxpool3(X: f32[N, C, D, H, W] outside -inf) -> (Y: f32[N, C, O, P, Q]) {\n"
+     "  Y[n, c, d, h, w] = max(X[n, c, d*2+t, h*2+r*2-1, w+s]) over t:2, r:2, s:2\n}\n",
+     {{"N", 1}, {"C", 2}, {"D", 5}, {"H", 6}, {"W", 4}, {"O", 2}, {"P", 3}, {"Q", 3}}},
+    {"avg_pool2d",
+     "kernel avgpool(X: f32[N, C, H, W] outside 0) -> (Y: f32[N, C, P, Q]) {\n"
+     "  Y[n, c, h, w] = mean(X[n, c, h*2+r-1, w*2+s-1]) over r:3, s:3\n}\n",
+     {{"N", 2}, {"C", 2}, {"H", 5}, {"W", 6}, {"P", 3}, {"Q", 3}}},
+    {"argmax",
+     "kernel argmax_mid(X: f32[B, R, C]) -> (Y: i64[B, C]) {\n"
+     "  am[b, c] = argmax(X[b, r, c]) over r\n"
+     "  Y[b, c] = i64(am[b, c])\n}\n",
+     {{"B", 3}, {"R", 7}, {"C", 5}}},
+    {"min_two",
+     "kernel min_two(X: f32[B, R, S, C]) -> (Y: f32[B, C]) {\n"
+     "  Y[b, c] = min(X[b, r, s, c]) over r, s\n}\n",
+     {{"B", 2}, {"R", 3}, {"S", 4}, {"C", 5}}},
+};
+
+}  // namespace
+
+TEST(CodegenDirect, RecognisesAcceptsAndNames) {
+  for (const Case& c : kCases) {
+    dsl::Program p = parse(c.program);
+    EXPECT_EQ(p.family, "direct") << c.name;
+    EXPECT_EQ(refusal(p), "(accepted)") << c.name;
+  }
+  dsl::Program p = parse(kCases[1].program);
+  EXPECT_EQ(codegen::kernel_name(p), "direct_convt1d_f32_t256");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
+  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[1, 2]"}})),
+            "unknown schedule key 'tile' for the direct family; it accepts threads");
+  // The conv family keeps its 2-D convolution; the text forms print the new indices back.
+  EXPECT_EQ(parse("kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
+                  "  Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n}\n")
+                .family,
+            "conv");
+  EXPECT_NE(dsl::print_source(parse(kCases[1].program)).find("X[n, c, (w-s*2+1)/2]"), std::string::npos);
+  EXPECT_NE(dsl::print_source(parse(kCases[4].program)).find("X: f32[N, C, H, W] outside -inf"), std::string::npos);
+  EXPECT_NE(dsl::print_source(parse(kCases[4].program)).find("over r:3, s:3"), std::string::npos);
+  EXPECT_EQ(dsl::print_source(parse(dsl::print_source(parse(kCases[2].program)))), dsl::print_source(parse(kCases[2].program)));
+}
+
+TEST(CodegenDirect, ErrorsSayWhatIsMissing) {
+  auto error = [](const std::string& text) {
+    try {
+      parse(text);
+    } catch (const dsl::DslError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(parsed)");
+  };
+  EXPECT_NE(error("kernel m(X: f32[N, H]) -> (Y: f32[N, P]) {\n  Y[n, h] = max(X[n, h*2+r]) over r:2\n}\n")
+                .find("which leaves its extents at the edges; say what it holds there: X: f32[N, H] outside 0 (or outside -inf)"),
+            std::string::npos);
+  EXPECT_NE(error("kernel m(X: f32[N, H] outside 1) -> (Y: f32[N, H]) {\n  Y[n, h] = X[n, h]\n}\n")
+                .find("only 0 or -inf may be read outside a tensor's extents"),
+            std::string::npos);
+  EXPECT_NE(error("kernel m(X: f32[N, H] outside 0) -> (Y: f32[N, P]) {\n  Y[n, h] = sum(X[n, (h+r)/0]) over r\n}\n")
+                .find("an index divisor is a positive integer, not 0"),
+            std::string::npos);
+  EXPECT_NE(error("kernel m(X: f32[N, H] outside 0) -> (Y: f32[N, P]) {\n  Y[n, h] = sum(X[n, (h+1)/2]) over r\n}\n")
+                .find("a divided index is a sum of two names"),
+            std::string::npos);
+  EXPECT_NE(error("kernel m(X: f32[N, H] outside 0) -> (Y: f32[N, P]) {\n  Y[n, h] = sum(X[n, h+r]) over r:R\n}\n")
+                .find("'R' is not a dim of the program's parameters"),
+            std::string::npos);
+  EXPECT_NE(error("kernel m(X: f32[N, H] outside 0) -> (Y: f32[N, P]) {\n  Y[n, h] = argmax(X[n, h+r]) over r:2, s:2\n}\n")
+                .find("only sum, max, min and mean reduce over several indices"),
+            std::string::npos);
+}
+
+// The meaning by hand. A transposed 1-D convolution, stride 2, padding 1: output w takes input
+// (w + 1 - s) / 2 where that is a whole index. A max pool of window 3, stride 2, padding 1:
+// the padding is -inf, so an all-negative row keeps its own maximum.
+TEST(CodegenDirect, InterpreterDividesIndicesAndPadsWithMinusInfinity) {
+  dsl::Program t = parse(
+      "kernel t(X: f32[L] outside 0, F: f32[S]) -> (Y: f32[Q]) {\n  Y[w] = sum(X[(w-s+1)/2] * F[s]) over s\n}\n");
+  codegen::HostArrays out = codegen::interpret(t, {{"L", 3}, {"S", 3}, {"Q", 5}}, {{"X", {1, 2, 3}}, {"F", {1, 10, 100}}});
+  // PyTorch: conv_transpose1d([1, 2, 3], [1, 10, 100], stride 2, padding 1) = [10, 102, 20, 203, 30].
+  EXPECT_EQ(out["Y"], (std::vector<double>{10, 102, 20, 203, 30}));
+  dsl::Program m = parse(
+      "kernel m(X: f32[W] outside -inf) -> (Y: f32[Q]) {\n  Y[w] = max(X[w*2+s-1]) over s:3\n}\n");
+  out = codegen::interpret(m, {{"W", 5}, {"Q", 3}}, {{"X", {-5, -4, -3, -2, -1}}});
+  EXPECT_EQ(out["Y"], (std::vector<double>{-4, -2, -1}));
+}
+
+// Every case generated, built for the host's CUDA emulator and run, against the interpreter in
+// float64 with the correctness gate's tolerance.
+TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
+  for (const Case& c : kCases) {
+    const dsl::Program p = parse(c.program);
+    auto numel = [&](const dsl::Param& prm) {
+      int64_t n = 1;
+      for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : c.dims.at(e);
+      return n;
+    };
+    uint64_t state = 7;
+    auto next = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
+    };
+    codegen::HostArrays in;
+    std::vector<HostVec<uint8_t>> buffers;
+    for (const dsl::Param& prm : p.inputs) {
+      HostVec<uint8_t> bytes(numel(prm) * 4);
+      for (int64_t i = 0; i < numel(prm); ++i) {
+        store_from_double(DType::f32, bytes.data(), i, next());
+        in[prm.name].push_back(load_as_double(DType::f32, bytes.data(), i));
+      }
+      buffers.push_back(bytes);
+    }
+    codegen::HostArrays want = codegen::interpret(p, c.dims, in);
+    codegen::HostArrays abs_in = in;
+    for (auto& [name, v] : abs_in)
+      for (double& x : v) x = std::fabs(x);
+    codegen::HostArrays mag = codegen::interpret(p, c.dims, abs_in);
+    const dsl::Param& out = p.outputs[0];
+    const DType out_dtype = *parse_dtype(dsl::type_name(out.type));
+    buffers.emplace_back(numel(out) * dtype_size(out_dtype), 0xFF);
+    std::vector<int64_t> dv;
+    for (const std::string& d : p.dims) dv.push_back(c.dims.at(d));
+    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    ASSERT_TRUE(build.ok) << c.name << "\n" << build.message;
+    codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
+    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
+    ASSERT_EQ(r.rc, 0) << c.name;
+    const std::vector<double>& w = want.at(out.name);
+    if (out.type == dsl::Type::i64) {
+      const int64_t* got = reinterpret_cast<const int64_t*>(buffers.back().data());
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(got[i], static_cast<int64_t>(w[i])) << c.name << " at " << i;
+      continue;
+    }
+    Tolerance tol;
+    tol.u_out = dtype_unit_roundoff(out_dtype);
+    tol.u_acc = std::ldexp(1.0, -24);
+    tol.growth = 8 + 2 * std::sqrt(64.0);
+    std::vector<double> m(w.size());
+    for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
+    CompareResult cr = compare_output(tol, out_dtype, buffers.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
+    EXPECT_TRUE(cr.ok) << c.name << ": " << cr.message;
+  }
+}
+
+// The generated sources through nvcc.
+TEST(CodegenDirect, GeneratedSourcesCompile) {
+  std::vector<CompileJob> jobs;
+  for (const Case& c : kCases) {
+    dsl::Program p = parse(c.program);
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
