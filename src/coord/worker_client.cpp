@@ -1,4 +1,5 @@
 #include "coord/worker_client.h"
+#include "launcher/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,9 @@ WorkerClient::WorkerClient(std::vector<std::string> argv, std::string log_path)
 WorkerClient::~WorkerClient() { stop(); }
 
 void WorkerClient::start() {
+  // A launcher runs candidate code as this user: it must not open this process's end of a
+  // worker's pipe through /proc/PID/fd, nor read the requests' ids in its memory.
+  launcher::protect_process();
   std::filesystem::create_directories(std::filesystem::path(log_path_).parent_path());
   int in[2], out[2];
   // Close-on-exec everywhere: compilers and other workers forked meanwhile must not inherit

@@ -329,7 +329,9 @@ TEST(LauncherHygiene, AProtectedParentsDescriptorsAreOutOfReach) {
     int was = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     std::string script = "echo '{\"id\":1,\"ok\":true}' > /proc/$PPID/fd/" + std::to_string(proto[1]) + " 2>/dev/null; exit 0";
     if (!launcher) {
+      prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // as any process that did not protect itself
       EXPECT_EQ(std::system(script.c_str()), 0);
+      prctl(PR_SET_DUMPABLE, was, 0, 0, 0);
     } else {
       protect_process();
       EXPECT_TRUE(process_protected());
