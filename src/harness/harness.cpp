@@ -311,7 +311,8 @@ class Evaluator {
     out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}, {"cases", device_cases_ ? "device" : "host"}};
     out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
                               {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks},
-                              {"launcher_start", phase_.launcher_start}, {"launcher_round_trips", phase_.launcher_round_trips}};
+                              {"launcher_start", phase_.launcher_start}, {"launcher_round_trips", phase_.launcher_round_trips},
+                              {"launcher_spare", phase_.launcher_spare}};
     if (isolated_) spawn_spare_launcher();
     return out;
   }
@@ -846,6 +847,8 @@ class Evaluator {
     const Defences& d = req_.defences;
     const TimingConfig& cfg = req_.timing;
     int nsets = static_cast<int>(timing_sets_.size());
+    // The next launcher's context is made by now: nothing is being set up while this one is timed.
+    add_time(phase_.launcher_spare, [&] { await_spare_launcher(); });
     // The sets' inputs: made once (a screening pass and the timing gate share them), and copied
     // again before each pass, since a correctness case may have run on the first set.
     prepare_input_cases();
@@ -983,7 +986,9 @@ class Evaluator {
   std::vector<std::unique_ptr<BufferSet>> retired_;
   struct Phases {
     double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0;
-    double launcher_start = 0, launcher_round_trips = 0;  // isolation: waiting for and setting up the launcher; its round trips' overhead
+    // Isolation: waiting for and setting up the launcher; its round trips' overhead; waiting for
+    // the next evaluation's launcher before timing.
+    double launcher_start = 0, launcher_round_trips = 0, launcher_spare = 0;
   } phase_;
   // The candidate's launcher (isolation on); declared last, so it ends before the buffers it maps.
   bool isolated_ = true;

@@ -57,10 +57,25 @@ void start_spare_launcher() {
 
 namespace ksol::harness_detail {
 
+void await_spare_launcher() {
+  if (!spare()) return;
+  try {
+    spare()->wait_ready(kReadyTimeout);
+  } catch (const launcher::LauncherError&) {
+    spare().reset();
+  }
+}
+
 Isolated::Isolated(const std::vector<int64_t>& dims, size_t flush_bytes) {
   auto t0 = Clock::now();
   spawn_spare_launcher();
   l_ = std::move(spare());
+  // The next evaluation's launcher makes its context while this one's inputs and references are
+  // made (await_spare_launcher before timing).
+  try {
+    spawn_spare_launcher();
+  } catch (const std::exception&) {
+  }
   l_->wait_ready(kReadyTimeout);
   auto t1 = Clock::now();
   wait_s_ = std::chrono::duration<double>(t1 - t0).count();

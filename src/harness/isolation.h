@@ -2,8 +2,9 @@
 // (src/launcher, docs/HARNESS.md "Isolation"). The worker keeps its context, its buffers, its
 // references and the verdict; a launcher maps the buffer sets it is handed through CUDA IPC and
 // calls the candidate on them. One launcher per evaluation (or screen), never reused: the next
-// one is started when an evaluation ends, so that its context is made while the coordinator
-// answers and the next request's inputs are drawn.
+// one is started as soon as an evaluation has taken its own, and the evaluation waits for it to
+// be ready before its timing gate, so that its context is made while inputs are drawn, references
+// run and the correctness gate checks, never while anything is timed.
 #pragma once
 #include <memory>
 #include <string>
@@ -46,8 +47,13 @@ class Isolated {
   double wait_s_ = 0, setup_s_ = 0, overhead_s_ = 0;
 };
 
-// Starts the spare launcher now if there is none (the worker's hello, the end of an evaluation).
+// Starts the spare launcher now if there is none (the worker's hello, the start and the end of
+// an evaluation or screen).
 void spawn_spare_launcher();
+// Waits until the spare launcher's context exists, so that no context is being made while the
+// calling evaluation times its candidate; a spare that fails is dropped (the next evaluation
+// starts its own and reports why).
+void await_spare_launcher();
 
 // The bracket check's fields for a result's `timing.bracket`.
 nlohmann::json bracket_json(const launcher::BracketVerdict& v);

@@ -100,6 +100,7 @@ class Screener {
     for (size_t c = 0; c < entries_.size(); ++c) entries_[c].so = req_.candidates[c];
     start_launcher();
     Event e0, e1;
+    await_spare_launcher();  // no context is made while the screen times
     auto tw = Clock::now();
     // Warm-up: each candidate's first calls (module loading, first-call setup), then all of them
     // in turn until the clocks are up.
