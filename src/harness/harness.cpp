@@ -392,7 +392,11 @@ class Evaluator {
   };
   // Starts the candidate's launcher and loads the candidate there.
   void start_launcher() {
-    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_);
+    // The calibration's calls follow the worker's own L2 flush, as every real call does.
+    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_, [&] {
+      check_int(device_read_all(flush_->p, flush_bytes_, stream_), "L2 flush");
+      CK(cudaStreamSynchronize(stream_));
+    });
     try {
       lib_ = iso_->load(req_.candidate_so);
     } catch (const launcher::LauncherError& e) {

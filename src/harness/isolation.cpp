@@ -66,7 +66,7 @@ void await_spare_launcher() {
   }
 }
 
-Isolated::Isolated(const std::vector<int64_t>& dims, size_t flush_bytes) {
+Isolated::Isolated(const std::vector<int64_t>& dims, size_t flush_bytes, const std::function<void()>& prepare) {
   auto t0 = Clock::now();
   spawn_spare_launcher();
   l_ = std::move(spare());
@@ -80,7 +80,7 @@ Isolated::Isolated(const std::vector<int64_t>& dims, size_t flush_bytes) {
   auto t1 = Clock::now();
   wait_s_ = std::chrono::duration<double>(t1 - t0).count();
   l_->configure(dims, flush_bytes);
-  calibration_ = l_->calibrate(kCalibrationCalls, kCalibrationWarmup);
+  calibration_ = l_->calibrate(kCalibrationCalls, kCalibrationWarmup, prepare);
   setup_s_ = std::chrono::duration<double>(Clock::now() - t1).count();
 }
 

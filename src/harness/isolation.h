@@ -24,8 +24,9 @@ constexpr size_t kIpcGranule = size_t{2} << 20;
 class Isolated {
  public:
   // Takes the spare launcher (or starts one), waits for its context, gives it the dims and the
-  // L2 read size, and calibrates the round trip with empty calls before anything is loaded.
-  Isolated(const std::vector<int64_t>& dims, size_t flush_bytes);
+  // L2 read size, and calibrates the round trip with empty calls before anything is loaded, each
+  // after `prepare` (the worker's own L2 flush, waited for, as before every real call).
+  Isolated(const std::vector<int64_t>& dims, size_t flush_bytes, const std::function<void()>& prepare);
   ~Isolated();
   // Loads a library in the launcher: its index for call(). A library that does not load throws
   // LauncherError refused (with dlopen's words); a launcher that dies doing it, died.

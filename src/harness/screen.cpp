@@ -209,7 +209,10 @@ class Screener {
     bool any = false;
     for (Entry& e : entries_) any = any || e.live();
     if (!any) return;
-    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_);
+    iso_ = std::make_unique<Isolated>(dims_, flush_bytes_, [&] {
+      check_int(device_read_all(flush_->p, flush_bytes_, stream_), "L2 flush");
+      CK(cudaStreamSynchronize(stream_));
+    });
     ++launchers_;
     for (BufferSet& s : sets_) s.mapped_as = -1;
     for (size_t c = 0; c < entries_.size(); ++c) {

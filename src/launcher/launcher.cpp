@@ -444,9 +444,10 @@ CallResult Launcher::call(int32_t lib, int32_t set, const std::function<void()>&
   return r;
 }
 
-std::vector<double> Launcher::calibrate(int n, int warmup) {
+std::vector<double> Launcher::calibrate(int n, int warmup, const std::function<void()>& before_each) {
   std::vector<double> over;
   for (int i = 0; i < warmup + n; ++i) {
+    if (before_each) before_each();
     CallResult r = call(-1, 0);
     if (i >= warmup) over.push_back(r.bracket_us - r.event_us);
   }

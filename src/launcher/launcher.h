@@ -167,8 +167,10 @@ class Launcher {
   // parent runs it (the escape check's early fingerprint), then syncs the device.
   CallResult call(int32_t lib, int32_t set, const std::function<void()>& on_stream_done = {});
   // Round-trip overheads of empty calls (bracket minus the child's event time), after `warmup`
-  // unrecorded ones.
-  std::vector<double> calibrate(int n, int warmup);
+  // unrecorded ones; `before_each` (outside the bracket) does what the worker does before a real
+  // call, so that what follows on the device is the same (its own context's work, then the
+  // launcher's).
+  std::vector<double> calibrate(int n, int warmup, const std::function<void()>& before_each = {});
   pid_t pid() const { return child_.pid(); }
   std::string kill() { return child_.kill_and_reap(); }
   double call_timeout_s = 60;
