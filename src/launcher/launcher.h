@@ -174,7 +174,7 @@ class Launcher {
   pid_t pid() const { return child_.pid(); }
   std::string kill() { return child_.kill_and_reap(); }
   double call_timeout_s = 60;
-  double spin_s = 0.002;
+  double spin_s = 0.05;  // spun, not slept, through calls up to 50 ms (a wake-up would widen the bracket)
 
  private:
   Message expect(Msg type, double timeout_s);

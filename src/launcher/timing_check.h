@@ -13,7 +13,9 @@ namespace ksol::launcher {
 struct BracketRule {
   double clock_slack_us = 2.0;  // a call's reported time may exceed its bracket by this (clock and event resolution)
   double tolerance_us = 10.0;   // the medians may disagree by this ...
-  double tolerance_rel = 0.02;  // ... plus this fraction of the reported median
+  // ... plus this fraction of the reported median: on the H200 an honest 3 ms call's bracket
+  // exceeded the calibrated overhead by 200 us (6.5%) when the worker slept through it.
+  double tolerance_rel = 0.10;
 };
 
 struct BracketVerdict {

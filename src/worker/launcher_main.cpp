@@ -33,6 +33,9 @@ class CudaBackend : public launcher::Backend {
     int n = 0;
     if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess || n == 0) return e != cudaSuccess ? "no CUDA device: " + cuda_text(e) : "no CUDA device";
     if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return "cannot select device " + std::to_string(device_) + ": " + cuda_text(e);
+    // Waits on the device spin rather than yield or sleep, so a long call's reply pays no
+    // wake-up that the worker's bracket would count against it.
+    if (cudaError_t e = cudaSetDeviceFlags(cudaDeviceScheduleSpin); e != cudaSuccess) return "cannot set the device's scheduling: " + cuda_text(e);
     if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) return "cannot create a context: " + cuda_text(e);
     if (cudaEventCreate(&e0_) != cudaSuccess || cudaEventCreate(&e1_) != cudaSuccess) return "cannot create events";
     return "";

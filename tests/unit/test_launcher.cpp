@@ -392,7 +392,7 @@ TEST(BracketRule, HonestTimesPass) {
   BracketVerdict v = check_brackets(cal, ev, br);
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_NEAR(v.overhead_us, 20.8, 0.5);
-  EXPECT_NEAR(v.tolerance_us, 10 + 0.02 * v.median_event_us, 1e-9);
+  EXPECT_NEAR(v.tolerance_us, 10 + 0.10 * v.median_event_us, 1e-9);
 }
 
 TEST(BracketRule, ALauncherThatShavesItsTimesFails) {
@@ -405,10 +405,11 @@ TEST(BracketRule, ALauncherThatShavesItsTimesFails) {
   BracketVerdict v = check_brackets(cal, ev, br);
   EXPECT_FALSE(v.ok);
   EXPECT_NE(v.message.find("timing not consistent with the harness's clock"), std::string::npos) << v.message;
-  // Within the tolerance (10 us + 2%), a lie passes: that is the bound docs/HARNESS.md states.
-  for (double& e : ev) e = 100 - 11;
+  // Within the tolerance (10 us + 10% of the reported median), a lie passes: that is the bound
+  // docs/HARNESS.md states. Reporting 82 us for 100: 18 us short, tolerance 18.2 us.
+  for (double& e : ev) e = 82;
   EXPECT_TRUE(check_brackets(cal, ev, br).ok);
-  for (double& e : ev) e = 100 - 13;
+  for (double& e : ev) e = 81;  // 19 us short, tolerance 18.1 us
   EXPECT_FALSE(check_brackets(cal, ev, br).ok);
 }
 
