@@ -140,9 +140,10 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("not one DSL program: no DSL form for conv2d"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 DSL piece(s) (elementwise)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 DSL piece(s) (elementwise, direct)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("piece 0 (elementwise, nodes relu): elementwise_model_f32_t256_v1_i1: compiles"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("cut into 1 DSL piece(s) that compile"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("piece 1 (direct, nodes max_pool2d): direct_model_f32_t256: compiles"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cut into 2 DSL piece(s) that compile"), std::string::npos) << r.output;
 
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/02_softmax.py"), "softmax_f32"}, 120);
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -164,7 +165,8 @@ TEST(Import, StitchedPiecesPassThePythonWorkersGates) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json plan = nlohmann::json::parse(ksol::read_file(plan_path));
   std::filesystem::remove(plan_path);
-  ASSERT_EQ(plan["pieces"].size(), 1u) << plan.dump(1);
+  // The ReLU after the kept convolution, and the max pool (the direct family).
+  ASSERT_EQ(plan["pieces"].size(), 2u) << plan.dump(1);
 
   auto build = [&](const nlohmann::json& piece) {
     ksol::Task t = ksol::lowered_task(piece, file, "_piece");
@@ -192,7 +194,7 @@ TEST(Import, StitchedPiecesPassThePythonWorkersGates) {
   ASSERT_NE(at, std::string::npos) << prog;
   prog.replace(at, 5, "abs(");
   wrong_piece["program"] = prog;
-  req["stitch"] = nlohmann::json::array({build(wrong_piece)});
+  req["stitch"] = nlohmann::json::array({build(wrong_piece), pieces[1]});
   ksol::WorkerReply bad = w.call(req, 300);
   ASSERT_TRUE(bad.ok) << bad.message;
   EXPECT_EQ(bad.body["result"]["status"], "failed") << bad.body.dump(1);
