@@ -103,6 +103,15 @@ def build_flags(with_cuda: bool) -> Tuple[List[str], List[str], List[str]]:
     return cflags, includes, ldflags
 
 
+def compiler() -> str:
+    """The C++ compiler the operator is built with: $KSOL_TORCH_CXX, else `c++`, never $CXX. The
+    operator must use the C++ runtime PyTorch's libraries use (the system's libstdc++): a
+    compiler that brings its own (one that links libstdc++ statically, as a $CXX under /opt may)
+    puts a second, uninitialised copy of iostreams in the process, and the operator's first
+    formatted message then prints nothing or crashes."""
+    return os.environ.get("KSOL_TORCH_CXX") or "c++"
+
+
 def _build() -> Status:
     try:
         from torch.utils import cpp_extension
@@ -123,7 +132,11 @@ def _build() -> Status:
     if not os.path.isfile(os.path.join(folder, NAME + ".so")):
         log.info("building ksol's torch operator in %s (once per PyTorch, CUDA and Python version)", folder)
     builder = "cpp_extension.load" if cpp_extension.is_ninja_available() else "compiler"
+    saved_cxx = os.environ.get("CXX")
     try:
+        # cpp_extension reads the compiler from $CXX when it builds: ksol's choice for the
+        # operator's build, $CXX as it was afterwards.
+        os.environ["CXX"] = compiler()
         os.makedirs(folder, exist_ok=True)
         # Loading registers the ops in torch.ops.ksol.
         if builder == "cpp_extension.load":
@@ -135,8 +148,13 @@ def _build() -> Status:
             torch.ops.load_library(_compile(cpp_extension, folder, cflags, includes, ldflags))
     except Exception as e:  # a compiler error, a missing compiler, an unwritable cache
         text = " ".join(str(e).split())
-        return Status(False, f"building {SOURCE} in {folder} ({builder}) failed: {type(e).__name__}: {text[-1500:]}",
+        return Status(False, f"building {SOURCE} in {folder} ({builder}, {compiler()}) failed: {type(e).__name__}: {text[-1500:]}",
                       build_dir=folder, builder=builder)
+    finally:
+        if saved_cxx is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = saved_cxx
     return Status(True, with_cuda=bool(torch.ops.ksol.built_with_cuda()), cuda_reason=cuda_reason, build_dir=folder,
                   builder=builder)
 
@@ -146,7 +164,7 @@ def _compile(cpp_extension, folder: str, cflags: List[str], includes: List[str],
     ninja): cpp_extension's include and library paths, PyTorch's C++ ABI, the compiler's default
     language standard. The library's name carries a digest of the source and the command, so a
     changed source or flag builds anew; it is renamed into place, so concurrent builders agree."""
-    cmd = [os.environ.get("CXX", "c++"), "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+    cmd = [compiler(), "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
            *cflags, *[f"-I{d}" for d in includes], *[a for d in cpp_extension.include_paths() for a in ("-isystem", d)]]
     libs = [f"-L{d}" for d in cpp_extension.library_paths()] + ["-lc10", "-ltorch_cpu", "-ltorch"] + ldflags
     with open(SOURCE, "rb") as fh:

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import unittest
 import warnings
 
@@ -112,7 +113,7 @@ class Build(TempDir):
     def test_the_extension_builds_and_registers_its_ops(self):
         from torch.utils import cpp_extension
 
-        if not cpp_extension.is_ninja_available() or shutil.which(os.environ.get("CXX", "c++")) is None:
+        if not cpp_extension.is_ninja_available() or shutil.which(abi_op.compiler()) is None:
             self.skipTest("building a torch extension needs ninja and a C++ compiler")
         st = abi_op.status()
         self.assertTrue(st.ok, st.reason)
@@ -137,7 +138,7 @@ class Build(TempDir):
     def test_without_ninja_one_compiler_command_builds_it(self):
         """A fresh process whose cpp_extension finds no ninja, with an empty cache: the extension
         is built by one compiler command with cpp_extension's paths, loaded, and runs a library."""
-        if shutil.which(os.environ.get("CXX", "c++")) is None:
+        if shutil.which(abi_op.compiler()) is None:
             self.skipTest("needs a C++ compiler")
         so = build_library("relu_scale_piece.c", self.path("piece.so")) if shutil.which("cc") else None
         code = ("import torch\nfrom torch.utils import cpp_extension\ncpp_extension.is_ninja_available = lambda: False\n"
@@ -174,7 +175,7 @@ class Build(TempDir):
             self.write("stub/c10/cuda/impl/cuda_cmake_macros.h", "#define C10_CUDA_BUILD_SHARED_LIBS\n")
             incs = incs + [self.path("stub")]
         cflags, includes, _ = abi_op.build_flags(True)
-        cmd = [os.environ.get("CXX", "c++"), "-fsyntax-only", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+        cmd = [abi_op.compiler(), "-fsyntax-only", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
         cmd += [f for f in cflags if f.startswith("-D")] + [f"-I{d}" for d in includes] + [a for d in incs for a in ("-isystem", d)]
         r = subprocess.run(cmd + [abi_op.SOURCE], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
@@ -392,10 +393,10 @@ class ModuleCallPath(TempDir):
         self.assertEqual(ksol.load(self.path("run"), call_path="ctypes").ksol_call_path, "ctypes")
 
     def test_a_failed_build_falls_back_to_ctypes_with_a_warning(self):
-        """A fresh process whose C++ compiler fails (CXX=false) and whose cache is empty: the
+        """A fresh process whose C++ compiler fails (KSOL_TORCH_CXX=false) and whose cache is empty: the
         module comes back through ctypes, verified, and a warning says why."""
         run = self.one_program_run()
-        env = dict(os.environ, CXX="false", KSOL_CACHE_DIR=self.path("cache"), PYTHONPATH=os.path.join(ROOT, "python"))
+        env = dict(os.environ, KSOL_TORCH_CXX="false", KSOL_CACHE_DIR=self.path("cache"), PYTHONPATH=os.path.join(ROOT, "python"))
         code = ("import warnings, ksol, torch\nwarnings.simplefilter('always')\n"
                 f"m = ksol.load({run!r})\nprint('path', m.ksol_call_path, m(torch.randn(8, 32)).shape)\n")
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -473,3 +474,27 @@ class OnTheGPU(TempDir):
             outs[path] = m(x)
         self.assertTrue(torch.equal(outs["torch-op"], outs["ctypes"]))
         self.assertTrue(torch.allclose(outs["torch-op"], x / (1 + x.abs())))
+
+
+@needs_torch
+class ForeignCompiler(unittest.TestCase):
+    def test_a_cxx_with_its_own_runtime_does_not_build_the_op(self):
+        """$CXX names a compiler that links its own C++ runtime statically (a g++ wrapper adding
+        -static-libstdc++, as a compiler under /opt may): the operator is built with c++ anyway,
+        so its messages print their numbers (with $CXX they printed nothing, or crashed)."""
+        if shutil.which("g++") is None:
+            self.skipTest("needs g++ for the wrapper")
+        with tempfile.TemporaryDirectory() as d:
+            wrapper = os.path.join(d, "gxx-static")
+            with open(wrapper, "w") as fh:
+                fh.write('#!/bin/sh\nexec g++ "$@" -static-libstdc++\n')
+            os.chmod(wrapper, 0o755)
+            env = dict(os.environ, CXX=wrapper, KSOL_CACHE_DIR=os.path.join(d, "cache"), PYTHONPATH=os.pathsep.join(
+                p for p in (HERE, os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH")) if p))
+            env.pop("KSOL_TORCH_CXX", None)
+            env[CHILD_ENV] = "1"
+            r = subprocess.run([sys.executable, "-X", "faulthandler", "-m", "unittest", "-v", f"{MODULE}.OpCalls.test_a_failing_status_raises"],
+                               cwd=HERE, env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stderr[-4000:])
+            self.assertNotIn("skipped", r.stderr, r.stderr[-4000:])
+            self.assertTrue(r.stderr.rstrip().endswith("OK"), r.stderr[-4000:])
