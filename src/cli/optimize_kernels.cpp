@@ -28,34 +28,6 @@ using nlohmann::json;
 namespace ksol::cli {
 namespace {
 
-// The session's evaluation of one candidate as the loop reads it (the search's own conversion
-// lives in src/search/evaluators.cpp, for DSL programs).
-search::Outcome outcome_of(const Task& t, const CandidateOutcome& co) {
-  search::Outcome o;
-  o.label = co.label;
-  if (!co.compiled.ok) {
-    o.error = co.compiled.stage + " gate: " + co.compiled.message.substr(0, 2000);
-    return o;
-  }
-  bool ok = !co.sizes.empty();
-  for (const SizeEvaluation& s : co.sizes) {
-    search::SizeResult r;
-    static_cast<SizeEvaluation&>(r) = s;
-    if (s.status == Status::skipped && s.median_us > 0) r.status = Status::ok;
-    if (const SizeSet* z = t.find_size(s.size)) r.weight = z->weight;
-    o.worker_seconds += s.harness_seconds();
-    if (!r.ok()) {
-      ok = false;
-      if (o.error.empty())
-        o.error = s.size + ": " + to_string(s.status) + (s.failed_gate == Gate::none ? "" : std::string(" at ") + to_string(s.failed_gate)) +
-                  ": " + s.message;
-    }
-    o.sizes.push_back(std::move(r));
-  }
-  o.status = ok ? Status::ok : Status::failed;
-  return o;
-}
-
 // CUDA kernels as `ksol eval --candidate FILE.cu` evaluates them (the file kept in the report
 // folder, the candidate row carrying parent, method and agent); DSL programs through the search's
 // evaluator.
@@ -70,7 +42,7 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
     CompileJob j = job(t, k, label);
     int64_t id = register_candidate(t, j, k, parent, method);
     EvalOptions eo = options(search::visible_sizes(t), se_.search_seed(t));
-    search::Outcome o = outcome_of(t, s_.evaluate(t, j, label, origin(k), eo));
+    search::Outcome o = search::outcome_of(t, s_.evaluate(t, j, label, origin(k), eo));
     o.candidate_id = id;
     o.kernel = t.name + "_" + label + "_cuda";
     return o;
@@ -91,7 +63,7 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
       o.error = "the task has no hidden sizes";
       return o;
     }
-    o = outcome_of(t, s_.evaluate(t, job(t, k, label), label, origin(k), eo));
+    o = search::outcome_of(t, s_.evaluate(t, job(t, k, label), label, origin(k), eo));
     o.kernel = t.name + "_" + label + "_cuda";
     return o;
   }

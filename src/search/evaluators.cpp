@@ -33,9 +33,7 @@ double size_weight(const Task& t, const std::string& name) {
 
 // --- the Session evaluator -------------------------------------------------------------------
 
-namespace {
-
-Outcome convert(const Task& t, const CandidateOutcome& co) {
+Outcome outcome_of(const Task& t, const CandidateOutcome& co) {
   Outcome o;
   o.label = co.label;
   if (!co.compiled.ok) {
@@ -66,6 +64,8 @@ Outcome convert(const Task& t, const CandidateOutcome& co) {
   return o;
 }
 
+namespace {
+
 // The evaluation options for some of a task's sizes (the visible ones for the search, the hidden
 // ones for the grade).
 EvalOptions options_for(const std::vector<const SizeSet*>& sizes, int64_t resume, double timeout) {
@@ -94,7 +94,7 @@ Outcome SessionEvaluator::evaluate(const Task& t, const dsl::Program& p, const s
   eo.prune_above_us = prune_above_us;
   auto pre = built_.find(candidate_source_hash(j));
   CandidateOutcome co = s_.evaluate(t, j, label, origin, eo, pre != built_.end() ? &pre->second : nullptr);
-  Outcome r = convert(t, co);
+  Outcome r = outcome_of(t, co);
   r.candidate_id = o.candidate_id;
   r.kernel = o.kernel;
   return r;
@@ -271,7 +271,7 @@ Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, con
   eo.seed = grade_seed(t);
   // The same source as in the search, so the same candidate row: its hidden sizes join it.
   CompileJob j = codegen::compile_job(t, p, t.name + "/" + label + ".ksol");
-  Outcome r = convert(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
+  Outcome r = outcome_of(t, s_.evaluate(t, j, label, "agent:" + agent_, eo));
   r.kernel = codegen::kernel_name(p);
   return r;
 }
@@ -281,7 +281,7 @@ std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t)
   EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
   if (eo.sizes.empty()) return out;
   eo.seed = grade_seed(t);
-  for (auto& b : t.baselines) out[b.name] = convert(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
+  for (auto& b : t.baselines) out[b.name] = outcome_of(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
   return out;
 }
 
@@ -291,7 +291,7 @@ std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
     EvalOptions eo = visible_options(t, resume_, timeout_s_);
     eo.seed = search_seed(t);
     CandidateOutcome co = s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo);
-    out[b.name] = convert(t, co);
+    out[b.name] = outcome_of(t, co);
   }
   return out;
 }

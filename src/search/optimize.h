@@ -31,6 +31,7 @@ class App;
 }
 namespace ksol {
 class Session;
+struct CandidateOutcome;
 }
 
 namespace ksol::cli {
@@ -69,6 +70,11 @@ struct Outcome {
 
 // Weighted geometric mean of base/cand per size over the sizes both have ok (0 if none).
 double speedup(const Outcome& base, const Outcome& cand);
+
+// A session's evaluation of one candidate (coord/session.h) as the search reads it: each size's
+// record with its weight, a size reused from a resumed run counted as it was there, the worker's
+// time summed, and the first failure said as "size: status at gate: message".
+Outcome outcome_of(const Task& t, const CandidateOutcome& co);
 
 // What profiling a kernel gave: Nsight Compute's metrics as features, the class they give under
 // the thresholds in force, and the summary for prompts.
