@@ -337,22 +337,21 @@ std::string read_ack(const Message& m, int32_t* value) {
 }
 }  // namespace
 
+std::string Launcher::exchange(Msg type, const std::string& payload, int32_t* index) {
+  try {
+    child_.channel().send(type, payload);
+    return read_ack(expect(Msg::ack, call_timeout_s), index);
+  } catch (const LauncherError& e) {
+    fail(e.kind, e.what());
+  }
+}
+
 void Launcher::configure(const std::vector<int64_t>& dims, uint64_t flush_bytes) {
   Writer w;
   w.i32(static_cast<int32_t>(dims.size()));
   for (int64_t d : dims) w.u64(static_cast<uint64_t>(d));
   w.u64(flush_bytes);
-  try {
-    child_.channel().send(Msg::configure, w.bytes());
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
-  std::string err;
-  try {
-    err = read_ack(expect(Msg::ack, call_timeout_s), nullptr);
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
+  std::string err = exchange(Msg::configure, w.bytes(), nullptr);
   if (!err.empty()) fail(LauncherError::Kind::refused, "the launcher could not set up: " + err);
 }
 
@@ -364,33 +363,13 @@ void Launcher::map(int32_t set, const std::vector<std::string>& handles, const s
     if (handles[i].size() != kIpcHandleBytes) throw std::invalid_argument("Launcher::map: an IPC handle is 64 bytes");
     w.raw(handles[i].data(), kIpcHandleBytes).u64(offsets[i]);
   }
-  try {
-    child_.channel().send(Msg::map, w.bytes());
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
-  std::string err;
-  try {
-    err = read_ack(expect(Msg::ack, call_timeout_s), nullptr);
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
+  std::string err = exchange(Msg::map, w.bytes(), nullptr);
   if (!err.empty()) fail(LauncherError::Kind::refused, "the launcher could not map the buffers: " + err);
 }
 
 int32_t Launcher::load(const std::string& path) {
-  try {
-    child_.channel().send(Msg::load, Writer().str(path).bytes());
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
-  std::string err;
   int32_t index = -1;
-  try {
-    err = read_ack(expect(Msg::ack, call_timeout_s), &index);
-  } catch (const LauncherError& e) {
-    fail(e.kind, e.what());
-  }
+  std::string err = exchange(Msg::load, Writer().str(path).bytes(), &index);
   // A library that cannot be loaded is the candidate's failure; the launcher is still usable.
   if (!err.empty()) throw LauncherError(LauncherError::Kind::refused, err);
   return index;

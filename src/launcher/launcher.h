@@ -178,6 +178,9 @@ class Launcher {
 
  private:
   Message expect(Msg type, double timeout_s);
+  // Sends `type` and reads its ack: the launcher's error text ("" when it succeeded), `index`
+  // set where the ack carries one. A broken channel fails the launcher (fail).
+  std::string exchange(Msg type, const std::string& payload, int32_t* index);
   [[noreturn]] void fail(LauncherError::Kind k, const std::string& m);
   ChildProcess child_;
   bool ready_ = false;

@@ -302,17 +302,21 @@ def check_rejected(res: dict, gate: str, cls: str, expect_size: str | None, gpu:
     return True, f"{gate}/{cls} at {','.join(caught)}"
 
 
-def check_passed(res: dict, gpu: bool) -> tuple[bool, str, dict]:
-    """Undefended run: every size ok and faster than the naive baseline."""
+def _against_naive(res: dict, gpu: bool, judge) -> tuple[bool, str, dict, list]:
+    """Every size of a run that should pass, against the naive baseline timed in the same run:
+    (done, text, speedups, problems). `judge(size, speedup, median_us, naive_us)` returns a
+    problem or "". done is True where the run ended before the sizes were judged (an error,
+    no compile, no GPU), with text saying so."""
     if "error" in res:
-        return False, res["error"], {}
+        return True, res["error"], {}, [res["error"]]
     cand = res["json"]["candidate"]
     if not cand["compiled"]:
-        return False, f"did not compile (stage {cand['compile_stage']}): {cand['compile_message'][-1500:]}", {}
+        why = f"did not compile (stage {cand['compile_stage']}): {cand['compile_message'][-1500:]}"
+        return True, why, {}, [why]
     sizes = sizes_of(res)
     if not gpu:
         bad = [describe_size(s) for s in sizes if s["status"] != "no_gpu"]
-        return (not bad), ("compiled; runtime needs a GPU" if not bad else "; ".join(bad)), {}
+        return True, ("compiled; runtime needs a GPU" if not bad else "; ".join(bad)), {}, bad
     base = baseline_medians(res)
     problems, speedups = [], {}
     for s in sizes:
@@ -326,8 +330,18 @@ def check_passed(res: dict, gpu: bool) -> tuple[bool, str, dict]:
             continue
         sp = math.inf if s["median_us"] <= 0 else b / s["median_us"]
         speedups[s["size"]] = {"speedup": sp, "median_us": s["median_us"], "naive_us": b, "pct_sol": s.get("pct_sol")}
-        if not sp > 1.0:
-            problems.append(f"{s['size']}: {s['median_us']:.2f} us vs naive {b:.2f} us, no fake speedup ({sp:.2f}x)")
+        why = judge(s["size"], sp, s["median_us"], b)
+        if why:
+            problems.append(why)
+    return False, "", speedups, problems
+
+
+def check_passed(res: dict, gpu: bool) -> tuple[bool, str, dict]:
+    """Undefended run: every size ok and faster than the naive baseline."""
+    done, text, speedups, problems = _against_naive(
+        res, gpu, lambda size, sp, us, naive: "" if sp > 1.0 else f"{size}: {us:.2f} us vs naive {naive:.2f} us, no fake speedup ({sp:.2f}x)")
+    if done:
+        return not problems, text, speedups
     if problems:
         return False, "; ".join(problems), speedups
     text = ", ".join(f"{k} {v['speedup']:.2f}x" if math.isfinite(v["speedup"]) else f"{k} inf (0 us)"
@@ -338,30 +352,10 @@ def check_passed(res: dict, gpu: bool) -> tuple[bool, str, dict]:
 def check_neutralised(res: dict, gpu: bool, max_speedup: float) -> tuple[bool, str, dict]:
     """Partial run of a hack its defence neutralises: every size ok, and no faster than
     max_speedup times the naive baseline timed in the same run (the cheat's gain is gone)."""
-    if "error" in res:
-        return False, res["error"], {}
-    cand = res["json"]["candidate"]
-    if not cand["compiled"]:
-        return False, f"did not compile (stage {cand['compile_stage']}): {cand['compile_message'][-1500:]}", {}
-    sizes = sizes_of(res)
-    if not gpu:
-        bad = [describe_size(s) for s in sizes if s["status"] != "no_gpu"]
-        return (not bad), ("compiled; runtime needs a GPU" if not bad else "; ".join(bad)), {}
-    base = baseline_medians(res)
-    problems, speedups = [], {}
-    for s in sizes:
-        if s["status"] != "ok":
-            msg = f" ({s.get('message', '')[:300]})" if s.get("message") else ""
-            problems.append(f"{describe_size(s)}, expected ok{msg}")
-            continue
-        b = base.get(s["size"], 0.0)
-        if b <= 0:
-            problems.append(f"{s['size']}: the naive baseline did not pass, no speedup to compute")
-            continue
-        sp = math.inf if s["median_us"] <= 0 else b / s["median_us"]
-        speedups[s["size"]] = {"speedup": sp, "median_us": s["median_us"], "naive_us": b}
-        if not sp <= max_speedup:
-            problems.append(f"{s['size']}: {sp:.2f}x over naive, above {max_speedup}: the cheat still pays")
+    done, text, speedups, problems = _against_naive(
+        res, gpu, lambda size, sp, us, naive: "" if sp <= max_speedup else f"{size}: {sp:.2f}x over naive, above {max_speedup}: the cheat still pays")
+    if done:
+        return not problems, text, speedups
     if problems:
         return False, "; ".join(problems), speedups
     return True, "neutralised: ok, " + ", ".join(f"{k} {v['speedup']:.2f}x" for k, v in speedups.items()), speedups
