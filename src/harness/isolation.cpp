@@ -134,6 +134,8 @@ nlohmann::json bracket_json(const launcher::BracketVerdict& v) {
           {"median_event_us", v.median_event_us},
           {"median_bracket_us", v.median_bracket_us},
           {"median_slack_us", v.median_slack_us},
+          {"slack_p10_us", v.slack_p10_us},
+          {"slack_p90_us", v.slack_p90_us},
           {"tolerance_us", v.tolerance_us},
           {"calls_over_bracket", v.calls_over_bracket}};
 }

@@ -11,6 +11,11 @@ double median_of(std::vector<double> v) {
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+// The nearest-rank quantile q of a non-empty vector.
+double rank_of(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
 }  // namespace
 
 BracketVerdict check_brackets(const std::vector<double>& overhead_us, const std::vector<double>& event_us,
@@ -27,6 +32,8 @@ BracketVerdict check_brackets(const std::vector<double>& overhead_us, const std:
     if (event_us[i] > bracket_us[i] + rule.clock_slack_us) ++v.calls_over_bracket;
   }
   v.median_slack_us = median_of(slack);
+  v.slack_p10_us = rank_of(slack, 0.1);
+  v.slack_p90_us = rank_of(slack, 0.9);
   v.tolerance_us = rule.tolerance_us + rule.tolerance_rel * v.median_event_us;
   std::ostringstream m;
   m.precision(4);
@@ -36,8 +43,9 @@ BracketVerdict check_brackets(const std::vector<double>& overhead_us, const std:
     m << v.calls_over_bracket << " call(s) reported longer than the harness's clock saw them take (call " << i << ": " << event_us[i]
       << " us reported, " << bracket_us[i] << " us round trip)";
   } else if (v.median_slack_us > v.overhead_us + v.tolerance_us) {
-    m << "the round trips exceed the reported times by " << v.median_slack_us << " us (median), the calibrated overhead is " << v.overhead_us
-      << " us (tolerance " << v.tolerance_us << " us): the reported times are shorter than the calls";
+    m << "the round trips exceed the reported times by " << v.median_slack_us << " us (median; p10 " << v.slack_p10_us << ", p90 "
+      << v.slack_p90_us << "), the calibrated overhead is " << v.overhead_us << " us (tolerance " << v.tolerance_us
+      << " us): the reported times are shorter than the calls";
   } else if (v.median_event_us < v.median_bracket_us - v.overhead_us - v.tolerance_us) {
     m << "the reported median " << v.median_event_us << " us is below the harness's median round trip " << v.median_bracket_us
       << " us less the calibrated overhead " << v.overhead_us << " us (tolerance " << v.tolerance_us << " us)";

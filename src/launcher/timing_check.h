@@ -25,6 +25,7 @@ struct BracketVerdict {
   double median_event_us = 0;      // the launcher's median
   double median_bracket_us = 0;    // the worker's own median
   double median_slack_us = 0;      // median of bracket - event over the calls
+  double slack_p10_us = 0, slack_p90_us = 0;  // its spread: a shift of every call, or a tail of some
   double tolerance_us = 0;         // the tolerance applied to the medians
   int calls_over_bracket = 0;      // calls reported longer than their bracket (+ slack)
 };
