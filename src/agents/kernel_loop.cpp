@@ -269,7 +269,15 @@ class Loop {
       u->dollars += a.usage.dollars;
     }
     if (a.record_id) res_.spend.request_ids.push_back(a.record_id), branch->request_ids.push_back(a.record_id);
-    if (!a.ok) say("no answer to the " + purpose + " request: " + a.error);
+    if (a.deferred) {
+      // Batch mode: the loop stops at the request whose answer comes later, so that the resumed
+      // run, replaying it, asks exactly the requests this one wrote.
+      waiting_ = true;
+      say("the " + purpose + " request " + a.error);
+      outcome(a, "batched: " + a.error);
+    } else if (!a.ok) {
+      say("no answer to the " + purpose + " request: " + a.error);
+    }
     return a;
   }
   void outcome(const llm::Answer& a, const std::string& o) {
@@ -282,6 +290,7 @@ class Loop {
   bool out_of_budget(std::string* why) const {
     if (stop_requested()) return *why = "interrupted", true;
     if (client_.exhausted(why)) return true;
+    if (waiting_) return *why = "waiting for a batch answer", true;
     if (o_.budget_seconds > 0 && std::chrono::duration<double>(Clock::now() - t0_).count() >= o_.budget_seconds)
       return *why = "seconds", true;
     return false;
@@ -296,6 +305,7 @@ class Loop {
   KernelLoopResult res_;
   std::map<std::string, int> by_hash_;  // source hash -> the attempt that evaluated it
   std::set<std::string> methods_tried_;
+  bool waiting_ = false;  // a request went into a batch
   Clock::time_point t0_ = Clock::now();
 };
 
@@ -466,7 +476,10 @@ KernelLoopResult Loop::run(const Kernel& start) {
     std::string method = cards.empty() ? "llm" : "llm/" + cards[0].method;
     for (const Choice& c : cards) methods_tried_.insert(c.method);
     llm::Answer plan = ask("planner", RolePrompts::planner_system(), planner_prompt(parent, prof, cards), &spent);
-    if (!plan.ok) break;
+    if (!plan.ok) {
+      if (waiting_) r.stop_reason = "exhausted";
+      break;
+    }
     outcome(plan, "plan");
     say("branch " + std::to_string(branch) + " plan: " + first_line(trim(plan.text)));
     // The Coder writes the branch's first kernel; the Optimizer does when the parent is a kernel

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agents/llm_batch.h"
 #include "core/hash.h"
 #include "core/util.h"
 
@@ -19,14 +20,17 @@ using nlohmann::json;
 namespace ksol::agents::llm {
 
 bool is_llm_agent(const std::string& agent) {
-  return agent.rfind("openai:", 0) == 0 || agent.rfind("anthropic:", 0) == 0 || agent.rfind("exchange:", 0) == 0;
+  for (const char* kind : {"openai:", "anthropic:", "exchange:", "batch:"})
+    if (agent.rfind(kind, 0) == 0) return true;
+  return false;
 }
 
 Spec parse_spec(const std::string& agent) {
   Spec s;
   auto colon = agent.find(':');
   if (colon == std::string::npos || colon + 1 >= agent.size())
-    throw std::invalid_argument("agent '" + agent + "': expected expert, random, openai:MODEL, anthropic:MODEL or exchange:DIR");
+    throw std::invalid_argument("agent '" + agent +
+                                "': expected expert, random, openai:MODEL, anthropic:MODEL, exchange:DIR or batch:openai|anthropic:MODEL:DIR");
   s.kind = agent.substr(0, colon);
   std::string rest = agent.substr(colon + 1);
   if (s.kind == "openai") {
@@ -41,8 +45,22 @@ Spec parse_spec(const std::string& agent) {
     s.dir = rest;
     s.timeout_s = kExchangeWaitSeconds;  // a person answers
     s.retries = 0;
+  } else if (s.kind == "batch") {
+    // batch:FORMAT:MODEL:DIR. A model name may hold colons (OpenAI's fine-tuned "ft:..." ones), so
+    // the folder is what follows the last colon.
+    auto second = rest.find(':'), last = rest.rfind(':');
+    s.format = rest.substr(0, second);
+    if (second == std::string::npos || second == last || last + 1 >= rest.size() || last == second + 1)
+      throw std::invalid_argument("agent '" + agent + "': expected batch:openai:MODEL:DIR or batch:anthropic:MODEL:DIR");
+    if (s.format != "openai" && s.format != "anthropic")
+      throw std::invalid_argument("agent '" + agent + "': unknown batch format '" + s.format + "' (openai, anthropic)");
+    s.model = rest.substr(second + 1, last - second - 1);
+    s.dir = rest.substr(last + 1);
+    s.base_url = s.format == "openai" ? "https://api.openai.com/v1" : "https://api.anthropic.com";
+    s.key_env = s.format == "openai" ? "OPENAI_API_KEY" : "ANTHROPIC_API_KEY";
+    s.retries = kBatchRetries;
   } else {
-    throw std::invalid_argument("agent '" + agent + "': unknown backend '" + s.kind + "' (openai, anthropic, exchange)");
+    throw std::invalid_argument("agent '" + agent + "': unknown backend '" + s.kind + "' (openai, anthropic, exchange, batch)");
   }
   return s;
 }
@@ -66,18 +84,7 @@ size_t on_header(char* p, size_t size, size_t n, void* out) {
   return size * n;
 }
 
-std::string request_hash(const std::string& backend_id, const Request& r) {
-  json j = {{"backend", backend_id}, {"system", r.system}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature},
-            {"messages", json::array()}};
-  for (auto& m : r.messages) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
-  Sha256 h;
-  h.update(j.dump());
-  return h.hex();
-}
-
 std::string snippet(const std::string& s, size_t n = 300) { return s.size() > n ? s.substr(0, n) + "..." : s; }
-
-bool retryable_status(int st) { return st == 0 || st == 408 || st == 409 || st == 429 || st == 500 || st == 502 || st == 503 || st == 504 || st == 529; }
 
 // The API key from the environment; empty when the variable is unset. A hosted endpoint
 // without a key is an error, a local server (llama.cpp, vLLM, Ollama) usually needs none.
@@ -112,6 +119,55 @@ Answer post_json(const HttpPost& post, const std::string& url, const std::vector
   return a;
 }
 
+}  // namespace
+
+bool retryable_status(int st) { return st == 0 || st == 408 || st == 409 || st == 429 || st == 500 || st == 502 || st == 503 || st == 504 || st == 529; }
+
+std::string request_hash(const std::string& backend_id, const Request& r) {
+  json j = {{"backend", backend_id}, {"system", r.system}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature},
+            {"messages", json::array()}};
+  for (auto& m : r.messages) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  Sha256 h;
+  h.update(j.dump());
+  return h.hex();
+}
+
+json openai_body(const std::string& model, const Request& r) {
+  json body = {{"model", model}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature}, {"messages", json::array()}};
+  if (!r.system.empty()) body["messages"].push_back({{"role", "system"}, {"content", r.system}});
+  for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  return body;
+}
+
+json anthropic_body(const std::string& model, const Request& r) {
+  json body = {{"model", model}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature}, {"messages", json::array()}};
+  if (!r.system.empty()) body["system"] = r.system;
+  for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  return body;
+}
+
+void read_openai_answer(const json& j, Answer& a) {
+  const json& c = j.at("choices").at(0);
+  a.text = c.at("message").at("content").is_string() ? c["message"]["content"].get<std::string>() : "";
+  a.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string() ? c["finish_reason"].get<std::string>() : "stop";
+  if (j.contains("usage") && j["usage"].is_object()) {
+    a.usage.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+    a.usage.completion_tokens = j["usage"].value("completion_tokens", 0);
+  }
+}
+
+void read_anthropic_answer(const json& j, Answer& a) {
+  for (auto& c : j.at("content"))
+    if (c.value("type", "") == "text") a.text += c.value("text", "");
+  a.finish_reason = j.value("stop_reason", "") == "max_tokens" ? "length" : "stop";
+  if (j.contains("usage")) {
+    a.usage.prompt_tokens = j["usage"].value("input_tokens", 0);
+    a.usage.completion_tokens = j["usage"].value("output_tokens", 0);
+  }
+}
+
+namespace {
+
 class OpenAI : public Backend {
  public:
   OpenAI(Spec s, HttpPost post) : s_(std::move(s)), post_(std::move(post)) {
@@ -120,23 +176,10 @@ class OpenAI : public Backend {
   std::string id() const override { return "openai:" + s_.model + "@" + s_.base_url; }
   std::string secret() const override { return key_; }
   Answer send(const Request& r, bool* retryable) override {
-    json body = {{"model", s_.model}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature}, {"messages", json::array()}};
-    if (!r.system.empty()) body["messages"].push_back({{"role", "system"}, {"content", r.system}});
-    for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
     std::vector<std::string> headers = {"Content-Type: application/json"};
     if (!key_.empty()) headers.push_back("Authorization: Bearer " + key_);
-    return post_json(post_, s_.base_url + "/chat/completions", headers, body, s_.timeout_s, "chat-completions", retryable,
-                     [](const json& j, Answer& a) {
-                       const json& c = j.at("choices").at(0);
-                       a.text = c.at("message").at("content").is_string() ? c["message"]["content"].get<std::string>() : "";
-                       a.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string()
-                                             ? c["finish_reason"].get<std::string>()
-                                             : "stop";
-                       if (j.contains("usage") && j["usage"].is_object()) {
-                         a.usage.prompt_tokens = j["usage"].value("prompt_tokens", 0);
-                         a.usage.completion_tokens = j["usage"].value("completion_tokens", 0);
-                       }
-                     });
+    return post_json(post_, s_.base_url + "/chat/completions", headers, openai_body(s_.model, r), s_.timeout_s, "chat-completions",
+                     retryable, read_openai_answer);
   }
 
  private:
@@ -153,21 +196,10 @@ class Anthropic : public Backend {
   std::string id() const override { return "anthropic:" + s_.model + "@" + s_.base_url; }
   std::string secret() const override { return key_; }
   Answer send(const Request& r, bool* retryable) override {
-    json body = {{"model", s_.model}, {"max_tokens", r.max_tokens}, {"temperature", r.temperature}, {"messages", json::array()}};
-    if (!r.system.empty()) body["system"] = r.system;
-    for (auto& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
     std::vector<std::string> headers = {"Content-Type: application/json", "anthropic-version: 2023-06-01"};
     if (!key_.empty()) headers.push_back("x-api-key: " + key_);
-    return post_json(post_, s_.base_url + "/v1/messages", headers, body, s_.timeout_s, "messages", retryable,
-                     [](const json& j, Answer& a) {
-                       for (auto& c : j.at("content"))
-                         if (c.value("type", "") == "text") a.text += c.value("text", "");
-                       a.finish_reason = j.value("stop_reason", "") == "max_tokens" ? "length" : "stop";
-                       if (j.contains("usage")) {
-                         a.usage.prompt_tokens = j["usage"].value("input_tokens", 0);
-                         a.usage.completion_tokens = j["usage"].value("output_tokens", 0);
-                       }
-                     });
+    return post_json(post_, s_.base_url + "/v1/messages", headers, anthropic_body(s_.model, r), s_.timeout_s, "messages", retryable,
+                     read_anthropic_answer);
   }
 
  private:
@@ -266,6 +298,7 @@ std::unique_ptr<Backend> make_backend(const Spec& s, HttpPost post) {
   if (s.kind == "openai") return std::make_unique<OpenAI>(s, std::move(post));
   if (s.kind == "anthropic") return std::make_unique<Anthropic>(s, std::move(post));
   if (s.kind == "exchange") return std::make_unique<Exchange>(s);
+  if (s.kind == "batch") return std::make_unique<BatchBackend>(s);
   throw std::invalid_argument("unknown LLM backend '" + s.kind + "'");
 }
 
@@ -331,7 +364,7 @@ Answer Client::ask(const Request& r) {
     return a;
   }
   std::string k = key(r);
-  std::string cache = cache_dir_.empty() ? "" : cache_dir_ + "/" + k.substr(0, 2) + "/" + k + ".json";
+  std::string cache = cache_dir_.empty() || !backend_->cacheable() ? "" : cache_dir_ + "/" + k.substr(0, 2) + "/" + k + ".json";
   if (!cache.empty() && fs::exists(cache)) {
     try {
       json j = json::parse(read_file(cache));
@@ -364,7 +397,9 @@ Answer Client::ask(const Request& r) {
       a.error = e.what();
       retryable = false;
     }
-    a.attempts = attempt + 1;
+    a.attempts = std::max(a.attempts, attempt + 1);  // a batch answer counts the batches it took
+    // A deferred request counts against the request budget: it is written for a batch and will
+    // be paid for when answered.
     ++total_.requests;
     total_.prompt_tokens += a.usage.prompt_tokens;
     total_.completion_tokens += a.usage.completion_tokens;
@@ -400,7 +435,9 @@ Answer Client::ask(const Request& r) {
     create_private_dirs(fs::path(cache).parent_path().string());
     write_file_private(cache, json{{"backend", redact(backend_->id())}, {"text", a.text}, {"finish_reason", a.finish_reason}}.dump(1));
   }
-  if (log_)
+  if (log_ && a.deferred)
+    log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + a.error);
+  else if (log_)
     log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + (a.ok ? "answer" : "error: " + a.error) + ", " +
          std::to_string(a.usage.prompt_tokens) + "+" + std::to_string(a.usage.completion_tokens) + " tokens, attempts " +
          std::to_string(a.attempts) + (a.finish_reason == "length" ? ", truncated" : ""));

@@ -184,6 +184,12 @@ std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profil
     say("stopped: " + why);
     return {};
   }
+  // Batch mode: the search stops at the request whose answer comes later, so that the resumed
+  // run, replaying it, asks exactly the requests this one wrote.
+  if (waiting_) {
+    say("stopped: waiting for a batch answer");
+    return {};
+  }
   // The Planner: the decision table's best method not yet tried from this parent.
   Features f = features_of(parent, prof);
   derive_features(k_, &f);
@@ -233,6 +239,12 @@ std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profil
   };
   llm::Answer a = ask();
   for (int round = 0; round < 2; ++round) {
+    if (a.deferred) {
+      waiting_ = true;
+      tell("the " + r.purpose + " request " + a.error);
+      outcome(a, "batched: " + a.error);
+      return {};
+    }
     if (!a.ok) {
       tell("no answer to the " + r.purpose + " request: " + a.error);
       outcome(a, "no answer: " + a.error);

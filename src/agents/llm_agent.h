@@ -79,6 +79,7 @@ class LlmAgent : public Agent {
   int max_tokens_;
   std::function<void(const std::string&)> progress_;
   std::function<void(int64_t, const std::string&)> outcome_;
+  bool waiting_ = false;  // a request went into a batch: no more until the run is resumed
   LlmSpend spend_;
   std::map<std::string, LlmSpend> by_program_;
 };

@@ -19,6 +19,7 @@
 #include "compile/compiler.h"
 #include "coord/session.h"
 #include "cli/optimize_args.h"
+#include "cli/optimize_batch.h"
 #include "cli/optimize_module.h"
 #include "core/stop.h"
 #include "core/util.h"
@@ -72,7 +73,7 @@ search::OptimizeOptions search_options(const OptimizeArgs& a) {
   o.plateau = a.plateau;
   o.agent = a.agent;
   o.prune = a.prune;
-  o.profile = !a.no_profile;
+  o.profile = !a.no_profile && !is_batch_agent(a);  // batch mode: see batch_before_run
   o.dispatch_schedules = static_cast<size_t>(a.schedules_per_kernel);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   o.batch = a.batch > 0 ? static_cast<size_t>(a.batch) : std::clamp<size_t>(cores, 8, 32);
@@ -144,6 +145,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.precision = a.precision;
     return run_optimize_module(m, json_out);
   }
+  if (std::optional<int> waiting = batch_before_run(a)) return *waiting;
   if (!a.from.empty() || a.answer != "dsl") return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   if (a.precision_given)
@@ -371,6 +373,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::string why;
     if (client->exhausted(&why)) doc["llm"]["stopped"] = why;
   }
+  // Batch mode: the requests the searches deferred become the next batch.
+  std::optional<agents::llm::BatchNotice> batch = client ? batch_after_run(*client, a, s.run_id()) : std::nullopt;
+  if (batch) doc["llm"]["batch"] = batch->to_json();
   if (interrupted) doc["interrupted"] = {{"signal", stop_signal()}, {"not_started", not_started}};
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
   // The report: Markdown, a self-contained HTML page, the JSON, and each task's best kernel as
@@ -413,13 +418,14 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
         std::cout << "\n# " << results[i].task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
     std::cout << "run " << s.run_id() << "; JSON with --json" << (a.json_out.empty() ? "" : ", written to " + a.json_out) << "\n";
   }
+  if (batch) std::cerr << "ksol optimize: " << batch->next << "\n";
   if (interrupted) {
     std::cerr << "ksol optimize: interrupted (signal " << stop_signal() << "): the evaluations in flight finished, "
               << not_started.size() << " task(s) not started" << (not_started.empty() ? "" : " (" + join(not_started, ", ") + ")")
               << "; resume with --resume " << s.run_id() << "\n";
     return 128 + (stop_signal() > 0 ? stop_signal() : 2);
   }
-  return exit_status::ok;
+  return batch ? exit_status::waiting : exit_status::ok;
 }
 
 }  // namespace
@@ -434,7 +440,11 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                   "task names or folders (default: every built-in task with a seed program), or one PyTorch module file "
                   "(KernelBench format, .py) whose forward is lowered to one DSL program, or cut into DSL pieces around the ops "
                   "kept as PyTorch calls, and searched on its own tensors");
-  cmd->add_option("--agent", a->agent, "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR")
+  cmd->add_option("--agent", a->agent,
+                  "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR, or "
+                  "batch:openai:MODEL:DIR / batch:anthropic:MODEL:DIR (batch mode: the requests a run needs are written to "
+                  "DIR/requests-N.jsonl for the provider's batch API and the run ends with exit status 75, saying how to submit "
+                  "them; once the results are in DIR/results-N.jsonl the printed command, the same one with --resume RUN, goes on)")
       ->check([](const std::string& v) -> std::string {
         if (v == "expert" || v == "random") return "";
         try {
@@ -448,10 +458,10 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--llm-base-url", a->llm_base_url, "chat endpoint base (default https://api.openai.com/v1 or https://api.anthropic.com; e.g. http://127.0.0.1:8080/v1 for llama.cpp)");
   cmd->add_option("--llm-key-env", a->llm_key_env, "environment variable with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY for the hosted endpoints; with --llm-base-url, none unless named here; 'none' sends no key)");
   cmd->add_option("--llm-timeout", a->llm_timeout, "seconds per LLM request (default 120); with exchange:DIR, how long to wait for each answer file (default 600)")->check(positive_number());
-  cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0)")->check(non_negative_integer());
+  cmd->add_option("--llm-retries", a->llm_retries, "retries after a rate limit, a server error or a dropped connection (default 3; exchange 0); batch mode: more batches for a request that expired or met a server error (default 1)")->check(non_negative_integer());
   cmd->add_option("--llm-max-tokens", a->llm_max_tokens, "longest answer to ask for")->capture_default_str()->check(positive_integer());
   cmd->add_option("--llm-min-interval", a->llm_min_interval, "seconds between LLM requests (a rate limit)")->check(non_negative_number());
-  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars, the store's per-request cost and the report's dollars)")->check(non_negative_number());
+  cmd->add_option("--price-in", a->price_in, "dollars per million prompt tokens (for --budget-dollars, the store's per-request cost and the report's dollars; batch mode: the provider's batch prices)")->check(non_negative_number());
   cmd->add_option("--price-out", a->price_out, "dollars per million completion tokens")->check(non_negative_number());
   cmd->add_option("--budget-tokens", a->budget_tokens, "stop asking the LLM after this many tokens (0: no limit)")->check(non_negative_integer());
   cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this many dollars (0: no limit); needs --price-in and --price-out")->check(non_negative_number());
@@ -474,7 +484,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)")->check(positive_integer());
   cmd->add_flag("--verbose", a->verbose, "after each task: where its seconds went (baselines, seed, build, screen, verify, profile, grade) and the search's log");
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str()->check(unsigned_integer());
-  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated")->check(positive_integer());
+  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated (batch mode: the run that wrote the last batch)")->check(positive_integer());
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());
@@ -494,6 +504,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
     if (!a->from.empty() && answer_opt->count() == 0) a->answer = "cuda";
     std::vector<std::string> parts;
     for (int i = 0; i < argc; ++i) parts.push_back(shell_quote(argv[i]));
+    a->words = parts;
     finish_command("optimize", [&] { return run_optimize(*a, store, worker, assume_gpu, json_out, join(parts, " ")); });
   });
 }

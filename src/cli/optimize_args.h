@@ -26,7 +26,7 @@ struct OptimizeArgs {
   int64_t resume = 0;
   std::string json_out;
   double timeout = 300;
-  // LLM agents (openai:MODEL, anthropic:MODEL, exchange:DIR)
+  // LLM agents (openai:MODEL, anthropic:MODEL, exchange:DIR, batch:FORMAT:MODEL:DIR)
   std::string llm_base_url, llm_key_env;
   double llm_timeout = 0;
   int llm_retries = -1;
@@ -52,6 +52,7 @@ struct OptimizeArgs {
   // job (every task with a seed program) within 15 minutes on one H200.
   double total_seconds = 780;
   bool seconds_given = false;  // --budget-seconds on the command line (a cap on the shares then)
+  std::vector<std::string> words;  // the command line, each word shell-quoted: batch mode prints it with --resume RUN
 };
 
 // The run's LLM client from the command line (one for the whole run: its budgets and its cache

@@ -10,6 +10,7 @@
 #include "agents/llm_agent.h"
 #include "cli/commands.h"
 #include "cli/optimize_args.h"
+#include "cli/optimize_batch.h"
 #include "cli/usage.h"
 #include "codegen/job.h"
 #include "compile/compiler.h"
@@ -33,8 +34,9 @@ namespace {
 // evaluator.
 class SessionKernelEvaluator : public agents::KernelEvaluator {
  public:
-  SessionKernelEvaluator(Session& s, const std::string& agent, std::string dir, double timeout)
-      : s_(s), se_(s, agent, 0, timeout), agent_(agent), dir_(std::move(dir)), timeout_(timeout) {}
+  // `resume`: the run whose evaluations are reused; `profile` false: no Nsight Compute (batch mode).
+  SessionKernelEvaluator(Session& s, const std::string& agent, std::string dir, double timeout, int64_t resume, bool profile)
+      : s_(s), se_(s, agent, resume, timeout), agent_(agent), dir_(std::move(dir)), timeout_(timeout), resume_(resume), profile_(profile) {}
 
   search::Outcome evaluate(const Task& t, const agents::Kernel& k, const std::string& label, int64_t parent,
                            const std::string& method) override {
@@ -49,6 +51,10 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
   }
   std::map<std::string, search::Outcome> baselines(const Task& t) override { return se_.baselines(t); }
   std::optional<search::ProfileResult> profile(const Task& t, const agents::Kernel& k, const std::string& size, std::string* why) override {
+    if (!profile_) {
+      if (why) *why = "batch mode: the roofline classifies (a profile's figures differ between runs, and a resumed round must ask the requests the last one wrote)";
+      return std::nullopt;
+    }
     if (k.language == "dsl") return se_.profile(t, *k.program, size, why);
     // Nsight Compute selects a kernel by name, which only a generated kernel's is known.
     if (why) *why = "a CUDA kernel's launches have no name ksol knows; the roofline classifies it";
@@ -89,6 +95,7 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
     for (auto* z : sizes) eo.sizes.push_back(z->name);
     eo.seed = seed;
     eo.timeout_s = timeout_;
+    eo.resume_run = resume_;
     return eo;
   }
   int64_t register_candidate(const Task& t, const CompileJob& j, const agents::Kernel& k, int64_t parent, const std::string& method) {
@@ -110,6 +117,8 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
   search::SessionEvaluator se_;
   std::string agent_, dir_;
   double timeout_;
+  int64_t resume_;
+  bool profile_;
 };
 
 std::string f2(double v, int prec = 2) { return v > 0 ? fixed(v, prec) : "-"; }
@@ -121,12 +130,12 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   agents::AnswerLanguage answer = agents::parse_answer_language(a.answer);
   if (!agents::llm::is_llm_agent(a.agent))
     throw UsageError(std::string(a.from.empty() ? "--answer " + a.answer : "--from") +
-                     " needs an LLM agent (--agent openai:MODEL, anthropic:MODEL or exchange:DIR): the " + a.agent +
+                     " needs an LLM agent (--agent openai:MODEL, anthropic:MODEL, exchange:DIR or batch:FORMAT:MODEL:DIR): the " + a.agent +
                      " agent writes DSL schedules only");
   if (!a.from.empty() && a.tasks.size() != 1)
     throw UsageError("--from starts one task from the given kernel: name that task (--task T or one task argument)");
-  if (!a.gpus.empty() || mpi::wanted(a.mpi) || a.resume)
-    throw UsageError("the LLM's kernel loop (--from, --answer cuda|either) runs on one GPU: --gpus, --mpi and --resume are for the schedule search");
+  if (!a.gpus.empty() || mpi::wanted(a.mpi))
+    throw UsageError("the LLM's kernel loop (--from, --answer cuda|either) runs on one GPU: --gpus and --mpi are for the schedule search");
   struct Item {
     Task task;
     agents::Kernel start;
@@ -175,7 +184,7 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   }
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
   std::unique_ptr<agents::llm::Client> client = make_llm_client(a);
-  s.begin_run(cmdline, {{"optimize", {{"agent", a.agent}, {"answer", a.answer}, {"from", a.from}}}});
+  s.begin_run(cmdline, {{"resume_of", a.resume}, {"optimize", {{"agent", a.agent}, {"answer", a.answer}, {"from", a.from}, {"resume_of", a.resume}}}});
   const std::string dir = a.report_dir.empty() ? "runs/run-" + std::to_string(s.run_id()) : a.report_dir;
   // Every request becomes a row of the store, through a connection of its own, as in the search.
   std::unique_ptr<store::Store> llm_store;
@@ -190,7 +199,7 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
       return llm_store->record_llm_request(row);
     });
   }
-  SessionKernelEvaluator ev(s, a.agent, dir, a.timeout);
+  SessionKernelEvaluator ev(s, a.agent, dir, a.timeout, a.resume, !a.no_profile && !is_batch_agent(a));
   json all = json::array();
   std::vector<agents::KernelLoopResult> results;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -227,6 +236,8 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   doc["llm"] = {{"backend", client->id()}, {"priced", a.price_in > 0 || a.price_out > 0}, {"prompt_tokens", u.prompt_tokens},
                 {"completion_tokens", u.completion_tokens}, {"requests", u.requests}, {"dollars", u.dollars}};
   if (std::string why; client->exhausted(&why)) doc["llm"]["stopped"] = why;
+  std::optional<agents::llm::BatchNotice> batch = batch_after_run(*client, a, s.run_id());
+  if (batch) doc["llm"]["batch"] = batch->to_json();
   if (!a.json_out.empty()) write_file_atomic(a.json_out, doc.dump(2));
   fs::create_directories(dir);
   write_file_atomic(dir + "/results.json", doc.dump(2));
@@ -248,6 +259,10 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
   if (json_out) std::cout << doc.dump(2) << "\n";
   else print_columns(std::cout, rows), std::cout << "run " << s.run_id() << "; JSON with --json\n";
+  if (batch) {
+    std::cerr << "ksol optimize: " << batch->next << "\n";
+    return exit_status::waiting;
+  }
   return exit_status::ok;
 }
 

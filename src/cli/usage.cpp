@@ -30,6 +30,8 @@ std::string exit_status_footer() {
          "  1    error: the run failed (a bad task or DSL file, a failed compile, a worker crash it could\n"
          "       not recover from, an I/O error)\n"
          "  2    usage: a bad command, flag or argument; nothing was run\n"
+         "  75   waiting: optimize with a batch agent wrote requests for a batch (or its last batch has no\n"
+         "       results yet); it printed what to do and the command that goes on once they are in\n"
          "  77   no GPU where GPU work was asked for: what needs no GPU (parsing, checks, compiling) was\n"
          "       done, nothing was timed; the first line printed says so\n"
          "  128+N  interrupted by signal N (optimize: the evaluations in flight finished; --resume)";

@@ -16,6 +16,7 @@ namespace exit_status {
 constexpr int ok = 0;
 constexpr int error = 1;    // the run failed: a bad task or DSL file, a compile or worker failure, I/O
 constexpr int usage = 2;    // bad flags or arguments: nothing was run
+constexpr int waiting = 75;  // optimize with a batch agent: requests written for a batch, the run waits for their answers (sysexits' EX_TEMPFAIL)
 constexpr int no_gpu = 77;  // GPU work was asked for and there is no GPU (automake's "skipped")
 }  // namespace exit_status
 
