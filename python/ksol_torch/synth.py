@@ -1143,8 +1143,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
             else:
                 eps = _arg(n, 4, "eps", 1e-5)
                 wn, bn = _arg(n, 2, "weight"), _arg(n, 3, "bias")
-                w = wn.target if isinstance(wn, torch.fx.Node) and param_of(wn) else None
-                bias = bn.target if isinstance(bn, torch.fx.Node) and param_of(bn) else None
+                # A weight or bias that is a forward input (F.layer_norm(x, shape, w, b) with w and b
+                # from get_inputs) is read like any input of the row's shape (operand, below).
+                inputs_affine = [a if isinstance(a, torch.fx.Node) and a.op == "placeholder" else None for a in (wn, bn)]
+                w = wn.target if isinstance(wn, torch.fx.Node) and not inputs_affine[0] and param_of(wn) else None
+                bias = bn.target if isinstance(bn, torch.fx.Node) and not inputs_affine[1] and param_of(bn) else None
             # The affine weight and bias have normalized_shape: read at the row's flattened index.
             for k in (w, bias):
                 if k is not None and list(sd[k].shape) != row:
@@ -1161,6 +1164,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None) -> Dict:
                 decl[params[bias]], layout[params[bias]] = ["C"], row_dims
                 used_params.add(bias)
                 expr = f"{expr} + {params[bias]}[c]"
+            if mod is None and inputs_affine[0] is not None:
+                expr = f"{expr} * {operand(inputs_affine[0])}"
+            if mod is None and inputs_affine[1] is not None:
+                expr = f"{expr} + {operand(inputs_affine[1])}"
             bind(n, expr)
             continue
         if op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze") and n.args:
