@@ -399,8 +399,8 @@ Answer Client::ask(const Request& r) {
     }
     a.attempts = std::max(a.attempts, attempt + 1);  // a batch answer counts the batches it took
     // A deferred request counts against the request budget: it is written for a batch and will
-    // be paid for when answered.
-    ++total_.requests;
+    // be paid for when answered. A batch answer to a request asked before in the run is `cached`.
+    if (!a.cached) ++total_.requests;
     total_.prompt_tokens += a.usage.prompt_tokens;
     total_.completion_tokens += a.usage.completion_tokens;
     double cost = (a.usage.prompt_tokens * spec_.price_in + a.usage.completion_tokens * spec_.price_out) / 1e6;
@@ -435,9 +435,8 @@ Answer Client::ask(const Request& r) {
     create_private_dirs(fs::path(cache).parent_path().string());
     write_file_private(cache, json{{"backend", redact(backend_->id())}, {"text", a.text}, {"finish_reason", a.finish_reason}}.dump(1));
   }
-  if (log_ && a.deferred)
-    log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + a.error);
-  else if (log_)
+  // A deferred request is said by the agent that asked it (where it goes and when it is read).
+  if (log_ && !a.deferred)
     log_("llm " + redact(backend_->id()) + " " + r.purpose + ": " + (a.ok ? "answer" : "error: " + a.error) + ", " +
          std::to_string(a.usage.prompt_tokens) + "+" + std::to_string(a.usage.completion_tokens) + " tokens, attempts " +
          std::to_string(a.attempts) + (a.finish_reason == "length" ? ", truncated" : ""));

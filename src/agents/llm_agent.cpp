@@ -256,7 +256,14 @@ std::vector<Proposal> LlmAgent::propose(const dsl::Program& parent, const Profil
       say(std::string(round ? "repaired answer accepted" : "answer accepted") + (a.cached ? " (cached)" : "") + ": " +
           p->family + " {" + codegen::schedule_text(full_schedule(*p)) + "}");
       outcome(a, "proposed");
-      by_program_[dsl::print_source(*p)] = branch;
+      // The same program may come back from a later request (a parent asked again, answered from
+      // the cache or a batch's results): every request behind it gets its fate and its cost.
+      LlmSpend& of = by_program_[dsl::print_source(*p)];
+      of.usage.prompt_tokens += branch.usage.prompt_tokens;
+      of.usage.completion_tokens += branch.usage.completion_tokens;
+      of.usage.requests += branch.usage.requests;
+      of.usage.dollars += branch.usage.dollars;
+      of.request_ids.insert(of.request_ids.end(), branch.request_ids.begin(), branch.request_ids.end());
       return {Proposal{*p, full_schedule(*p), method, plan}};
     }
     outcome(a, std::string("rejected: ") + rejection_name(why.kind) + ": " + why.message);

@@ -195,8 +195,9 @@ BatchBackend::BatchBackend(Spec s) : s_(std::move(s)) {
                          " holds the results of another batch; put batch " + std::to_string(n) + "'s results there");
       }
       // OpenAI's output and error files may both be read: an answer wins over an error line.
-      auto it = b.results.find(r.custom_id);
-      if (it == b.results.end() || it->second.first.kind != "answered") b.results[r.custom_id] = {std::move(r), f + ":" + std::to_string(lineno)};
+      const std::string id = r.custom_id;
+      auto it = b.results.find(id);
+      if (it == b.results.end() || it->second.first.kind != "answered") b.results[id] = {std::move(r), f + ":" + std::to_string(lineno)};
     }
   }
 }
@@ -231,8 +232,11 @@ Answer BatchBackend::send(const Request& r, bool* retryable) {
   if (res.kind == "answered") {
     a.text = res.answer.text;
     a.finish_reason = res.answer.finish_reason;
-    a.usage = res.answer.usage;
     a.ok = true;
+    // Asked again in the same run (the search's look-ahead asks a parent twice): answered as the
+    // cache answers a live run, without tokens, so that a round counts each answer once.
+    a.cached = !answered_.insert(cid).second;
+    if (!a.cached) a.usage = res.answer.usage;
     return a;
   }
   const std::string what = res.kind + " in batch " + n + " (" + where + "): " + res.error;
@@ -242,9 +246,10 @@ Answer BatchBackend::send(const Request& r, bool* retryable) {
 }
 
 Answer BatchBackend::defer(const std::string& cid, const Request& r, const std::string& why) {
-  if (new_ids_.insert(cid).second) new_.push_back({Item{cid, r.task, r.purpose}, batch_request_line(s_.format, s_.model, cid, r)});
-  const int n = static_cast<int>(batches_.size()) + 1;
   Answer a;
+  if (new_ids_.insert(cid).second) new_.push_back({Item{cid, r.task, r.purpose}, batch_request_line(s_.format, s_.model, cid, r)});
+  else a.cached = true;  // already in this run's batch: no second request
+  const int n = static_cast<int>(batches_.size()) + 1;
   a.deferred = true;
   a.attempts = 1;
   a.path = path(requests_name(n));

@@ -81,6 +81,7 @@ class BatchBackend : public Backend {
   // is deferred (Answer::deferred) to the batch this run writes. An errored, expired or canceled
   // line, or a request its batch's results lack, is an error answer saying which, except that
   // one that expired or met a server error goes into the next batch while Spec::retries allows.
+  // A request asked again in the same run is `cached`: no tokens, no request.
   Answer send(const Request& r, bool* retryable) override;
   // The last batch written whose results are not in the folder yet.
   std::optional<BatchNotice> waiting() const;
@@ -116,6 +117,7 @@ class BatchBackend : public Backend {
   std::vector<Batch> batches_;  // batch N at N - 1
   std::vector<std::pair<Item, nlohmann::json>> new_;  // deferred this run, in the order asked
   std::set<std::string> new_ids_;
+  std::set<std::string> answered_;  // custom_ids answered in this run
   int awaited_ = 0;  // a batch without results that a request of this run waits for
 };
 

@@ -320,7 +320,8 @@ TEST(KernelLoopCli, FromNeedsAnLlmAgent) {
   write_file_atomic(mine, read_file(source_root() + "/tasks/llm/softmax_f32/naive.cu"));
   ProcessResult r = run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "optimize", "--task", "softmax_f32", "--from", mine}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--from needs an LLM agent (--agent openai:MODEL, anthropic:MODEL or exchange:DIR): the expert agent writes DSL schedules only"),
+  EXPECT_NE(r.output.find("--from needs an LLM agent (--agent openai:MODEL, anthropic:MODEL, exchange:DIR or batch:FORMAT:MODEL:DIR): the expert agent "
+                          "writes DSL schedules only"),
             std::string::npos)
       << r.output;
   fs::remove(mine);
