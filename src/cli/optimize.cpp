@@ -143,6 +143,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.json_path = a.json_out;
     m.emulate = a.emulate;
     m.precision = a.precision;
+    m.path = a.path;
     return run_optimize_module(m, json_out);
   }
   if (std::optional<int> waiting = batch_before_run(a)) return *waiting;
@@ -150,6 +151,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   if (a.precision_given)
     throw UsageError("--precision applies to a PyTorch module file (FILE.py): a built-in task's precision is its task.toml's");
+  if (a.path_given) throw UsageError("--path applies to a PyTorch module file (FILE.py): a built-in task has one path");
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -492,13 +494,20 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   CLI::Option* precision_opt =
       cmd->add_option("--precision", a->precision, std::string("with a module file: ") + kModulePrecisionHelp)->capture_default_str()->check(module_precision_check());
+  CLI::Option* path_opt =
+      cmd->add_option("--path", a->path, "with a module file: best (the default: both paths, the faster verified answer relative to "
+                                         "torch.compile), fx (the forward lowered into DSL pieces and stitched) or inductor "
+                                         "(torch.compile's Triton kernels searched one by one and kept where the whole model gets faster)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"best", "fx", "inductor"}));
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default a generation's first parent is profiled once where ncu works, while a minute of the task's budget remains; the roofline classifies otherwise)");
   cmd->add_option("--schedules-per-kernel", a->schedules_per_kernel, "at most this many schedules in one kernel with schedules by problem size, which the search builds where different schedules win at different sizes (1: one schedule for every size)")->capture_default_str()->check(positive_integer());
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   cmd->add_flag("--mpi", a->mpi, "run as the ranks of an MPI job (mpirun, srun; also when such a launcher started several ranks): tasks spread over every rank's workers (--gpus), rank 0 writes the store and the report");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, answer_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, path_opt, answer_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
+    a->path_given = path_opt->count() > 0;
     a->plateau_given = plateau_opt->count() > 0;
     a->precision_given = precision_opt->count() > 0;
     if (!a->from.empty() && answer_opt->count() == 0) a->answer = "cuda";

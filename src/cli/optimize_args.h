@@ -47,6 +47,8 @@ struct OptimizeArgs {
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
   std::string precision = "default";  // --precision: a module's mode (baselines and candidates alike)
   bool precision_given = false;
+  std::string path = "best";  // --path: a module's paths (best: fx and Inductor, the better answer; fx; inductor)
+  bool path_given = false;
   // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
   // task's search taking a share of what is left by its headroom. The default keeps the main
   // job (every task with a seed program) within 15 minutes on one H200.

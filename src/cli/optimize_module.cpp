@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -274,6 +275,58 @@ std::string write_report(const ModuleOptimizeArgs& a, const std::string& stem, j
   return dir;
 }
 
+// The Inductor path (python/ksol/inductor_path.py) in a process of its own: torch.compile's
+// Triton kernels made tasks, searched by this binary's fx path, and kept in the compiled model
+// where the whole model gets faster; with `fx_results`, the choice between the two paths goes
+// into both reports (results.json's "path"). Its report is <dir>/inductor/inductor.json, what it
+// printed <dir>/inductor/inductor.log. Returns its summary line ({} where it printed none).
+json run_inductor_path(const ModuleOptimizeArgs& a, const std::string& py, const std::string& pypath, const std::string& dir,
+                       const std::string& fx_results) {
+  const double seconds = a.search.budget_seconds > 0 ? a.search.budget_seconds : 60.0;
+  std::vector<std::string> argv = {"env", "PYTHONPATH=" + pypath, "KSOL_PYTHON=" + py, py, "-m", "ksol.inductor_path", "optimize",
+                                   fs::absolute(a.file).string(), "--report", dir + "/inductor", "--budget-seconds",
+                                   std::to_string(seconds), "--agent", a.search.agent, "--precision", a.precision, "--ksol",
+                                   self_exe_dir() + "/ksol"};
+  if (!fx_results.empty()) argv.insert(argv.end(), {"--fx-results", fx_results});
+  std::cerr << "inductor path: torch.compile's kernels as tasks, " << seconds << " s of search (its log: " << dir
+            << "/inductor/inductor.log)\n";
+  fs::create_directories(dir + "/inductor");
+  // Its compile, its captures and one search per kernel: an hour past its budget is a hang.
+  ProcessResult pr = run_process(argv, seconds + 3600);
+  write_file_atomic(dir + "/inductor/inductor.log", pr.output);
+  json line;
+  std::istringstream lines(pr.output);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("[inductor]", 0) == 0) std::cerr << l << "\n";
+    if (!l.empty() && l[0] == '{') try {
+        line = json::parse(l);
+      } catch (const std::exception&) {
+      }
+  }
+  if (line.is_null() || pr.exit_code < 0)
+    std::cerr << "inductor path: " << (pr.timed_out ? "timed out" : "failed (exit status " + std::to_string(pr.exit_code) + ")")
+              << "; the end of its log:\n"
+              << pr.output.substr(pr.output.size() > 3000 ? pr.output.size() - 3000 : 0) << "\n";
+  return line.is_null() ? json::object() : line;
+}
+
+// After the fx path's report: the Inductor path and the choice between the two (--path best),
+// which rewrites results.json; `doc` is read back from it.
+void choose_path(const ModuleOptimizeArgs& a, const std::string& py, const std::string& pypath, const std::string& dir, json& doc) {
+  if (a.path != "best") return;
+  if (a.emulate || stop_requested()) {
+    std::cerr << "inductor path: not run (" << (a.emulate ? "--emulate: Inductor's Triton kernels need a GPU" : "stopped") << ")\n";
+    return;
+  }
+  run_inductor_path(a, py, pypath, dir, fs::absolute(dir + "/results.json").string());
+  try {
+    doc = json::parse(read_file(dir + "/results.json"));
+  } catch (const std::exception&) {
+  }
+  if (doc.contains("path") && doc["path"].is_object())
+    std::cerr << "path: " << doc["path"].value("chosen", std::string("none")) << ": " << doc["path"].value("why", std::string()) << "\n";
+}
+
 }  // namespace
 
 int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
@@ -285,6 +338,17 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
   std::string pypath = source_root() + "/python";
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  if (a.path == "inductor") {
+    if (a.emulate) throw UsageError("--path inductor needs a GPU: Inductor's Triton kernels cannot run on the CPU emulator");
+    std::string dir = a.report_dir.empty() ? "runs/module-" + fs::path(a.file).stem().string() : a.report_dir;
+    json line = run_inductor_path(a, py, pypath, dir, "");
+    std::string status = line.value("status", std::string("failed"));
+    std::cout << (json_out ? line.dump(2)
+                           : "result: inductor path " + status + ": " + line.value("answer", std::string("nothing")) + ", " +
+                                 std::to_string(line.value("answer_us", 0.0)) + " us (" + line.value("reason", std::string()) + ")")
+              << "\n";
+    return status == "ok" ? exit_status::ok : status == "skipped" ? exit_status::no_gpu : exit_status::error;
+  }
   // The worker first, so that a missing GPU is the first thing said; tracing, lowering and
   // compiling follow either way.
   WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
@@ -521,6 +585,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     doc["results"] = json::array({item});
     std::string dir = write_report(a, stem, doc, kept);
     std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
+    choose_path(a, py, pypath, dir, doc);
     std::cout << (json_out ? doc.dump(2)
                            : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us") +
                                  "; precision " + precision_text(doc["precision"]))
@@ -557,6 +622,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});
   std::string dir = write_report(a, stem, doc, kept);
+  choose_path(a, py, pypath, dir, doc);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
   if (json_out) std::cout << doc.dump(2) << "\n";
   else
