@@ -476,10 +476,7 @@ KernelLoopResult Loop::run(const Kernel& start) {
     std::string method = cards.empty() ? "llm" : "llm/" + cards[0].method;
     for (const Choice& c : cards) methods_tried_.insert(c.method);
     llm::Answer plan = ask("planner", RolePrompts::planner_system(), planner_prompt(parent, prof, cards), &spent);
-    if (!plan.ok) {
-      if (waiting_) r.stop_reason = "exhausted";
-      break;
-    }
+    if (!plan.ok) break;
     outcome(plan, "plan");
     say("branch " + std::to_string(branch) + " plan: " + first_line(trim(plan.text)));
     // The Coder writes the branch's first kernel; the Optimizer does when the parent is a kernel
@@ -562,7 +559,7 @@ KernelLoopResult Loop::run(const Kernel& start) {
     }
     since_best = improved ? 0 : since_best + 1;
   }
-  if (r.stop_reason.empty()) r.stop_reason = since_best >= o_.plateau ? "plateau" : "candidates";
+  if (r.stop_reason.empty()) r.stop_reason = waiting_ ? "exhausted" : since_best >= o_.plateau ? "plateau" : "candidates";
   // The result: the best kernel against the fastest baseline, never slower than it.
   const search::Attempt* b = r.best_attempt();
   r.speedup_vs_baseline = b ? search::speedup(r.baseline_best, b->outcome) : 0;

@@ -161,8 +161,11 @@ BatchBackend::BatchBackend(Spec s) : s_(std::move(s)) {
     if (!std::regex_match(f, m, name)) continue;
     const int n = m[1].length() > 6 ? 0 : std::stoi(m[1].str());
     if (n < 1 || n > static_cast<int>(batches_.size()))
-      throw BatchError(path(f) + " answers batch " + std::to_string(n) + ", which this folder never wrote (its last is batch " +
-                       std::to_string(batches_.size()) + ", " + requests_name(static_cast<int>(batches_.size())) + ")");
+      throw BatchError(path(f) + " answers batch " + std::to_string(n) + ", which this folder never wrote (" +
+                       (batches_.empty() ? std::string("it has no batch yet")
+                                         : "its last is batch " + std::to_string(batches_.size()) + ", " +
+                                               requests_name(static_cast<int>(batches_.size()))) +
+                       ")");
     files.push_back({n, f});
   }
   std::sort(files.begin(), files.end());

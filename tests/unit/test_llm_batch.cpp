@@ -544,6 +544,7 @@ TEST(LlmBatch, KernelLoopGoesOnRoleByRole) {
   bc.results(1, {answer_line("openai", q1[0]["custom_id"], "Load four floats at a time.")});
   auto [k2, n2] = round(2, &p2);
   ASSERT_TRUE(n2);
+  EXPECT_EQ(k2.result.stop_reason, "exhausted");
   EXPECT_NE(join(p2, "\n").find("llm: the coder request goes into batch 2"), std::string::npos) << join(p2, "\n");
   std::vector<json> q2 = bc.lines("requests-2.jsonl");
   ASSERT_EQ(q2.size(), 1u);
