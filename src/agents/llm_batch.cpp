@@ -23,12 +23,12 @@ std::string text_of(const json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
-// "HTTP 400 (invalid_request_error): the message", from an OpenAI error body or an Anthropic error.
+// "HTTP 400 (invalid_request_error): the message" from an OpenAI error body, "overloaded_error:
+// the message" from an Anthropic error.
 std::string error_text(int status, const json& e) {
   std::string type = text_of(e, "type"), code = text_of(e, "code"), msg = text_of(e, "message");
   std::string kind = !type.empty() && type != "error" ? type : code;
-  std::string s = status ? "HTTP " + std::to_string(status) : "";
-  if (!kind.empty()) s += (s.empty() ? "" : " ") + ("(" + kind + ")");
+  std::string s = status ? "HTTP " + std::to_string(status) + (kind.empty() ? "" : " (" + kind + ")") : kind;
   return s + (s.empty() ? "" : ": ") + (msg.empty() ? e.dump() : msg);
 }
 
@@ -297,7 +297,7 @@ std::string next_steps(const Spec& s, int n, size_t count, const std::string& re
   }
   o += "  3. go on:\n       " + resume + "\n";
   o += "Any other answerer may write " + results + " itself, one line per request in the provider's result format "
-       "(src/agents/README.md, batch mode).";
+       "(src/agents/README.md, batch mode; scripts/batch_answer.py answers from a file or a command).";
   return o;
 }
 

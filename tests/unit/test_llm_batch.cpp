@@ -193,7 +193,7 @@ TEST(LlmBatch, ResultLinesInBothFormatsWithTheirErrors) {
       {{"custom_id", "a"},
        {"result", {{"type", "errored"}, {"error", {{"type", "error"}, {"error", {{"type", "invalid_request_error"}, {"message", "bad max_tokens"}}}}}}}});
   EXPECT_EQ(ae.kind, "errored");
-  EXPECT_EQ(ae.error, "(invalid_request_error): bad max_tokens");
+  EXPECT_EQ(ae.error, "invalid_request_error: bad max_tokens");
   EXPECT_FALSE(ae.retryable);
   EXPECT_TRUE(llm::read_batch_result({{"custom_id", "a"}, {"result", {{"type", "errored"}, {"error", {{"type", "overloaded_error"}, {"message", "busy"}}}}}}).retryable);
   EXPECT_EQ(llm::read_batch_result({{"custom_id", "a"}, {"result", {{"type", "expired"}}}}).kind, "expired");
@@ -559,7 +559,8 @@ TEST(LlmBatch, KernelLoopGoesOnRoleByRole) {
 
 // `ksol optimize` through the scripted worker: the run writes its batch and ends with exit status
 // 75 and what to do; a re-run before the results are in, a results file for another batch and a
-// missing --resume are each said before anything runs; the printed command goes on.
+// missing --resume are each said before anything runs; scripts/batch_answer.py answers the batch
+// and the printed command goes on.
 TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   BatchCase bc;
   fs::create_directories(bc.root);
@@ -599,11 +600,14 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("results-1.jsonl holds the results of another batch"), std::string::npos) << wrong.output;
 
+  // The results from scripts/batch_answer.py, the offline answerer.
+  fs::remove(bc.dir + "/results-1.jsonl");
   std::string relu = read_file(source_root() + "/tasks/tensor/relu_f32/program.ksol");
   relu.replace(relu.find("vector = 1"), 10, "vector = 4");
-  json answer = answer_line("openai", id, block(relu));
-  answer["response"]["body"]["usage"] = {{"prompt_tokens", 1000}, {"completion_tokens", 200}};
-  bc.results(1, {answer});
+  write_file_atomic(bc.root + "/answer.md", "Four at a time.\n" + block(relu));
+  ProcessResult answered = run_process({"python3", source_root() + "/scripts/batch_answer.py", bc.dir, bc.root + "/answer.md"}, 60);
+  ASSERT_EQ(answered.exit_code, 0) << answered.output;
+  EXPECT_NE(answered.output.find("answered batch 1: 1 request(s)"), std::string::npos) << answered.output;
   ProcessResult no_resume = optimize({});
   EXPECT_EQ(no_resume.exit_code, 2) << no_resume.output;
   EXPECT_NE(no_resume.output.find("holds batches, the last written by run " + std::to_string(run) + ": go on with --resume " + std::to_string(run)),
@@ -617,8 +621,9 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   ASSERT_FALSE(rows.empty()) << second.output;
   EXPECT_TRUE(rows[0].ok) << rows[0].error;
   EXPECT_EQ(rows[0].prompt_hash, id);
-  EXPECT_EQ(rows[0].prompt_tokens, 1000);
-  EXPECT_EQ(rows[0].completion_tokens, 200);
+  EXPECT_EQ(rows[0].purpose, "coder");
+  EXPECT_EQ(rows[0].model, "batch:openai:test-model");
+  EXPECT_NE(rows[0].answer.find("vector = 4"), std::string::npos);
   EXPECT_EQ(rows[0].path, fs::absolute(bc.dir + "/results-1.jsonl").lexically_normal().string());
   EXPECT_NE(rows[0].outcome, "pending");
   EXPECT_NE(rows[0].outcome.find("screened out"), std::string::npos) << rows[0].outcome;  // the scripted worker times every program alike
