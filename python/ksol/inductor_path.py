@@ -112,10 +112,13 @@ def _region_model(source: str, where: str):
     return ns["Model"]()
 
 
-def _kernel_search(ksol_bin: str, problem_file: str, run_dir: str, seconds: float, agent: str, precision: str) -> Dict:
+def _kernel_search(ksol_bin: str, problem_file: str, run_dir: str, seconds: float, agent: str, precision: str,
+                   candidates: int = 0) -> Dict:
     """`ksol optimize` on a kernel's problem (the fx path alone): its exit status and folder."""
     cmd = [ksol_bin, "--json", "optimize", problem_file, "--path", "fx", "--budget-seconds", f"{seconds:g}", "--agent", agent,
            "--precision", precision, "--report", run_dir]
+    if candidates > 0:
+        cmd += ["--budget-candidates", str(candidates)]
     env = dict(os.environ, KSOL_PYTHON=sys.executable)
     t0 = time.perf_counter()
     with open(os.path.join(os.path.dirname(run_dir), os.path.basename(run_dir) + ".log"), "w") as logf:
@@ -164,7 +167,7 @@ def _tensors_for(rec, region: ir.Region):
 
 
 def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, precision: str = "default",
-             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01) -> Dict:
+             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01, candidates: int = 0) -> Dict:
     """The Inductor path on one problem: the report (also written to <report_dir>/inductor.json)."""
     from . import inductor_capture as ic
 
@@ -174,6 +177,7 @@ def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, p
     why = ic.available()
     if why:
         doc["reason"] = f"the Inductor path needs PyTorch 2 with Triton and a GPU: {why}"
+        doc["no_gpu"] = why.startswith("no CUDA device")
         _write(os.path.join(report_dir, REPORT), doc)
         return doc
     if not ksol_bin:
@@ -233,7 +237,7 @@ def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, p
         name = f"g{rec['graph']}.{rec['kernel']}"
         run_dir = os.path.join(kdir, item["stem"])
         _log(f"{name}: ksol optimize {os.path.relpath(item['file'], report_dir)} ({share:.0f} s)")
-        rec["search"] = _kernel_search(ksol_bin, item["file"], run_dir, share, agent, precision)
+        rec["search"] = _kernel_search(ksol_bin, item["file"], run_dir, share, agent, precision, candidates)
         made = _searched(env, item, rec, run_dir)
         if made is None:
             continue
@@ -375,6 +379,67 @@ def _searched(env, item: Dict, rec: Dict, run_dir: str):
     return lambda original: ic.Shim(original, k, launch, repl, in_params, out_params)
 
 
+class InductorModule:
+    """What `load` returns: the compiled model with the run's kept replacements in place, called
+    like the module (under torch.no_grad: inference only). `ksol_result` is the run's report."""
+
+    def __init__(self, cap, kept: List[str], doc: Dict):
+        self.compiled, self.kept, self.ksol_result = cap.compiled, kept, doc
+        self._cap = cap
+
+    def __call__(self, *inputs):
+        import torch
+
+        with torch.no_grad():
+            return self.compiled(*inputs)
+
+
+def load(inductor_dir: str, verify: bool = True) -> InductorModule:
+    """The Inductor path's answer from its report folder (<run>/inductor): the problem's Model
+    (built from the first of SEEDS, as the run built it) compiled again, each kept kernel found in
+    the new output code by name and source (Inductor writes the same code for the same graph, torch
+    and config), its library bound as the run bound it, and, with `verify`, the whole model
+    checked against the Model in float64. The replacements live in the compiled graph's module,
+    which PyTorch shares between compiles of the same code in this process: a second
+    torch.compile of the same module runs them too. RunDirError where the code is not the run's;
+    VerificationError where the model does not pass."""
+    from . import inductor_capture as ic
+    from .errors import RunDirError, VerificationError
+    from .run_dir import read_run
+
+    with open(os.path.join(inductor_dir, REPORT)) as fh:
+        doc = json.load(fh)
+    if doc.get("status") != "ok":
+        raise RunDirError(f"{inductor_dir}: the Inductor path did not finish there ({doc.get('reason', doc.get('status'))})")
+    env = _Env(doc["problem"], doc.get("precision", {}).get("mode", "default"))
+    with env.flags_on():
+        cap = ic.capture(env.model, env.inputs, os.path.basename(doc["problem"]))
+    recs = {f"g{r['graph']}.{r['kernel']}": r for r in doc["kernels"]}
+    for name in doc.get("kept", []):
+        rec = recs[name]
+        gi, kernel = rec["graph"], rec["kernel"]
+        g = cap.graphs[gi] if gi < len(cap.graphs) else None
+        k = g.program.kernels.get(kernel) if g else None
+        if k is None or ic.source_hash(k.source) != rec["source_hash"]:
+            raise RunDirError(f"{inductor_dir}: torch.compile no longer writes kernel {name} as the run saw it (PyTorch, its "
+                              "configuration or the module changed): run ksol optimize again")
+        launch = next(l for l in g.program.launches() if l.kernel == kernel)
+        region = ir.bind(g.program, launch)
+        stem = f"g{gi}-{kernel}"
+        repl = _replacement(read_run(os.path.join(inductor_dir, "kernels", stem)), os.path.join(inductor_dir, "kernels", stem + ".py"),
+                            region, stem)
+        setattr(g.module, kernel, ic.Shim(g.kernel_object(kernel), k, launch, repl, [p.param for p in region.inputs],
+                                          [p.param for p in region.outputs]))
+    mod = InductorModule(cap, list(doc.get("kept", [])), doc)
+    if verify:
+        err = env.verify(cap.compiled)
+        if err:
+            raise VerificationError(f"{inductor_dir}: the compiled model with the run's kernels does not match the module: {err}",
+                                    "correctness", "wrong_result", inductor_dir)
+        ic.check_called(cap, mod.kept)
+    return mod
+
+
 def choose_paths(fx_results: str, inductor_doc: Dict) -> ch.Choice:
     """The choice between the fx path's results.json and the Inductor path's report."""
     with open(fx_results) as fh:
@@ -439,6 +504,7 @@ def main(argv=None) -> int:
     o.add_argument("--agent", default="expert")
     o.add_argument("--precision", default="default", choices=["default", "strict", "tf32"])
     o.add_argument("--ksol", default="", help="the ksol binary the kernels' searches run (default: ksol.find_binaries())")
+    o.add_argument("--budget-candidates", type=int, default=0, help="each kernel's search tries at most this many programs")
     o.add_argument("--min-gain", type=float, default=0.01, help="a replacement stays when the whole model is this fraction faster")
     o.add_argument("--fx-results", metavar="RESULTS_JSON", help="the fx path's results.json: choose between the two and "
                                                                 "write the choice into both reports")
@@ -468,7 +534,7 @@ def main(argv=None) -> int:
                     fh.write(ir.problem_source(region, a.output_code))
         return 0
     try:
-        doc = optimize(a.problem, a.report, a.budget_seconds, a.precision, a.agent, a.ksol, a.min_gain)
+        doc = optimize(a.problem, a.report, a.budget_seconds, a.precision, a.agent, a.ksol, a.min_gain, a.budget_candidates)
     except Exception as e:  # reported in the JSON: the fx path's answer stands
         import traceback
         doc = {"path": "inductor", "status": "failed", "reason": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
@@ -479,7 +545,7 @@ def main(argv=None) -> int:
         record_choice(a.fx_results, a.report, choice)
         _log(f"path: {choice.path or 'none'}: {choice.why}")
     print(json.dumps({"status": doc.get("status"), "answer": doc.get("answer", ""), "answer_us": doc.get("answer_us", 0.0),
-                      "compiled_us": doc.get("compiled_us", 0.0), "reason": doc.get("reason", "")}))
+                      "compiled_us": doc.get("compiled_us", 0.0), "reason": doc.get("reason", ""), "no_gpu": bool(doc.get("no_gpu"))}))
     return 0 if doc.get("status") in ("ok", "skipped") else 1
 
 

@@ -115,7 +115,7 @@ def _keep_libraries(run: rd.RunResult) -> dict:
 
 def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "default", *, run_dir: Optional[str] = None,
              budget_candidates: Optional[int] = None, agent: str = "expert", verify: bool = True, emulate: bool = False,
-             verbose: bool = False, ksol_bin: Optional[str] = None):
+             verbose: bool = False, ksol_bin: Optional[str] = None, path: str = "best"):
     """Optimizes `model` for `model(*inputs)` with ksol, and returns the module ksol's run returned.
 
     The module and its example inputs are written as a KernelBench-format problem in `run_dir`
@@ -132,6 +132,9 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     (IEEE float32 everywhere; "fp32" is the same) or "tf32" (TF32 for matmul and cuDNN).
     `emulate` runs the whole flow on the CPU through ksol's CUDA emulator (a test: PyTorch is
     always returned). `verbose` copies ksol's progress to stderr; it is always in <run>/ksol.log.
+    `path` is `ksol optimize --path`: "best" (both paths, the better answer), "fx" or "inductor";
+    where the Inductor path's answer is returned, it is the compiled model with ksol's kernels in
+    place of Inductor's (inductor_path.load).
 
     Raises BinaryNotFoundError (ksol is not built), UnsupportedError (a module, input or
     precision it cannot take), NoGPUError (no GPU: `ksol optimize` exited with status 77 after
@@ -140,6 +143,8 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     import torch
 
     precision = check_precision(precision)
+    if path not in ("best", "fx", "inductor"):
+        raise UnsupportedError(f"path {path!r}: one of best, fx, inductor (ksol optimize --path)")
     bins = find_binaries(ksol_bin)
     if isinstance(inputs, torch.Tensor):
         inputs = [inputs]
@@ -148,7 +153,7 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     run_dir = os.path.abspath(run_dir or _default_run_dir(name))
     files = write_problem(model, inputs, run_dir, name)
     cmd = [bins.ksol, "--json", "optimize", files.path, "--report", run_dir, "--budget-seconds", f"{budget_seconds:g}",
-           "--agent", agent, "--precision", precision]
+           "--agent", agent, "--precision", precision, "--path", path]
     if budget_candidates:
         cmd += ["--budget-candidates", str(int(budget_candidates))]
     if emulate:
@@ -165,6 +170,9 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
         what = {1: "failed", 2: "was given a bad command line"}.get(rc, f"was interrupted (signal {rc - 128})" if rc > 128 else "failed")
         raise RunFailedError(f"ksol optimize {what} (exit status {rc}); the end of its log ({log_path}):\n{_tail(log_path)}",
                              rc, cmd, _tail(log_path), log_path)
+    if path == "inductor":  # the Inductor path alone writes no results.json
+        from .inductor_path import load as load_inductor_answer
+        return load_inductor_answer(os.path.join(run_dir, "inductor"), verify=verify)
     run = rd.read_run(run_dir)
     manifest = {"format": 1, "precision": precision, "rtol_scale": rd.PRECISIONS[precision], "problem": os.path.basename(files.path),
                 "module_file": os.path.basename(files.module_file), "serialized": "torch.fx" if files.traced else "pickle",
@@ -172,6 +180,9 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
                 "ksol": bins.ksol, "ksol_version": _version(bins.ksol), "torch": torch.__version__, "python": sys.executable}
     with open(os.path.join(run_dir, rd.MANIFEST), "w") as fh:
         json.dump(manifest, fh, indent=1)
+    if (run.results.get("path") or {}).get("chosen") == "inductor":
+        from .inductor_path import load as load_inductor_answer
+        return load_inductor_answer(os.path.join(run_dir, "inductor"), verify=verify)
     if run.answer == "pytorch":
         model.ksol_result = rd.read_run(run_dir)
         log.warning(model.ksol_result.summary())

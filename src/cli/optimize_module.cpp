@@ -286,7 +286,7 @@ json run_inductor_path(const ModuleOptimizeArgs& a, const std::string& py, const
   std::vector<std::string> argv = {"env", "PYTHONPATH=" + pypath, "KSOL_PYTHON=" + py, py, "-m", "ksol.inductor_path", "optimize",
                                    fs::absolute(a.file).string(), "--report", dir + "/inductor", "--budget-seconds",
                                    std::to_string(seconds), "--agent", a.search.agent, "--precision", a.precision, "--ksol",
-                                   self_exe_dir() + "/ksol"};
+                                   self_exe_dir() + "/ksol", "--budget-candidates", std::to_string(a.search.max_candidates)};
   if (!fx_results.empty()) argv.insert(argv.end(), {"--fx-results", fx_results});
   std::cerr << "inductor path: torch.compile's kernels as tasks, " << seconds << " s of search (its log: " << dir
             << "/inductor/inductor.log)\n";
@@ -342,12 +342,16 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     if (a.emulate) throw UsageError("--path inductor needs a GPU: Inductor's Triton kernels cannot run on the CPU emulator");
     std::string dir = a.report_dir.empty() ? "runs/module-" + fs::path(a.file).stem().string() : a.report_dir;
     json line = run_inductor_path(a, py, pypath, dir, "");
-    std::string status = line.value("status", std::string("failed"));
-    std::cout << (json_out ? line.dump(2)
-                           : "result: inductor path " + status + ": " + line.value("answer", std::string("nothing")) + ", " +
-                                 std::to_string(line.value("answer_us", 0.0)) + " us (" + line.value("reason", std::string()) + ")")
-              << "\n";
-    return status == "ok" ? exit_status::ok : status == "skipped" ? exit_status::no_gpu : exit_status::error;
+    std::string status = line.value("status", std::string("failed")), reason = line.value("reason", std::string());
+    if (json_out) std::cout << line.dump(2) << "\n";
+    else if (status == "ok")
+      std::cout << "result: inductor path: " << line.value("answer", std::string()) << ", " << line.value("answer_us", 0.0)
+                << " us against the compiled model's " << line.value("compiled_us", 0.0) << " us (" << reason << "); report " << dir
+                << "/inductor/inductor.json\n";
+    else
+      std::cout << "result: inductor path " << status << ": " << reason << "\n";
+    if (status == "ok") return exit_status::ok;
+    return line.value("no_gpu", false) ? exit_status::no_gpu : exit_status::error;
   }
   // The worker first, so that a missing GPU is the first thing said; tracing, lowering and
   // compiling follow either way.
