@@ -441,7 +441,8 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("tasks", a->tasks,
                   "task names or folders (default: every built-in task with a seed program), or one PyTorch module file "
                   "(KernelBench format, .py) whose forward is lowered to one DSL program, or cut into DSL pieces around the ops "
-                  "kept as PyTorch calls, and searched on its own tensors");
+                  "kept as PyTorch calls, and searched on its own tensors; and, with --path best (the default), whose "
+                  "torch.compile kernels are searched one by one too, the better of the two answers returned");
   cmd->add_option("--agent", a->agent,
                   "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR, or "
                   "batch:openai:MODEL:DIR / batch:anthropic:MODEL:DIR (batch mode: the requests a run needs are written to "

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""The 40 KernelBench problems of docs/TORCH.md's rule through both paths of `ksol optimize FILE.py`
+(the fx lowering and the Inductor path, `--path best`), then per problem and in geomean: each
+path's speedup over torch.compile as that path measured it, and the path returned.
+
+    python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S]
+
+The problems: level 1 and level 2 of a KernelBench copy (`--kb`, default .kb/KernelBench, else
+.cache/kernelbench/KernelBench: never committed), every problem whose number is a multiple of 5.
+Each runs as
+
+    ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
+
+Resumable: a problem whose OUT/<id>.json exists is not run again (nor one recorded as timed out
+in OUT/<id>.timeout.json, unless --retry); a run cut short by --deadline or a signal leaves
+nothing, so the next call runs it. --gpus N runs N problems at once, one per GPU
+(CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
+OUT/summary.txt.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def problems(kb: str):
+    """(id, path) of the rule's 40 problems: level1 then level2, by number."""
+    out = []
+    for level in ("level1", "level2"):
+        d = os.path.join(kb, level)
+        if not os.path.isdir(d):
+            sys.exit(f"error: {d} is not a folder: --kb names a KernelBench copy with level1/ and level2/")
+        for f in os.listdir(d):
+            m = re.match(r"(\d+)_.*\.py$", f)
+            if m and int(m.group(1)) % 5 == 0:
+                out.append((level, int(m.group(1)), os.path.join(d, f)))
+    out.sort()
+    return [(f"{level}-{n}", path) for level, n, path in out]
+
+
+def default_kb() -> str:
+    for d in (os.path.join(ROOT, ".kb", "KernelBench"), os.path.join(ROOT, ".cache", "kernelbench", "KernelBench")):
+        if os.path.isdir(d):
+            return d
+    return os.path.join(ROOT, ".kb", "KernelBench")
+
+
+def default_ksol() -> str:
+    for p in (os.path.join(ROOT, "build", "ksol"), os.path.join(ROOT, ".carry", "bin", "ksol"), shutil.which("ksol") or ""):
+        if p and os.path.isfile(p):
+            return p
+    sys.exit("error: no ksol binary (build/ksol, .carry/bin/ksol, PATH): --ksol names one")
+
+
+# --- one problem ----------------------------------------------------------------------------------------
+def command(a, pid: str, path: str):
+    return [a.ksol, "optimize", path, "--path", "best", "--budget-seconds", str(a.budget_seconds), "--budget-candidates",
+            str(a.budget_candidates), "--report", os.path.join(a.out, pid), "--json-out", os.path.join(a.out, pid + ".json")]
+
+
+def start(a, pid, path, gpu):
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    log = open(os.path.join(a.out, pid + ".log"), "w")
+    p = subprocess.Popen(command(a, pid, path), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return {"pid": pid, "path": path, "proc": p, "log": log, "t0": time.time(), "gpu": gpu}
+
+
+def stop(job):
+    try:
+        os.killpg(job["proc"].pid, signal.SIGTERM)
+        job["proc"].wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(job["proc"].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    job["log"].close()
+
+
+def run_all(a, todo):
+    free = list(range(a.gpus)) if a.gpus > 1 else [None]
+    jobs, end = [], a.deadline
+    interrupted = []
+    signal.signal(signal.SIGTERM, lambda *_: interrupted.append(1))
+    try:
+        while todo or jobs:
+            while todo and free and not interrupted:
+                left = end - time.time() if end else math.inf
+                if left < a.min_left:
+                    print(f"{len(todo)} problem(s) not started: {left:.0f} s left before the deadline", flush=True)
+                    todo = []
+                    break
+                pid, path = todo.pop(0)
+                jobs.append(start(a, pid, path, free.pop(0)))
+                print(f"{pid}: started{'' if jobs[-1]['gpu'] is None else ' on GPU ' + str(jobs[-1]['gpu'])}", flush=True)
+            time.sleep(1)
+            for job in list(jobs):
+                rc = job["proc"].poll()
+                spent = time.time() - job["t0"]
+                cut = (end and time.time() > end) or interrupted
+                if rc is None and not cut and spent <= a.timeout:
+                    continue
+                if rc is None:
+                    stop(job)
+                    if cut:  # the next call runs it: leave nothing behind
+                        for f in (job["pid"] + ".json",):
+                            if os.path.exists(os.path.join(a.out, f)):
+                                os.remove(os.path.join(a.out, f))
+                        print(f"{job['pid']}: cut after {spent:.0f} s (not recorded: the next call runs it)", flush=True)
+                    else:
+                        with open(os.path.join(a.out, job["pid"] + ".timeout.json"), "w") as fh:
+                            json.dump({"problem": job["path"], "timeout_s": a.timeout}, fh)
+                        print(f"{job['pid']}: timed out after {spent:.0f} s (recorded)", flush=True)
+                else:
+                    job["log"].close()
+                    ok = os.path.exists(os.path.join(a.out, job["pid"] + ".json"))
+                    print(f"{job['pid']}: exit status {rc} after {spent:.0f} s{'' if ok else ' (no JSON: see its .log)'}", flush=True)
+                jobs.remove(job)
+                free.append(job["gpu"])
+            if interrupted and not jobs:
+                break
+    except KeyboardInterrupt:
+        for job in jobs:
+            stop(job)
+            if os.path.exists(os.path.join(a.out, job["pid"] + ".json")):
+                os.remove(os.path.join(a.out, job["pid"] + ".json"))
+        raise
+
+
+# --- the table ------------------------------------------------------------------------------------------
+def row_of(a, pid):
+    """One problem's figures from OUT/<id>.json (with its "path"), or why there are none."""
+    jp = os.path.join(a.out, pid + ".json")
+    if not os.path.exists(jp):
+        if os.path.exists(os.path.join(a.out, pid + ".timeout.json")):
+            return {"id": pid, "note": f"timed out ({a.timeout} s)"}
+        return {"id": pid, "note": "not run"}
+    with open(jp) as fh:
+        doc = json.load(fh)
+    item = (doc.get("results") or [{}])[0]
+    compile_us = float((item.get("baseline_us") or {}).get("compile", 0.0) or 0.0)
+    path = doc.get("path") or {}
+    fx = path.get("fx") or {}
+    ind = path.get("inductor") or {}
+    if not fx:  # no choice recorded (the Inductor path did not run): the fx answer from the item
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from ksol.inductor_choice import fx_result
+        r = fx_result(item)
+        fx = {"ok": r.ok, "answer": r.answer, "answer_us": r.answer_us, "compile_us": r.compile_us, "speedup_vs_compile": r.speedup,
+              "reason": r.reason}
+    if not ind:
+        ipath = os.path.join(a.out, pid, "inductor", "inductor.json")
+        reason = "not run"
+        if os.path.exists(ipath):
+            with open(ipath) as fh:
+                reason = json.load(fh).get("reason", "?")
+        ind = {"ok": False, "reason": reason}
+    chosen = path.get("chosen", "fx" if fx.get("ok") else "")
+    sp = {"fx": fx.get("speedup_vs_compile", 0.0) if fx.get("ok") else 0.0,
+          "inductor": ind.get("speedup_vs_compile", 0.0) if ind.get("ok") else 0.0}
+    degenerate = bool((item.get("screen") or {}).get("degenerate"))
+    return {"id": pid, "compile_us": compile_us, "fx": fx, "inductor": ind, "chosen": chosen, "sp": sp,
+            "delivered": sp.get(chosen, 0.0) or (1.0 if chosen else 0.0), "degenerate": degenerate,
+            "note": (path.get("why") or "")[:160]}
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0]
+    return (math.exp(sum(math.log(x) for x in xs) / len(xs)), len(xs)) if xs else (0.0, 0)
+
+
+def table(a, ids) -> str:
+    rows = [row_of(a, pid) for pid in ids]
+    out = ["problem                  compile_us   fx answer        fx x    inductor answer  ind x   returned  note",
+           "-" * 120]
+    for r in rows:
+        if "fx" not in r:
+            out.append(f"{r['id']:<24} {'-':>10}   {'-':<15} {'-':>6}   {'-':<15} {'-':>6}  {'-':<9} {r['note']}")
+            continue
+        fx, ind = r["fx"], r["inductor"]
+        fxa = fx.get("answer", "") if fx.get("ok") else "failed"
+        ia = ind.get("answer", "") if ind.get("ok") else "failed"
+        note = ("degenerate; " if r["degenerate"] else "") + (r["note"] if ind.get("ok") else "inductor: " + ind.get("reason", "")[:120])
+        out.append(f"{r['id']:<24} {r['compile_us']:>10.1f}   {fxa:<15} {r['sp']['fx']:>6.3f}   {ia:<15} {r['sp']['inductor']:>6.3f}  "
+                   f"{r['chosen'] or '-':<9} {note}")
+    counted = [r for r in rows if "fx" in r and not r["degenerate"]]
+    g_fx, n_fx = geomean([r["sp"]["fx"] for r in counted])
+    g_ind, n_ind = geomean([r["sp"]["inductor"] for r in counted])
+    both = [r for r in counted if r["sp"]["fx"] > 0 and r["sp"]["inductor"] > 0]
+    g_fx2, _ = geomean([r["sp"]["fx"] for r in both])
+    g_ind2, _ = geomean([r["sp"]["inductor"] for r in both])
+    g_del, n_del = geomean([r["delivered"] for r in counted])
+    wins = {p: sum(1 for r in counted if r["chosen"] == p) for p in ("fx", "inductor")}
+    out += ["",
+            f"problems {len(rows)}; with results {sum(1 for r in rows if 'fx' in r)}; degenerate (not counted) "
+            f"{sum(1 for r in rows if r.get('degenerate'))}",
+            f"geomean speedup over torch.compile: fx {g_fx:.3f}x ({n_fx} problems), inductor {g_ind:.3f}x ({n_ind}); "
+            f"on the {len(both)} with both: fx {g_fx2:.3f}x, inductor {g_ind2:.3f}x",
+            f"returned: fx {wins['fx']}, inductor {wins['inductor']}; as delivered (the returned path) {g_del:.3f}x over "
+            f"torch.compile ({n_del} problems)",
+            f"inductor path kept ksol kernels on {sum(1 for r in counted if r['inductor'].get('answer') == 'inductor+ksol')} problem(s)"]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--out", required=True, help="folder of the runs (OUT/<id>.json, OUT/<id>/, OUT/summary.txt)")
+    ap.add_argument("--kb", default=default_kb(), help="the KernelBench copy (level1/, level2/)")
+    ap.add_argument("--ksol", default="", help="the ksol binary (default build/ksol, .carry/bin/ksol, then PATH)")
+    ap.add_argument("--budget-seconds", type=float, default=30, help="each problem's search budget, per path (default 30)")
+    ap.add_argument("--budget-candidates", type=int, default=12)
+    ap.add_argument("--timeout", type=float, default=1200, help="a problem running longer is stopped and recorded as timed out")
+    ap.add_argument("--gpus", type=int, default=1, help="problems at once, one per GPU")
+    ap.add_argument("--deadline", type=float, default=0, help="seconds from now after which nothing runs: problems cut then are "
+                                                              "not recorded (the next call runs them)")
+    ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline")
+    ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40")
+    ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
+    ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    probs = problems(a.kb)
+    if len(probs) != 40:
+        print(f"warning: {len(probs)} problems under {a.kb} (the rule gives 40)", file=sys.stderr)
+    ids = [pid for pid, _ in probs]
+    if not a.table_only:
+        a.ksol = a.ksol or default_ksol()
+        a.deadline = time.time() + a.deadline if a.deadline else 0
+        only = {s.strip() for s in a.only.split(",") if s.strip()}
+        todo = []
+        for pid, path in probs:
+            if only:
+                if pid in only:
+                    todo.append((pid, path))
+                continue
+            if os.path.exists(os.path.join(a.out, pid + ".json")):
+                continue
+            if os.path.exists(os.path.join(a.out, pid + ".timeout.json")) and not a.retry:
+                continue
+            todo.append((pid, path))
+        print(f"{len(todo)} problem(s) to run, {len(probs) - len(todo)} done or skipped; {a.ksol}", flush=True)
+        run_all(a, todo)
+    text = table(a, ids)
+    with open(os.path.join(a.out, "summary.txt"), "w") as fh:
+        fh.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
