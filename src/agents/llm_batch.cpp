@@ -208,6 +208,7 @@ BatchBackend::BatchBackend(Spec s) : s_(std::move(s)) {
 Answer BatchBackend::send(const Request& r, bool* retryable) {
   *retryable = false;  // a batch request is sent again only in a later batch, by send itself
   const std::string cid = request_hash(id(), r);
+  asked_.insert(cid);
   std::vector<const Batch*> in;  // the batches it went into, the last one last
   for (const Batch& b : batches_)
     if (b.ids.count(cid)) in.push_back(&b);
@@ -259,6 +260,15 @@ Answer BatchBackend::defer(const std::string& cid, const Request& r, const std::
   a.error = why + "goes into batch " + std::to_string(n) + " (" + a.path + ") when the run ends; its answer is read from " +
             path(results_name(n));
   return a;
+}
+
+int BatchBackend::unused() const {
+  std::set<std::string> ids;
+  for (const Batch& b : batches_)
+    if (b.has_results)
+      for (const Item& it : b.requests)
+        if (!asked_.count(it.custom_id)) ids.insert(it.custom_id);
+  return static_cast<int>(ids.size());
 }
 
 std::optional<BatchNotice> BatchBackend::waiting() const {

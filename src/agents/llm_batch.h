@@ -87,6 +87,10 @@ class BatchBackend : public Backend {
   std::optional<BatchNotice> waiting() const;
   // The run that wrote the last batch (0: none yet).
   int64_t last_run() const { return batches_.empty() ? 0 : batches_.back().run; }
+  // Requests of batches with results that this run did not ask again. A resumed round replays the
+  // whole search, so there are none unless it stopped sooner (a budget) or took another path (a
+  // screen, timed again, ranked its candidates otherwise): their answers are left unused.
+  int unused() const;
   // At the end of a run: the requests it deferred become the next batch (its file, the state,
   // next.txt) and the notice says what to do; `resume` is the command that goes on. Without new
   // requests, the notice of the batch still awaited, if one was; else nothing.
@@ -117,7 +121,8 @@ class BatchBackend : public Backend {
   std::vector<Batch> batches_;  // batch N at N - 1
   std::vector<std::pair<Item, nlohmann::json>> new_;  // deferred this run, in the order asked
   std::set<std::string> new_ids_;
-  std::set<std::string> answered_;  // custom_ids answered in this run
+  std::set<std::string> asked_;     // custom_ids asked in this run
+  std::set<std::string> answered_;  // ... and answered
   int awaited_ = 0;  // a batch without results that a request of this run waits for
 };
 

@@ -146,7 +146,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.path = a.path;
     return run_optimize_module(m, json_out);
   }
-  if (std::optional<int> waiting = batch_before_run(a)) return *waiting;
+  if (std::optional<int> waiting = batch_before_run(a, a.store.empty() ? store : a.store)) return *waiting;
   if (!a.from.empty() || a.answer != "dsl") return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   if (a.precision_given)

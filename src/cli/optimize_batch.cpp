@@ -9,9 +9,12 @@ namespace ksol::cli {
 
 bool is_batch_agent(const OptimizeArgs& a) { return a.agent.rfind("batch:", 0) == 0; }
 
-std::optional<int> batch_before_run(const OptimizeArgs& a) {
+std::optional<int> batch_before_run(const OptimizeArgs& a, const std::string& store) {
   if (!is_batch_agent(a)) return std::nullopt;
   agents::llm::Spec sp = agents::llm::parse_spec(a.agent);
+  if (store.empty())
+    throw UsageError("batch mode needs the store (--store \"\" turns it off): each round goes on from the evaluations the last one "
+                     "recorded there (--resume), so that it asks again exactly the requests that round wrote");
   if (!a.llm_base_url.empty()) sp.base_url = a.llm_base_url;
   agents::llm::BatchBackend folder(sp);
   if (std::optional<agents::llm::BatchNotice> w = folder.waiting()) {
@@ -51,6 +54,10 @@ std::string resume_command(const std::vector<std::string>& words, int64_t run) {
 std::optional<agents::llm::BatchNotice> batch_after_run(agents::llm::Client& c, const OptimizeArgs& a, int64_t run) {
   agents::llm::BatchBackend* b = agents::llm::batch_backend(c);
   if (!b) return std::nullopt;
+  if (const int n = b->unused())
+    std::cerr << "ksol optimize: note: " << n << " answered request(s) of earlier batches were not asked again: the search stopped "
+              << "sooner (a budget) or took another path than the round that wrote them (a screen, timed again, ranked its "
+              << "candidates otherwise); their answers are unused\n";
   return b->close(run, resume_command(a.words, run));
 }
 

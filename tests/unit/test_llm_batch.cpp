@@ -411,6 +411,13 @@ TEST(LlmBatch, ExpiredGoesIntoTheNextBatchOnceAndMissingIsSaid) {
   EXPECT_EQ(a3.error.rfind("expired in batch 2 (results-2.errors.jsonl:1): ", 0), 0u) << a3.error;
   EXPECT_NE(a3.error.find("(it went into 2 batch(es); --llm-retries allows more)"), std::string::npos) << a3.error;
   EXPECT_FALSE(fs::exists(bc.dir + "/requests-3.jsonl"));
+  // A round that does not ask a request again (another path, or a budget) leaves its answer unused.
+  llm::Spec sp = llm::parse_spec(bc.agent("openai"));
+  llm::Client c(llm::make_backend(sp), sp, {}, "");
+  c.ask(a);
+  EXPECT_EQ(llm::batch_backend(c)->unused(), 1);
+  c.ask(b);
+  EXPECT_EQ(llm::batch_backend(c)->unused(), 0);
 }
 
 // A results file that is not its batch's is refused whole, with the file, the line and why.
@@ -608,6 +615,9 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   ProcessResult answered = run_process({"python3", source_root() + "/scripts/batch_answer.py", bc.dir, bc.root + "/answer.md"}, 60);
   ASSERT_EQ(answered.exit_code, 0) << answered.output;
   EXPECT_NE(answered.output.find("answered batch 1: 1 request(s)"), std::string::npos) << answered.output;
+  ProcessResult no_store = run_process({ksol, "--store", "", "optimize", "relu_f32", "--agent", agent, "--resume", std::to_string(run)}, 60);
+  EXPECT_EQ(no_store.exit_code, 2) << no_store.output;
+  EXPECT_NE(no_store.output.find("batch mode needs the store"), std::string::npos) << no_store.output;
   ProcessResult no_resume = optimize({});
   EXPECT_EQ(no_resume.exit_code, 2) << no_resume.output;
   EXPECT_NE(no_resume.output.find("holds batches, the last written by run " + std::to_string(run) + ": go on with --resume " + std::to_string(run)),
