@@ -76,13 +76,13 @@ class _Env:
     """The problem, its model (built from SEEDS[0]) and inputs on the GPU, the worker's timer and
     gate, under the precision mode's TF32 switches."""
 
-    def __init__(self, problem_path: str, precision: str):
+    def __init__(self, problem_path: str, precision: str, device: str = "cuda"):
         import torch
         from ksol_torch import problem, worker
 
         self.torch, self.worker, self.problem_mod = torch, worker, problem
         self.prob = problem.load(problem_path)
-        self.device = "cuda"
+        self.device = device
         self.mode = worker.check_precision(precision)
         self.flags = worker.precision_flags(self.mode, worker._tf32_flags())
         self.model = problem.instantiate(self.prob, SEEDS[0], inputs=False)[0].to(self.device).eval()
@@ -129,7 +129,7 @@ def _kernel_search(ksol_bin: str, problem_file: str, run_dir: str, seconds: floa
     return {"command": cmd, "exit_status": rc, "seconds": time.perf_counter() - t0, "run_dir": run_dir}
 
 
-def _replacement(run, problem_file: str, region: ir.Region, label: str):
+def _replacement(run, problem_file: str, region: ir.Region, label: str, device: str = "cuda"):
     """The library or module a kernel's ksol run returned, bound to the region's table."""
     from ksol_torch import abi, problem, synth
 
@@ -137,7 +137,7 @@ def _replacement(run, problem_file: str, region: ir.Region, label: str):
     from .module import _extent, load
 
     if run.answer == "stitched":
-        return ic.ModuleReplacement(load(run.run_dir, verify=False, device="cuda"), label)
+        return ic.ModuleReplacement(load(run.run_dir, verify=False, device=device), label)
     prob = problem.load(problem_file)
     try:
         m, xs = problem.instantiate(prob, 0, meta=True)
@@ -167,7 +167,7 @@ def _tensors_for(rec, region: ir.Region):
 
 
 def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, precision: str = "default",
-             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01, candidates: int = 0) -> Dict:
+             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01, max_candidates: int = 0) -> Dict:
     """The Inductor path on one problem: the report (also written to <report_dir>/inductor.json)."""
     from . import inductor_capture as ic
 
@@ -184,16 +184,28 @@ def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, p
         from .binaries import find_binaries
         ksol_bin = find_binaries().ksol
     env = _Env(problem_path, precision)
-    torch = env.torch
-    doc.update(torch=torch.__version__, gpu=torch.cuda.get_device_name(), status="failed")
-    stem = os.path.splitext(os.path.basename(problem_path))[0]
+    doc.update(torch=env.torch.__version__, gpu=env.torch.cuda.get_device_name(), status="failed")
     try:
         with env.flags_on():
-            cap = ic.capture(env.model, env.inputs, stem)
+            cap = ic.capture(env.model, env.inputs, os.path.splitext(os.path.basename(problem_path))[0])
     except ic.CaptureError as e:
         doc["reason"] = f"capture: {e}"
         _write(os.path.join(report_dir, REPORT), doc)
         return doc
+
+    def search(problem_file, run_dir, seconds):
+        return _kernel_search(ksol_bin, problem_file, run_dir, seconds, agent, precision, max_candidates)
+
+    return run_path(env, cap, doc, report_dir, search, budget_seconds, min_gain)
+
+
+def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float, min_gain: float = 0.01) -> Dict:
+    """The Inductor path after the capture: `search(problem_file, run_dir, seconds)` runs one
+    kernel's search (`ksol optimize ... --path fx`) and returns its record. The report, written to
+    <report_dir>/inductor.json as it goes."""
+    from . import inductor_capture as ic
+
+    stem = os.path.splitext(os.path.basename(doc["problem"]))[0]
     doc["compile_seconds"] = cap.compile_seconds
     for g in cap.graphs:
         with open(os.path.join(report_dir, f"graph-{g.index}.py"), "w") as fh:
@@ -237,7 +249,7 @@ def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, p
         name = f"g{rec['graph']}.{rec['kernel']}"
         run_dir = os.path.join(kdir, item["stem"])
         _log(f"{name}: ksol optimize {os.path.relpath(item['file'], report_dir)} ({share:.0f} s)")
-        rec["search"] = _kernel_search(ksol_bin, item["file"], run_dir, share, agent, precision, candidates)
+        rec["search"] = search(item["file"], run_dir, share)
         made = _searched(env, item, rec, run_dir)
         if made is None:
             continue
@@ -352,7 +364,7 @@ def _searched(env, item: Dict, rec: Dict, run_dir: str):
         rec["status"], rec["reason"] = "no faster kernel", run.reason
         return None
     try:
-        repl = _replacement(run, item["file"], region, item["stem"])
+        repl = _replacement(run, item["file"], region, item["stem"], env.device)
     except Exception as e:
         rec["status"], rec["reason"] = "replacement failed", f"{type(e).__name__}: {e}"
         return None

@@ -9,7 +9,11 @@ import subprocess
 import sys
 import unittest
 
-from fixtures import ROOT, TempDir, item_one_program, needs_torch, torch, write_run
+import time
+import types
+from unittest import mock
+
+from fixtures import ROOT, TempDir, build_library, item_one_program, needs_cc, needs_torch, torch, write_run
 from ksol import inductor_path as ip
 from test_inductor_wrapper import fixture, text_of
 
@@ -90,6 +94,91 @@ class OptimizeWithoutWhatItNeeds(TempDir):
         self.assertEqual(path["chosen"], "fx")
         self.assertIn("inductor: the Inductor path needs PyTorch 2 with Triton and a GPU", path["why"])
         self.assertEqual(json.loads(r.stdout.strip().splitlines()[-1])["status"], "skipped")
+
+
+NET = """import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, b):
+        return torch.relu(x + b) * 2.0 + torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 128), torch.randn(128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@needs_torch
+@needs_cc
+class ScriptedCapture(TempDir):
+    """run_path, everything after the capture, on the CPU: the capture is scripted in Python (the
+    pointwise fixture's program, a module holding a kernel object that computes the kernel in
+    PyTorch and waits 2 ms, and a `compiled` that calls it as `call` does), and the search is a
+    host library built to the ABI and a results.json as `ksol optimize` leaves them."""
+
+    def setUp(self):
+        super().setUp()
+        self.problem = self.write("Net.py", NET)
+
+    def capture(self):
+        from ksol import inductor_capture as ic
+        from ksol import inductor_wrapper as iw
+
+        text = text_of("pointwise_fusion")
+        module = types.ModuleType("graph_0")
+
+        class InductorKernel:
+            def run(self, in_ptr0, in_ptr1, out_ptr0, xnumel, stream=None):
+                time.sleep(0.002)
+                out_ptr0.copy_(torch.relu(in_ptr0 + in_ptr1) * 2.0 + torch.sigmoid(in_ptr0))
+
+        module.triton_poi_fused_add_mul_relu_sigmoid_0 = InductorKernel()
+
+        def compiled(x, b):
+            buf0 = torch.empty(64, 128)
+            module.triton_poi_fused_add_mul_relu_sigmoid_0.run(x, b, buf0, 8192, stream=None)
+            return buf0
+
+        return ic.Capture(compiled, [ic.Graph(0, module, text, iw.parse(text, "graph-0.py"))], 0.0)
+
+    def search_with(self, *flags):
+        def search(problem_file, run_dir, seconds):
+            os.makedirs(os.path.join(run_dir, "lib"))
+            build_library("inductor_pointwise.c", os.path.join(run_dir, "lib", "best.so"), *flags)
+            write_run(run_dir, problem_file, item_one_program(score_us=1.0, speedup=2.0), gpu="none")
+            return {"exit_status": 0, "run_dir": run_dir, "seconds": seconds}
+        return search
+
+    def run_path(self, *flags):
+        env = ip._Env(self.problem, "default", device="cpu")
+        doc = {"path": "inductor", "problem": self.problem, "status": "failed", "kernels": [], "graphs": []}
+        report = self.path("inductor")
+        os.makedirs(report)
+        with mock.patch.object(ip, "_log"):
+            return ip.run_path(env, self.capture(), doc, report, self.search_with(*flags), 10.0), report
+
+    def test_a_faster_verified_replacement_is_kept(self):
+        doc, report = self.run_path()
+        (k,) = doc["kernels"]
+        self.assertEqual((k["status"], k["family"], k["kept"]), ("verified", "elementwise", True), k.get("reason"))
+        self.assertLess(k["replacement_us"], k["inductor_us"])
+        self.assertEqual((doc["status"], doc["answer"], doc["kept"]), ("ok", "inductor+ksol", ["g0.triton_poi_fused_add_mul_relu_sigmoid_0"]))
+        self.assertGreater(doc["speedup_vs_compile"], 1.0)
+        self.assertEqual(load(os.path.join(report, ip.REPORT))["answer"], "inductor+ksol")
+        for f in ("graph-0.py", "graph-0.txt", "kernels/g0-triton_poi_fused_add_mul_relu_sigmoid_0.py"):
+            self.assertTrue(os.path.exists(os.path.join(report, f)), f)
+
+    def test_a_replacement_that_differs_from_the_inductor_kernel_is_refused(self):
+        doc, _ = self.run_path("-DRELU_ONLY")
+        (k,) = doc["kernels"]
+        self.assertEqual(k["status"], "replacement differs")
+        self.assertTrue(k["reason"].startswith("out_ptr0 (launch 0) against the Inductor kernel: "), k["reason"])
+        self.assertEqual((doc["answer"], doc["kept"], doc["reason"]), ("compile", [], "no kernel got a verified replacement"))
 
 
 @needs_torch
