@@ -15,7 +15,9 @@ std::optional<int> batch_before_run(const OptimizeArgs& a, const std::string& st
   if (store.empty())
     throw UsageError("batch mode needs the store (--store \"\" turns it off): each round goes on from the evaluations the last one "
                      "recorded there (--resume), so that it asks again exactly the requests that round wrote");
+  // The printed steps name the endpoint and the key's variable as the run's client would.
   if (!a.llm_base_url.empty()) sp.base_url = a.llm_base_url;
+  if (!a.llm_key_env.empty() && a.llm_key_env != "none") sp.key_env = a.llm_key_env;
   agents::llm::BatchBackend folder(sp);
   if (std::optional<agents::llm::BatchNotice> w = folder.waiting()) {
     std::cerr << "ksol optimize: " << w->next << "\n";
