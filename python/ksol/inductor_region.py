@@ -24,7 +24,7 @@ import math
 import re
 from typing import Dict, List, Optional, Tuple
 
-from .inductor_wrapper import Extern, FragmentNode, Kernel, Launch, Program, Ref, TensorSpec
+from .inductor_wrapper import Extern, FragmentNode, Kernel, Launch, Program, Ref, TensorSpec, Write
 
 
 class RegionError(Exception):
@@ -86,6 +86,8 @@ def written_before(program: Program, launch: Launch, buffer: str) -> bool:
         if isinstance(st, Launch) and any(program.root(b.value.name) == root for b in st.outputs()):
             return True
         if isinstance(st, Extern) and any(program.root(n) == root for n in st.out + ([st.result] if st.result else [])):
+            return True
+        if isinstance(st, Write) and program.root(st.name) == root:
             return True
     return False
 

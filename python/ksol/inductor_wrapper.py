@@ -255,10 +255,19 @@ class Extern(Step):
 
 @dataclasses.dataclass
 class Item(Step):
-    """`buf4 = buf3[0]`: an element of a fallback's tuple result."""
+    """`buf4 = buf3[0]`: an element of a fallback's tuple result (`index`: one index per level)."""
     name: str
     of: str
-    index: int
+    index: Tuple[Any, ...]
+
+
+@dataclasses.dataclass
+class Write(Step):
+    """A buffer written by the wrapper itself: `ws.zero_()` (a workspace zeroed), or
+    `dst.copy_(src, non_blocking)` (a device copy)."""
+    name: str
+    how: str                              # "zero" or "copy"
+    src: str = ""
 
 
 @dataclasses.dataclass
@@ -700,9 +709,14 @@ class _Reader:
                 self.specs[name] = self.specs[v.id]
             self.steps.append(Alias(st.lineno, name, v.id))
             return
-        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and isinstance(v.slice, ast.Constant):
-            self.steps.append(Item(st.lineno, name, v.value.id, int(v.slice.value)))
-            return
+        if isinstance(v, ast.Subscript):
+            idx, base = [], v
+            while isinstance(base, ast.Subscript) and isinstance(base.slice, ast.Constant):
+                idx.append(base.slice.value)
+                base = base.value
+            if isinstance(base, ast.Name) and idx:
+                self.steps.append(Item(st.lineno, name, base.id, tuple(reversed(idx))))
+                return
         if isinstance(v, ast.Call):
             f = _dotted(v.func)
             m = _ALLOC.match(f)
@@ -748,6 +762,14 @@ class _Reader:
                     self.input_specs[name] = self.specs[name]
             return
         if f in ("args.clear", "torch.cuda.set_device", "run_intermediate_hooks", "torch.cuda.synchronize", "nvtx._device_range_end"):
+            return
+        method = f.rsplit(".", 1)[-1] if "." in f else ""
+        owner = f[:-len(method) - 1] if method else ""
+        if method == "zero_" and owner.isidentifier() and not c.args:
+            self.steps.append(Write(st.lineno, owner, "zero"))
+            return
+        if method == "copy_" and owner.isidentifier() and c.args and isinstance(c.args[0], ast.Name):
+            self.steps.append(Write(st.lineno, owner, "copy", c.args[0].id))
             return
         if f.endswith(".run") and f[:-4] in self.kernels:
             self.launch(st, f[:-4], c)
@@ -863,7 +885,9 @@ def describe(p: Program) -> str:
         elif isinstance(st, Alias):
             out.append(f"alias {st.name} = {st.of}" + (f" as {st.view.text()}" if st.view else ""))
         elif isinstance(st, Item):
-            out.append(f"item {st.name} = {st.of}[{st.index}]")
+            out.append(f"item {st.name} = {st.of}" + "".join(f"[{i!r}]" for i in st.index))
+        elif isinstance(st, Write):
+            out.append(f"write {st.name} " + ("zero" if st.how == "zero" else f"copy of {st.src}"))
         elif isinstance(st, Launch):
             k = p.kernels[st.kernel]
             out.append(f"launch {st.kernel} ({k.heuristic or k.kind}) [{', '.join(st.source_nodes)}] [{', '.join(st.aten)}]")

@@ -155,6 +155,22 @@ class Golden(unittest.TestCase):
                          ["in", "out", "inout", "size", "size", "scalar", "workspace", "in"])
 
 
+class OtherForms(unittest.TestCase):
+    """Forms of call() the fixtures do not have: a fallback's tuple result, a workspace zeroed,
+    a device copy, an extern call returning its result."""
+
+    def test_fallback_items_workspace_copy(self):
+        t = text_of("pointwise_fusion").replace(
+            "            del arg0_1\n",
+            "            buf3 = torch.ops.aten.max.dim(buf0, 1)\n            buf4 = buf3[0]\n            buf5 = buf3[1][0]\n"
+            "            ws0 = empty_strided_cuda((64, ), (1, ), torch.int32)\n            ws0.zero_()\n"
+            "            buf6 = empty_strided_cuda((64, 128), (128, 1), torch.float32)\n            buf6.copy_(buf0, False)\n"
+            "            del arg0_1\n")
+        out = iw.describe(iw.parse(t, "w.py"))
+        self.assertIn("extern aten.max.dim(buf0, 1) -> buf3\nitem buf4 = buf3[0]\nitem buf5 = buf3[1][0]\n"
+                      "alloc ws0 i32[64][1] cuda\nwrite ws0 zero\nalloc buf6 f32[64, 128][128, 1] cuda\nwrite buf6 copy of buf0\n", out)
+
+
 class Errors(unittest.TestCase):
     """Each form the reader does not know is an error at its line, saying what it is."""
 
