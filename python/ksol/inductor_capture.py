@@ -119,12 +119,28 @@ def capture(model, inputs: Sequence, where: str = "model") -> Capture:
 # --- recording one kernel's launches -----------------------------------------------------------------
 @dataclasses.dataclass
 class Recorded:
-    """One launch of a kernel: its arguments as passed, and clones of its tensor inputs before and
-    of its tensor outputs after."""
-    args: tuple
+    """One launch of a kernel: clones of its tensor inputs before and of its tensor outputs after,
+    and its other arguments (sizes) as passed."""
+    params: List[str]
+    scalars: Dict[str, Any]    # param -> a non-tensor argument
     stream: Any
     inputs: Dict[str, Any]     # param -> tensor before the launch
     outputs: Dict[str, Any]    # param -> tensor after it
+
+    def fresh_args(self) -> list:
+        """Arguments for launching the kernel again on its own: copies of the inputs (the recorded
+        ones stay as they were), empty outputs, the sizes."""
+        import torch
+
+        out = []
+        for p in self.params:
+            if p in self.inputs:
+                out.append(self.inputs[p].clone())
+            elif p in self.outputs:
+                out.append(torch.empty_like(self.outputs[p]))
+            else:
+                out.append(self.scalars[p])
+        return out
 
 
 class _Recorder:
@@ -138,7 +154,9 @@ class _Recorder:
         self._original.run(*args, stream=stream, **kwargs)
         if keep:
             outs = {b.param: by[b.param].clone() for b in self._launch.outputs()}
-            self._log.append(Recorded(tuple(a.clone() if hasattr(a, "clone") else a for a in args), stream, ins, outs))
+            tensors = {b.param for b in self._launch.args if b.role in ("in", "out", "inout")}
+            scalars = {p: a for p, a in by.items() if p not in tensors}
+            self._log.append(Recorded(list(self._params), scalars, stream, ins, outs))
 
     def __getattr__(self, name):
         return getattr(self._original, name)

@@ -341,8 +341,9 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
         return None
     rec["family"] = syn.get("family") or "stitched"
     original = g.kernel_object(launch.kernel)
-    r0 = recs[0]
-    rec["inductor_us"] = env.time(lambda: original.run(*r0.args, stream=r0.stream), []).median_us
+    args = recs[0].fresh_args()
+    rec["inductor_us"] = env.time(lambda: original.run(*args, stream=recs[0].stream), []).median_us
+    del args
     rec["status"] = "task"
     return {"rec": rec, "file": path, "stem": file_stem, "region": region, "recs": recs, "launch": launch, "graph": g}
 
