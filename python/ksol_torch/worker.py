@@ -53,6 +53,15 @@ import torch
 from . import abi
 from . import problem as problem_mod
 
+try:
+    # PyTorch 2 imports torch._dynamo the first time a dispatch mode is entered (the worker's
+    # watch around a candidate's call), and that import replaces torch.manual_seed: imported here,
+    # before any snapshot, the replacement is not blamed on the first candidate a fresh worker
+    # runs without baselines (torch.compile's baselines used to import it first).
+    import torch._dynamo  # noqa: F401
+except ImportError:  # PyTorch 1.x has no torch._dynamo
+    pass
+
 PROTOCOL = 1
 
 # aten ops a candidate may ask PyTorch for: allocation, views and copies. Anything else inside
