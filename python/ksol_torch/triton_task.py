@@ -668,7 +668,8 @@ def prepare(path: str, fn: str, dirname: str) -> Dict:
         "reference": spec.has_reference, "reference_line": spec.reference_line,
         "knobs": [{"name": k.name, "kind": k.kind, "where": k.where, "default": k.default, "values": k.values, "why": k.why,
                    "line": k.line, "col": k.col} for k in knobs],
-        "space": len(all_configs), "default": default, "default_label": label(fn, default, knobs), "default_candidate": cand,
+        "space": len(all_configs), "default": default, "default_label": label(fn, default, knobs),
+        "default_text": config_text(default), "default_candidate": cand,
         "problem": problem, "dir": os.path.abspath(dirname), "triton": triton_available(),
     }
 
@@ -782,8 +783,8 @@ def screen(task_json: str, log: str, max_configs: int, top: int, deadline: Optio
     passing.sort(key=lambda cr: cr[1]["median_us"])
     verify = []
     for c, r in passing[:max(0, top)]:
-        verify.append({"label": label(spec.fn, c, knobs), "config": c, "candidate": write_candidate(t["dir"], spec, c, knobs),
-                       "screen_us": r["median_us"]})
+        verify.append({"label": label(spec.fn, c, knobs), "config": c, "text": config_text(c),
+                       "candidate": write_candidate(t["dir"], spec, c, knobs), "screen_us": r["median_us"]})
     return {
         "ok": True, "stop": stop, "device": device, "precision": policy,
         "screened": [{"label": label(spec.fn, c, knobs), "config": c, "text": config_text(c), **r} for c, r in order],

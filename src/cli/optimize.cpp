@@ -21,6 +21,7 @@
 #include "cli/optimize_args.h"
 #include "cli/optimize_batch.h"
 #include "cli/optimize_module.h"
+#include "cli/optimize_triton.h"
 #include "core/stop.h"
 #include "core/util.h"
 #include "dsl/ir.h"
@@ -144,11 +145,16 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.emulate = a.emulate;
     m.precision = a.precision;
     m.path = a.path;
+    if (!a.triton_fn.empty() && a.path_given)
+      throw UsageError("--path chooses a module file's paths: a Triton task's reference takes the fx path");
+    if (!a.triton_fn.empty())
+      return run_optimize_triton({m, a.triton_fn, a.triton_configs, a.triton_verify, a.store.empty() ? store : a.store, cmdline}, json_out);
     return run_optimize_module(m, json_out);
   }
   if (std::optional<int> waiting = batch_before_run(a, a.store.empty() ? store : a.store)) return *waiting;
   if (!a.from.empty() || a.answer != "dsl") return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
+  if (!a.triton_fn.empty()) throw UsageError("--triton-fn names the kernel of a Triton task file: give one FILE.py");
   if (a.precision_given)
     throw UsageError("--precision applies to a PyTorch module file (FILE.py): a built-in task's precision is its task.toml's");
   if (a.path_given) throw UsageError("--path applies to a PyTorch module file (FILE.py): a built-in task has one path");
@@ -501,6 +507,9 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                                          "(torch.compile's Triton kernels searched one by one and kept where the whole model gets faster)")
           ->capture_default_str()
           ->check(CLI::IsMember({"best", "fx", "inductor"}));
+  CLI::Option* triton_opt = cmd->add_option("--triton-fn", a->triton_fn, "FILE.py is a standalone Triton task (docs/TRITON.md) and this its @triton.jit kernel: verified and timed like a user's kernel, its configs (num_warps, num_stages, block sizes) screened and the fastest verified, its reference() searched as a module for DSL candidates");
+  cmd->add_option("--triton-configs", a->triton_configs, "with --triton-fn: most configs screened (one case against the reference and a short timing each)")->capture_default_str()->check(positive_integer())->needs(triton_opt);
+  cmd->add_option("--triton-verify", a->triton_verify, "with --triton-fn: the fastest screened configs verified through every gate")->capture_default_str()->check(non_negative_integer())->needs(triton_opt);
   cmd->add_flag("--no-profile", a->no_profile, "do not run Nsight Compute on parents (by default a generation's first parent is profiled once where ncu works, while a minute of the task's budget remains; the roofline classifies otherwise)");
   cmd->add_option("--schedules-per-kernel", a->schedules_per_kernel, "at most this many schedules in one kernel with schedules by problem size, which the search builds where different schedules win at different sizes (1: one schedule for every size)")->capture_default_str()->check(positive_integer());
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());

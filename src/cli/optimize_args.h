@@ -47,6 +47,9 @@ struct OptimizeArgs {
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
   std::string precision = "default";  // --precision: a module's mode (baselines and candidates alike)
   bool precision_given = false;
+  std::string triton_fn;   // --triton-fn: FILE.py is a Triton task, this its kernel (docs/TRITON.md)
+  int triton_configs = 48; // --triton-configs: most configs screened
+  int triton_verify = 3;   // --triton-verify: the fastest screened configs verified through every gate
   std::string path = "best";  // --path: a module's paths (best: fx and Inductor, the better answer; fx; inductor)
   bool path_given = false;
   // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
