@@ -10,7 +10,7 @@
 # SECONDS_PER_KERNEL is each kernel's --budget-seconds (half for the DSL search of its reference,
 # half for its configs); the baselines, compiles and verifications come on top.
 set -u
-: "${OUT:=/tmp/ksol-triton}" "${SECONDS_PER_KERNEL:=180}"
+: "${OUT:=/tmp/ksol-triton}" "${SECONDS_PER_KERNEL:=150}"
 cd "$(dirname "$0")/.."
 export KSOL_HOME=$PWD KSOL_CACHE_DIR=${KSOL_CACHE_DIR:-/tmp/ksol-cache} PATH=$PWD/.carry/bin:$PWD/build:/usr/local/cuda/bin:$PATH
 mkdir -p "$OUT"

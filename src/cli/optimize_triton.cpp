@@ -301,6 +301,20 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
             << "\ntriton: knobs " << knobs_text(task) << "; " << task.value("space", 0) << " legal configs, at most " << a.configs
             << " screened, the " << a.verify << " fastest verified\n";
 
+  // The store records the run from here, where something will be evaluated (the module path's own
+  // evaluations are not rows of it: it records none); its report is saved at the end.
+  std::optional<store::Store> st;
+  int64_t run = 0;
+  if (!no_gpu && !a.store_path.empty()) {
+    st.emplace(store::Store::open(a.store_path));
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::string gpu = hello.body.contains("device") && hello.body["device"].is_object() ? hello.body["device"].value("name", "") : "";
+    run = st->begin_run(a.cmdline, {{"ksol_version", KSOL_VERSION}, {"host", host},
+                                    {"gpu", {{"name", m0.emulate ? std::string("none: Triton's interpreter and the CUDA emulator") : gpu}}},
+                                    {"triton", {{"file", file}, {"fn", a.fn}, {"configs", a.configs}, {"verify", a.verify}}}});
+  }
+
   // reference: its DSL candidates and its eager and torch.compile baselines, by the module path.
   json dsl_doc = json::object();
   std::string dsl_why;
@@ -333,7 +347,10 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
       std::cerr << "error: the module path failed on reference() (exit status " << rc << (dsl_why.empty() ? "" : "; " + dsl_why) << ")\n";
       return exit_status::error;
     }
-    if (stop_requested()) return 128 + (stop_signal() > 0 ? stop_signal() : 2);
+    if (stop_requested()) {
+      if (st) st->finish_run(run, "interrupted");
+      return 128 + (stop_signal() > 0 ? stop_signal() : 2);
+    }
   } else {
     dsl_why = "no reference(): no DSL candidates, and no eager or torch.compile baseline";
   }
@@ -459,16 +476,7 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
   if (m0.emulate) doc["emulated"] = true;
 
   // The store keeps the run and its report (`ksol runs`, `ksol show`); the report goes to DIR.
-  std::optional<store::Store> st;
-  int64_t run = 0;
-  if (!a.store_path.empty()) {
-    st.emplace(store::Store::open(a.store_path));
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    run = st->begin_run(a.cmdline, {{"ksol_version", KSOL_VERSION}, {"host", host}, {"gpu", doc["gpu"]},
-                                    {"triton", {{"file", file}, {"fn", a.fn}, {"configs", a.configs}, {"verify", a.verify}}}});
-    doc["run"] = run;
-  }
+  doc["run"] = run;
   fs::create_directories(dir);
   for (const char* old : {"best.py", "as_given.py", "problem.py"}) fs::remove(dir + "/" + old);
   fs::remove_all(dir + "/" + a.fn);
@@ -499,9 +507,10 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
     std::cout << a.fn << ": nothing verified (" << ans.reason << "); report " << dir << "/report.html\n";
   } else {
     std::cout << a.fn << ": " << (ans.returned == "triton" ? "the kernel as given (" + as_given.label + ")" : ans.returned) << " returned, "
-              << sig(ans.returned_us, 4) << " us"
-              << (ans.speedup_vs_kernel > 0 ? ", " + sig(ans.speedup_vs_kernel, 4) + "x over the kernel as given" : std::string())
-              << (ans.use_baseline ? "" : ", " + sig(ans.speedup_vs_best_baseline, 4) + "x over " + ans.best_baseline)
+              << fixed(ans.returned_us, 2) << " us"
+              << (ans.speedup_vs_kernel > 0 && ans.returned != "triton" ? ", " + fixed(ans.speedup_vs_kernel, 3) + "x over the kernel as given"
+                                                                          : std::string())
+              << (ans.use_baseline ? "" : ", " + fixed(ans.speedup_vs_best_baseline, 3) + "x over " + ans.best_baseline)
               << "; precision " << doc["precision"].value("mode", std::string("?")) << "; report " << dir << "/report.html\n";
   }
   if (stop_requested()) return 128 + (stop_signal() > 0 ? stop_signal() : 2);
