@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,7 +89,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd, int niceness) {
   ProcessResult r;
   auto t0 = std::chrono::steady_clock::now();
   int fds[2];
@@ -103,6 +104,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
+    if (niceness > 0) setpriority(PRIO_PROCESS, 0, niceness);  // best effort: a refusal leaves the priority as it was
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);

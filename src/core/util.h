@@ -22,8 +22,10 @@ struct ProcessResult {
   std::string output;      // stdout and stderr, interleaved
   double seconds = 0;
 };
-// Runs argv (no shell) with a wall-clock limit; output is captured.
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd = "");
+// Runs argv (no shell) with a wall-clock limit; output is captured. `niceness` > 0 lowers the
+// process's CPU priority (batch work such as compiles, which must not delay a timed call's
+// round trip on the same host).
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd = "", int niceness = 0);
 
 std::string shell_quote(const std::string& s);
 std::string join(const std::vector<std::string>& v, const std::string& sep);
