@@ -192,6 +192,24 @@ Session::References Session::compile_references(const Task& t) {
   return r;
 }
 
+void Session::compile_references(const std::vector<Task>& tasks) {
+  std::vector<CompileJob> jobs;
+  std::vector<std::pair<const Task*, bool>> owner;  // the task, and whether the job is its GPU reference
+  for (const Task& t : tasks) {
+    if (refs_.count(t.spec_hash)) continue;
+    for (bool gpu : {false, true}) {
+      if (gpu && t.ref_gpu.empty()) continue;
+      jobs.push_back(reference_job(t, gpu));
+      owner.emplace_back(&t, gpu);
+    }
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) {
+    References& r = refs_[owner[i].first->spec_hash];
+    (owner[i].second ? r.gpu : r.cpu) = res[i];
+  }
+}
+
 void Session::fill_sol(const Task& t, const SizeSet& s, SizeEvaluation* out) const {
   auto unit = sol::parse_math_unit(t.math).value_or(sol::MathUnit::fma);
   auto prec = sol::parse_precision(t.precision).value_or(sol::Precision::fp32);

@@ -107,6 +107,8 @@ class Session {
     CompileResult cpu, gpu;
   };
   References compile_references(const Task& t);
+  // The same for several tasks at once, on every core (compile_all); later calls are served from memory.
+  void compile_references(const std::vector<Task>& tasks);
 
   CandidateOutcome evaluate(const Task& t, const CompileJob& job, const std::string& label, const std::string& origin,
                             const EvalOptions& o, const CompileResult* precompiled = nullptr);
