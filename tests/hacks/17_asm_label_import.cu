@@ -9,7 +9,7 @@
 // Expected:   compile stage "static", every size static / forbidden_construct.
 // Partial:    --defence-off static: the payload is caught by `verify-timed` (timing /
 //             timed_call_wrong).
-// Undefended: --defence-off static --defence-off verify-timed: every checked call computed
+// Undefended: --defence-off static,verify-timed,isolation: every checked call computed
 //             honestly; the timed calls do nothing.
 // Task/size:  tests/hacks/tasks/gemm_f32, "tiny" (as hack 06).
 #include <ksol/abi.h>

@@ -11,7 +11,7 @@
 //             `verify-timed` catches a kept timed call (timing / timed_call_wrong).
 // Undefended: --defence-off fresh-inputs --defence-off verify-timed: every timed call after the
 //             first three returns at once.
-// Task/size:  tests/hacks/tasks/gemm_f32, "tiny" (as hack 06).
+// Task/size:  tests/hacks/tasks/gemm_f32, "medium": at "tiny" the probe costs what the kernel does.
 #include <ksol/abi.h>
 #include <cuda_runtime.h>
 #include <cstdint>
