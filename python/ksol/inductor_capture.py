@@ -236,16 +236,21 @@ class Shim:
     the replacement on the kernel's tensor arguments, bound by the kernel's parameter names."""
 
     def __init__(self, original, kernel: iw.Kernel, launch: iw.Launch, replacement: Replacement, inputs: List[str],
-                 outputs: List[str]):
+                 outputs: List[str], in_shapes: Optional[List[Sequence[int]]] = None):
         self._original = original
         self._replacement = replacement
         self.calls = 0
         self._in = [kernel.params.index(p) for p in inputs]
         self._out = [kernel.params.index(p) for p in outputs]
+        # The region's view of each input (a bias [C] as [C, 1, 1]): the same contiguous memory.
+        self._in_shapes = [tuple(s) for s in in_shapes] if in_shapes else None
 
     def run(self, *args, stream=None, **kwargs):
         self.calls += 1
-        self._replacement([args[i] for i in self._in], [args[i] for i in self._out])
+        ins = [args[i] for i in self._in]
+        if self._in_shapes:
+            ins = [x.view(s) for x, s in zip(ins, self._in_shapes)]
+        self._replacement(ins, [args[i] for i in self._out])
 
     def __getattr__(self, name):
         return getattr(self._original, name)

@@ -163,7 +163,7 @@ def _tensors_for(rec, region: ir.Region):
 
     t = {p.param: rec.inputs[p.param].clone() for p in region.inputs}
     outs = [t[p.param] if p.param in t else torch.empty_like(rec.outputs[p.param]) for p in region.outputs]
-    return [t[p.param] for p in region.inputs], outs
+    return [t[p.param].view(tuple(p.spec.shape)) for p in region.inputs], outs
 
 
 def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, precision: str = "default",
@@ -322,7 +322,7 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
     model = _region_model(source, path).to(env.device)
     for n, r in enumerate(recs):
         with torch.no_grad():
-            got = model(*[r.inputs[p.param] for p in region.inputs])
+            got = model(*[r.inputs[p.param].view(tuple(p.spec.shape)) for p in region.inputs])
         got = list(got) if isinstance(got, (list, tuple)) else [got]
         for p, t in zip(region.outputs, got):
             err = ic.compare(t.reshape(r.outputs[p.param].shape).contiguous(), r.outputs[p.param], region.accumulation)
@@ -389,7 +389,8 @@ def _searched(env, item: Dict, rec: Dict, run_dir: str):
     rec["status"] = "verified"
     k = g.program.kernels[launch.kernel]
     in_params, out_params = [p.param for p in region.inputs], [p.param for p in region.outputs]
-    return lambda original: ic.Shim(original, k, launch, repl, in_params, out_params)
+    in_shapes = [p.spec.shape for p in region.inputs]
+    return lambda original: ic.Shim(original, k, launch, repl, in_params, out_params, in_shapes)
 
 
 class InductorModule:
@@ -442,7 +443,7 @@ def load(inductor_dir: str, verify: bool = True) -> InductorModule:
         repl = _replacement(read_run(os.path.join(inductor_dir, "kernels", stem)), os.path.join(inductor_dir, "kernels", stem + ".py"),
                             region, stem)
         setattr(g.module, kernel, ic.Shim(g.kernel_object(kernel), k, launch, repl, [p.param for p in region.inputs],
-                                          [p.param for p in region.outputs]))
+                                          [p.param for p in region.outputs], [p.spec.shape for p in region.inputs]))
     mod = InductorModule(cap, list(doc.get("kept", [])), doc)
     if verify:
         err = env.verify(cap.compiled)

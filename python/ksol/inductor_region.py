@@ -198,6 +198,8 @@ def bind(program: Program, launch: Launch, recompose: bool = True) -> Region:
         if len([w for w in writes if value_node(w)]) > 1:
             notes.append(f"{b.param} ({b.value.text}) taken as %{cands[0]}, the one remaining write of its size")
 
+    _convolution_epilogues(program, frag, defined, bound, items, notes, name)
+
     # The nodes the outputs need, and the inputs they read.
     inputs_by_node = {p.node: p for p in bound.values()}
     need, order = set(), []
@@ -236,6 +238,42 @@ def bind(program: Program, launch: Launch, recompose: bool = True) -> Region:
     return region
 
 
+def _convolution_epilogues(program: Program, frag, defined, bound: Dict[str, Port], items, notes: List[str], name: str) -> None:
+    """Inductor calls a convolution without its bias (extern_kernels.convolution(..., bias=None))
+    and adds the bias in the kernel after it, whose fragment then holds the whole convolution node,
+    reading the convolution's input and weights, which the kernel does not. Such a node becomes the
+    kernel's input (the extern call's output) plus the bias, viewed [C, 1, ...] to broadcast over
+    the channels; the bias input's port takes that view (the same memory)."""
+    by_node = {p.node: p for p in bound.values()}
+    known = set(defined) | set(by_node) | set(items)
+    read = {r for n in frag.calls() for r in _refs(n.args) + _refs(n.kwargs)}
+    for n in list(defined.values()):
+        if not n.target.startswith("aten.convolution") or n.spec is None or len(n.args) < 3:
+            continue
+        if all(r in known for r in _refs(n.args[:2])):
+            continue  # the kernel has what it needs to compute the convolution (it does not, but the fragment says so)
+        outs = [p for p in bound.values() if p.node not in read and tuple(p.spec.shape) == tuple(n.spec.shape)]
+        outs = [p for p in outs if any(isinstance(st, Extern) and st.op.startswith("convolution") and
+                                       program.root(st.result or "") == program.root(p.buffer) and
+                                       st.kwargs.get("bias") is not None and st.kwargs["bias"].literal is None
+                                       and not st.kwargs["bias"].is_name for st in program.steps)]
+        if len(outs) != 1:
+            continue
+        out, bias = outs[0], n.args[2]
+        if bias is None:
+            n.target, n.args, n.kwargs = "ksol.identity", (Ref(out.node),), {}
+            notes.append(f"%{n.name}: the convolution {out.buffer} holds")
+        elif isinstance(bias, Ref) and bias.name in by_node:
+            b = by_node[bias.name]
+            view = (int(b.spec.shape[0]),) + (1,) * (len(n.spec.shape) - 2)
+            if len(b.spec.shape) != 1 or len(n.spec.shape) < 3 or int(n.spec.shape[1]) != view[0]:
+                continue
+            b.spec = TensorSpec(view, (1,) * len(view), b.spec.dtype, b.spec.device)
+            n.target, n.args, n.kwargs = "ksol.bias_add", (Ref(out.node), bias), {}
+            notes.append(f"%{n.name}: the convolution {out.buffer} holds ({name} adds its bias), plus the bias viewed "
+                         f"{list(view)}")
+
+
 def _accumulation(r: Region) -> int:
     """The longest sum into one output value: the product of the reduced extents of the largest
     reduction in the region (1 for a pointwise kernel)."""
@@ -244,6 +282,9 @@ def _accumulation(r: Region) -> int:
     specs.update({n.name: n.spec for n in r.nodes if n.spec is not None})
     for n in r.nodes:
         op = n.target.split(".")[1] if n.target.startswith("aten.") else n.target
+        if op in ("avg_pool1d", "avg_pool2d", "avg_pool3d") and len(n.args) > 1:
+            longest = max(longest, math.prod(int(k) for k in n.args[1]))
+            continue
         if op in ("sum", "mean", "amax", "amin", "var_mean", "var", "prod", "_softmax", "_log_softmax", "logsumexp"):
             src = n.args[0] if n.args else None
             s = specs.get(src.name) if isinstance(src, Ref) else None
@@ -281,7 +322,8 @@ def _recompose(r: Region) -> Dict[str, str]:
         return by.get(name) if name else None
 
     for n in r.nodes:
-        whole = _softmax_at(n, node, arg) or _layer_norm_at(n, node, arg, r) or _gelu_at(n, node, arg)
+        whole = (_softmax_at(n, node, arg) or _layer_norm_at(n, node, arg, r) or _gelu_at(n, node, arg)
+                 or _leaky_relu_at(n, node, arg))
         if whole:
             out[n.name] = whole
     return out
@@ -320,6 +362,18 @@ def _gelu_at(n, node, arg) -> str:
         if _op(scaled) == "mul" and arg(scaled, 0) == x and abs(float(scaled.args[1]) - 0.7071067811865476) < 1e-15:
             return f"F.gelu({x})"
     return ""
+
+
+def _leaky_relu_at(n, node, arg) -> str:
+    """F.leaky_relu(x, s) where `n` is where(gt(x, 0), x, mul(x, s)), leaky_relu's decomposition;
+    "" where it is not."""
+    if _op(n) != "where" or len(n.args) != 3:
+        return ""
+    gt, x, neg = node(arg(n, 0)), arg(n, 1), node(arg(n, 2))
+    if _op(gt) != "gt" or arg(gt, 0) != x or gt.args[1] not in (0, 0.0) or _op(neg) != "mul" or arg(neg, 0) != x:
+        return ""
+    slope = neg.args[1]
+    return f"F.leaky_relu({x}, {slope!r})" if isinstance(slope, (int, float)) else ""
 
 
 def _layer_norm_at(n, node, arg, r: Region) -> str:
@@ -390,6 +444,10 @@ def _expr(n: FragmentNode) -> str:
     """The node as PyTorch: the arithmetic and functions ksol's lowering reads where it can, the ATen
     op itself otherwise (run by PyTorch as Inductor's decomposition ran it)."""
     op, a, kw = _op(n), n.args, dict(n.kwargs)
+    if n.target == "ksol.bias_add":
+        return f"({_py(a[0])} + {_py(a[1])})"
+    if n.target == "ksol.identity":
+        return _py(a[0])
     if op in _BINARY and len(a) == 2:
         alpha = kw.pop("alpha", 1)
         if op == "div" and kw.get("rounding_mode"):
@@ -425,6 +483,23 @@ def _expr(n: FragmentNode) -> str:
         if kw.get("dtype") is not None:
             return _aten(n)
         return f"torch.{op}({_py(a[0])}, dim={_py(dims)}, keepdim={_py(bool(keep))})"
+    if op in ("max", "min") and n.target.endswith(".dim") and len(a) >= 2:
+        keep = a[2] if len(a) > 2 else kw.get("keepdim", False)
+        return f"torch.{op}({_py(a[0])}, dim={_py(a[1])}, keepdim={_py(bool(keep))})"
+    if op in ("cumsum", "cumprod") and len(a) == 2 and not kw:
+        return f"torch.{op}({_py(a[0])}, {_py(a[1])})"
+    if op in ("avg_pool1d", "avg_pool2d", "avg_pool3d") and len(a) >= 2:
+        names = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+        args = dict(zip(names, a[1:]), **kw)
+        if args.get("stride") == []:
+            args["stride"] = None
+        return f"F.{op}({_py(a[0])}, " + ", ".join(f"{k}={_py(v)}" for k, v in args.items()) + ")"
+    if op in ("max_pool2d_with_indices", "max_pool3d_with_indices") and len(a) >= 2:
+        names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+        args = dict(zip(names, a[1:]), **kw)
+        if args.get("stride") == []:
+            args["stride"] = None
+        return f"F.{op[:len('max_poolNd')]}({_py(a[0])}, " + ", ".join(f"{k}={_py(v)}" for k, v in args.items()) + ", return_indices=True)"
     if op in ("_softmax", "_log_softmax") and len(a) >= 2:
         return f"torch.{op[1:]}({_py(a[0])}, dim={_py(a[1])})"
     if op in ("view", "reshape", "_unsafe_view") and len(a) == 2:

@@ -87,6 +87,22 @@ region triton_per_fused_native_layer_norm_0
 """
 
 
+CONV_EPILOGUE = """\
+region triton_poi_fused_convolution_div_leaky_relu_0
+  in in_out_ptr0 = buf1 %buf0 f32[4, 32, 15, 31, 31][461280, 14415, 961, 31, 1]
+  in in_ptr0 = arg1_1 %arg1_1 f32[32, 1, 1, 1][1, 1, 1, 1]
+  out in_out_ptr0 = buf1 %div f32[4, 32, 15, 31, 31][461280, 14415, 961, 31, 1]
+  recomposed leaky_relu
+  accumulation 1
+  | buf0 = in_out_ptr0
+  | arg1_1 = in_ptr0
+  | convolution = (buf0 + arg1_1)
+  | where = F.leaky_relu(convolution, 0.2)
+  | div = (where / 2.0)
+  | return div
+"""
+
+
 def regions(name, recompose=True):
     p = iw.parse_file(fixture(name))
     out = {}
@@ -125,6 +141,19 @@ class Bind(unittest.TestCase):
         self.assertEqual(ir.describe(r["triton_per_fused_native_layer_norm_0"]), LAYER_NORM)
         self.assertEqual(r["triton_per_fused_native_layer_norm_0"].notes,
                          ["%getitem, %getitem_1 taken as the elements of %var_mean in fx's order"])
+
+    def test_convolution_bias_added_in_the_epilogue(self):
+        r = regions("conv_bias_epilogue")["triton_poi_fused_convolution_div_leaky_relu_0"]
+        self.assertEqual(ir.describe(r), CONV_EPILOGUE)
+        self.assertEqual(r.notes, ["%convolution: the convolution buf1 holds (triton_poi_fused_convolution_div_leaky_relu_0 adds "
+                                   "its bias), plus the bias viewed [32, 1, 1, 1]"])
+
+    def test_convolution_node_without_its_output_is_refused(self):
+        # The extern call adds the bias itself: the fragment's convolution is not the kernel's to redo.
+        t = text_of("conv_bias_epilogue").replace("groups=1, bias=None)", "groups=1, bias=arg1_1)")
+        self.assertEqual(refusal(t, "triton_poi_fused_convolution_div_leaky_relu_0"),
+                         "triton_poi_fused_convolution_div_leaky_relu_0: %convolution reads %arg2_1, which is neither one of the "
+                         "kernel's inputs nor computed in its fragment")
 
     def test_split_reductions_are_refused(self):
         r = regions("layer_norm")
@@ -213,6 +242,8 @@ class AsPyTorch(unittest.TestCase):
         self.check("extern_mm_epilogue", "triton_poi_fused_mul_relu_0", lambda y: torch.relu(y) * 0.5)
         self.check("extern_mm_epilogue", "triton_poi_fused_gelu_1", lambda y: F.gelu(y))
         self.check("layer_norm", "triton_per_fused_native_layer_norm_0", lambda x, w, b: F.layer_norm(x, [1000], w, b))
+        self.check("conv_bias_epilogue", "triton_poi_fused_convolution_div_leaky_relu_0",
+                   lambda y, b: F.leaky_relu(y + b.view(1, 32, 1, 1, 1), 0.2) / 2.0)
 
     def test_lowered(self):
         from ksol_torch import problem, synth
@@ -221,7 +252,8 @@ class AsPyTorch(unittest.TestCase):
                 ("reduction", "triton_per_fused__softmax_0"): "rowwise",
                 ("extern_mm_epilogue", "triton_poi_fused_mul_relu_0"): "elementwise",
                 ("extern_mm_epilogue", "triton_poi_fused_gelu_1"): "elementwise",
-                ("layer_norm", "triton_per_fused_native_layer_norm_0"): "rowwise"}
+                ("layer_norm", "triton_per_fused_native_layer_norm_0"): "rowwise",
+                ("conv_bias_epilogue", "triton_poi_fused_convolution_div_leaky_relu_0"): "elementwise"}
         for (name, kernel), family in want.items():
             prob, _, _ = self.module(regions(name)[kernel])
             m, xs = problem.instantiate(prob, 0, meta=True)
