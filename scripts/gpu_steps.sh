@@ -11,6 +11,9 @@
 #   versus        expert against random search at equal budget on 8 tasks (VS_TASKS, VS_SECONDS,
 #                 VS_DB and VS_RESUME to reuse a store's baselines, AGENTS to run one)
 #   exchange      an exchange-folder run answered by hand (examples/exchange)
+#   topk          the kernel loop on topk_f32 from its naive baseline, --answer either, answered by
+#                 role from examples/exchange/topk_f32 (a DSL probe, the reviewer, a CUDA radix select);
+#                 the report, the exchange folder and the progress output in $OUT/topk (TOPK_TIMEOUT, 500 s)
 #   reverify [JSON]  each kernel an optimize JSON returned, through a fresh ksol eval (PART=i/n: a share)
 #   compare [dense|rows]  each task's program against its baselines (both parts: about 10 minutes;
 #                 one per call), with BEST=<optimize report folder> for its best.ksol per task (else
@@ -56,6 +59,18 @@ case "$step" in
     python3 scripts/exchange_answer.py $X examples/exchange/softmax_f32_answer.md --max 1 --timeout 300 &
     timeout 300 ksol --store "$OUT/exchange.db" optimize softmax_f32 --agent exchange:$X --budget-candidates 2 --llm-timeout 120 \
       --report "$OUT/exchange" 2>&1 | tail -25; wait ;;
+  topk)
+    # The answerer plays the person at the folder, one answer per role (planner, coder, reviewer,
+    # repairer; reviewer-2/repairer-2 only if the first CUDA kernel fails a gate). Everything the
+    # results need stays in $OUT/topk: requests/ and answers/ are the transcript.
+    T=$OUT/topk; rm -rf "$T"; mkdir -p "$T"
+    python3 scripts/exchange_answer.py "$T/exchange" examples/exchange/topk_f32 --max 8 --timeout "${TOPK_TIMEOUT:-500}" > "$T/answerer.txt" 2>&1 &
+    answerer=$!
+    timeout -k 30 "${TOPK_TIMEOUT:-500}" ksol --store "$T/topk.db" optimize --task topk_f32 --from tasks/llm/topk_f32/naive.cu --answer either \
+      --agent "exchange:$T/exchange" --budget-candidates 1 --llm-timeout 60 --no-profile --budget-total-seconds 440 \
+      --report "$T/report" --json-out "$T/topk.json" > "$T/progress.txt" 2>&1
+    echo "rc=$?"; kill "$answerer" 2>/dev/null; wait "$answerer" 2>/dev/null
+    cat "$T/answerer.txt"; grep -v "^\[" "$T/progress.txt" | tail -40 ;;
   reverify)
     # PART=i/n: the i-th of n shares of the tasks (one per GPU, with CUDA_VISIBLE_DEVICES).
     python3 - "${1:-$OUT/optimize.json}" "${PART:-0/1}" <<'PY' | while read -r task file; do timeout 120 ksol --store "$OUT/reverify.db" eval --task "$task" --candidate "$file" --compare none | tail -9; done
@@ -120,5 +135,5 @@ PY
 b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
-  *) sed -n 2,24p "$0"; exit 2 ;;
+  *) sed -n 2,27p "$0"; exit 2 ;;
 esac
