@@ -343,7 +343,6 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
     original = g.kernel_object(launch.kernel)
     args = recs[0].fresh_args()
     rec["inductor_us"] = env.time(lambda: original.run(*args, stream=recs[0].stream), []).median_us
-    del args
     rec["status"] = "task"
     return {"rec": rec, "file": path, "stem": file_stem, "region": region, "recs": recs, "launch": launch, "graph": g}
 

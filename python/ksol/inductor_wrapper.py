@@ -38,7 +38,7 @@ since a launch it did not understand would make every later buffer's meaning wro
 import ast
 import dataclasses
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 # Inductor's dtype abbreviations (torch._prims_common's dtype_abbrs) -> torch dtype names.
 DTYPE_ABBRS = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32",
