@@ -78,8 +78,7 @@ int run_eval_module(const EvalModuleArgs& a, bool json_out) {
     std::cerr << "error: " << why << "\n";
     return exit_status::error;
   }
-  std::string pypath = source_root() + "/python";
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::string pypath = ksol_python_path();
   WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
   WorkerReply hello = w.call({{"op", "hello"}}, 120);
   if (!hello.ok) {

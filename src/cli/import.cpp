@@ -49,8 +49,7 @@ int run_import(const ImportArgs& a, bool json_out) {
       fs::remove_all(d, ec);
     }
   } cleanup{tmpdir};
-  std::string pypath = source_root() + "/python";
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::string pypath = ksol_python_path();
   std::vector<std::string> argv = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "import",
                                    "--json-out", tmp.string(), "--seed", std::to_string(a.seed),
                                    "--screen-max-gflop", fixed(a.screen_max_gflop, 3)};

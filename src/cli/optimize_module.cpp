@@ -336,8 +336,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << "error: " << why << "\n";
     return exit_status::error;
   }
-  std::string pypath = source_root() + "/python";
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::string pypath = ksol_python_path();
   if (a.path == "inductor") {
     if (a.emulate) throw UsageError("--path inductor needs a GPU: Inductor's Triton kernels cannot run on the CPU emulator");
     std::string dir = a.report_dir.empty() ? "runs/module-" + fs::path(a.file).stem().string() : a.report_dir;

@@ -251,8 +251,7 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
     std::cerr << "error: " << why << "\n";
     return exit_status::error;
   }
-  std::string pypath = source_root() + "/python";
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pypath += std::string(":") + old;
+  std::string pypath = ksol_python_path();
   const std::string file = fs::absolute(m0.file).string();
   const std::string stem = fs::path(m0.file).stem().string();
   WorkDir work;

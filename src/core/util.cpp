@@ -207,6 +207,12 @@ std::string source_root() {
   return std::filesystem::path(self_exe_dir()).parent_path().string();
 }
 
+std::string ksol_python_path() {
+  std::string p = source_root() + "/python";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) p += std::string(":") + old;
+  return p;
+}
+
 std::string find_torch_python(std::string* why) {
   std::vector<std::string> tries;
   if (const char* e = std::getenv("KSOL_PYTHON"); e && *e) tries = {e};

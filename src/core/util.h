@@ -52,5 +52,7 @@ std::string source_root();
 // The python3 that can import torch (the PyTorch front end, python/ksol_torch): $KSOL_PYTHON,
 // else the first of python3 and /usr/bin/python3 that can; empty, with `why` set, if none can.
 std::string find_torch_python(std::string* why);
+// The PYTHONPATH for that python: ksol's python/ folder, then the caller's PYTHONPATH.
+std::string ksol_python_path();
 
 }  // namespace ksol
