@@ -145,6 +145,15 @@ bool emulated(const json& doc) { return doc.contains("emulated") && doc["emulate
 
 // A PyTorch module's precision mode (ksol optimize FILE.py --precision), or "" for built-in tasks,
 // whose precision is their task's: "Precision: default (tf32: TF32 allowed for cuDNN convolutions)...".
+// A run that ended waiting on an LLM batch (batch mode): what it wrote and how it goes on.
+std::string batch_sentence(const json& doc) {
+  if (!doc.contains("llm") || !doc["llm"].is_object() || !doc["llm"].contains("batch") || !doc["llm"]["batch"].is_object()) return "";
+  const json& b = doc["llm"]["batch"];
+  return "Waiting on LLM batch " + std::to_string(b.value("batch", 0)) + ": " + std::to_string(b.value("requests", 0)) +
+         " request(s) in " + b.value("requests_file", std::string("?")) + ". Once the provider's results are saved as " +
+         b.value("results_file", std::string("?")) + ", `" + b.value("resume", std::string("?")) + "` goes on from here.";
+}
+
 std::string precision_sentence(const json& doc) {
   if (!doc.contains("precision") || !doc["precision"].is_object()) return "";
   const json& p = doc["precision"];
@@ -319,6 +328,7 @@ std::string optimize_markdown(const json& doc) {
     << gets(doc, "agent") << "\n\n";
   if (emulated(doc)) o << "Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.\n\n";
   if (std::string p = precision_sentence(doc); !p.empty()) o << p << "\n\n";
+  if (std::string b = batch_sentence(doc); !b.empty()) o << b << "\n\n";
   // What the run gained comes first: per task the kernel returned and, per size, its speed.
   o << "## What you get\n\n| task | returned | vs best baseline | %SOL | per size (time, speedup over the fastest baseline, %SOL) | hidden sizes |\n";
   o << "| --- | --- | --- | --- | --- | --- |\n";
@@ -414,6 +424,7 @@ std::string optimize_html(const json& doc) {
     << html_escape(gets(doc, "agent")) << "</p>\n";
   if (emulated(doc)) o << "<p>Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.</p>\n";
   if (std::string p = precision_sentence(doc); !p.empty()) o << "<p>" << html_escape(p) << "</p>\n";
+  if (std::string b = batch_sentence(doc); !b.empty()) o << "<p><b>" << html_escape(b) << "</b></p>\n";
   o << "<h2>What you get</h2>\n<table><tr><th>task</th><th>returned</th><th>vs best baseline</th><th>%SOL</th>"
        "<th>per size (time, speedup over the fastest baseline, %SOL)</th><th>hidden sizes</th></tr>\n";
   double log_base = 0;

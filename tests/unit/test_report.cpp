@@ -75,6 +75,20 @@ TEST(Report, MarkdownAndHtml) {
   }
 }
 
+// A run that ended waiting on an LLM batch says so near the top, with the resume command.
+TEST(Report, AWaitingBatchRunSaysHowItGoesOn) {
+  json doc = run_doc();
+  EXPECT_EQ(report::optimize_markdown(doc).find("Waiting on LLM batch"), std::string::npos);
+  doc["llm"]["batch"] = {{"batch", 2}, {"requests", 3}, {"written", true}, {"requests_file", "/b/requests-2.jsonl"},
+                         {"results_file", "/b/results-2.jsonl"}, {"resume", "ksol optimize x --resume 7 <&>"}};
+  std::string md = report::optimize_markdown(doc), html = report::optimize_html(doc);
+  const std::string want = "Waiting on LLM batch 2: 3 request(s) in /b/requests-2.jsonl. Once the provider's results are saved as "
+                           "/b/results-2.jsonl, `ksol optimize x --resume 7 <&>` goes on from here.";
+  EXPECT_NE(md.find(want), std::string::npos) << md;
+  EXPECT_LT(md.find(want), md.find("## What you get")) << md;
+  EXPECT_NE(html.find("--resume 7 &lt;&amp;&gt;"), std::string::npos);
+}
+
 TEST(Report, FailureClass) {
   EXPECT_EQ(report::failure_class({{"status", "ok"}}), "");
   EXPECT_EQ(report::failure_class({{"status", "failed"}, {"error", "correctness/wrong_result at h1: output 'Y'"}}), "correctness/wrong_result");
