@@ -229,7 +229,7 @@ std::string triton_markdown(const json& item) {
   }
   o << "\n" << t.value("space", 0) << " legal configs; " << t.value("screened", 0) << " screened (stopped: "
     << t.value("screen_stop", std::string("-")) << "); the kernel as given and " << t.value("verified", 1) - 1
-    << " of the fastest screened verified through every gate.\n";
+    << " of the fastest screened put through every gate.\n";
   if (!t.value("screen_error", std::string()).empty()) o << "\nThe screening failed: " << t.value("screen_error", std::string()) << "\n";
   const json& d = item.value("dsl", json::object());
   o << "\nDSL candidates of the reference: " << d.value("summary", std::string("-")) << "\n";

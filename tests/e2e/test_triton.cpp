@@ -154,9 +154,10 @@ TEST(Triton, EmulatedRunVerifiesConfigsThroughTheWorkersGatesAndReportsThem) {
   EXPECT_NE(show.output.find("softmax_kernel"), std::string::npos) << show.output;
 }
 
-// The must-show: both test kernels optimized and verified on a GPU, each at least as fast as the
-// kernel as given (scripts/gpu_triton.sh prints the speedups).
-TEST(Gpu, TritonSoftmaxAndLayernormAreOptimizedAndVerified) {
+// Both test kernels through the search on a GPU: the kernel as given passes its gates and an
+// answer is returned. The kernel as given is always a contender, so the answer is never slower
+// than it by construction: this test does not show a speedup (scripts/gpu_triton.sh prints them).
+TEST(Gpu, TritonSoftmaxAndLayernormAnswersAreVerified) {
   std::string why, py = ksol::find_torch_python(&why);
   if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
   if (python_gpu(py) != "gpu") GTEST_SKIP() << "needs a GPU: the Python worker sees none";

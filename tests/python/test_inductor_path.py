@@ -182,6 +182,20 @@ class ScriptedCapture(TempDir):
 
 
 @needs_torch
+@needs_torch
+class CompareWithTheKernel(unittest.TestCase):
+    """A replacement's outputs against the Inductor kernel's: NaN by position, infinities exactly."""
+
+    def test_nan_and_inf_where_the_kernel_has_them(self):
+        from ksol import inductor_capture as ic
+        nan, inf = float("nan"), float("inf")
+        want = torch.tensor([1.0, nan, inf, -inf, 2.0])
+        self.assertEqual(ic.compare(want.clone(), want, 1), "")
+        self.assertEqual(ic.compare(torch.tensor([1.0, 0.0, inf, -inf, 2.0]), want, 1), "1 elements finite in one and not the other")
+        self.assertEqual(ic.compare(torch.tensor([1.0, inf, nan, -inf, 2.0]), want, 1), "NaN/Inf elements differ")
+        self.assertEqual(ic.compare(torch.tensor([1.0, nan, -inf, inf, 2.0]), want, 1), "NaN/Inf elements differ")
+
+
 class CaptureOnTheGPU(unittest.TestCase):
     """A real torch.compile capture: needs PyTorch 2 with Triton and a CUDA device."""
 
