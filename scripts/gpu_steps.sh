@@ -67,7 +67,7 @@ case "$step" in
     python3 scripts/exchange_answer.py "$T/exchange" examples/exchange/topk_f32 --max 8 --timeout "${TOPK_TIMEOUT:-500}" > "$T/answerer.txt" 2>&1 &
     answerer=$!
     timeout -k 30 "${TOPK_TIMEOUT:-500}" ksol --store "$T/topk.db" optimize --task topk_f32 --from tasks/llm/topk_f32/naive.cu --answer either \
-      --agent "exchange:$T/exchange" --budget-candidates 1 --llm-timeout 60 --no-profile --budget-total-seconds 440 \
+      --agent "exchange:$T/exchange" --budget-candidates 1 --llm-timeout 60 --no-profile --budget-total-seconds $(( ${TOPK_TIMEOUT:-500} - 60 )) \
       --report "$T/report" --json-out "$T/topk.json" > "$T/progress.txt" 2>&1
     echo "rc=$?"; kill "$answerer" 2>/dev/null; wait "$answerer" 2>/dev/null
     cat "$T/answerer.txt"; grep -v "^\[" "$T/progress.txt" | tail -40 ;;

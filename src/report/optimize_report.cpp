@@ -407,7 +407,13 @@ std::string optimize_markdown(const json& doc) {
         << " | " << cell(gets(a, "method")) << " | `" << cell(gets(a, "schedule")) << "` | " << cell(gets(a, "status")) << " | "
         << num(getd(a, "score_us")) << " | " << num(getd(a, "pct_sol"), 1) << " | " << cell(gets(a, "note")) << " |\n";
     }
-    if (r.contains("best")) o << "\nBest program:\n\n```ksol\n" << gets(r["best"], "program") << "```\n";
+    if (r.contains("best")) {
+      const json& b = r["best"];
+      bool cuda = gets(b, "language") == "cuda";
+      std::string text = cuda ? gets(b, "source") : gets(b, "program");
+      o << "\nBest " << (cuda ? "kernel (CUDA, also in " + gets(r, "task") + "/best.cu)" : std::string("program")) << ":\n\n```"
+        << (cuda ? "cuda" : "ksol") << "\n" << text << (text.empty() || text.back() == '\n' ? "" : "\n") << "```\n";
+    }
   }
   return o.str();
 }
@@ -477,7 +483,10 @@ std::string optimize_html(const json& doc) {
       if (!p.program.empty()) o << "<details><summary>piece " << p.piece << " program</summary><pre>" << html_escape(p.program) << "</pre></details>\n";
     if (!r.contains("trajectory")) continue;
     o << svg_progress(r) << "\n";
-    if (r.contains("best")) o << "<p>Best program:</p><pre>" << html_escape(gets(r["best"], "program")) << "</pre>\n";
+    if (r.contains("best")) {
+      bool cuda = gets(r["best"], "language") == "cuda";
+      o << "<p>Best " << (cuda ? "kernel (CUDA)" : "program") << ":</p><pre>" << html_escape(gets(r["best"], cuda ? "source" : "program")) << "</pre>\n";
+    }
     o << "<details><summary>trajectory</summary><table><tr><th>#</th><th>method</th><th>schedule</th><th>status</th><th>us</th><th>%SOL</th><th>note</th></tr>\n";
     for (auto& a : r.value("trajectory", json::array()))
       o << "<tr><td>c" << a.value("index", 0) << "</td><td>" << html_escape(gets(a, "method")) << "</td><td><code>" << html_escape(gets(a, "schedule"))

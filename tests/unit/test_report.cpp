@@ -76,6 +76,19 @@ TEST(Report, MarkdownAndHtml) {
 }
 
 // A run that ended waiting on an LLM batch says so near the top, with the resume command.
+// A CUDA kernel returned by the LLM's kernel loop is shown as CUDA, from its source, in both forms.
+TEST(Report, ACudaBestShowsItsSource) {
+  json doc = run_doc();
+  json& b = doc["results"][0]["best"];
+  b.erase("program");
+  b["language"] = "cuda";
+  b["source"] = "__global__ void topk_radix(const float* X) {}";
+  std::string md = report::optimize_markdown(doc), html = report::optimize_html(doc);
+  EXPECT_NE(md.find("```cuda\n__global__ void topk_radix(const float* X) {}\n```"), std::string::npos) << md;
+  EXPECT_EQ(md.find("```ksol\n```"), std::string::npos) << "no empty DSL block for a CUDA kernel: " << md;
+  EXPECT_NE(html.find("Best kernel (CUDA):</p><pre>__global__ void topk_radix"), std::string::npos) << html;
+}
+
 TEST(Report, AWaitingBatchRunSaysHowItGoesOn) {
   json doc = run_doc();
   EXPECT_EQ(report::optimize_markdown(doc).find("Waiting on LLM batch"), std::string::npos);
