@@ -27,6 +27,7 @@ fastest screened ones through the worker's gates, and returns the fastest verifi
 import argparse
 import ast
 import dataclasses
+import hashlib
 import importlib.util
 import itertools
 import json
@@ -484,7 +485,14 @@ class Task:
         self.spec = spec or parse(path, fn, src)
         if not triton_available():
             sys.modules["triton"], sys.modules["triton.language"] = _stand_in_triton()
-        self.ns = {"__name__": "ksol_triton_task", "__file__": self.path}
+        # A module of its own in sys.modules, named after the file's path: torch.compile of the
+        # reference imports the module its functions name (__module__), and fails on a name that
+        # is not there.
+        name = "ksol_triton_task_" + hashlib.sha1(self.path.encode()).hexdigest()[:12]
+        module = types.ModuleType(name)
+        module.__file__ = self.path
+        sys.modules[name] = module
+        self.ns = module.__dict__
         try:
             exec(compile(src, self.path, "exec"), self.ns)  # the user's file, as KernelBench runs a problem's
         except Exception as e:
