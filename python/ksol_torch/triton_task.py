@@ -4,7 +4,7 @@ The file is the user's own Python: a @triton.jit kernel NAME, `launch(kernel, *i
 ...)` that runs it on get_inputs()'s tensors and returns its output(s), `get_inputs()` (KernelBench's
 convention: tensors made without a device; ksol draws them on the GPU), and optionally
 `reference(*inputs)`, the computation in PyTorch, which ksol runs in float64 to verify every
-config. Three things are done with it here:
+config. What is done with it here:
 
   parse     the file read with `ast` alone (no Triton, no PyTorch): the kernel, its tl.constexpr
             parameters, whether it loops and masks its loads, launch's knobs, get_inputs and
@@ -16,13 +16,21 @@ config. Three things are done with it here:
             any candidate
   screen    on the GPU: a coordinate search over the knobs from the default config, each config
             checked on one case against the float64 reference and timed briefly, its log kept
-            line by line so that a config that kills the process is skipped on the rerun
+            line by line so that a config that kills the process is skipped on the rerun, and a
+            process whose share of the time is up stops between configs ("batch") for another to
+            go on from the log
+  compare   the contenders of the answer (the kernel as given, its verified configs, the DSL
+            search's answer, eager and torch.compile of the reference) timed side by side in one
+            process, so that the answer and its speedups come from one process's timings
 
     python3 -m ksol_torch.triton_task prepare FILE --fn NAME --dir DIR --out JSON
     python3 -m ksol_torch.triton_task screen DIR/task.json --log LOG --out JSON [--configs N] [--top K]
+                                             [--deadline T] [--batch-deadline T]
+    python3 -m ksol_torch.triton_task compare DIR/task.json --contenders JSON --out JSON [--rounds N]
 
-The C++ driver (src/cli/optimize_triton.cpp) runs both, verifies the default config and the
-fastest screened ones through the worker's gates, and returns the fastest verified kernel.
+The C++ driver (src/cli/optimize_triton.cpp) runs them, verifies the default config and the
+fastest screened ones through the worker's gates, times the verified contenders side by side and
+returns the fastest.
 """
 import argparse
 import ast
@@ -686,6 +694,9 @@ def prepare(path: str, fn: str, dirname: str) -> Dict:
 # Exit status of `screen` when the CUDA context died under a config: the log says which; run it
 # again and it goes on from there.
 EXIT_RESUME = 3
+# How an earlier process's end is told of the config it was running, where the driver did not
+# say (src/cli/optimize_triton.cpp writes why when it knows: killed at the timeout, a signal).
+ENDED_UNDER = "the screening process ended while running it (a crash, a dead CUDA context or past its time limit)"
 
 
 def _read_log(path):
@@ -709,63 +720,133 @@ def _read_log(path):
     return done, running
 
 
-def screen(task_json: str, log: str, max_configs: int, top: int, deadline: Optional[float], device: str,
-           precision: str = "default") -> Dict:
-    import torch
+class Measurements:
+    """measure(config) for coordinate_search, each config's measurement kept in the screening's
+    log (a JSON line before it runs and one after, each flushed to disk) so that a later process
+    goes on where an earlier one ended:
 
-    from . import problem as problem_mod
-    from . import worker
+      replay  a config the log has a result for is not run again, whatever the deadlines
+      blame   a config the log shows started with no result was running when its process ended
+              (a crash, a dead CUDA context, a kill at the time limit): it failed, with the
+              driver's reason where it wrote one into the log, else ENDED_UNDER
+      stop    no new config starts past `deadline` (the screening's share of the budget: stop
+              "seconds") nor, once this process has measured one, past `batch_deadline` (this
+              process's share of the time: stop "batch"; the driver starts another to go on)
 
+    run_one(config) -> {"status": "ok", "median_us"} or {"status": "failed", "error"}; a result
+    with "fatal" (the CUDA context is unusable) is logged and the process exits EXIT_RESUME."""
+
+    def __init__(self, log: str, run_one: Callable[[Dict], Dict], name: Callable[[Dict], str] = str,
+                 deadline: Optional[float] = None, batch_deadline: Optional[float] = None,
+                 clock: Callable[[], float] = time.time):
+        self.done, self.running = _read_log(log)
+        self.run_one, self.name, self.deadline, self.batch_deadline, self.clock = run_one, name, deadline, batch_deadline, clock
+        self.measured = 0  # configs this process ran
+        self._log = open(log, "a")
+
+    def close(self):
+        self._log.close()
+
+    def _note(self, event):
+        self._log.write(json.dumps(event) + "\n")
+        self._log.flush()
+        os.fsync(self._log.fileno())
+
+    def __call__(self, config: Dict) -> Dict:
+        k = json.dumps(config, sort_keys=True)
+        if k in self.done:
+            return self.done[k]
+        if self.running is not None and json.dumps(self.running, sort_keys=True) == k:
+            r = {"status": "failed", "error": ENDED_UNDER}
+            self._note({"event": "result", "config": config, "result": r})
+            self.done[k], self.running = r, None
+            return r
+        now = self.clock()
+        if self.deadline is not None and now >= self.deadline:
+            raise _Stop("seconds")
+        if self.batch_deadline is not None and self.measured and now >= self.batch_deadline:
+            raise _Stop("batch")
+        self._note({"event": "start", "config": config, "label": self.name(config), "t": round(now, 3)})
+        t0 = time.monotonic()
+        r = dict(self.run_one(config))
+        fatal = r.pop("fatal", False)
+        r["seconds"] = round(time.monotonic() - t0, 3)
+        self._note({"event": "result", "config": config, "result": r})
+        self.done[k] = r
+        self.measured += 1
+        if fatal:
+            sys.exit(EXIT_RESUME)
+        return r
+
+
+class _Case:
+    """One case of the task on `device`, as the screening and the side-by-side timing check a
+    contender: the problem's own draw under seed 1, the float64 reference's outputs on it (the
+    reference, or the kernel at its default config where the file has none, run in float64), the
+    outputs' dtypes, and the worker's bound under the precision mode."""
+
+    def __init__(self, t: Dict, device: str, precision: str):
+        import torch
+
+        from . import problem as problem_mod
+        from . import worker
+
+        self.prob = problem_mod.load(t["problem"])
+        mode = worker.check_precision(precision)
+        self.flags = worker.precision_flags(mode, worker._tf32_flags())
+        matmul_precision = torch.get_float32_matmul_precision()
+        model = problem_mod.instantiate(self.prob, 1, inputs=False)[0].to(device)
+        try:
+            self.accumulation, _, _, kinds = worker._costs(*problem_mod.instantiate(self.prob, 1, meta=True))
+        except Exception:
+            self.accumulation, kinds = 1.0, set()
+        self.policy = worker.precision_policy(mode, self.flags, kinds, device, matmul_precision)
+        self.inputs = worker._draw(self.prob, 1, "normal", device)
+        with torch.no_grad():
+            args = [x.detach().to(dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in self.inputs]
+            with worker._Float64():
+                self.ref = [r.detach().to(dtype=torch.float64).contiguous() for r in worker._flat(model.double()(*args))]
+            del args
+            # The Model as the user runs it (model.double() above changed that one in place).
+            self.model = problem_mod.instantiate(self.prob, 1, inputs=False)[0].to(device)
+            self.want_types = [o.dtype for o in worker._flat(self.model(*self.inputs))]
+
+    def check(self, out, label: str):
+        """GateFailure unless `out` is within the worker's bound of the reference."""
+        from . import worker
+
+        worker._compare(out, self.ref, self.want_types, self.inputs, self.accumulation, 16.0, label, self.policy["u_acc"])
+
+
+def _task_of(task_json: str):
     with open(task_json) as fh:
         t = json.load(fh)
     spec = parse(t["file"], t["fn"])
-    knobs = [Knob(**{k: v for k, v in kj.items()}) for kj in t["knobs"]]
-    task = load_task(t["file"], t["fn"])
-    prob = problem_mod.load(t["problem"])
-    mode = worker.check_precision(precision)
-    flags = worker.precision_flags(mode, worker._tf32_flags())
-    matmul_precision = torch.get_float32_matmul_precision()
-    model = problem_mod.instantiate(prob, 1, inputs=False)[0].to(device)
-    try:
-        accumulation, _, _, kinds = worker._costs(*problem_mod.instantiate(prob, 1, meta=True))
-    except Exception:
-        accumulation, kinds = 1.0, set()
-    policy = worker.precision_policy(mode, flags, kinds, device, matmul_precision)
-    inputs = worker._draw(prob, 1, "normal", device)
-    with torch.no_grad():
-        args = [x.detach().to(dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        with worker._Float64():
-            ref = [r.detach().to(dtype=torch.float64).contiguous() for r in worker._flat(model.double()(*args))]
-        del args
-        model = problem_mod.instantiate(prob, 1, inputs=False)[0].to(device)
-        want_types = [o.dtype for o in worker._flat(model(*inputs))]
+    knobs = [Knob(**dict(kj)) for kj in t["knobs"]]
+    return t, spec, knobs, load_task(t["file"], t["fn"])
+
+
+def screen(task_json: str, log: str, max_configs: int, top: int, deadline: Optional[float], device: str,
+           precision: str = "default", batch_deadline: Optional[float] = None) -> Dict:
+    """The coordinate search over the knobs, each config checked on _Case's case and timed
+    briefly (Measurements keeps the log). Its stop is "batch" when this process's share of the
+    time ran out with configs left: the driver runs it again, and it goes on from the log."""
+    import torch
+
+    from . import worker
+
+    t, spec, knobs, task = _task_of(task_json)
+    case = _Case(t, device, precision)
     timer = worker.Timer(device)
-    done, running = _read_log(log)
-    logf = open(log, "a")
 
-    def note(event):
-        logf.write(json.dumps(event) + "\n")
-        logf.flush()
-        os.fsync(logf.fileno())
-
-    def measure(config):
-        k = json.dumps(config, sort_keys=True)
-        if k in done:
-            return done[k]
-        if running is not None and json.dumps(running, sort_keys=True) == k:
-            r = {"status": "failed", "error": "the screening process ended while running it (a crash, a dead CUDA context or "
-                                              "past its time limit)"}
-            note({"event": "result", "config": config, "result": r})
-            return r
-        note({"event": "start", "config": config})
-        t0 = time.monotonic()
+    def run_one(config):
         r = {"status": "ok"}
         try:
             fn = (lambda *xs: task.run(config, *xs))
-            with torch.no_grad(), worker._Flags(flags):
-                out = fn(*inputs)  # compiles
-                worker._compare(out, ref, want_types, inputs, accumulation, 16.0, "screening case", policy["u_acc"])
-                tm, _ = timer.time(fn, inputs, min_samples=5, max_samples=25, max_seconds=0.3, warmup_seconds=0.02)
+            with torch.no_grad(), worker._Flags(case.flags):
+                case.check(fn(*case.inputs), "screening case")  # the first call compiles
+                tm, _ = timer.time(fn, case.inputs, min_samples=5, max_samples=25, max_seconds=0.3, warmup_seconds=0.02)
             r["median_us"] = tm["median_us"]
         except worker.GateFailure as e:
             r = {"status": "failed", "error": f"{e.gate}/{e.error_class}: {e.message}"[:500]}
@@ -778,26 +859,134 @@ def screen(task_json: str, log: str, max_configs: int, top: int, deadline: Optio
                     torch.cuda.synchronize()
                 except Exception:
                     r["error"] = "the CUDA context is unusable after it: " + r["error"]
-                    note({"event": "result", "config": config, "result": r})
-                    sys.exit(EXIT_RESUME)
-        r["seconds"] = round(time.monotonic() - t0, 3)
-        note({"event": "result", "config": config, "result": r})
+                    r["fatal"] = True
         return r
 
-    order, cur, stop = coordinate_search(knobs, measure, max_configs, deadline, clock=time.time)
-    logf.close()
+    measure = Measurements(log, run_one, lambda c: label(spec.fn, c, knobs), deadline, batch_deadline)
+    try:
+        order, cur, stop = coordinate_search(knobs, measure, max_configs)
+    finally:
+        measure.close()
     default = default_config(knobs)
     passing = [(c, r) for c, r in order if r.get("status") == "ok" and c != default]
     passing.sort(key=lambda cr: cr[1]["median_us"])
     verify = []
-    for c, r in passing[:max(0, top)]:
-        verify.append({"label": label(spec.fn, c, knobs), "config": c, "text": config_text(c),
-                       "candidate": write_candidate(t["dir"], spec, c, knobs), "screen_us": r["median_us"]})
+    if stop != "batch":
+        for c, r in passing[:max(0, top)]:
+            verify.append({"label": label(spec.fn, c, knobs), "config": c, "text": config_text(c),
+                           "candidate": write_candidate(t["dir"], spec, c, knobs), "screen_us": r["median_us"]})
     return {
-        "ok": True, "stop": stop, "device": device, "precision": policy,
+        "ok": True, "stop": stop, "device": device, "precision": case.policy, "measured": measure.measured,
         "screened": [{"label": label(spec.fn, c, knobs), "config": c, "text": config_text(c), **r} for c, r in order],
         "current": label(spec.fn, cur, knobs), "verify": verify,
     }
+
+
+# --- compare: the contenders side by side ---------------------------------------------------------
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def dsl_dims(prob) -> List[int]:
+    """The ksol_run dims of the module's one DSL program, in its task's order, as the module
+    path bound them (synth on the problem, shape-only where every op allows it)."""
+    from . import problem as problem_mod
+    from . import synth
+
+    try:
+        syn = synth.synthesize(*problem_mod.instantiate(prob, 0, meta=True))
+    except Exception:
+        syn = synth.synthesize(*problem_mod.instantiate(prob, 0))
+    if not syn.get("program"):
+        raise ValueError(f"the reference is not one DSL program ({syn.get('reason', '?')})")
+    return [int(syn["dims"][d]) for d in syn["dim_order"]]
+
+
+def _dsl_contender(run_dir: str, device: str, prob) -> Tuple[Callable, Dict]:
+    """The module path's answer in `run_dir` (its report folder) as ksol.load builds it from
+    there, the libraries it verified, and what re-running it needs: its kind ("kernel": one DSL
+    program, "stitched": DSL pieces around PyTorch calls), and for one program its library and
+    dims."""
+    from ksol import module as ksol_module
+    from ksol import run_dir as rd
+
+    run = rd.read_run(run_dir)
+    if run.answer == "pytorch":
+        raise ValueError(f"the DSL search returned PyTorch itself: {run.reason}")
+    info = {"answer": run.answer, "kernel": run.kernel}
+    if run.answer == "kernel":
+        info["library"] = rd.library(run, "best")
+        info["dims"] = dsl_dims(prob)
+    return ksol_module.load(run_dir, verify=False, device=device), info
+
+
+def compare(task_json: str, contenders: Sequence[Dict], device: str, precision: str = "default", rounds: int = 3) -> Dict:
+    """Every contender timed in this one process, side by side: each is checked first on
+    _Case's case against the float64 reference (what is timed is what was verified), then the
+    contenders are timed in `rounds` rounds, each round over all of them in a rotated order, by
+    the worker's timer (cold L2, warm-up) on the same input tensors; a contender's time is the
+    median of its rounds' medians. A contender is {"name", "kind"} plus, by kind: "triton"
+    {"config"}: the kernel at that config; "dsl" {"dir"}: the module path's answer in its report
+    folder; "pytorch": the reference's "eager", "compile" (torch.compile, default mode) or
+    "compile_max_autotune". One that fails its check or its build is left out with the reason."""
+    import torch
+
+    from . import worker
+
+    t, spec, knobs, task = _task_of(task_json)
+    case = _Case(t, device, precision)
+    timer = worker.Timer(device)
+    # A second per contender and round on a GPU; on the CPU (--emulate: Triton's interpreter) a
+    # call is slow and its time no result, so a few calls do.
+    timing = ({"max_seconds": 1.0} if device.startswith("cuda") else
+              {"min_samples": 3, "max_samples": 10, "max_seconds": 0.2, "warmup_seconds": 0.01})
+    fns, recs = {}, []
+    for c in contenders:
+        rec = {"name": c["name"], "kind": c["kind"]}
+        recs.append(rec)
+        try:
+            if c["kind"] == "triton":
+                cfg = dict(c["config"])
+                fn = (lambda *xs, cfg=cfg: task.run(cfg, *xs))
+            elif c["kind"] == "dsl":
+                fn, info = _dsl_contender(c["dir"], device, case.prob)
+                rec.update(info)
+            elif c["name"] == "eager":
+                fn = case.model
+            elif c["name"] in ("compile", "compile_max_autotune"):
+                if not hasattr(torch, "compile"):
+                    raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
+                fn = torch.compile(case.model, **({"mode": "max-autotune"} if c["name"] == "compile_max_autotune" else {}))
+            else:
+                raise ValueError(f"no contender {c['name']!r} of kind {c['kind']!r}")
+            with torch.no_grad(), worker._Flags(case.flags):
+                case.check(fn(*case.inputs), f"{c['name']}, checked before the side-by-side timing")  # compiles
+            fns[c["name"]] = fn
+        except worker.GateFailure as e:
+            rec["error"] = f"{e.gate}/{e.error_class}: {e.message}"[:500]
+        except Exception as e:
+            rec["error"] = f"{type(e).__name__}: {e}"[:500]
+    names = list(fns)
+    per = {n: [] for n in names}
+    for r in range(max(1, rounds)):
+        shift = r % len(names) if names else 0
+        for n in names[shift:] + names[:shift]:
+            if n not in fns:
+                continue
+            try:
+                with torch.no_grad(), worker._Flags(case.flags):
+                    tm, _ = timer.time(fns[n], case.inputs, **timing)
+                per[n].append(tm["median_us"])
+            except Exception as e:
+                del fns[n]
+                next(x for x in recs if x["name"] == n)["error"] = f"in a timed call: {type(e).__name__}: {e}"[:500]
+    for rec in recs:
+        if rec["name"] in fns and per[rec["name"]]:
+            rec["rounds_us"] = per[rec["name"]]
+            rec["median_us"] = _median(per[rec["name"]])
+    return {"ok": True, "device": device, "rounds": max(1, rounds), "precision": case.policy, "contenders": recs}
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -815,9 +1004,19 @@ def main(argv=None) -> int:
     s.add_argument("--out", required=True)
     s.add_argument("--configs", type=int, default=48, help="most configs measured")
     s.add_argument("--top", type=int, default=3, help="the fastest passing configs written out for verification")
-    s.add_argument("--deadline", type=float, default=0, help="stop measuring at this Unix time (0: none)")
+    s.add_argument("--deadline", type=float, default=0, help="start no config past this Unix time (0: none): stop \"seconds\"")
+    s.add_argument("--batch-deadline", type=float, default=0,
+                   help="start no config past this Unix time once this process has measured one (0: none): stop \"batch\", "
+                        "run it again to go on")
     s.add_argument("--device", default="")
     s.add_argument("--precision", default="default")
+    c = sub.add_parser("compare", help="time the contenders side by side in this one process, each checked first")
+    c.add_argument("task", help="prepare's JSON")
+    c.add_argument("--contenders", required=True, help="a JSON list of {name, kind, config | dir}")
+    c.add_argument("--out", required=True)
+    c.add_argument("--rounds", type=int, default=3)
+    c.add_argument("--device", default="")
+    c.add_argument("--precision", default="default")
     args = ap.parse_args(argv)
     if args.cmd == "prepare":
         try:
@@ -838,7 +1037,12 @@ def main(argv=None) -> int:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        r = screen(args.task, args.log, args.configs, args.top, args.deadline or None, device, args.precision)
+        if args.cmd == "screen":
+            r = screen(args.task, args.log, args.configs, args.top, args.deadline or None, device, args.precision,
+                       args.batch_deadline or None)
+        else:
+            with open(args.contenders) as fh:
+                r = compare(args.task, json.load(fh), device, args.precision, args.rounds)
     except ProblemError as e:
         r = {"ok": False, "error": str(e)}
     _write(args.out, json.dumps(r, indent=1) + "\n")

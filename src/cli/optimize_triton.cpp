@@ -7,7 +7,12 @@
 //               problem: DSL candidates searched, eager and torch.compile of the reference timed
 //   configs     the kernel as given verified (the baseline), its configs screened on the GPU, the
 //               fastest screened verified through every gate (search/triton_configs.h)
-//   answer      the fastest verified of all, or the fastest baseline; report, store, summary line
+//   side by side  every contender that passed (the kernel as given, the verified configs, the DSL
+//               search's answer, eager and torch.compile of the reference) checked and timed in
+//               one process, in rounds over all of them: no two are compared by times of two
+//               processes
+//   answer      the fastest of those timings when it is a candidate faster than every baseline,
+//               else the fastest baseline; report, store, rerun line, summary line
 #include "cli/optimize_triton.h"
 
 #include <unistd.h>
@@ -70,13 +75,9 @@ class WorkDir {
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-search::TritonConfig config_of(const json& j) {
-  return {j.value("label", ""), j.value("config", json::object()), j.value("text", ""), j.value("candidate", "")};
-}
-
 // Screening by `python3 -m ksol_torch.triton_task screen` (a process of its own: a config that kills
-// the CUDA context or hangs takes only that process, whose log says which config it was running;
-// the next run counts that config failed and goes on), verification by the Python worker.
+// the CUDA context or hangs takes only that process, whose log says which config it was running),
+// run by search::run_screen until it answers; verification by the Python worker.
 class PythonTritonEvaluator : public search::TritonEvaluator {
  public:
   PythonTritonEvaluator(WorkerClient& w, std::vector<std::string> python, std::string task_json, const json& task, std::string device,
@@ -86,46 +87,40 @@ class PythonTritonEvaluator : public search::TritonEvaluator {
         peaks_(std::move(peaks)) {}
 
   search::TritonScreen screen(int max_configs, int top, double seconds) override {
-    search::TritonScreen s;
     const std::string log = dir_ + "/screen.jsonl", out = dir_ + "/screen.json";
     std::vector<std::string> argv = python_;
     argv.insert(argv.end(), {"-m", "ksol_torch.triton_task", "screen", task_json_, "--log", log, "--out", out, "--configs",
                              std::to_string(max_configs), "--top", std::to_string(top), "--device", device_, "--precision", precision_});
-    if (seconds > 0) argv.insert(argv.end(), {"--deadline", std::to_string(unix_now() + seconds)});
-    ProcessResult pr;
-    uintmax_t logged = 0;
-    for (int run = 0; run < 8; ++run) {
-      pr = run_process(argv, timeout_);
+    const double deadline = seconds > 0 ? unix_now() + seconds : 0;
+    if (deadline > 0) argv.insert(argv.end(), {"--deadline", std::to_string(deadline)});
+    // Each process starts configs for one --timeout at most (its batch; budget permitting) and is
+    // killed one --timeout after that: a config it started has had a whole --timeout when the kill
+    // comes, so the config running then is the one that took too long, and it alone is blamed.
+    auto run_once = [&, argv]() {
+      const double start = unix_now();
+      const double batch = deadline > 0 ? std::max(0.0, std::min(timeout_, deadline - start)) : timeout_;
+      std::vector<std::string> a = argv;
+      a.insert(a.end(), {"--batch-deadline", std::to_string(start + batch)});
       std::error_code ec;
-      uintmax_t now = fs::exists(log) ? fs::file_size(log, ec) : 0;
-      // Exit status 3: the CUDA context died under a config; -1: killed (a crash, or past the
-      // time limit). Either way the log names the config, and a rerun goes on after it.
-      const bool resumable = pr.exit_code == 3 || pr.exit_code == -1;
-      if (!resumable || now == logged) break;
-      logged = now;
-      std::cerr << "triton: the screening process ended under a config (" << (pr.timed_out ? "past its time limit" : "exit status " + std::to_string(pr.exit_code))
-                << "); that config counts as failed and the screening goes on\n";
-    }
-    json j;
-    try {
-      j = json::parse(read_file(out));
-    } catch (const std::exception&) {
-      s.error = "the screening process " + (pr.timed_out ? std::string("timed out") : "exited with status " + std::to_string(pr.exit_code)) +
-                ":\n" + pr.output.substr(pr.output.size() > 3000 ? pr.output.size() - 3000 : 0);
-      return s;
-    }
-    if (!j.value("ok", false)) {
-      s.error = j.value("error", std::string("the screening failed"));
-      return s;
-    }
-    s.ok = true;
-    s.stop = j.value("stop", "");
-    for (const json& e : j.value("screened", json::array())) {
-      search::ScreenedConfig c{config_of(e), e.value("status", "") == "ok", e.value("median_us", 0.0), e.value("error", "")};
-      s.screened.push_back(c);
-    }
-    for (const json& e : j.value("verify", json::array())) s.verify.push_back({config_of(e), true, e.value("screen_us", 0.0), ""});
-    return s;
+      fs::remove(out, ec);  // an earlier run's answer is not this run's
+      search::ScreenRun r;
+      r.limit_seconds = batch + timeout_;
+      ProcessResult pr = run_process(a, r.limit_seconds);
+      r.exit_code = pr.exit_code;
+      r.timed_out = pr.timed_out;
+      r.output = pr.output;
+      try {
+        r.out = json::parse(read_file(out));
+      } catch (const std::exception&) {
+        r.out = json();
+      }
+      return r;
+    };
+    search::ScreenDriverOptions o;
+    o.per_config_seconds = timeout_;
+    o.max_runs = max_configs + 2;
+    o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
+    return search::run_screen(run_once, log, o);
   }
 
   search::VerifiedConfig verify(const search::TritonConfig& c) override {
@@ -170,6 +165,43 @@ class PythonTritonEvaluator : public search::TritonEvaluator {
   std::optional<sol::DevicePeaks> peaks_;
   json policy_ = json::object();
 };
+
+// The contenders of the answer timed side by side by `python3 -m ksol_torch.triton_task compare`:
+// one process, each contender checked on one case first, then timed in rounds over all of them.
+// `stem` names its files (STEM.contenders.json, STEM.json). Progress says each one's time, or
+// why it was left out.
+search::SideBySide side_by_side(const std::vector<std::string>& python, const std::string& task_json, const std::string& stem,
+                                const json& request, const std::string& device, const std::string& precision, double timeout) {
+  const int rounds = 3;
+  std::vector<std::string> names;
+  for (const json& c : request) names.push_back(c.value("name", ""));
+  if (names.empty()) {
+    search::SideBySide none;
+    none.error = "nothing passed ksol's gates to be timed";
+    return none;
+  }
+  write_file_atomic(stem + ".contenders.json", request.dump(1));
+  std::vector<std::string> argv = python;
+  argv.insert(argv.end(), {"-m", "ksol_torch.triton_task", "compare", task_json, "--contenders", stem + ".contenders.json", "--out",
+                           stem + ".json", "--device", device, "--precision", precision, "--rounds", std::to_string(rounds)});
+  std::cerr << "triton: side by side in one process (" << rounds << " rounds, each contender checked first): " << join(names, ", ") << "\n";
+  // Each contender's check and rounds, torch.compile's compiles (max-autotune's among them):
+  // twice the per-call limit.
+  ProcessResult pr = run_process(argv, 2 * timeout);
+  json out;
+  try {
+    out = json::parse(read_file(stem + ".json"));
+  } catch (const std::exception&) {
+    out = {{"ok", false},
+           {"error", "the side-by-side timing " + (pr.timed_out ? std::string("timed out") : "exited with status " + std::to_string(pr.exit_code)) +
+                         ": " + pr.output.substr(pr.output.size() > 1500 ? pr.output.size() - 1500 : 0)}};
+  }
+  search::SideBySide s = search::side_by_side_of(out);
+  if (!s.ok) std::cerr << "triton: side by side: " << s.error << "\n";
+  for (const search::Contender& c : s.timed) std::cerr << "triton: side by side: " << c.name << " " << sig(c.us, 4) << " us\n";
+  for (const auto& [name, why] : s.left_out) std::cerr << "triton: side by side: " << name << " left out: " << why << "\n";
+  return s;
+}
 
 // "BLOCK_SIZE 1024 (powers of two 16..8192 ...), num_warps 4 (...)": the knobs, for the summary.
 std::string knobs_text(const json& task) {
@@ -233,11 +265,28 @@ std::string triton_markdown(const json& item) {
   if (!t.value("screen_error", std::string()).empty()) o << "\nThe screening failed: " << t.value("screen_error", std::string()) << "\n";
   const json& d = item.value("dsl", json::object());
   o << "\nDSL candidates of the reference: " << d.value("summary", std::string("-")) << "\n";
+  const json& side = item.value("side_by_side", json::object());
+  if (side.value("ok", false)) {
+    o << "\nThe contenders side by side, in one process (" << side.value("rounds", 0)
+      << " rounds over all of them, each checked against the reference first): the answer and its speedups are these times.\n\n"
+         "| contender | us |\n| --- | --- |\n";
+    const json times = side.value("times_us", json::object()), left_out = side.value("left_out", json::object());
+    for (auto& [name, us] : times.items()) o << "| " << name << " | " << sig(us.get<double>(), 4) << " |\n";
+    for (auto& [name, why] : left_out.items()) o << "| " << name << " | left out: " << why.get<std::string>() << " |\n";
+  } else if (side.is_object() && side.contains("error")) {
+    o << "\nThe side-by-side timing did not run: " << side.value("error", std::string()) << "\n";
+  }
   if (item.value("speedup_vs_kernel", 0.0) > 0 && item.value("returned", "") != "triton")
     o << "\n**" << sig(item.value("speedup_vs_kernel", 0.0), 4) << "x over the kernel as given** (" << item.value("returned", "") << ").\n";
-  if (!item.value("rerun", std::string()).empty())
-    o << "\nVerify and time " << (item.contains("best") && item["best"].value("language", "") == "triton" ? "the returned config" : "the kernel as given")
-      << " again: `" << item.value("rerun", "") << "`\n";
+  if (!item.value("rerun", std::string()).empty()) {
+    const json& best = item.value("best", json::object());
+    const std::string lang = best.value("language", "");
+    const std::string what = lang == "triton" ? "Verify and time the returned config"
+                             : lang == "dsl" && best.value("stitched", false) ? "Check the returned stitched module"
+                             : lang == "dsl" ? "Verify and time the returned DSL kernel"
+                                             : "Verify and time the kernel as given, beside eager and torch.compile,";
+    o << "\n" << what << " again: `" << item.value("rerun", "") << "`\n";
+  }
   return o.str();
 }
 
@@ -383,28 +432,37 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
                                 task.value("default_candidate", "")};
   search::TritonSearchResult r = search::search_triton_configs(as_given, ev, o);
 
-  // answer: every verified contender; the kernel as given and the reference's eager and
-  // torch.compile are the baselines.
+  // side by side: every contender of the answer (the kernel as given, the verified configs, the
+  // DSL search's answer, eager and torch.compile of the reference) checked and timed in one
+  // process; the answer and its speedups come from those timings alone.
   const json dsl = dsl_item_of(dsl_doc);
-  const double kernel_us = r.baseline.ok() ? r.baseline.eval.median_us : 0.0;
-  std::vector<search::Contender> cs = {{"triton", true, "triton", kernel_us}};
-  json baseline_us = {{"triton", kernel_us}};
-  const json dsl_baselines = dsl.value("baseline_us", json::object());
-  for (auto& [name, us] : dsl_baselines.items())
-    if (us.is_number()) {
-      cs.push_back({name, true, "pytorch", us.get<double>()});
-      baseline_us[name] = us;
-    }
-  const search::VerifiedConfig* best_cfg = r.best_config();
-  if (best_cfg) cs.push_back({best_cfg->config.label, false, "triton", best_cfg->eval.median_us});
-  json dsl_best = json::object();
-  if (dsl.contains("best") && dsl["best"].is_object() && dsl["best"].value("score_us", 0.0) > 0) {
-    dsl_best = dsl["best"];
-    cs.push_back({dsl_best.value("kernel", "dsl"), false, "dsl", dsl_best.value("score_us", 0.0)});
-  } else if (dsl.contains("stitched") && dsl["stitched"].is_object() && dsl["stitched"].value("status", "") == "ok") {
-    cs.push_back({"stitched", false, "dsl", dsl["stitched"].value("median_us", 0.0)});
+  const bool dsl_returned = dsl_why.empty() && !dsl.value("use_baseline", true);
+  const json dsl_best = dsl_returned && dsl.contains("best") && dsl["best"].is_object() ? dsl["best"] : json::object();
+  const std::string dsl_name = dsl.value("stop_reason", "") == "stitched" ? "stitched" : dsl_best.value("kernel", std::string("dsl"));
+  std::vector<std::string> reference_baselines;
+  const json module_baselines = dsl.value("baseline_us", json::object());
+  for (auto& [name, us] : module_baselines.items())
+    if (us.is_number() && us.get<double>() > 0) reference_baselines.push_back(name);
+  search::SideBySide side;
+  if (stop_requested()) {
+    side.error = "not run: the run was stopped (a signal)";
+  } else {
+    json request = search::side_by_side_request(r, has_reference, reference_baselines,
+                                                dsl_returned ? fs::absolute(dir + "/dsl").string() : "", dsl_name);
+    side = side_by_side(python, task_json, work.path() + "/side_by_side", request, m0.emulate ? "cpu" : "cuda", m0.precision, m0.timeout);
+  }
+  const std::vector<search::Contender> cs = search::answer_contenders(r, side);
+  double kernel_us = 0;
+  json baseline_us = json::object();
+  for (const search::Contender& c : cs) {
+    if (c.name == "triton") kernel_us = c.us;
+    if (c.baseline) baseline_us[c.name] = c.us;
   }
   search::TritonAnswer ans = search::choose_triton_answer(cs, kernel_us);
+  if (!side.ok && !ans.returned.empty())
+    ans.reason = (ans.reason.empty() ? "" : ans.reason + "; ") + "the side-by-side timing did not run (" + side.error +
+                 "): chosen among the kernel as given and its fastest verified config as the Python worker timed them; the DSL "
+                 "search's answer and the reference's baselines were timed in another process and are not compared";
   if (m0.emulate && !ans.returned.empty()) {
     // An emulated time is the interpreter's or the emulator's: the kernel as given is returned.
     ans.use_baseline = true;
@@ -420,13 +478,18 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
 
   // The results document, in the optimize report's form, with the Triton task beside it.
   const std::string size = size_name(task);
-  const search::VerifiedConfig* returned_cfg =
-      ans.returned == "triton" ? &r.baseline : best_cfg && ans.returned == best_cfg->config.label ? best_cfg : nullptr;
+  const search::VerifiedConfig* returned_cfg = nullptr;
+  for (const search::VerifiedConfig& v : r.verified)
+    if (v.ok() && !ans.use_baseline && ans.language == "triton" && v.config.label == ans.returned) returned_cfg = &v;
+  // SOL from the reference's costs (the worker's, the same for every config): %SOL of the side-by-side times.
+  double sol_us = r.baseline.eval.sol_us;
+  for (const search::VerifiedConfig& v : r.verified) sol_us = std::max(sol_us, v.eval.sol_us);
+  auto pct_sol = [&](double us) { return sol_us > 0 && us > 0 ? 100 * sol_us / us : 0.0; };
   json size_row = {{"size", size}, {"best_baseline_us", ans.best_baseline_us},
-                   {"best_baseline_pct_sol", ans.best_baseline == "triton" ? r.baseline.eval.pct_sol * 100 : 0.0}};
+                   {"best_baseline_pct_sol", ans.best_baseline == "triton" ? pct_sol(ans.best_baseline_us) : 0.0}};
   if (!ans.use_baseline) {
     size_row["returned_us"] = ans.returned_us;
-    size_row["returned_pct_sol"] = returned_cfg ? returned_cfg->eval.pct_sol * 100 : 0.0;
+    size_row["returned_pct_sol"] = pct_sol(ans.returned_us);
     size_row["speedup"] = ans.speedup_vs_best_baseline;
   }
   // Screened, passing, never verified: timed beside the fastest only.
@@ -434,25 +497,38 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
   for (const auto& v : r.verified) verified_labels.insert(v.config.label);
   int screened_out = 0;
   for (const auto& s : r.screen.screened) screened_out += s.ok && !verified_labels.count(s.config.label);
-  const bool config_returned = !ans.use_baseline && ans.language == "triton";
-  const std::string rerun_candidate = dir + "/" + (config_returned ? "best.py" : "as_given.py");
+  const std::string rerun = search::triton_rerun(ans, dir, a.fn, side.dsl, "PYTHONPATH=" + pypath + " " + py);
+  json side_json = {{"ok", side.ok}, {"rounds", side.rounds}, {"times_us", json::object()}, {"left_out", json::object()}};
+  if (!side.ok) side_json["error"] = side.error;
+  for (const search::Contender& c : side.timed) side_json["times_us"][c.name] = c.us;
+  for (const auto& [name, why] : side.left_out) side_json["left_out"][name] = why;
   json item = {{"task", a.fn}, {"kind", "triton"}, {"stop_reason", r.stop_reason},
                {"candidates", static_cast<int>(r.screen.screened.size()) + dsl.value("candidates", 0)},
                {"screened", screened_out}, {"verified", 1 + static_cast<int>(r.verified.size())},
                {"use_baseline", ans.use_baseline}, {"best_baseline", ans.best_baseline}, {"returned", ans.returned},
                {"reason", ans.reason}, {"speedup_vs_best_baseline", ans.speedup_vs_best_baseline},
                {"speedup_vs_kernel", ans.speedup_vs_kernel}, {"baseline_us", baseline_us},
-               {"pct_sol_before", r.baseline.eval.pct_sol * 100}, {"pct_sol_after", returned_cfg ? returned_cfg->eval.pct_sol * 100 : 0.0},
+               {"pct_sol_before", pct_sol(kernel_us)}, {"pct_sol_after", pct_sol(ans.returned_us)},
                {"seconds", r.seconds}, {"sizes", json::array({size_row})}, {"trajectory", r.trajectory()},
-               {"rerun", "ksol eval-module " + dir + "/problem.py --candidate " + rerun_candidate}};
+               {"side_by_side", side_json}, {"rerun", rerun}};
+  // The trajectory's accepted config is the returned one, and each contender's side-by-side time
+  // stands beside its verification's.
+  for (json& e : item["trajectory"]) {
+    const std::string method = e.value("method", ""), k = method == "as given" ? "triton" : e.value("kernel", "");
+    if (method == "screen, verified") e["accepted"] = returned_cfg && k == returned_cfg->config.label;
+    if (method != "screen" && side_json["times_us"].contains(k)) e["side_by_side_us"] = side_json["times_us"][k];
+  }
   if (!ans.use_baseline) {
-    if (ans.language == "triton" && best_cfg) {
-      item["best"] = {{"kernel", best_cfg->config.label}, {"language", "triton"}, {"config", best_cfg->config.config},
-                      {"schedule", best_cfg->config.text}, {"score_us", best_cfg->eval.median_us},
-                      {"program", read_file(best_cfg->config.candidate)}};
+    if (ans.language == "triton" && returned_cfg) {
+      item["best"] = {{"kernel", returned_cfg->config.label}, {"language", "triton"}, {"config", returned_cfg->config.config},
+                      {"schedule", returned_cfg->config.text}, {"score_us", ans.returned_us},
+                      {"verified_us", returned_cfg->eval.median_us}, {"program", read_file(returned_cfg->config.candidate)}};
     } else if (ans.language == "dsl") {
-      item["best"] = dsl_best.empty() ? json{{"kernel", ans.returned}, {"score_us", ans.returned_us}} : dsl_best;
+      item["best"] = dsl_best.empty() ? json{{"kernel", ans.returned}} : dsl_best;
       item["best"]["language"] = "dsl";
+      if (item["best"].contains("score_us")) item["best"]["search_us"] = item["best"]["score_us"];
+      item["best"]["score_us"] = ans.returned_us;
+      if (side.dsl.value("answer", "") == "stitched") item["best"]["stitched"] = true;
     }
   }
   std::string dsl_summary = dsl_why;
@@ -482,12 +558,18 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
   fs::copy_file(task.value("problem", ""), dir + "/problem.py", fs::copy_options::overwrite_existing);
   fs::copy_file(as_given.candidate, dir + "/as_given.py", fs::copy_options::overwrite_existing);
   if (item.contains("best") && ans.language == "triton") write_file_atomic(dir + "/best.py", item["best"]["program"].get<std::string>());
-  if (item.contains("best") && ans.language == "dsl")
+  if (item.contains("best") && ans.language == "dsl") {
+    // The returned program and its CUDA, and the library the side-by-side timing ran (the one the
+    // module path verified), which the rerun line names.
+    fs::create_directories(dir + "/" + a.fn);
     for (const char* f : {"best.ksol", "best.cu"})
-      if (fs::exists(dir + "/dsl/" + f)) {
-        fs::create_directories(dir + "/" + a.fn);
-        fs::copy_file(dir + "/dsl/" + f, dir + "/" + a.fn + "/" + f, fs::copy_options::overwrite_existing);
-      }
+      if (fs::exists(dir + "/dsl/" + f)) fs::copy_file(dir + "/dsl/" + f, dir + "/" + a.fn + "/" + f, fs::copy_options::overwrite_existing);
+    if (std::string lib = side.dsl.value("library", std::string()); !lib.empty() && fs::exists(lib))
+      fs::copy_file(lib, dir + "/" + a.fn + "/best.so", fs::copy_options::overwrite_existing);
+    // ksol.load finds the problem beside results.json once the run's own copy is gone.
+    fs::copy_file(task.value("problem", ""), dir + "/dsl/" + fs::path(task.value("problem", "")).filename().string(),
+                  fs::copy_options::overwrite_existing);
+  }
   write_file_atomic(dir + "/results.json", doc.dump(2));
   write_file_atomic(dir + "/report.md", report::optimize_markdown(doc) + triton_markdown(item));
   std::string html = report::optimize_html(doc);
@@ -500,6 +582,7 @@ int run_optimize_triton(const TritonOptimizeArgs& a, bool json_out) {
     st->finish_run(run, stop_requested() ? "interrupted" : "finished");
   }
   std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
+  if (!ans.returned.empty()) std::cerr << "rerun: " << rerun << "\n";
   if (json_out) {
     std::cout << doc.dump(2) << "\n";
   } else if (ans.returned.empty()) {

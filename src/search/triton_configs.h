@@ -2,13 +2,17 @@
 // docs/TRITON.md). The kernel as given (launch's defaults) is verified and timed first: it is the
 // baseline. Its configs are then screened (python/ksol_torch/triton_task.py: a coordinate search
 // over num_warps, num_stages and the block sizes, each config checked on one case against the
-// reference and timed briefly), and the fastest screened ones verified through every gate of the
-// Python worker, fastest first. choose_triton_answer picks what is returned from every verified
-// contender: the best config, the DSL search's best, eager and torch.compile of the reference.
-// The evaluator is an interface, so that tests drive the loop with scripted results.
+// reference and timed briefly; run_screen drives that process until it answers), and the fastest
+// screened ones verified through every gate of the Python worker, fastest first. The contenders of
+// the answer (the kernel as given, the verified configs, the DSL search's answer, eager and
+// torch.compile of the reference) are then timed side by side in one process (side_by_side_request
+// asks for them, side_by_side_of reads the timings), and choose_triton_answer picks among those
+// timings, so that no two contenders are compared by times of two processes. The evaluator and the
+// screening process are interfaces, so that tests drive the loop with scripted results.
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +41,7 @@ struct TritonScreen {
   std::string stop;                      // converged | passes | configs | seconds
   std::vector<ScreenedConfig> screened;  // in the order measured, the default config first
   std::vector<ScreenedConfig> verify;    // the fastest passing configs but the default, fastest first
+  int runs = 0;                          // screening processes it took (run_screen)
 };
 
 struct VerifiedConfig {
@@ -104,5 +109,75 @@ struct TritonAnswer {
 // The fastest candidate when it beats the fastest baseline, else that baseline. kernel_us: the
 // kernel as given (0: it did not pass).
 TritonAnswer choose_triton_answer(const std::vector<Contender>& contenders, double kernel_us);
+
+// --- the screening process, run until it answers ---------------------------------------------------
+
+// How one run of `python3 -m ksol_torch.triton_task screen` ended.
+struct ScreenRun {
+  int exit_code = -1;         // -1: killed at its time limit or by a signal
+  bool timed_out = false;     // killed at its time limit
+  double limit_seconds = 0;   // that limit
+  nlohmann::json out;         // what it wrote to --out (null: nothing)
+  std::string output;         // what it printed
+};
+
+// The screening's log (one JSON line per event, triton_task.Measurements) as the driver reads it
+// between runs.
+struct ScreenLog {
+  int results = 0;           // configs with a result
+  nlohmann::json running;    // the config started with no result: running when the process ended (null: none)
+  std::string running_label;
+  double running_since = 0;  // the Unix time it started (0: not logged)
+};
+ScreenLog read_screen_log(const std::string& path);
+
+struct ScreenDriverOptions {
+  double per_config_seconds = 600;        // --timeout: what one config may take; a run's limit leaves each started config this long
+  int max_runs = 50;                      // a bound only: every run but the last measures or settles a config
+  std::function<double()> unix_clock;     // seconds since the epoch; the system clock by default
+  std::function<void(const std::string&)> progress;
+};
+
+// Runs the screening by run_once() until it answers: again after a run whose share of the time was
+// up between configs (stop "batch"), and after a run that ended under a config (killed at its time
+// limit, a signal, a dead CUDA context), that config marked failed in the log with why (only it:
+// the one the log shows running); never after a run that measured nothing and settled nothing, and
+// never to measure a config twice (a run replays the log). Each decision is said by `progress`.
+TritonScreen run_screen(const std::function<ScreenRun()>& run_once, const std::string& log, const ScreenDriverOptions& o);
+
+// The screening's answer (its --out JSON) as a TritonScreen.
+TritonScreen screen_of(const nlohmann::json& out);
+
+// --- the answer's contenders, side by side ----------------------------------------------------------
+
+// The contenders for `python3 -m ksol_torch.triton_task compare`: the kernel as given ("triton")
+// and every config that passed every gate, the DSL search's answer where it returned one (its
+// report folder `dsl_dir`, named `dsl_name`), and, with a reference, eager and torch.compile (and
+// torch.compile max-autotune where the module path timed it: `reference_baselines`, its names).
+nlohmann::json side_by_side_request(const TritonSearchResult& r, bool has_reference, const std::vector<std::string>& reference_baselines,
+                                    const std::string& dsl_dir, const std::string& dsl_name);
+
+struct SideBySide {
+  bool ok = false;
+  std::string error;                                          // why there are no timings
+  int rounds = 0;
+  std::vector<Contender> timed;                               // checked and timed in the one process
+  std::vector<std::pair<std::string, std::string>> left_out;  // name, why it was not timed
+  nlohmann::json dsl = nlohmann::json::object();              // the DSL contender's record: answer, kernel, library, dims
+};
+SideBySide side_by_side_of(const nlohmann::json& out);
+
+// What the answer is chosen from: the side-by-side timings where they ran; else the kernel as given
+// and the fastest verified config as the Python worker timed them (one process), the DSL search's
+// answer and the reference's baselines left out, since they were timed in another.
+std::vector<Contender> answer_contenders(const TritonSearchResult& r, const SideBySide& s);
+
+// The command that verifies and times the returned kernel again, pasted as is: `ksol eval-module
+// DIR/problem.py --candidate C` with C the returned config's ModelNew (DIR/best.py), a returned
+// DSL program's library (DIR/FN/best.so with its --dims), or, where a baseline is returned, the
+// kernel as given (DIR/as_given.py; eval-module times eager and torch.compile beside it); a
+// returned stitched module is checked again by ksol.load on DIR/dsl (`python` runs it).
+std::string triton_rerun(const TritonAnswer& a, const std::string& dir, const std::string& fn, const nlohmann::json& dsl,
+                         const std::string& python);
 
 }  // namespace ksol::search

@@ -136,7 +136,19 @@ TEST(Triton, EmulatedRunVerifiesConfigsThroughTheWorkersGatesAndReportsThem) {
   EXPECT_EQ(item["returned"], "triton");
   EXPECT_EQ(item["reason"], "--emulate: the times are the interpreter's and the emulator's, never a result");
   EXPECT_TRUE(item["dsl"]["ran"].get<bool>()) << item["dsl"].dump(1);
-  EXPECT_GT(item["baseline_us"].value("eager", 0.0), 0.0) << item.dump(1);
+  // The contenders were timed side by side in one process, and the baselines' times are those.
+  const nlohmann::json& side = item["side_by_side"];
+  EXPECT_TRUE(side.value("ok", false)) << side.dump(1);
+  EXPECT_EQ(side.value("rounds", 0), 3) << side.dump(1);
+  EXPECT_GT(side["times_us"].value("triton", 0.0), 0.0) << side.dump(1);
+  EXPECT_GT(side["times_us"].value("eager", 0.0), 0.0) << side.dump(1);
+  EXPECT_EQ(side["times_us"].size() + side["left_out"].size(), 5u) << side.dump(1);  // as given, 2 configs, eager, compile
+  for (auto& [name, us] : item["baseline_us"].items()) EXPECT_EQ(us, side["times_us"][name]) << name;
+  EXPECT_NE(r.output.find("triton: side by side in one process (3 rounds, each contender checked first): triton, "), std::string::npos)
+      << r.output;
+  EXPECT_EQ(item["rerun"], "ksol eval-module " + report + "/problem.py --candidate " + report + "/as_given.py");
+  EXPECT_NE(r.output.find("rerun: ksol eval-module " + report + "/problem.py --candidate " + report + "/as_given.py"), std::string::npos)
+      << r.output;
   for (const char* f : {"report.md", "report.html", "results.json", "problem.py", "as_given.py", "dsl/report.md"})
     EXPECT_TRUE(fs::exists(fs::path(report) / f)) << f;
   std::string md = ksol::read_file(report + "/report.md");
@@ -174,5 +186,11 @@ TEST(Gpu, TritonSoftmaxAndLayernormAnswersAreVerified) {
     EXPECT_GT(item["baseline_us"].value("triton", 0.0), 0.0) << "the kernel as given passes its gates: " << item.dump(1);
     EXPECT_GE(item.value("speedup_vs_kernel", 0.0), 1.0) << item.dump(1);
     EXPECT_FALSE(item.value("returned", std::string()).empty()) << item.dump(1);
+    EXPECT_TRUE(item["side_by_side"].value("ok", false)) << item["side_by_side"].dump(1);
+    // A returned DSL kernel's rerun line names its library, kept beside the report, and its dims.
+    if (item.contains("best") && item["best"].value("language", "") == "dsl" && !item["best"].value("stitched", false)) {
+      EXPECT_NE(item.value("rerun", std::string()).find("/" + fn + "/best.so --dims "), std::string::npos) << item["rerun"];
+      EXPECT_TRUE(fs::exists(dir / fn / fn / "best.so"));
+    }
   }
 }

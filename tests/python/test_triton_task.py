@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import textwrap
 import unittest
@@ -450,7 +451,145 @@ class Interpreted(Files):
             self.assertEqual(len(fh.readlines()), n)
 
 
+    def test_screen_in_batches_goes_on_from_the_log(self):
+        p = _small(SOFTMAX, self.path(), 4, 100)
+        r = tt.prepare(p, "softmax_kernel", self.path("work"))
+        with open(self.path("task.json"), "w") as fh:
+            json.dump(r, fh)
+        # A batch deadline already past: each process measures one config and stops ("batch").
+        first = tt.screen(self.path("task.json"), self.path("log.jsonl"), max_configs=3, top=2, deadline=None, device="cpu",
+                          batch_deadline=1.0)
+        self.assertEqual((first["stop"], first["measured"], len(first["screened"]), first["verify"]), ("batch", 1, 1, []))
+        second = tt.screen(self.path("task.json"), self.path("log.jsonl"), max_configs=3, top=2, deadline=None, device="cpu",
+                           batch_deadline=1.0)
+        self.assertEqual((second["stop"], second["measured"], len(second["screened"])), ("batch", 1, 2))
+        last = tt.screen(self.path("task.json"), self.path("log.jsonl"), max_configs=3, top=2, deadline=None, device="cpu")
+        self.assertEqual((last["stop"], last["measured"], len(last["screened"]), len(last["verify"])), ("configs", 1, 3, 2))
+        self.assertEqual(last["screened"][:2], second["screened"])
+
+    def test_compare_times_every_contender_side_by_side_in_one_process(self):
+        p = _small(SOFTMAX, self.path(), 4, 100)
+        r = tt.prepare(p, "softmax_kernel", self.path("work"))
+        with open(self.path("task.json"), "w") as fh:
+            json.dump(r, fh)
+        # The module path's folder where its search returned PyTorch: no DSL contender, and why.
+        from fixtures import item_one_program, write_run
+
+        write_run(self.path("dsl"), r["problem"], item_one_program(use_baseline=True), emulated=True)
+        out = tt.compare(self.path("task.json"), [
+            {"name": "triton", "kind": "triton", "config": r["default"]},
+            {"name": "softmax_kernel_block_size64_w2", "kind": "triton", "config": {"BLOCK_SIZE": 64, "num_warps": 2, "num_stages": None}},
+            {"name": "model_rowwise", "kind": "dsl", "dir": self.path("dsl")},
+            {"name": "eager", "kind": "pytorch"},
+            {"name": "compile", "kind": "pytorch"},
+        ], "cpu", rounds=2)
+        self.assertTrue(out["ok"])
+        self.assertEqual(out["rounds"], 2)
+        got = {c["name"]: c for c in out["contenders"]}
+        # torch.compile traces reference(), whose module is the task file's own; on the CPU its code
+        # is C++, built by the host's compiler.
+        for name in ("triton", "softmax_kernel_block_size64_w2", "eager") + (("compile",) if shutil.which("c++") else ()):
+            self.assertEqual(len(got[name]["rounds_us"]), 2, got[name])
+            self.assertGreater(got[name]["median_us"], 0)
+        self.assertNotIn("median_us", got["model_rowwise"])
+        self.assertTrue(got["model_rowwise"]["error"].startswith("ValueError: the DSL search returned PyTorch itself"), got["model_rowwise"])
+
+    def test_compare_leaves_out_a_contender_that_fails_its_check(self):
+        p = _small(SOFTMAX, self.path(), 4, 100)
+        with open(p) as fh:
+            text = fh.read()
+        # Wrong only at BLOCK_SIZE 16: the check before the timing catches what the timing would run.
+        wrong = self.file(text.replace("for start in range(0, n_cols, BLOCK_SIZE):",
+                                       "for start in range(0, n_cols - (BLOCK_SIZE == 16) * BLOCK_SIZE, BLOCK_SIZE):"), "wrong16.py")
+        r = tt.prepare(wrong, "softmax_kernel", self.path("work"))
+        with open(self.path("task.json"), "w") as fh:
+            json.dump(r, fh)
+        out = tt.compare(self.path("task.json"), [
+            {"name": "triton", "kind": "triton", "config": r["default"]},
+            {"name": "k16", "kind": "triton", "config": {"BLOCK_SIZE": 16, "num_warps": 4, "num_stages": None}},
+        ], "cpu", rounds=1)
+        got = {c["name"]: c for c in out["contenders"]}
+        self.assertGreater(got["triton"]["median_us"], 0)
+        self.assertNotIn("median_us", got["k16"])
+        self.assertIn("correctness/wrong_result", got["k16"]["error"])
+
+
 class ScreenLog(TempDir):
+    """The screening's log across processes (triton_task.Measurements), with scripted
+    measurements: what a process replays, blames, and where it stops."""
+
+    def knobs(self):
+        return tt.space(tt.parse(SOFTMAX, "softmax_kernel"), [[4096, 8192]])
+
+    def test_batches_go_on_from_the_log_and_measure_nothing_twice(self):
+        knobs = self.knobs()
+        ran = []
+
+        def run_one(c):
+            ran.append(json.dumps(c, sort_keys=True))
+            return CoordinateSearch.bowl({"BLOCK_SIZE": 4096, "num_warps": 16, "num_stages": 1})(c)
+
+        whole, _, whole_stop = tt.coordinate_search(knobs, run_one, max_configs=30)
+        ran.clear()
+        # Each process's share of the time is up once it has measured one config: one config per
+        # process, each going on from the log, none measured twice, the same search in the end.
+        now = [0.0]
+
+        def clock():
+            now[0] += 1.0
+            return now[0]
+
+        runs, stop = 0, "batch"
+        while stop == "batch":
+            runs += 1
+            m = tt.Measurements(self.path("log.jsonl"), run_one, deadline=None, batch_deadline=now[0] + 0.5, clock=clock)
+            order, _, stop = tt.coordinate_search(knobs, m, max_configs=30)
+            m.close()
+            self.assertLessEqual(m.measured, 1)
+        self.assertEqual(stop, whole_stop)
+        self.assertEqual(runs, len(whole))
+        self.assertEqual(order, [(c, dict(r, seconds=order[i][1]["seconds"])) for i, (c, r) in enumerate(whole)])
+        self.assertEqual(len(ran), len(whole))
+        self.assertEqual(len(set(ran)), len(ran))
+
+    def test_only_the_config_running_when_a_process_ended_is_blamed_and_the_drivers_reason_kept(self):
+        a, b, c = {"BLOCK_SIZE": 1}, {"BLOCK_SIZE": 2}, {"BLOCK_SIZE": 4}
+        log = self.path("log.jsonl")
+        killed = "killed at the timeout: still running 610 s after it started, past the 600 s a config may take (--timeout)"
+        with open(log, "w") as fh:
+            for e in [{"event": "start", "config": a}, {"event": "result", "config": a, "result": {"status": "ok", "median_us": 3.0}},
+                      {"event": "start", "config": b},
+                      {"event": "result", "config": b, "result": {"status": "failed", "error": killed}},
+                      {"event": "start", "config": c}]:
+                fh.write(json.dumps(e) + "\n")
+        ran = []
+        m = tt.Measurements(log, lambda cfg: ran.append(cfg) or {"status": "ok", "median_us": 1.0})
+        self.assertEqual(m(a), {"status": "ok", "median_us": 3.0})
+        self.assertEqual(m(b), {"status": "failed", "error": killed})
+        self.assertEqual(m(c), {"status": "failed", "error": tt.ENDED_UNDER})  # no reason written: the generic one
+        self.assertEqual(m({"BLOCK_SIZE": 8})["status"], "ok")
+        m.close()
+        self.assertEqual(ran, [{"BLOCK_SIZE": 8}])
+        done, running = tt._read_log(log)
+        self.assertIsNone(running)
+        self.assertEqual(len(done), 4)
+
+    def test_the_budget_stops_new_configs_never_a_replay(self):
+        log = self.path("log.jsonl")
+        m = tt.Measurements(log, lambda c: {"status": "ok", "median_us": 2.0}, name=lambda c: f"k{c['B']}")
+        m({"B": 1})
+        m.close()
+        with open(log) as fh:
+            start = json.loads(fh.readline())
+        self.assertEqual((start["event"], start["label"]), ("start", "k1"))
+        self.assertGreater(start["t"], 0)
+        late = tt.Measurements(log, lambda c: self.fail("nothing new runs past the deadline"), deadline=0.0, clock=lambda: 10.0)
+        self.assertEqual(late({"B": 1})["median_us"], 2.0)
+        with self.assertRaises(tt._Stop) as s:
+            late({"B": 2})
+        self.assertEqual(str(s.exception), "seconds")
+        late.close()
+
     def test_a_config_running_when_the_process_ended_failed(self):
         p = self.path("log.jsonl")
         with open(p, "w") as fh:
