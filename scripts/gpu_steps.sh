@@ -10,7 +10,8 @@
 #                 OPT_DB: the store (a copy of the suite's reuses its baseline timings with RUN)
 #   versus        expert against random search at equal budget on 8 tasks (VS_TASKS, VS_SECONDS,
 #                 VS_DB and VS_RESUME to reuse a store's baselines, AGENTS to run one)
-#   exchange      an exchange-folder run answered by hand (examples/exchange)
+#   exchange      the kernel loop on softmax_f32 through an exchange folder, answered by hand by
+#                 role (examples/exchange/softmax_f32)
 #   topk          the kernel loop on topk_f32 from its naive baseline, --answer either, answered by
 #                 role from examples/exchange/topk_f32 (a DSL probe, the reviewer, a CUDA radix select);
 #                 the report, the exchange folder and the progress output in $OUT/topk (TOPK_TIMEOUT, 500 s)
@@ -56,8 +57,9 @@ case "$step" in
     done ;;
   exchange)
     X=/tmp/exchange; rm -rf $X
-    python3 scripts/exchange_answer.py $X examples/exchange/softmax_f32_answer.md --max 1 --timeout 300 &
-    timeout 300 ksol --store "$OUT/exchange.db" optimize softmax_f32 --agent exchange:$X --budget-candidates 2 --llm-timeout 120 \
+    # The kernel loop's first branch: the planner's and the coder's requests, answered by role.
+    python3 scripts/exchange_answer.py $X examples/exchange/softmax_f32 --max 2 --timeout 300 &
+    timeout 300 ksol --store "$OUT/exchange.db" optimize softmax_f32 --agent exchange:$X --budget-candidates 1 --llm-timeout 120 \
       --report "$OUT/exchange" 2>&1 | tail -25; wait ;;
   topk)
     # The answerer plays the person at the folder, one answer per role (planner, coder, reviewer,

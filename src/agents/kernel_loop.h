@@ -9,9 +9,10 @@
 //
 // A branch is one plan: its coder answer and at most `repairs` repairs. A CUDA answer is
 // untrusted code and is evaluated like a user's CUDA candidate (`ksol eval --candidate file.cu`):
-// gate 1's source scan, nvcc, then every gate in the worker. The loop runs when the user starts
-// from their own CUDA kernel (`ksol optimize --from kernel.cu`) or asks for CUDA answers
-// (`--answer cuda|either`); the DSL schedule search with the LLM as coder is agents/llm_agent.h.
+// gate 1's source scan, nvcc, then every gate in the worker. The loop is what `ksol optimize`
+// runs with an LLM agent: from each task's seed program, or from the user's own kernel (`--from
+// kernel.cu`), in DSL, CUDA or either (`--answer`). The DSL schedule search with the LLM as its
+// only role, the coder (`--answer schedule`), is agents/llm_agent.h.
 #pragma once
 #include <functional>
 #include <map>

@@ -2,7 +2,9 @@
 // method to apply, with the card as prompt text); the LLM is the Coder (it writes the whole DSL
 // program); a program that does not parse, type-check or fit its family's generator gets one
 // repair prompt carrying the error (the Debugger), then the branch is dropped. Nothing the model
-// answers can crash the run: every answer is parsed, never executed here.
+// answers can crash the run: every answer is parsed, never executed here. `ksol optimize` uses it
+// with `--answer schedule` only; an LLM agent otherwise runs the kernel loop (agents/kernel_loop.h),
+// whose roles share this file's answer checks.
 #pragma once
 #include <functional>
 #include <map>

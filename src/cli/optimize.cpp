@@ -1,4 +1,6 @@
-// ksol optimize: the search loop (src/search) over each task's seed DSL program (program.ksol).
+// ksol optimize: the search loop (src/search) over each task's seed DSL program (program.ksol),
+// with the expert or random agent, or an LLM as its coder (--answer schedule); an LLM agent
+// otherwise runs the kernel loop (src/cli/optimize_kernels.cpp).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -152,7 +154,16 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     return run_optimize_module(m, json_out);
   }
   if (std::optional<int> waiting = batch_before_run(a, a.store.empty() ? store : a.store)) return *waiting;
-  if (!a.from.empty() || a.answer != "dsl") return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
+  // An LLM agent works through the kernel loop's roles (planner, coder, reviewer, repairer,
+  // optimizer) from the seed program or --from; --answer schedule keeps it the coder of the
+  // schedule search instead, the decision table planning.
+  if (a.answer == "schedule") {
+    if (!agents::llm::is_llm_agent(a.agent))
+      throw UsageError("--answer schedule makes an LLM agent the schedule search's coder: the " + a.agent + " agent searches schedules already");
+    if (!a.from.empty()) throw UsageError("--from starts the kernel loop: the schedule search (--answer schedule) starts from the task's seed program");
+  } else if (!a.from.empty() || a.answer != "dsl" || agents::llm::is_llm_agent(a.agent)) {
+    return run_kernel_optimize(a, store, worker, assume_gpu, json_out, cmdline);
+  }
   if (a.emulate) throw UsageError("--emulate runs a module file's candidates on the CPU: give one FILE.py");
   if (!a.triton_fn.empty()) throw UsageError("--triton-fn names the kernel of a Triton task file: give one FILE.py");
   if (a.precision_given)
@@ -443,14 +454,16 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
 void add_optimize_command(CLI::App& app, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                           const bool& json_out, int argc, char** argv) {
   auto a = std::make_shared<OptimizeArgs>();
-  auto* cmd = app.add_subcommand("optimize", "search DSL schedules for each task from its seed program (program.ksol)");
+  auto* cmd = app.add_subcommand("optimize", "improve each task's kernel from its seed program (program.ksol): the expert or random agent "
+                                             "searches DSL schedules, an LLM agent works through the kernel loop's roles");
   cmd->add_option("tasks", a->tasks,
                   "task names or folders (default: every built-in task with a seed program), or one PyTorch module file "
                   "(KernelBench format, .py) whose forward is lowered to one DSL program, or cut into DSL pieces around the ops "
                   "kept as PyTorch calls, and searched on its own tensors; and, with --path best (the default), whose "
                   "torch.compile kernels are searched one by one too, the better of the two answers returned");
   cmd->add_option("--agent", a->agent,
-                  "expert (decision table + method cards), random, or an LLM: openai:MODEL, anthropic:MODEL, exchange:DIR, or "
+                  "expert (decision table + method cards), random, or an LLM (the kernel loop's planner, coder, reviewer, repairer and "
+                  "optimizer requests; --answer): openai:MODEL, anthropic:MODEL, exchange:DIR, or "
                   "batch:openai:MODEL:DIR / batch:anthropic:MODEL:DIR (batch mode: the requests a run needs are written to "
                   "DIR/requests-N.jsonl for the provider's batch API and the run ends with exit status 75, saying how to submit "
                   "them; once the results are in DIR/results-N.jsonl the printed command, the same one with --resume RUN, goes on)")
@@ -476,9 +489,9 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--budget-dollars", a->budget_dollars, "stop asking the LLM after this many dollars (0: no limit); needs --price-in and --price-out")->check(non_negative_number());
   cmd->add_option("--budget-requests", a->budget_requests, "stop asking the LLM after this many requests (0: no limit)")->check(non_negative_integer());
   cmd->add_option("--budget-llm-seconds", a->budget_llm_seconds, "stop asking the LLM after this much waiting (0: no limit)")->check(non_negative_number());
-  CLI::Option* answer_opt = cmd->add_option("--answer", a->answer, "the language an LLM answers in: dsl (the schedule search, the model writing DSL programs), cuda or either (the LLM's kernel loop: planner, coder, reviewer, repairer and optimizer requests; CUDA answers pass every gate a user's CUDA candidate does)")
+  CLI::Option* answer_opt = cmd->add_option("--answer", a->answer, "what an LLM agent answers in, through the kernel loop (planner, coder, reviewer, repairer and optimizer requests, from each task's seed program or --from): dsl (DSL programs), cuda or either (CUDA answers pass every gate a user's CUDA candidate does); or schedule (no kernel loop: the schedule search, the decision table planning and the model writing each DSL program)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dsl", "cuda", "either"}));
+      ->check(CLI::IsMember({"dsl", "cuda", "either", "schedule"}));
   cmd->add_option("--from", a->from, "start from this kernel instead of the task's seed program: a CUDA source exporting ksol_run (include/ksol/abi.h) or a .ksol program; one task, an LLM agent; the model improves it through the kernel loop (--answer cuda unless given)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--task", a->tasks, "a task name or folder (the same as giving it as an argument)");

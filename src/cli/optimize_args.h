@@ -1,6 +1,5 @@
 // The options of `ksol optimize` and the LLM set-up its two paths share: the schedule search
-// (src/cli/optimize.cpp) and the LLM's kernel loop from a user's kernel or with CUDA answers
-// (src/cli/optimize_kernels.cpp).
+// (src/cli/optimize.cpp) and the LLM's kernel loop (src/cli/optimize_kernels.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,7 +35,9 @@ struct OptimizeArgs {
   double budget_dollars = 0, budget_llm_seconds = 0;
   bool no_llm_cache = false;
   int llm_max_tokens = 2048;
-  std::string answer = "dsl";  // --answer: the language the LLM answers in (dsl | cuda | either)
+  // --answer: the kernel loop's answer language (dsl | cuda | either), or schedule (the schedule
+  // search with the LLM as its coder)
+  std::string answer = "dsl";
   std::string from;            // --from: the user's kernel (CUDA, or a .ksol program) the LLM starts from
   std::string report_dir;  // default runs/run-<id>
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
@@ -64,8 +65,9 @@ struct OptimizeArgs {
 // span every task).
 std::unique_ptr<agents::llm::Client> make_llm_client(const OptimizeArgs& a);
 
-// `ksol optimize --from FILE` or `--answer cuda|either`: the LLM's kernel loop (agents/kernel_loop.h)
-// on each task, on one GPU, with the same store, report and progress output as the search.
+// `ksol optimize` with an LLM agent (unless --answer schedule) or --from FILE: the LLM's kernel
+// loop (agents/kernel_loop.h) on each task, on one GPU, with the same store, report and progress
+// output as the search.
 int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const std::string& worker, const std::string& assume_gpu,
                         bool json_out, const std::string& cmdline);
 

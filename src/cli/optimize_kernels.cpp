@@ -1,6 +1,7 @@
-// ksol optimize --from FILE / --answer cuda|either: the LLM's kernel loop (agents/kernel_loop.h)
-// over each task, evaluated like `ksol eval --candidate`: a CUDA kernel goes through gate 1's
-// source scan, nvcc and every gate in the worker; a DSL program through the search's evaluator.
+// ksol optimize with an LLM agent (--answer dsl|cuda|either, --from FILE): the LLM's kernel loop
+// (agents/kernel_loop.h) over each task, from its seed program or the given kernel, evaluated
+// like `ksol eval --candidate`: a CUDA kernel goes through gate 1's source scan, nvcc and every
+// gate in the worker; a DSL program through the search's evaluator.
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -135,7 +136,8 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   if (!a.from.empty() && a.tasks.size() != 1)
     throw UsageError("--from starts one task from the given kernel: name that task (--task T or one task argument)");
   if (!a.gpus.empty() || mpi::wanted(a.mpi))
-    throw UsageError("the LLM's kernel loop (--from, --answer cuda|either) runs on one GPU: --gpus and --mpi are for the schedule search");
+    throw UsageError("the LLM's kernel loop runs on one GPU: --gpus and --mpi are for the schedule search (--agent expert|random, or an LLM "
+                     "agent with --answer schedule)");
   struct Item {
     Task task;
     agents::Kernel start;

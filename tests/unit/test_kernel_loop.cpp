@@ -231,3 +231,40 @@ TEST(KernelLoopCli, FromAUserCudaFileWithoutAGpuCompilesIt) {
   EXPECT_FALSE(fs::exists(dir + "/x/requests")) << "nothing is asked before a GPU can time the answers";
   fs::remove_all(dir);
 }
+
+// With an LLM agent and the default answer, `ksol optimize TASK` is the kernel loop from the
+// task's seed program (without a GPU: its seed checked and compiled, nothing asked); the schedule
+// search with the LLM as coder is asked for by name, and only with an LLM agent and no --from.
+TEST(KernelLoopCli, LlmAgentWithTheDefaultAnswerRunsTheKernelLoop) {
+  if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on the PATH: the compile gate cannot run here";
+  std::string dir = ::testing::TempDir() + "/ksol-default-answer-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  ProcessResult r = run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "optimize", "softmax_f32", "--agent",
+                                 "exchange:" + dir + "/x", "--llm-timeout", "5", "--budget-candidates", "1", "--report", dir + "/report"},
+                                300);
+  if (r.output.find("no GPU") == std::string::npos && r.output.find("GPU") != std::string::npos && r.exit_code != 77)
+    GTEST_SKIP() << "a GPU is present: this case is the CPU path\n" << r.output;
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("checking and compiling the 1 starting kernel(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("softmax_f32/program.ksol (dsl) compiles"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/x/requests")) << "nothing is asked before a GPU can time the answers";
+  fs::remove_all(dir);
+}
+
+TEST(KernelLoopCli, AnswerScheduleNeedsAnLlmAgentAndNoFrom) {
+  const std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol";
+  ProcessResult expert = run_process({ksol, "--store", "", "optimize", "softmax_f32", "--answer", "schedule"}, 60);
+  EXPECT_EQ(expert.exit_code, 2) << expert.output;
+  EXPECT_NE(expert.output.find("--answer schedule makes an LLM agent the schedule search's coder: the expert agent searches schedules already"),
+            std::string::npos)
+      << expert.output;
+  ProcessResult from = run_process({ksol, "--store", "", "optimize", "--task", "softmax_f32", "--from",
+                                    source_root() + "/tasks/llm/softmax_f32/naive.cu", "--agent", "exchange:/nonexistent/x", "--answer", "schedule"},
+                                   60);
+  EXPECT_EQ(from.exit_code, 2) << from.output;
+  EXPECT_NE(from.output.find("--from starts the kernel loop: the schedule search (--answer schedule) starts from the task's seed program"),
+            std::string::npos)
+      << from.output;
+  ProcessResult help = run_process({ksol, "optimize", "--help"}, 60);
+  EXPECT_NE(help.output.find("or schedule (no kernel loop: the schedule search"), std::string::npos) << help.output;
+}

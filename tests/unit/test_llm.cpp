@@ -380,7 +380,7 @@ TEST(LlmAgent, HandWrittenExchangeAnswerIsAccepted) {
   llm::Spec sp = llm::parse_spec("exchange:" + dir);
   sp.timeout_s = 30;
   llm::Client c(llm::make_backend(sp), sp, {}, "");
-  std::string answer = read_file(source_root() + "/examples/exchange/softmax_f32_answer.md");
+  std::string answer = read_file(source_root() + "/examples/exchange/softmax_f32/coder.md");
   std::thread person([&] {
     for (int i = 0; i < 3000; ++i) {
       if (fs::exists(dir + "/requests"))

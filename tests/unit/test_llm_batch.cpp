@@ -564,10 +564,10 @@ TEST(LlmBatch, KernelLoopGoesOnRoleByRole) {
   EXPECT_EQ(k3.spend.usage.prompt_tokens, 120);  // both answers, replayed with their tokens
 }
 
-// `ksol optimize` through the scripted worker: the run writes its batch and ends with exit status
-// 75 and what to do; a re-run before the results are in, a results file for another batch and a
-// missing --resume are each said before anything runs; scripts/batch_answer.py answers the batch
-// and the printed command goes on.
+// `ksol optimize --answer schedule` through the scripted worker: the run writes its batch and ends
+// with exit status 75 and what to do; a re-run before the results are in, a results file for
+// another batch and a missing --resume are each said before anything runs; scripts/batch_answer.py
+// answers the batch and the printed command goes on.
 TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   BatchCase bc;
   fs::create_directories(bc.root);
@@ -575,7 +575,7 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   const std::string agent = "batch:openai:test-model:" + bc.dir;
   auto optimize = [&](const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {ksol, "--store", db, "--worker", source_root() + "/tests/e2e/scripted_worker.py", "optimize", "relu_f32",
-                                     "--agent", agent, "--budget-candidates", "4", "--report", bc.root + "/report"};
+                                     "--agent", agent, "--answer", "schedule", "--budget-candidates", "4", "--report", bc.root + "/report"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     ::setenv("SCRIPTED_US", "100000", 1);
     ProcessResult r = run_process(argv, 600);
@@ -615,7 +615,8 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   ProcessResult answered = run_process({"python3", source_root() + "/scripts/batch_answer.py", bc.dir, bc.root + "/answer.md"}, 60);
   ASSERT_EQ(answered.exit_code, 0) << answered.output;
   EXPECT_NE(answered.output.find("answered batch 1: 1 request(s)"), std::string::npos) << answered.output;
-  ProcessResult no_store = run_process({ksol, "--store", "", "optimize", "relu_f32", "--agent", agent, "--resume", std::to_string(run)}, 60);
+  ProcessResult no_store =
+      run_process({ksol, "--store", "", "optimize", "relu_f32", "--agent", agent, "--answer", "schedule", "--resume", std::to_string(run)}, 60);
   EXPECT_EQ(no_store.exit_code, 2) << no_store.output;
   EXPECT_NE(no_store.output.find("batch mode needs the store"), std::string::npos) << no_store.output;
   ProcessResult no_resume = optimize({});
@@ -637,6 +638,66 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   EXPECT_EQ(rows[0].path, fs::absolute(bc.dir + "/results-1.jsonl").lexically_normal().string());
   EXPECT_NE(rows[0].outcome, "pending");
   EXPECT_NE(rows[0].outcome.find("screened out"), std::string::npos) << rows[0].outcome;  // the scripted worker times every program alike
+}
+
+// With the default answer an LLM agent runs the kernel loop from the task's seed program, one
+// role a round: the planner's request is batch 1, the coder's (carrying the plan) batch 2, and the
+// coder's program is evaluated in the round after, each request recorded with its purpose.
+TEST(LlmBatchCli, DefaultAnswerRunsTheKernelLoopsRolesRoundByRound) {
+  BatchCase bc;
+  fs::create_directories(bc.root);
+  const std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol", db = bc.root + "/k.db";
+  const std::string agent = "batch:openai:test-model:" + bc.dir;
+  auto optimize = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {ksol, "--store", db, "--worker", source_root() + "/tests/e2e/scripted_worker.py", "optimize", "relu_f32",
+                                     "--agent", agent, "--budget-candidates", "2", "--report", bc.root + "/report"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ::setenv("SCRIPTED_US", "100000", 1);
+    ProcessResult r = run_process(argv, 600);
+    ::unsetenv("SCRIPTED_US");
+    return r;
+  };
+  auto answer = [&](const std::string& text) {
+    write_file_atomic(bc.root + "/answer.md", text);
+    ProcessResult r = run_process({"python3", source_root() + "/scripts/batch_answer.py", bc.dir, bc.root + "/answer.md"}, 60);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  };
+  const std::string seed = (fs::path(source_root()) / "tasks/tensor/relu_f32/program.ksol").lexically_normal().string();
+  ProcessResult first = optimize({});
+  ASSERT_EQ(first.exit_code, 75) << first.output;
+  EXPECT_NE(first.output.find("optimizing relu_f32 from "), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("program.ksol (dsl) with " + agent + ", dsl answers"), std::string::npos) << first.output;
+  json state = bc.state();
+  ASSERT_EQ(state["batches"][0]["requests"].size(), 1u) << state.dump();
+  EXPECT_EQ(state["batches"][0]["requests"][0]["purpose"], "planner") << state.dump();
+  const int64_t run1 = state["batches"][0]["run"];
+  answer("Load four floats at a time.\n");
+
+  ProcessResult second = optimize({"--resume", std::to_string(run1)});
+  ASSERT_EQ(second.exit_code, 75) << second.output;
+  state = bc.state();
+  ASSERT_EQ(state["batches"].size(), 2u) << state.dump();
+  EXPECT_EQ(state["batches"][1]["requests"][0]["purpose"], "coder") << state.dump();
+  std::vector<json> q2 = bc.lines("requests-2.jsonl");
+  ASSERT_EQ(q2.size(), 1u);
+  EXPECT_NE(q2[0]["body"]["messages"][1]["content"].get<std::string>().find("Load four floats at a time."), std::string::npos);
+  const int64_t run2 = state["batches"][1]["run"];
+  std::string relu = read_file(seed);
+  relu.replace(relu.find("vector = 1"), 10, "vector = 4");
+  answer("Four at a time.\n" + block(relu));
+
+  ProcessResult third = optimize({"--resume", std::to_string(run2)});
+  EXPECT_TRUE(third.exit_code == 0 || third.exit_code == 75) << third.output;
+  store::Store st = store::Store::open(db);
+  std::vector<store::LlmRequestRow> rows = st.llm_requests_for_run(run2 + 1);
+  ASSERT_GE(rows.size(), 2u) << third.output;
+  EXPECT_EQ(rows[0].purpose, "planner");
+  EXPECT_EQ(rows[0].outcome, "plan");
+  EXPECT_EQ(rows[1].purpose, "coder");
+  EXPECT_EQ(rows[1].outcome.rfind("verified", 0), 0u) << rows[1].outcome << "\n" << third.output;
+  json results = json::parse(read_file(bc.root + "/report/results.json"));
+  EXPECT_EQ(results["answer"], "dsl");
+  EXPECT_EQ(results["results"][0]["start"]["language"], "dsl") << results.dump();
 }
 
 TEST(LlmBatchCli, HelpSaysTheWaitingExitStatus) {
