@@ -311,20 +311,54 @@ json run_inductor_path(const ModuleOptimizeArgs& a, const std::string& py, const
 }
 
 // After the fx path's report: the Inductor path and the choice between the two (--path best),
-// which rewrites results.json; `doc` is read back from it.
+// which rewrites results.json; `doc` is read back from it. A results.json that cannot be read
+// back is an error: the answer printed and returned would otherwise be the fx path's alone.
 void choose_path(const ModuleOptimizeArgs& a, const std::string& py, const std::string& pypath, const std::string& dir, json& doc) {
   if (a.path != "best") return;
   if (a.emulate || stop_requested()) {
     std::cerr << "inductor path: not run (" << (a.emulate ? "--emulate: Inductor's Triton kernels need a GPU" : "stopped") << ")\n";
     return;
   }
-  run_inductor_path(a, py, pypath, dir, fs::absolute(dir + "/results.json").string());
+  const std::string results = dir + "/results.json";
+  run_inductor_path(a, py, pypath, dir, fs::absolute(results).string());
+  std::error_code ec;
+  if (!fs::is_regular_file(results, ec))
+    throw std::runtime_error(results + ": gone after the Inductor path ran (it writes the choice between the paths there)");
   try {
-    doc = json::parse(read_file(dir + "/results.json"));
-  } catch (const std::exception&) {
+    doc = json::parse(read_file(results));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(results + ": cannot be read back after the Inductor path wrote the choice between the paths there: " +
+                             e.what());
   }
   if (doc.contains("path") && doc["path"].is_object())
     std::cerr << "path: " << doc["path"].value("chosen", std::string("none")) << ": " << doc["path"].value("why", std::string()) << "\n";
+}
+
+// One path's answer from results.json's "path" (inductor_choice.Choice.to_json): "inductor+ksol
+// 10.00 us, 2.000x over torch.compile", or why it has none.
+std::string path_figure(const json& p) {
+  if (!p.is_object()) return "not run";
+  if (!p.value("ok", false)) return "no answer (" + p.value("reason", std::string("?")) + ")";
+  return p.value("answer", std::string("?")) + " " + fixed(p.value("answer_us", 0.0), 2) + " us, " +
+         fixed(p.value("speedup_vs_compile", 0.0), 3) + "x over torch.compile";
+}
+
+// The path results.json returns after --path best: "fx", "inductor", or "" (no choice made).
+std::string chosen_path(const json& doc) {
+  return doc.contains("path") && doc["path"].is_object() ? doc["path"].value("chosen", std::string()) : std::string();
+}
+
+// The answer line's account of the result: `fx_text`, the fx path's own, where no choice was made
+// or the fx path was chosen; the Inductor path's answer where it won. Where a choice was made, it
+// says which path won and gives the other's figure beside it.
+std::string answer_text(const json& doc, const std::string& fx_text) {
+  if (!doc.contains("path") || !doc["path"].is_object()) return fx_text;
+  const json& p = doc["path"];
+  const json fx = p.value("fx", json()), inductor = p.value("inductor", json());
+  std::string chosen = chosen_path(doc);
+  if (chosen == "inductor") return "inductor path chosen: " + path_figure(inductor) + " (fx path: " + path_figure(fx) + ")";
+  if (chosen == "fx") return fx_text + "; fx path chosen: " + path_figure(fx) + " (inductor path: " + path_figure(inductor) + ")";
+  return fx_text + "; no path chosen: " + p.value("why", std::string("?"));
 }
 
 }  // namespace
@@ -589,12 +623,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::string dir = write_report(a, stem, doc, kept);
     std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
     choose_path(a, py, pypath, dir, doc);
-    std::cout << (json_out ? doc.dump(2)
-                           : "result: " + (best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us") +
-                                 "; precision " + precision_text(doc["precision"]))
+    std::string fx_text = best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us";
+    std::cout << (json_out ? doc.dump(2) : "result: " + answer_text(doc, fx_text) + "; precision " + precision_text(doc["precision"]))
               << "\n";
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
-    return best.empty() ? exit_status::error : exit_status::ok;
+    return best.empty() && chosen_path(doc) != "inductor" ? exit_status::error : exit_status::ok;
   }
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
@@ -629,8 +662,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
   if (json_out) std::cout << doc.dump(2) << "\n";
   else
-    std::cout << stem << ": " << (r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
-                                                  : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " + r.best_baseline)
+    std::cout << stem << ": "
+              << answer_text(doc, r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
+                                                 : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " +
+                                                       r.best_baseline)
               << "; precision " << precision_text(doc["precision"]) << "; report " << dir << "/report.html\n";
   return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : exit_status::ok;
 }

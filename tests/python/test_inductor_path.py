@@ -77,6 +77,99 @@ class Choice(TempDir):
         self.assertIn("| fx | compile | 100.00 | 100.00 | 1.000x |", md)
 
 
+# The ksol under test: the build folder's (ctest sets KSOL_TEST_BIN_DIR to it), else the tree's build/.
+KSOL = os.path.join(os.environ.get("KSOL_TEST_BIN_DIR") or os.path.join(ROOT, "build"), "ksol")
+
+# An interpreter for `ksol optimize` (KSOL_PYTHON) that scripts what needs a GPU: the worker (a GPU,
+# eager 30 us and torch.compile 20 us), the front end (the module is not one DSL program) and the
+# Inductor path's search (SCRIPTED_INDUCTOR: its answer's and the compiled model's times); the
+# choice between the paths is the real one. With SCRIPTED_CLOBBER, results.json is left unreadable
+# after it. Everything else goes to the real interpreter.
+FAKE_PYTHON = """#!{python}
+import json, os, sys
+
+argv = sys.argv[1:]
+if argv[:3] == ["-m", "ksol_torch", "worker"]:
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["op"] == "hello":
+            body = {{"ok": True, "protocol": 1, "gpu": True, "device": {{"name": "scripted"}}}}
+        elif req["op"] == "eval" and req.get("baselines_only"):
+            body = {{"ok": True, "result": {{"baselines": {{"eager": {{"median_us": 30.0}}, "compile": {{"median_us": 20.0}}}},
+                                              "precision": {{"mode": req["precision"]}}}}}}
+        elif req["op"] == "exit":
+            print(json.dumps({{"id": req["id"], "ok": True}}), flush=True)
+            sys.exit(0)
+        else:
+            body = {{"ok": False, "error": "the scripted worker has no " + req["op"]}}
+        body["id"] = req["id"]
+        print(json.dumps(body), flush=True)
+    sys.exit(0)
+if argv[:3] == ["-m", "ksol_torch", "synth"]:
+    with open(argv[argv.index("--out") + 1], "w") as fh:
+        json.dump({{"ok": True, "reason": "scripted: not one DSL program"}}, fh)
+    sys.exit(0)
+if argv[:3] == ["-m", "ksol.inductor_path", "optimize"]:
+    from ksol import inductor_path as ip
+    answer, answer_us, compiled_us = os.environ["SCRIPTED_INDUCTOR"].split(",")
+
+    def optimize(problem, report, *args):
+        doc = {{"path": "inductor", "status": "ok", "answer": answer, "answer_us": float(answer_us),
+               "compiled_us": float(compiled_us), "reason": "scripted"}}
+        ip._write(os.path.join(report, ip.REPORT), doc)
+        return doc
+
+    ip.optimize = optimize
+    rc = ip.main(argv[2:])
+    if os.environ.get("SCRIPTED_CLOBBER"):
+        with open(argv[argv.index("--fx-results") + 1], "w") as fh:
+            fh.write("{{")
+    sys.exit(rc)
+os.execv({python!r}, [{python!r}] + argv)
+"""
+
+
+@needs_torch
+class AnswerLine(TempDir):
+    """`ksol optimize FILE.py --path best` with a scripted GPU: the line it prints states the path
+    that results.json returns, and results.json read back after the Inductor path must be read."""
+
+    def optimize(self, inductor, clobber=False):
+        if not os.path.exists(KSOL):
+            self.skipTest(f"needs {KSOL} (./setup.sh builds it)")
+        fake = self.write("python", FAKE_PYTHON.format(python=sys.executable), mode=0o755)
+        problem = self.write("Net.py", NET)
+        env = dict(os.environ, KSOL_PYTHON=fake, SCRIPTED_INDUCTOR=inductor)
+        env.pop("SCRIPTED_CLOBBER", None)
+        if clobber:
+            env["SCRIPTED_CLOBBER"] = "1"
+        return subprocess.run([KSOL, "optimize", problem, "--report", self.path("run"), "--budget-seconds", "5"], capture_output=True,
+                              text=True, env=env, cwd=self.tmp, timeout=300)
+
+    def test_the_inductor_paths_answer_where_it_won(self):
+        r = self.optimize("inductor+ksol,10,20")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(load(self.path("run", "results.json"))["path"]["chosen"], "inductor")
+        self.assertEqual(r.stdout.splitlines()[-1], "result: inductor path chosen: inductor+ksol 10.00 us, 2.000x over torch.compile "
+                                                    "(fx path: compile 20.00 us, 1.000x over torch.compile); precision default")
+
+    def test_the_fx_paths_answer_where_it_won(self):
+        r = self.optimize("compile,25,20")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(load(self.path("run", "results.json"))["path"]["chosen"], "fx")
+        self.assertEqual(r.stdout.splitlines()[-1], "result: compile, 20.000000 us; fx path chosen: compile 20.00 us, 1.000x over "
+                                                    "torch.compile (inductor path: compile 25.00 us, 0.800x over torch.compile); "
+                                                    "precision default")
+
+    def test_results_json_unreadable_after_the_inductor_path_is_an_error(self):
+        r = self.optimize("inductor+ksol,10,20", clobber=True)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        results = os.path.join("run", "results.json")
+        self.assertIn(f"error: {self.path(results)}: cannot be read back after the Inductor path wrote the choice between the "
+                      "paths there: [json.exception.parse_error.101] parse error", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
 @needs_torch
 class OptimizeWithoutWhatItNeeds(TempDir):
     @unittest.skipIf(torch is not None and hasattr(torch, "compile") and torch.cuda.is_available(),
