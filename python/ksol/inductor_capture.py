@@ -256,15 +256,46 @@ class Shim:
         return getattr(self._original, name)
 
 
+class ReplacementNotRun(RuntimeError):
+    """A call of the compiled model that did not run an installed replacement: it recompiled (a
+    guard failed) or took another graph, so its outputs or its time are not the replacement's."""
+
+
+def _shim(cap: Capture, name: str) -> Optional[Shim]:
+    """The Shim installed for `name` ("g<i>.<kernel>"), or None."""
+    gi, kernel = name[1:].split(".", 1)
+    obj = cap.graphs[int(gi)].kernel_object(kernel)
+    return obj if isinstance(obj, Shim) else None
+
+
 def check_called(cap: Capture, names: Sequence[str]) -> None:
-    """RuntimeError unless every Shim installed for `names` ("g<i>.<kernel>") ran since it was
-    installed: a compiled model that recompiled (a guard failed) would run a new graph without
-    them, and its time or its verdict would not be the replacements'."""
+    """ReplacementNotRun unless every Shim installed for `names` ran since it was installed. Enough
+    after timing, whose calls all take the same inputs; the correctness gate's cases take others,
+    and each needs its own check (`checked`)."""
     for n in names:
-        gi, kernel = n[1:].split(".", 1)
-        shim = cap.graphs[int(gi)].kernel_object(kernel)
-        if not isinstance(shim, Shim) or shim.calls == 0:
-            raise RuntimeError(f"{n}: the compiled model did not run its replacement (it recompiled, or took another graph)")
+        shim = _shim(cap, n)
+        if shim is None or shim.calls == 0:
+            raise ReplacementNotRun(f"{n}: the compiled model did not run its replacement (it recompiled, or took another graph)")
+
+
+def checked(cap: Capture, names: Sequence[str]) -> Callable:
+    """The compiled model with the Shims for `names` installed, each call checked on its own:
+    ReplacementNotRun from any call during which one of them did not run. The correctness gate
+    calls it once per case (seed and distribution), and names the case it raised in. A count over
+    all cases would pass a model that recompiled on one case, since the other cases ran the
+    replacement; that case's outputs would be Inductor's own, not the replacement's."""
+    shims = [(n, _shim(cap, n)) for n in names]
+
+    def call(*inputs):
+        before = [s.calls if s is not None else 0 for _, s in shims]
+        out = cap.compiled(*inputs)
+        for (n, s), b in zip(shims, before):
+            if s is None or s.calls == b:
+                raise ReplacementNotRun(f"{n}: the compiled model did not run its replacement during this call (it recompiled, "
+                                        "or took another graph)")
+        return out
+
+    return call
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ Everything it did and why goes to <report>/inductor.json; the kernels' problems 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -121,12 +122,15 @@ def _kernel_search(ksol_bin: str, problem_file: str, run_dir: str, seconds: floa
         cmd += ["--budget-candidates", str(candidates)]
     env = dict(os.environ, KSOL_PYTHON=sys.executable)
     t0 = time.perf_counter()
-    with open(os.path.join(os.path.dirname(run_dir), os.path.basename(run_dir) + ".log"), "w") as logf:
+    log = run_dir + ".log"
+    timed_out = False
+    with open(log, "w") as logf:
         try:
             rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=logf, env=env, timeout=seconds + 900).returncode
         except subprocess.TimeoutExpired:
-            rc = -1
-    return {"command": cmd, "exit_status": rc, "seconds": time.perf_counter() - t0, "run_dir": run_dir}
+            rc, timed_out = -1, True
+    return {"command": cmd, "exit_status": rc, "timed_out": timed_out, "seconds": time.perf_counter() - t0, "run_dir": run_dir,
+            "log": log}
 
 
 def _replacement(run, problem_file: str, region: ir.Region, label: str, device: str = "cuda"):
@@ -219,9 +223,12 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
     _log(f"{stem}: {len(cap.graphs)} graph(s), {sum(len(g.program.launches()) for g in cap.graphs)} launch(es), "
          f"externs {[e.op for g in cap.graphs for e in g.program.externs()]}; compiled model {base.median_us:.2f} us")
 
-    # Each kernel: region, record, check, problem file, lowering, its time alone.
+    # Each kernel: region, record, check, problem file, lowering, its time alone. An earlier run's
+    # kernels go first: a search that crashes before writing its results.json must find no
+    # results there, not those an earlier run with the same --report left.
     kdir = os.path.join(report_dir, "kernels")
-    os.makedirs(kdir, exist_ok=True)
+    shutil.rmtree(kdir, ignore_errors=True)
+    os.makedirs(kdir)
     work = []
     for g in cap.graphs:
         counts: Dict[str, int] = {}
@@ -270,13 +277,8 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
             return t
 
     def verify(names):
-        with ic.installed(cap, shims(names)) as model:
-            err = env.verify(model)
-            try:
-                ic.check_called(cap, names)
-            except RuntimeError as e:
-                return str(e)
-            return err
+        with ic.installed(cap, shims(names)):
+            return env.verify(ic.checked(cap, names))
 
     sel = ch.keep_if_faster(candidates, time_model, verify, min_gain)
     for rec in doc["kernels"]:
@@ -347,6 +349,21 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
     return {"rec": rec, "file": path, "stem": file_stem, "region": region, "recs": recs, "launch": launch, "graph": g}
 
 
+def _search_end(search: Dict) -> str:
+    """How a kernel's search ended, from its record: "the search was killed by signal 11 (its log:
+    ...)"."""
+    rc = search.get("exit_status")
+    if search.get("timed_out"):
+        how = "the search timed out"
+    elif rc is None or rc == 0:
+        how = "the search finished"
+    elif rc < 0:
+        how = f"the search was killed by signal {-rc}"
+    else:
+        how = f"the search exited with status {rc}"
+    return how + (f" (its log: {search['log']})" if search.get("log") else "")
+
+
 def _searched(env, item: Dict, rec: Dict, run_dir: str):
     """After a kernel's search: the shim maker of its verified answer, or None (rec says why)."""
     from . import inductor_capture as ic
@@ -356,7 +373,7 @@ def _searched(env, item: Dict, rec: Dict, run_dir: str):
     try:
         run = read_run(run_dir)
     except Exception as e:
-        rec["status"], rec["reason"] = "search failed", f"{e} (exit status {rec['search']['exit_status']})"
+        rec["status"], rec["reason"] = "search failed", f"{_search_end(rec['search'])} and left no results: {e}"
         return None
     rec["answer"] = run.answer
     rec["search_reason"] = run.reason
@@ -445,11 +462,10 @@ def load(inductor_dir: str, verify: bool = True) -> InductorModule:
                                           [p.param for p in region.outputs], [p.spec.shape for p in region.inputs]))
     mod = InductorModule(cap, list(doc.get("kept", [])), doc)
     if verify:
-        err = env.verify(cap.compiled)
+        err = env.verify(ic.checked(cap, mod.kept))
         if err:
-            raise VerificationError(f"{inductor_dir}: the compiled model with the run's kernels does not match the module: {err}",
-                                    "correctness", "wrong_result", inductor_dir)
-        ic.check_called(cap, mod.kept)
+            raise VerificationError(f"{inductor_dir}: the compiled model with the run's kernels does not pass the module's "
+                                    f"gate: {err}", "correctness", "wrong_result", inductor_dir)
     return mod
 
 

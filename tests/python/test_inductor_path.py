@@ -218,7 +218,9 @@ class ScriptedCapture(TempDir):
         super().setUp()
         self.problem = self.write("Net.py", NET)
 
-    def capture(self):
+    def capture(self, recompiles_on=None):
+        """`recompiles_on`: an input x on which the compiled model runs another graph, computed in
+        eager PyTorch without the kernel object, as a model that recompiled would."""
         from ksol import inductor_capture as ic
         from ksol import inductor_wrapper as iw
 
@@ -233,6 +235,8 @@ class ScriptedCapture(TempDir):
         module.triton_poi_fused_add_mul_relu_sigmoid_0 = InductorKernel()
 
         def compiled(x, b):
+            if recompiles_on is not None and torch.equal(x, recompiles_on):
+                return torch.relu(x + b) * 2.0 + torch.sigmoid(x)
             buf0 = torch.empty(64, 128)
             module.triton_poi_fused_add_mul_relu_sigmoid_0.run(x, b, buf0, 8192, stream=None)
             return buf0
@@ -247,13 +251,13 @@ class ScriptedCapture(TempDir):
             return {"exit_status": 0, "run_dir": run_dir, "seconds": seconds}
         return search
 
-    def run_path(self, *flags):
+    def run_path(self, *flags, search=None, recompiles_on=None):
         env = ip._Env(self.problem, "default", device="cpu")
         doc = {"path": "inductor", "problem": self.problem, "status": "failed", "kernels": [], "graphs": []}
         report = self.path("inductor")
-        os.makedirs(report)
+        os.makedirs(report, exist_ok=True)
         with mock.patch.object(ip, "_log"):
-            return ip.run_path(env, self.capture(), doc, report, self.search_with(*flags), 10.0), report
+            return ip.run_path(env, self.capture(recompiles_on), doc, report, search or self.search_with(*flags), 10.0), report
 
     def test_a_faster_verified_replacement_is_kept(self):
         doc, report = self.run_path()
@@ -265,6 +269,39 @@ class ScriptedCapture(TempDir):
         self.assertEqual(load(os.path.join(report, ip.REPORT))["answer"], "inductor+ksol")
         for f in ("graph-0.py", "graph-0.txt", "kernels/g0-triton_poi_fused_add_mul_relu_sigmoid_0.py"):
             self.assertTrue(os.path.exists(os.path.join(report, f)), f)
+
+    def test_a_recompile_on_one_case_of_the_gate_is_caught_with_that_case(self):
+        # The model runs the replacement on every case but one (seed 2, heavy), where it takes
+        # another graph: that case's outputs are right, and the other cases ran the replacement.
+        from ksol_torch import problem, worker
+        x = worker._draw(problem.load(self.problem), 2, "heavy", "cpu")[0]
+        doc, _ = self.run_path(recompiles_on=x)
+        (k,) = doc["kernels"]
+        self.assertEqual((k["status"], k["kept"]), ("verified", False))
+        self.assertEqual((doc["answer"], doc["kept"]), ("compile", []))
+        (entry,) = doc["selection"]
+        self.assertEqual(entry["why"], "the whole model failed with it: launch: the candidate raised ReplacementNotRun: "
+                                       "g0.triton_poi_fused_add_mul_relu_sigmoid_0: the compiled model did not run its "
+                                       "replacement during this call (it recompiled, or took another graph) (seed 2, heavy)")
+
+    def test_a_crashed_search_reads_no_earlier_runs_results(self):
+        # An earlier run with the same report folder left a verified answer for this kernel.
+        first, report = self.run_path()
+        self.assertEqual(first["kept"], ["g0.triton_poi_fused_add_mul_relu_sigmoid_0"])
+        stem = "g0-triton_poi_fused_add_mul_relu_sigmoid_0"
+        self.assertTrue(os.path.exists(os.path.join(report, "kernels", stem, "results.json")))
+
+        def crash(problem_file, run_dir, seconds):
+            return {"exit_status": -11, "run_dir": run_dir, "seconds": 0.1, "log": run_dir + ".log"}
+
+        doc, _ = self.run_path(search=crash)
+        (k,) = doc["kernels"]
+        self.assertEqual(k["status"], "search failed")
+        log = os.path.join(report, "kernels", stem + ".log")
+        self.assertTrue(k["reason"].startswith(f"the search was killed by signal 11 (its log: {log}) and left no results: "),
+                        k["reason"])
+        self.assertEqual((doc["answer"], doc["kept"], doc["reason"]), ("compile", [], "no kernel got a verified replacement"))
+        self.assertFalse(os.path.exists(os.path.join(report, "kernels", stem)))
 
     def test_a_replacement_that_differs_from_the_inductor_kernel_is_refused(self):
         doc, _ = self.run_path("-DRELU_ONLY")
