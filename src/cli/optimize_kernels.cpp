@@ -2,6 +2,7 @@
 // (agents/kernel_loop.h) over each task, from its seed program or the given kernel, evaluated
 // like `ksol eval --candidate`: a CUDA kernel goes through gate 1's source scan, nvcc and every
 // gate in the worker; a DSL program through the search's evaluator.
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -204,6 +205,10 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
   SessionKernelEvaluator ev(s, a.agent, dir, a.timeout, a.resume, !a.no_profile && !is_batch_agent(a));
   json all = json::array();
   std::vector<agents::KernelLoopResult> results;
+  // The run-wide budget (--budget-total-seconds): each task gets an even share of what is left
+  // when it starts, capped by --budget-seconds where given; what a task does not use goes to the
+  // tasks after it.
+  const auto run_start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     std::cerr << "[" << i + 1 << "/" << items.size() << "] optimizing " << it.task.name << " from " << it.start.origin << " ("
@@ -213,6 +218,14 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
     o.branches = std::max(1, std::min(a.candidates, 1000));
     o.plateau = a.plateau;
     o.budget_seconds = a.seconds;
+    if (a.total_seconds > 0) {
+      double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+      double share = std::max(0.0, a.total_seconds - spent) / static_cast<double>(items.size() - i);
+      o.budget_seconds = a.seconds_given && a.seconds > 0 ? std::min(a.seconds, share) : share;
+      o.budget_seconds = std::max(o.budget_seconds, 1e-3);
+      std::cerr << it.task.name << ": " << f2(o.budget_seconds, 0) << " s of the run's " << f2(a.total_seconds, 0) << " s budget ("
+                << f2(std::max(0.0, a.total_seconds - spent), 0) << " s left for " << items.size() - i << " task(s))\n";
+    }
     o.max_tokens = a.llm_max_tokens;
     o.family = it.family;
     if (answer != agents::AnswerLanguage::cuda) o.dsl_card = agents::default_dsl_card();
