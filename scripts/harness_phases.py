@@ -8,7 +8,7 @@ import sys
 db = sqlite3.connect(sys.argv[1])
 run = sys.argv[2] if len(sys.argv) > 2 else db.execute("select max(id) from runs").fetchone()[0]
 keys = ["total", "correctness_gate", "timing_gate", "generate_inputs", "references", "checked_calls",
-        "launcher_start", "launcher_round_trips", "launcher_spare"]
+        "verified_timed_calls", "launcher_start", "launcher_round_trips", "launcher_spare"]
 print(f"run {run}: seconds per evaluation (the gates include the three parts after them; launcher_start: waiting for\n"
       "the candidate's launcher and setting it up, launcher_round_trips: the round trips' overhead over the calls' own time,\n"
       "launcher_spare: waiting for the next launcher's context before timing)")

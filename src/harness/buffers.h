@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/case_cache.h"
+#include "harness/case_plan.h"
 #include "harness/device_ops.h"
 #include "harness/harness.h"
 #include "task/inputs.h"
@@ -197,20 +198,6 @@ inline int dtype_code(DType t) {
     case DType::f16: return 3;
     default: throw std::logic_error("dtype_code: not a float dtype");
   }
-}
-
-// Whether a task's cases can be made and checked on the device at a size whose reference runs on
-// the GPU: float inputs drawn at random (no sparse structure, no integers) and float outputs
-// under the tolerance or the exact comparator (an exact one is a bound of zero, tolerance_for).
-// KSOL_HOST_CASES=1 keeps every case on the host.
-inline bool device_cases_apply(const Task& t) {
-  if (const char* e = std::getenv("KSOL_HOST_CASES"); e && std::string(e) == "1") return false;
-  for (auto& ts : t.tensors) {
-    if (!dtype_is_float(ts.dtype)) return false;
-    if (ts.role == Role::in && ts.init != "random" && ts.init != "uniform01") return false;
-    if (ts.role == Role::out && ts.compare != "tolerance" && ts.compare != "exact") return false;
-  }
-  return true;
 }
 
 }  // namespace ksol::harness_detail

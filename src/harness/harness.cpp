@@ -16,6 +16,7 @@
 
 #include "harness/buffers.h"
 #include "harness/case_cache.h"
+#include "harness/case_plan.h"
 #include "harness/clocks.h"
 #include "harness/device_cases.h"
 #include "harness/device_ops.h"
@@ -161,12 +162,18 @@ std::vector<std::shared_ptr<DeviceMemory>> run_reference_device(const Task& task
   std::vector<void*> ptrs(task.tensors.size());
   for (size_t k = 0; k < task.tensors.size(); ++k) {
     const TensorSpec& ts = task.tensors[k];
+    const bool fl = dtype_is_float(ts.dtype);
     const size_t n = static_cast<size_t>(task.numel(ts, size));
-    all[k] = std::make_shared<DeviceMemory>(n * 8);
+    all[k] = std::make_shared<DeviceMemory>(n * (fl ? 8 : dtype_size(ts.dtype)));
     ptrs[k] = all[k]->p;
-    if (ts.role == Role::in)
-      check(static_cast<cudaError_t>(device_widen(c.in[k]->p, widen_from(ts.dtype), n, static_cast<double*>(ptrs[k]), absolute, stream)),
-            "widen reference input");
+    if (ts.role != Role::in) continue;
+    // Integer tensors (a sparse structure) reach the reference as they are stored, as on the host.
+    if (!fl) {
+      CK(cudaMemcpyAsync(ptrs[k], c.in[k]->p, c.bytes[k], cudaMemcpyDeviceToDevice, stream));
+      continue;
+    }
+    check(static_cast<cudaError_t>(device_widen(c.in[k]->p, widen_from(ts.dtype), n, static_cast<double*>(ptrs[k]), absolute, stream)),
+          "widen reference input");
   }
   ksol_call call{KSOL_ABI_VERSION, static_cast<int32_t>(ptrs.size()), ptrs.data(), static_cast<int32_t>(dims.size()), dims.data(), stream};
   int rc = fn(&call);
@@ -212,8 +219,9 @@ class Evaluator {
       candidate_ = std::make_unique<Library>(req.candidate_so);
       run_ = candidate_->symbol<ksol_run_fn>("ksol_run");
     }
-    use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
-    device_cases_ = !use_cpu_ref_ && device_cases_apply(task_);
+    plan_ = plan_cases(task_, size_, !req.reference_gpu_so.empty(), host_cases_forced());
+    use_cpu_ref_ = !plan_.gpu_reference;
+    device_cases_ = plan_.device_cases;
     if (use_cpu_ref_) {
       ref_lib_ = std::make_unique<Library>(req.reference_cpu_so);
       ref_ = ref_lib_->symbol<ksol_reference_fn>("ksol_reference");
@@ -320,9 +328,13 @@ class Evaluator {
     // and the store: large sizes cost seconds of input generation and references.
     phase_.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     // The two gates' times include their share of the three parts after them.
-    out["case_cache"] = {{"hits", cache_hits_}, {"misses", cache_misses_}, {"cases", device_cases_ ? "device" : "host"}};
+    out["case_cache"] = {{"hits", cache_hits_},
+                         {"misses", cache_misses_},
+                         {"cases", device_cases_ ? "device" : "host"},
+                         {"inputs_drawn", plan_.device_inputs ? "device" : "host"}};
     out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
                               {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks},
+                              {"verified_timed_calls", phase_.verify},
                               {"launcher_start", phase_.launcher_start}, {"launcher_round_trips", phase_.launcher_round_trips},
                               {"launcher_spare", phase_.launcher_spare}};
     if (isolated_) spawn_spare_launcher();
@@ -473,21 +485,41 @@ class Evaluator {
           [](const DeviceCase& v) { return v.total; }, &cache_hits_, &cache_misses_);
       return c;
     }
-    c.in = add_time(phase_.generate, [&] {
-      return case_cache().get<std::vector<HostTensor>>(
-          cache_scope(), c.key, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); },
-          [](const std::vector<HostTensor>& v) { return digest(v); }, [](const std::vector<HostTensor>& v) { return bytes_of(v); },
-          &cache_hits_, &cache_misses_);
-    });
+    c.in = add_time(phase_.generate, [&] { return host_inputs(c.key, d, seed, &cache_hits_, &cache_misses_); });
     return c;
   }
+  // Inputs drawn on the host, through the worker's host cache (the screen makes the same keys).
+  std::shared_ptr<const std::vector<HostTensor>> host_inputs(const std::string& key, Distribution d, uint64_t seed, int* hits, int* misses) {
+    return case_cache().get<std::vector<HostTensor>>(
+        cache_scope(), key, [&] { return generate_inputs(task_, size_, d, seed, use_cpu_ref_); },
+        [](const std::vector<HostTensor>& v) { return digest(v); }, [](const std::vector<HostTensor>& v) { return bytes_of(v); }, hits, misses);
+  }
 
-  // A device case: the inputs drawn on the device, the GPU reference run on them there.
+  // A device case: the inputs drawn on the device (or on the host and uploaded once, for a sparse
+  // structure or integer inputs), the GPU reference run on them there.
   DeviceCase make_device_case(Distribution d, uint64_t seed) {
     DeviceCase c;
     const size_t n_t = task_.tensors.size();
     c.in.resize(n_t), c.want.resize(n_t), c.mag.resize(n_t), c.bytes.assign(n_t, 0);
     add_time(phase_.generate, [&] {
+      if (!plan_.device_inputs) {
+        // Counted once, as the device case's own hit or miss.
+        int hits = 0, misses = 0;
+        std::shared_ptr<const std::vector<HostTensor>> host = host_inputs(case_key(size_, dims_, d, seed, use_cpu_ref_), d, seed, &hits, &misses);
+        for (size_t k = 0; k < n_t; ++k) {
+          const TensorSpec& ts = task_.tensors[k];
+          const size_t n = static_cast<size_t>(task_.numel(ts, size_));
+          if (ts.role != Role::in) {
+            c.bytes[k] = n * 8;
+            continue;
+          }
+          c.bytes[k] = n * dtype_size(ts.dtype);
+          c.in[k] = std::make_shared<DeviceMemory>(c.bytes[k]);
+          if ((*host)[k].bytes.size() != c.bytes[k]) throw std::logic_error("host inputs of tensor '" + ts.name + "' have the wrong size");
+          CK(cudaMemcpy(c.in[k]->p, (*host)[k].bytes.data(), c.bytes[k], cudaMemcpyHostToDevice));
+        }
+        return;
+      }
       for (size_t k = 0; k < n_t; ++k) {
         const TensorSpec& ts = task_.tensors[k];
         const size_t n = static_cast<size_t>(task_.numel(ts, size_));
@@ -940,14 +972,14 @@ class Evaluator {
     }
     std::vector<int> checked_samples;
     if (verifying) {
-      checked_samples = verify_kept();
+      add_time(phase_.verify, [&] { checked_samples = verify_kept(); });
       // A candidate that stops working once it has seen enough calls fails this one.
       upload(timing_sets_[final_v.set], final_v.inputs);
       prepare(timing_sets_[final_v.set], verify_poison);
       Launch l = launch(timing_sets_[final_v.set], nullptr, nullptr, "the call after the last sample");
       if (l.rc != 0) throw GateFailure{"timing", "returned_error", "ksol_run failed on the call after the last sample"};
       CK(cudaDeviceSynchronize());
-      verify(final_v, "call after the last timed call");
+      add_time(phase_.verify, [&] { verify(final_v, "call after the last timed call"); });
       verify_result = "ok";
     }
     MedianCI ci = median_ci(samples);
@@ -986,6 +1018,7 @@ class Evaluator {
   ksol_reference_fn ref_ = nullptr;
   bool use_cpu_ref_ = true;
   bool device_cases_ = false;  // cases made, kept and checked on the device (device_cases.h)
+  CasePlan plan_;              // where cases are made and which reference judges them (case_plan.h)
   size_t flush_bytes_ = 0;
   std::unique_ptr<DeviceMemory> flush_;
   std::vector<BufferSet> timing_sets_;
@@ -1001,7 +1034,9 @@ class Evaluator {
   // With rewrite-inputs off, every correctness case's buffers, held until the evaluation ends.
   std::vector<std::unique_ptr<BufferSet>> retired_;
   struct Phases {
-    double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0;
+    // `checks`: the correctness gate's checked calls, the candidate's own run time included;
+    // `verify`: the timing gate's checks of its kept calls and of the call after the last sample.
+    double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0, verify = 0;
     // Isolation: waiting for and setting up the launcher; its round trips' overhead; waiting for
     // the next evaluation's launcher before timing.
     double launcher_start = 0, launcher_round_trips = 0, launcher_spare = 0;

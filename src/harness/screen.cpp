@@ -54,7 +54,8 @@ class Screener {
     flush_bytes_ = 2 * static_cast<size_t>(l2);
     flush_ = std::make_unique<DeviceMemory>(flush_bytes_);
     CK(cudaMemset(flush_->p, 0x5a, flush_bytes_));
-    use_cpu_ref_ = task_.use_cpu_reference(size_) || req.reference_gpu_so.empty();
+    plan_ = plan_cases(task_, size_, !req.reference_gpu_so.empty(), host_cases_forced());
+    use_cpu_ref_ = !plan_.gpu_reference;
   }
 
   nlohmann::json run() {
@@ -69,7 +70,7 @@ class Screener {
         s.bufs.emplace_back(static_cast<size_t>(task_.numel(t, size_)) * dtype_size(t.dtype), secrets_, stream_, kIpcGranule);
       auto tg = Clock::now();
       uint64_t seed = req_.timing_seed + 1000 + static_cast<uint64_t>(i);
-      if (!use_cpu_ref_ && device_cases_apply(task_)) {
+      if (plan_.device_inputs) {
         // The evaluation makes these inputs on the device (device_cases.h): so does the screen.
         for (size_t k = 0; k < task_.tensors.size(); ++k) {
           const TensorSpec& ts = task_.tensors[k];
@@ -290,6 +291,7 @@ class Screener {
   size_t flush_bytes_ = 0;
   std::unique_ptr<DeviceMemory> flush_;
   bool use_cpu_ref_ = true;
+  CasePlan plan_;  // as the evaluation decides it (case_plan.h), so both make the same cases
   std::vector<BufferSet> sets_;
   std::vector<Entry> entries_;
   std::unique_ptr<Isolated> iso_;  // after the sets it maps, so it ends first
