@@ -280,19 +280,18 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     std::cerr << (several ? "[" + task + "] " : "") << line << "\n";
   };
   // The run-wide budget is the run's wall time: each task, once its seed is timed, takes a share
-  // of what is left after the fixed costs (baselines, seed, hidden grade) of the tasks still to
-  // come, by its headroom (search::headroom_share); what it does not use goes to the tasks after it.
+  // of what is left after the fixed work (baselines, seed, hidden grade) of the tasks still to
+  // come, by its headroom (search::RunBudget); what it does not use goes to the tasks after it.
   const auto run_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
+  const double deadline = a.total_seconds;
+  std::vector<search::RunBudget::Shape> shapes;
+  for (const Seed& sd : seeds) shapes.push_back(search::RunBudget::shape_of(sd.task));
   struct Shared {
     std::mutex mu;
-    double weight_sum = 0;
-    int left = 0, seen = 0, done = 0;
-    double fixed_sum = 0;  // baselines + seed + grade of the finished tasks
+    int done = 0;
   } pool;
-  pool.left = static_cast<int>(seeds.size());
-  const double deadline = a.total_seconds;
-  auto fixed_estimate = [&] { return pool.done ? pool.fixed_sum / pool.done : 15.0; };
+  search::RunBudget budget(deadline, static_cast<int>(sessions.size()), shapes);
   std::vector<json> all_items(seeds.size());
   std::vector<search::OptimizeResult> results(seeds.size());
   install_stop_handlers();
@@ -315,21 +314,11 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
     search::OptimizeOptions o = search_options(a);
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
-    bool took = false;
     if (deadline > 0)
-      o.seconds_after_seed = [&](double pct) {
+      o.seconds_after_seed = [&, i](double pct, const search::FixedWork& so_far) {
         std::lock_guard<std::mutex> g(pool.mu);
-        took = true;
-        double w = std::clamp(1.0 - pct, 0.05, 1.0);
-        pool.weight_sum += w;
-        ++pool.seen;
-        // Left for searching: the run's time less what is spent, this task's grade and the fixed
-        // costs of the tasks after it, spread over the GPUs that search at once.
-        double others = std::max(0, pool.left - 1) * fixed_estimate() / static_cast<double>(sessions.size());
-        double remaining = std::max(0.0, deadline - elapsed() - others - 0.3 * fixed_estimate()) * static_cast<double>(sessions.size());
-        double share = search::headroom_share(remaining, w, pool.left, pool.weight_sum / pool.seen);
+        double share = budget.share(i, pct, so_far, elapsed());
         if (a.seconds_given && a.seconds > 0) share = std::min(share, a.seconds);
-        --pool.left;
         return std::max(share, 1e-3);
       };
     {
@@ -341,10 +330,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
     {
       std::lock_guard<std::mutex> g(pool.mu);
-      if (!took) --pool.left;  // the seed failed: the task took no share
-      pool.fixed_sum += r.breakdown.baselines + r.breakdown.seed + r.breakdown.grade;
+      budget.finish(i, r.fixed, r.graded);
       ++pool.done;
-      double left_est = pool.left * fixed_estimate() / static_cast<double>(sessions.size());
+      double left_est = budget.fixed_left(budget.seconds_per_evaluation()) / static_cast<double>(sessions.size());
       std::string eta = deadline > 0 ? ", about " + clock_text(std::max(0.0, deadline - elapsed())) + " left" : ", about " + clock_text(left_est) + " of baselines and seeds left";
       say(sd.task.name, sd.task.name + ": done (" + (r.use_baseline ? (r.best_baseline.empty() ? std::string("no baseline passed") : "baseline " + r.best_baseline) : "c" + std::to_string(r.best)) + ", " +
                             f2(r.speedup_vs_baseline) + "x vs best baseline, " + f2(r.pct_sol_after * 100, 1) + "% SOL; " +

@@ -199,7 +199,11 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
 
   // Baselines: the reference the search must beat, per size the fastest.
   res.baselines = ev.baselines(t);
-  for (auto& [name, bo] : res.baselines) res.worker_seconds += bo.worker_seconds;
+  auto add_fixed = [&](const Outcome& o) {
+    res.fixed.seconds += o.worker_seconds;
+    res.fixed.evaluations += static_cast<int>(o.sizes.size());
+  };
+  for (auto& [name, bo] : res.baselines) res.worker_seconds += bo.worker_seconds, add_fixed(bo);
   double best_base_score = 0;
   res.baseline_best = fastest_per_size(res.baselines, visible_sizes(t));
   for (auto& [name, bo] : res.baselines)
@@ -272,6 +276,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     res.trajectory.push_back(std::move(s0));
   }
   Attempt& s0 = res.trajectory[0];
+  add_fixed(s0.outcome);
   if (!s0.outcome.ok()) {
     s0.note = "seed failed: " + s0.outcome.error;
     say(s0.note);
@@ -282,7 +287,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     s0.note = "seed";
     res.pct_sol_before = s0.outcome.pct_sol();
     if (o.seconds_after_seed) {
-      budget = o.seconds_after_seed(res.pct_sol_before);
+      budget = o.seconds_after_seed(res.pct_sol_before, res.fixed);
       say("budget: " + fmt(budget, 1) + " s for this task from the run's total (seed at " + fmt(res.pct_sol_before * 100, 1) + "% of SOL)");
     }
   }
@@ -997,8 +1002,10 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
       // no output of those cases exists on the device before the kernel's own.
       res.hidden = ev.grade_hidden(t, ba.program, "c" + std::to_string(ba.index));
       res.worker_seconds += res.hidden.worker_seconds;
+      add_fixed(res.hidden);
+      res.graded = true;
       std::map<std::string, Outcome> hb = stop_requested() ? std::map<std::string, Outcome>{} : ev.baselines_hidden(t);
-      for (auto& [name, bo] : hb) res.worker_seconds += bo.worker_seconds;
+      for (auto& [name, bo] : hb) res.worker_seconds += bo.worker_seconds, add_fixed(bo);
       res.hidden_baseline_best = fastest_per_size(hb, hidden_sizes(t));
       if (res.hidden.sizes.empty()) {
         res.hidden_note = "not graded: " + res.hidden.error;
@@ -1050,6 +1057,7 @@ nlohmann::json OptimizeResult::to_json() const {
             {"breakdown_seconds", {{"baselines", breakdown.baselines}, {"seed", breakdown.seed}, {"build", breakdown.build},
                                    {"screen", breakdown.screen}, {"verify", breakdown.verify}, {"profile", breakdown.profile},
                                    {"propose", breakdown.propose}, {"grade_hidden", breakdown.grade}}},
+            {"fixed_work", {{"worker_seconds", fixed.seconds}, {"evaluations", fixed.evaluations}}},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},

@@ -24,6 +24,7 @@
 #include "compile/compiler.h"
 #include "core/evaluation.h"
 #include "dsl/ir.h"
+#include "search/run_budget.h"
 #include "task/task.h"
 
 namespace CLI {
@@ -298,10 +299,11 @@ struct OptimizeOptions {
   double prune = 2.0;            // without a screen: a child slower than prune x the best at a size is timed only (0: off)
   bool profile = true;           // profile a generation's first parent once (Evaluator::profile) before it proposes
   double profile_min_left = 60;  // ... while at least this many seconds of the task's budget remain (no budget: always)
-  // A run-wide budget (ksol optimize --budget-total-seconds): called once the seed is timed, with
-  // its %SOL (0..1), it returns this task's wall-time budget in seconds (replacing
-  // budget_seconds), so that tasks far from SOL get more of what is left.
-  std::function<double(double seed_pct_sol)> seconds_after_seed;
+  // A run-wide budget (ksol optimize --budget-total-seconds, run_budget.h): called once the seed is
+  // timed, with its %SOL (0..1) and the task's fixed work so far (its baselines and its seed), it
+  // returns this task's wall-time budget in seconds (replacing budget_seconds), so that tasks far
+  // from SOL get more of what is left.
+  std::function<double(double seed_pct_sol, const FixedWork& so_far)> seconds_after_seed;
   double reference_parent_prob = 0.3;  // choose a reference (non-best) parent this often
   size_t elites = 4, diverse = 2;
   bool prefetch = true;  // the next generation is built in the background while this one's finalists are evaluated
@@ -345,6 +347,8 @@ struct OptimizeResult {
   struct Breakdown {
     double baselines = 0, seed = 0, build = 0, screen = 0, verify = 0, profile = 0, propose = 0, grade = 0;
   } breakdown;
+  FixedWork fixed;               // the baselines', the seed's and the hidden grade's evaluations (run_budget.h)
+  bool graded = false;           // the hidden grade ran
   double search_seconds = 0;     // from the seed's start to the search's end (the throughput's clock)
   double budget_seconds = 0;     // the wall-time budget this task ran under (0: none)
   double worker_seconds = 0;     // the worker's wall time over every evaluation (candidates and baselines)

@@ -501,12 +501,19 @@ TEST(Optimize, HeadroomSharesTheRunsBudget) {
   o.max_candidates = 5;
   o.target_sol = 0;
   double asked = -1;
-  o.seconds_after_seed = [&](double pct) {
+  int evaluations_so_far = -1;
+  o.seconds_after_seed = [&](double pct, const search::FixedWork& so_far) {
     asked = pct;
+    evaluations_so_far = so_far.evaluations;
     return 123.0;
   };
   search::OptimizeResult r = search::optimize(s.task, s.seed, ev, *agent, o);
   EXPECT_DOUBLE_EQ(asked, r.pct_sol_before);
+  // The fixed work so far: the baselines and the seed at every visible size.
+  size_t fixed_so_far = r.trajectory[0].outcome.sizes.size();
+  for (auto& [name, bo] : r.baselines) fixed_so_far += bo.sizes.size();
+  EXPECT_EQ(evaluations_so_far, static_cast<int>(fixed_so_far));
+  EXPECT_GE(r.fixed.evaluations, evaluations_so_far);
   EXPECT_DOUBLE_EQ(r.budget_seconds, 123.0);
   bool logged = false;
   for (auto& l : r.log) logged = logged || l.rfind("budget: 123.0 s for this task", 0) == 0;
