@@ -486,7 +486,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_flag("--no-llm-cache", a->no_llm_cache, "do not reuse cached answers (they are cached by request hash under the cache folder)");
   cmd->add_option("--budget-candidates", a->candidates, "programs to try per task (built, screened or evaluated), the seed included")->capture_default_str()->check(positive_integer());
   CLI::Option* seconds_opt = cmd->add_option("--budget-seconds", a->seconds, "wall-time budget per task for its search, compiles and the seed included, the baselines not (0: none; with --budget-total-seconds, a cap on each share)")->capture_default_str()->check(non_negative_number());
-  cmd->add_option("--budget-total-seconds", a->total_seconds, "the whole run's wall time (0: none): each task, once its seed is timed, gets a share of what is left after the other tasks' baselines, seeds and grades, in proportion to its SOL headroom, and returns what it does not use")
+  cmd->add_option("--budget-total-seconds", a->total_seconds, "the whole run's wall time (0: none): each task, once its seed is timed, gets a share of what is left after the other tasks' baselines, seeds and grades, in proportion to its SOL headroom, and returns what it does not use (an LLM's kernel loop: an even share of what is left when each task starts)")
       ->capture_default_str()
       ->check(non_negative_number());
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str()->check(fraction());
