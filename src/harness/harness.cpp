@@ -502,23 +502,12 @@ class Evaluator {
     const size_t n_t = task_.tensors.size();
     c.in.resize(n_t), c.want.resize(n_t), c.mag.resize(n_t), c.bytes.assign(n_t, 0);
     add_time(phase_.generate, [&] {
+      // Inputs drawn on the device, or on the host (through the host cache) and uploaded; the
+      // host draw is counted once, as the device case's own hit or miss.
+      std::shared_ptr<const std::vector<HostTensor>> host;
       if (!plan_.device_inputs) {
-        // Counted once, as the device case's own hit or miss.
         int hits = 0, misses = 0;
-        std::shared_ptr<const std::vector<HostTensor>> host = host_inputs(case_key(size_, dims_, d, seed, use_cpu_ref_), d, seed, &hits, &misses);
-        for (size_t k = 0; k < n_t; ++k) {
-          const TensorSpec& ts = task_.tensors[k];
-          const size_t n = static_cast<size_t>(task_.numel(ts, size_));
-          if (ts.role != Role::in) {
-            c.bytes[k] = n * 8;
-            continue;
-          }
-          c.bytes[k] = n * dtype_size(ts.dtype);
-          c.in[k] = std::make_shared<DeviceMemory>(c.bytes[k]);
-          if ((*host)[k].bytes.size() != c.bytes[k]) throw std::logic_error("host inputs of tensor '" + ts.name + "' have the wrong size");
-          CK(cudaMemcpy(c.in[k]->p, (*host)[k].bytes.data(), c.bytes[k], cudaMemcpyHostToDevice));
-        }
-        return;
+        host = host_inputs(case_key(size_, dims_, d, seed, use_cpu_ref_), d, seed, &hits, &misses);
       }
       for (size_t k = 0; k < n_t; ++k) {
         const TensorSpec& ts = task_.tensors[k];
@@ -529,6 +518,11 @@ class Evaluator {
         }
         c.bytes[k] = n * dtype_size(ts.dtype);
         c.in[k] = std::make_shared<DeviceMemory>(c.bytes[k]);
+        if (host) {
+          if ((*host)[k].bytes.size() != c.bytes[k]) throw std::logic_error("host inputs of tensor '" + ts.name + "' have the wrong size");
+          CK(cudaMemcpy(c.in[k]->p, (*host)[k].bytes.data(), c.bytes[k], cudaMemcpyHostToDevice));
+          continue;
+        }
         check_int(device_generate(c.in[k]->p, dtype_code(ts.dtype), n, input_stream_key(seed, k, d), static_cast<int>(d),
                                   ts.init == "uniform01", stream_),
                   "generate inputs on the device");
