@@ -18,6 +18,26 @@
 
 namespace ksol::test_support {
 
+// A kernel that passed every gate in `us` at every visible size (SOL 50 us, memory-bound).
+inline search::Outcome scripted_outcome(const Task& t, const std::string& label, double us) {
+  search::Outcome o;
+  o.label = label;
+  o.status = Status::ok;
+  for (const SizeSet* z : search::visible_sizes(t)) {
+    search::SizeResult r;
+    r.size = z->name;
+    r.status = Status::ok;
+    r.median_us = us;
+    r.ci_low_us = r.ci_high_us = us;
+    r.sol_us = 50;
+    r.pct_sol = 50 / us;
+    r.bound = "memory";
+    r.weight = z->weight;
+    o.sizes.push_back(r);
+  }
+  return o;
+}
+
 // CUDA kernels through the real gate 1 and nvcc (the compile half of `ksol eval --candidate`),
 // then a scripted time: a source with "FAST" (a CUDA comment) or "vector = 4" (a DSL schedule)
 // runs in 100 us, one with "WRONG" or "threads = 128" fails the correctness gate, anything else
@@ -29,24 +49,7 @@ struct ScriptedKernels : agents::KernelEvaluator {
   bool answers_fail = false;
   std::vector<std::string> languages;
 
-  search::Outcome timed(const Task& t, const std::string& label, double us) {
-    search::Outcome o;
-    o.label = label;
-    o.status = Status::ok;
-    for (const SizeSet* z : search::visible_sizes(t)) {
-      search::SizeResult r;
-      r.size = z->name;
-      r.status = Status::ok;
-      r.median_us = us;
-      r.ci_low_us = r.ci_high_us = us;
-      r.sol_us = 50;
-      r.pct_sol = 50 / us;
-      r.bound = "memory";
-      r.weight = z->weight;
-      o.sizes.push_back(r);
-    }
-    return o;
-  }
+  static search::Outcome timed(const Task& t, const std::string& label, double us) { return scripted_outcome(t, label, us); }
   search::Outcome evaluate(const Task& t, const agents::Kernel& k, const std::string& label, int64_t, const std::string&) override {
     ++evaluations;
     languages.push_back(k.language);

@@ -13,6 +13,7 @@
 #include "agents/llm.h"
 #include "agents/llm_agent.h"
 #include "agents/llm_batch.h"
+#include "scripted_kernels.h"
 #include "core/util.h"
 #include "search/optimize.h"
 #include "store/store.h"
@@ -498,22 +499,7 @@ namespace {
 // DSL kernels only, scripted: "vector = 4" runs in 100 us, anything else in 300 us.
 struct ScriptedDsl : KernelEvaluator {
   search::Outcome evaluate(const Task& t, const Kernel& k, const std::string& label, int64_t, const std::string&) override {
-    search::Outcome o;
-    o.label = label;
-    o.status = Status::ok;
-    const double us = k.source.find("vector = 4") != std::string::npos ? 100 : 300;
-    for (const SizeSet* z : search::visible_sizes(t)) {
-      search::SizeResult r;
-      r.size = z->name;
-      r.status = Status::ok;
-      r.median_us = r.ci_low_us = r.ci_high_us = us;
-      r.sol_us = 50;
-      r.pct_sol = 50 / us;
-      r.bound = "memory";
-      r.weight = z->weight;
-      o.sizes.push_back(r);
-    }
-    return o;
+    return test_support::scripted_outcome(t, label, k.source.find("vector = 4") != std::string::npos ? 100 : 300);
   }
   std::map<std::string, search::Outcome> baselines(const Task& t) override {
     search::Outcome b = evaluate(t, Kernel{"dsl", "", std::nullopt, "naive"}, "baseline:naive", 0, "");
