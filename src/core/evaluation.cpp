@@ -6,13 +6,14 @@
 namespace ksol {
 namespace {
 
-constexpr std::array<std::pair<Status, const char*>, 6> kStatuses{{
+constexpr std::array<std::pair<Status, const char*>, 7> kStatuses{{
     {Status::ok, "ok"},
     {Status::failed, "failed"},
     {Status::suspect, "suspect"},
     {Status::no_gpu, "no_gpu"},
     {Status::skipped, "skipped"},
     {Status::unsupported, "unsupported"},
+    {Status::far_slower, "far_slower"},
 }};
 
 constexpr std::array<std::pair<Gate, const char*>, 10> kGates{{
@@ -47,7 +48,7 @@ SizeEvaluation protocol_violation(SizeEvaluation e, const std::string& why) {
   e.failed_gate = Gate::worker;
   e.error_class = "protocol_violation";
   e.message = why;
-  e.median_us = e.ci_low_us = e.ci_high_us = e.clock_mhz = 0;
+  e.median_us = e.ci_low_us = e.ci_high_us = e.clock_mhz = e.probe_us = 0;
   e.throttled = false;
   e.samples_us.clear();
   return e;
@@ -83,12 +84,23 @@ SizeEvaluation from_worker_result(const nlohmann::json& result) {
   auto msg = text("message");
   if (!status || !gate || !cls || !msg)
     return protocol_violation(std::move(e), "the worker's result has a status, failed_gate, error_class or message that is not a string");
-  // The worker decides only ok or failed; suspect, skipped, no_gpu and unsupported are the
-  // coordinator's conclusions and never taken from a reply.
-  if (*status != "ok" && *status != "failed")
-    return protocol_violation(std::move(e), "the worker's result has status '" + *status + "' (ok or failed expected)");
+  // The worker decides ok, failed or (asked for it) far_slower; suspect, skipped, no_gpu and
+  // unsupported are the coordinator's conclusions and never taken from a reply. Whether a
+  // far_slower was asked for is the coordinator's to check (Session::run_size).
+  if (*status != "ok" && *status != "failed" && *status != "far_slower")
+    return protocol_violation(std::move(e), "the worker's result has status '" + *status + "' (ok, failed or far_slower expected)");
   std::optional<Gate> g = parse_gate(*gate);
   if (!g) return protocol_violation(std::move(e), "the worker's result names a gate the protocol does not have: '" + *gate + "'");
+  if (*status == "far_slower") {
+    e.status = Status::far_slower;
+    if (*g != Gate::none) return protocol_violation(std::move(e), "the worker's result is far_slower with a failed gate");
+    if (result.contains("gates") && result["gates"].is_array()) e.gates = result["gates"];
+    e.message = *msg;
+    e.probe_us = probe_us_of(e.gates);
+    if (!(e.probe_us > 0)) return protocol_violation(std::move(e), "the worker's result is far_slower without a probe record of a positive time");
+    if (result.contains("timing")) return protocol_violation(std::move(e), "the worker's result is far_slower with a timing record");
+    return e;
+  }
   e.status = *status == "ok" ? Status::ok : Status::failed;
   if (e.ok() && *g != Gate::none) return protocol_violation(std::move(e), "the worker's result is ok with a failed gate");
   if (!e.ok() && *g == Gate::none) return protocol_violation(std::move(e), "the worker's result failed without naming a gate");
@@ -113,6 +125,13 @@ SizeEvaluation from_worker_result(const nlohmann::json& result) {
   return e;
 }
 
+double probe_us_of(const nlohmann::json& gates) {
+  if (!gates.is_array()) return 0;
+  for (const auto& g : gates)
+    if (g.is_object() && g.value("gate", "") == "probe" && g.contains("us") && g["us"].is_number()) return g["us"].get<double>();
+  return 0;
+}
+
 nlohmann::json to_json(const SizeEvaluation& e) {
   nlohmann::json j = {{"size", e.size}, {"hidden", e.hidden}, {"status", to_string(e.status)}};
   if (e.failed_gate != Gate::none) j["failed_gate"] = to_string(e.failed_gate);
@@ -121,6 +140,7 @@ nlohmann::json to_json(const SizeEvaluation& e) {
   if (e.median_us > 0)
     j["timing"] = {{"median_us", e.median_us}, {"ci_low_us", e.ci_low_us}, {"ci_high_us", e.ci_high_us},
                    {"clock_mhz", e.clock_mhz}, {"throttled", e.throttled}};
+  if (e.probe_us > 0) j["probe_us"] = e.probe_us;
   j["sol_us"] = e.sol_us;
   if (e.pct_sol > 0) j["pct_sol"] = e.pct_sol;
   if (!e.bound.empty()) j["bound"] = e.bound;

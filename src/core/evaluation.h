@@ -22,6 +22,10 @@ enum class Status {
   no_gpu,       // compiled and checked as far as a machine without a GPU can, not run
   skipped,      // already evaluated in the run this one resumes (its time is that run's)
   unsupported,  // no code generator implements this program for the task: an answer, not a failure
+  // A baseline stopped after its first call(s) at a size: far slower than the fastest baseline
+  // verified there, so it cannot be the comparator; neither verified nor timed in full, and never
+  // a result (probe_us holds its one call's time, not a median).
+  far_slower,
 };
 
 // Where an evaluation stopped, in the order the gates run (docs/HARNESS.md).
@@ -60,6 +64,8 @@ struct SizeEvaluation {
   // Speed-of-light at this size (filled by the coordinator from the task and the GPU's peaks).
   double sol_us = 0, pct_sol = 0, headroom = 0;
   std::string bound;  // memory | compute
+  // far_slower: the fastest of the calls that stopped it (one or two), in us; 0 otherwise.
+  double probe_us = 0;
   // Every gate's record as the harness wrote it ({gate, ok, ...}), in order.
   nlohmann::json gates = nlohmann::json::array();
   // Provenance: the seeds drawn and what re-running it needs (task, compile key, toolchain, ksol
@@ -80,6 +86,10 @@ struct SizeEvaluation {
 // the protocol does not have) is a failure at the worker gate, class protocol_violation, saying
 // what was wrong. SOL, seeds and provenance are the caller's to fill.
 SizeEvaluation from_worker_result(const nlohmann::json& result);
+
+// The time of a far_slower evaluation's stopping calls, from its gates (the "probe" record the
+// worker writes, which the store keeps); 0 when there is none.
+double probe_us_of(const nlohmann::json& gates);
 
 // The record as JSON (results.json, --json): the enums by name.
 nlohmann::json to_json(const SizeEvaluation& e);

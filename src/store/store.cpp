@@ -35,6 +35,10 @@ namespace {
 struct Migration {
   int version;
   const char* sql;
+  // SQLite cannot change a CHECK constraint in place: the table is made again, copied and
+  // renamed, with foreign keys off (else dropping the old table would delete the rows that
+  // reference it) and checked before the commit (SQLite's "12 steps" of ALTER TABLE).
+  bool rebuilds_table = false;
 };
 
 constexpr Migration kMigrations[] = {
@@ -154,6 +158,45 @@ CREATE TABLE llm_requests (
 );
 CREATE INDEX llm_requests_run ON llm_requests(run_id);
 )sql"},
+    // A baseline stopped after its first calls at a size, far slower than the fastest one there
+    // (status far_slower, core/evaluation.h), is recorded as such: the status list grows.
+    {5, R"sql(
+CREATE TABLE evaluations_new (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  candidate_id INTEGER NOT NULL,
+  task_id INTEGER NOT NULL REFERENCES tasks(id),
+  size_name TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'unsupported', 'suspect', 'no_gpu', 'far_slower')),
+  failed_gate TEXT,
+  error_class TEXT,
+  message TEXT,
+  gates_json TEXT NOT NULL,
+  median_us REAL,
+  ci_low_us REAL,
+  ci_high_us REAL,
+  sol_us REAL,
+  pct_sol REAL,
+  clock_mhz REAL,
+  throttled INTEGER NOT NULL DEFAULT 0 CHECK (throttled IN (0, 1)),
+  seeds_json TEXT NOT NULL,
+  rerun_json TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  worker_restarts INTEGER NOT NULL DEFAULT 0,
+  FOREIGN KEY (candidate_id, task_id) REFERENCES candidates(id, task_id)
+);
+INSERT INTO evaluations_new (id, run_id, candidate_id, task_id, size_name, status, failed_gate, error_class, message, gates_json,
+                             median_us, ci_low_us, ci_high_us, sol_us, pct_sol, clock_mhz, throttled, seeds_json, rerun_json,
+                             created_at, worker_restarts)
+  SELECT id, run_id, candidate_id, task_id, size_name, status, failed_gate, error_class, message, gates_json,
+         median_us, ci_low_us, ci_high_us, sol_us, pct_sol, clock_mhz, throttled, seeds_json, rerun_json,
+         created_at, worker_restarts FROM evaluations;
+DROP TABLE evaluations;
+ALTER TABLE evaluations_new RENAME TO evaluations;
+CREATE INDEX evaluations_by_run ON evaluations(run_id, candidate_id, size_name);
+CREATE INDEX evaluations_by_task ON evaluations(task_id, candidate_id);
+)sql",
+     true},
 };
 
 constexpr int kLatestVersion = kMigrations[std::size(kMigrations) - 1].version;
@@ -459,6 +502,15 @@ void Store::migrate(int target_version) {
   for (const Migration& m : kMigrations) {
     if (m.version > target_version) break;
     if (m.version <= seen) continue;
+    // Outside the transaction (SQLite ignores the pragma inside one), and on again however it ends.
+    struct ForeignKeysOff {
+      sqlite3* db;
+      bool on;
+      ~ForeignKeysOff() {
+        if (on) sqlite3_exec(db, "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr);
+      }
+    } fk_off{db_, m.rebuilds_table};
+    if (m.rebuilds_table) exec(db_, "PRAGMA foreign_keys = OFF");
     Transaction tx(db_);
     // Read again under the write lock: another process may have migrated since.
     seen = read_version(db_);
@@ -471,6 +523,12 @@ void Store::migrate(int target_version) {
       throw StoreError(path_ + " has schema version " + std::to_string(seen) + ", cannot apply migration " +
                        std::to_string(m.version));
     exec(db_, m.sql);
+    if (m.rebuilds_table) {
+      Statement check(db_, "PRAGMA foreign_key_check");
+      if (check.step())
+        throw StoreError("migration " + std::to_string(m.version) + " would leave a row whose reference is broken (table " + check.text_at(0) +
+                         ", row " + check.text_at(1) + ")");
+    }
     Statement s(db_, "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
     s.bind_int(1, m.version);
     s.bind_text(2, utc_now());

@@ -32,6 +32,26 @@ TEST(EvaluationRecord, AWorkersResultIsParsedOnce) {
   EXPECT_EQ(bad.message, "output 0: ...");
 }
 
+// A baseline the worker stopped after its first calls: not a failure, not a time; the calls' time
+// comes from its probe record and nothing else is read as a measurement.
+TEST(EvaluationRecord, AFarSlowerResultKeepsItsProbeTime) {
+  ksol::SizeEvaluation e = ksol::from_worker_result(
+      {{"status", "far_slower"}, {"message", "one call took 2200 us"},
+       {"gates", json::array({{{"gate", "probe"}, {"ok", false}, {"us", 2200.0}, {"calls_us", {2300.0, 2200.0}}, {"stop_above_us", 80.0}}})},
+       {"harness_seconds", {{"total", 0.01}}}});
+  EXPECT_EQ(e.status, Status::far_slower);
+  EXPECT_EQ(e.failed_gate, Gate::none);
+  EXPECT_FALSE(e.ok());
+  EXPECT_DOUBLE_EQ(e.probe_us, 2200.0);
+  EXPECT_EQ(e.median_us, 0);
+  EXPECT_EQ(e.message, "one call took 2200 us");
+  EXPECT_DOUBLE_EQ(e.harness_seconds(), 0.01);
+  json j = ksol::to_json(e);
+  EXPECT_EQ(j["status"], "far_slower");
+  EXPECT_DOUBLE_EQ(j["probe_us"].get<double>(), 2200.0);
+  EXPECT_FALSE(j.contains("timing"));
+}
+
 TEST(EvaluationRecord, WhatTheProtocolDoesNotAllowIsAViolation) {
   const std::vector<std::pair<json, std::string>> cases = {
       {json::array(), "not an object"},
@@ -41,6 +61,10 @@ TEST(EvaluationRecord, WhatTheProtocolDoesNotAllowIsAViolation) {
       {{{"status", "failed"}, {"message", "x"}}, "failed without naming a gate"},
       {{{"status", "ok"}, {"timing", {{"median_us", 0}}}}, "no positive median"},
       {{{"status", 1}}, "not a string"},
+      {{{"status", "far_slower"}, {"message", "x"}}, "far_slower without a probe record"},
+      {{{"status", "far_slower"}, {"failed_gate", "timing"}}, "far_slower with a failed gate"},
+      {{{"status", "far_slower"}, {"gates", json::array({{{"gate", "probe"}, {"us", 9.0}}})}, {"timing", {{"median_us", 9.0}}}},
+       "far_slower with a timing record"},
   };
   for (const auto& [result, why] : cases) {
     ksol::SizeEvaluation e = ksol::from_worker_result(result);
@@ -53,7 +77,7 @@ TEST(EvaluationRecord, WhatTheProtocolDoesNotAllowIsAViolation) {
 }
 
 TEST(EvaluationRecord, NamesRoundTrip) {
-  for (Status s : {Status::ok, Status::failed, Status::suspect, Status::no_gpu, Status::skipped, Status::unsupported})
+  for (Status s : {Status::ok, Status::failed, Status::suspect, Status::no_gpu, Status::skipped, Status::unsupported, Status::far_slower})
     EXPECT_EQ(ksol::parse_status(ksol::to_string(s)), s);
   for (Gate g : {Gate::none, Gate::static_scan, Gate::compile, Gate::load, Gate::launch, Gate::correctness, Gate::timing,
                  Gate::integrity, Gate::screen, Gate::worker})

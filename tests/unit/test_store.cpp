@@ -129,7 +129,7 @@ TEST_F(StoreTest, FreshFileGetsEveryMigration) {
   Store s = Store::open(path_);
   EXPECT_TRUE(fs::exists(path_));
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
-  EXPECT_EQ(Store::latest_schema_version(), 4);
+  EXPECT_EQ(Store::latest_schema_version(), 5);
 
   RawDb raw(path_);
   auto tables = raw.column("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
@@ -137,8 +137,10 @@ TEST_F(StoreTest, FreshFileGetsEveryMigration) {
   for (const char* t : {"tasks", "runs", "candidates", "evaluations", "samples", "calibrations", "run_reports", "llm_requests", "schema_version"})
     EXPECT_TRUE(got.count(t)) << "missing table " << t;
   EXPECT_EQ(raw.column("PRAGMA journal_mode"), std::vector<std::string>{"wal"});
-  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2", "3", "4"}));
+  EXPECT_EQ(raw.column("SELECT version FROM schema_version ORDER BY version"), (std::vector<std::string>{"1", "2", "3", "4", "5"}));
   EXPECT_TRUE(raw.columns_of("evaluations").count("worker_restarts"));
+  auto indexes = raw.column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'evaluations' ORDER BY name");
+  EXPECT_EQ(indexes, (std::vector<std::string>{"evaluations_by_run", "evaluations_by_task"}));
 }
 
 TEST_F(StoreTest, ReopenIsIdempotent) {
@@ -150,7 +152,7 @@ TEST_F(StoreTest, ReopenIsIdempotent) {
   Store s = Store::open(path_);
   EXPECT_EQ(s.schema_version(), Store::latest_schema_version());
   RawDb raw(path_);
-  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"4"});
+  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM schema_version"), std::vector<std::string>{"5"});
   ASSERT_TRUE(s.find_task("softmax"));
   EXPECT_EQ(s.find_task("softmax")->id, task);
 }
@@ -253,6 +255,64 @@ TEST_F(StoreTest, UpsertCandidateReturnsExistingId) {
   bad.language = "python";
   EXPECT_THROW(s.upsert_candidate(bad), StoreError);
   EXPECT_EQ(s.candidates_for_task(task).size(), 2u);
+}
+
+// Version 5 makes the evaluations table again (a CHECK constraint grew): the rows, their samples
+// and the references between them survive it, and foreign keys are enforced afterwards.
+TEST_F(StoreTest, VersionFourFileKeepsItsEvaluationsAndSamples) {
+  int64_t id = 0;
+  Fixture f{};
+  {
+    Store s = Store::open_at_version(path_, 4);
+    f = populate(s);
+    id = s.record_evaluation(measured(f, "large"));
+    RawDb raw(path_);
+    raw.exec("PRAGMA foreign_keys = ON");
+    EXPECT_THROW(raw.exec("INSERT INTO evaluations (run_id, candidate_id, task_id, size_name, status, gates_json, seeds_json, rerun_json, "
+                          "created_at) VALUES (" + std::to_string(f.run) + ", " + std::to_string(f.candidate) + ", " + std::to_string(f.task) +
+                          ", 'small', 'far_slower', '[]', '[]', '{}', 'now')"),
+                 std::runtime_error);
+  }
+  Store s = Store::open(path_);
+  EXPECT_EQ(s.schema_version(), 5);
+  auto back = s.find_evaluation(f.run, f.candidate, "large");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->id, id);
+  EXPECT_EQ(back->samples, measured(f, "large").samples);
+  EXPECT_EQ(back->worker_restarts, 1);
+  RawDb raw(path_);
+  raw.exec("PRAGMA foreign_keys = ON");
+  EXPECT_TRUE(raw.column("PRAGMA foreign_key_check").empty());
+  // The samples still belong to the evaluations table (deleting a row deletes its samples)...
+  raw.exec("DELETE FROM evaluations WHERE id = " + std::to_string(id));
+  EXPECT_EQ(raw.column("SELECT COUNT(*) FROM samples"), std::vector<std::string>{"0"});
+  // ... and an evaluation must still name a candidate of its task.
+  EXPECT_THROW(raw.exec("INSERT INTO evaluations (run_id, candidate_id, task_id, size_name, status, gates_json, seeds_json, rerun_json, "
+                        "created_at) VALUES (" + std::to_string(f.run) + ", 999, " + std::to_string(f.task) +
+                        ", 'small', 'ok', '[]', '[]', '{}', 'now')"),
+               std::runtime_error);
+}
+
+// A baseline stopped after its first calls (status far_slower) is stored as such, with the time
+// of those calls in its probe record, and read back the same way: a resumed search skips it.
+TEST_F(StoreTest, FarSlowerEvaluationRoundTrips) {
+  Store s = Store::open(path_);
+  Fixture f = populate(s);
+  SizeEvaluation e;
+  e.size = "large";
+  e.status = Status::far_slower;
+  e.message = "far slower than cublas (one call: 2200000 us, above 8x its median of 300 us): not verified or timed in full";
+  e.gates = nlohmann::json::array({{{"gate", "probe"}, {"ok", false}, {"us", 2200000.0}, {"calls_us", {2210000.0, 2200000.0}}, {"stop_above_us", 2400.0}}});
+  e.probe_us = 2200000.0;
+  e.sol_us = 40;
+  s.record(f.run, f.candidate, f.task, e);
+  auto back = s.find_evaluation(f.run, f.candidate, "large");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, Status::far_slower);
+  EXPECT_EQ(back->failed_gate, Gate::none);
+  EXPECT_EQ(back->message, e.message);
+  EXPECT_FALSE(back->median_us);
+  EXPECT_DOUBLE_EQ(probe_us_of(back->gates), 2200000.0);
 }
 
 TEST_F(StoreTest, AGateThisVersionDoesNotKnowIsAnErrorWhenRead) {
