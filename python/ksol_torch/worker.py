@@ -600,28 +600,33 @@ class Timer:
         t0 = _perf_ns()
         out = None
         while len(samples) < max_samples and (len(samples) < min_samples or (_perf_ns() - t0) < max_seconds * 1e9):
-            if self.device.startswith("cuda"):
-                _FLUSHING[0] = True
-                try:
-                    torch.sum(self.flush)  # reads the whole buffer: the L2 holds only its clean lines
-                finally:
-                    _FLUSHING[0] = False
-                # About 0.5 ms at H200 clocks: longer than the Python between the two records
-                # (allocating outputs, a ctypes call, torch.compile's guards), so the GPU meets
-                # the timed work already queued instead of idling inside the timed span.
-                _spin(SPIN_CYCLES)
-                a, b = _Event(enable_timing=True), _Event(enable_timing=True)
-                _record(a)
-                out = fn(*args)
-                _record(b)
-                _sync()
-                samples.append(_elapsed(a, b) * 1000.0)
-            else:
-                s = _perf_ns()
-                out = fn(*args)
-                samples.append((_perf_ns() - s) / 1000.0)
+            us, out = self.sample(fn, args)
+            samples.append(us)
         med, lo, hi = _median_ci(samples)
         return {"median_us": med, "ci_low_us": lo, "ci_high_us": hi, "samples": len(samples), "raw_us": samples}, out
+
+    def sample(self, fn, args):
+        """One timed call: its time in microseconds (on a GPU, the L2 flushed before it and the
+        events bracketing GPU work only) and its output."""
+        if not self.device.startswith("cuda"):
+            s = _perf_ns()
+            out = fn(*args)
+            return (_perf_ns() - s) / 1000.0, out
+        _FLUSHING[0] = True
+        try:
+            torch.sum(self.flush)  # reads the whole buffer: the L2 holds only its clean lines
+        finally:
+            _FLUSHING[0] = False
+        # About 0.5 ms at H200 clocks: longer than the Python between the two records
+        # (allocating outputs, a ctypes call, torch.compile's guards), so the GPU meets
+        # the timed work already queued instead of idling inside the timed span.
+        _spin(SPIN_CYCLES)
+        a, b = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(a)
+        out = fn(*args)
+        _record(b)
+        _sync()
+        return _elapsed(a, b) * 1000.0, out
 
 
 # --- one evaluation ----------------------------------------------------------------------------------
@@ -683,6 +688,28 @@ class AbiCandidate(torch.nn.Module):
         return abi.call_module(self.lib, inputs, self.params, self.out_specs, self.dims)
 
 
+def _abi_candidate(so_path, dims, expect_shapes, model, inputs0):
+    """A library built to ksol's ABI as the module's candidate: the tensor table is the forward's
+    inputs, the Model's parameters and buffers, then the outputs (the reference's shapes and
+    dtypes). With `expect_shapes` (the task's tensors at these dims, in order: the library was
+    generated for that task) the module's table must match it."""
+    with torch.no_grad():
+        specs = [(tuple(t.shape), t.dtype) for t in _flat(model(*inputs0))]
+    try:
+        cand = AbiCandidate(so_path, list(model.state_dict().values()), specs, dims or [])
+    except (OSError, AttributeError) as e:
+        raise GateFailure("load", "candidate_error", f"{so_path}: {e}")
+    if expect_shapes:
+        table = [tuple(x.shape) for x in inputs0 if isinstance(x, torch.Tensor)]
+        table += [tuple(p.shape) for p in model.state_dict().values()] + [sh for sh, _ in specs]
+        want = [(e["name"], tuple(e["shape"])) for e in expect_shapes]
+        if len(want) != len(table) or any(not abi.same_layout(w[1], t) for w, t in zip(want, table)):
+            raise GateFailure("load", "binding",
+                              "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
+                              "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))
+    return cand
+
+
 def _time_compiled(timer, model, inputs, options):
     """torch.compile(model, **options), compiled by a first call, then timed like eager; the
     compile's seconds beside the timing, or why it could not run."""
@@ -719,15 +746,17 @@ def _screen(prob, seeds, device, ref_out):
             "degenerate": v.verdict in screen_mod.DEGENERATE}
 
 
-def _stitched_candidate(pieces, model, inputs):
+def _stitched_candidate(pieces, model, inputs, plan=None):
     """The module with its DSL pieces (stitch.py) computed by their libraries, each called with
     its ABI table (its inputs, its parameters, its output); the ops the plan keeps run as PyTorch
     calls. The request's pieces must be the plan's, node for node (the libraries were built for
     those programs). Returns the candidate and the aten ops the kept calls make, which the
-    dispatch watch then allows: those calls are ksol's, declared in the plan, not the pieces'."""
+    dispatch watch then allows: those calls are ksol's, declared in the plan, not the pieces'.
+    `plan`: the module's split, where the caller made it already (a screen builds many
+    candidates of one module)."""
     from . import stitch as stitch_mod
 
-    plan = stitch_mod.split(model, inputs)
+    plan = plan or stitch_mod.split(model, inputs)
     want = [p.nodes for p in plan.pieces]
     got = [list(p.get("nodes", [])) for p in pieces]
     if got != want:
@@ -849,22 +878,7 @@ def _evaluate(req):
     kept_ops = frozenset()  # aten ops a stitched candidate's kept PyTorch calls make (ksol's code, not the candidate's)
     try:
         if req.get("candidate_so"):
-            # A library built to ksol's ABI: the tensor table is inputs, parameters, outputs.
-            with torch.no_grad():
-                specs = [(tuple(t.shape), t.dtype) for t in _flat(model(*inputs0))]
-            try:
-                cand = AbiCandidate(req["candidate_so"], list(model.state_dict().values()), specs, req.get("dims", []))
-            except (OSError, AttributeError) as e:
-                raise GateFailure("load", "candidate_error", f"{req['candidate_so']}: {e}")
-            if req.get("expect_shapes"):
-                # The library was generated for a task: its tensors must be the module's, in order.
-                table = [tuple(x.shape) for x in inputs0 if isinstance(x, torch.Tensor)]
-                table += [tuple(p.shape) for p in model.state_dict().values()] + [sh for sh, _ in specs]
-                want = [(e["name"], tuple(e["shape"])) for e in req["expect_shapes"]]
-                if len(want) != len(table) or any(not abi.same_layout(w[1], t) for w, t in zip(want, table)):
-                    raise GateFailure("load", "binding",
-                                      "the module's tensors (inputs, parameters, outputs) are " + ", ".join(str(list(t)) for t in table) +
-                                      "; the task's at these dims are " + ", ".join(f"{n} {list(sh)}" for n, sh in want))
+            cand = _abi_candidate(req["candidate_so"], req.get("dims", []), req.get("expect_shapes"), model, inputs0)
             _check_integrity(snap, threads, "while the candidate's library loaded")
         elif req.get("stitch"):
             cand, kept_ops = _stitched_candidate(req["stitch"], model, inputs0)
@@ -962,6 +976,161 @@ def _evaluate(req):
         _restore(snap)
         phases.end()
     return result
+
+
+class _BrokenDevice(Exception):
+    """The device is unusable after candidate `index` ran in a screen: the reply names it, and the
+    worker exits (the coordinator screens the others again in a fresh one)."""
+
+    def __init__(self, index, message):
+        super().__init__(message)
+        self.index, self.message = index, message
+
+
+def screen(req):
+    """Times a batch of built candidates on the module's inputs, interleaved: the search's cheap
+    first answer, which can only reject (nothing is checked here; what survives is evaluated in
+    full, every gate, by evaluate()). Each candidate is a library built to ksol's ABI ({"so",
+    "dims", "expect_shapes"}, as an eval request's candidate_so) or a stitched module ({"stitch":
+    pieces}, as an eval request's stitch). All run under the precision mode's switches on the
+    inputs the timing gate uses (the first seed's normal draw), timed by the timing gate's timer:
+    `warmup_calls` calls each, then round robin for `warmup_seconds`, then up to `rounds` rounds of
+    `samples_per_round` samples each, none started after `max_seconds` of sampling; after the first
+    round a candidate slower than `drop_above` times the fastest gets no more samples ("dropped").
+    Returns {"results": one per candidate, in order: status ok with median_us, ci_low_us, ci_high_us,
+    min_us, samples (the raw times) and dropped, or status failed with error_class and message},
+    phase_seconds}. PyTorch's TF32 switches are as they were after it."""
+    saved = _tf32_flags()
+    try:
+        return _screen_batch(req)
+    finally:
+        _set_tf32_flags(saved)
+
+
+def _screen_batch(req):
+    device = req.get("device") or ("cuda" if _cuda else "cpu")
+    seeds = [int(s) for s in req.get("seeds", [1, 2, 3])]
+    mode = check_precision(req.get("precision", "default"))
+    rounds = max(1, int(req.get("rounds", 5)))
+    per_round = max(1, int(req.get("samples_per_round", 2)))
+    warmup_calls = max(1, int(req.get("warmup_calls", 2)))
+    warmup_seconds = float(req.get("warmup_seconds", 0.05))
+    max_seconds = float(req.get("max_seconds", 10.0))
+    drop_above = float(req.get("drop_above", 3.0))
+    specs = req.get("candidates") or []
+    phases = _Phases(os.path.basename(str(req["problem"])) + " (screen)")
+    phases.start("setup")
+    prob = problem_mod.load(req["problem"])
+    flags = precision_flags(mode, _tf32_flags())
+    model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
+    inputs0 = _draw(prob, seeds[0], "normal", device)
+    timer = Timer(device)
+    _set_tf32_flags(flags)  # put back by screen()
+    results = [None] * len(specs)
+
+    def failed(k, error_class, message):
+        results[k] = {"status": "failed", "error_class": error_class, "message": message[:2000]}
+
+    def device_usable():
+        if not _cuda or not device.startswith("cuda"):
+            return True
+        try:
+            torch.cuda.synchronize()
+            torch.empty(1024, device=device).zero_()
+            torch.cuda.synchronize()
+            return True
+        except Exception:
+            return False
+
+    snap, threads = _snapshot(), _threads()
+    live = []  # (index, candidate)
+    samples = {}
+    try:
+        phases.start("load")
+        plan = None
+        for k, spec in enumerate(specs):
+            try:
+                if spec.get("stitch") is not None:
+                    if plan is None:
+                        from . import stitch as stitch_mod
+
+                        plan = stitch_mod.split(model, inputs0)
+                    cand, kept = _stitched_candidate(spec["stitch"], model, inputs0, plan)
+                else:
+                    cand, kept = _abi_candidate(spec["so"], spec.get("dims", []), spec.get("expect_shapes"), model, inputs0), frozenset()
+                _check_integrity(snap, threads, "while the candidate's library loaded")
+                # Its first calls under the dispatch watch: a library that asks PyTorch to compute
+                # would be refused by the correctness gate; it is not timed either.
+                with torch.no_grad(), _Watch(kept) as w:
+                    for _ in range(warmup_calls):
+                        cand(*inputs0)
+                _check_integrity(snap, threads, "during a call")
+                if w.calls:
+                    failed(k, "pytorch_fallback", "the candidate's forward asked PyTorch to compute (" +
+                           ", ".join(sorted(set(w.calls))[:8]) + ")")
+                    continue
+                live.append((k, cand))
+                samples[k] = []
+            except GateFailure as f:
+                failed(k, f.error_class, f.message)
+            except Exception as e:
+                failed(k, "candidate_error", f"the candidate raised {type(e).__name__}: {e}")
+                if not device_usable():
+                    raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+
+        phases.start("timing")
+
+        def one_round(count):
+            for k, cand in live:
+                if results[k] is not None or k in dropped:
+                    continue
+                try:
+                    with torch.no_grad():
+                        for _ in range(count):
+                            us, _ = timer.sample(cand, inputs0)
+                            samples[k].append(us)
+                except Exception as e:
+                    failed(k, "candidate_error", f"the candidate raised {type(e).__name__} in a timed call: {e}")
+                    if not device_usable():
+                        raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+
+        dropped = set()
+        t0 = _perf_ns()
+        while (_perf_ns() - t0) < warmup_seconds * 1e9 and live:
+            one_round(1)  # clocks up, every candidate's first-call work done
+        for k in samples:
+            samples[k] = []
+        t0 = _perf_ns()
+        for r in range(rounds):
+            if r > 0 and (_perf_ns() - t0) > max_seconds * 1e9:
+                break
+            one_round(per_round)
+            if r == 0:
+                meds = {k: _median_ci(v)[0] for k, v in samples.items() if v and results[k] is None}
+                fastest = min(meds.values(), default=0.0)
+                dropped |= {k for k, m in meds.items() if fastest > 0 and m > drop_above * fastest}
+        _check_integrity(snap, threads, "during the screen's timed calls")
+        for k, _ in live:
+            if results[k] is not None:
+                continue
+            xs = samples[k]
+            if not xs:
+                failed(k, "no_samples", "no time")
+                continue
+            med, lo, hi = _median_ci(xs)
+            results[k] = {"status": "ok", "median_us": med, "ci_low_us": lo, "ci_high_us": hi, "min_us": min(xs),
+                          "samples": xs, "dropped": k in dropped}
+    except GateFailure as f:
+        # Something broke the worker's own functions or started a thread: no time of this batch
+        # can be trusted, and the culprit is unknown.
+        for k in range(len(specs)):
+            if results[k] is None or results[k]["status"] == "ok":
+                failed(k, f.error_class, f.message)
+    finally:
+        live = None
+        _restore(snap)
+        phases.end()
+    return {"results": results, "phase_seconds": phases.seconds}
 
 
 def verify_module(prob, cand, device, seeds, rtol_scale=16.0, precision="strict"):
@@ -1157,6 +1326,25 @@ def serve(stdin=sys.stdin, stdout=None):
             out.write(json.dumps({"id": rid, "ok": True}) + "\n")
             out.flush()
             return 0
+        elif op == "screen":
+            before = _threads()
+            try:
+                rep = {"id": rid, "ok": True, "result": screen(req)}
+            except _BrokenDevice as e:
+                # As ksol-worker does: the device is unusable, and the reply names the candidate
+                # that broke it; the worker exits, and the coordinator screens the rest afresh.
+                out.write(json.dumps({"id": rid, "ok": False, "fatal": True, "candidate": e.index, "error": e.message[:500]}) + "\n")
+                out.flush()
+                os._exit(3)
+            except Exception as e:
+                rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+            if _new_threads(before):
+                rep["fatal"] = True
+                rep["ok"] = False
+                rep["error"] = "a candidate started a thread that lives on in the worker; the worker exits"
+                out.write(json.dumps(rep) + "\n")
+                out.flush()
+                os._exit(3)
         elif op == "eval":
             before = _threads()
             _STATE["threads_after_baselines"] = None

@@ -62,10 +62,6 @@ class ModuleEvaluator : public search::Evaluator {
     o.kernel = codegen::kernel_name(p);
     json req = candidate_request(t, p, label, &o.error);
     if (req.empty()) return o;
-    const SizeSet& s = t.sizes.at(0);
-    json shapes = json::array();
-    for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, s)}});
-    req["expect_shapes"] = shapes;
     WorkerReply r = w_.call(req, timeout_);
     search::SizeResult sr = size_result(t);
     if (!r.ok) {
@@ -103,7 +99,7 @@ class ModuleEvaluator : public search::Evaluator {
     const json& base = r.body["result"].value("baselines", json::object());
     // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
     // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
-    screen_ = r.body["result"].value("screen", json::object());
+    problem_screen_ = r.body["result"].value("screen", json::object());
     // The precision policy the baselines ran under (the worker's: mode, arithmetic, unit, why);
     // every candidate runs under the same mode.
     if (r.body["result"].contains("precision")) policy_ = r.body["result"]["precision"];
@@ -129,8 +125,77 @@ class ModuleEvaluator : public search::Evaluator {
     return out;
   }
 
-  // The last baselines() call's screening verdict ({} when the worker gave none).
-  const json& screen() const { return screen_; }
+  // The batch compiled together on every core (then built for the host's emulator under
+  // --emulate); the libraries are kept for the screen and the full evaluation.
+  std::vector<search::Built> build(const Task& t, const std::vector<search::BuildItem>& items) override {
+    std::vector<search::Built> out(items.size());
+    std::vector<CompileJob> jobs;
+    std::vector<size_t> which;
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (auto u = search::unsupported(t, *items[k].program, items[k].label)) {
+        out[k].ok = false;
+        out[k].error = "unsupported: " + u->error;
+        continue;
+      }
+      jobs.push_back(codegen::compile_job(t, *items[k].program, t.name + "/" + items[k].label + ".ksol"));
+      which.push_back(k);
+    }
+    std::vector<CompileResult> rs = compile_all(jobs);
+    for (size_t m = 0; m < rs.size(); ++m) {
+      search::Built& b = out[which[m]];
+      b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
+      std::string why;
+      if (!rs[m].ok) b.ok = false, b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
+      else if (library(t, *items[which[m]].program, items[which[m]].label, &why).empty()) b.ok = false, b.error = why;
+    }
+    return out;
+  }
+
+  bool screens() const override { return true; }
+
+  // The items timed on the module's inputs in one screen of the Python worker (timing only).
+  std::vector<search::ScreenTime> screen(const Task& t, const std::vector<search::BuildItem>& items, const std::string&,
+                                         double* worker_seconds) override {
+    std::vector<search::ScreenTime> out(items.size());
+    std::vector<json> cands;
+    std::vector<size_t> which;
+    for (size_t k = 0; k < items.size(); ++k) {
+      std::string why, so = library(t, *items[k].program, items[k].label, &why);
+      if (so.empty()) {
+        out[k].message = "does not build: " + why;
+        continue;
+      }
+      cands.push_back({{"so", so}, {"dims", dims_of(t)}, {"expect_shapes", shapes_of(t)}});
+      which.push_back(k);
+    }
+    ScreenBatch sb = screen_batch(cands);
+    if (worker_seconds) *worker_seconds = sb.worker_seconds;
+    search::take_screen_times(sb, which, out);
+    return out;
+  }
+
+  // Candidates ({"so", "dims", "expect_shapes"} or {"stitch": pieces}) timed in the Python
+  // worker's screen, in groups when one breaks the worker (coord/screen_batch.h).
+  ScreenBatch screen_batch(const std::vector<json>& cands) {
+    return screen_in_groups(cands.size(), [&](const std::vector<size_t>& group) {
+      json req = request();
+      req["op"] = "screen";
+      json list = json::array();
+      for (size_t i : group) list.push_back(cands[i]);
+      req["candidates"] = list;
+      const ScreenOptions so;
+      req["rounds"] = so.rounds;
+      req["samples_per_round"] = so.samples_per_round;
+      req["warmup_seconds"] = so.warmup_seconds;
+      req["max_seconds"] = so.max_seconds;
+      req["drop_above"] = so.drop_above;
+      // Loading the module, then each candidate's warm-up and a few samples.
+      return w_.call(req, std::min(timeout_, 120.0 + 10.0 * static_cast<double>(group.size())));
+    });
+  }
+
+  // The last baselines() call's screening verdict on the problem ({} when the worker gave none).
+  const json& problem_screen() const { return problem_screen_; }
   // The precision policy the baselines ran under ({"mode": ...} until baselines() has run).
   const json& precision() const { return policy_; }
 
@@ -176,26 +241,48 @@ class ModuleEvaluator : public search::Evaluator {
   // An eval request for program p built to the ABI (for the host emulator under --emulate) and
   // bound to the task's dims, no baselines; {} with *error set when it does not build.
   json candidate_request(const Task& t, const dsl::Program& p, const std::string& label, std::string* error) {
+    std::string so = library(t, p, label, error);
+    if (so.empty()) return json();
+    json req = request();
+    req["candidate_so"] = so;
+    req["baselines"] = false;
+    req["dims"] = dims_of(t);
+    req["expect_shapes"] = shapes_of(t);
+    return req;
+  }
+  // Program p's library, built to the ABI (for the host emulator under --emulate) once per
+  // program: its path, or "" with *why set when it does not build.
+  std::string library(const Task& t, const dsl::Program& p, const std::string& label, std::string* why) {
+    const std::string key = dsl::print_source(p);
+    if (auto it = libs_.find(key); it != libs_.end()) return it->second;
     CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
     if (!cr.ok) {
-      *error = cr.stage + " gate: " + cr.message.substr(0, 2000);
-      return json();
+      *why = cr.stage + " gate: " + cr.message.substr(0, 2000);
+      return "";
     }
-    json req = request();
-    req["candidate_so"] = cr.so_path;
+    std::string so = cr.so_path;
     if (emulate_) {
-      std::string why, so = host_library(t, p, &why);
+      std::string host_why;
+      so = host_library(t, p, &host_why);
       if (so.empty()) {
-        *error = "build for the emulator: " + why.substr(0, 2000);
-        return json();
+        *why = "build for the emulator: " + host_why.substr(0, 2000);
+        return "";
       }
-      req["candidate_so"] = so;
     }
-    req["baselines"] = false;
+    libs_[key] = so;
+    return so;
+  }
+  // The task's dims at its one size, as the library is called with them.
+  static json dims_of(const Task& t) {
     std::vector<int64_t> dims;
     for (auto& d : t.dims) dims.push_back(static_cast<int64_t>(std::llround(t.sizes.at(0).dims.at(d))));
-    req["dims"] = dims;
-    return req;
+    return dims;
+  }
+  // The task's tensors at its one size, in ABI order: the worker checks the module's against them.
+  static json shapes_of(const Task& t) {
+    json shapes = json::array();
+    for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, t.sizes.at(0))}});
+    return shapes;
   }
   json request() const {
     return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}, {"precision", precision_}};
@@ -227,7 +314,8 @@ class ModuleEvaluator : public search::Evaluator {
   std::optional<sol::DevicePeaks> peaks_;
   std::string precision_;
   bool emulate_ = false;
-  json screen_ = json::object();
+  std::map<std::string, std::string> libs_;  // by program text: its library
+  json problem_screen_ = json::object();
   json policy_ = {{"mode", precision_}};
 };
 
@@ -533,7 +621,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     doc["precision"] = ev.precision();
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
-    if (!ev.screen().empty()) item["screen"] = ev.screen();
+    if (!ev.problem_screen().empty()) item["screen"] = ev.problem_screen();
     item["kernelbench"] = {{"correct", false}, {"error", "not lowered: the faster baseline is returned"}};
     if (!stitch_why.empty()) item["reason"] = item["reason"].get<std::string>() + "; " + stitch_why;
     std::string best;
@@ -569,7 +657,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
           std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
           search::PieceEvaluator::Build build;
           if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
-          search::PieceEvaluator pe(pieces, i, run, base, build, module_sol_us);
+          search::PieceEvaluator pe(pieces, i, run, base, build, module_sol_us, [&](const std::vector<json>& stitched) {
+            std::vector<json> cands;
+            for (const json& ps : stitched) cands.push_back({{"stitch", ps}});
+            return ev.screen_batch(cands);
+          });
           search::OptimizeOptions o = a.search;
           o.prune = 0;
           o.profile = false;
@@ -633,7 +725,6 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
   std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed);
   search::OptimizeOptions o = a.search;
-  o.prune = 0;  // the Python worker has no screening pass
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
@@ -653,7 +744,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   else
     item["kernelbench"] = {{"correct", false}, {"error", "no candidate passed ksol's gates"}};
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
-  if (!ev.screen().empty()) item["screen"] = ev.screen();
+  if (!ev.problem_screen().empty()) item["screen"] = ev.problem_screen();
   doc["results"] = json::array({item});
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});

@@ -412,63 +412,15 @@ ScreenBatch Session::screen(const Task& t, const std::vector<std::string>& so_pa
   const SizeSet* s = t.find_size(o.size);
   if (!s) throw std::runtime_error("task " + t.name + " has no size '" + o.size + "'");
   References refs = compile_references(t);
-  auto screen_group = [&](auto& self, std::vector<size_t> group) -> void {
-    if (group.empty()) return;
+  return screen_in_groups(so_paths.size(), [&](const std::vector<size_t>& group) {
     std::vector<std::string> libs;
     for (size_t i : group) libs.push_back(so_paths[i]);
     nlohmann::json req = {{"op", "screen"}, {"task_dir", t.dir}, {"size", s->name}, {"size_dims", s->dims}, {"size_options", s->options},
                           {"candidates", libs}, {"reference_cpu_so", refs.cpu.so_path}, {"reference_gpu_so", refs.gpu.ok ? refs.gpu.so_path : ""},
                           {"timing_seed", timing_seed_of(o.seed)}, {"rounds", o.rounds}, {"samples_per_round", o.samples_per_round},
                           {"warmup_seconds", o.warmup_seconds}, {"max_seconds", o.max_seconds}, {"drop_above", o.drop_above}};
-    WorkerReply r = worker_->call(req, o.timeout_s);
-    ++out.calls;
-    out.worker_seconds += r.seconds;
-    if (r.ok && r.body.contains("result") && r.body["result"].contains("results") && r.body["result"]["results"].is_array() &&
-        r.body["result"]["results"].size() == group.size()) {
-      const nlohmann::json& res = r.body["result"]["results"];
-      for (size_t k = 0; k < group.size(); ++k) {
-        const nlohmann::json& j = res[k];
-        ScreenTime& st = out.times[group[k]];
-        auto num = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
-        st.status = j.value("status", "failed") == "ok" ? "ok" : "failed";
-        st.median_us = num("median_us");
-        st.ci_low_us = num("ci_low_us");
-        st.ci_high_us = num("ci_high_us");
-        st.min_us = num("min_us");
-        st.samples = j.contains("samples") && j["samples"].is_array() ? static_cast<int>(j["samples"].size()) : 0;
-        st.dropped = j.value("dropped", false);
-        st.error_class = j.value("error_class", "");
-        st.message = j.value("message", "");
-        if (st.status == "ok" && st.median_us <= 0) st.status = "failed", st.error_class = "no_samples", st.message = "no time";
-      }
-      return;
-    }
-    // The worker broke under the group. A sticky CUDA error names its candidate; otherwise the
-    // culprit is unknown while the group holds more than one.
-    std::string why = r.ok ? "the worker's screen reply is malformed" : r.failure + ": " + r.message;
-    int named = r.body.is_object() && r.body.contains("candidate") && r.body["candidate"].is_number_integer() ? r.body["candidate"].get<int>() : -1;
-    if (named >= 0 && static_cast<size_t>(named) < group.size()) {
-      ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
-      st.error_class = "sticky_cuda_error";
-      st.message = why;
-      group.erase(group.begin() + named);
-      self(self, group);
-      return;
-    }
-    if (group.size() == 1) {
-      ScreenTime& st = out.times[group[0]];
-      st.error_class = r.failure == "timeout" ? "timeout" : r.failure == "crash" ? "crash" : "worker_error";
-      st.message = why;
-      return;
-    }
-    std::vector<size_t> a(group.begin(), group.begin() + static_cast<long>(group.size() / 2)), b(group.begin() + static_cast<long>(group.size() / 2), group.end());
-    self(self, a);
-    self(self, b);
-  };
-  std::vector<size_t> all(so_paths.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  screen_group(screen_group, all);
-  return out;
+    return worker_->call(req, o.timeout_s);
+  });
 }
 
 }  // namespace ksol

@@ -13,6 +13,7 @@
 
 #include "compile/compiler.h"
 #include "core/evaluation.h"
+#include "coord/screen_batch.h"
 #include "coord/worker_client.h"
 #include "sol/peaks.h"
 #include "store/store.h"
@@ -41,32 +42,10 @@ struct CandidateOutcome {
   bool all_ok() const;
 };
 
-// The search's screen (harness.h's ScreenRequest): candidates timed at one size, timing only,
-// in one worker call. `seed` is the search's master seed, so the screen's inputs are the timing
-// inputs of the candidates' full evaluations (EvalOptions::seed), which then find them cached.
-struct ScreenOptions {
-  std::string size;
-  uint64_t seed = 0;
-  int rounds = 5, samples_per_round = 2;
-  double warmup_seconds = 0.05;
-  double max_seconds = 10;
-  double drop_above = 3.0;
-  double timeout_s = 120;  // per worker call
-};
-
-struct ScreenTime {
-  std::string status = "failed";  // ok | failed (never a verdict on correctness: nothing was checked)
-  double median_us = 0, ci_low_us = 0, ci_high_us = 0, min_us = 0;
-  int samples = 0;
-  bool dropped = false;            // stopped after the first round: far slower than the fastest
-  std::string error_class, message;
-};
-
-struct ScreenBatch {
-  std::vector<ScreenTime> times;   // one per library, in order
-  double worker_seconds = 0;       // wall time of the worker calls (the GPU held)
-  int calls = 0;                   // worker calls (more than one when a candidate broke one)
-};
+// The search's screen (harness.h's ScreenRequest; coord/screen_batch.h): candidates timed at one
+// size, timing only, in one worker call. ScreenOptions' `seed` is the search's master seed, so the
+// screen's inputs are the timing inputs of the candidates' full evaluations (EvalOptions::seed),
+// which then find them cached.
 
 class Session {
  public:

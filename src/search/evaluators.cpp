@@ -168,6 +168,11 @@ std::vector<ScreenTime> SessionEvaluator::screen(const Task& t, const std::vecto
   so.timeout_s = std::min(timeout_s_, 60.0 + 10.0 * static_cast<double>(libs.size()));
   ScreenBatch sb = s_.screen(t, libs, so);
   if (worker_seconds) *worker_seconds = sb.worker_seconds;
+  take_screen_times(sb, which, out);
+  return out;
+}
+
+void take_screen_times(const ksol::ScreenBatch& sb, const std::vector<size_t>& which, std::vector<ScreenTime>& out) {
   for (size_t m = 0; m < which.size() && m < sb.times.size(); ++m) {
     const ksol::ScreenTime& s = sb.times[m];
     ScreenTime& r = out[which[m]];
@@ -179,7 +184,6 @@ std::vector<ScreenTime> SessionEvaluator::screen(const Task& t, const std::vecto
     r.dropped = s.dropped;
     r.message = s.status == "ok" ? "" : s.error_class + (s.message.empty() ? "" : ": " + s.message);
   }
-  return out;
 }
 
 void SessionEvaluator::record_screened(const Task& t, int64_t candidate_id, const std::string& size, const ScreenTime& st,

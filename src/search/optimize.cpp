@@ -940,7 +940,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         a.outcome.status = Status::failed;
         a.outcome.screened = true;
         a.outcome.error = "screened in (" + fmt(a.screen_ratio, 3) + "x the best's time) but not verified: the task's time ran out";
-        a.note = "screened out: " + a.outcome.error;
+        a.note = a.outcome.error;
         ++res.screened;
         ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
         continue;

@@ -22,6 +22,7 @@
 #include "agents/expert.h"
 #include "codegen/codegen.h"
 #include "compile/compiler.h"
+#include "coord/screen_batch.h"
 #include "core/evaluation.h"
 #include "dsl/ir.h"
 #include "search/run_budget.h"
@@ -108,6 +109,10 @@ struct ScreenTime {
   bool dropped = false;           // far slower than the fastest after its first round
   std::string message;
 };
+
+// The search's screen times from a coordinator's batch: the batch's m-th library is item
+// `which[m]`'s; the other items keep what `out` holds for them.
+void take_screen_times(const ksol::ScreenBatch& sb, const std::vector<size_t>& which, std::vector<ScreenTime>& out);
 
 class Evaluator {
  public:

@@ -42,28 +42,78 @@ nlohmann::json PieceEvaluator::with_piece(const std::string& so_path, const std:
   return p;
 }
 
+std::string PieceEvaluator::library(const Task& t, const dsl::Program& p, const std::string& label, std::string* why) {
+  if (auto it = libs_.find(label); it != libs_.end()) return it->second;
+  std::string so;
+  if (build_) {
+    so = build_(t, p, label, why);
+  } else {
+    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
+    if (!cr.ok) *why = cr.stage + " gate: " + cr.message.substr(0, 2000);
+    else so = cr.so_path;
+  }
+  if (!so.empty()) libs_[label] = so;
+  return so;
+}
+
+std::vector<Built> PieceEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
+  std::vector<Built> out(items.size());
+  std::vector<CompileJob> jobs;
+  std::vector<size_t> which;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const BuildItem& it = items[k];
+    if (auto u = unsupported(t, *it.program, it.label)) {
+      out[k].ok = false;
+      out[k].error = "unsupported: " + u->error;
+    } else if (build_) {
+      std::string why;
+      if (library(t, *it.program, it.label, &why).empty()) out[k].ok = false, out[k].error = "build: " + why.substr(0, 2000);
+    } else {
+      jobs.push_back(codegen::compile_job(t, *it.program, t.name + "/" + it.label + ".ksol"));
+      which.push_back(k);
+    }
+  }
+  std::vector<CompileResult> rs = compile_all(jobs);
+  for (size_t m = 0; m < rs.size(); ++m) {
+    Built& b = out[which[m]];
+    b.ok = rs[m].ok;
+    b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
+    if (!rs[m].ok) b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
+    else libs_[items[which[m]].label] = rs[m].so_path;
+  }
+  return out;
+}
+
+std::vector<ScreenTime> PieceEvaluator::screen(const Task& t, const std::vector<BuildItem>& items, const std::string&, double* worker_seconds) {
+  std::vector<ScreenTime> out(items.size());
+  if (!screen_) return out;
+  std::vector<nlohmann::json> stitched;
+  std::vector<size_t> which;
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::string why, so = library(t, *items[k].program, items[k].label, &why);
+    if (so.empty()) {
+      out[k].message = "does not build: " + why;
+      continue;
+    }
+    stitched.push_back(with_piece(so, codegen::kernel_name(*items[k].program)));
+    which.push_back(k);
+  }
+  ksol::ScreenBatch sb = screen_(stitched);
+  if (worker_seconds) *worker_seconds = sb.worker_seconds;
+  take_screen_times(sb, which, out);
+  return out;
+}
+
 Outcome PieceEvaluator::evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t, const std::string&) {
   if (auto u = unsupported(t, p, label)) return *u;
   Outcome o;
   o.label = label;
   o.kernel = codegen::kernel_name(p);
-  std::string so;
-  if (build_) {
-    std::string why;
-    so = build_(t, p, label, &why);
-    if (so.empty()) {
-      o.error = "build: " + why.substr(0, 2000);
-      return o;
-    }
-  } else {
-    CompileResult cr = compile(codegen::compile_job(t, p, t.name + "/" + label + ".ksol"));
-    if (!cr.ok) {
-      o.error = cr.stage + " gate: " + cr.message.substr(0, 2000);
-      return o;
-    }
-    so = cr.so_path;
+  std::string why, so = library(t, p, label, &why);
+  if (so.empty()) {
+    o.error = (build_ ? "build: " : "") + why.substr(0, 2000);
+    return o;
   }
-  libs_[label] = so;
   Outcome r = stitched_outcome(run_(with_piece(so, o.kernel)), label, sol_us_);
   r.kernel = o.kernel;
   return r;

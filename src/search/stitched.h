@@ -30,12 +30,21 @@ class PieceEvaluator : public Evaluator {
   // `build` (optional) makes a candidate's library instead of nvcc (ksol optimize --emulate
   // builds for the host's CUDA emulator): the library's path, or "" with the reason in `why`.
   using Build = std::function<std::string(const Task&, const dsl::Program&, const std::string& label, std::string* why)>;
+  // `screen` (optional) times stitched modules, each given as the request's pieces, in one
+  // screen (the Python worker's): with it the search screens a batch and verifies only its
+  // contenders; without it every candidate is evaluated in full.
+  using Screen = std::function<ksol::ScreenBatch(const std::vector<nlohmann::json>& stitched)>;
   PieceEvaluator(nlohmann::json pieces, size_t index, std::function<StitchedRun(const nlohmann::json&)> run,
-                 std::map<std::string, Outcome> baselines, Build build = nullptr, double sol_us = 0)
+                 std::map<std::string, Outcome> baselines, Build build = nullptr, double sol_us = 0, Screen screen = nullptr)
       : pieces_(std::move(pieces)), index_(index), run_(std::move(run)), baselines_(std::move(baselines)), build_(std::move(build)),
-        sol_us_(sol_us) {}
+        screen_(std::move(screen)), sol_us_(sol_us) {}
   Outcome evaluate(const Task& t, const dsl::Program& p, const std::string& label, int64_t parent, const std::string& method) override;
   std::map<std::string, Outcome> baselines(const Task& t) override;
+  // Builds a batch's libraries (nvcc on every core, or `build` one by one), kept by label.
+  std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
+  bool screens() const override { return static_cast<bool>(screen_); }
+  // The module timed with each item's library in the piece's place, in one screen.
+  std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
   // The pieces with the searched one's library replaced (what a candidate was evaluated as).
   nlohmann::json with_piece(const std::string& so_path, const std::string& kernel) const;
   // The library each evaluated candidate was built into, by label (c0, c1, ...).
@@ -46,8 +55,11 @@ class PieceEvaluator : public Evaluator {
   size_t index_;
   std::function<StitchedRun(const nlohmann::json&)> run_;
   std::map<std::string, Outcome> baselines_;
+  // The library of a program (built now when no build() made it): its path, or "" with `why`.
+  std::string library(const Task& t, const dsl::Program& p, const std::string& label, std::string* why);
   std::map<std::string, std::string> libs_;
   Build build_;
+  Screen screen_;
   double sol_us_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // ksol import kernelbench end to end: the CLI drives the PyTorch front end (PyTorch on the CPU)
 // on the test problems in tests/torch, and the front end's own unit tests run from here too.
 #include <gtest/gtest.h>
+
+#include <regex>
 #include <unistd.h>
 
 #include <filesystem>
@@ -216,6 +218,7 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
   auto dir = std::filesystem::temp_directory_path() / ("ksol-emu-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
+  std::string last_output;
   auto run = [&](const std::string& rel, const std::string& name, std::vector<std::string> more = {}) {
     std::string json_path = (dir / (name + ".json")).string();
     std::vector<std::string> cmd = {ksol_bin(), "optimize", src(rel), "--emulate", "--budget-candidates", "3", "--json-out",
@@ -224,6 +227,7 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
     ksol::ProcessResult r = ksol::run_process(cmd, 900);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("never a result"), std::string::npos) << r.output;
+    last_output = r.output;
     return nlohmann::json::parse(ksol::read_file(json_path));
   };
   // An earlier run's kept programs in the report folder go before this run's report is written.
@@ -237,7 +241,14 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   EXPECT_NE(ksol::read_file((dir / "one" / "report.md").string()).find("Precision: strict (fp32:"), std::string::npos);
   const auto& r1 = one["results"][0];
   EXPECT_EQ(r1["candidates"], 3) << r1.dump(1);
-  for (auto& a : r1["trajectory"]) EXPECT_EQ(a["status"], "ok") << a.dump(1);
+  // The seed in full; the rest screened together in the Python worker, its contenders then in full.
+  EXPECT_EQ(r1["trajectory"][0]["status"], "ok") << r1.dump(1);
+  for (size_t c = 1; c < r1["trajectory"].size(); ++c) {
+    const auto& a = r1["trajectory"][c];
+    EXPECT_TRUE(a["status"] == "ok" || a["status"] == "screened") << a.dump(1);
+    EXPECT_EQ(a["screen"].value("sizes", ""), "module") << a.dump(1);
+    EXPECT_GT(a["screen"].value("ratio_to_best", 0.0), 0.0) << a.dump(1);
+  }
   EXPECT_TRUE(r1["use_baseline"].get<bool>()) << "an emulated kernel is never faster than eager on the CPU";
   // The worker's screening for degenerate outputs travels with the baselines into the JSON.
   EXPECT_EQ(r1["screen"].value("verdict", ""), "ok") << r1.dump(1);
@@ -260,6 +271,8 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   // Two pieces around the kept convolution: the ReLU and the max pool (the direct family).
   ASSERT_EQ(r2["piece_search"].size(), 2u) << r2.dump(1);
   for (auto& ps : r2["piece_search"]) EXPECT_EQ(ps["candidates"], 3) << r2.dump(1);
+  // A generation of a piece is its candidates screened together (without a screen, one each).
+  EXPECT_TRUE(std::regex_search(last_output, std::regex("\\[piece 0\\] [^\n]*: gen 1: 2 tried"))) << last_output;
   EXPECT_EQ(r2["pieces"].size(), 2u);
   // The stitched module's report folder: the JSON, the Markdown and HTML showing the stitched
   // result, and the piece's program where its search found a faster schedule.

@@ -141,7 +141,7 @@ class AbiCandidates(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="ksol-abi-")
         root = os.path.join(HERE, "..", "..")
         cls.libs = {}
-        for name, flags in (("ok", []), ("wrong", ["-DKSOL_WRONG"]), ("fail", ["-DKSOL_FAIL"])):
+        for name, flags in (("ok", []), ("wrong", ["-DKSOL_WRONG"]), ("fail", ["-DKSOL_FAIL"]), ("slow", ["-DKSOL_REPEAT=2000"])):
             out = os.path.join(cls.dir, f"gemm_relu_{name}.so")
             subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", os.path.join(root, "include"), *flags,
                             cand("gemm_relu_abi.c"), "-o", out], check=True)
@@ -182,18 +182,46 @@ class AbiCandidates(unittest.TestCase):
         self.assertIn("ksol_run returned 7", r["message"])
 
 
+    def test_screen_times_a_batch_and_only_rejects(self):
+        spec = lambda name, **kw: dict({"so": self.libs[name], "dims": [8, 32, 16]}, **kw)
+        shapes = [{"name": "X", "shape": [8, 32]}, {"name": "W", "shape": [16, 32]}, {"name": "B", "shape": [16]},
+                  {"name": "Y", "shape": [8, 17]}]
+        r = worker.screen({"problem": PROBLEM, "device": "cpu", "seeds": [3, 4, 5], "rounds": 3, "samples_per_round": 2,
+                           "candidates": [spec("ok"), spec("fail"), spec("ok", expect_shapes=shapes), spec("wrong"), spec("slow")]})
+        ok, fail, binding, wrong, slow = r["results"]
+        self.assertEqual(ok["status"], "ok", ok)
+        self.assertGreater(ok["median_us"], 0)
+        self.assertEqual(len(ok["samples"]), 6)
+        self.assertLessEqual(ok["ci_low_us"], ok["median_us"])
+        self.assertLessEqual(ok["median_us"], ok["ci_high_us"])
+        self.assertFalse(ok["dropped"])
+        self.assertEqual((fail["status"], fail["error_class"]), ("failed", "candidate_error"), fail)
+        self.assertIn("ksol_run returned 7", fail["message"])
+        self.assertEqual((binding["status"], binding["error_class"]), ("failed", "binding"), binding)
+        # A screen checks nothing: a wrong library is timed, and the full evaluation refuses it.
+        self.assertEqual(wrong["status"], "ok", wrong)
+        # Far slower than the fastest after the first round: no more samples.
+        self.assertEqual(slow["status"], "ok", slow)
+        self.assertTrue(slow["dropped"], slow)
+        self.assertEqual(len(slow["samples"]), 2)
+        self.assertGreater(slow["median_us"], 3 * ok["median_us"])
+        self.assertIn("timing", r["phase_seconds"])
+
+
 class Protocol(unittest.TestCase):
     def test_hello_eval_exit_over_pipes(self):
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
         reqs = [{"id": 7, "op": "hello"},
                 {"id": 8, "op": "eval", "problem": PROBLEM, "candidate": cand("gemm_relu_numpy.py"), "device": "cpu",
                  "seeds": [1, 2, 3], "baselines": False},
-                {"id": 9, "op": "nope"}, {"id": 10, "op": "exit"}]
+                {"id": 9, "op": "nope"},
+                {"id": 11, "op": "screen", "problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3], "candidates": []},
+                {"id": 10, "op": "exit"}]
         p = subprocess.run([sys.executable, "-m", "ksol_torch", "worker"], input="".join(json.dumps(r) + "\n" for r in reqs),
                            capture_output=True, text=True, env=env, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = [json.loads(l) for l in p.stdout.splitlines()]
-        self.assertEqual([l["id"] for l in lines], [7, 8, 9, 10], p.stdout)
+        self.assertEqual([l["id"] for l in lines], [7, 8, 9, 11, 10], p.stdout)
         self.assertTrue(lines[0]["ok"])
         self.assertEqual(lines[0]["protocol"], 1)
         self.assertEqual(lines[1]["result"]["status"], "ok", lines[1])
@@ -203,6 +231,7 @@ class Protocol(unittest.TestCase):
         self.assertRegex(p.stderr, r"01_gemm_relu.py: correctness [0-9.]+ s")
         self.assertFalse(lines[2]["ok"])
         self.assertIn("unknown op", lines[2]["error"])
+        self.assertEqual(lines[3]["result"]["results"], [], lines[3])
 
     def test_threads_torch_compile_keeps_are_not_the_candidates(self):
         # torch.compile starts a pool of compile workers on first use and keeps it (found on the

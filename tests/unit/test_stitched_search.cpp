@@ -123,3 +123,73 @@ TEST(StitchedSearch, AFailedOrSilentWorkerIsAFailedCandidate) {
   EXPECT_FALSE(lie.ok()) << "ten times faster than speed-of-light";
   EXPECT_EQ(lie.sizes.at(0).status, Status::suspect);
 }
+
+// With the worker's screen, a generation is timed in one call, the module with each candidate's
+// library in the piece's place, and only its contenders are evaluated in full.
+TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
+  std::string file = source_root() + "/tests/torch/problems/03_conv_bn_relu.py";
+  json piece = relu_piece();
+  Task t = lowered_task(piece, file, "_p0");
+  dsl::Program seed = dsl::parse_program(piece["program"].get<std::string>(), "p0.ksol");
+  json pieces = json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
+                             {{"nodes", {"other"}}, {"so", "/nowhere/other.so"}, {"dims", {4}}, {"kernel", "other"}}});
+  int runs = 0, screens = 0;
+  size_t screened = 0;
+  auto run = [&](const json& ps) {
+    ++runs;
+    search::StitchedRun r;
+    r.ok = true;
+    double us = cost(ps[0]["kernel"].get<std::string>());
+    r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us * 0.999}, {"ci_high_us", us * 1.001}}}};
+    return r;
+  };
+  auto screen = [&](const std::vector<json>& stitched) {
+    ++screens;
+    screened += stitched.size();
+    ScreenBatch sb;
+    for (const json& ps : stitched) {
+      EXPECT_EQ(ps[1]["so"], "/nowhere/other.so") << "the other piece stays as it is";
+      EXPECT_NE(ps[0]["so"], "/nowhere/seed.so") << "each candidate's own library is in the piece's place";
+      ScreenTime st;
+      st.status = "ok";
+      st.median_us = st.ci_low_us = st.ci_high_us = cost(ps[0]["kernel"].get<std::string>());
+      st.samples = 10;
+      sb.times.push_back(st);
+    }
+    sb.worker_seconds = 0.1;
+    return sb;
+  };
+  search::Outcome eager;
+  eager.status = Status::ok;
+  search::SizeResult es;
+  es.size = "module";
+  es.status = Status::ok;
+  es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
+  eager.sizes.push_back(es);
+  search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}}, nullptr, 0, screen);
+  ASSERT_TRUE(pe.screens());
+
+  agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  auto agent = agents::make_agent("expert", k, 1);
+  search::OptimizeOptions o;
+  o.max_candidates = 12;
+  o.budget_seconds = 0;
+  o.profile = false;
+  o.target_sol = 0;
+  o.prefetch = false;
+  search::OptimizeResult r = search::optimize(t, seed, pe, *agent, o);
+
+  ASSERT_GE(r.best, 0);
+  EXPECT_EQ(r.trajectory.size(), 12u);
+  EXPECT_GE(screens, 1);
+  // Every screen holds the best beside the generation's candidates.
+  EXPECT_EQ(screened, static_cast<size_t>(screens) + r.trajectory.size() - 1);
+  EXPECT_EQ(runs, r.verified) << "a full evaluation for the seed and each contender only";
+  EXPECT_LT(runs, static_cast<int>(r.trajectory.size()));
+  EXPECT_GT(r.screened, 0);
+  for (const search::Attempt& a : r.trajectory)
+    if (a.index > 0) EXPECT_TRUE(a.outcome.screened || a.outcome.ok()) << a.note;
+  const search::Attempt& best = r.trajectory[r.best];
+  EXPECT_LT(best.outcome.score_us(), r.trajectory[0].outcome.score_us()) << "the expert found nothing faster than the seed";
+  EXPECT_DOUBLE_EQ(best.outcome.score_us(), cost(best.outcome.kernel));
+}

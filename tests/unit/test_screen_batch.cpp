@@ -1,0 +1,110 @@
+// A screen's batch through a worker that may break under it (src/coord/screen_batch.h): the
+// replies' times land on their libraries, a reply that names its culprit has that library blamed,
+// and a group that breaks the worker without naming one is halved until the culprit is alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "coord/screen_batch.h"
+
+using namespace ksol;
+using nlohmann::json;
+
+namespace {
+
+// A worker over libraries 0..n-1: library `crash` kills it, library `sticky` leaves a sticky CUDA
+// error that the reply names; the others take 10 * (index + 1) us.
+struct FakeWorker {
+  int crash = -1, sticky = -1;
+  std::vector<std::vector<size_t>> calls;
+  WorkerReply operator()(const std::vector<size_t>& group) {
+    calls.push_back(group);
+    WorkerReply r;
+    r.seconds = 1;
+    for (size_t k = 0; k < group.size(); ++k) {
+      if (static_cast<int>(group[k]) == crash) {
+        r.failure = "crash";
+        r.message = "the worker died (signal 11)";
+        return r;
+      }
+      if (static_cast<int>(group[k]) == sticky) {
+        r.failure = "fatal";
+        r.message = "an illegal memory access";
+        r.body = {{"ok", false}, {"fatal", true}, {"candidate", k}};
+        return r;
+      }
+    }
+    r.ok = true;
+    json results = json::array();
+    for (size_t i : group) {
+      double us = 10.0 * static_cast<double>(i + 1);
+      results.push_back({{"status", "ok"}, {"median_us", us}, {"ci_low_us", us}, {"ci_high_us", us}, {"min_us", us},
+                         {"samples", {us, us, us}}, {"dropped", i == 3}});
+    }
+    r.body = {{"ok", true}, {"result", {{"results", results}}}};
+    return r;
+  }
+};
+
+}  // namespace
+
+TEST(ScreenBatch, OneCallTimesTheWholeBatch) {
+  FakeWorker w;
+  ScreenBatch sb = screen_in_groups(5, std::ref(w));
+  ASSERT_EQ(sb.times.size(), 5u);
+  EXPECT_EQ(sb.calls, 1);
+  EXPECT_DOUBLE_EQ(sb.worker_seconds, 1.0);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(sb.times[i].status, "ok");
+    EXPECT_DOUBLE_EQ(sb.times[i].median_us, 10.0 * static_cast<double>(i + 1));
+    EXPECT_EQ(sb.times[i].samples, 3);
+    EXPECT_EQ(sb.times[i].dropped, i == 3);
+  }
+  EXPECT_EQ(screen_in_groups(0, std::ref(w)).calls, 0) << "nothing to screen: no call";
+}
+
+TEST(ScreenBatch, ACrashIsBlamedOnItsLibraryAlone) {
+  FakeWorker w;
+  w.crash = 5;
+  ScreenBatch sb = screen_in_groups(8, std::ref(w));
+  for (size_t i = 0; i < 8; ++i) {
+    if (i == 5) {
+      EXPECT_EQ(sb.times[i].status, "failed");
+      EXPECT_EQ(sb.times[i].error_class, "crash");
+      EXPECT_NE(sb.times[i].message.find("signal 11"), std::string::npos) << sb.times[i].message;
+    } else {
+      EXPECT_EQ(sb.times[i].status, "ok") << i << ": " << sb.times[i].message;
+    }
+  }
+  // Halved until the culprit was alone: 8, 4+4, 2+2 (of the broken half), 1+1 (of the broken pair).
+  EXPECT_EQ(sb.calls, 7);
+  EXPECT_NE(std::find(w.calls.begin(), w.calls.end(), std::vector<size_t>{5}), w.calls.end());
+}
+
+TEST(ScreenBatch, ANamedCulpritIsDroppedAndTheRestScreenedAgain) {
+  FakeWorker w;
+  w.sticky = 2;
+  ScreenBatch sb = screen_in_groups(4, std::ref(w));
+  EXPECT_EQ(sb.calls, 2);
+  EXPECT_EQ(sb.times[2].error_class, "sticky_cuda_error");
+  EXPECT_NE(sb.times[2].message.find("illegal memory access"), std::string::npos);
+  EXPECT_EQ(w.calls[1], (std::vector<size_t>{0, 1, 3}));
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(sb.times[i].status, "ok");
+}
+
+TEST(ScreenBatch, AMalformedReplyIsNoTime) {
+  auto short_reply = [](const std::vector<size_t>& group) {
+    WorkerReply r;
+    r.ok = true;
+    r.body = {{"result", {{"results", json::array({{{"status", "ok"}, {"median_us", 0.0}}})}}}};
+    if (group.size() == 1) return r;  // one result for one library: read, but it has no time
+    r.body["result"]["results"] = json::array();  // too few results for the group
+    return r;
+  };
+  ScreenBatch sb = screen_in_groups(2, short_reply);
+  EXPECT_EQ(sb.calls, 3);
+  for (auto& st : sb.times) {
+    EXPECT_EQ(st.status, "failed");
+    EXPECT_EQ(st.error_class, "no_samples");
+  }
+}
