@@ -1,7 +1,7 @@
 """The Python evaluation worker: KernelBench-format candidates (a file defining `ModelNew`, its
 kernels built with torch.utils.cpp_extension or loaded through ctypes) run against a problem's
 `Model`, verified in float64 and timed, through the same line protocol as ksol-worker
-(docs/PROTOCOL.md): one JSON object per line each way, `hello`, `eval`, `exit`.
+(docs/PROTOCOL.md): one JSON object per line each way, `hello`, `eval`, `screen`, `exit`.
 
     python3 -m ksol_torch worker          # reads requests on stdin
 
