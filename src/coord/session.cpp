@@ -334,6 +334,7 @@ std::optional<SizeEvaluation> Session::resumed(const Task& t, const SizeSet& s, 
     e.failed_gate = prev->failed_gate;
     e.error_class = prev->error_class.value_or("");
     e.message = prev->message.value_or("");
+    e.probe_us = probe_us_of(prev->gates);
   }
   return e;
 }
@@ -375,6 +376,11 @@ SizeEvaluation Session::run_size(const Task& t, const SizeSet& s, const CompileR
                         {"size_dims", s.dims}, {"size_options", s.options}};
   if (!o.timing.is_null()) req["timing"] = o.timing;
   if (auto pr = o.prune_above_us.find(s.name); pr != o.prune_above_us.end() && pr->second > 0) req["prune_above_us"] = pr->second;
+  const FarSlowerLimit* limit = nullptr;
+  if (auto fs = o.far_slower.find(s.name); fs != o.far_slower.end() && fs->second.above_us() > 0) {
+    limit = &fs->second;
+    req["stop_above_us"] = limit->above_us();
+  }
   WorkerReply r = worker_->call(req, o.timeout_s);
   if (!r.ok)
     return failed(Gate::worker,
@@ -387,6 +393,17 @@ SizeEvaluation Session::run_size(const Task& t, const SizeSet& s, const CompileR
   nlohmann::json provenance = std::move(e.provenance);
   std::vector<uint64_t> seeds = std::move(e.seeds);
   e = from_worker_result(r.body["result"]);
+  if (e.status == Status::far_slower) {
+    if (limit) {
+      e.message = far_slower_message(*limit, e.probe_us);
+    } else {
+      e.status = Status::failed;
+      e.failed_gate = Gate::worker;
+      e.error_class = "protocol_violation";
+      e.message = "the worker stopped the evaluation as far slower than the fastest baseline, which the request did not ask for";
+      e.probe_us = 0;
+    }
+  }
   if (e.error_class == "protocol_violation" && e.failed_gate == Gate::worker) worker_->stop();
   e.seeds = std::move(seeds);
   e.provenance = std::move(provenance);

@@ -33,6 +33,10 @@ struct EvalOptions {
   // Search screening, per size name: time first and stop (gate "screen") above this median; the
   // sizes after a screened-out one are not evaluated (see EvalRequest::prune_above_us).
   std::map<std::string, double> prune_above_us;
+  // A search's baselines, per size name: stop a baseline after its first call(s) there (status
+  // far_slower) above the limit (core/evaluation.h, EvalRequest::stop_above_us). Empty: every
+  // kernel verified and timed in full.
+  std::map<std::string, FarSlowerLimit> far_slower;
 };
 
 struct CandidateOutcome {

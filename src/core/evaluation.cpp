@@ -1,6 +1,7 @@
 #include "core/evaluation.h"
 
 #include <array>
+#include <cstdio>
 #include <utility>
 
 namespace ksol {
@@ -123,6 +124,19 @@ SizeEvaluation from_worker_result(const nlohmann::json& result) {
   if (e.ok() && !(e.median_us > 0) && result.contains("timing"))
     return protocol_violation(std::move(e), "the worker's result is ok with a timing record but no positive median");
   return e;
+}
+
+std::string far_slower_message(const FarSlowerLimit& limit, double probe_us) {
+  auto text = [](double v, int prec) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", prec, v);
+    return std::string(b);
+  };
+  auto us = [&](double v) { return text(v, v >= 100 ? 0 : 2); };
+  char factor[32];
+  std::snprintf(factor, sizeof factor, "%.3g", limit.factor);
+  return "far slower than " + limit.than + " (one call: " + us(probe_us) + " us, above " + factor + "x its median of " + us(limit.than_us) +
+         " us): not verified or timed in full";
 }
 
 double probe_us_of(const nlohmann::json& gates) {

@@ -87,6 +87,19 @@ struct SizeEvaluation {
 // what was wrong. SOL, seeds and provenance are the caller's to fill.
 SizeEvaluation from_worker_result(const nlohmann::json& result);
 
+// A baseline's early stop at one size (status far_slower): its first call(s) there taking more
+// than `factor` times the median of `than`, the fastest baseline verified there so far, it cannot
+// be the comparator and is not verified or timed in full.
+struct FarSlowerLimit {
+  std::string than;    // the fastest baseline's name
+  double than_us = 0;  // its verified median at the size
+  double factor = 0;
+  double above_us() const { return than_us * factor; }
+};
+// What a far_slower evaluation says: "far slower than cublas (one call: 2204310 us, above 8x its
+// median of 7700 us): not verified or timed in full".
+std::string far_slower_message(const FarSlowerLimit& limit, double probe_us);
+
 // The time of a far_slower evaluation's stopping calls, from its gates (the "probe" record the
 // worker writes, which the store keeps); 0 when there is none.
 double probe_us_of(const nlohmann::json& gates);

@@ -251,40 +251,11 @@ class Evaluator {
       // in every phase (free memory included).
       allocate_timing_sets();
       if (isolated_) start_launcher();
-      if (req_.time && req_.prune_above_us > 0) {
-        // Screening for a search: a candidate slower than the best so far is rejected after a
-        // timing pass alone (unverified: it is never a result); a faster one is then evaluated
-        // in full, timing included, as if the screen had not happened.
-        nlohmann::json screen;
-        add_time(phase_.timing, [&] { timing(screen, false); });
-        const nlohmann::json& st = screen["timing"];
-        out["screen"] = {{"median_us", st["median_us"]}, {"ci_low_us", st["ci_low_us"]}, {"ci_high_us", st["ci_high_us"]},
-                         {"samples", st["samples"]}, {"prune_above_us", req_.prune_above_us}};
-        if (st["ci_low_us"].get<double>() > req_.prune_above_us) {
-          std::ostringstream m;
-          m << "screened out: median " << st["median_us"].get<double>() << " us (95% CI from " << st["ci_low_us"].get<double>()
-            << ") is above " << req_.prune_above_us << " us, the search's limit from the best so far; not verified";
-          throw GateFailure{"screen", "slower_than_best", m.str()};
-        }
+      const bool stopped = req_.stop_above_us > 0 && add_time(phase_.probe, [&] { return far_slower(out); });
+      if (!stopped) {
+        gates(out);
+        out["status"] = "ok";
       }
-      if (req_.check) {
-        add_time(phase_.correctness, [&] { correctness(out); });
-        out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
-      }
-      if (req_.time)
-        add_time(phase_.timing, [&] {
-          // A bracket refused when another process's burst on the host or the device slowed the
-          // round trips is timed once more on fresh calls, under the same rule; a launcher whose
-          // times are short fails both. The first refusal stays in the record.
-          try {
-            timing(out, req_.defences.on("verify-timed"));
-          } catch (const GateFailure& f) {
-            if (f.error_class != "timing_inconsistent") throw;
-            timing(out, req_.defences.on("verify-timed"));
-            out["timing"]["bracket_refused_first"] = f.message;
-          }
-        });
-      out["status"] = "ok";
     } catch (const GateFailure& f) {
       out["status"] = "failed";
       out["failed_gate"] = f.gate;
@@ -332,7 +303,7 @@ class Evaluator {
                          {"misses", cache_misses_},
                          {"cases", device_cases_ ? "device" : "host"},
                          {"inputs_drawn", plan_.device_inputs ? "device" : "host"}};
-    out["harness_seconds"] = {{"total", phase_.total},         {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
+    out["harness_seconds"] = {{"total", phase_.total},         {"probe", phase_.probe}, {"correctness_gate", phase_.correctness}, {"timing_gate", phase_.timing},
                               {"generate_inputs", phase_.generate}, {"references", phase_.reference},      {"checked_calls", phase_.checks},
                               {"verified_timed_calls", phase_.verify},
                               {"launcher_start", phase_.launcher_start}, {"launcher_round_trips", phase_.launcher_round_trips},
@@ -342,6 +313,44 @@ class Evaluator {
   }
 
  private:
+  // The gates once the launcher has started: the search's screen where asked, then correctness and
+  // timing; a refusal throws GateFailure.
+  void gates(nlohmann::json& out) {
+    if (req_.time && req_.prune_above_us > 0) {
+      // Screening for a search: a candidate slower than the best so far is rejected after a
+      // timing pass alone (unverified: it is never a result); a faster one is then evaluated
+      // in full, timing included, as if the screen had not happened.
+      nlohmann::json screen;
+      add_time(phase_.timing, [&] { timing(screen, false); });
+      const nlohmann::json& st = screen["timing"];
+      out["screen"] = {{"median_us", st["median_us"]}, {"ci_low_us", st["ci_low_us"]}, {"ci_high_us", st["ci_high_us"]},
+                       {"samples", st["samples"]}, {"prune_above_us", req_.prune_above_us}};
+      if (st["ci_low_us"].get<double>() > req_.prune_above_us) {
+        std::ostringstream m;
+        m << "screened out: median " << st["median_us"].get<double>() << " us (95% CI from " << st["ci_low_us"].get<double>()
+          << ") is above " << req_.prune_above_us << " us, the search's limit from the best so far; not verified";
+        throw GateFailure{"screen", "slower_than_best", m.str()};
+      }
+    }
+    if (req_.check) {
+      add_time(phase_.correctness, [&] { correctness(out); });
+      out["gates"].push_back({{"gate", "correctness"}, {"ok", true}, {"calls", checked_calls_}});
+    }
+    if (req_.time)
+      add_time(phase_.timing, [&] {
+        // A bracket refused when another process's burst on the host or the device slowed the
+        // round trips is timed once more on fresh calls, under the same rule; a launcher whose
+        // times are short fails both. The first refusal stays in the record.
+        try {
+          timing(out, req_.defences.on("verify-timed"));
+        } catch (const GateFailure& f) {
+          if (f.error_class != "timing_inconsistent") throw;
+          timing(out, req_.defences.on("verify-timed"));
+          out["timing"]["bracket_refused_first"] = f.message;
+        }
+      });
+  }
+
   // After a failure the candidate's work may still be running: wait for it and make sure the
   // context still works, so a later evaluation is never blamed for this one.
   void settle() {
@@ -882,6 +891,51 @@ class Evaluator {
     return checked;
   }
 
+  // A baseline in a search (EvalRequest::stop_above_us): its first call on a timing input, and a
+  // second one when the first is above the limit. True, with the verdict in `out`, when both are
+  // above it: far slower than the fastest baseline here, so not verified or timed any further.
+  // The launcher's own event time is used, not the harness's round trip: the round trip would
+  // stop a fast kernel on a limit of a few microseconds, and a candidate that reports itself
+  // slower than it is only stops itself.
+  bool far_slower(nlohmann::json& out) {
+    const Defences& d = req_.defences;
+    const double limit = req_.stop_above_us;
+    prepare_input_cases();
+    set_case_.assign(timing_sets_.size(), 0);
+    Poison poison = d.on("poison") && d.on("finite-poison") ? Poison::random : Poison::none;
+    Event e0, e1;
+    std::vector<double> calls;
+    for (int i = 0; i < 2; ++i) {
+      load_case(0, i % static_cast<int>(input_cases_.size()));
+      prepare(timing_sets_[0], poison);
+      const std::string label = "probe call " + std::to_string(i);
+      Launch l = launch(timing_sets_[0], e0.e, e1.e, label);
+      if (l.rc != 0) throw GateFailure{"launch", "returned_error", "ksol_run returned " + std::to_string(l.rc) + " (" + label + ")"};
+      double us = l.us;
+      if (!iso_) {
+        CK(cudaEventSynchronize(e1.e));
+        CK(cudaDeviceSynchronize());
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0.e, e1.e));
+        us = ms * 1000.0;
+      }
+      calls.push_back(us);
+      if (us <= limit) break;
+    }
+    const double fastest = *std::min_element(calls.begin(), calls.end());
+    const bool stop = fastest > limit;
+    out["probe"] = {{"calls_us", calls}, {"us", fastest}, {"stop_above_us", limit}, {"stopped", stop}};
+    if (!stop) return false;
+    std::ostringstream m;
+    m << "one call took " << fastest << " us" << (calls.size() > 1 ? " (the faster of two)" : "") << ", above the limit of " << limit
+      << " us: not verified or timed in full";
+    out["status"] = "far_slower";
+    out["message"] = m.str();
+    out["gates"].push_back({{"gate", "probe"}, {"ok", false}, {"us", fastest}, {"calls_us", calls}, {"stop_above_us", limit}});
+    return true;
+  }
+
   // Times the candidate on the rotation sets; `verifying`: a random subset of the timed calls and
   // the call after the last one are verified (the verify-timed defence; off only for the search's
   // screening pass, which can only reject).
@@ -1030,7 +1084,8 @@ class Evaluator {
   struct Phases {
     // `checks`: the correctness gate's checked calls, the candidate's own run time included;
     // `verify`: the timing gate's checks of its kept calls and of the call after the last sample.
-    double total = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0, verify = 0;
+    // `probe`: a baseline's first calls, when the request set stop_above_us.
+    double total = 0, probe = 0, correctness = 0, timing = 0, generate = 0, reference = 0, checks = 0, verify = 0;
     // Isolation: waiting for and setting up the launcher; its round trips' overhead; waiting for
     // the next evaluation's launcher before timing.
     double launcher_start = 0, launcher_round_trips = 0, launcher_spare = 0;

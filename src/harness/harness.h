@@ -56,6 +56,12 @@ struct EvalRequest {
   // (status "failed", gate "screen", error class "slower_than_best") when its median is above
   // this; otherwise the evaluation runs in full. It can only reject, never accept.
   double prune_above_us = 0;
+  // A baseline in a search: > 0 calls the candidate once on a timing input before anything else
+  // (once more when that call is above this, since a first call may carry a library's one-time
+  // setup) and stops there, status "far_slower", when every such call took longer than this (us):
+  // far slower than the fastest baseline at this size, it cannot be the comparator. Otherwise the
+  // evaluation runs in full, as if the calls had not happened. It can only stop, never accept.
+  double stop_above_us = 0;
   TimingConfig timing;
   Defences defences;
 };

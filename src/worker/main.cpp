@@ -44,6 +44,7 @@ ksol::EvalRequest parse_eval(const json& r) {
   q.time = r.value("time", true);
   q.check = r.value("check", true);
   q.prune_above_us = r.value("prune_above_us", 0.0);
+  q.stop_above_us = r.value("stop_above_us", 0.0);
   if (r.contains("timing")) {
     const json& t = r["timing"];
     q.timing.min_samples = t.value("min_samples", q.timing.min_samples);

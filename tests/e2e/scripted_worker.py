@@ -3,7 +3,8 @@
 request, so the coordinator's timeouts, crash handling and restarts are tested without a GPU.
 
 Each eval request's candidate_so names a behaviour by its file name: ok, crash, hang, fatal,
-garbage, wrong (a failed correctness gate). A screen request times every library at SCRIPTED_US. With SCRIPTED_LOG set, each eval appends
+garbage, wrong (a failed correctness gate), far (stopped as far slower than the fastest baseline,
+asked or not; an eval with stop_above_us below SCRIPTED_US is stopped so too). A screen request times every library at SCRIPTED_US. With SCRIPTED_LOG set, each eval appends
 "<device> <candidate_so>" to that file (device: the --device argument, else 0; under mpirun
 r<rank>:<device>), so tests can see
 which worker evaluated what. With SCRIPTED_KILL_RANK=R, the first eval a worker of MPI rank R
@@ -50,6 +51,13 @@ for line in sys.stdin:
         if mode == "wrong":
             res = {"status": "failed", "failed_gate": "correctness", "error_class": "wrong_result",
                    "message": "output 'y': 3 of 10 elements out of tolerance", "gates": []}
+        elif mode == "far" or (req.get("stop_above_us", 0) > 0 and float(os.environ.get("SCRIPTED_US", "100")) > req["stop_above_us"]):
+            # A baseline stopped after its first calls (mode "far": whether asked or not).
+            us = float(os.environ.get("SCRIPTED_US", "100"))
+            res = {"status": "far_slower", "message": f"one call took {us} us",
+                   "gates": [{"gate": "probe", "ok": False, "us": us, "calls_us": [us * 1.1, us],
+                              "stop_above_us": req.get("stop_above_us", 0)}],
+                   "harness_seconds": {"total": 0.002, "probe": 0.002}}
         elif req.get("prune_above_us", 0) > 0 and float(os.environ.get("SCRIPTED_US", "100")) > req["prune_above_us"]:
             res = {"status": "failed", "failed_gate": "screen", "error_class": "slower_than_best",
                    "message": f"screened out: above {req['prune_above_us']} us", "gates": []}

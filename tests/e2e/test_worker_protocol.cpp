@@ -212,6 +212,74 @@ TEST(Session, AScreenedOutSizeEndsTheEvaluation) {
   EXPECT_FALSE(a.all_ok());
 }
 
+// A search's baseline with an early stop at a size (EvalOptions::far_slower): the request carries
+// the limit, a stopped size is far_slower with the fastest baseline named and its one call's time,
+// the other sizes run in full, the store keeps it and a resumed run reuses it as it was. A worker
+// that stops an evaluation nobody asked to stop breaks the protocol.
+TEST(Session, AFarSlowerBaselineIsRecordedAndResumed) {
+  std::string dir = temp_dir("far_slower");
+  setenv("KSOL_CACHE_DIR", (dir + "/cache").c_str(), 1);
+  Task t = load_task(resolve_task_path("scan_f32"));
+  CompileResult c;
+  c.ok = true;
+  c.so_path = dir + "/ok.so";
+  c.key = "ok";
+  CompileJob job;
+  job.source_path = "naive.cu";
+  job.source_text = "// a naive baseline";
+  Session::Options so;
+  so.store_path = dir + "/ksol.db";
+  so.worker_argv = {scripted()};
+  EvalOptions o;
+  o.sizes = {"small", "odd"};
+  o.far_slower = {{"small", {"cub", 10, 8}}, {"odd", {"cub", 50, 8}}};  // the scripted baseline takes 100 us: above 80, below 400
+  int64_t run = 0;
+  {
+    Session s(so);
+    ASSERT_TRUE(s.has_gpu());
+    run = s.begin_run("far_slower");
+    CandidateOutcome a = s.evaluate(t, job, "baseline:naive", "baseline:naive", o, &c);
+    ASSERT_EQ(a.sizes.size(), 2u);
+    EXPECT_EQ(a.sizes[0].status, Status::far_slower);
+    EXPECT_EQ(a.sizes[0].failed_gate, Gate::none);
+    EXPECT_DOUBLE_EQ(a.sizes[0].probe_us, 100);
+    EXPECT_EQ(a.sizes[0].median_us, 0);
+    EXPECT_EQ(a.sizes[0].message, "far slower than cub (one call: 100 us, above 8x its median of 10.00 us): not verified or timed in full");
+    EXPECT_EQ(a.sizes[0].raw.value("status", ""), "far_slower");
+    EXPECT_EQ(a.sizes[1].status, Status::ok);
+    EXPECT_FALSE(a.all_ok());
+    store::Store* st = s.store();
+    auto row = st->find_evaluation(run, st->evaluations_for_run(run)[0].candidate_id, "small");
+    ASSERT_TRUE(row);
+    EXPECT_EQ(row->status, Status::far_slower);
+    EXPECT_DOUBLE_EQ(probe_us_of(row->gates), 100);
+  }
+  {
+    Session s(so);
+    s.begin_run("resume", {{"resume_of", run}});
+    EvalOptions r = o;
+    r.resume_run = run;
+    CandidateOutcome a = s.evaluate(t, job, "baseline:naive", "baseline:naive", r, &c);
+    ASSERT_EQ(a.sizes.size(), 2u);
+    EXPECT_EQ(a.sizes[0].status, Status::far_slower);
+    EXPECT_DOUBLE_EQ(a.sizes[0].probe_us, 100);
+    EXPECT_NE(a.sizes[0].message.find("far slower than cub"), std::string::npos) << a.sizes[0].message;
+    EXPECT_EQ(a.sizes[1].status, Status::skipped);
+  }
+  {
+    Session s(so);
+    EvalOptions plain;
+    plain.sizes = {"small"};
+    CompileResult far = c;
+    far.so_path = dir + "/far.so";
+    CandidateOutcome a = s.evaluate(t, job, "baseline:naive", "baseline:naive", plain, &far);
+    ASSERT_EQ(a.sizes.size(), 1u);
+    EXPECT_EQ(a.sizes[0].status, Status::failed);
+    EXPECT_EQ(a.sizes[0].failed_gate, Gate::worker);
+    EXPECT_EQ(a.sizes[0].error_class, "protocol_violation");
+  }
+}
+
 TEST(Session, SuspectWhenFasterThanSpeedOfLight) {
   std::string dir = temp_dir("suspect");
   setenv("SCRIPTED_US", "0.001", 1);

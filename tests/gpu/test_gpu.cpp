@@ -4,8 +4,11 @@
 
 #include <cstdlib>
 
+#include "compile/compiler.h"
+#include "coord/session.h"
 #include "coord/worker_client.h"
 #include "core/util.h"
+#include "task/task.h"
 
 #include <nlohmann/json.hpp>
 
@@ -120,4 +123,48 @@ TEST(Gpu, DeviceCasesGiveTheHostsVerdicts) {
       EXPECT_NEAR(worst[0], worst[1], 0.05 * worst[1] + 1e-9) << c.task;
     }
   }
+}
+
+// A baseline's early stop on the device (EvalRequest::stop_above_us): gemm_f32's naive kernel at
+// 2048^3 against a limit of 1 us stops after its first calls (far_slower, their time recorded,
+// no correctness or timing gate run, in a fraction of a full evaluation's time); against a limit
+// it is under, the same evaluation runs every gate as without one, its probe call on record.
+TEST(Gpu, AFarSlowerBaselineStopsAfterItsFirstCalls) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  ksol::Task t = ksol::load_task(ksol::resolve_task_path("gemm_f32"));
+  const ksol::BaselineSpec* naive = nullptr;
+  for (const auto& b : t.baselines)
+    if (b.name == "naive") naive = &b;
+  ASSERT_TRUE(naive);
+  ksol::Session::Options so;
+  so.worker_argv = {bin_dir() + "/ksol-worker"};
+  ksol::Session s(so);
+  ASSERT_TRUE(s.has_gpu()) << s.gpu_reason();
+  ksol::EvalOptions o;
+  o.sizes = {"medium"};
+  o.seed = 12345;
+  o.far_slower = {{"medium", {"cublas", 1.0 / 8, 8}}};
+  ksol::CandidateOutcome stopped = s.evaluate(t, ksol::baseline_job(t, *naive), "baseline:naive", "baseline:naive", o);
+  ASSERT_EQ(stopped.sizes.size(), 1u);
+  const ksol::SizeEvaluation& e = stopped.sizes[0];
+  EXPECT_EQ(e.status, ksol::Status::far_slower) << e.message << "\n" << e.raw.dump(1);
+  EXPECT_GT(e.probe_us, 1.0);
+  EXPECT_EQ(e.median_us, 0);
+  EXPECT_NE(e.message.find("far slower than cublas"), std::string::npos) << e.message;
+  EXPECT_EQ(e.raw["probe"]["calls_us"].size(), 2u) << e.raw.dump(1);  // the first call above the limit gets a second
+  for (const auto& g : e.gates) EXPECT_NE(g.value("gate", ""), "correctness") << e.raw.dump(1);
+  o.far_slower = {{"medium", {"cublas", 1e9, 8}}};
+  ksol::CandidateOutcome full = s.evaluate(t, ksol::baseline_job(t, *naive), "baseline:naive", "baseline:naive", o);
+  ASSERT_EQ(full.sizes.size(), 1u);
+  const ksol::SizeEvaluation& f = full.sizes[0];
+  EXPECT_EQ(f.status, ksol::Status::ok) << f.message;
+  EXPECT_GT(f.median_us, 0);
+  EXPECT_EQ(f.raw["probe"]["stopped"], false) << f.raw.dump(1);
+  EXPECT_EQ(f.raw["probe"]["calls_us"].size(), 1u) << f.raw.dump(1);
+  // The probe's one call agrees with the timed median within the factor it is judged by.
+  double call = f.raw["probe"]["us"].get<double>();
+  EXPECT_LT(call, 8 * f.median_us);
+  EXPECT_GT(call, f.median_us / 8);
+  EXPECT_LT(e.harness_seconds(), f.harness_seconds()) << "stopping early must be cheaper than the full evaluation";
 }
