@@ -563,7 +563,8 @@ KernelLoopResult Loop::run(const Kernel& start) {
   // The result: the best kernel against the fastest baseline, never slower than it.
   const search::Attempt* b = r.best_attempt();
   r.speedup_vs_baseline = b ? search::speedup(r.baseline_best, b->outcome) : 0;
-  if (auto nv = r.baselines.find("naive"); nv != r.baselines.end() && b) r.speedup_vs_naive = search::speedup(nv->second, b->outcome);
+  if (auto nv = r.baselines.find("naive"); nv != r.baselines.end() && b)
+    r.speedup_vs_naive = search::speedup_vs_naive(nv->second, b->outcome, &r.naive_from_one_call);
   r.use_baseline = !b || (r.speedup_vs_baseline > 0 && r.speedup_vs_baseline < 1.0);
   r.pct_sol_after = r.use_baseline ? r.baseline_best.pct_sol() : b->outcome.pct_sol();
   if (b && !r.use_baseline) {

@@ -281,21 +281,23 @@ Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, con
 }
 
 std::map<std::string, Outcome> SessionEvaluator::baselines_hidden(const Task& t) {
-  std::map<std::string, Outcome> out;
   EvalOptions eo = options_for(hidden_sizes(t), resume_, timeout_s_);
-  if (eo.sizes.empty()) return out;
+  if (eo.sizes.empty()) return {};
   eo.seed = grade_seed(t);
-  for (auto& b : t.baselines) out[b.name] = outcome_of(t, s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo));
-  return out;
+  return baselines_with(t, eo);
 }
 
 std::map<std::string, Outcome> SessionEvaluator::baselines(const Task& t) {
+  EvalOptions eo = visible_options(t, resume_, timeout_s_);
+  eo.seed = search_seed(t);
+  return baselines_with(t, eo);
+}
+
+std::map<std::string, Outcome> SessionEvaluator::baselines_with(const Task& t, EvalOptions eo) {
   std::map<std::string, Outcome> out;
-  for (auto& b : t.baselines) {
-    EvalOptions eo = visible_options(t, resume_, timeout_s_);
-    eo.seed = search_seed(t);
-    CandidateOutcome co = s_.evaluate(t, baseline_job(t, b), "baseline:" + b.name, "baseline:" + b.name, eo);
-    out[b.name] = outcome_of(t, co);
+  for (const BaselineSpec* b : baseline_order(t)) {
+    eo.far_slower = far_slower_limits(out, baseline_stop_factor);
+    out[b->name] = outcome_of(t, s_.evaluate(t, baseline_job(t, *b), "baseline:" + b->name, "baseline:" + b->name, eo));
   }
   return out;
 }
@@ -483,16 +485,32 @@ std::map<std::string, Outcome> ScriptedEvaluator::baselines(const Task& t) { ret
 
 std::map<std::string, Outcome> ScriptedEvaluator::baselines_on(const std::vector<const SizeSet*>& sizes) {
   std::map<std::string, Outcome> out;
-  for (auto& [name, us] : baseline_us) {
+  std::vector<std::pair<std::string, double>> order;
+  for (auto& [name, us] : baseline_us)
+    if (name != "naive") order.emplace_back(name, us);
+  if (baseline_us.count("naive")) order.emplace_back("naive", baseline_us.at("naive"));
+  for (auto& [name, us] : order) {
     Outcome o;
     o.label = "baseline:" + name;
     o.status = Status::ok;
+    const std::map<std::string, FarSlowerLimit> limits = far_slower_limits(out, baseline_stop_factor);
     for (auto* sz : sizes) {
       SizeResult r;
       r.size = sz->name;
       r.weight = sz->weight;
       r.status = Status::ok;
       double sc = scale_of(*sz);
+      if (auto l = limits.find(sz->name); l != limits.end() && us * sc > l->second.above_us()) {
+        // As the worker's probe does: one call's time, nothing verified or timed.
+        r.status = Status::far_slower;
+        r.probe_us = us * sc;
+        r.message = far_slower_message(l->second, r.probe_us);
+        r.sol_us = sol_us * sc;
+        o.status = Status::failed;
+        o.error = sz->name + ": " + r.message;
+        o.sizes.push_back(r);
+        continue;
+      }
       r.median_us = us * sc;
       r.ci_low_us = r.median_us * (1 - noise_frac);
       r.ci_high_us = r.median_us * (1 + noise_frac);

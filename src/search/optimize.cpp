@@ -75,6 +75,40 @@ double speedup(const Outcome& base, const Outcome& cand) {
   return sw > 0 ? std::exp(sl / sw) : 0;
 }
 
+std::vector<const BaselineSpec*> baseline_order(const Task& t) {
+  std::vector<const BaselineSpec*> v;
+  for (const BaselineSpec& b : t.baselines) v.push_back(&b);
+  auto rank = [](const BaselineSpec* b) { return b->kind == "vendor" ? 0 : b->kind == "naive" ? 2 : 1; };
+  std::stable_sort(v.begin(), v.end(), [&](const BaselineSpec* a, const BaselineSpec* b) { return rank(a) < rank(b); });
+  return v;
+}
+
+std::map<std::string, FarSlowerLimit> far_slower_limits(const std::map<std::string, Outcome>& so_far, double factor) {
+  std::map<std::string, FarSlowerLimit> limits;
+  if (!(factor > 0)) return limits;
+  for (const auto& [name, o] : so_far)
+    for (const SizeResult& s : o.sizes) {
+      if (s.status != Status::ok || !(s.median_us > 0)) continue;
+      FarSlowerLimit& l = limits[s.size];
+      if (l.than_us == 0 || s.median_us < l.than_us) l = {name, s.median_us, factor};
+    }
+  return limits;
+}
+
+double speedup_vs_naive(const Outcome& naive, const Outcome& final_out, bool* from_one_call) {
+  Outcome n = naive;
+  bool estimated = false;
+  for (SizeResult& s : n.sizes)
+    if (s.status == Status::far_slower && s.probe_us > 0) {
+      s.status = Status::ok;
+      s.median_us = s.probe_us;
+      estimated = true;
+    }
+  const double sp = speedup(n, final_out);
+  if (from_one_call) *from_one_call = estimated && sp > 0;
+  return sp;
+}
+
 std::vector<const SizeSet*> visible_sizes(const Task& t) {
   std::vector<const SizeSet*> v;
   for (auto& s : t.sizes)
@@ -1025,7 +1059,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
   res.breakdown.grade = since(tgr);
   const Outcome& final_out = res.use_baseline ? res.baseline_best : res.trajectory[res.best].outcome;
   res.speedup_vs_baseline = res.use_baseline ? (res.baseline_best.ok() ? 1.0 : 0.0) : speedup(res.baseline_best, final_out);
-  if (res.baselines.count("naive")) res.speedup_vs_naive = speedup(res.baselines["naive"], final_out);
+  if (res.baselines.count("naive")) res.speedup_vs_naive = speedup_vs_naive(res.baselines["naive"], final_out, &res.naive_from_one_call);
   res.pct_sol_after = res.use_baseline ? res.baseline_best.pct_sol() : final_out.pct_sol();
   if (res.use_baseline && res.baseline_best.ok() && res.pct_sol_after == 0) {
     // baseline_best mixes baselines per size; its pct_sol still comes from each size.
@@ -1060,6 +1094,7 @@ nlohmann::json OptimizeResult::to_json() const {
             {"fixed_work", {{"worker_seconds", fixed.seconds}, {"evaluations", fixed.evaluations}}},
             {"use_baseline", use_baseline}, {"best_baseline", best_baseline},
             {"speedup_vs_best_baseline", speedup_vs_baseline}, {"speedup_vs_naive", speedup_vs_naive},
+            {"speedup_vs_naive_from_one_call", naive_from_one_call},
             {"pct_sol_before", pct_sol_before * 100}, {"pct_sol_after", pct_sol_after * 100}, {"trajectory", traj},
             {"log", log}};
   json hs = json::array();
@@ -1087,6 +1122,21 @@ nlohmann::json OptimizeResult::to_json() const {
     per.push_back(row);
   }
   j["sizes"] = per;
+  // Every baseline at every visible size as it ended: timed (median_us), or stopped early
+  // (far_slower, with its one call's time), or failed (the message).
+  json bs = json::object();
+  for (auto& [name, o] : baselines) {
+    json rows = json::array();
+    for (const SizeResult& s : o.sizes) {
+      json r = {{"size", s.size}, {"status", to_string(s.status)}};
+      if (s.status == Status::ok) r["median_us"] = s.median_us;
+      if (s.probe_us > 0) r["probe_us"] = s.probe_us;
+      if (s.status != Status::ok && !s.message.empty()) r["message"] = s.message;
+      rows.push_back(r);
+    }
+    bs[name] = rows;
+  }
+  j["baseline_sizes"] = bs;
   if (b) {
     j["best"] = {{"index", b->index}, {"kernel", b->outcome.kernel}, {"program", dsl::print_source(b->program)},
                  {"schedule", b->schedule}, {"score_us", b->outcome.score_us()}, {"candidate_id", b->outcome.candidate_id}};

@@ -34,6 +34,7 @@ class App;
 namespace ksol {
 class Session;
 struct CandidateOutcome;
+struct EvalOptions;
 }
 
 namespace ksol::cli {
@@ -171,7 +172,25 @@ class Evaluator {
   // child is screened out after a timing pass alone (it cannot beat the best there), before its
   // correctness gate; the sizes after a screened-out one are not evaluated. Empty: no screening.
   std::map<std::string, double> prune_above_us;
+  // A baseline whose first call(s) at a size take more than this many times the median of the
+  // fastest baseline verified there is stopped early (status far_slower: not verified or timed in
+  // full, never the comparator); the baselines are evaluated fastest-expected first
+  // (baseline_order). 0: every baseline verified and timed in full.
+  double baseline_stop_factor = kBaselineStopFactor;
+  static constexpr double kBaselineStopFactor = 8;
 };
+
+// The order a search evaluates a task's baselines in, so that the fastest expected is verified
+// first and sets the others' early stop: vendor libraries, then the user's, then naive kernels
+// (in their declared order within a kind).
+std::vector<const BaselineSpec*> baseline_order(const Task& t);
+// Per size, the early stop of the next baseline (baseline_stop_factor): the fastest baseline
+// verified there among `so_far`, times `factor`; none where none is verified or factor <= 0.
+std::map<std::string, FarSlowerLimit> far_slower_limits(const std::map<std::string, Outcome>& so_far, double factor);
+// The naive baseline's speedup figure: speedup(naive, final) with each size stopped early
+// (far_slower) counted at its one call's time; `from_one_call` says whether any was. An
+// estimate there (one call, not a median), for the "vs naive" column only, never a comparator.
+double speedup_vs_naive(const Outcome& naive, const Outcome& final_out, bool* from_one_call);
 
 // The outcome of a program no generator implements for this task ("unsupported", with the
 // generator's reason), or nullopt when one does; an evaluator's first step.
@@ -222,6 +241,9 @@ class SessionEvaluator : public Evaluator {
  private:
   // The candidate's store row (with its parent, method and agent), 0 without a store.
   int64_t register_candidate(const Task& t, const CompileJob& j, int64_t parent, const std::string& method);
+  // The task's baselines at eo's sizes in baseline_order, each with the early stop the ones before
+  // it set (far_slower_limits).
+  std::map<std::string, Outcome> baselines_with(const Task& t, EvalOptions eo);
   std::map<std::string, uint64_t> search_seeds_, grade_seeds_;
   std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
   std::thread prefetching_;
@@ -246,6 +268,8 @@ class ScriptedEvaluator : public Evaluator {
   double base_us = 100;              // at the optimum, size weight 1
   double sol_us = 50;                // the SOL time at the optimum's scale
   double noise_frac = 0.0;           // CI half-width as a fraction of the median
+  // Evaluated as SessionEvaluator does (baseline_order): "naive" last, after the others; a
+  // baseline above baseline_stop_factor x the fastest so far at a size is far_slower there.
   std::map<std::string, double> baseline_us = {{"naive", 400}, {"vendor", 150}};
   std::function<bool(const codegen::Schedule&)> fail;
   std::function<bool(const codegen::Schedule&)> fail_hidden;  // fails on the hidden sizes only
@@ -343,6 +367,7 @@ struct OptimizeResult {
   Outcome baseline_best;         // per size: the fastest baseline
   std::map<std::string, Outcome> baselines;
   double speedup_vs_baseline = 0, speedup_vs_naive = 0;
+  bool naive_from_one_call = false;  // speedup_vs_naive counts a size where naive was stopped early at its one call's time
   double pct_sol_before = 0, pct_sol_after = 0;
   double seconds = 0;
   int screened = 0;              // children rejected by the timing screen (never verified)

@@ -14,7 +14,10 @@ namespace ksol::search {
 
 // A task's fixed work: its baselines, its seed and its hidden grade, which it does whatever its
 // search does. Counted in the worker's seconds (not the wall's: a cold run's first compiles are
-// not the evaluations' cost) and in evaluations, one per candidate and size.
+// not the evaluations' cost) and in evaluations, one per candidate and size. A baseline stopped
+// after its first calls (far_slower) is one evaluation at the little it cost, as Shape counts it:
+// the rate is per evaluation of a task's shape, so tasks whose naive baselines stop early lower the
+// rate the tasks after them are expected at.
 struct FixedWork {
   double seconds = 0;
   int evaluations = 0;

@@ -968,3 +968,97 @@ TEST(Optimize, MovesThatHelpedAreCombined) {
   };
   EXPECT_EQ(value("store_hint") + " " + value("grid") + " " + value("math"), "evict_last rows fast") << r.best_attempt()->method;
 }
+
+// A search's baselines run vendor libraries first and naive kernels last, so that the fastest
+// expected is verified first and the others' early stop is measured against it.
+TEST(Optimize, BaselinesRunFastestExpectedFirst) {
+  Task t;
+  for (auto [name, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"naive", "naive"}, {"mine", "user"}, {"cublas", "vendor"}, {"naive_tiled", "naive"}, {"cublaslt", "vendor"}}) {
+    BaselineSpec b;
+    b.name = name;
+    b.kind = kind;
+    t.baselines.push_back(b);
+  }
+  std::vector<std::string> order;
+  for (const BaselineSpec* b : search::baseline_order(t)) order.push_back(b->name);
+  EXPECT_EQ(order, (std::vector<std::string>{"cublas", "cublaslt", "mine", "naive", "naive_tiled"}));
+  // Every task of the suite: a vendor baseline, where it has one, comes before its naive one.
+  for (const std::string& dir : builtin_task_dirs()) {
+    Task task = load_task(dir);
+    bool naive_seen = false;
+    for (const BaselineSpec* b : search::baseline_order(task)) {
+      if (b->kind == "naive") naive_seen = true;
+      EXPECT_FALSE(naive_seen && b->kind == "vendor") << task.name;
+    }
+  }
+}
+
+// The rule: per size, the fastest baseline verified there so far, times the factor; a size with
+// none verified (failed, stopped early, screened) has no limit, and factor 0 turns it off.
+TEST(Optimize, FarSlowerLimitsComeFromTheFastestVerifiedBaseline) {
+  auto size = [](const std::string& name, Status st, double us) {
+    search::SizeResult r;
+    r.size = name;
+    r.status = st;
+    r.median_us = us;
+    return r;
+  };
+  std::map<std::string, search::Outcome> so_far;
+  so_far["cublas"].sizes = {size("small", Status::ok, 12), size("large", Status::ok, 300), size("odd", Status::failed, 0)};
+  so_far["cublaslt"].sizes = {size("small", Status::ok, 10), size("large", Status::suspect, 1), size("odd", Status::far_slower, 0)};
+  auto limits = search::far_slower_limits(so_far, 8);
+  ASSERT_EQ(limits.size(), 2u);
+  EXPECT_EQ(limits["small"].than, "cublaslt");
+  EXPECT_DOUBLE_EQ(limits["small"].above_us(), 80);
+  EXPECT_EQ(limits["large"].than, "cublas");  // a suspect time is never the comparator
+  EXPECT_DOUBLE_EQ(limits["large"].above_us(), 2400);
+  EXPECT_FALSE(limits.count("odd"));
+  EXPECT_TRUE(search::far_slower_limits(so_far, 0).empty());
+  EXPECT_TRUE(search::far_slower_limits({}, 8).empty());
+  EXPECT_EQ(far_slower_message(limits["large"], 2204310.4),
+            "far slower than cublas (one call: 2204310 us, above 8x its median of 300 us): not verified or timed in full");
+}
+
+// A naive baseline far slower than the vendor one stops after its first call at every size: it is
+// never the best baseline, the "vs naive" figure comes from its one call (and says so), and the
+// results carry every baseline's sizes as they ended. With the factor 0 it is timed in full.
+TEST(Optimize, AFarSlowerNaiveBaselineIsStoppedAndNeverTheComparator) {
+  for (double factor : {8.0, 0.0}) {
+    search::ScriptedEvaluator ev;
+    ev.baseline_us = {{"naive", 4000}, {"vendor", 150}};
+    ev.baseline_stop_factor = factor;
+    auto r = run("expert", synthetic()[2], ev, 10);
+    EXPECT_EQ(r.best_baseline, "vendor");
+    ASSERT_TRUE(r.baseline_best.ok());
+    for (const search::SizeResult& s : r.baseline_best.sizes) EXPECT_EQ(s.status, Status::ok);
+    const search::Outcome& naive = r.baselines.at("naive");
+    ASSERT_FALSE(naive.sizes.empty());
+    for (const search::SizeResult& s : naive.sizes) {
+      EXPECT_EQ(s.status, factor > 0 ? Status::far_slower : Status::ok) << s.size;
+      EXPECT_EQ(s.median_us > 0, factor == 0) << s.size;
+      if (factor > 0) EXPECT_NE(s.message.find("far slower than vendor"), std::string::npos) << s.message;
+    }
+    EXPECT_EQ(r.naive_from_one_call, factor > 0);
+    // The naive kernel is 4000/150 times the vendor one at every size, its one call included.
+    EXPECT_NEAR(r.speedup_vs_naive, 4000.0 / 150 * r.speedup_vs_baseline, 1e-9 * r.speedup_vs_naive);
+    nlohmann::json j = r.to_json();
+    EXPECT_EQ(j["speedup_vs_naive_from_one_call"], factor > 0);
+    const nlohmann::json& rows = j["baseline_sizes"]["naive"];
+    ASSERT_EQ(rows.size(), naive.sizes.size());
+    EXPECT_EQ(rows[0]["status"], factor > 0 ? "far_slower" : "ok");
+    EXPECT_EQ(rows[0].contains("probe_us"), factor > 0);
+    EXPECT_EQ(j["baseline_sizes"]["vendor"][0]["status"], "ok");
+  }
+}
+
+// The fastest baseline may be the naive one (a row-wise kernel with no vendor library beside it
+// that is faster): the vendor one runs first and sets no limit it exceeds, nothing is stopped.
+TEST(Optimize, ANaiveBaselineFasterThanTheVendorOneIsTimedInFull) {
+  search::ScriptedEvaluator ev;
+  ev.baseline_us = {{"naive", 100}, {"vendor", 1500}};
+  auto r = run("expert", synthetic()[2], ev, 5);
+  EXPECT_EQ(r.best_baseline, "naive");
+  for (auto& [name, o] : r.baselines) EXPECT_TRUE(o.ok()) << name;
+  EXPECT_FALSE(r.naive_from_one_call);
+}
