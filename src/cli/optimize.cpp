@@ -312,6 +312,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       agent = agents::make_agent(a.agent, k, a.seed);
     }
     search::SessionEvaluator ev(*sessions[w], a.agent, a.resume, a.timeout);
+    ev.baseline_stop_factor = a.baseline_stop_factor;
     search::OptimizeOptions o = search_options(a);
     o.progress = [&, name = sd.task.name](const std::string& l) { say(name, l); };
     if (deadline > 0)
@@ -416,10 +417,15 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                                                                         : "-";
       rows.push_back({r.task, std::to_string(r.trajectory.size()), r.stop_reason,
                       r.use_baseline ? "baseline:" + r.best_baseline : "c" + std::to_string(r.best),
-                      b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", f2(r.speedup_vs_naive) + "x",
+                      b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", report::naive_speedup_text(r.speedup_vs_naive, r.naive_from_one_call),
                       f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%", hidden});
     }
     print_columns(std::cout, rows);
+    for (size_t i = 0; i < results.size(); ++i)
+      if (started[i] && results[i].naive_from_one_call) {
+        std::cout << report::kNaiveFromOneCallNote << "\n";
+        break;
+      }
     for (size_t i = 0; i < results.size(); ++i)
       if (const search::Attempt* b = results[i].best_attempt(); started[i] && b && !results[i].use_baseline)
         std::cout << "\n# " << results[i].task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
@@ -499,6 +505,13 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());
   cmd->add_option("--prune", a->prune, "a module file's search (one candidate at a time): a child slower than this many times the best at a size is rejected after a timing pass, before its correctness gate (0: every child gets every gate)")->capture_default_str()->check(non_negative_number());
+  cmd->add_option("--baseline-stop-factor", a->baseline_stop_factor,
+                  "a baseline whose first call at a size takes more than this many times the fastest baseline's verified median there "
+                  "is stopped after it (a second call when the first may carry one-time setup): far_slower, shown as such, never the "
+                  "comparator, not verified or timed in full; the baselines run vendor libraries first, naive kernels last (0: every "
+                  "baseline verified and timed in full)")
+      ->capture_default_str()
+      ->check(non_negative_number());
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   CLI::Option* precision_opt =
       cmd->add_option("--precision", a->precision, std::string("with a module file: ") + kModulePrecisionHelp)->capture_default_str()->check(module_precision_check());

@@ -43,6 +43,10 @@ struct OptimizeArgs {
   std::string gpus;        // --gpus: one worker per device, tasks spread over them
   bool mpi = false;        // --mpi: the ranks of an MPI job, each with its --gpus workers
   double prune = 2.0;      // --prune: screen out children slower than this x the best (0: off)
+  // --baseline-stop-factor: a baseline whose first call(s) at a size take more than this many times
+  // the fastest baseline's median there is stopped early (search::Evaluator::kBaselineStopFactor;
+  // 0: every baseline verified and timed in full).
+  double baseline_stop_factor = 8;
   bool no_profile = false; // --no-profile: classify by the roofline only
   int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)

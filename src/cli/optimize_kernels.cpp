@@ -52,6 +52,7 @@ class SessionKernelEvaluator : public agents::KernelEvaluator {
     return o;
   }
   std::map<std::string, search::Outcome> baselines(const Task& t) override { return se_.baselines(t); }
+  void set_baseline_stop_factor(double k) { se_.baseline_stop_factor = k; }
   std::optional<search::ProfileResult> profile(const Task& t, const agents::Kernel& k, const std::string& size, std::string* why) override {
     if (!profile_) {
       if (why) *why = "batch mode: the roofline classifies (a profile's figures differ between runs, and a resumed round must ask the requests the last one wrote)";
@@ -203,6 +204,7 @@ int run_kernel_optimize(const OptimizeArgs& a, const std::string& store, const s
     });
   }
   SessionKernelEvaluator ev(s, a.agent, dir, a.timeout, a.resume, !a.no_profile && !is_batch_agent(a));
+  ev.set_baseline_stop_factor(a.baseline_stop_factor);
   json all = json::array();
   std::vector<agents::KernelLoopResult> results;
   // The run-wide budget (--budget-total-seconds): each task gets an even share of what is left

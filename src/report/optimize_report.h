@@ -30,6 +30,13 @@ struct TaskGain {
 // One item of the document's "results".
 TaskGain task_gain(const nlohmann::json& result);
 
+// The "vs naive" figure: "285.95x", "-" when there is none, "~285.95x" when the naive baseline was
+// stopped early at some size (status far_slower) and counted there at its one call's time.
+std::string naive_speedup_text(double speedup, bool from_one_call);
+inline constexpr const char* kNaiveFromOneCallNote =
+    "~: the naive baseline was stopped after its first call at some size, far slower than the fastest baseline there; "
+    "its time there is that call's, not a verified median";
+
 std::string optimize_markdown(const nlohmann::json& doc);
 std::string optimize_html(const nlohmann::json& doc);
 

@@ -156,3 +156,31 @@ TEST(Report, StitchedModule) {
   EXPECT_NE(md.find("Stitched from 0 DSL piece(s) around the ops kept as PyTorch calls: failed: correctness/wrong_result."), std::string::npos) << md;
   EXPECT_NO_THROW(report::optimize_html(doc));
 }
+
+// A naive baseline stopped after its first call (far slower than the vendor one): the reports say
+// so where the "vs naive" figure is shown ("~", with the note) and list each baseline's sizes as
+// they ended, the stopped ones with their one call's time and the baseline they were measured
+// against.
+TEST(Report, ANaiveBaselineStoppedEarlyIsShownAsSuch) {
+  EXPECT_EQ(report::naive_speedup_text(285.954, false), "285.95x");
+  EXPECT_EQ(report::naive_speedup_text(285.954, true), "~285.95x");
+  EXPECT_EQ(report::naive_speedup_text(0, true), "-");
+  static const agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+  Task t = load_task(resolve_task_path("softmax_f32"));
+  dsl::Program seed = dsl::parse_program(read_file(t.dir + "/program.ksol"), "program.ksol");
+  search::ScriptedEvaluator ev;
+  ev.baseline_us = {{"naive", 4000}, {"vendor", 150}};
+  auto agent = agents::make_agent("expert", k, 3);
+  search::OptimizeOptions o;
+  o.max_candidates = 5;
+  json res = search::optimize(t, seed, ev, *agent, o).to_json();
+  ASSERT_TRUE(res["speedup_vs_naive_from_one_call"].get<bool>());
+  json doc = {{"run", 8}, {"gpu", {{"name", "Test GPU"}}}, {"agent", "expert"}, {"results", json::array({res})}};
+  std::string md = report::optimize_markdown(doc), html = report::optimize_html(doc);
+  EXPECT_NE(md.find("1 of them with the naive baseline stopped after one call at some size"), std::string::npos) << md;
+  EXPECT_NE(md.find("Baselines: naive: "), std::string::npos) << md;
+  EXPECT_NE(md.find("far slower than vendor (one call: "), std::string::npos) << md;
+  EXPECT_NE(md.find("; vendor: "), std::string::npos) << md;
+  EXPECT_NE(html.find("<td>~" + report::naive_speedup_text(res["speedup_vs_naive"].get<double>(), false) + "</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("its time there is that call"), std::string::npos);
+}
