@@ -777,14 +777,39 @@ def _stitched_candidate(pieces, model, inputs, plan=None):
     return cand, frozenset(rec.calls)
 
 
+def _keeping_tf32_flags(fn):
+    """fn, after which PyTorch's TF32 switches are as they were before it, whatever happened in it."""
+
+    def run(req):
+        saved = _tf32_flags()
+        try:
+            return fn(req)
+        finally:
+            _set_tf32_flags(saved)
+
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
+def _device_broken():
+    """Why the GPU no longer works after a candidate ran, or "" (always, without one): as
+    ksol-worker checks, so that the next candidate is not blamed for this one's illegal access."""
+    if not _cuda:
+        return ""
+    try:
+        torch.cuda.synchronize()
+        torch.empty(1024, device="cuda").zero_()
+        torch.cuda.synchronize()
+        return ""
+    except Exception as e:
+        return f"{type(e).__name__}: {e}" or "the device is unusable"
+
+
+@_keeping_tf32_flags
 def evaluate(req):
     """One evaluation (the module docstring's gates); PyTorch's TF32 switches are as they were
     after it, whatever happened in it."""
-    saved = _tf32_flags()
-    try:
-        return _evaluate(req)
-    finally:
-        _set_tf32_flags(saved)
+    return _evaluate(req)
 
 
 def _evaluate(req):
@@ -987,6 +1012,7 @@ class _BrokenDevice(Exception):
         self.index, self.message = index, message
 
 
+@_keeping_tf32_flags
 def screen(req):
     """Times a batch of built candidates on the module's inputs, interleaved: the search's cheap
     first answer, which can only reject (nothing is checked here; what survives is evaluated in
@@ -1000,11 +1026,7 @@ def screen(req):
     Returns {"results": one per candidate, in order: status ok with median_us, ci_low_us, ci_high_us,
     min_us, samples (the raw times) and dropped, or status failed with error_class and message},
     phase_seconds}. PyTorch's TF32 switches are as they were after it."""
-    saved = _tf32_flags()
-    try:
-        return _screen_batch(req)
-    finally:
-        _set_tf32_flags(saved)
+    return _screen_batch(req)
 
 
 def _screen_batch(req):
@@ -1030,17 +1052,6 @@ def _screen_batch(req):
 
     def failed(k, error_class, message):
         results[k] = {"status": "failed", "error_class": error_class, "message": message[:2000]}
-
-    def device_usable():
-        if not _cuda or not device.startswith("cuda"):
-            return True
-        try:
-            torch.cuda.synchronize()
-            torch.empty(1024, device=device).zero_()
-            torch.cuda.synchronize()
-            return True
-        except Exception:
-            return False
 
     snap, threads = _snapshot(), _threads()
     live = []  # (index, candidate)
@@ -1075,7 +1086,7 @@ def _screen_batch(req):
                 failed(k, f.error_class, f.message)
             except Exception as e:
                 failed(k, "candidate_error", f"the candidate raised {type(e).__name__}: {e}")
-                if not device_usable():
+                if _device_broken():
                     raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
 
         phases.start("timing")
@@ -1091,7 +1102,7 @@ def _screen_batch(req):
                             samples[k].append(us)
                 except Exception as e:
                     failed(k, "candidate_error", f"the candidate raised {type(e).__name__} in a timed call: {e}")
-                    if not device_usable():
+                    if _device_broken():
                         raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
 
         dropped = set()
@@ -1353,19 +1364,13 @@ def serve(stdin=sys.stdin, stdout=None):
             except Exception as e:
                 rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
             failed = not rep.get("ok") or rep.get("result", {}).get("status") != "ok"
-            if failed and _cuda:
-                # As ksol-worker does: after a failure the device must still work, or the next
-                # candidate would be blamed for this one's illegal access.
-                try:
-                    torch.cuda.synchronize()
-                    torch.empty(1024, device="cuda").zero_()
-                    torch.cuda.synchronize()
-                except Exception as e:
-                    rep["fatal"] = True
-                    rep["error"] = f"the CUDA context is unusable after the candidate ran: {type(e).__name__}: {e}"[:500]
-                    out.write(json.dumps(rep) + "\n")
-                    out.flush()
-                    os._exit(3)
+            broken = _device_broken() if failed else ""
+            if broken:
+                rep["fatal"] = True
+                rep["error"] = f"the CUDA context is unusable after the candidate ran: {broken}"[:500]
+                out.write(json.dumps(rep) + "\n")
+                out.flush()
+                os._exit(3)
             known = before | (_STATE["threads_after_baselines"] or frozenset())
             # A baselines-only request runs no candidate code: whatever it leaves is PyTorch's.
             ran_candidate = not req.get("baselines_only")

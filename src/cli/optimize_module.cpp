@@ -128,25 +128,10 @@ class ModuleEvaluator : public search::Evaluator {
   // The batch compiled together on every core (then built for the host's emulator under
   // --emulate); the libraries are kept for the screen and the full evaluation.
   std::vector<search::Built> build(const Task& t, const std::vector<search::BuildItem>& items) override {
-    std::vector<search::Built> out(items.size());
-    std::vector<CompileJob> jobs;
-    std::vector<size_t> which;
-    for (size_t k = 0; k < items.size(); ++k) {
-      if (auto u = search::unsupported(t, *items[k].program, items[k].label)) {
-        out[k].ok = false;
-        out[k].error = "unsupported: " + u->error;
-        continue;
-      }
-      jobs.push_back(codegen::compile_job(t, *items[k].program, t.name + "/" + items[k].label + ".ksol"));
-      which.push_back(k);
-    }
-    std::vector<CompileResult> rs = compile_all(jobs);
-    for (size_t m = 0; m < rs.size(); ++m) {
-      search::Built& b = out[which[m]];
-      b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
+    std::vector<search::Built> out;
+    for (const search::CompiledItem& c : search::compile_batch(t, items, out)) {
       std::string why;
-      if (!rs[m].ok) b.ok = false, b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
-      else if (library(t, *items[which[m]].program, items[which[m]].label, &why).empty()) b.ok = false, b.error = why;
+      if (c.result.ok && library(t, *items[c.index].program, items[c.index].label, &why).empty()) out[c.index].ok = false, out[c.index].error = why;
     }
     return out;
   }

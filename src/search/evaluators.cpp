@@ -116,31 +116,38 @@ int64_t SessionEvaluator::register_candidate(const Task& t, const CompileJob& j,
   return st->upsert_candidate(c);
 }
 
-std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
-  // A prefetch still building would race this build for the same sources: let it finish.
-  if (prefetching_.joinable()) prefetching_.join();
-  std::vector<Built> out(items.size());
+std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildItem>& items, std::vector<Built>& built) {
+  built.assign(items.size(), Built{});
+  std::vector<CompiledItem> out;
   std::vector<CompileJob> jobs;
-  std::vector<size_t> which;
   for (size_t k = 0; k < items.size(); ++k) {
     const BuildItem& it = items[k];
     if (auto u = unsupported(t, *it.program, it.label)) {
-      out[k].ok = false;
-      out[k].error = "unsupported: " + u->error;
+      built[k].ok = false;
+      built[k].error = "unsupported: " + u->error;
       continue;
     }
-    CompileJob j = codegen::compile_job(t, *it.program, t.name + "/" + it.label + ".ksol");
-    out[k].candidate_id = register_candidate(t, j, it.parent_id, it.method);
-    jobs.push_back(std::move(j));
-    which.push_back(k);
+    out.push_back({k, codegen::compile_job(t, *it.program, t.name + "/" + it.label + ".ksol"), {}});
+    jobs.push_back(out.back().job);
   }
   std::vector<CompileResult> rs = compile_all(jobs);
   for (size_t m = 0; m < rs.size(); ++m) {
-    Built& b = out[which[m]];
+    Built& b = built[out[m].index];
     b.ok = rs[m].ok;
     b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
-    if (!rs[m].ok) b.error = rs[m].stage + ": " + rs[m].message;
-    built_[candidate_source_hash(jobs[m])] = rs[m];
+    if (!rs[m].ok) b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
+    out[m].result = std::move(rs[m]);
+  }
+  return out;
+}
+
+std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
+  // A prefetch still building would race this build for the same sources: let it finish.
+  if (prefetching_.joinable()) prefetching_.join();
+  std::vector<Built> out;
+  for (CompiledItem& c : compile_batch(t, items, out)) {
+    out[c.index].candidate_id = register_candidate(t, c.job, items[c.index].parent_id, items[c.index].method);
+    built_[candidate_source_hash(c.job)] = c.result;
   }
   return out;
 }

@@ -952,7 +952,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         a.outcome.error = "screened out: " + fmt(ratio, 3) + "x the best's time (c" + std::to_string(res.best) + ") over the visible sizes, " +
                           (ratio <= finalist_ratio ? "behind the generation's finalists" : "not enough to pass the gate (gamma " + fmt(o.gamma, 2) + ")") +
                           ", and no size where it beats the fastest verified schedule by gamma; not verified";
-        a.note = "screened out: " + a.outcome.error;
+        a.note = a.outcome.error;
         ++res.screened;
         ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
         a.at_seconds = since(t0);
@@ -974,7 +974,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         a.outcome.status = Status::failed;
         a.outcome.screened = true;
         a.outcome.error = "screened in (" + fmt(a.screen_ratio, 3) + "x the best's time) but not verified: the task's time ran out";
-        a.note = a.outcome.error;
+        a.note = "screened out: " + a.outcome.error;
         ++res.screened;
         ev.record_screened(t, a.outcome.candidate_id, size_order.back(), ScreenTime{}, a.outcome.error);
         continue;

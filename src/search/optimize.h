@@ -111,6 +111,16 @@ struct ScreenTime {
   std::string message;
 };
 
+// A batch compiled together on every core (compile_all): `built` gets each item's record (the
+// programs no generator implements refused, not compiled); returned, each compiled item's index
+// in `items`, its job and its result.
+struct CompiledItem {
+  size_t index = 0;
+  CompileJob job;
+  CompileResult result;
+};
+std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildItem>& items, std::vector<Built>& built);
+
 // The search's screen times from a coordinator's batch: the batch's m-th library is item
 // `which[m]`'s; the other items keep what `out` holds for them.
 void take_screen_times(const ksol::ScreenBatch& sb, const std::vector<size_t>& which, std::vector<ScreenTime>& out);

@@ -57,29 +57,17 @@ std::string PieceEvaluator::library(const Task& t, const dsl::Program& p, const 
 }
 
 std::vector<Built> PieceEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
-  std::vector<Built> out(items.size());
-  std::vector<CompileJob> jobs;
-  std::vector<size_t> which;
-  for (size_t k = 0; k < items.size(); ++k) {
-    const BuildItem& it = items[k];
-    if (auto u = unsupported(t, *it.program, it.label)) {
-      out[k].ok = false;
-      out[k].error = "unsupported: " + u->error;
-    } else if (build_) {
-      std::string why;
-      if (library(t, *it.program, it.label, &why).empty()) out[k].ok = false, out[k].error = "build: " + why.substr(0, 2000);
-    } else {
-      jobs.push_back(codegen::compile_job(t, *it.program, t.name + "/" + it.label + ".ksol"));
-      which.push_back(k);
-    }
+  std::vector<Built> out;
+  if (!build_) {
+    for (const CompiledItem& c : compile_batch(t, items, out))
+      if (c.result.ok) libs_[items[c.index].label] = c.result.so_path;
+    return out;
   }
-  std::vector<CompileResult> rs = compile_all(jobs);
-  for (size_t m = 0; m < rs.size(); ++m) {
-    Built& b = out[which[m]];
-    b.ok = rs[m].ok;
-    b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
-    if (!rs[m].ok) b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
-    else libs_[items[which[m]].label] = rs[m].so_path;
+  out.resize(items.size());
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::string why;
+    if (auto u = unsupported(t, *items[k].program, items[k].label)) out[k].ok = false, out[k].error = "unsupported: " + u->error;
+    else if (library(t, *items[k].program, items[k].label, &why).empty()) out[k].ok = false, out[k].error = "build: " + why.substr(0, 2000);
   }
   return out;
 }

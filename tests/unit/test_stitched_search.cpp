@@ -38,6 +38,24 @@ double cost(const std::string& kernel) {
   return 50.0 + 200.0 / v + 20.0 * std::abs(std::log2(i / 2.0)) + 10.0 * std::abs(std::log2(t / 256.0));
 }
 
+// The searched piece (the ReLU, at a seed library) and another one the search leaves alone.
+json two_pieces() {
+  return json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
+                      {{"nodes", {"other"}}, {"so", "/nowhere/other.so"}, {"dims", {4}}, {"kernel", "other"}}});
+}
+
+// Eager PyTorch's time for the whole module: the baseline.
+search::Outcome eager_module() {
+  search::Outcome eager;
+  eager.status = Status::ok;
+  search::SizeResult es;
+  es.size = "module";
+  es.status = Status::ok;
+  es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
+  eager.sizes.push_back(es);
+  return eager;
+}
+
 }  // namespace
 
 TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
@@ -45,8 +63,7 @@ TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
   json piece = relu_piece();
   Task t = lowered_task(piece, file, "_p0");
   dsl::Program seed = dsl::parse_program(piece["program"].get<std::string>(), "p0.ksol");
-  json pieces = json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
-                             {{"nodes", {"other"}}, {"so", "/nowhere/other.so"}, {"dims", {4}}, {"kernel", "other"}}});
+  json pieces = two_pieces();
   std::vector<json> seen;
   auto run = [&](const json& ps) {
     seen.push_back(ps);
@@ -57,13 +74,7 @@ TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
     r.seconds = 0.5;
     return r;
   };
-  search::Outcome eager;
-  eager.status = Status::ok;
-  search::SizeResult es;
-  es.size = "module";
-  es.status = Status::ok;
-  es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
-  eager.sizes.push_back(es);
+  search::Outcome eager = eager_module();
   search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}});
 
   agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
@@ -131,8 +142,7 @@ TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
   json piece = relu_piece();
   Task t = lowered_task(piece, file, "_p0");
   dsl::Program seed = dsl::parse_program(piece["program"].get<std::string>(), "p0.ksol");
-  json pieces = json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
-                             {{"nodes", {"other"}}, {"so", "/nowhere/other.so"}, {"dims", {4}}, {"kernel", "other"}}});
+  json pieces = two_pieces();
   int runs = 0, screens = 0;
   size_t screened = 0;
   auto run = [&](const json& ps) {
@@ -159,13 +169,7 @@ TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
     sb.worker_seconds = 0.1;
     return sb;
   };
-  search::Outcome eager;
-  eager.status = Status::ok;
-  search::SizeResult es;
-  es.size = "module";
-  es.status = Status::ok;
-  es.median_us = 400, es.ci_low_us = 399, es.ci_high_us = 401;
-  eager.sizes.push_back(es);
+  search::Outcome eager = eager_module();
   search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}}, nullptr, 0, screen);
   ASSERT_TRUE(pe.screens());
 
