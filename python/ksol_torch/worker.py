@@ -714,7 +714,8 @@ def _time_compiled(timer, model, inputs, options):
     """torch.compile(model, **options), compiled by a first call, then timed like eager; the
     compile's seconds beside the timing, or why it could not run."""
     if not hasattr(torch, "compile"):
-        return {"error": f"torch {torch.__version__} has no torch.compile"}
+        # Not a failure of this run: this PyTorch never has it (a later run may reuse the answer).
+        return {"error": f"torch {torch.__version__} has no torch.compile", "unavailable": True}
     try:
         t = _perf_ns()
         compiled = torch.compile(model, **options)

@@ -140,11 +140,11 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     ModuleOptimizeArgs m;
     m.file = a.tasks[0];
     m.search = search_options(a);
-    if (!a.plateau_given) m.search.plateau = 12;  // one evaluation per generation there
     m.timeout = std::max(a.timeout, 600.0);
     m.report_dir = a.report_dir;
     m.json_path = a.json_out;
     m.emulate = a.emulate;
+    m.fresh_baselines = a.fresh_baselines;
     m.precision = a.precision;
     m.path = a.path;
     if (!a.triton_fn.empty() && a.path_given)
@@ -496,7 +496,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
       ->capture_default_str()
       ->check(non_negative_number());
   cmd->add_option("--target-sol", a->target_sol, "stop a task at this fraction of SOL")->capture_default_str()->check(fraction());
-  CLI::Option* plateau_opt = cmd->add_option("--plateau", a->plateau, "stop after this many generations without a new best (a module file: evaluations, default 12)")->capture_default_str()->check(positive_integer());
+  cmd->add_option("--plateau", a->plateau, "stop after this many generations without a new best")->capture_default_str()->check(positive_integer());
   cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)")->check(positive_integer());
   cmd->add_flag("--verbose", a->verbose, "after each task: where its seconds went (baselines, seed, build, screen, verify, profile, grade) and the search's log");
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str()->check(unsigned_integer());
@@ -512,6 +512,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                   "baseline verified and timed in full)")
       ->capture_default_str()
       ->check(non_negative_number());
+  cmd->add_flag("--fresh-baselines", a->fresh_baselines, "with a module file: time eager and torch.compile again instead of reusing an earlier run's times (kept in ksol's cache per problem file, precision mode, GPU, PyTorch version and worker code)");
   cmd->add_flag("--emulate", a->emulate, "with a module file: run its candidates on the CPU through ksol's CUDA emulator and the Python worker on the CPU, to test the whole flow without a GPU (the times are the emulator's and the report says so; never a result)");
   CLI::Option* precision_opt =
       cmd->add_option("--precision", a->precision, std::string("with a module file: ") + kModulePrecisionHelp)->capture_default_str()->check(module_precision_check());
@@ -529,10 +530,9 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--gpus", a->gpus, "optimize several tasks at once, one worker per GPU: a count (2) or device indices (0,1); default one worker on device 0")->check(gpus_check());
   cmd->add_flag("--mpi", a->mpi, "run as the ranks of an MPI job (mpirun, srun; also when such a launcher started several ranks): tasks spread over every rank's workers (--gpus), rank 0 writes the store and the report");
   // --store is the global option; `optimize --store PATH` reaches it through fallthrough.
-  cmd->callback([a, seconds_opt, plateau_opt, precision_opt, path_opt, answer_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
+  cmd->callback([a, seconds_opt, precision_opt, path_opt, answer_opt, &store, &worker, &assume_gpu, &json_out, argc, argv]() {
     a->seconds_given = seconds_opt->count() > 0;
     a->path_given = path_opt->count() > 0;
-    a->plateau_given = plateau_opt->count() > 0;
     a->precision_given = precision_opt->count() > 0;
     if (!a->from.empty() && answer_opt->count() == 0) a->answer = "cuda";
     std::vector<std::string> parts;

@@ -17,8 +17,7 @@ struct OptimizeArgs {
   double seconds = 0;      // per task (0: none; with the run-wide budget, a cap on each task's share)
   double target_sol = 0.9;
   uint64_t seed = 1;
-  int plateau = 4;         // generations without a new best (a module's sequential search: 12 evaluations)
-  bool plateau_given = false;
+  int plateau = 4;         // generations without a new best
   int batch = 0;           // proposals built and screened together (0: the machine's cores, 8 to 32)
   bool verbose = false;
   std::string store;  // overrides the global --store when set
@@ -50,6 +49,7 @@ struct OptimizeArgs {
   bool no_profile = false; // --no-profile: classify by the roofline only
   int schedules_per_kernel = 3;  // --schedules-per-kernel: at most this many schedules by size in a returned kernel
   bool emulate = false;    // --emulate: a module's candidates on the CPU through the CUDA emulator (tests)
+  bool fresh_baselines = false;  // --fresh-baselines: a module's eager and torch.compile timed again, not reused
   std::string precision = "default";  // --precision: a module's mode (baselines and candidates alike)
   bool precision_given = false;
   std::string triton_fn;   // --triton-fn: FILE.py is a Triton task, this its kernel (docs/TRITON.md)

@@ -90,19 +90,28 @@ class ModuleEvaluator : public search::Evaluator {
     return o;
   }
 
+  // Where eager's and torch.compile's times are kept for later runs (one file per key), and what
+  // besides the request and the problem file's bytes they depend on (the GPU, PyTorch, the
+  // worker's code): a later run with the same key reuses them unless `fresh`. "": never kept.
+  void keep_baselines_in(std::string dir, std::string identity, bool fresh) {
+    baseline_dir_ = std::move(dir), baseline_identity_ = std::move(identity), fresh_baselines_ = fresh;
+  }
+  // {"at": when they were timed, "seconds": the worker's time then, "file": the cache file} when
+  // the last baselines() reused an earlier run's times; {} when it timed them.
+  const json& baselines_reused() const { return reused_; }
+
   std::map<std::string, search::Outcome> baselines(const Task& t) override {
     std::map<std::string, search::Outcome> out;
     json req = request();
     req["baselines_only"] = true;
-    WorkerReply r = w_.call(req, timeout_);
-    if (!r.ok) throw std::runtime_error("the Python worker could not time eager and torch.compile: " + r.message);
-    const json& base = r.body["result"].value("baselines", json::object());
+    const json result = baselines_result(req);
+    const json& base = result.value("baselines", json::object());
     // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
     // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
-    problem_screen_ = r.body["result"].value("screen", json::object());
+    problem_screen_ = result.value("screen", json::object());
     // The precision policy the baselines ran under (the worker's: mode, arithmetic, unit, why);
     // every candidate runs under the same mode.
-    if (r.body["result"].contains("precision")) policy_ = r.body["result"]["precision"];
+    if (result.contains("precision")) policy_ = result["precision"];
     for (const char* name : {"eager", "compile", "compile_max_autotune"}) {
       if (std::string(name) == "compile_max_autotune" && !base.contains(name)) continue;  // GEMM and conv problems only
       search::Outcome o;
@@ -269,6 +278,40 @@ class ModuleEvaluator : public search::Evaluator {
     for (auto& ts : t.tensors) shapes.push_back({{"name", ts.name}, {"shape", t.shape_of(ts, t.sizes.at(0))}});
     return shapes;
   }
+  // The worker's baselines-only result: an earlier run's, where one with the same key is kept and
+  // not `fresh`, else timed now (and kept when every baseline was timed or is unavailable in this
+  // PyTorch: a failure of the moment is never reused).
+  json baselines_result(const json& req) {
+    reused_ = json::object();
+    std::string key, file;
+    if (!baseline_dir_.empty()) {
+      key = sha256_hex(read_file(problem_) + "\n" + req.dump() + "\n" + baseline_identity_);
+      file = baseline_dir_ + "/" + key.substr(0, 32) + ".json";
+      std::error_code ec;
+      if (!fresh_baselines_ && fs::is_regular_file(file, ec)) try {
+          json kept = json::parse(read_file(file));
+          if (kept.value("key", std::string()) == key && kept.contains("result") && kept["result"].is_object()) {
+            reused_ = {{"at", kept.value("at", std::string("?"))}, {"seconds", kept.value("seconds", 0.0)}, {"file", file}};
+            return kept["result"];
+          }
+        } catch (const std::exception&) {
+          // An unreadable entry is timed again and replaced.
+        }
+    }
+    WorkerReply r = w_.call(req, timeout_);
+    if (!r.ok) throw std::runtime_error("the Python worker could not time eager and torch.compile: " + r.message);
+    json result = r.body.value("result", json::object());
+    bool all_timed = result.contains("baselines") && result["baselines"].is_object() && !result["baselines"].empty();
+    if (all_timed)
+      for (auto& [name, b] : result["baselines"].items())
+        all_timed = all_timed && b.is_object() && (b.contains("median_us") || b.value("unavailable", false));
+    if (!file.empty() && all_timed) {
+      std::error_code ec;
+      fs::create_directories(baseline_dir_, ec);
+      write_file_atomic(file, json{{"key", key}, {"at", now_iso8601()}, {"seconds", r.seconds}, {"result", result}}.dump(1));
+    }
+    return result;
+  }
   json request() const {
     return {{"op", "eval"}, {"problem", problem_}, {"device", device_}, {"seeds", {1, 2, 3}}, {"kernelbench", false}, {"precision", precision_}};
   }
@@ -300,6 +343,9 @@ class ModuleEvaluator : public search::Evaluator {
   std::string precision_;
   bool emulate_ = false;
   std::map<std::string, std::string> libs_;  // by program text: its library
+  std::string baseline_dir_, baseline_identity_;
+  bool fresh_baselines_ = false;
+  json reused_ = json::object();
   json problem_screen_ = json::object();
   json policy_ = {{"mode", precision_}};
 };
@@ -310,6 +356,15 @@ std::string precision_text(const json& p) {
   std::string s = p.value("mode", std::string("?"));
   if (p.contains("arithmetic")) s += " (" + p.value("arithmetic", std::string()) + ": " + p.value("why", std::string()) + ")";
   return s;
+}
+
+// Says that eager's and torch.compile's times are an earlier run's, and puts it in the JSON
+// ("baselines_reused"), where they are.
+void note_reused_baselines(const json& reused, json& doc) {
+  if (reused.empty()) return;
+  std::cerr << "baselines: eager's and torch.compile's times reused from a run at " << reused.value("at", std::string("?")) << " ("
+            << reused.value("file", std::string("?")) << "; --fresh-baselines times them again)\n";
+  doc["baselines_reused"] = reused;
 }
 
 // A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
@@ -592,6 +647,19 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
                  "their times are the emulator's, not a GPU's: a test of the flow, never a result\n";
   ModuleEvaluator ev(w, file, a.emulate ? "cpu" : "cuda", a.timeout, a.emulate ? std::nullopt : sol::datasheet_peaks(gpu_name), a.precision,
                      a.emulate);
+  {
+    // What eager's and torch.compile's times depend on besides the request and the problem file.
+    const std::string pydir = source_root() + "/python/ksol_torch/";
+    std::string code;
+    for (const char* f : {"worker.py", "problem.py", "screen.py"}) {
+      std::error_code ec;
+      if (fs::is_regular_file(pydir + f, ec)) code += sha256_hex(read_file(pydir + f));
+    }
+    ev.keep_baselines_in(cache_dir() + "/module-baselines",
+                         json{{"gpu", a.emulate ? std::string("cpu") : gpu_name}, {"torch", hello.body.value("torch", std::string("?"))},
+                              {"python", py}, {"code", code}}.dump(),
+                         a.fresh_baselines);
+  }
   std::cerr << "precision: " << a.precision << " (eager, torch.compile and every candidate run under it)\n";
   install_stop_handlers();
   json doc = {{"run", 0}, {"gpu", {{"name", a.emulate ? std::string("none: the CPU emulator") : gpu_name}}}, {"agent", a.search.agent}, {"problem", file},
@@ -603,6 +671,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     Task t;
     t.sizes.push_back(SizeSet{"module", {}, {}, 1.0, false});
     auto base = ev.baselines(t);
+    note_reused_baselines(ev.baselines_reused(), doc);
     doc["precision"] = ev.precision();
     json item = {{"task", stem}, {"stop_reason", "not_lowered"}, {"use_baseline", true}, {"reason", syn.value("reason", "")},
                  {"candidates", 0}, {"speedup_vs_best_baseline", 1.0}};
@@ -713,6 +782,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
+  note_reused_baselines(ev.baselines_reused(), doc);
   doc["precision"] = ev.precision();
   if (a.emulate) r.use_baseline = true;  // an emulated kernel's time is the CPU's: never a result
   json item = r.to_json();

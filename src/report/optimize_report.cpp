@@ -247,6 +247,14 @@ std::string breakdown_text(const json& r) {
   return v.empty() ? "-" : join(v, ", ");
 }
 
+// "Baselines: ... an earlier run's ...": a module run that reused eager's and torch.compile's
+// times (results.json's "baselines_reused"); "" when they were timed in this run.
+std::string baselines_reused_sentence(const json& doc) {
+  if (!doc.contains("baselines_reused") || !doc["baselines_reused"].is_object()) return "";
+  return "Baselines: eager's and torch.compile's times are an earlier run's, timed at " + doc["baselines_reused"].value("at", std::string("?")) +
+         " on the same GPU model, problem file, precision mode, PyTorch and worker code (ksol optimize --fresh-baselines times them again).";
+}
+
 }  // namespace
 
 std::string html_escape(const std::string& s) {
@@ -348,6 +356,7 @@ std::string optimize_markdown(const json& doc) {
     << gets(doc, "agent") << "\n\n";
   if (emulated(doc)) o << "Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.\n\n";
   if (std::string p = precision_sentence(doc); !p.empty()) o << p << "\n\n";
+  if (std::string b = baselines_reused_sentence(doc); !b.empty()) o << b << "\n\n";
   if (std::string b = batch_sentence(doc); !b.empty()) o << b << "\n\n";
   // What the run gained comes first: per task the kernel returned and, per size, its speed.
   o << "## What you get\n\n| task | returned | vs best baseline | %SOL | per size (time, speedup over the fastest baseline, %SOL) | hidden sizes |\n";
@@ -455,6 +464,7 @@ std::string optimize_html(const json& doc) {
     << html_escape(gets(doc, "agent")) << "</p>\n";
   if (emulated(doc)) o << "<p>Emulated: candidates ran on the CPU through ksol's CUDA emulator; the times are the emulator's, never a result.</p>\n";
   if (std::string p = precision_sentence(doc); !p.empty()) o << "<p>" << html_escape(p) << "</p>\n";
+  if (std::string b = baselines_reused_sentence(doc); !b.empty()) o << "<p>" << html_escape(b) << "</p>\n";
   if (std::string b = batch_sentence(doc); !b.empty()) o << "<p><b>" << html_escape(b) << "</b></p>\n";
   o << "<h2>What you get</h2>\n<table><tr><th>task</th><th>returned</th><th>vs best baseline</th><th>%SOL</th>"
        "<th>per size (time, speedup over the fastest baseline, %SOL)</th><th>hidden sizes</th></tr>\n";

@@ -292,3 +292,41 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// Eager's and torch.compile's times are kept in ksol's cache and reused by the next run on the
+// same problem file (same precision mode, GPU, PyTorch and worker code); --fresh-baselines and a
+// changed file time them again, and the JSON and the report say when they were reused.
+TEST(Import, OptimizeModuleReusesAnEarlierRunsBaselines) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  auto dir = std::filesystem::temp_directory_path() / ("ksol-reuse-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string problem = (dir / "chain.py").string();
+  std::filesystem::copy_file(src("tests/torch/synth_problems/01_activation_chain.py"), problem);
+  int n = 0;
+  auto run = [&](std::vector<std::string> more = {}) {
+    std::string name = "run" + std::to_string(++n), json_path = (dir / (name + ".json")).string();
+    std::vector<std::string> cmd = {"env", "KSOL_CACHE_DIR=" + (dir / "cache").string(), ksol_bin(), "optimize", problem, "--emulate",
+                                    "--budget-candidates", "1", "--path", "fx", "--json-out", json_path, "--report", (dir / name).string()};
+    cmd.insert(cmd.end(), more.begin(), more.end());
+    ksol::ProcessResult r = ksol::run_process(cmd, 900);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::make_pair(nlohmann::json::parse(ksol::read_file(json_path)), r.output);
+  };
+  auto [first, out1] = run();
+  EXPECT_FALSE(first.contains("baselines_reused")) << first.dump(1);
+  auto [second, out2] = run();
+  ASSERT_TRUE(second.contains("baselines_reused")) << out2;
+  EXPECT_NE(out2.find("baselines: eager's and torch.compile's times reused from a run at"), std::string::npos) << out2;
+  EXPECT_EQ(second["results"][0]["baseline_us"], first["results"][0]["baseline_us"]);
+  EXPECT_NE(ksol::read_file((dir / "run2" / "report.md").string()).find("Baselines: eager's and torch.compile's times are an earlier run's"),
+            std::string::npos);
+  auto [fresh, out3] = run({"--fresh-baselines"});
+  EXPECT_FALSE(fresh.contains("baselines_reused")) << out3;
+  // Another problem file (one byte more) is another key.
+  ksol::write_file_atomic(problem, ksol::read_file(problem) + "\n");
+  auto [changed, out4] = run();
+  EXPECT_FALSE(changed.contains("baselines_reused")) << out4;
+  std::filesystem::remove_all(dir);
+}
