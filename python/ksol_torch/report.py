@@ -7,17 +7,28 @@ baselines and candidates ran under ("default", "strict", "tf32", with the arithm
 allowed after a colon), or "unstated" for results written before the modes existed.
 
 fast_p against a baseline is KernelBench's metric: the fraction of all problems whose result is
-correct and more than p times faster than the baseline (fast_0 is the correctness rate).
-Degenerate problems are reported apart and left out of the headline figures."""
+correct and more than p times faster than the baseline (fast_0 is the correctness rate), at p in
+PS, against eager, torch.compile and the better of the two ("best"). Problems named after a
+KernelBench level (level1/..., level2/...) are also summarized per level. Degenerate problems are
+reported apart and left out of the headline figures."""
 import math
 import os
 from typing import Dict, List, Optional
 
-PS = (0.0, 1.0, 1.5, 2.0)
+PS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+BASELINES = ("eager", "compile", "best")
+
+
+def _base_us(r: Dict, baseline: str) -> Optional[float]:
+    """A result's time for a baseline ("eager_us", "compile_us", or "best_us": the better of the
+    two that were timed)."""
+    if baseline == "best_us":
+        return min([x for x in (r.get("eager_us"), r.get("compile_us")) if x], default=None)
+    return r.get(baseline)
 
 
 def _speedup(r: Dict, baseline: str) -> Optional[float]:
-    b, k = r.get(baseline), r.get("ksol_us")
+    b, k = _base_us(r, baseline), r.get("ksol_us")
     if not r.get("correct") or not b or not k or k <= 0:
         return None
     return b / k
@@ -35,7 +46,13 @@ def geomean(xs: List[float]) -> Optional[float]:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def summarize(results: List[Dict]) -> Dict:
+def _level(problem: str) -> Optional[str]:
+    """A problem's KernelBench level ("level1/5_x" -> "level1"), or None."""
+    head = str(problem).split("/", 1)[0]
+    return head if "/" in str(problem) and head.startswith("level") else None
+
+
+def summarize(results: List[Dict], by_level: bool = True) -> Dict:
     main = [r for r in results if not r.get("degenerate")]
     out = {"problems": len(results), "degenerate": [r["problem"] for r in results if r.get("degenerate")],
            "degenerate_why": {r["problem"]: r["degenerate_why"] for r in results if r.get("degenerate") and r.get("degenerate_why")},
@@ -45,9 +62,12 @@ def summarize(results: List[Dict]) -> Dict:
            "fell_back": [{"problem": r["problem"], "reason": r.get("reason", "")} for r in main if r.get("fell_back")],
            "precisions": sorted({_mode(r.get("precision")) for r in results})}
     out["correctness_rate"] = out["correct"] / len(main) if main else 0.0
-    for key in ("eager", "compile"):
-        out[f"{key}_timed"] = any(r.get(f"{key}_us") for r in main)
-    for base in ("eager_us", "compile_us"):
+    for key in BASELINES:
+        out[f"{key}_timed"] = any(_base_us(r, f"{key}_us") for r in main)
+    # ksol's own kernel returned: correct and faster than the better of eager and torch.compile.
+    out["own_kernel"] = sum(1 for r in main if (x := _speedup(r, "best_us")) is not None and x > 1.0 and not r.get("fell_back"))
+    out["own_kernel_rate"] = out["own_kernel"] / len(main) if main else 0.0
+    for base in (f"{k}_us" for k in BASELINES):
         key = base.replace("_us", "")
         out[f"fast_p_vs_{key}"] = {str(p): fast_p(main, base, p) for p in PS}
         out[f"geomean_speedup_vs_{key}_correct"] = geomean([s for r in main if (s := _speedup(r, base)) is not None])
@@ -58,7 +78,7 @@ def summarize(results: List[Dict]) -> Dict:
             s = _speedup(r, base)
             if s is None or r.get("fell_back"):
                 times = [x for x in (r.get("eager_us"), r.get("compile_us")) if x]
-                s = r[base] / min(times) if r.get(base) and times else None
+                s = _base_us(r, base) / min(times) if _base_us(r, base) and times else None
             delivered.append(s)
         out[f"geomean_speedup_vs_{key}_delivered"] = geomean([s for s in delivered if s])
     kb = [dict(r["kb"], problem=r["problem"]) for r in main if r.get("kb")]
@@ -67,6 +87,9 @@ def summarize(results: List[Dict]) -> Dict:
         out["kernelbench_protocol"] = {"problems": len(kb), "correct": sum(1 for r in kb if r.get("correct")),
                                        "fast_p_vs_eager": {str(p): fast_p(kb, "eager_us", p) for p in PS},
                                        "geomean_speedup_vs_eager_correct": geomean([x for r in kb if (x := _speedup(r, "eager_us")) is not None])}
+    levels = sorted({lv for r in results if (lv := _level(r.get("problem", "")))})
+    if by_level and levels:
+        out["levels"] = {lv: summarize([r for r in results if _level(r.get("problem", "")) == lv], by_level=False) for lv in levels}
     return out
 
 
@@ -230,6 +253,25 @@ def format_table(results: List[Dict]) -> str:
     return "\n".join(lines)
 
 
+def _versus_lines(s: Dict) -> List[str]:
+    """fast_p and the geomean speedups against each baseline, and ksol's own kernels."""
+    lines = [f"ksol's own kernel returned (correct, faster than the better of eager and torch.compile): {s.get('own_kernel', 0)} of "
+             f"{s['counted']} ({s.get('own_kernel_rate', 0.0) * 100:.1f}%)"]
+    for key in BASELINES:
+        name = "the better of eager and torch.compile" if key == "best" else key
+        if not s.get(f"{key}_timed", True):
+            lines.append(f"vs {name}: not timed")
+            continue
+        fp = s[f"fast_p_vs_{key}"]
+        gc, gd = s[f"geomean_speedup_vs_{key}_correct"], s[f"geomean_speedup_vs_{key}_delivered"]
+        line = f"vs {name}: " + ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items())
+        line += f"; geomean speedup {gc:.3f}x over correct" if gc else "; no correct result"
+        if gd:
+            line += f", {gd:.3f}x as delivered"
+        lines.append(line)
+    return lines
+
+
 def format_summary(s: Dict) -> str:
     skipped = f", skipped: {s['screen_skipped']}" if s.get("screen_skipped") else ""
     lines = [f"problems {s['problems']} (screened for degenerate outputs: {s.get('screened', 0)}{skipped}; degenerate, reported apart: "
@@ -238,17 +280,10 @@ def format_summary(s: Dict) -> str:
     modes = s.get("precisions") or ["unstated"]
     lines.insert(1, f"precision: {', '.join(modes)} (baselines and ksol under the same mode per problem)" if len(modes) == 1 else
                  f"precision: mixed ({', '.join(modes)}): problems ran under different modes, so these figures pool unlike runs")
-    for key in ("eager", "compile"):
-        if not s.get(f"{key}_timed", True):
-            lines.append(f"vs {key}: not timed")
-            continue
-        fp = s[f"fast_p_vs_{key}"]
-        gc, gd = s[f"geomean_speedup_vs_{key}_correct"], s[f"geomean_speedup_vs_{key}_delivered"]
-        lines.append(f"vs {key}: " + ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) +
-                     f"; geomean speedup {gc:.3f}x over correct" if gc else f"vs {key}: " +
-                     ", ".join(f"fast_{p} {v * 100:.1f}%" for p, v in fp.items()) + "; no correct result")
-        if gd:
-            lines[-1] += f", {gd:.3f}x as delivered"
+    lines += _versus_lines(s)
+    for lv, ls in (s.get("levels") or {}).items():
+        lines.append(f"{lv}: {ls['counted']} counted, correct {ls['correct']} ({ls['correctness_rate'] * 100:.1f}%)")
+        lines += ["  " + x for x in _versus_lines(ls)]
     if s.get("kernelbench_protocol"):
         k = s["kernelbench_protocol"]
         g = k["geomean_speedup_vs_eager_correct"]

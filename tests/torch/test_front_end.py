@@ -228,13 +228,35 @@ class Report(unittest.TestCase):
         self.assertEqual(s["counted"], 3)
         self.assertEqual(s["degenerate"], ["d"])
         self.assertAlmostEqual(s["correctness_rate"], 2 / 3)
-        self.assertEqual(s["fast_p_vs_eager"], {"0.0": 2 / 3, "1.0": 2 / 3, "1.5": 1 / 3, "2.0": 0.0})  # 2.0x is not > 2
+        self.assertEqual(s["fast_p_vs_eager"], {"0.0": 2 / 3, "0.5": 2 / 3, "0.8": 2 / 3, "1.0": 2 / 3, "1.5": 1 / 3,
+                                                "2.0": 0.0})  # 2.0x is not > 2
         self.assertEqual(s["fast_p_vs_compile"]["1.0"], 1 / 3)
+        self.assertEqual(s["fast_p_vs_compile"]["0.8"], 2 / 3)  # b is 0.9x torch.compile
+        # Against the better of eager and torch.compile: a 1.6x (80 us), b 0.9x (90 us).
+        self.assertEqual(s["fast_p_vs_best"]["1.0"], 1 / 3)
+        self.assertAlmostEqual(s["geomean_speedup_vs_best_correct"], (1.6 * 0.9) ** 0.5)
+        self.assertEqual((s["own_kernel"], s["own_kernel_rate"]), (1, 1 / 3))
+        self.assertIn("ksol's own kernel returned (correct, faster than the better of eager and torch.compile): 1 of 3",
+                      report.format_summary(s))
+        self.assertNotIn("levels", s, "no problem is named after a KernelBench level")
         self.assertAlmostEqual(s["geomean_speedup_vs_eager_correct"], (2.0 * 1.2) ** 0.5)
         # c fell back to the better baseline: as fast as eager, so 1.0x against eager
         self.assertAlmostEqual(s["geomean_speedup_vs_eager_delivered"], (2.0 * 1.2 * 1.0) ** (1 / 3))
         self.assertEqual(s["fell_back"], [{"problem": "c", "reason": "wrong_result at h1"}])
         self.assertIn("fell back: c", report.format_summary(s))
+
+    def test_each_level_is_summarized_apart(self):
+        rs = [dict(r, problem=f"level{1 + i % 2}/{r['problem']}") for i, r in enumerate(self.RESULTS)]
+        s = report.summarize(rs)
+        self.assertEqual(sorted(s["levels"]), ["level1", "level2"])
+        l1, l2 = s["levels"]["level1"], s["levels"]["level2"]
+        self.assertEqual((l1["counted"], l2["counted"]), (2, 1))  # level1: a and c; level2: b (d is degenerate)
+        self.assertEqual(l1["fast_p_vs_best"]["1.0"], 1 / 2)
+        self.assertEqual(l2["fast_p_vs_best"]["0.8"], 1.0)
+        self.assertAlmostEqual(l1["geomean_speedup_vs_compile_delivered"], (1.6 * 1.0) ** 0.5)
+        text = report.format_summary(s)
+        self.assertIn("level1: 2 counted, correct 1 (50.0%)", text)
+        self.assertIn("  vs the better of eager and torch.compile: fast_0.0 50.0%", text)
 
     def test_cli_report(self):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
