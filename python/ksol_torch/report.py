@@ -181,6 +181,11 @@ def from_optimize_module(docs) -> List[Dict]:
              "fell_back": bool(item.get("use_baseline", True)), "reason": "", "form": _form(item),
              "compile_mode": "max-autotune" if _best_compile(base) and _best_compile(base) == base.get("compile_max_autotune") else "default",
              "candidates": item.get("candidates", 0), "seconds": item.get("seconds"), "precision": precision_of(d)}
+        if isinstance(item.get("kernels"), dict) and item["kernels"]:
+            # The kernels one call launches (counted on a GPU): ksol's answer, and torch.compile's mode that was faster.
+            k = item["kernels"]
+            r["kernels"] = {"ksol": k.get("ksol"), "eager": k.get("eager"),
+                            "compile": k.get("compile_max_autotune" if r["compile_mode"] == "max-autotune" else "compile")}
         kb = item.get("kernelbench")
         if isinstance(kb, dict) and "correct" in kb:
             # KernelBench's protocol on what ksol verified (nothing verified: not correct under it either).
@@ -228,7 +233,11 @@ def format_table(results: List[Dict]) -> str:
     def ratio(a, b):
         return f"{a / b:.3f}x" if a and b else "-"
 
-    head = ["problem", "form", "precision", "cands", "ksol us", "eager us", "compile us", "vs eager", "vs compile", "returned", "why"]
+    def kernels(k):
+        k = k or {}
+        return "/".join("-" if k.get(x) is None else str(k[x]) for x in ("ksol", "compile")) if k else "-"
+
+    head = ["problem", "form", "precision", "cands", "ksol us", "eager us", "compile us", "vs eager", "vs compile", "kernels", "returned", "why"]
     rows = []
     for r in results:
         best_base = min([x for x in (r.get("eager_us"), r.get("compile_us")) if x], default=None)
@@ -242,14 +251,15 @@ def format_table(results: List[Dict]) -> str:
         k = r.get("ksol_us")
         rows.append([r["problem"][:48], r.get("form", ""), r.get("precision", "unstated"), str(r.get("candidates", "")), us(k), us(r.get("eager_us")),
                      us(r.get("compile_us")) + ("*" if r.get("compile_mode") == "max-autotune" else ""),
-                     ratio(r.get("eager_us"), k), ratio(r.get("compile_us"), k), returned,
+                     ratio(r.get("eager_us"), k), ratio(r.get("compile_us"), k), kernels(r.get("kernels")), returned,
                      (r.get("degenerate_why") or r.get("reason") or "")[:160]])
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(x) for x in rows]
     lines.append("ksol us: the verified kernel's (or stitched module's) median, cold L2; compile us: the faster of torch.compile's "
-                 "modes (* max-autotune); vs: baseline time over ksol's; precision: the mode the baselines and ksol ran under, "
-                 "and the arithmetic its bound allowed")
+                 "modes (* max-autotune); vs: baseline time over ksol's; kernels: the GPU kernels one call launches, ksol's / "
+                 "torch.compile's (counted on a GPU); precision: the mode the baselines and ksol ran under, and the arithmetic its "
+                 "bound allowed")
     return "\n".join(lines)
 
 

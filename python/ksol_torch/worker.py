@@ -710,9 +710,28 @@ def _abi_candidate(so_path, dims, expect_shapes, model, inputs0):
     return cand
 
 
-def _time_compiled(timer, model, inputs, options):
+def kernel_count(fn, args, device):
+    """The GPU kernels one call of fn(*args) launches (torch.profiler's CUDA activity: memory
+    copies and sets left out), or None where it cannot be counted (no GPU, no profiler)."""
+    if not _cuda or not str(device).startswith("cuda"):
+        return None
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        torch.cuda.synchronize()
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn(*args)
+            torch.cuda.synchronize()
+        cuda = torch.autograd.DeviceType.CUDA
+        return sum(1 for e in prof.events() if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
+    except Exception:
+        return None
+
+
+def _time_compiled(timer, model, inputs, options, count_kernels=False):
     """torch.compile(model, **options), compiled by a first call, then timed like eager; the
-    compile's seconds beside the timing, or why it could not run."""
+    compile's seconds beside the timing (and, with count_kernels, the kernels one call launches),
+    or why it could not run."""
     if not hasattr(torch, "compile"):
         # Not a failure of this run: this PyTorch never has it (a later run may reuse the answer).
         return {"error": f"torch {torch.__version__} has no torch.compile", "unavailable": True}
@@ -725,6 +744,8 @@ def _time_compiled(timer, model, inputs, options):
         out["compile_seconds"] = seconds
         if options:
             out["options"] = options
+        if count_kernels and (k := kernel_count(compiled, inputs, timer.device)) is not None:
+            out["kernels"] = k
         return out
     except Exception as e:
         return {"error": f"torch.compile({', '.join(f'{k}={v!r}' for k, v in options.items())}) failed: {type(e).__name__}: {e}"[:500]}
@@ -874,11 +895,14 @@ def _evaluate(req):
         # compile time is reported beside its timing.
         ma = req.get("max_autotune", "auto")
         want_ma = ma is True or (ma == "auto" and bool(kinds & {"gemm", "conv"}))
+        count = bool(req.get("count_kernels"))
         with torch.no_grad(), _Flags(flags):
             base["eager"], _ = timer.time(model, inputs0)
-            base["compile"] = _time_compiled(timer, model, inputs0, {})
+            if count and (k := kernel_count(model, inputs0, device)) is not None:
+                base["eager"]["kernels"] = k
+            base["compile"] = _time_compiled(timer, model, inputs0, {}, count)
             if want_ma:
-                base["compile_max_autotune"] = _time_compiled(timer, model, inputs0, {"mode": "max-autotune"})
+                base["compile_max_autotune"] = _time_compiled(timer, model, inputs0, {"mode": "max-autotune"}, count)
     result["baselines"] = base
     # torch.compile's compile workers (a thread pool it starts on first use, and keeps) are
     # PyTorch's, started by ksol's own baseline code: serve() looks for threads left behind
@@ -957,6 +981,12 @@ def _evaluate(req):
         result["correctness"] = {"cases": cases, "worst_error_over_tolerance": worst}
         result["gates"].append({"gate": "correctness", "ok": True})
         ref = out = before = None
+        if req.get("count_kernels"):
+            # What one call launches, for the report beside torch.compile's count (not a gate).
+            k = kernel_count(cand, keep, device)
+            _check_integrity(snap, threads, "while its kernels were counted")
+            if k is not None:
+                result["kernels"] = k
 
         # Timing, then the last timed call's output against the reference. The watch stays on
         # (PyTorch may not do the work in timed calls either); the integrity check runs after

@@ -104,8 +104,12 @@ class ModuleEvaluator : public search::Evaluator {
     std::map<std::string, search::Outcome> out;
     json req = request();
     req["baselines_only"] = true;
+    req["count_kernels"] = true;
     const json result = baselines_result(req);
     const json& base = result.value("baselines", json::object());
+    baseline_kernels_ = json::object();
+    for (auto& [name, b] : base.items())
+      if (b.is_object() && b.contains("kernels") && b["kernels"].is_number_integer()) baseline_kernels_[name] = b["kernels"];
     // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
     // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
     problem_screen_ = result.value("screen", json::object());
@@ -208,8 +212,19 @@ class ModuleEvaluator : public search::Evaluator {
     json req = request();
     req["stitch"] = pieces;
     req["baselines"] = false;
-    if (kernelbench) req["kernelbench"] = true, req["time"] = false;
-    return w_.call(req, timeout_);
+    if (kernelbench) req["kernelbench"] = true, req["time"] = false, req["count_kernels"] = true;
+    WorkerReply r = w_.call(req, timeout_);
+    if (kernelbench) answer_kernels_ = kernels_in(r);
+    return r;
+  }
+
+  // The kernels one call launches (the worker's torch.profiler count, on a GPU only): eager's
+  // and torch.compile's from the baselines, and "ksol" for the program or stitched module of the
+  // last KernelBench-protocol request (the answer); {} where none was counted.
+  json kernel_counts() const {
+    json k = baseline_kernels_;
+    if (!answer_kernels_.is_null()) k["ksol"] = answer_kernels_;
+    return k;
   }
 
   // KernelBench's own protocol (allclose at 1e-2 against the Model in its own precision, mean of
@@ -221,9 +236,16 @@ class ModuleEvaluator : public search::Evaluator {
     if (req.empty()) return {{"correct", false}, {"error", error.substr(0, 300)}};
     req["kernelbench"] = true;
     req["time"] = false;
-    return kernelbench_in(w_.call(req, timeout_));
+    req["count_kernels"] = true;
+    WorkerReply r = w_.call(req, timeout_);
+    answer_kernels_ = kernels_in(r);
+    return kernelbench_in(r);
   }
 
+  static json kernels_in(const WorkerReply& r) {
+    const json& res = r.ok ? r.body.value("result", json::object()) : json::object();
+    return res.contains("kernels") && res["kernels"].is_number_integer() ? res["kernels"] : json();
+  }
   static json kernelbench_in(const WorkerReply& r) {
     if (!r.ok) return {{"correct", false}, {"error", "worker: " + r.message.substr(0, 300)}};
     const json& res = r.body.value("result", json::object());
@@ -346,6 +368,7 @@ class ModuleEvaluator : public search::Evaluator {
   std::string baseline_dir_, baseline_identity_;
   bool fresh_baselines_ = false;
   json reused_ = json::object();
+  json baseline_kernels_ = json::object(), answer_kernels_;
   json problem_screen_ = json::object();
   json policy_ = {{"mode", precision_}};
 };
@@ -684,6 +707,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (o.ok() && (best.empty() || o.score_us() < best_us)) best = name, best_us = o.score_us();
     item["best_baseline"] = best;
     for (auto& [name, o] : base) item["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
+    if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
     // The pieces whose search found a faster schedule: kept beside the report whether or not the
     // stitched module beats the baselines, since each was verified inside the whole module.
     std::vector<KeptProgram> kept;
@@ -751,6 +775,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       item["kernelbench"] = stop_requested() ? json{{"correct", false}, {"error", "not run: the run was stopped (a signal)"}}
                             : fin.ok()       ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
                                              : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
+      if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
       if (status == "ok" && us > 0 && !best.empty() && us < best_us && !a.emulate) {
@@ -800,6 +825,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     item["kernelbench"] = {{"correct", false}, {"error", "no candidate passed ksol's gates"}};
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   if (!ev.problem_screen().empty()) item["screen"] = ev.problem_screen();
+  if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
   doc["results"] = json::array({item});
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});

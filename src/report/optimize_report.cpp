@@ -178,6 +178,18 @@ std::string stitched_summary(const json& r) {
   return s;
 }
 
+// The kernels one call launches (a module's results: "kernels", counted on a GPU): "ksol 1,
+// torch.compile 3, eager 5", the returned version first; "" when none was counted.
+std::string kernels_line(const json& r) {
+  if (!r.contains("kernels") || !r["kernels"].is_object() || r["kernels"].empty()) return "";
+  const json& k = r["kernels"];
+  std::vector<std::string> v;
+  for (auto [key, name] : std::vector<std::pair<std::string, std::string>>{
+           {"ksol", "ksol"}, {"compile", "torch.compile"}, {"compile_max_autotune", "torch.compile max-autotune"}, {"eager", "eager"}})
+    if (k.contains(key) && k[key].is_number_integer()) v.push_back(name + " " + std::to_string(k[key].get<int>()));
+  return join(v, ", ");
+}
+
 // The baselines' times, "compile 12.00 us, eager 10.00 us", or "" when none is recorded. A
 // search's baselines per size: "cublas: small 5.10 us, large 300.00 us; naive: small 40.00 us,
 // large far slower than cublas (one call: ...): not verified or timed in full".
@@ -425,6 +437,7 @@ std::string optimize_markdown(const json& doc) {
       o << "\n";
     }
     if (std::string b = baselines_line(r); !b.empty()) o << "Baselines: " << b << ".\n\n";
+    if (std::string k = kernels_line(r); !k.empty()) o << "Kernels per call: " << k << ".\n\n";
     if (!gets(r, "reason").empty()) o << "Reason: " << gets(r, "reason") << "\n\n";
     for (auto& p : pieces)
       if (!p.program.empty()) o << "Piece " << p.piece << " program:\n\n```ksol\n" << p.program << "```\n\n";
@@ -519,6 +532,7 @@ std::string optimize_html(const json& doc) {
       o << "</table>\n";
     }
     if (std::string b = baselines_line(r); !b.empty()) o << "<p>Baselines: " << html_escape(b) << ".</p>\n";
+    if (std::string k = kernels_line(r); !k.empty()) o << "<p>Kernels per call: " << html_escape(k) << ".</p>\n";
     if (!gets(r, "reason").empty()) o << "<p>Reason: " << html_escape(gets(r, "reason")) << "</p>\n";
     for (auto& p : pieces)
       if (!p.program.empty()) o << "<details><summary>piece " << p.piece << " program</summary><pre>" << html_escape(p.program) << "</pre></details>\n";

@@ -139,11 +139,19 @@ TEST(Report, StitchedModule) {
   EXPECT_NE(md.find("| 0 | elementwise | bn, relu | map_relu_b256 | 3 | candidates | 12.50 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1 | elementwise | add | map_add_b128 | - | not searched | - |"), std::string::npos) << md;
   EXPECT_NE(md.find("Baselines: compile not timed, eager 10.00 us."), std::string::npos) << md;
+  EXPECT_EQ(md.find("Kernels per call"), std::string::npos) << "none counted (no GPU): no line";
   EXPECT_NE(md.find("Reason: the stitched module (12.5 us) is not faster than eager"), std::string::npos) << md;
   EXPECT_NE(md.find("```ksol\nkernel add\n```"), std::string::npos) << md;
   EXPECT_EQ(md.find("| # | parent |"), std::string::npos) << "no trajectory table without a trajectory";
   std::string html = report::optimize_html(doc);
   EXPECT_NE(html.find("Stitched from 2 DSL piece(s)"), std::string::npos) << html;
+  // The kernels one call launches, counted on a GPU: the returned version's against torch.compile's.
+  doc["results"][0]["kernels"] = {{"eager", 5}, {"compile", 3}, {"compile_max_autotune", 2}, {"ksol", 1}};
+  EXPECT_NE(report::optimize_markdown(doc).find("Kernels per call: ksol 1, torch.compile 3, torch.compile max-autotune 2, eager 5."),
+            std::string::npos)
+      << report::optimize_markdown(doc);
+  EXPECT_NE(report::optimize_html(doc).find("<p>Kernels per call: ksol 1, torch.compile 3"), std::string::npos);
+  doc["results"][0].erase("kernels");
   EXPECT_NE(html.find("kernel map_relu &lt;&amp;&gt;"), std::string::npos);
   EXPECT_EQ(html.find("map_relu <&>"), std::string::npos);  // never raw
 
