@@ -157,12 +157,9 @@ class ModuleEvaluator : public search::Evaluator {
     std::vector<search::ScreenTime> out(items.size());
     std::vector<json> cands;
     std::vector<size_t> which;
-    for (size_t k = 0; k < items.size(); ++k) {
-      std::string why, so = library(t, *items[k].program, items[k].label, &why);
-      if (so.empty()) {
-        out[k].message = "does not build: " + why;
-        continue;
-      }
+    for (auto& [k, so] : search::screen_libraries(items, out, [&](const search::BuildItem& it, std::string* why) {
+           return library(t, *it.program, it.label, why);
+         })) {
       cands.push_back({{"so", so}, {"dims", dims_of(t)}, {"expect_shapes", shapes_of(t)}});
       which.push_back(k);
     }

@@ -179,6 +179,17 @@ std::vector<ScreenTime> SessionEvaluator::screen(const Task& t, const std::vecto
   return out;
 }
 
+std::vector<std::pair<size_t, std::string>> screen_libraries(const std::vector<BuildItem>& items, std::vector<ScreenTime>& out,
+                                                            const std::function<std::string(const BuildItem&, std::string* why)>& library) {
+  std::vector<std::pair<size_t, std::string>> libs;
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::string why, so = library(items[k], &why);
+    if (so.empty()) out[k].message = "does not build: " + why;
+    else libs.push_back({k, so});
+  }
+  return libs;
+}
+
 void take_screen_times(const ksol::ScreenBatch& sb, const std::vector<size_t>& which, std::vector<ScreenTime>& out) {
   for (size_t m = 0; m < which.size() && m < sb.times.size(); ++m) {
     const ksol::ScreenTime& s = sb.times[m];

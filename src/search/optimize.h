@@ -121,6 +121,13 @@ struct CompiledItem {
 };
 std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildItem>& items, std::vector<Built>& built);
 
+// A screen's libraries: `library` gives an item's (built now where build() did not), or "" with
+// why; an item without one gets "does not build: <why>" in `out`. Returns the items that have one,
+// in order: their index in `items` and the library's path.
+std::vector<std::pair<size_t, std::string>> screen_libraries(
+    const std::vector<BuildItem>& items, std::vector<ScreenTime>& out,
+    const std::function<std::string(const BuildItem&, std::string* why)>& library);
+
 // The search's screen times from a coordinator's batch: the batch's m-th library is item
 // `which[m]`'s; the other items keep what `out` holds for them.
 void take_screen_times(const ksol::ScreenBatch& sb, const std::vector<size_t>& which, std::vector<ScreenTime>& out);

@@ -77,12 +77,7 @@ std::vector<ScreenTime> PieceEvaluator::screen(const Task& t, const std::vector<
   if (!screen_) return out;
   std::vector<nlohmann::json> stitched;
   std::vector<size_t> which;
-  for (size_t k = 0; k < items.size(); ++k) {
-    std::string why, so = library(t, *items[k].program, items[k].label, &why);
-    if (so.empty()) {
-      out[k].message = "does not build: " + why;
-      continue;
-    }
+  for (auto& [k, so] : screen_libraries(items, out, [&](const BuildItem& it, std::string* why) { return library(t, *it.program, it.label, why); })) {
     stitched.push_back(with_piece(so, codegen::kernel_name(*items[k].program)));
     which.push_back(k);
   }
