@@ -8,6 +8,10 @@
 #   optimize [RUN]  the expert over every task with a seed program (OPT_TASKS: some), OPT_SECONDS
 #                 each (60), under OPT_TIMEOUT (560 s, then SIGTERM: the report is written);
 #                 OPT_DB: the store (a copy of the suite's reuses its baseline timings with RUN)
+#   mainjob [RUN] the main job as a newcomer runs it (`ksol optimize`, no arguments: every task with a
+#                 seed program under the run-wide default budget) from a cold compile cache, cut by
+#                 SIGTERM at MJ_TIMEOUT (560 s: the report is written); MJ_DB: the store, carried
+#                 back as $OUT/mj.db, so that the next call resumes it with RUN (its run id)
 #   versus        expert against random search at equal budget on 8 tasks (VS_TASKS, VS_SECONDS,
 #                 VS_DB and VS_RESUME to reuse a store's baselines, AGENTS to run one)
 #   exchange      the kernel loop on softmax_f32 through an exchange folder, answered by hand by
@@ -46,6 +50,13 @@ case "$step" in
     timeout -k 90 ${OPT_TIMEOUT:-560} ksol --store "${OPT_DB:-$OUT/opt.db}" optimize ${OPT_TASKS:-} --gpus "$GPUS" --budget-seconds ${OPT_SECONDS:-60} \
       --budget-candidates 40 ${1:+--resume $1} --report "$OUT/report" --json-out "$OUT/optimize.json" > "$OUT/optimize.txt" 2> "$OUT/optimize.err"
     echo "rc=$?"; D="${OPT_DB:-$OUT/opt.db}"; [ "$D" = "$OUT/opt.db" ] || for f in "$D" "$D-wal" "$D-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/opt.db${f#$D}"; done; tail -5 "$OUT/optimize.err"; cat "$OUT/optimize.txt" ;;
+  mainjob)
+    DB=${MJ_DB:-$OUT/mj.db}; export KSOL_CACHE_DIR=${KSOL_CACHE_DIR:-/tmp/ksol-mj-cache}
+    [ -n "${1:-}" ] || rm -rf "$KSOL_CACHE_DIR"  # a fresh run starts from a cold compile cache
+    ( time timeout -s TERM -k 60 ${MJ_TIMEOUT:-560} ksol --store "$DB" optimize ${1:+--resume $1} --report "$OUT/mj" --json-out "$OUT/mj.json" \
+        > "$OUT/mj.txt" 2> "$OUT/mj.err" ) 2> "$OUT/mj.time"
+    echo "rc=$?"; cat "$OUT/mj.time"; [ "$DB" = "$OUT/mj.db" ] || for f in "$DB" "$DB-wal" "$DB-shm"; do [ -f "$f" ] && cp -f "$f" "$OUT/mj.db${f#$DB}"; done
+    grep -v "^\[" "$OUT/mj.err" | tail -40; cat "$OUT/mj.txt" ;;
   versus)
     T=${VS_TASKS:-softmax_f32,rmsnorm_bf16,layernorm_f32,gelu_f32,relu_f32,axpy_f32,broadcast_add_f32,sigmoid_f32}
     # VS_DB: a store to copy per agent (the suite's, with VS_RESUME = its last run, reuses the
@@ -137,5 +148,5 @@ PY
 b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
-  *) sed -n 2,27p "$0"; exit 2 ;;
+  *) sed -n '2,/^set /{/^set /d;p}' "$0"; exit 2 ;;
 esac
