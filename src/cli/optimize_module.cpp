@@ -141,6 +141,7 @@ class ModuleEvaluator : public search::Evaluator {
   // The batch compiled together on every core (then built for the host's emulator under
   // --emulate); the libraries are kept for the screen and the full evaluation.
   std::vector<search::Built> build(const Task& t, const std::vector<search::BuildItem>& items) override {
+    prefetching_.wait();
     std::vector<search::Built> out;
     for (const search::CompiledItem& c : search::compile_batch(t, items, out)) {
       std::string why;
@@ -150,6 +151,7 @@ class ModuleEvaluator : public search::Evaluator {
   }
 
   bool screens() const override { return true; }
+  void prefetch(const Task& t, const std::vector<dsl::Program>& next) override { prefetching_.start(t, next); }
 
   // The items timed on the module's inputs in one screen of the Python worker (timing only).
   std::vector<search::ScreenTime> screen(const Task& t, const std::vector<search::BuildItem>& items, const std::string&,
@@ -366,6 +368,7 @@ class ModuleEvaluator : public search::Evaluator {
   bool fresh_baselines_ = false;
   json reused_ = json::object();
   json baseline_kernels_ = json::object(), answer_kernels_;
+  search::BackgroundBuild prefetching_;  // last: joined before the rest goes
   json problem_screen_ = json::object();
   json policy_ = {{"mode", precision_}};
 };

@@ -143,7 +143,7 @@ std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildIt
 
 std::vector<Built> SessionEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
   // A prefetch still building would race this build for the same sources: let it finish.
-  if (prefetching_.joinable()) prefetching_.join();
+  prefetching_.wait();
   std::vector<Built> out;
   for (CompiledItem& c : compile_batch(t, items, out)) {
     out[c.index].candidate_id = register_candidate(t, c.job, items[c.index].parent_id, items[c.index].method);
@@ -237,7 +237,9 @@ uint64_t SessionEvaluator::grade_seed(const Task& t) {
   return it->second;
 }
 
-void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) {
+void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& next) { prefetching_.start(t, next); }
+
+void BackgroundBuild::start(const Task& t, const std::vector<dsl::Program>& next) {
   codegen::Binding b = binding_of(t);
   std::vector<CompileJob> jobs;
   for (const dsl::Program& p : next) {
@@ -248,14 +250,24 @@ void SessionEvaluator::prefetch(const Task& t, const std::vector<dsl::Program>& 
       // the build compiles it again and reports why
     }
   }
-  if (prefetching_.joinable()) prefetching_.join();
-  prefetching_ = std::thread([jobs = std::move(jobs)] {
+  wait();
+  thread_ = std::thread([jobs = std::move(jobs)] {
     try {
       compile_all(jobs);
     } catch (const std::exception&) {
       // the build reports failures
     }
   });
+}
+
+void BackgroundBuild::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+BackgroundBuild::~BackgroundBuild() {
+  if (!thread_.joinable()) return;
+  if (stop_requested()) thread_.detach();
+  else thread_.join();
 }
 
 std::pair<double, double> SessionEvaluator::device_sm() const {
@@ -275,12 +287,7 @@ std::pair<double, double> SessionEvaluator::device_sm() const {
   return d;
 }
 
-SessionEvaluator::~SessionEvaluator() {
-  // A run being stopped does not wait for builds nobody will time (nvcc finishes on its own).
-  if (!prefetching_.joinable()) return;
-  if (stop_requested()) prefetching_.detach();
-  else prefetching_.join();
-}
+SessionEvaluator::~SessionEvaluator() = default;
 
 Outcome SessionEvaluator::grade_hidden(const Task& t, const dsl::Program& p, const std::string& label) {
   Outcome o;

@@ -121,6 +121,24 @@ struct CompiledItem {
 };
 std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildItem>& items, std::vector<Built>& built);
 
+// The next generation compiled in one background thread on every core while this one's finalists
+// are evaluated, for the compile cache (the build then finds them there); failures are left for
+// the build to report. An evaluator's build() waits for it first, since both would compile the
+// same sources; on destruction it is joined (detached when the run is being stopped: nvcc
+// finishes on its own).
+class BackgroundBuild {
+ public:
+  BackgroundBuild() = default;
+  BackgroundBuild(const BackgroundBuild&) = delete;
+  BackgroundBuild& operator=(const BackgroundBuild&) = delete;
+  ~BackgroundBuild();
+  void start(const Task& t, const std::vector<dsl::Program>& next);
+  void wait();
+
+ private:
+  std::thread thread_;
+};
+
 // A screen's libraries: `library` gives an item's (built now where build() did not), or "" with
 // why; an item without one gets "does not build: <why>" in `out`. Returns the items that have one,
 // in order: their index in `items` and the library's path.
@@ -263,7 +281,7 @@ class SessionEvaluator : public Evaluator {
   std::map<std::string, Outcome> baselines_with(const Task& t, EvalOptions eo);
   std::map<std::string, uint64_t> search_seeds_, grade_seeds_;
   std::map<std::string, CompileResult> built_;  // by source hash: what build() compiled, for evaluate and screen
-  std::thread prefetching_;
+  BackgroundBuild prefetching_;
   Session& s_;
   std::string agent_;
   int64_t resume_;

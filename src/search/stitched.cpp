@@ -57,6 +57,7 @@ std::string PieceEvaluator::library(const Task& t, const dsl::Program& p, const 
 }
 
 std::vector<Built> PieceEvaluator::build(const Task& t, const std::vector<BuildItem>& items) {
+  prefetching_.wait();
   std::vector<Built> out;
   if (!build_) {
     for (const CompiledItem& c : compile_batch(t, items, out))

@@ -43,6 +43,10 @@ class PieceEvaluator : public Evaluator {
   // Builds a batch's libraries (nvcc on every core, or `build` one by one), kept by label.
   std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
   bool screens() const override { return static_cast<bool>(screen_); }
+  // The next generation compiled in the background (with nvcc: not when `build` makes the libraries).
+  void prefetch(const Task& t, const std::vector<dsl::Program>& next) override {
+    if (!build_) prefetching_.start(t, next);
+  }
   // The module timed with each item's library in the piece's place, in one screen.
   std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
   // The pieces with the searched one's library replaced (what a candidate was evaluated as).
@@ -60,6 +64,7 @@ class PieceEvaluator : public Evaluator {
   std::map<std::string, std::string> libs_;
   Build build_;
   Screen screen_;
+  BackgroundBuild prefetching_;
   double sol_us_ = 0;
 };
 

@@ -180,7 +180,7 @@ TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
   o.budget_seconds = 0;
   o.profile = false;
   o.target_sol = 0;
-  o.prefetch = false;
+  o.prefetch = true;  // the next generation built in the background while the finalists run
   search::OptimizeResult r = search::optimize(t, seed, pe, *agent, o);
 
   ASSERT_GE(r.best, 0);
