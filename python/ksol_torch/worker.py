@@ -48,10 +48,14 @@ import threading
 import time
 import traceback
 
-import torch
+# The kernel count (kernel_count) profiles one call with torch.profiler; CUPTI left attached after
+# it slows later calls (PyTorch issue 144455), so the profiler detaches it when it ends.
+os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
-from . import abi
-from . import problem as problem_mod
+import torch  # noqa: E402
+
+from . import abi  # noqa: E402
+from . import problem as problem_mod  # noqa: E402
 
 try:
     # PyTorch 2 imports torch._dynamo the first time a dispatch mode is entered (the worker's
@@ -60,6 +64,12 @@ try:
     # runs without baselines (torch.compile's baselines used to import it first).
     import torch._dynamo  # noqa: F401
 except ImportError:  # PyTorch 1.x has no torch._dynamo
+    pass
+try:
+    # Imported before any snapshot too: the kernel count's first profiler use must not look like
+    # a candidate's change to the watched namespaces.
+    import torch.profiler  # noqa: F401
+except ImportError:  # pragma: no cover
     pass
 
 PROTOCOL = 1
@@ -723,15 +733,18 @@ def kernel_count(fn, args, device):
             fn(*args)
             torch.cuda.synchronize()
         cuda = torch.autograd.DeviceType.CUDA
-        return sum(1 for e in prof.events() if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
+        n = sum(1 for e in prof.events() if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
+        # No kernel at all means the profiler saw no GPU activity (CUPTI taken by another tool),
+        # not a module that launches none.
+        return n or None
     except Exception:
         return None
 
 
-def _time_compiled(timer, model, inputs, options, count_kernels=False):
+def _time_compiled(timer, model, inputs, options, keep=None):
     """torch.compile(model, **options), compiled by a first call, then timed like eager; the
-    compile's seconds beside the timing (and, with count_kernels, the kernels one call launches),
-    or why it could not run."""
+    compile's seconds beside the timing, or why it could not run. `keep` (a list) receives the
+    compiled module."""
     if not hasattr(torch, "compile"):
         # Not a failure of this run: this PyTorch never has it (a later run may reuse the answer).
         return {"error": f"torch {torch.__version__} has no torch.compile", "unavailable": True}
@@ -744,8 +757,8 @@ def _time_compiled(timer, model, inputs, options, count_kernels=False):
         out["compile_seconds"] = seconds
         if options:
             out["options"] = options
-        if count_kernels and (k := kernel_count(compiled, inputs, timer.device)) is not None:
-            out["kernels"] = k
+        if keep is not None:
+            keep.append(compiled)
         return out
     except Exception as e:
         return {"error": f"torch.compile({', '.join(f'{k}={v!r}' for k, v in options.items())}) failed: {type(e).__name__}: {e}"[:500]}
@@ -895,14 +908,18 @@ def _evaluate(req):
         # compile time is reported beside its timing.
         ma = req.get("max_autotune", "auto")
         want_ma = ma is True or (ma == "auto" and bool(kinds & {"gemm", "conv"}))
-        count = bool(req.get("count_kernels"))
+        fns = {"eager": [model], "compile": [], "compile_max_autotune": []}
         with torch.no_grad(), _Flags(flags):
             base["eager"], _ = timer.time(model, inputs0)
-            if count and (k := kernel_count(model, inputs0, device)) is not None:
-                base["eager"]["kernels"] = k
-            base["compile"] = _time_compiled(timer, model, inputs0, {}, count)
+            base["compile"] = _time_compiled(timer, model, inputs0, {}, fns["compile"])
             if want_ma:
-                base["compile_max_autotune"] = _time_compiled(timer, model, inputs0, {"mode": "max-autotune"}, count)
+                base["compile_max_autotune"] = _time_compiled(timer, model, inputs0, {"mode": "max-autotune"}, fns["compile_max_autotune"])
+            if req.get("count_kernels"):
+                # After every timing: a profiler session must not precede any baseline's samples.
+                for name, fn in fns.items():
+                    if fn and name in base and (k := kernel_count(fn[0], inputs0, device)) is not None:
+                        base[name]["kernels"] = k
+        fns = None
     result["baselines"] = base
     # torch.compile's compile workers (a thread pool it starts on first use, and keeps) are
     # PyTorch's, started by ksol's own baseline code: serve() looks for threads left behind
@@ -981,12 +998,6 @@ def _evaluate(req):
         result["correctness"] = {"cases": cases, "worst_error_over_tolerance": worst}
         result["gates"].append({"gate": "correctness", "ok": True})
         ref = out = before = None
-        if req.get("count_kernels"):
-            # What one call launches, for the report beside torch.compile's count (not a gate).
-            k = kernel_count(cand, keep, device)
-            _check_integrity(snap, threads, "while its kernels were counted")
-            if k is not None:
-                result["kernels"] = k
 
         # Timing, then the last timed call's output against the reference. The watch stays on
         # (PyTorch may not do the work in timed calls either); the integrity check runs after
@@ -1029,14 +1040,26 @@ def _evaluate(req):
                 result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})
             except Exception as e:
                 result["kernelbench"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        if req.get("count_kernels") and cand is not None and result["status"] == "ok":
+            # What one call launches, for the report beside torch.compile's count (not a gate),
+            # after everything timed.
+            try:
+                k = kernel_count(cand, inputs0, device)
+                _check_integrity(snap, threads, "while its kernels were counted")
+                if k is not None:
+                    result["kernels"] = k
+            except GateFailure as f:
+                result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
+                result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})
         _restore(snap)
         phases.end()
     return result
 
 
-class _BrokenDevice(Exception):
-    """The device is unusable after candidate `index` ran in a screen: the reply names it, and the
-    worker exits (the coordinator screens the others again in a fresh one)."""
+class _Culprit(Exception):
+    """Candidate `index` of a screen left the worker unusable (a broken device, a thread that lives
+    on): the reply names it, and the worker exits (the coordinator screens the others again in a
+    fresh one)."""
 
     def __init__(self, index, message):
         super().__init__(message)
@@ -1053,10 +1076,14 @@ def screen(req):
     inputs the timing gate uses (the first seed's normal draw), timed by the timing gate's timer:
     `warmup_calls` calls each, then round robin for `warmup_seconds`, then up to `rounds` rounds of
     `samples_per_round` samples each, none started after `max_seconds` of sampling; after the first
-    round a candidate slower than `drop_above` times the fastest gets no more samples ("dropped").
-    Returns {"results": one per candidate, in order: status ok with median_us, ci_low_us, ci_high_us,
-    min_us, samples (the raw times) and dropped, or status failed with error_class and message},
-    phase_seconds}. PyTorch's TF32 switches are as they were after it."""
+    round a candidate slower than `drop_above` times the fastest gets no more samples ("dropped"),
+    except the first, the search's reference. Each candidate's calls are followed by a device
+    synchronization and the integrity check (outside the timed span), so a fault or a replaced
+    function is its own: a replaced function fails it and is put back; a broken device or a thread
+    that lives on makes the reply fatal, naming it ("candidate"). Returns {"results": one per
+    candidate, in order: status ok with median_us, ci_low_us, ci_high_us, min_us, samples (the raw
+    times) and dropped, or status failed with error_class and message}, phase_seconds}. PyTorch's
+    TF32 switches are as they were after it."""
     return _screen_batch(req)
 
 
@@ -1087,26 +1114,60 @@ def _screen_batch(req):
     snap, threads = _snapshot(), _threads()
     live = []  # (index, candidate)
     samples = {}
+
+    def device_sync():
+        if _cuda and str(device).startswith("cuda"):
+            _sync()  # a candidate's asynchronous fault surfaces here, on its own calls
+
+    def check(k, when):
+        """The worker's own functions and threads after candidate k ran: a replaced function fails
+        it and is put back at once (the next candidate is not blamed); a thread that lives on makes
+        the worker unusable, so the reply names k and the worker exits."""
+        try:
+            _check_integrity(snap, threads, when)
+        except GateFailure as f:
+            if f.error_class == "thread_started":
+                raise _Culprit(k, f.message)
+            _restore(snap)
+            raise
+
+    def raised(k, e, where):
+        failed(k, "candidate_error", f"the candidate raised {type(e).__name__}{where}: {e}")
+        if _device_broken():
+            raise _Culprit(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+
     try:
         phases.start("load")
-        plan = None
+        plan, plan_error = None, ""
+        if any(spec.get("stitch") is not None for spec in specs):
+            # The module's split, once for every stitched candidate; its failure is ksol's, not theirs.
+            from . import stitch as stitch_mod
+
+            try:
+                plan = stitch_mod.split(model, inputs0)
+            except Exception as e:
+                plan_error = f"the module could not be split into its pieces: {type(e).__name__}: {e}"
         for k, spec in enumerate(specs):
+            # Named in the log before its first calls: a hang there is blamed on it (the
+            # coordinator reads the log's tail after a timeout).
+            _log(f"screen: candidate {k}")
             try:
                 if spec.get("stitch") is not None:
                     if plan is None:
-                        from . import stitch as stitch_mod
-
-                        plan = stitch_mod.split(model, inputs0)
+                        failed(k, "worker_error", plan_error)
+                        continue
                     cand, kept = _stitched_candidate(spec["stitch"], model, inputs0, plan)
+                    device_sync()
                 else:
                     cand, kept = _abi_candidate(spec["so"], spec.get("dims", []), spec.get("expect_shapes"), model, inputs0), frozenset()
-                _check_integrity(snap, threads, "while the candidate's library loaded")
+                check(k, "while the candidate's library loaded")
                 # Its first calls under the dispatch watch: a library that asks PyTorch to compute
                 # would be refused by the correctness gate; it is not timed either.
                 with torch.no_grad(), _Watch(kept) as w:
                     for _ in range(warmup_calls):
                         cand(*inputs0)
-                _check_integrity(snap, threads, "during a call")
+                device_sync()
+                check(k, "during a call")
                 if w.calls:
                     failed(k, "pytorch_fallback", "the candidate's forward asked PyTorch to compute (" +
                            ", ".join(sorted(set(w.calls))[:8]) + ")")
@@ -1115,10 +1176,10 @@ def _screen_batch(req):
                 samples[k] = []
             except GateFailure as f:
                 failed(k, f.error_class, f.message)
+            except _Culprit:
+                raise
             except Exception as e:
-                failed(k, "candidate_error", f"the candidate raised {type(e).__name__}: {e}")
-                if _device_broken():
-                    raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+                raised(k, e, "")
 
         phases.start("timing")
 
@@ -1131,10 +1192,13 @@ def _screen_batch(req):
                         for _ in range(count):
                             us, _ = timer.sample(cand, inputs0)
                             samples[k].append(us)
+                    check(k, "during its timed calls")  # outside the timed span
+                except GateFailure as f:
+                    failed(k, f.error_class, f.message)
+                except _Culprit:
+                    raise
                 except Exception as e:
-                    failed(k, "candidate_error", f"the candidate raised {type(e).__name__} in a timed call: {e}")
-                    if _device_broken():
-                        raise _BrokenDevice(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+                    raised(k, e, " in a timed call")
 
         dropped = set()
         t0 = _perf_ns()
@@ -1148,10 +1212,11 @@ def _screen_batch(req):
                 break
             one_round(per_round)
             if r == 0:
+                # The first candidate is the search's reference (its best so far): every ratio is
+                # taken to it, so it keeps its samples whatever the others do.
                 meds = {k: _median_ci(v)[0] for k, v in samples.items() if v and results[k] is None}
                 fastest = min(meds.values(), default=0.0)
-                dropped |= {k for k, m in meds.items() if fastest > 0 and m > drop_above * fastest}
-        _check_integrity(snap, threads, "during the screen's timed calls")
+                dropped |= {k for k, m in meds.items() if k != 0 and fastest > 0 and m > drop_above * fastest}
         for k, _ in live:
             if results[k] is not None:
                 continue
@@ -1162,12 +1227,6 @@ def _screen_batch(req):
             med, lo, hi = _median_ci(xs)
             results[k] = {"status": "ok", "median_us": med, "ci_low_us": lo, "ci_high_us": hi, "min_us": min(xs),
                           "samples": xs, "dropped": k in dropped}
-    except GateFailure as f:
-        # Something broke the worker's own functions or started a thread: no time of this batch
-        # can be trusted, and the culprit is unknown.
-        for k in range(len(specs)):
-            if results[k] is None or results[k]["status"] == "ok":
-                failed(k, f.error_class, f.message)
     finally:
         live = None
         _restore(snap)
@@ -1339,6 +1398,31 @@ def _restore(snap):
                 pass
 
 
+def _versions():
+    """What the baselines' times depend on besides the module and the GPU: PyTorch's CUDA, cuDNN,
+    Triton and the driver, and the environment variables that change PyTorch's kernels."""
+    v = {"python": sys.version.split()[0], "cuda": getattr(torch.version, "cuda", None)}
+    try:
+        v["cudnn"] = torch.backends.cudnn.version()
+    except Exception:
+        v["cudnn"] = None
+    try:
+        import triton
+
+        v["triton"] = triton.__version__
+    except Exception:
+        v["triton"] = None
+    if _cuda:
+        try:
+            v["driver"] = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
+        except Exception:
+            v["driver"] = None
+    v["env"] = {k: os.environ[k] for k in sorted(os.environ)
+                if k in ("NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES")
+                or k.startswith(("TORCHINDUCTOR_", "TORCH_CUDNN", "CUBLASLT_", "CUDNN_", "PYTORCH_"))}
+    return v
+
+
 def serve(stdin=sys.stdin, stdout=None):
     # Ctrl-C reaches the whole process group: the coordinator finishes the evaluation in flight,
     # then closes this worker (end of input), which must not die under it and have the
@@ -1361,7 +1445,8 @@ def serve(stdin=sys.stdin, stdout=None):
         rid, op = req.get("id", 0), req.get("op")
         if op == "hello":
             rep = {"id": rid, "ok": True, "protocol": PROTOCOL, "gpu": _cuda, "kind": "python",
-                   "torch": torch.__version__, "device": {"name": torch.cuda.get_device_name(0)} if _cuda else None}
+                   "torch": torch.__version__, "device": {"name": torch.cuda.get_device_name(0)} if _cuda else None,
+                   "versions": _versions()}
             if not _cuda:
                 rep["reason"] = "no CUDA device visible to PyTorch: candidates run on the CPU"
         elif op == "exit":
@@ -1372,7 +1457,7 @@ def serve(stdin=sys.stdin, stdout=None):
             before = _threads()
             try:
                 rep = {"id": rid, "ok": True, "result": screen(req)}
-            except _BrokenDevice as e:
+            except _Culprit as e:
                 # As ksol-worker does: the device is unusable, and the reply names the candidate
                 # that broke it; the worker exits, and the coordinator screens the rest afresh.
                 out.write(json.dumps({"id": rid, "ok": False, "fatal": True, "candidate": e.index, "error": e.message[:500]}) + "\n")
@@ -1380,6 +1465,13 @@ def serve(stdin=sys.stdin, stdout=None):
                 os._exit(3)
             except Exception as e:
                 rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+                broken = _device_broken()
+                if broken:
+                    rep["fatal"] = True
+                    rep["error"] += f"; the CUDA context is unusable after it: {broken}"[:500]
+                    out.write(json.dumps(rep) + "\n")
+                    out.flush()
+                    os._exit(3)
             if _new_threads(before):
                 rep["fatal"] = True
                 rep["ok"] = False

@@ -5,6 +5,7 @@
 // one DSL program, or nothing beats them, the answer is the better of eager and torch.compile.
 #include "cli/optimize_module.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -322,15 +323,22 @@ class ModuleEvaluator : public search::Evaluator {
     WorkerReply r = w_.call(req, timeout_);
     if (!r.ok) throw std::runtime_error("the Python worker could not time eager and torch.compile: " + r.message);
     json result = r.body.value("result", json::object());
-    bool all_timed = result.contains("baselines") && result["baselines"].is_object() && !result["baselines"].empty();
-    if (all_timed)
+    bool keep = result.contains("baselines") && result["baselines"].is_object() && !result["baselines"].empty();
+    if (keep)
       for (auto& [name, b] : result["baselines"].items())
-        all_timed = all_timed && b.is_object() && (b.contains("median_us") || b.value("unavailable", false));
-    if (!file.empty() && all_timed) {
-      std::error_code ec;
-      fs::create_directories(baseline_dir_, ec);
-      write_file_atomic(file, json{{"key", key}, {"at", now_iso8601()}, {"seconds", r.seconds}, {"result", result}}.dump(1));
-    }
+        keep = keep && b.is_object() && (b.contains("median_us") || b.value("unavailable", false));
+    // Nor a run whose trace failed (which baselines run, and the bound, follow from it), or whose
+    // screening for degenerate outputs was skipped on an error.
+    keep = keep && (result.value("flops", 0.0) > 0 || result.value("bytes", 0.0) > 0);
+    keep = keep && !(result.contains("screen") && result["screen"].is_object() &&
+                     result["screen"].value("detail", std::string()).rfind("the float64 reference failed", 0) == 0);
+    if (!file.empty() && keep) try {
+        fs::create_directories(baseline_dir_);
+        write_file_atomic(file, json{{"key", key}, {"at", now_iso8601()}, {"seconds", r.seconds}, {"result", result}}.dump(1));
+      } catch (const std::exception& e) {
+        // A cache that cannot be written costs the next run its baselines, not this run its answer.
+        std::cerr << "warning: eager's and torch.compile's times not kept for later runs: " << e.what() << "\n";
+      }
     return result;
   }
   json request() const {
@@ -671,17 +679,24 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   ModuleEvaluator ev(w, file, a.emulate ? "cpu" : "cuda", a.timeout, a.emulate ? std::nullopt : sol::datasheet_peaks(gpu_name), a.precision,
                      a.emulate);
   {
-    // What eager's and torch.compile's times depend on besides the request and the problem file.
-    const std::string pydir = source_root() + "/python/ksol_torch/";
+    // What eager's and torch.compile's times depend on besides the request and the problem file:
+    // the GPU, the worker's PyTorch, CUDA, cuDNN, Triton, driver and environment (its hello), the
+    // interpreter, and the worker's code (every file of the ksol_torch package). Without the
+    // code's hash nothing is kept.
     std::string code;
-    for (const char* f : {"worker.py", "problem.py", "screen.py"}) {
-      std::error_code ec;
-      if (fs::is_regular_file(pydir + f, ec)) code += sha256_hex(read_file(pydir + f));
-    }
-    ev.keep_baselines_in(cache_dir() + "/module-baselines",
-                         json{{"gpu", a.emulate ? std::string("cpu") : gpu_name}, {"torch", hello.body.value("torch", std::string("?"))},
-                              {"python", py}, {"code", code}}.dump(),
-                         a.fresh_baselines);
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(source_root() + "/python/ksol_torch", ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".py") files.push_back(it->path().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) code += fs::path(f).filename().string() + ":" + sha256_hex(read_file(f)) + "\n";
+    ProcessResult which = run_process({py, "-c", "import sys; print(sys.executable)"}, 60);
+    if (!code.empty())
+      ev.keep_baselines_in(cache_dir() + "/module-baselines",
+                           json{{"gpu", a.emulate ? std::string("cpu") : gpu_name}, {"torch", hello.body.value("torch", std::string("?"))},
+                                {"versions", hello.body.value("versions", json::object())}, {"python", which.output}, {"code", code}}
+                               .dump(),
+                           a.fresh_baselines);
   }
   std::cerr << "precision: " << a.precision << " (eager, torch.compile and every candidate run under it)\n";
   install_stop_handlers();

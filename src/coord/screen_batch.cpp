@@ -4,6 +4,21 @@
 
 namespace ksol {
 
+namespace {
+
+// The K of the last "screen: candidate K" line in a worker's log tail (the Python worker names
+// each candidate before its first calls), or -1.
+int last_named_candidate(const std::string& log) {
+  const std::string tag = "screen: candidate ";
+  size_t at = log.rfind(tag);
+  if (at == std::string::npos) return -1;
+  size_t i = at + tag.size(), j = i;
+  while (j < log.size() && j - i < 6 && log[j] >= '0' && log[j] <= '9') ++j;
+  return j > i ? std::stoi(log.substr(i, j - i)) : -1;
+}
+
+}  // namespace
+
 ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std::vector<size_t>&)>& call) {
   ScreenBatch out;
   out.times.resize(n);
@@ -36,10 +51,26 @@ ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std
       }
       return;
     }
-    // The worker broke under the group. A sticky CUDA error names its candidate; otherwise the
-    // culprit is unknown while the group holds more than one.
     std::string why = r.ok ? "the worker's screen reply is malformed" : r.failure + ": " + r.message;
+    if (!r.ok && r.failure == "error") {
+      // The worker answered and lives on, but could not screen at all (the problem did not load,
+      // memory ran out before any candidate ran): the same for any part of the group.
+      for (size_t i : group) out.times[i].error_class = "worker_error", out.times[i].message = why;
+      return;
+    }
+    // The worker broke under the group. A sticky CUDA error (or a thread left running) names its
+    // candidate, and so does the last "screen: candidate K" line of the log before a timeout;
+    // otherwise the culprit is unknown while the group holds more than one.
     int named = r.body.is_object() && r.body.contains("candidate") && r.body["candidate"].is_number_integer() ? r.body["candidate"].get<int>() : -1;
+    if (named < 0 && r.failure == "timeout") named = last_named_candidate(r.message);
+    if (named >= 0 && static_cast<size_t>(named) < group.size() && r.failure == "timeout") {
+      ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
+      st.error_class = "timeout";
+      st.message = why;
+      group.erase(group.begin() + named);
+      self(self, group);
+      return;
+    }
     if (named >= 0 && static_cast<size_t>(named) < group.size()) {
       ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
       st.error_class = "sticky_cuda_error";

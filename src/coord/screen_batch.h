@@ -38,10 +38,12 @@ struct ScreenBatch {
 // Screens `n` libraries: `call` sends one worker request for a group of them (indices into the
 // batch, in order) and returns the reply, whose result's "results" hold one time per library of
 // the group (status, median_us, ci_low_us, ci_high_us, min_us, samples: the raw times, dropped,
-// error_class, message). Where the worker breaks under a group (a crash, a timeout, a malformed
-// reply), a reply that names its culprit ("candidate": its index in the group, a sticky CUDA
-// error) has that library blamed and the rest screened again; otherwise the group is halved until
-// a broken call holds one library, which is blamed (timeout, crash or worker_error).
+// error_class, message). A worker that answers with an error of its own (it lives on, but could
+// not screen) fails the group with it. Where the worker breaks under a group (a crash, a timeout,
+// a malformed reply), a reply that names its culprit ("candidate": its index in the group, a
+// sticky CUDA error; or, after a timeout, the last "screen: candidate K" line of its log) has that
+// library blamed and the rest screened again; otherwise the group is halved until a broken call
+// holds one library, which is blamed (timeout, crash or worker_error).
 ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std::vector<size_t>&)>& call);
 
 }  // namespace ksol

@@ -192,6 +192,8 @@ WorkerReply WorkerClient::call(nlohmann::json request, double timeout_s) {
       r.failure = "timeout";
       r.message = "no reply within " + std::to_string(static_cast<int>(timeout_s)) + " s; the worker was killed";
       kill_worker();
+      // What it was doing: the end of its log (the Python worker's screen names each candidate there).
+      if (std::string tail = stderr_tail(); !tail.empty()) r.message += "\n" + tail;
       r.seconds = seconds_since(t0);
       return r;
     }

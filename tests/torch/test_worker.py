@@ -7,7 +7,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
+from unittest import mock
 
 import torch
 
@@ -208,6 +211,67 @@ class AbiCandidates(unittest.TestCase):
         self.assertEqual(len(slow["samples"]), 2)
         self.assertGreater(slow["median_us"], 20 * ok["median_us"])
         self.assertIn("timing", r["phase_seconds"])
+
+
+class ScreenBlame(unittest.TestCase):
+    """A screen blames what one candidate does on that candidate alone: a function it replaced is
+    put back before the next one runs; a thread it leaves running ends the worker, naming it."""
+
+    @classmethod
+    def setUpClass(cls):
+        AbiCandidates.setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        AbiCandidates.tearDownClass()
+
+    def test_a_replaced_function_fails_its_candidate_alone(self):
+        relu = torch.relu
+        calls = {"n": 0}
+        real = worker._abi_candidate
+
+        def fake(so, dims, expect_shapes, model, inputs0):
+            honest = real(so, dims, expect_shapes, model, inputs0)
+            calls["n"] += 1
+            mine = calls["n"] == 2  # the second candidate replaces torch.relu on its first call
+
+            def call(*xs):
+                if mine:
+                    torch.relu = lambda x: x
+                return honest(*xs)
+            return call
+
+        with mock.patch.object(worker, "_abi_candidate", side_effect=fake):
+            lib = AbiCandidates.libs["ok"]
+            r = worker.screen({"problem": PROBLEM, "device": "cpu", "seeds": [3, 4, 5], "rounds": 2, "drop_above": 100,
+                               "candidates": [{"so": lib, "dims": [8, 32, 16]} for _ in range(3)]})
+        self.assertIs(torch.relu, relu, "put back")
+        first, patcher, last = r["results"]
+        self.assertEqual((patcher["status"], patcher["error_class"]), ("failed", "patched_function"), patcher)
+        self.assertEqual(first["status"], "ok", first)
+        self.assertEqual(last["status"], "ok", last)
+
+    def test_a_thread_left_running_names_its_candidate(self):
+        real = worker._abi_candidate
+        calls = {"n": 0}
+
+        def fake(so, dims, expect_shapes, model, inputs0):
+            honest = real(so, dims, expect_shapes, model, inputs0)
+            calls["n"] += 1
+            mine = calls["n"] == 3
+
+            def call(*xs):
+                if mine:
+                    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+                return honest(*xs)
+            return call
+
+        with mock.patch.object(worker, "_abi_candidate", side_effect=fake):
+            lib = AbiCandidates.libs["ok"]
+            with self.assertRaises(worker._Culprit) as c:
+                worker.screen({"problem": PROBLEM, "device": "cpu", "seeds": [3, 4, 5],
+                               "candidates": [{"so": lib, "dims": [8, 32, 16]} for _ in range(4)]})
+        self.assertEqual(c.exception.index, 2)
 
 
 class KernelCount(unittest.TestCase):

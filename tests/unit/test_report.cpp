@@ -147,11 +147,15 @@ TEST(Report, StitchedModule) {
   EXPECT_NE(html.find("Stitched from 2 DSL piece(s)"), std::string::npos) << html;
   // The kernels one call launches, counted on a GPU: the returned version's against torch.compile's.
   doc["results"][0]["kernels"] = {{"eager", 5}, {"compile", 3}, {"compile_max_autotune", 2}, {"ksol", 1}};
-  EXPECT_NE(report::optimize_markdown(doc).find("Kernels per call: ksol 1, torch.compile 3, torch.compile max-autotune 2, eager 5."),
+  EXPECT_NE(report::optimize_markdown(doc).find("Kernels per call: ksol's best verified (not returned) 1, torch.compile 3, "
+                                                "torch.compile max-autotune 2, eager 5."),
             std::string::npos)
       << report::optimize_markdown(doc);
+  doc["results"][0]["use_baseline"] = false;
+  EXPECT_NE(report::optimize_markdown(doc).find("Kernels per call: ksol 1, torch.compile 3"), std::string::npos);
   EXPECT_NE(report::optimize_html(doc).find("<p>Kernels per call: ksol 1, torch.compile 3"), std::string::npos);
   doc["results"][0].erase("kernels");
+  doc["results"][0]["use_baseline"] = true;
   EXPECT_NE(html.find("kernel map_relu &lt;&amp;&gt;"), std::string::npos);
   EXPECT_EQ(html.find("map_relu <&>"), std::string::npos);  // never raw
 

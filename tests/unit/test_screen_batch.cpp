@@ -108,3 +108,38 @@ TEST(ScreenBatch, AMalformedReplyIsNoTime) {
     EXPECT_EQ(st.error_class, "no_samples");
   }
 }
+
+// A worker that answers with an error of its own (the problem did not load) fails the group once;
+// a timeout after the log named a candidate blames that one and screens the rest again.
+TEST(ScreenBatch, AWorkersOwnErrorFailsTheGroupOnceAndATimeoutBlamesTheNamedOne) {
+  int calls = 0;
+  ScreenBatch err = screen_in_groups(6, [&](const std::vector<size_t>&) {
+    ++calls;
+    WorkerReply r;
+    r.failure = "error";
+    r.message = "FileNotFoundError: /p/gone.py";
+    return r;
+  });
+  EXPECT_EQ(calls, 1) << "not halved: every part would fail the same way";
+  for (auto& st : err.times) {
+    EXPECT_EQ(st.error_class, "worker_error");
+    EXPECT_NE(st.message.find("gone.py"), std::string::npos) << st.message;
+  }
+  FakeWorker w;
+  std::vector<std::vector<size_t>> seen;
+  ScreenBatch hung = screen_in_groups(5, [&](const std::vector<size_t>& group) {
+    seen.push_back(group);
+    if (std::find(group.begin(), group.end(), size_t{3}) == group.end()) return w(group);
+    WorkerReply r;
+    r.failure = "timeout";
+    // The log names the group's index of the library that hung (3 here is the 4th of the group).
+    size_t k = static_cast<size_t>(std::find(group.begin(), group.end(), size_t{3}) - group.begin());
+    r.message = "no reply within 170 s; the worker was killed\n[ksol worker] screen: candidate 0\n[ksol worker] screen: candidate " +
+                std::to_string(k) + "\n";
+    return r;
+  });
+  EXPECT_EQ(hung.calls, 2) << "blamed at once, not halved";
+  EXPECT_EQ(hung.times[3].error_class, "timeout");
+  EXPECT_EQ(seen[1], (std::vector<size_t>{0, 1, 2, 4}));
+  for (size_t i : {0, 1, 2, 4}) EXPECT_EQ(hung.times[i].status, "ok") << i;
+}
