@@ -38,6 +38,7 @@ Eager and, where this PyTorch has it, torch.compile are timed on the same inputs
 The result's phase_seconds says where an evaluation's time went (setup, baselines, load,
 correctness, timing, kernelbench); under serve() each phase is logged to stderr as it starts and ends.
 """
+import contextlib
 import json
 import math
 import os
@@ -1131,10 +1132,20 @@ def _screen_batch(req):
             _restore(snap)
             raise
 
-    def raised(k, e, where):
-        failed(k, "candidate_error", f"the candidate raised {type(e).__name__}{where}: {e}")
-        if _device_broken():
-            raise _Culprit(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
+    @contextlib.contextmanager
+    def blamed(k, where):
+        """What goes wrong inside is candidate k's: a gate's failure fails it, an exception fails
+        it and, where the device broke, makes it the reply's culprit."""
+        try:
+            yield
+        except GateFailure as f:
+            failed(k, f.error_class, f.message)
+        except _Culprit:
+            raise
+        except Exception as e:
+            failed(k, "candidate_error", f"the candidate raised {type(e).__name__}{where}: {e}")
+            if _device_broken():
+                raise _Culprit(k, f"the device is unusable after the candidate ran: {type(e).__name__}: {e}")
 
     try:
         phases.start("load")
@@ -1151,7 +1162,7 @@ def _screen_batch(req):
             # Named in the log before its first calls: a hang there is blamed on it (the
             # coordinator reads the log's tail after a timeout).
             _log(f"screen: candidate {k}")
-            try:
+            with blamed(k, ""):
                 if spec.get("stitch") is not None:
                     if plan is None:
                         failed(k, "worker_error", plan_error)
@@ -1174,12 +1185,6 @@ def _screen_batch(req):
                     continue
                 live.append((k, cand))
                 samples[k] = []
-            except GateFailure as f:
-                failed(k, f.error_class, f.message)
-            except _Culprit:
-                raise
-            except Exception as e:
-                raised(k, e, "")
 
         phases.start("timing")
 
@@ -1187,18 +1192,12 @@ def _screen_batch(req):
             for k, cand in live:
                 if results[k] is not None or k in dropped:
                     continue
-                try:
+                with blamed(k, " in a timed call"):
                     with torch.no_grad():
                         for _ in range(count):
                             us, _ = timer.sample(cand, inputs0)
                             samples[k].append(us)
                     check(k, "during its timed calls")  # outside the timed span
-                except GateFailure as f:
-                    failed(k, f.error_class, f.message)
-                except _Culprit:
-                    raise
-                except Exception as e:
-                    raised(k, e, " in a timed call")
 
         dropped = set()
         t0 = _perf_ns()
