@@ -50,7 +50,7 @@ import time
 import traceback
 
 # The kernel count (kernel_count) profiles one call with torch.profiler; CUPTI left attached after
-# it slows later calls (PyTorch issue 144455), so the profiler detaches it when it ends.
+# it slows later calls (pytorch/pytorch#144455), so the profiler detaches it when it ends.
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 import torch  # noqa: E402
