@@ -63,17 +63,9 @@ ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std
     // otherwise the culprit is unknown while the group holds more than one.
     int named = r.body.is_object() && r.body.contains("candidate") && r.body["candidate"].is_number_integer() ? r.body["candidate"].get<int>() : -1;
     if (named < 0 && r.failure == "timeout") named = last_named_candidate(r.message);
-    if (named >= 0 && static_cast<size_t>(named) < group.size() && r.failure == "timeout") {
-      ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
-      st.error_class = "timeout";
-      st.message = why;
-      group.erase(group.begin() + named);
-      self(self, group);
-      return;
-    }
     if (named >= 0 && static_cast<size_t>(named) < group.size()) {
       ScreenTime& st = out.times[group[static_cast<size_t>(named)]];
-      st.error_class = "sticky_cuda_error";
+      st.error_class = r.failure == "timeout" ? "timeout" : "sticky_cuda_error";
       st.message = why;
       group.erase(group.begin() + named);
       self(self, group);

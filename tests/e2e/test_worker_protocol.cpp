@@ -181,22 +181,39 @@ TEST(Session, RecordsEveryOutcomeAndResumes) {
   }
 }
 
+namespace {
+
+// A candidate evaluated by the scripted worker on scan_f32: its folder (also the compile cache's),
+// the task, a compile result that passed, its job, and session options with a store there.
+struct ScriptedCase {
+  std::string dir;
+  Task t;
+  CompileResult c;
+  CompileJob job;
+  Session::Options so;
+};
+ScriptedCase scripted_case(const std::string& name, const std::string& source_path, const std::string& source_text) {
+  ScriptedCase k;
+  k.dir = temp_dir(name);
+  setenv("KSOL_CACHE_DIR", (k.dir + "/cache").c_str(), 1);
+  k.t = load_task(resolve_task_path("scan_f32"));
+  k.c.ok = true;
+  k.c.so_path = k.dir + "/ok.so";
+  k.c.key = "ok";
+  k.job.source_path = source_path;
+  k.job.source_text = source_text;
+  k.so.store_path = k.dir + "/ksol.db";
+  k.so.worker_argv = {scripted()};
+  return k;
+}
+
+}  // namespace
+
 // Screening (the search's prune_above_us): the worker is asked to time first; once a size is
 // screened out, the sizes after it are not evaluated.
 TEST(Session, AScreenedOutSizeEndsTheEvaluation) {
-  std::string dir = temp_dir("screen");
-  setenv("KSOL_CACHE_DIR", (dir + "/cache").c_str(), 1);
-  Task t = load_task(resolve_task_path("scan_f32"));
-  CompileResult c;
-  c.ok = true;
-  c.so_path = dir + "/ok.so";
-  c.key = "ok";
-  CompileJob job;
-  job.source_path = "cand.cu";
-  job.source_text = "// screened candidate";
-  Session::Options so;
-  so.store_path = dir + "/ksol.db";
-  so.worker_argv = {scripted()};
+  ScriptedCase k = scripted_case("screen", "cand.cu", "// screened candidate");
+  auto& [dir, t, c, job, so] = k;
   Session s(so);
   ASSERT_TRUE(s.has_gpu());
   s.begin_run("screen");
@@ -217,19 +234,8 @@ TEST(Session, AScreenedOutSizeEndsTheEvaluation) {
 // the other sizes run in full, the store keeps it and a resumed run reuses it as it was. A worker
 // that stops an evaluation nobody asked to stop breaks the protocol.
 TEST(Session, AFarSlowerBaselineIsRecordedAndResumed) {
-  std::string dir = temp_dir("far_slower");
-  setenv("KSOL_CACHE_DIR", (dir + "/cache").c_str(), 1);
-  Task t = load_task(resolve_task_path("scan_f32"));
-  CompileResult c;
-  c.ok = true;
-  c.so_path = dir + "/ok.so";
-  c.key = "ok";
-  CompileJob job;
-  job.source_path = "naive.cu";
-  job.source_text = "// a naive baseline";
-  Session::Options so;
-  so.store_path = dir + "/ksol.db";
-  so.worker_argv = {scripted()};
+  ScriptedCase k = scripted_case("far_slower", "naive.cu", "// a naive baseline");
+  auto& [dir, t, c, job, so] = k;
   EvalOptions o;
   o.sizes = {"small", "odd"};
   o.far_slower = {{"small", {"cub", 10, 8}}, {"odd", {"cub", 50, 8}}};  // the scripted baseline takes 100 us: above 80, below 400

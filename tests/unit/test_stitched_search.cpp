@@ -38,6 +38,16 @@ double cost(const std::string& kernel) {
   return 50.0 + 200.0 / v + 20.0 * std::abs(std::log2(i / 2.0)) + 10.0 * std::abs(std::log2(t / 256.0));
 }
 
+// The worker's evaluation of a stitched module, timed by the cost model over its first piece.
+search::StitchedRun modelled_run(const json& ps) {
+  search::StitchedRun r;
+  r.ok = true;
+  double us = cost(ps[0]["kernel"].get<std::string>());
+  r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us * 0.999}, {"ci_high_us", us * 1.001}}}};
+  r.seconds = 0.5;
+  return r;
+}
+
 // The searched piece (the ReLU, at a seed library) and another one the search leaves alone.
 json two_pieces() {
   return json::array({{{"nodes", {"relu"}}, {"so", "/nowhere/seed.so"}, {"dims", {8, 64, 64, 64}}, {"kernel", "seed"}},
@@ -67,12 +77,7 @@ TEST(StitchedSearch, EachCandidateIsTheWholeModuleWithThePieceInPlace) {
   std::vector<json> seen;
   auto run = [&](const json& ps) {
     seen.push_back(ps);
-    search::StitchedRun r;
-    r.ok = true;
-    double us = cost(ps[0]["kernel"].get<std::string>());
-    r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us * 0.999}, {"ci_high_us", us * 1.001}}}};
-    r.seconds = 0.5;
-    return r;
+    return modelled_run(ps);
   };
   search::Outcome eager = eager_module();
   search::PieceEvaluator pe(pieces, 0, run, {{"eager", eager}});
@@ -147,11 +152,7 @@ TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
   size_t screened = 0;
   auto run = [&](const json& ps) {
     ++runs;
-    search::StitchedRun r;
-    r.ok = true;
-    double us = cost(ps[0]["kernel"].get<std::string>());
-    r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us * 0.999}, {"ci_high_us", us * 1.001}}}};
-    return r;
+    return modelled_run(ps);
   };
   auto screen = [&](const std::vector<json>& stitched) {
     ++screens;
