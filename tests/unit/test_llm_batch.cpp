@@ -69,6 +69,19 @@ struct BatchCase {
     fs::remove_all(root);
     dir = root + "/batch";
   }
+  std::string agent() const { return "batch:openai:test-model:" + dir; }
+  // `ksol optimize relu_f32` through the scripted worker (100 ms a call) with this case's batch
+  // agent, store (root/k.db) and report folder, `args` after.
+  ProcessResult optimize_cli(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {std::string(KSOL_BUILD_DIR) + "/ksol", "--store", root + "/k.db", "--worker",
+                                     source_root() + "/tests/e2e/scripted_worker.py", "optimize", "relu_f32", "--agent", agent(),
+                                     "--report", root + "/report"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ::setenv("SCRIPTED_US", "100000", 1);
+    ProcessResult r = run_process(argv, 600);
+    ::unsetenv("SCRIPTED_US");
+    return r;
+  }
   ~BatchCase() {
     std::error_code ec;
     fs::remove_all(root, ec);
@@ -557,16 +570,11 @@ TEST(LlmBatch, KernelLoopGoesOnRoleByRole) {
 TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   BatchCase bc;
   fs::create_directories(bc.root);
-  const std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol", db = bc.root + "/k.db";
-  const std::string agent = "batch:openai:test-model:" + bc.dir;
+  const std::string db = bc.root + "/k.db";
   auto optimize = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {ksol, "--store", db, "--worker", source_root() + "/tests/e2e/scripted_worker.py", "optimize", "relu_f32",
-                                     "--agent", agent, "--answer", "schedule", "--budget-candidates", "4", "--report", bc.root + "/report"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    ::setenv("SCRIPTED_US", "100000", 1);
-    ProcessResult r = run_process(argv, 600);
-    ::unsetenv("SCRIPTED_US");
-    return r;
+    std::vector<std::string> args = {"--answer", "schedule", "--budget-candidates", "4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return bc.optimize_cli(args);
   };
   ProcessResult first = optimize({});
   ASSERT_EQ(first.exit_code, 75) << first.output;
@@ -602,7 +610,9 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
   ASSERT_EQ(answered.exit_code, 0) << answered.output;
   EXPECT_NE(answered.output.find("answered batch 1: 1 request(s)"), std::string::npos) << answered.output;
   ProcessResult no_store =
-      run_process({ksol, "--store", "", "optimize", "relu_f32", "--agent", agent, "--answer", "schedule", "--resume", std::to_string(run)}, 60);
+      run_process({std::string(KSOL_BUILD_DIR) + "/ksol", "--store", "", "optimize", "relu_f32", "--agent", bc.agent(), "--answer", "schedule",
+                   "--resume", std::to_string(run)},
+                  60);
   EXPECT_EQ(no_store.exit_code, 2) << no_store.output;
   EXPECT_NE(no_store.output.find("batch mode needs the store"), std::string::npos) << no_store.output;
   ProcessResult no_resume = optimize({});
@@ -632,16 +642,11 @@ TEST(LlmBatchCli, OptimizeWaitsWritesTheBatchAndGoesOn) {
 TEST(LlmBatchCli, DefaultAnswerRunsTheKernelLoopsRolesRoundByRound) {
   BatchCase bc;
   fs::create_directories(bc.root);
-  const std::string ksol = std::string(KSOL_BUILD_DIR) + "/ksol", db = bc.root + "/k.db";
-  const std::string agent = "batch:openai:test-model:" + bc.dir;
+  const std::string db = bc.root + "/k.db";
   auto optimize = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {ksol, "--store", db, "--worker", source_root() + "/tests/e2e/scripted_worker.py", "optimize", "relu_f32",
-                                     "--agent", agent, "--budget-candidates", "2", "--report", bc.root + "/report"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    ::setenv("SCRIPTED_US", "100000", 1);
-    ProcessResult r = run_process(argv, 600);
-    ::unsetenv("SCRIPTED_US");
-    return r;
+    std::vector<std::string> args = {"--budget-candidates", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return bc.optimize_cli(args);
   };
   auto answer = [&](const std::string& text) {
     write_file_atomic(bc.root + "/answer.md", text);
@@ -652,7 +657,7 @@ TEST(LlmBatchCli, DefaultAnswerRunsTheKernelLoopsRolesRoundByRound) {
   ProcessResult first = optimize({});
   ASSERT_EQ(first.exit_code, 75) << first.output;
   EXPECT_NE(first.output.find("optimizing relu_f32 from "), std::string::npos) << first.output;
-  EXPECT_NE(first.output.find("program.ksol (dsl) with " + agent + ", dsl answers"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("program.ksol (dsl) with " + bc.agent() + ", dsl answers"), std::string::npos) << first.output;
   json state = bc.state();
   ASSERT_EQ(state["batches"][0]["requests"].size(), 1u) << state.dump();
   EXPECT_EQ(state["batches"][0]["requests"][0]["purpose"], "planner") << state.dump();
