@@ -155,8 +155,12 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
       double n = p.family == "gemm" ? dim("N") : dim("K");
       if (m > 0 && n > 0) f.num["output_tiles"] = std::ceil(m / tile[0]) * std::ceil(n / tile[1]);
     }
-    // conv: f32 on CUDA cores (its only main loop), thread_tile outputs per thread.
-    f.num["uses_tensor_cores"] = p.family == "conv" || value_of(s, "mainloop") == "simt" ? 0 : 1;
+    // conv: the tensor cores where its mainloop (tma or mma, named or taken by auto) multiplies
+    // on them; thread_tile outputs per thread on CUDA cores.
+    f.num["uses_tensor_cores"] = p.family == "conv" ? (codegen::detail::conv_uses_tensor_cores(p) ? 1 : 0)
+                                                    : value_of(s, "mainloop") == "simt" ? 0 : 1;
+    // The math unit a conv's products may use: the tensor cores for 16-bit data or TF32 products.
+    if (p.family == "conv") f.str["math"] = codegen::detail::conv_allows_tensor_cores(p) ? "tensor" : "fma";
     std::vector<double> tt = numbers_in(value_of(s, "thread_tile"));
     if (p.family == "conv" && tt.size() == 2) f.num["thread_outputs"] = tt[0] * tt[1];
   }

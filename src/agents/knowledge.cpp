@@ -49,7 +49,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "epilogue_tile", K::list, {}, {2}},  // or auto
       {"gemm", "swap_ab", K::integer, {}, {}},  // 0 (off) or 1 (C^T = B^T A^T)
       {"gemm", "bias_prefetch", K::integer, {}, {}},  // or auto: 0 (the consumers load the bias) or 1 (the producer warp)
-      {"conv", "mainloop", K::choice, {"auto", "simt", "tma"}, {}},
+      {"conv", "mainloop", K::choice, {"auto", "simt", "tma", "mma"}, {}},
       {"conv", "tile", K::list, {}, {3}},
       {"conv", "thread_tile", K::list, {}, {2}},
       {"conv", "cluster", K::list, {}, {2}},

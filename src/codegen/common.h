@@ -49,6 +49,12 @@ const FamilyGenerator& direct_family();
 // Whether a conv program (whose schedule is legal) runs CUTLASS's sm90 conv: mainloop = tma, or
 // auto where the tensor cores apply.
 bool conv_uses_tma(const dsl::Program& p);
+// The conv program's kernel multiplies on the tensor cores (mainloop tma or mma, named or taken
+// by auto); false for a program the generator refuses.
+bool conv_uses_tensor_cores(const dsl::Program& p);
+// The conv program's data and products are ones the tensor cores take (16-bit data, or f32 data
+// in TF32 products), whatever its mainloop; false for a program the generator refuses.
+bool conv_allows_tensor_cores(const dsl::Program& p);
 
 // A schedule value from its text: digits make an integer, anything else a name.
 dsl::ScheduleValue schedule_value(const std::string& text);

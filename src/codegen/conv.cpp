@@ -9,13 +9,20 @@
 // after it (the epilogue: Y[n, k, p, q] = relu(acc[n, k, p, q] + b[k])), applied to the
 // accumulators in registers before the store.
 //
-// Two code paths (the `mainloop` knob; `auto` takes the tensor cores where they apply):
+// Three code paths (the `mainloop` knob; `auto` takes the tensor cores where they apply: tma,
+// else mma, else simt):
 //  - simt: an implicit GEMM on CUDA cores. GEMM rows are the output pixels (n, p, q) flattened,
 //    columns the filters k, and the reduction runs over the filter's own order (c, r, s for KCRS,
 //    r, s, c for KRSC), so a filter row is contiguous. A block computes a tile of pixels x
 //    filters; the reduction advances a slice at a time through shared memory, the image slice
 //    gathered (im2col) while it is loaded, taps outside the image loaded as 0; each thread
 //    accumulates a thread_tile of outputs with one fmaf per product.
+//  - mma (16-bit data or TF32, either layout): the same implicit GEMM, its slices staged in
+//    shared memory the same way (any channel count, padding, stride or dilation), multiplied by
+//    warp-level tensor-core instructions (mma.h's WMMA: 16 x 16 x 8 TF32 or 16 x 16 x 16 bf16/f16
+//    fragments, f32 accumulators); each warp computes thread_tile = [FM, FN] fragments of 16 x 16
+//    outputs, and its accumulators go through a 16 x 16 staging tile in shared memory to the
+//    epilogue. The way to the tensor cores for NCHW data, which CUTLASS's conv does not take.
 //  - tma (NHWC, 16-bit data or TF32): CUTLASS 3.x's sm90 implicit-GEMM conv (TMA im2col loads of
 //    the image, TMA loads of the filter, WGMMA, one producer and one consumer warpgroup), the
 //    epilogue as a CUTLASS fusion when it is out(act(acc [+ bias[k]])). Shapes it cannot take
@@ -42,7 +49,8 @@ const std::vector<std::string> kInternal = {
     "taps_r", "taps_s", "taps", "pixels", "plane", "depth", "tile_m", "tile_n", "img", "base_h", "base_w", "live",
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
     "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
-    "narrow", "ksol_decode",
+    "narrow", "ksol_decode", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "Cs", "warp", "lane", "wm0", "wn0",
+    "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
 
@@ -269,6 +277,8 @@ constexpr int64_t kSharedLimitBytes = 232448;
 
 struct Sched {
   bool tma = false;
+  bool mma = false;  // warp-level tensor cores on the staged slices
+  int64_t fm = 4, fn = 2;  // mma: 16 x 16 fragments per warp (pixels x filters)
   // The simt kernel's (on the tma path these defaults make its fallback).
   int64_t bm = 64, bn = 64, bk = 16;  // tile: pixels x filters x reduction slice
   int64_t tm = 4, tn = 4;             // thread_tile: pixels x filters per thread
@@ -307,10 +317,28 @@ std::string why_not_tma(const Analysis& a) {
   return "";
 }
 
+// Why the warp-level tensor-core kernel cannot run this program (empty when it can).
+std::string why_not_mma(const Analysis& a) {
+  if (a.in_type == Type::f32 && !a.tf32)
+    return "the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
+           "tf32(X[...]) * tf32(F[...]) for TF32)";
+  return "";
+}
+
+// The mma kernel's reduction step: 8 for TF32 fragments, 16 for bf16/f16.
+int64_t mma_k_step(const Analysis& a) { return a.tf32 ? 8 : 16; }
+
+// The shared memory of the mma kernel: the slices in the staged type, padded by 16 bytes a row
+// (WMMA's leading dimension is a multiple of 16 bytes), and one 16 x 20 f32 staging tile a warp.
+int64_t mma_shared_bytes(const Analysis& a, int64_t bm, int64_t bn, int64_t bk, int64_t warps) {
+  const int64_t elem = a.tf32 ? 4 : type_bytes(a.in_type), pad = 16 / elem;
+  return bk * (bm + pad + bn + pad) * elem + warps * 16 * 20 * 4;
+}
+
 Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, family());
   Sched s;
-  const std::string mainloop = k.one_of("mainloop", std::vector<std::string>{"auto", "simt", "tma"});
+  const std::string mainloop = k.one_of("mainloop", std::vector<std::string>{"auto", "simt", "tma", "mma"});
   std::vector<int64_t> tile = list_knob(k, "tile", 3, "[PIXELS, FILTERS, SLICE]");
   std::vector<int64_t> tt = list_knob(k, "thread_tile", 2, "[PIXELS, FILTERS]");
   std::vector<int64_t> cluster = list_knob(k, "cluster", 2, "[PIXELS, FILTERS]");
@@ -320,7 +348,10 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
     throw Refused("stages = " + value_text(st) + " must be an integer or auto");
   const std::string why = why_not_tma(a);
   if (mainloop == "tma" && !why.empty()) throw Refused("mainloop = tma: " + why + "; use mainloop = simt");
+  const std::string why_mma = why_not_mma(a);
+  if (mainloop == "mma" && !why_mma.empty()) throw Refused("mainloop = mma: " + why_mma + "; use mainloop = simt");
   s.tma = mainloop == "tma" || (mainloop == "auto" && why.empty());
+  s.mma = mainloop == "mma" || (mainloop == "auto" && !s.tma && why_mma.empty());
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   const std::string cluster_text = "cluster = " + list_text(cluster);
   if (s.tma) {
@@ -368,11 +399,53 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
     }
     return s;
   }
+  const std::string cuda_mode = s.mma ? "mainloop = mma" : "mainloop = simt";
   if (cluster != std::vector<int64_t>{1, 1})
-    throw Refused(cluster_text + ": clusters are the tma path's; mainloop = simt runs one block per tile (cluster = [1, 1])");
+    throw Refused(cluster_text + ": clusters are the tma path's; " + cuda_mode + " runs one block per tile (cluster = [1, 1])");
   if (s.stages != 0)
-    throw Refused("stages = " + std::to_string(s.stages) + ": the tma path's; mainloop = simt stages one slice in "
+    throw Refused("stages = " + std::to_string(s.stages) + ": the tma path's; " + cuda_mode + " stages one slice in "
                   "registers (stages = auto)");
+  if (s.mma) {
+    try {
+      // The family's defaults are the simt kernel's; the mma kernel's are 128 x 128 x 32 with
+      // warps of 4 x 2 fragments (64 pixels x 32 filters, eight warps).
+      if (!p.knob("tile")) tile = {128, 128, 32};
+      if (!p.knob("thread_tile")) tt = {4, 2};
+      const std::string tile_text2 = "tile = " + list_text(tile), tt_text2 = "thread_tile = " + list_text(tt);
+      const std::string mode = "mainloop = mma";
+      s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
+      s.fm = tt[0], s.fn = tt[1];
+      for (int64_t t : tt)
+        if (!(t == 1 || t == 2 || t == 4 || t == 8))
+          throw Refused(tt_text2 + " must have entries 1, 2, 4 or 8 (" + mode + ": 16 x 16 fragments per warp)");
+      if (s.fm * s.fn > 16)
+        throw Refused(tt_text2 + ": " + mode + " holds " + std::to_string(s.fm * s.fn * 8) +
+                      " f32 accumulators per thread (8 a fragment); at most 128 fit in the registers");
+      for (int64_t t : tile)
+        if (t < 1 || t > 512) throw Refused(tile_text2 + " must have entries between 1 and 512");
+      if (s.bm % (16 * s.fm) != 0 || s.bn % (16 * s.fn) != 0)
+        throw Refused(tile_text2 + " is not whole warps of " + tt_text2 + " (" + std::to_string(16 * s.fm) + " pixels x " +
+                      std::to_string(16 * s.fn) + " filters each, in " + mode + ")");
+      const int64_t ks = mma_k_step(a);
+      if (s.bk % ks != 0)
+        throw Refused(tile_text2 + ": " + mode + " takes a slice that is a multiple of " + std::to_string(ks) + " (" +
+                      (a.tf32 ? "TF32" : std::string(type_name(a.in_type))) + " fragments are 16 x 16 x " + std::to_string(ks) + ")");
+      const int64_t warps = (s.bm / (16 * s.fm)) * (s.bn / (16 * s.fn));
+      s.threads = 32 * warps;
+      if (s.threads > 1024)
+        throw Refused(tile_text2 + " with " + tt_text2 + " makes " + std::to_string(s.threads) + " threads per block (" + mode +
+                      ": one warp per " + std::to_string(16 * s.fm) + " x " + std::to_string(16 * s.fn) + " outputs); a block has at most 1024");
+      s.shared_bytes = mma_shared_bytes(a, s.bm, s.bn, s.bk, warps);
+      if (s.shared_bytes > kStaticSharedBytes)
+        throw Refused(tile_text2 + " with " + tt_text2 + " stages " + std::to_string(s.shared_bytes) +
+                      " bytes of shared memory per block (" + mode + "); static shared memory is at most 49152 (no opt-in)");
+    } catch (const Refused& r) {
+      if (mainloop == "mma") throw;
+      throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
+                    "on CUDA cores)");
+    }
+    return s;
+  }
   s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
   s.tm = tt[0], s.tn = tt[1];
   for (int64_t t : tile)
@@ -405,6 +478,9 @@ void check(const dsl::Program& p, const Binding& b) {
 
 std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   std::string n = name_stem(p, "conv") + (a.tf32 ? "_tf32" : "");
+  if (s.mma)
+    return n + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
+           std::to_string(s.fm) + "x" + std::to_string(s.fn);
   if (!s.tma)
     return n + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_t" +
            std::to_string(s.tm) + "x" + std::to_string(s.tn);
@@ -445,6 +521,7 @@ class Generator {
       w.line("#endif");
     }
     w.raw(includes(p_));
+    if (s_.mma) w.line("#include <mma.h>");
     if (s_.tma) {
       // The conv collectives use cutlass::KernelHardwareInfo without including it: it comes first.
       for (const char* h : {"cutlass/cutlass.h", "cute/tensor.hpp", "cutlass/numeric_types.h",
@@ -465,12 +542,25 @@ class Generator {
     w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take." : "The CUDA-core kernel.");
     w.line("constexpr int kBM = " + std::to_string(s_.bm) + ", kBN = " + std::to_string(s_.bn) + ", kBK = " +
            std::to_string(s_.bk) + ";  // pixels x filters x reduction slice");
-    w.line("constexpr int kTM = " + std::to_string(s_.tm) + ", kTN = " + std::to_string(s_.tn) + ";  // per thread");
-    w.line("constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;");
+    if (s_.mma) {
+      w.line("constexpr int kFM = " + std::to_string(s_.fm) + ", kFN = " + std::to_string(s_.fn) +
+             ";  // 16 x 16 fragments per warp: pixels x filters");
+      w.line("constexpr int kWM = kBM / (16 * kFM), kWN = kBN / (16 * kFN), kThreads = 32 * kWM * kWN;  // warps");
+      w.line("constexpr int kKS = " + std::to_string(mma_k_step(a_)) + ";  // a fragment's reduction step");
+      w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
+      const int64_t pad = 16 / stage_bytes();
+      w.line("constexpr int kPA = kBM + " + std::to_string(pad) + ", kPB = kBN + " + std::to_string(pad) + ";");
+    } else {
+      w.line("constexpr int kTM = " + std::to_string(s_.tm) + ", kTN = " + std::to_string(s_.tn) + ";  // per thread");
+      w.line("constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;");
+    }
     w.line("// Slice elements each thread loads: of the image (kLA) and of the filter (kLB).");
     w.line("constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
     w.line();
-    kernel(w, value);
+    if (s_.mma)
+      mma_kernel(w, value);
+    else
+      kernel(w, value);
     w.line("}  // namespace");
     w.line();
     if (s_.tma) cutlass_kernel(w, act);
@@ -517,8 +607,19 @@ class Generator {
   // An element of the image or the filter as the kernel multiplies it: in f32, rounded to TF32
   // when the program says tf32(...).
   std::string operand(const std::string& code) const {
+    if (staged_half()) return code;
     const std::string v = to_float(code, a_.in_type);
     return a_.tf32 ? "tf32_round(" + v + ")" : v;
+  }
+
+  // The mma kernel stages 16-bit data as they are (its fragments take them); every other kernel
+  // stages f32.
+  bool staged_half() const { return s_.mma && is_half(a_.in_type); }
+  std::string stage_type() const { return staged_half() ? cuda_type(a_.in_type) : "float"; }
+  int64_t stage_bytes() const { return staged_half() ? 2 : 4; }
+  std::string stage_zero() const {
+    if (!staged_half()) return "0.0f";
+    return a_.in_type == Type::bf16 ? "__float2bfloat16(0.0f)" : "__float2half(0.0f)";
   }
 
   // The next slice of the image (gathered) and the filter into registers. The image element l of
@@ -528,7 +629,7 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
-    w.line("float v = 0.0f;");
+    w.line(stage_type() + " v = " + stage_zero() + ";");
     w.open("if (live[l] && kk < depth)");
     if (a_.nhwc) {
       w.line("const int rs = kk / chans, ch = kk - rs * chans;");
@@ -549,7 +650,7 @@ class Generator {
     w.line("const int64_t filt = tile_n + e / kBK;");
     w.line("const int kk = " + kbase + " + e % kBK;");
     w.line("rb[l] = (e < kBK * kBN && filt < " + K() + " && kk < depth) ? " + operand(F() + "[filt * depth + kk]") +
-           " : 0.0f;");
+           " : " + stage_zero() + ";");
     w.close();
   }
 
@@ -604,8 +705,8 @@ class Generator {
     return em(e.body);
   }
 
-  void kernel(Writer& w, const std::string& value) {
-    const std::string in = cuda_type(a_.in_type);
+  // ksol_decode: an output pixel's image, offset in the plane and row.
+  void decode_fn(Writer& w) {
     w.comment("Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for "
               "every thread), else in 64.");
     w.open("__device__ __forceinline__ void ksol_decode(int64_t pix, int64_t plane, int64_t q, bool narrow, int64_t& n, "
@@ -623,26 +724,12 @@ class Generator {
     w.close();
     w.close();
     w.line();
-    w.comment("Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
-              "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "
-              "A block computes " + std::to_string(s_.bm) + " pixels x " + std::to_string(s_.bn) + " filters with " +
-              std::to_string(s_.threads) + " threads, each holding " + std::to_string(s_.tm) + " x " +
-              std::to_string(s_.tn) + " f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX; " +
-              (a_.nhwc ? "tx runs fastest, so a warp's stores cover consecutive filters" :
-                         "ty runs fastest, so a warp's stores cover consecutive pixels") +
-              "); the reduction advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice "
-              "gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers "
-              "while the current one is multiplied. One fmaf per product" +
-              (a_.tf32 ? ", of operands rounded to TF32 as they are staged." : ".") +
-              (is_half(a_.in_type) ? std::string(" The ") + dsl::type_name(a_.in_type) + " data are converted to f32 as they are staged." : ""));
-    w.open("__global__ void __launch_bounds__(kThreads) " + simt_name_ + "(" + params_decl() + ")");
-    w.line(std::string("__shared__ float As[kBK][kBM") + (a_.nhwc ? " + 1" : "") +
-           "];  // the image slice, gathered: As[tap][pixel]");
-    w.line("__shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]");
-    if (a_.nhwc)
-      w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
-    else
-      w.line("const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;");
+  }
+
+  // The block's extents and tile, and the image element each thread gathers: its pixel's image
+  // and top-left tap, decoded once (after `tid`).
+  void gather_setup(Writer& w) {
+    const std::string in = cuda_type(a_.in_type);
     w.comment("Reduction positions and image coordinates fit in 32 bits (offsets and fixed extents are refused past 10^8, ksol_run checks the rest); addresses are 64-bit.");
     w.line("const int taps_r = int(" + R() + "), taps_s = int(" + S() + "), taps = taps_r * taps_s;");
     if (a_.nhwc) w.line("const int chans = int(" + C() + ");");
@@ -667,14 +754,10 @@ class Generator {
     w.line("base_h[l] = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
     w.line("base_w[l] = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
     w.close();
-    w.line("float acc[kTM][kTN];");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kTM; ++i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
-    w.line("float ra[kLA], rb[kLB];");
-    load(w, "0");
-    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+  }
+
+  // The staged registers into the shared slices (the image's gathered, the filter's transposed).
+  void stage_slice(Writer& w) {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
@@ -685,6 +768,66 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
     w.close();
+  }
+
+  // The output pointer of pixel `pix` (in scope, below `pixels`): its image, plane offset and
+  // row decoded, the column too where the epilogue reads one.
+  void pixel_out(Writer& w) {
+    w.line("int64_t img_n, rest, oh;");
+    w.line("ksol_decode(pix, plane, " + Q() + ", narrow, img_n, rest, oh);");
+    if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
+    const std::string out_type = cuda_type(a_.out->type);
+    if (a_.nhwc)
+      w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
+    else
+      w.line(out_type + "* out = " + Y() + " + img_n * " + K() + " * plane + rest;");
+  }
+
+  // The store of the accumulator `acc` at filter `filt` (in scope) of the pixel pixel_out()
+  // decoded, through the epilogue; inside a loop (a filter past K continues it).
+  void store_filt(Writer& w, const std::string& value, const std::string& acc) {
+    const std::string at = a_.nhwc ? "out[filt]" : "out[filt * plane]";
+    if (!a_.epi) {
+      w.line("if (filt < " + K() + ") " + at + " = " + acc + ";");
+    } else {
+      w.line("if (filt >= " + K() + ") continue;");
+      w.line("const float v = " + acc + ";");
+      w.line(at + " = " + value + ";");
+    }
+  }
+
+  void kernel(Writer& w, const std::string& value) {
+    decode_fn(w);
+    w.comment("Implicit GEMM on CUDA cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
+              "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "
+              "A block computes " + std::to_string(s_.bm) + " pixels x " + std::to_string(s_.bn) + " filters with " +
+              std::to_string(s_.threads) + " threads, each holding " + std::to_string(s_.tm) + " x " +
+              std::to_string(s_.tn) + " f32 accumulators (pixels ty + i * kTY, filters tx + j * kTX; " +
+              (a_.nhwc ? "tx runs fastest, so a warp's stores cover consecutive filters" :
+                         "ty runs fastest, so a warp's stores cover consecutive pixels") +
+              "); the reduction advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice "
+              "gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers "
+              "while the current one is multiplied. One fmaf per product" +
+              (a_.tf32 ? ", of operands rounded to TF32 as they are staged." : ".") +
+              (is_half(a_.in_type) ? std::string(" The ") + dsl::type_name(a_.in_type) + " data are converted to f32 as they are staged." : ""));
+    w.open("__global__ void __launch_bounds__(kThreads) " + simt_name_ + "(" + params_decl() + ")");
+    w.line(std::string("__shared__ float As[kBK][kBM") + (a_.nhwc ? " + 1" : "") +
+           "];  // the image slice, gathered: As[tap][pixel]");
+    w.line("__shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]");
+    if (a_.nhwc)
+      w.line("const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;");
+    else
+      w.line("const int tid = threadIdx.x, ty = tid % kTY, tx = tid / kTY;");
+    gather_setup(w);
+    w.line("float acc[kTM][kTN];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kTM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
+    w.line("float ra[kLA], rb[kLB];");
+    load(w, "0");
+    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+    stage_slice(w);
     w.line("__syncthreads();");
     w.open("if (k0 + kBK < depth)");
     load(w, "(k0 + kBK)");
@@ -696,25 +839,99 @@ class Generator {
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
     w.line("if (pix >= pixels) continue;");
-    w.line("int64_t img_n, rest, oh;");
-    w.line("ksol_decode(pix, plane, " + Q() + ", narrow, img_n, rest, oh);");
-    if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
-    const std::string out_type = cuda_type(a_.out->type);
-    if (a_.nhwc)
-      w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
-    else
-      w.line(out_type + "* out = " + Y() + " + img_n * " + K() + " * plane + rest;");
-    const std::string at = a_.nhwc ? "out[filt]" : "out[filt * plane]";
+    pixel_out(w);
     w.line("#pragma unroll");
     w.open("for (int j = 0; j < kTN; ++j)");
     w.line("const int64_t filt = tile_n + tx + j * kTX;");
-    if (!a_.epi) {
-      w.line("if (filt < " + K() + ") " + at + " = acc[i][j];");
-    } else {
-      w.line("if (filt >= " + K() + ") continue;");
-      w.line("const float v = acc[i][j];");
-      w.line(at + " = " + value + ";");
-    }
+    store_filt(w, value, "acc[i][j]");
+    w.close();
+    w.close();
+    w.close();
+    w.line();
+  }
+
+  // The same implicit GEMM with its slices multiplied by warp-level tensor-core instructions.
+  void mma_kernel(Writer& w, const std::string& value) {
+    decode_fn(w);
+    const std::string frag_t = a_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(a_.in_type);
+    const std::string st = stage_type();
+    w.comment("Implicit GEMM on the tensor cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
+              "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "
+              "A block computes " + std::to_string(s_.bm) + " pixels x " + std::to_string(s_.bn) + " filters with " +
+              std::to_string(s_.threads / 32) + " warps, each " + std::to_string(s_.fm) + " x " + std::to_string(s_.fn) +
+              " fragments of 16 x 16 f32 accumulators (warp w at pixels (w % kWM) * 16 * kFM, filters (w / kWM) * 16 * kFN); "
+              "the reduction advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice "
+              "gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers "
+              "while the current one is multiplied, " + std::to_string(mma_k_step(a_)) + " reduction positions per "
+              "fragment product (" + (a_.tf32 ? "TF32: operands rounded to TF32 as they are staged" :
+                                                 std::string(dsl::type_name(a_.in_type)) + " data as they are") +
+              ", f32 accumulation). The accumulators reach the epilogue through a 16 x 16 staging tile per warp.");
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
+    w.line("__shared__ __align__(32) " + st + " As[kBK][kPA];  // the image slice, gathered: As[tap][pixel]");
+    w.line("__shared__ __align__(32) " + st + " Bs[kBK][kPB];  // the filter slice, transposed: Bs[tap][filter]");
+    w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
+    w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
+    w.line("const int wm0 = (warp % kWM) * 16 * kFM, wn0 = (warp / kWM) * 16 * kFN;");
+    gather_setup(w);
+    w.line("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, kKS, float> c_frag[kFM][kFN];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kFM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::fill_fragment(c_frag[i][j], 0.0f);");
+    w.line(st + " ra[kLA], rb[kLB];");
+    load(w, "0");
+    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+    stage_slice(w);
+    w.line("__syncthreads();");
+    w.open("if (k0 + kBK < depth)");
+    load(w, "(k0 + kBK)");
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < kBK; kk += kKS)");
+    w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, kKS, " + frag_t + ", nvcuda::wmma::col_major> a_frag[kFM];");
+    w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, kKS, " + frag_t + ", nvcuda::wmma::row_major> b_frag[kFN];");
+    auto load_frags = [&](const std::string& frag, const std::string& count, const std::string& at, const std::string& ld) {
+      w.line("#pragma unroll");
+      w.open("for (int i = 0; i < " + count + "; ++i)");
+      w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
+      if (a_.tf32) {
+        w.comment("Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are.");
+        w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
+               frag + "[i].x[t]);");
+      }
+      w.close();
+    };
+    load_frags("a_frag", "kFM", "&As[kk][wm0 + i * 16]", "kPA");
+    load_frags("b_frag", "kFN", "&Bs[kk][wn0 + i * 16]", "kPB");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kFM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::mma_sync(c_frag[i][j], a_frag[i], b_frag[j], c_frag[i][j]);");
+    w.close();
+    w.line("__syncthreads();  // the slices are rewritten for the next one");
+    w.close();
+    w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
+              (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
+              ", so a warp's stores cover consecutive addresses.");
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < kFM; ++i)");
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kFN; ++j)");
+    w.line("nvcuda::wmma::store_matrix_sync(&Cs[warp][0][0], c_frag[i][j], 20, nvcuda::wmma::mem_row_major);");
+    w.line("__syncwarp();");
+    w.line("#pragma unroll");
+    w.open("for (int t = 0; t < 8; ++t)");
+    if (a_.nhwc)
+      w.line("const int fc = lane % 16, fr = lane / 16 + 2 * t;  // the pixel (row) and filter (column) in the fragment");
+    else
+      w.line("const int fr = lane % 16, fc = lane / 16 + 2 * t;  // the pixel (row) and filter (column) in the fragment");
+    w.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+    w.line("if (pix >= pixels) continue;");
+    w.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+    pixel_out(w);
+    store_filt(w, value, "Cs[warp][fr][fc]");
+    w.close();
+    w.line("__syncwarp();  // read before the next fragment is stored");
     w.close();
     w.close();
     w.close();
@@ -863,12 +1080,12 @@ const FamilyGenerator& family() {
   static const FamilyGenerator f{
       "conv",
       {
-          {"mainloop", "auto", {"simt", "tma"}},
+          {"mainloop", "auto", {"simt", "tma", "mma"}},
           {"tile", "[64, 64, 16]",
            {"[32, 32, 8]", "[64, 32, 8]", "[64, 32, 16]", "[64, 64, 8]", "[64, 64, 16]", "[64, 64, 32]", "[64, 128, 16]",
             "[128, 32, 16]", "[128, 64, 8]", "[128, 64, 16]", "[128, 128, 8]", "[128, 128, 16]", "[128, 128, 32]",
             "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]"}},
-          {"thread_tile", "[4, 4]", {"[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
+          {"thread_tile", "[4, 4]", {"[2, 2]", "[4, 2]", "[2, 4]", "[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
           {"stages", "auto", {"auto", "4"}},
       },
@@ -886,6 +1103,24 @@ const FamilyGenerator& conv_family() { return family(); }
 bool conv_uses_tma(const dsl::Program& p) {
   const Analysis a = analyse(p);
   return read_sched(p, a).tma;
+}
+
+bool conv_allows_tensor_cores(const dsl::Program& p) {
+  try {
+    return why_not_mma(analyse(p)).empty();
+  } catch (const Refused&) {
+    return false;
+  }
+}
+
+bool conv_uses_tensor_cores(const dsl::Program& p) {
+  try {
+    const Analysis a = analyse(p);
+    const Sched s = read_sched(p, a);
+    return s.tma || s.mma;
+  } catch (const Refused&) {
+    return false;
+  }
 }
 
 }  // namespace ksol::codegen::detail

@@ -44,6 +44,7 @@ const char* const kEmulatorHeader = R"EMU(// ksol host emulation of the CUDA dev
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 // A kernel's static shared arrays are function statics: blocks run one after another, and the
@@ -192,6 +193,98 @@ T __shfl_up_sync(unsigned, T v, unsigned delta, int = 32) {
   const int lane = ::ksol_emu::thread_rank() % 32;
   return ::ksol_emu::exchange(v, lane - (int)delta >= 0 ? lane - (int)delta : lane);
 }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  ::ksol_emu::tls.block->warp_sync[::ksol_emu::thread_rank() / 32]->wait();
+}
+// Warp matrix operations (mma.h's nvcuda::wmma, which host compilers do not see). Every lane holds
+// the whole fragment: a load is each lane reading the tile, mma_sync each lane computing the tile
+// product (f32 products of the 16-bit or TF32 elements, summed in f32), a store lane 0 writing the
+// tile between two warp barriers. Loads and stores check WMMA's rules (a 32-byte aligned pointer,
+// a leading dimension of a multiple of 16 bytes) and stop the run where the GPU would fault.
+namespace nvcuda {
+namespace wmma {
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+namespace precision {
+struct tf32 {};
+}  // namespace precision
+template <typename Use, int M, int N, int K>
+struct extent;
+template <int M, int N, int K>
+struct extent<matrix_a, M, N, K> { static constexpr int rows = M, cols = K; };
+template <int M, int N, int K>
+struct extent<matrix_b, M, N, K> { static constexpr int rows = K, cols = N; };
+template <int M, int N, int K>
+struct extent<accumulator, M, N, K> { static constexpr int rows = M, cols = N; };
+template <typename T>
+struct storage { using type = T; };
+template <>
+struct storage<precision::tf32> { using type = float; };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  using element_type = typename storage<T>::type;
+  static constexpr int rows = extent<Use, M, N, K>::rows, cols = extent<Use, M, N, K>::cols;
+  static constexpr int num_elements = rows * cols;
+  element_type x[num_elements];  // row-major, the whole tile in every lane
+};
+inline float ksol_to_f32(float v) { return v; }
+inline float ksol_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+inline float ksol_to_f32(__half v) { return __half2float(v); }
+template <typename P>
+void ksol_check(const P* p, unsigned ldm, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0 || (ldm * sizeof(P)) % 16 != 0) {
+    std::fprintf(stderr, "ksol host emulation: %s with a pointer not 32-byte aligned or a leading dimension of %u "
+                 "elements (not a multiple of 16 bytes)\n", what, ldm);
+    std::fflush(stderr);
+    std::abort();
+  }
+}
+inline float __float_to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // to nearest, ties away (cvt.rna)
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+template <typename Use, int M, int N, int K, typename T, typename L, typename P>
+void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const P* p, unsigned ldm) {
+  ksol_check(p, ldm, "load_matrix_sync");
+  using F = fragment<Use, M, N, K, T, L>;
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c)
+      f.x[r * F::cols + c] = std::is_same_v<L, col_major> ? p[c * ldm + r] : p[r * ldm + c];
+}
+template <typename Use, int M, int N, int K, typename T, typename L>
+void fill_fragment(fragment<Use, M, N, K, T, L>& f, typename fragment<Use, M, N, K, T, L>::element_type v) {
+  for (auto& e : f.x) e = v;
+}
+template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC>
+void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+              const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float s = c.x[i * N + j];
+      for (int k = 0; k < K; ++k) s += ksol_to_f32(a.x[i * K + k]) * ksol_to_f32(b.x[k * N + j]);
+      out[i * N + j] = s;
+    }
+  for (int i = 0; i < M * N; ++i) d.x[i] = out[i];
+}
+template <typename P, int M, int N, int K, typename T>
+void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
+  ksol_check(p, ldm, "store_matrix_sync");
+  __syncwarp();
+  if (::ksol_emu::thread_rank() % 32 == 0)
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < N; ++c) (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * N + c];
+  __syncwarp();
+}
+}  // namespace wmma
+}  // namespace nvcuda
 // cuda_runtime.h declares this template for nvcc only.
 template <typename T>
 cudaError_t cudaFuncSetAttribute(T* entry, enum cudaFuncAttribute attr, int value) {

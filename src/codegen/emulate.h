@@ -1,7 +1,8 @@
 // Runs generated CUDA on the CPU, to check a generator's logic where there is no GPU. The
 // source is compiled by the host C++ compiler against a small emulation of what the generated
 // code uses from CUDA: blocks run one after another, each block's threads as host threads with
-// real barriers (__syncthreads) and warp shuffles, shared memory per block (dynamic shared memory
+// real barriers (__syncthreads, __syncwarp) and warp shuffles, warp matrix operations (mma.h's WMMA,
+// with its alignment rules checked), shared memory per block (dynamic shared memory
 // poisoned with 0xFF bytes), launch limits (threads per block, the 48 KB dynamic shared memory
 // opt-in, 227 KB) and the few runtime calls (cudaMalloc, cudaFuncSetAttribute, ...). ksol_run
 // is then called on host buffers in a child process, so that a crash, a deadlocked barrier or a

@@ -94,14 +94,14 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
       "kernel c(X: f32[N, H, W, C] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, H, W, K]) {\n"
       "  Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, c, r, s]) over c, r, s\n}\n");
   EXPECT_EQ(refusal(krsc), "'F[k, c, r, s]' must read the KRSC filter as F[k, r, s, c]");
-  // 16-bit data: converted to f32 by both factors, on CUDA cores for NCHW (the tensor-core path
-  // takes channels-last data only).
+  // 16-bit data: converted to f32 by both factors; for NCHW on the warp-level tensor cores (CUTLASS's
+  // conv takes channels-last data only).
   dsl::Program half = parse(
       "kernel c(X: bf16[N, C, H, W] outside 0, F: bf16[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
       "  Y[n, k, h, w] = sum(f32(X[n, c, h+r-1, w+s-1]) * f32(F[k, c, r, s])) over c, r, s\n}\n");
   ASSERT_EQ(half.family, "conv");
   EXPECT_EQ(refusal(half), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(half), "conv_c_f32_64x64x16_t4x4");
+  EXPECT_EQ(codegen::kernel_name(half), "conv_c_f32_mma_128x128x32_w4x2");
   EXPECT_EQ(refusal(scheduled(half, {{"mainloop", "tma"}})),
             "mainloop = tma: the image is NCHW; CUTLASS's conv takes channels-last data (an NHWC image and a KRSC "
             "filter); use mainloop = simt");
@@ -140,8 +140,8 @@ TEST(CodegenConv, ScheduleSpace) {
             << " refused\n";
   for (const auto& [r, n] : reasons) std::cout << "    " << n << " x ..." << r << "\n";
   EXPECT_EQ(space.size(), grid);
-  EXPECT_EQ(space.legal.size(), 51u);
-  EXPECT_EQ(space.refused(), 861u);  // most of them tma-only knobs, or mainloop = tma on NCHW data
+  EXPECT_EQ(space.legal.size(), 78u);
+  EXPECT_EQ(space.refused(), 2316u);  // most of them tma-only knobs, or mainloop = tma or mma on f32 NCHW data
   // Every verdict, the skipped ones included, is can_implement's.
   for (size_t i = 0; i < space.size(); ++i) {
     const codegen::Support r = codegen::can_implement(codegen::with_schedule(p, space.schedule(i)), kTaskBinding);
@@ -484,7 +484,7 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
       "kernel c(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C], Z: bf16[N, H, W, K]) -> (Y: bf16[N, H, W, K]) {\n"
       "  acc[n, h, w, k] = sum(f32(X[n, h+r-1, w+s-1, c]) * f32(F[k, r, s, c])) over c, r, s\n"
       "  Y[n, h, w, k] = bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k])))\n}\n");
-  EXPECT_EQ(codegen::kernel_name(gelu_res), "conv_c_bf16_64x64x16_t4x4");
+  EXPECT_EQ(codegen::kernel_name(gelu_res), "conv_c_bf16_mma_128x128x32_w4x2");
   EXPECT_EQ(refusal(scheduled(gelu_res, {{"mainloop", "tma"}})),
             "mainloop = tma: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than the sum and "
             "one per-column bias added to it (bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k]))))); it must be "
@@ -531,15 +531,17 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
   codegen::Space space = codegen::schedule_space(bf, {});
   std::cout << "[ schedule space ] conv2d_nhwc_bias_relu (conv, bf16 NHWC): " << space.legal.size() << " legal, "
             << space.refused() << " refused\n";
-  size_t tma = 0;
+  size_t tma = 0, mma = 0;
   std::set<std::string> names;
   for (const Schedule& s : space.legal) {
     const std::string n = codegen::kernel_name(codegen::with_schedule(bf, s));
     names.insert(n);
     tma += n.find("_tma_") != std::string::npos;
+    mma += n.find("_mma_") != std::string::npos;
   }
   EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
-  EXPECT_EQ(space.legal.size() - tma, 51u);  // the simt schedules, as for conv2d_f32
+  EXPECT_EQ(space.legal.size() - tma - mma, 78u);  // the simt schedules, as for conv2d_f32
+  EXPECT_EQ(mma, 43u);
   EXPECT_EQ(tma, 39u);  // 7 tiles x 3 clusters x 2 stage counts, less the 3 of 128 x 128 x 128 with 4 stages
 }
 
@@ -568,6 +570,132 @@ TEST(CodegenConv, TensorCoreSourcesCompile) {
   EXPECT_NE(jobs[0].source_text.find("args.epilogue.thread.bias_ptr"), std::string::npos);
   EXPECT_NE(jobs[1].source_text.find("{2, 2}, {1, 1}, 1);"), std::string::npos) << "stride 2, dilation 1";
   EXPECT_NE(jobs[1].source_text.find("const int64_t pad_h = 2, pad_w = 2;"), std::string::npos);
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+// --- mainloop = mma: warp-level tensor cores on the staged slices, either layout ---------------
+
+namespace {
+
+// TF32 products on NCHW data with a bias and relu: what a float32 nn.Conv2d + ReLU lowers to where
+// its precision mode lets convolutions use TF32.
+const char* kNchwTf32BiasRelu =
+    "kernel conv2d_tf32_bias_relu(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], b: f32[K]) -> (Y: f32[N, K, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])) over c, r, s\n"
+    "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n";
+
+// bf16 NCHW data, stride 2, a residual and a per-row scale read at h, f32 out.
+const char* kNchwBf16Stride2 =
+    "kernel conv2d_bf16_s2(X: bf16[N, C, H, W] outside 0, F: bf16[K, C, 3, 3], Z: f32[N, K, P, Q], g: f32[P])\n"
+    "    -> (Y: f32[N, K, P, Q]) {\n"
+    "  acc[n, k, h, w] = sum(f32(X[n, c, h*2+r-1, w*2+s-1]) * f32(F[k, c, r, s])) over c, r, s\n"
+    "  Y[n, k, h, w] = acc[n, k, h, w] * g[h] + Z[n, k, h, w]\n}\n";
+
+// f16 NCHW data, a 5x5 filter dilated by 2, no epilogue.
+const char* kNchwF16Dilated =
+    "kernel conv2d_f16_d2(X: f16[N, C, H, W] outside 0, F: f16[K, C, 5, 5]) -> (Y: f32[N, K, P, Q]) {\n"
+    "  Y[n, k, h, w] = sum(f32(X[n, c, h+r*2-4, w+s*2-4]) * f32(F[k, c, r, s])) over c, r, s\n}\n";
+
+}  // namespace
+
+// The mma kernel on the CPU against the interpreter (the host emulation's WMMA checks each
+// fragment load's and store's alignment and leading dimension, as the GPU does): NCHW TF32 with
+// a fused bias, bf16 with stride 2 and a residual, f16 dilated, NHWC TF32 and bf16; tiles of one
+// to eight warps, odd sizes (every tile partial), channel counts below one slice, empty sums.
+TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
+  const std::vector<std::map<std::string, int64_t>> stride2 = {
+      {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 5}, {"Q", 4}},
+      {{"N", 1}, {"C", 19}, {"H", 8}, {"W", 8}, {"K", 40}, {"P", 4}, {"Q", 4}},
+      {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}, {"K", 2}, {"P", 2}, {"Q", 2}},
+  };
+  const std::vector<std::map<std::string, int64_t>> dilated = {
+      {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 17}, {"P", 9}, {"Q", 7}},
+      {{"N", 1}, {"C", 1}, {"H", 4}, {"W", 5}, {"K", 3}, {"P", 2}, {"Q", 3}},
+  };
+  check_on_host({
+      {kNchwTf32BiasRelu,
+       {{}, {{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}}},
+       int_sizes()},
+      {kNchwBf16Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}}}, stride2},
+      {kNchwF16Dilated, {{{"mainloop", "mma"}, {"tile", "[64, 64, 32]"}, {"thread_tile", "[2, 4]"}}}, dilated},
+      {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}}, stride2},
+      {kNhwcBf16BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, int_sizes()},
+  });
+}
+
+// Where `auto` takes the mma kernel, its names, and what it refuses and why.
+TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
+  const dsl::Program tf = parse(kNchwTf32BiasRelu);
+  ASSERT_EQ(tf.family, "conv");
+  EXPECT_EQ(refusal(tf), "(accepted)");
+  // NCHW TF32: CUTLASS's conv does not take it, the warp-level tensor cores do.
+  EXPECT_EQ(codegen::kernel_name(tf), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x32_w4x2");
+  EXPECT_EQ(codegen::compile_needs(tf).arch, "sm_90");
+  EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"mainloop", "simt"}})), "conv_conv2d_tf32_bias_relu_f32_tf32_64x64x16_t4x4");
+  // f32 products stay on the CUDA cores under auto; mma refuses them.
+  const dsl::Program f32 = parse(kBiasRelu);
+  EXPECT_EQ(codegen::kernel_name(f32), "conv_conv2d_bias_relu_f32_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(f32, {{"mainloop", "mma"}})),
+            "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
+            "tf32(X[...]) * tf32(F[...]) for TF32); use mainloop = simt");
+  // NHWC bf16 with a fusable epilogue: auto still takes CUTLASS's conv.
+  EXPECT_EQ(codegen::kernel_name(scheduled(parse(kNhwcBf16BiasRelu), {{"mainloop", "mma"}})),
+            "conv_conv2d_nhwc_bias_relu_bf16_mma_128x128x32_w4x2");
+  EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[64, 48, 16]"}})),
+            "tile = [64, 48, 16] is not whole warps of thread_tile = [4, 2] (64 pixels x 32 filters each, in mainloop = mma) "
+            "(mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"thread_tile", "[8, 4]"}})),
+            "thread_tile = [8, 4]: mainloop = mma holds 256 f32 accumulators per thread (8 a fragment); at most 128 fit in "
+            "the registers");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[64, 64, 12]"}, {"thread_tile", "[2, 2]"}})),
+            "tile = [64, 64, 12]: mainloop = mma takes a slice that is a multiple of 8 (TF32 fragments are 16 x 16 x 8)");
+  EXPECT_EQ(refusal(scheduled(parse(kNchwBf16Stride2), {{"mainloop", "mma"}, {"tile", "[64, 64, 8]"}, {"thread_tile", "[2, 2]"}})),
+            "tile = [64, 64, 8]: mainloop = mma takes a slice that is a multiple of 16 (bf16 fragments are 16 x 16 x 16)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[512, 64, 8]"}, {"thread_tile", "[1, 1]"}})),
+            "tile = [512, 64, 8] with thread_tile = [1, 1] makes 4096 threads per block (mainloop = mma: one warp per 16 x 16 "
+            "outputs); a block has at most 1024");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[128, 128, 64]"}, {"thread_tile", "[4, 4]"}})),
+            "tile = [128, 128, 64] with thread_tile = [4, 4] stages 72704 bytes of shared memory per block (mainloop = mma); "
+            "static shared memory is at most 49152 (no opt-in)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"cluster", "[2, 1]"}})),
+            "cluster = [2, 1]: clusters are the tma path's; mainloop = mma runs one block per tile (cluster = [1, 1])");
+  // The schedule space: every mma name distinct, and the simt names unchanged beside them.
+  codegen::Space space = codegen::schedule_space(tf, {});
+  std::set<std::string> names;
+  size_t mma = 0;
+  for (const Schedule& s : space.legal) {
+    const std::string n = codegen::kernel_name(codegen::with_schedule(tf, s));
+    names.insert(n);
+    mma += n.find("_mma_") != std::string::npos;
+  }
+  std::cout << "[ schedule space ] conv2d_tf32_bias_relu (conv, TF32 NCHW): " << space.legal.size() << " legal, " << mma
+            << " of them mma\n";
+  EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
+  EXPECT_GT(mma, 10u);
+}
+
+// The mma kernel's sources through nvcc (sm_90, mma.h) and the static gate: TF32, bf16 and f16, both
+// layouts.
+TEST(CodegenConv, TensorCoreFragmentSourcesCompile) {
+  std::vector<CompileJob> jobs;
+  for (const char* text : {kNchwTf32BiasRelu, kNchwBf16Stride2, kNchwF16Dilated, kNhwcTf32Stride2}) {
+    const dsl::Program p = scheduled(parse(text), {{"mainloop", "mma"}});
+    ASSERT_EQ(refusal(p), "(accepted)") << text;
+    const codegen::CompileNeeds needs = codegen::compile_needs(p);
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    EXPECT_NE(j.source_text.find("nvcuda::wmma::mma_sync("), std::string::npos);
+    EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
+    jobs.push_back(j);
+  }
+  EXPECT_NE(jobs[0].source_text.find("nvcuda::wmma::precision::tf32, nvcuda::wmma::col_major> a_frag[kFM];"), std::string::npos);
+  EXPECT_NE(jobs[1].source_text.find("__shared__ __align__(32) __nv_bfloat16 As[kBK][kPA];"), std::string::npos);
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }

@@ -8,6 +8,7 @@
 #include "agents/expert.h"
 #include "agents/knowledge.h"
 #include "codegen/codegen.h"
+#include "codegen/common.h"
 #include "core/util.h"
 #include "core/stop.h"
 #include "search/cost_model.h"
@@ -595,6 +596,41 @@ TEST(Optimize, TheExpertHasMovesForConvInEveryBottleneck) {
           << codegen::schedule_text(props[0].schedule);
     }
     if (std::string(bn) == "memory_latency") EXPECT_EQ(props[0].method, "occupancy_launch_bounds") << join(log, "\n");
+  }
+}
+
+TEST(Optimize, TheExpertMovesATf32ConvOntoTheTensorCores) {
+  // TF32 products on CUDA cores (mainloop = simt), compute-bound: R55 offers the tensor cores
+  // (mma for NCHW data, which CUTLASS's conv does not take); f32 products get no such move.
+  SeedCase s = setup("conv2d_f32");
+  std::string text = read_file(s.task.dir + "/program.ksol");
+  text.replace(text.find("X[n, c, h+r-1, w+s-1] * F[k, c, r, s]"), 37, "tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])");
+  const dsl::Program tf = codegen::with_schedule(dsl::parse_program(text, "tf32.ksol"), {{"mainloop", "simt"}});
+  ASSERT_FALSE(codegen::detail::conv_uses_tensor_cores(tf));
+  ASSERT_TRUE(codegen::detail::conv_allows_tensor_cores(tf));
+  for (const dsl::Program* p : std::vector<const dsl::Program*>{&tf, &s.seed}) {
+    agents::ExpertAgent a(knowledge(), 1);
+    agents::Profile prof;
+    prof.precision = p == &tf ? "tf32" : "fp32";
+    prof.bound = "compute";
+    prof.bottleneck = "compute";
+    prof.pct_sol = 0.3;
+    prof.dims = {{"N", 8}, {"C", 64}, {"H", 56}, {"W", 56}, {"K", 64}};
+    std::vector<std::string> log;
+    auto props = a.propose(*p, prof, search::binding_of(s.task), {}, &log);
+    ASSERT_FALSE(props.empty()) << join(log, "\n");
+    bool mma = false;
+    for (auto& pr : props) {
+      EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
+      mma = mma || codegen::kernel_name(pr.program).find("_mma_") != std::string::npos;
+    }
+    if (p == &tf) {
+      EXPECT_EQ(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_TRUE(mma) << join(log, "\n");
+    } else {
+      EXPECT_NE(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_FALSE(mma);
+    }
   }
 }
 
