@@ -1,6 +1,6 @@
 """python3 -m ksol_torch import [--no-screen] [--seed N] FILE...   (JSON on stdout)
    python3 -m ksol_torch report RESULTS.json [--json | --table]
-   python3 -m ksol_torch synth FILE [--out JSON]                   (the forward as one DSL program, or why not)
+   python3 -m ksol_torch synth FILE [--out JSON] [--precision MODE --device DEV]  (the forward as one DSL program, or why not)
    python3 -m ksol_torch stitch FILE [--out JSON]                  (DSL pieces around ops kept as PyTorch calls)
    python3 -m ksol_torch worker                                     (the evaluation worker, on stdin/stdout)
 
@@ -110,14 +110,22 @@ def _meta_then_real(prob, seed: int, fn):
         return model, inputs, fn(model, inputs)
 
 
-def _synth_one(path: str, seed: int) -> dict:
-    """The module's forward as one DSL program (synth.py), with its costs from the trace."""
+def _conv_products(precision, device) -> str:
+    """worker.conv_products, after the problem's file has run (it may set PyTorch's switches)."""
+    from . import worker
+
+    return worker.conv_products(precision, device)
+
+
+def _synth_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:
+    """The module's forward as one DSL program (synth.py), with its costs from the trace; a
+    convolution's products in TF32 where `precision` on `device` lets cuDNN use TF32."""
     from . import problem, synth, trace
 
     try:
         prob = problem.load(path)
         model, inputs, g = _meta_then_real(prob, seed, trace.trace)
-        out = synth.synthesize(model, inputs)
+        out = synth.synthesize(model, inputs, conv_products=_conv_products(precision, device))
         if not out.get("program"):
             out["stitch"] = _stitch_summary(model, inputs)
             if out["stitch"].get("pieces"):
@@ -147,13 +155,15 @@ def _stitch_summary(model, inputs) -> dict:
     return {"pieces": [p.family for p in plan.pieces], "kept": [k["op"] for k in plan.kept if k["op"] not in views]}
 
 
-def _stitch_one(path: str, seed: int) -> dict:
-    """The forward cut into DSL pieces around the ops that stay PyTorch calls (stitch.py)."""
+def _stitch_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:
+    """The forward cut into DSL pieces around the ops that stay PyTorch calls (stitch.py); their
+    convolutions' products as _synth_one's."""
     from . import problem, stitch
 
     try:
         prob = problem.load(path)
-        _, _, plan = _meta_then_real(prob, seed, stitch.split)
+        products = _conv_products(precision, device)
+        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, conv_products=products))
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:
@@ -190,9 +200,14 @@ def main(argv=None) -> int:
     sti.add_argument("file")
     sti.add_argument("--seed", type=int, default=0)
     sti.add_argument("--out", help="write the JSON here (not to stdout)")
+    for p in (syn, sti):
+        p.add_argument("--precision", choices=("default", "strict", "tf32"),
+                       help="the precision mode candidates will run under: convolutions multiply in TF32 where it lets "
+                            "cuDNN use TF32 on --device (unset: IEEE float32 products)")
+        p.add_argument("--device", default="cuda", help="where candidates will run (cuda, or cpu for the emulator)")
     args = ap.parse_args(argv)
     if args.cmd in ("synth", "stitch"):
-        r = (_synth_one if args.cmd == "synth" else _stitch_one)(args.file, args.seed)
+        r = (_synth_one if args.cmd == "synth" else _stitch_one)(args.file, args.seed, args.precision, args.device)
         text = json.dumps(r, indent=1) + "\n"
         if args.out:
             with open(args.out, "w") as fh:

@@ -83,9 +83,11 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS or op in synth.WINDOWS else ""
 
 
-def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None) -> Plan:
+def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None,
+          conv_products: str = "fp32") -> Plan:
     """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
-    (synth.fold_scalar_inputs). Raises what torch.fx raises when the forward cannot be traced."""
+    (synth.fold_scalar_inputs); `conv_products` is synth.synthesize's, for every piece. Raises what
+    torch.fx raises when the forward cannot be traced."""
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
@@ -128,7 +130,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
                 found = None
                 why_first = ""
                 for j in range(len(seg), i, -1):
-                    piece, why = _piece(gm, seg[i:j], values, len(pieces), refused)
+                    piece, why = _piece(gm, seg[i:j], values, len(pieces), refused, conv_products)
                     if piece is not None:
                         found = (j, piece)
                         break
@@ -517,7 +519,7 @@ def _sub(gm: torch.fx.GraphModule, seg: List[torch.fx.Node]):
     return torch.fx.GraphModule(gm, g), ext
 
 
-def _piece(gm, seg, values, pid, refused: Dict[str, str]):
+def _piece(gm, seg, values, pid, refused: Dict[str, str], conv_products: str = "fp32"):
     members = set(seg)
     for n in seg[:-1]:
         if any(u not in members for u in n.users):
@@ -536,7 +538,7 @@ def _piece(gm, seg, values, pid, refused: Dict[str, str]):
                                      "getitem", "getattr")
                for n in seg):
         return None, "views alone move no data"
-    r = synth.synthesize(sub, ins)
+    r = synth.synthesize(sub, ins, conv_products=conv_products)
     if not r.get("program"):
         return None, r.get("reason", "not one DSL program")
     out = values.get(seg[-1].name)

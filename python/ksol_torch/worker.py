@@ -461,6 +461,16 @@ def _tf32_allowed(flags):
     return conv in ("tf32", "none"), mm == "tf32"
 
 
+def conv_products(mode, device):
+    """The arithmetic a lowered float32 convolution's products may use under `mode` on `device`:
+    "tf32" where the mode's switches (as the problem's file left them, for "default") let cuDNN use
+    TF32 for float32 convolutions on a CUDA device, which is then what eager and torch.compile do
+    and what precision_policy's bound allows; "fp32" otherwise, and for mode None."""
+    if mode is None or not str(device).startswith("cuda"):
+        return "fp32"
+    return "tf32" if _tf32_allowed(precision_flags(check_precision(mode), _tf32_flags()))[0] else "fp32"
+
+
 def precision_policy(mode, flags, kinds, device, matmul_precision="highest"):
     """What a module's ops may compute in under `mode` with the switches `flags`, and the unit
     roundoff of its bound: {"mode", "arithmetic": fp32 | tf32 | bf16, "u_acc", "why"}. TF32 exists

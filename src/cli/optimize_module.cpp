@@ -202,8 +202,19 @@ class ModuleEvaluator : public search::Evaluator {
     if (!peaks_) return 0;
     double f = result.value("flops", 0.0), b = result.value("bytes", 0.0);
     double tb = peaks_->hbm_bytes_per_s > 0 ? b / peaks_->hbm_bytes_per_s : 0;
-    double tf = peaks_->fp32_flops > 0 ? f / peaks_->fp32_flops : 0;
+    double tf = flop_peak() > 0 ? f / flop_peak() : 0;
     return std::max(tb, tf) * 1e6;
+  }
+
+  // The FLOP rate the module's bound is taken at: the fastest arithmetic its precision policy
+  // allows (TF32 or bf16 tensor cores where the mode lets its GEMMs or convolutions use them,
+  // else FP32), 0 without peaks.
+  double flop_peak() const {
+    if (!peaks_) return 0;
+    const std::string arithmetic = policy_.value("arithmetic", std::string("fp32"));
+    if (arithmetic == "tf32" && peaks_->tf32_flops > 0) return peaks_->tf32_flops;
+    if (arithmetic == "bf16" && peaks_->bf16_flops > 0) return peaks_->bf16_flops;
+    return peaks_->fp32_flops;
   }
 
   // The module with its DSL pieces from their libraries and the kept ops as PyTorch calls
@@ -350,7 +361,7 @@ class ModuleEvaluator : public search::Evaluator {
     sr.weight = 1;
     const SizeSet& s = t.sizes.at(0);
     double tb = peaks_ && peaks_->hbm_bytes_per_s > 0 ? t.bytes_at(s) / peaks_->hbm_bytes_per_s : 0;
-    double tf = peaks_ && peaks_->fp32_flops > 0 ? t.flops_at(s) / peaks_->fp32_flops : 0;
+    double tf = flop_peak() > 0 ? t.flops_at(s) / flop_peak() : 0;
     sr.sol_us = std::max(tb, tf) * 1e6;
     sr.bound = tf > tb ? "compute" : "memory";
     return sr;
@@ -561,7 +572,12 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::string file = fs::absolute(a.file).string();
   // The front end's JSON goes to a file of its own: the problem's code may print anything.
   std::string out_json = (fs::temp_directory_path() / ("ksol-synth-" + std::to_string(::getpid()) + ".json")).string();
-  ProcessResult pr = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file, "--out", out_json}, 600);
+  // Convolutions multiply in TF32 where the precision mode lets cuDNN do so on the device the
+  // candidates run on (the baselines' arithmetic and the bound's); IEEE float32 otherwise.
+  const std::vector<std::string> products = {"--precision", a.precision, "--device", a.emulate ? "cpu" : "cuda"};
+  std::vector<std::string> synth_cmd = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file, "--out", out_json};
+  synth_cmd.insert(synth_cmd.end(), products.begin(), products.end());
+  ProcessResult pr = run_process(synth_cmd, 600);
   json syn;
   try {
     syn = json::parse(read_file(out_json));
@@ -599,6 +615,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
                                           : "not one DSL program: " + syn.value("reason", std::string("?")))
             << "\n";
   if (lowered) {
+    if (syn.value("conv_products", std::string("fp32")) == "tf32")
+      std::cerr << "the convolution's products are TF32: precision " << a.precision
+                << " lets cuDNN use TF32 for float32 convolutions, as eager and torch.compile then do (--precision strict "
+                   "keeps IEEE float32 everywhere)\n";
     std::cerr << syn["program"].get<std::string>();
     // Gate 1 before any GPU work: the seed's generated CUDA compiles.
     CompileResult cr = compile(codegen::compile_job(*task, *seed, task->name + "/seed.ksol"));
@@ -617,7 +637,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::string stitch_why;
   if (!lowered && syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0) {
     std::string plan_json = (fs::temp_directory_path() / ("ksol-stitch-" + std::to_string(::getpid()) + ".json")).string();
-    ProcessResult sp = run_process({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "stitch", file, "--out", plan_json}, 600);
+    std::vector<std::string> stitch_cmd = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "stitch", file, "--out", plan_json};
+    stitch_cmd.insert(stitch_cmd.end(), products.begin(), products.end());
+    ProcessResult sp = run_process(stitch_cmd, 600);
     try {
       json plan = json::parse(read_file(plan_json));
       fs::remove(plan_json);

@@ -139,6 +139,19 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   EXPECT_NE(r.output.find("the forward is one DSL program (gemm)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("seed gemm_f32_64x64x16_simt_bnk_rn_epi: compiles"), std::string::npos) << r.output;
 
+  // A convolution under the default precision multiplies in TF32, as cuDNN may then: the tensor
+  // cores' kernel (mma for NCHW); under strict, IEEE float32 products on the CUDA cores.
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/10_conv_bias_relu.py")}, 600);
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("the convolution's products are TF32: precision default lets cuDNN use TF32"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("sum(tf32(input0[n, c, h+r-1, w+s-1]) * tf32(w_conv_weight[k, c, r, s]))"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed conv_model_f32_tf32_mma_128x128x32_w4x2: compiles"), std::string::npos) << r.output;
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/10_conv_bias_relu.py"), "--precision", "strict"}, 600);
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_EQ(r.output.find("tf32("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed conv_model_f32_64x64x16_t4x4: compiles"), std::string::npos) << r.output;
+
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("not one DSL program: no DSL form for conv2d"), std::string::npos) << r.output;

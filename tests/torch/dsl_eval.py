@@ -60,6 +60,14 @@ def outside(text):
     return out
 
 
+def tf32(x):
+    """x (float64 holding float32 values) rounded to TF32: 11 significant bits, to nearest, ties
+    away from zero (cvt.rna), as the DSL's tf32()."""
+    x = torch.as_tensor(x, dtype=torch.float64)
+    m, e = torch.frexp(x)  # x = m * 2^e, 0.5 <= |m| < 1
+    return torch.sign(m) * torch.floor(m.abs() * 2048 + 0.5) / 2048 * torch.pow(2.0, e.double())
+
+
 def run(text, inputs, dims=None):
     """Evaluates the program on `inputs` (name -> tensor, in float64); returns its outputs by name.
     A read whose subscript sums indices with coefficients (a conv's image, `X[n, c, h*2+r-1, ...]`)
@@ -143,7 +151,7 @@ def run(text, inputs, dims=None):
         "clamp": lambda x, lo, hi: torch.clamp(x, min=lo, max=hi),
         "max": lambda a, b: torch.maximum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
         "min": lambda a, b: torch.minimum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
-        "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x,
+        "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x, "tf32": tf32,
     }
 
     def ev(expr):

@@ -83,6 +83,21 @@ class Policy(unittest.TestCase):
         self.assertEqual((p["mode"], p["arithmetic"], p["u_acc"]), ("tf32", "fp32", 2.0 ** -24))
         self.assertIn("no TF32 on cpu", p["why"])
 
+    def test_convolution_products_follow_the_mode_and_the_device(self):
+        # What synth writes a convolution's products in: TF32 where the mode's switches let cuDNN
+        # use it on a CUDA device (the baselines then do), IEEE float32 otherwise.
+        with Flags(CONV_ONLY):
+            self.assertEqual(worker.conv_products("default", "cuda"), "tf32")
+            self.assertEqual(worker.conv_products("tf32", "cuda:0"), "tf32")
+            self.assertEqual(worker.conv_products("strict", "cuda"), "fp32")
+            self.assertEqual(worker.conv_products("default", "cpu"), "fp32")
+            self.assertEqual(worker.conv_products(None, "cuda"), "fp32")
+            with self.assertRaisesRegex(ValueError, "'fp8': one of default, strict, tf32"):
+                worker.conv_products("fp8", "cuda")
+        with Flags(OFF):  # a problem file that turned cuDNN's TF32 off
+            self.assertEqual(worker.conv_products("default", "cuda"), "fp32")
+            self.assertEqual(worker.conv_products("tf32", "cuda"), "tf32")
+
     def test_the_bound_scales_with_the_unit(self):
         # An error of 1e-4 relative on a 32-term dot product: out of float32's bound, inside TF32's.
         ref = torch.linspace(1.0, 2.0, 1000, dtype=torch.float64)

@@ -230,6 +230,15 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].inputs, ["x"])
         self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
 
+    def test_a_conv_piece_takes_the_products_it_is_given(self):
+        torch.manual_seed(0)
+        plan = stitch.split(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], conv_products="tf32")
+        conv = [p for p in plan.pieces if p.family == "conv"]
+        self.assertEqual(len(conv), 1, plan.summary())
+        self.assertIn("sum(tf32(input0[", conv[0].program)
+        self.assertTrue(all("tf32(" not in p.program for p in plan.pieces if p.family != "conv"))
+        self.assertNotIn("tf32(", stitch.split(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)]).pieces[0].program)
+
     def test_a_depthwise_convolution_and_its_epilogue_are_one_direct_piece(self):
         torch.manual_seed(0)
         plan = self.stitched(ConvEpilogue(groups=4), [torch.randn(2, 4, 10, 10)], 1, [])

@@ -233,6 +233,31 @@ class Synth(unittest.TestCase):
         self.assertEqual(out["dims"], {"N": 2, "C": 3, "H": 9, "W": 8, "K": 5, "P": 9, "Q": 8, "R": 3, "S": 3})
         self.assertEqual([t["shape"] for t in out["tensors"]], [["N", "C", "H", "W"], ["K", "C", "R", "S"], ["K"], ["N", "K", "P", "Q"]])
 
+    def test_conv_products_in_tf32_round_both_factors(self):
+        # What a precision mode that lets cuDNN use TF32 lowers a convolution to: both factors in
+        # tf32(), the tensor cores' kernel at its own tile; in float64 it is the module on a
+        # TF32-rounded image and filter (the bias added as it is).
+        model, inputs, fp = lowered("synth_problems", "10_conv_bias_relu.py")
+        out = synth.synthesize(model, inputs, conv_products="tf32")
+        self.assertEqual(out.get("conv_products"), "tf32")
+        self.assertIn("acc[n, k, h, w] = sum(tf32(input0[n, c, h+r-1, w+s-1]) * tf32(w_conv_weight[k, c, r, s])) over c, r, s",
+                      out["program"])
+        self.assertIn("schedule {\n  mainloop = auto\n}", out["program"])
+        self.assertNotIn("tf32(", fp["program"])
+        self.assertNotIn("conv_products", fp)
+        sd = model.state_dict()
+        env = {"input0": inputs[0], "w_conv_weight": sd["conv.weight"], "w_conv_bias": sd["conv.bias"]}
+        got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env), out["dims"])["output0"]
+        rounded = model.double()
+        with torch.no_grad():
+            rounded.conv.weight.copy_(dsl_eval.tf32(rounded.conv.weight))
+            want = rounded(dsl_eval.tf32(inputs[0].double()))
+            plain = model.double()(inputs[0].double())
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+        self.assertFalse(torch.allclose(want, plain, rtol=1e-6, atol=0), "TF32 rounding changes the sums")
+        with self.assertRaisesRegex(ValueError, "conv_products 'bf16': fp32 or tf32"):
+            synth.synthesize(model, inputs, conv_products="bf16")
+
     def test_conv_stride_dilation_and_padding_are_the_image_subscripts(self):
         # Stride (2, 1), dilation 2, padding (1, 2): h*2 + r*2 - 1 and w + s*2 - 2; P, Q from the output.
         out = self.check_against_module("synth_problems", "11_conv_stride_dilation.py", "conv")
