@@ -849,6 +849,76 @@ void simt_slice_fma(Writer& w) {
   w.close();
 }
 
+void wmma_constants(Writer& w, const WmmaShape& s) {
+  w.line("constexpr int kFM = " + std::to_string(s.fm) + ", kFN = " + std::to_string(s.fn) +
+         ";  // 16 x 16 fragments per warp: rows x columns");
+  w.line("constexpr int kWM = kBM / (16 * kFM), kWN = kBN / (16 * kFN), kThreads = 32 * kWM * kWN;  // warps");
+  w.line("constexpr int kKS = " + std::to_string(s.ks) + ";  // a fragment's reduction step");
+  w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
+  w.line("constexpr int kPA = kBM + " + std::to_string(s.pad) + ", kPB = kBN + " + std::to_string(s.pad) + ";");
+}
+
+void wmma_declarations(Writer& w, const std::string& stage_type) {
+  w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
+  w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
+  w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
+  w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
+  w.line("const int wm0 = (warp % kWM) * 16 * kFM, wn0 = (warp / kWM) * 16 * kFN;");
+}
+
+void wmma_accumulators(Writer& w) {
+  w.line("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, kKS, float> c_frag[kFM][kFN];");
+  w.line("#pragma unroll");
+  w.line("for (int i = 0; i < kFM; ++i)");
+  w.line("  #pragma unroll");
+  w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::fill_fragment(c_frag[i][j], 0.0f);");
+}
+
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32) {
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < kBK; kk += kKS)");
+  w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, kKS, " + frag_type + ", nvcuda::wmma::col_major> a_frag[kFM];");
+  w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, kKS, " + frag_type + ", nvcuda::wmma::row_major> b_frag[kFN];");
+  auto load_frags = [&](const std::string& frag, const std::string& count, const std::string& at, const std::string& ld) {
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < " + count + "; ++i)");
+    w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
+    if (tf32) {
+      w.comment("Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are.");
+      w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
+             frag + "[i].x[t]);");
+    }
+    w.close();
+  };
+  load_frags("a_frag", "kFM", "&As[kk][wm0 + i * 16]", "kPA");
+  load_frags("b_frag", "kFN", "&Bs[kk][wn0 + i * 16]", "kPB");
+  w.line("#pragma unroll");
+  w.line("for (int i = 0; i < kFM; ++i)");
+  w.line("  #pragma unroll");
+  w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::mma_sync(c_frag[i][j], a_frag[i], b_frag[j], c_frag[i][j]);");
+  w.close();
+}
+
+void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element) {
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < kFM; ++i)");
+  w.line("#pragma unroll");
+  w.open("for (int j = 0; j < kFN; ++j)");
+  w.line("nvcuda::wmma::store_matrix_sync(&Cs[warp][0][0], c_frag[i][j], 20, nvcuda::wmma::mem_row_major);");
+  w.line("__syncwarp();");
+  w.line("#pragma unroll");
+  w.open("for (int t = 0; t < 8; ++t)");
+  if (rows_fastest)
+    w.line("const int fr = lane % 16, fc = lane / 16 + 2 * t;  // the row and column in the fragment");
+  else
+    w.line("const int fc = lane % 16, fr = lane / 16 + 2 * t;  // the row and column in the fragment");
+  element(w);
+  w.close();
+  w.line("__syncwarp();  // read before the next fragment is stored");
+  w.close();
+  w.close();
+}
+
 std::string finish_source(Writer& w, const Helpers& helpers, const std::string& kernels,
                           const std::function<void(Writer&)>& host) {
   if (!helpers.empty()) w.raw(helpers.source());

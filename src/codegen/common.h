@@ -202,6 +202,32 @@ std::string kernel_params_pass(const dsl::Program& p, const AbiLayout& abi, cons
 // kTN outputs, kTY x kTX threads) and their outer product into acc with fmaf, as the gemm (simt)
 // and conv generators share it. Leaves the slice loop closed; the caller's barrier follows.
 void simt_slice_fma(Writer& w);
+
+// The warp-level tensor-core kernels' shared parts (conv's and direct's mainloop = mma): an
+// implicit GEMM whose slices sit in shared memory as As[kBK][kPA] (A column-major: As[k][m]) and
+// Bs[kBK][kPB] (B row-major: Bs[k][n]), each warp computing kFM x kFN fragments of 16 x 16 f32
+// accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
+// product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
+// or __half); with `tf32`, loaded elements pass through __float_to_tf32 (the data are rounded when
+// staged, so it leaves them as they are).
+struct WmmaShape {
+  int64_t fm = 4, fn = 2;  // fragments per warp
+  int64_t ks = 8;          // a fragment's reduction step: 8 (TF32) or 16 (16-bit)
+  int64_t pad = 4;         // elements a staged row is padded by (16 bytes)
+};
+// The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
+void wmma_constants(Writer& w, const WmmaShape& s);
+// The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of
+// the kernel, `stage_type` the staged elements' type).
+void wmma_declarations(Writer& w, const std::string& stage_type);
+// c_frag, declared and zeroed.
+void wmma_accumulators(Writer& w);
+// One staged slice's fragment products (inside the slice loop, between its barriers).
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32);
+// Each accumulator fragment through the warp's staging tile: `element` emits the store of one
+// output at (fr, fc) of fragment (i, j), its value Cs[warp][fr][fc] (inside a loop: `continue`
+// skips it). `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive columns.
+void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element);
 // The #include lines the types of the program need.
 std::string includes(const dsl::Program& p);
 // The end of a generated source, after its constants: the helper functions used, the kernels

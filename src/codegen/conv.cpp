@@ -543,13 +543,7 @@ class Generator {
     w.line("constexpr int kBM = " + std::to_string(s_.bm) + ", kBN = " + std::to_string(s_.bn) + ", kBK = " +
            std::to_string(s_.bk) + ";  // pixels x filters x reduction slice");
     if (s_.mma) {
-      w.line("constexpr int kFM = " + std::to_string(s_.fm) + ", kFN = " + std::to_string(s_.fn) +
-             ";  // 16 x 16 fragments per warp: pixels x filters");
-      w.line("constexpr int kWM = kBM / (16 * kFM), kWN = kBN / (16 * kFN), kThreads = 32 * kWM * kWN;  // warps");
-      w.line("constexpr int kKS = " + std::to_string(mma_k_step(a_)) + ";  // a fragment's reduction step");
-      w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
-      const int64_t pad = 16 / stage_bytes();
-      w.line("constexpr int kPA = kBM + " + std::to_string(pad) + ", kPB = kBN + " + std::to_string(pad) + ";");
+      wmma_constants(w, WmmaShape{s_.fm, s_.fn, mma_k_step(a_), 16 / stage_bytes()});
     } else {
       w.line("constexpr int kTM = " + std::to_string(s_.tm) + ", kTN = " + std::to_string(s_.tn) + ";  // per thread");
       w.line("constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;");
@@ -867,17 +861,9 @@ class Generator {
                                                  std::string(dsl::type_name(a_.in_type)) + " data as they are") +
               ", f32 accumulation). The accumulators reach the epilogue through a 16 x 16 staging tile per warp.");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
-    w.line("__shared__ __align__(32) " + st + " As[kBK][kPA];  // the image slice, gathered: As[tap][pixel]");
-    w.line("__shared__ __align__(32) " + st + " Bs[kBK][kPB];  // the filter slice, transposed: Bs[tap][filter]");
-    w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
-    w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
-    w.line("const int wm0 = (warp % kWM) * 16 * kFM, wn0 = (warp / kWM) * 16 * kFN;");
+    wmma_declarations(w, st);
     gather_setup(w);
-    w.line("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, kKS, float> c_frag[kFM][kFN];");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kFM; ++i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::fill_fragment(c_frag[i][j], 0.0f);");
+    wmma_accumulators(w);
     w.line(st + " ra[kLA], rb[kLB];");
     load(w, "0");
     w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
@@ -886,54 +872,19 @@ class Generator {
     w.open("if (k0 + kBK < depth)");
     load(w, "(k0 + kBK)");
     w.close();
-    w.line("#pragma unroll");
-    w.open("for (int kk = 0; kk < kBK; kk += kKS)");
-    w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, kKS, " + frag_t + ", nvcuda::wmma::col_major> a_frag[kFM];");
-    w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, kKS, " + frag_t + ", nvcuda::wmma::row_major> b_frag[kFN];");
-    auto load_frags = [&](const std::string& frag, const std::string& count, const std::string& at, const std::string& ld) {
-      w.line("#pragma unroll");
-      w.open("for (int i = 0; i < " + count + "; ++i)");
-      w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
-      if (a_.tf32) {
-        w.comment("Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are.");
-        w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
-               frag + "[i].x[t]);");
-      }
-      w.close();
-    };
-    load_frags("a_frag", "kFM", "&As[kk][wm0 + i * 16]", "kPA");
-    load_frags("b_frag", "kFN", "&Bs[kk][wn0 + i * 16]", "kPB");
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < kFM; ++i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::mma_sync(c_frag[i][j], a_frag[i], b_frag[j], c_frag[i][j]);");
-    w.close();
+    wmma_slice_product(w, frag_t, a_.tf32);
     w.line("__syncthreads();  // the slices are rewritten for the next one");
     w.close();
     w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
               (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
               ", so a warp's stores cover consecutive addresses.");
-    w.line("#pragma unroll");
-    w.open("for (int i = 0; i < kFM; ++i)");
-    w.line("#pragma unroll");
-    w.open("for (int j = 0; j < kFN; ++j)");
-    w.line("nvcuda::wmma::store_matrix_sync(&Cs[warp][0][0], c_frag[i][j], 20, nvcuda::wmma::mem_row_major);");
-    w.line("__syncwarp();");
-    w.line("#pragma unroll");
-    w.open("for (int t = 0; t < 8; ++t)");
-    if (a_.nhwc)
-      w.line("const int fc = lane % 16, fr = lane / 16 + 2 * t;  // the pixel (row) and filter (column) in the fragment");
-    else
-      w.line("const int fr = lane % 16, fc = lane / 16 + 2 * t;  // the pixel (row) and filter (column) in the fragment");
-    w.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
-    w.line("if (pix >= pixels) continue;");
-    w.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
-    pixel_out(w);
-    store_filt(w, value, "Cs[warp][fr][fc]");
-    w.close();
-    w.line("__syncwarp();  // read before the next fragment is stored");
-    w.close();
-    w.close();
+    wmma_store_fragments(w, !a_.nhwc, [&](Writer& e) {
+      e.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+      e.line("if (pix >= pixels) continue;");
+      e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+      pixel_out(e);
+      store_filt(e, value, "Cs[warp][fr][fc]");
+    });
     w.close();
     w.line();
   }

@@ -10,8 +10,21 @@
 // no shared memory, no reuse of a read between threads but what the caches give; a transposed
 // convolution of stride s visits s^d taps per useful one. What it buys is that every such
 // reduction the front end meets has a kernel of its own that is correct, not that it is fast.
+//
+// A contraction among them (a sum of the products of two input reads, f32 data in tf32(...) on
+// both or bf16/f16 data in f32(...) on both, one read, the filter, at plain indices) also has a
+// tensor-core kernel (mainloop = mma; auto takes it): an implicit GEMM whose rows are the output
+// indices the filter does not take (n, d, h, w), columns those only the filter takes (k), a grid
+// layer per index both take (a group g), and the reduction the reduced indices in the filter's
+// order. The image is gathered through its index expressions (offsets, strides, dilations, a
+// transposed convolution's divisors, zero outside) into shared memory a slice at a time, the
+// filter staged beside it, the slices multiplied by WMMA fragments as the conv family's mma
+// kernel does, and the epilogue applied to each output through a per-warp staging tile. Shapes
+// with fewer than 16 columns or reduction positions, or more than 65535 grid layers, run the
+// thread-per-output kernel, emitted into the same source.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "codegen/common.h"
 
@@ -25,8 +38,12 @@ using dsl::Param;
 using dsl::ReduceOp;
 using dsl::Type;
 
-const std::vector<std::string> kInternal = {"kThreads", "kMaxBlocks", "flat", "total", "rest", "acc", "best", "best_at",
-                                            "value", "ok", "at", "blocks"};
+const std::vector<std::string> kInternal = {
+    "kThreads", "kMaxBlocks", "flat", "total", "rest", "acc", "best", "best_at", "value", "ok", "at", "blocks",
+    "kBM", "kBN", "kBK", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "kLA", "kLB", "As", "Bs", "Cs", "tid", "warp",
+    "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
+    "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
+    "layer", "v", "tf32_round"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -52,26 +69,195 @@ Shape analyse(const dsl::Program& p) {
   return s;
 }
 
-int64_t threads_of(const dsl::Program& p) {
+// A contraction: sum(X[...] * F[...]) with F at plain indices (see the top of the file).
+struct Contraction {
+  const Expr* image = nullptr;   // the gathered read: the GEMM's A
+  const Expr* filter = nullptr;  // the plain read: the GEMM's B
+  Type in_type = Type::f32;
+  bool tf32 = false;
+  std::vector<size_t> rows, cols, layers;        // positions in the reduction's output indices
+  std::vector<std::string> red, red_extents;     // the reduced indices in the filter's order
+};
+
+std::set<std::string> vars_of(const Expr& r) {
+  std::set<std::string> v;
+  for (const IndexExpr& ix : r.indices) {
+    v.insert(ix.var);
+    if (!ix.plus.empty()) v.insert(ix.plus);
+  }
+  return v;
+}
+
+// The program as a contraction the tensor cores can take, or why not.
+std::string contraction_of(const dsl::Program& p, const Shape& s, Contraction* c) {
+  const Definition& d = *s.reduce;
+  if (d.reduce != ReduceOp::sum) return "the reduction is not a sum";
+  if (d.type != Type::f32) return "the sum is not f32";
+  if (d.body.kind != Expr::Kind::binary || d.body.op != "*") return "the sum is not of a product of two reads";
+  const Expr* f[2];
+  bool rounded[2], cast[2];
+  for (int i = 0; i < 2; ++i) {
+    const Expr* x = &d.body.args[i];
+    rounded[i] = x->kind == Expr::Kind::call && x->name == "tf32";
+    cast[i] = x->kind == Expr::Kind::cast && x->type == Type::f32;
+    if (rounded[i] || cast[i]) x = &x->args[0];
+    if (x->kind != Expr::Kind::read || !p.param(x->name) || p.def(x->name)) return "the sum is not of a product of two input reads";
+    f[i] = x;
+  }
+  const Param* pa = p.param(f[0]->name);
+  const Param* pb = p.param(f[1]->name);
+  if (pa->type != pb->type) return "the two factors' tensors have different types";
+  c->in_type = pa->type;
+  if (c->in_type == Type::f32) {
+    if (!rounded[0] || !rounded[1])
+      return "the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write tf32(...) around both reads)";
+    c->tf32 = true;
+  } else if (is_half(c->in_type)) {
+    if (!cast[0] || !cast[1]) return "the 16-bit factors are not both converted to f32";
+  } else {
+    return std::string("the factors are ") + type_name(c->in_type) + "; the tensor cores take f32 (as TF32), bf16 or f16";
+  }
+  const std::set<std::string> out(d.indices.begin(), d.indices.end());
+  std::set<std::string> reduced;
+  for (const std::string& v : s.over) reduced.insert(v);
+  std::string why = "no factor is a filter read at plain indices of output and reduced indices, with an output index of its own";
+  for (int fi : {1, 0}) {
+    const Expr& x = *f[1 - fi];
+    const Expr& w = *f[fi];
+    bool plain = w.indices.size() == p.param(w.name)->extents.size();
+    std::vector<std::string> wvars;
+    for (const IndexExpr& ix : w.indices) {
+      plain = plain && !dsl::index_is_compound(ix) && ix.offset == 0;
+      wvars.push_back(ix.var);
+    }
+    if (!plain) continue;
+    const std::set<std::string> wv(wvars.begin(), wvars.end()), xv = vars_of(x);
+    if (wv.size() != wvars.size()) continue;  // an index twice
+    bool ok = true;
+    for (const std::string& v : wv) ok = ok && (out.count(v) || reduced.count(v));
+    for (const std::string& v : xv) ok = ok && (out.count(v) || reduced.count(v));
+    for (const std::string& v : reduced) ok = ok && wv.count(v);
+    if (!ok) continue;
+    Contraction t = *c;
+    t.image = &x;
+    t.filter = &w;
+    for (size_t k = 0; k < d.indices.size(); ++k) {
+      const std::string& v = d.indices[k];
+      if (wv.count(v) && xv.count(v)) t.layers.push_back(k);
+      else if (wv.count(v)) t.cols.push_back(k);
+      else if (xv.count(v)) t.rows.push_back(k);
+      else ok = false;
+    }
+    // A layer index is read plainly by the image too (a group g).
+    for (const IndexExpr& ix : x.indices)
+      for (size_t k : t.layers)
+        if ((ix.var == d.indices[k] || ix.plus == d.indices[k]) && (dsl::index_is_compound(ix) || ix.offset != 0)) ok = false;
+    if (!ok || t.rows.empty() || t.cols.empty()) continue;
+    for (const std::string& v : wvars)
+      if (reduced.count(v)) {
+        t.red.push_back(v);
+        t.red_extents.push_back(s.over_extents[std::find(s.over.begin(), s.over.end(), v) - s.over.begin()]);
+      }
+    *c = t;
+    return "";
+  }
+  return why;
+}
+
+struct Sched {
+  bool mma = false;
+  int64_t threads = 256;              // the thread-per-output kernel's
+  int64_t bm = 128, bn = 128, bk = 32;  // mma: rows x columns x reduction slice
+  int64_t fm = 4, fn = 2;             // mma: fragments per warp
+};
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> list_of(const Knobs& k, const std::string& key, size_t n, const char* shape) {
+  const dsl::ScheduleValue& v = k.value(key);
+  if (v.kind != dsl::ScheduleValue::Kind::list || v.list.size() != n) throw Refused(key + " = " + value_text(v) + " must be a list " + shape);
+  return v.list;
+}
+
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   Knobs k(p, direct_family());
-  return k.threads();
+  Sched s;
+  s.threads = k.threads();  // the thread-per-output kernel's (mma's fallback too)
+  const std::string mainloop = k.one_of("mainloop", std::vector<std::string>{"auto", "loop", "mma"});
+  Contraction local;
+  const std::string why = contraction_of(p, sh, c ? c : &local);
+  if (mainloop == "mma" && !why.empty()) throw Refused("mainloop = mma: " + why + "; use mainloop = loop");
+  s.mma = mainloop == "mma" || (mainloop == "auto" && why.empty());
+  std::vector<int64_t> tile = list_of(k, "tile", 3, "[ROWS, COLUMNS, SLICE]");
+  std::vector<int64_t> tt = list_of(k, "thread_tile", 2, "[FM, FN]");
+  const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
+  if (!s.mma) {
+    if (p.knob("tile") || p.knob("thread_tile"))
+      throw Refused((p.knob("tile") ? tile_text : tt_text) + ": the mma kernel's; mainloop = loop runs a thread per output");
+    return s;
+  }
+  const Contraction& ct = c ? *c : local;
+  const std::string mode = "mainloop = mma";
+  try {
+    s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
+    s.fm = tt[0], s.fn = tt[1];
+    for (int64_t t : tt)
+      if (!(t == 1 || t == 2 || t == 4 || t == 8))
+        throw Refused(tt_text + " must have entries 1, 2, 4 or 8 (" + mode + ": 16 x 16 fragments per warp)");
+    if (s.fm * s.fn > 16)
+      throw Refused(tt_text + ": " + mode + " holds " + std::to_string(s.fm * s.fn * 8) +
+                    " f32 accumulators per thread (8 a fragment); at most 128 fit in the registers");
+    for (int64_t t : tile)
+      if (t < 1 || t > 512) throw Refused(tile_text + " must have entries between 1 and 512");
+    if (s.bm % (16 * s.fm) != 0 || s.bn % (16 * s.fn) != 0)
+      throw Refused(tile_text + " is not whole warps of " + tt_text + " (" + std::to_string(16 * s.fm) + " rows x " +
+                    std::to_string(16 * s.fn) + " columns each, in " + mode + ")");
+    const int64_t ks = ct.tf32 ? 8 : 16;
+    if (s.bk % ks != 0)
+      throw Refused(tile_text + ": " + mode + " takes a slice that is a multiple of " + std::to_string(ks) + " (" +
+                    (ct.tf32 ? "TF32" : std::string(type_name(ct.in_type))) + " fragments are 16 x 16 x " + std::to_string(ks) + ")");
+    const int64_t warps = (s.bm / (16 * s.fm)) * (s.bn / (16 * s.fn));
+    if (warps * 32 > 1024)
+      throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(warps * 32) + " threads per block (" + mode +
+                    ": one warp per " + std::to_string(16 * s.fm) + " x " + std::to_string(16 * s.fn) + " outputs); a block has at most 1024");
+    const int64_t elem = ct.tf32 ? 4 : 2;
+    const int64_t bytes = s.bk * (s.bm + s.bn + 2 * 16 / elem) * elem + warps * 16 * 20 * 4;
+    if (bytes > kStaticSharedBytes)
+      throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
+                    mode + "); static shared memory is at most 49152 (no opt-in)");
+  } catch (const Refused& r) {
+    if (mainloop == "mma") throw;
+    throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
+  }
+  return s;
 }
 
 void check(const dsl::Program& p, const Binding& b) {
   resolve_binding(p, b);
-  analyse(p);
-  threads_of(p);
+  read_sched(p, analyse(p), nullptr);
 }
 
 std::string kernel_name_of(const dsl::Program& p) {
-  analyse(p);
-  return name_stem(p, "direct") + "_t" + std::to_string(threads_of(p));
+  const Sched s = read_sched(p, analyse(p), nullptr);
+  const std::string stem = name_stem(p, "direct");
+  if (!s.mma) return stem + "_t" + std::to_string(s.threads);
+  // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
+  return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
+         std::to_string(s.fm) + "x" + std::to_string(s.fn) + "_fbt" + std::to_string(s.threads);
 }
 
 class Generator {
  public:
   Generator(const dsl::Program& p, const Binding& b)
-      : p_(p), abi_(resolve_binding(p, b)), s_(analyse(p)), threads_(threads_of(p)), names_(kInternal) {
+      : p_(p), abi_(resolve_binding(p, b)), s_(analyse(p)), names_(kInternal) {
+    sched_ = read_sched(p_, s_, &c_);
+    threads_ = sched_.threads;
     for (const std::string& d : p_.dims) names_.add(d);
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const Param& prm : *list) names_.add(prm.name);
@@ -79,18 +265,23 @@ class Generator {
     for (const std::string& v : s_.reduce->indices) names_.add(v);
     for (const std::string& v : s_.over) names_.add(v);
     name_ = kernel_name_of(p_);
+    loop_name_ = sched_.mma ? "ksol_loop" : name_;
   }
 
   std::string run() {
     Writer body;
     kernel(body);
+    if (sched_.mma) mma_kernel(body);
     Writer w;
     w.comment(name_ + ": generated by ksol from the DSL program '" + p_.name + "' (direct family).");
     for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
+    if (sched_.mma)
+      w.comment("An implicit GEMM on the tensor cores (ksol_mma::" + name_ + ") for shapes it takes; for the others, ksol_loop: ");
     w.comment("One thread per output element (a grid-stride loop over them, " + std::to_string(threads_) +
               " threads per block) loops over the reduced indices; reads outside a tensor give its `outside` value.");
     w.raw(includes(p_));
     w.line("#include <math.h>");
+    if (sched_.mma) w.line("#include <mma.h>");
     w.line();
     w.line("namespace {");
     w.line("constexpr int kThreads = " + std::to_string(threads_) + ";  // threads per block");
@@ -103,10 +294,13 @@ class Generator {
   const dsl::Program& p_;
   AbiLayout abi_;
   Shape s_;
-  int64_t threads_;
+  Contraction c_;
+  Sched sched_;
+  int64_t threads_ = 256;
   Names names_;
   Helpers helpers_;
-  std::string name_;
+  std::string name_, loop_name_;
+  std::map<size_t, std::string> row_arrays_;  // the mma kernel's decoded rows per staged element
 
   std::string extent(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
 
@@ -131,6 +325,17 @@ class Generator {
       bool is_input = false;
       for (const Param& in : p_.inputs) is_input = is_input || in.name == prm->name;
       if (!is_input) continue;
+      value[r] = load_read(w, *r, *prm);
+    }
+    return value;
+  }
+
+  // One read of input `prm` into a fresh local, its `outside` value where its indices leave the
+  // tensor (the index variables in scope by their names); returns the local's name.
+  std::string load_read(Writer& w, const Expr& read, const Param& param) {
+    const Expr* r = &read;
+    const Param* prm = &param;
+    {
       const std::string v = names_.fresh(names_[prm->name] + "_at");
       const std::string t = cuda_type(prm->type);
       bool compound = false;
@@ -138,10 +343,10 @@ class Generator {
       if (!compound) {
         std::string off;
         for (size_t k = 0; k < r->indices.size(); ++k)
-          off = k == 0 ? names_[r->indices[k].var] : "(" + off + ") * " + extent(prm->extents[k]) + " + " + names_[r->indices[k].var];
+          off = k == 0 ? "(int64_t)" + names_[r->indices[k].var]
+                       : "(" + off + ") * " + extent(prm->extents[k]) + " + " + names_[r->indices[k].var];
         w.line("const " + t + " " + v + " = " + names_[prm->name] + "[" + (off.empty() ? "0" : off) + "];");
-        value[r] = v;
-        continue;
+        return v;
       }
       // Each position's index, checked against the tensor's extent (and its divisor).
       w.line(t + " " + v + ";");
@@ -165,9 +370,8 @@ class Generator {
       const std::string fill = prm->lowest_outside ? "-INFINITY" : literal(0, prm->type);
       w.line(v + " = (" + ok + ") ? " + names_[prm->name] + "[" + off + "] : " + (prm->lowest_outside ? "(" + t + ")" : "") + fill + ";");
       w.close();
-      value[r] = v;
+      return v;
     }
-    return value;
   }
 
   ExprEmitter emitter(const std::map<const Expr*, std::string>& value, const std::string& acc_name) {
@@ -184,7 +388,7 @@ class Generator {
   void kernel(Writer& w) {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
-    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
+    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
            "int64_t total)");
     w.open("for (int64_t flat = (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total; flat += (int64_t)gridDim.x * kThreads)");
     w.comment("The element's indices, the last fastest.");
@@ -235,19 +439,201 @@ class Generator {
     }
     const std::string reduced = arg ? "best_at" : "acc";
     const Type reduced_type = arg ? Type::i32 : acc_type;
-    std::string result;
-    if (s_.out == &d) {
-      result = cast_code(reduced, reduced_type, out.type);
-    } else {
-      const std::string local = names_.fresh(names_[d.name] + "_value");
-      w.line("const " + std::string(cuda_type(d.type)) + " " + local + " = " + cast_code(reduced, reduced_type, d.type) + ";");
-      std::map<const Expr*, std::string> epi = loads(w, s_.out->body);
-      ExprEmitter em2 = emitter(epi, local);
-      result = em2(s_.out->body);
+    w.line(names_[out.name] + "[flat] = " + output_value(w, reduced, reduced_type) + ";");
+    w.close();
+    w.close();
+  }
+
+  // The output's value from the reduction's value `reduced` (of type `type`): converted, or
+  // through the epilogue (its reads loaded here, the output's indices in scope).
+  std::string output_value(Writer& w, const std::string& reduced, Type type) {
+    const Definition& d = *s_.reduce;
+    if (s_.out == &d) return cast_code(reduced, type, p_.outputs.front().type);
+    const std::string local = names_.fresh(names_[d.name] + "_value");
+    w.line("const " + std::string(cuda_type(d.type)) + " " + local + " = " + cast_code(reduced, type, d.type) + ";");
+    std::map<const Expr*, std::string> epi = loads(w, s_.out->body);
+    ExprEmitter em2 = emitter(epi, local);
+    return em2(s_.out->body);
+  }
+
+  // `code` (a value below 2^31) decoded into the output indices at `positions` of the reduction,
+  // the last fastest, as int locals named as the indices.
+  void decode(Writer& w, const std::string& code, const std::vector<size_t>& positions) {
+    const Definition& d = *s_.reduce;
+    if (positions.size() == 1) {
+      w.line("const int " + names_[d.indices[positions[0]]] + " = " + code + ";");
+      return;
     }
-    w.line(names_[out.name] + "[flat] = " + result + ";");
+    const std::string rest = names_.fresh("rest");
+    w.line("int " + rest + " = " + code + ";");
+    for (size_t k = positions.size(); k-- > 0;) {
+      const std::string v = names_[d.indices[positions[k]]];
+      const std::string n = "int(" + extent(d.extents[positions[k]]) + ")";
+      if (k == 0) {
+        w.line("const int " + v + " = " + rest + ";");
+      } else {
+        w.line("const int " + v + " = " + rest + " % " + n + ";");
+        w.line(rest + " /= " + n + ";");
+      }
+    }
+  }
+
+  // The reduction position `code` decoded into the reduced indices (the filter's order, the last
+  // fastest), as int locals.
+  void decode_reduced(Writer& w, const std::string& code) {
+    const std::string rest = names_.fresh("rest");
+    w.line("int " + rest + " = " + code + ";");
+    for (size_t k = c_.red.size(); k-- > 0;) {
+      const std::string v = names_[c_.red[k]];
+      const std::string n = "int(" + extent(c_.red_extents[k]) + ")";
+      if (k == 0) {
+        w.line("const int " + v + " = " + rest + ";");
+      } else {
+        w.line("const int " + v + " = " + rest + " % " + n + ";");
+        w.line(rest + " /= " + n + ";");
+      }
+    }
+  }
+
+  std::string product(const std::vector<std::string>& extents) const {
+    std::string s;
+    for (const std::string& e : extents) s += (s.empty() ? "" : " * ") + extent(e);
+    return s.empty() ? "1" : s;
+  }
+  std::vector<std::string> extents_at(const std::vector<size_t>& positions) const {
+    std::vector<std::string> v;
+    for (size_t k : positions) v.push_back(s_.reduce->extents[k]);
+    return v;
+  }
+
+  // The value a staged element holds: the read's value rounded to TF32 (f32 data), or as it is
+  // (16-bit data, which the fragments take).
+  std::string operand(const std::string& v) const { return c_.tf32 ? "tf32_round(" + v + ")" : v; }
+  std::string stage_type() const { return c_.tf32 ? "float" : cuda_type(c_.in_type); }
+  std::string stage_zero() const {
+    if (c_.tf32) return "0.0f";
+    return c_.in_type == Type::bf16 ? "__float2bfloat16(0.0f)" : "__float2half(0.0f)";
+  }
+
+  // The next slice of A (the image, gathered) and B (the filter) into registers.
+  void mma_load(Writer& w, const std::string& kbase) {
+    const Definition& d = *s_.reduce;
+    const std::string st = stage_type();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int kk = " + kbase + " + (tid + l * kThreads) / kBM;");
+    w.line(st + " v = " + stage_zero() + ";");
+    w.open("if (live[l] && kk < depth)");
+    for (size_t k : c_.rows) w.line("const int " + names_[d.indices[k]] + " = " + row_arrays_.at(k) + "[l];");
+    decode_reduced(w, "kk");
+    const std::string x = load_read(w, *c_.image, *p_.param(c_.image->name));
+    w.line("v = " + operand(x) + ";");
     w.close();
+    w.line("ra[l] = v;");
     w.close();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLB; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("const int col = tile_n + e / kBK, kk = " + kbase + " + e % kBK;");
+    w.line(st + " v = " + stage_zero() + ";");
+    w.open("if (e < kBK * kBN && col < cols_total && kk < depth)");
+    decode(w, "col", c_.cols);
+    decode_reduced(w, "kk");
+    const std::string f = load_read(w, *c_.filter, *p_.param(c_.filter->name));
+    w.line("v = " + operand(f) + ";");
+    w.close();
+    w.line("rb[l] = v;");
+    w.close();
+  }
+
+  void mma_kernel(Writer& w) {
+    const Definition& d = *s_.reduce;
+    const Param& out = p_.outputs.front();
+    if (c_.tf32) helpers_.use("tf32_round", Type::f32);
+    const std::string st = stage_type();
+    const std::string frag_t = c_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(c_.in_type);
+    std::string rows, cols, layers, red;
+    for (size_t k : c_.rows) rows += (rows.empty() ? "" : ", ") + d.indices[k];
+    for (size_t k : c_.cols) cols += (cols.empty() ? "" : ", ") + d.indices[k];
+    for (size_t k : c_.layers) layers += (layers.empty() ? "" : ", ") + d.indices[k];
+    for (const std::string& v : c_.red) red += (red.empty() ? "" : ", ") + v;
+    w.line();
+    w.line("namespace ksol_mma {");
+    w.line("constexpr int kBM = " + std::to_string(sched_.bm) + ", kBN = " + std::to_string(sched_.bn) + ", kBK = " +
+           std::to_string(sched_.bk) + ";  // rows x columns x reduction slice");
+    wmma_constants(w, WmmaShape{sched_.fm, sched_.fn, c_.tf32 ? 8 : 16, c_.tf32 ? 4 : 8});
+    w.line("// Slice elements each thread stages: of A (kLA) and of B (kLB).");
+    w.line("constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
+    w.line();
+    w.comment("Implicit GEMM on the tensor cores: rows (" + rows + ") x columns (" + cols + ")" +
+              (layers.empty() ? "" : ", a grid layer per (" + layers + ")") + ", the reduction over (" + red +
+              ") in the filter's order. A block computes kBM x kBN outputs with kWM x kWN warps of kFM x kFN 16 x 16 "
+              "fragments; the slices are staged through registers (the next while the current one is multiplied), A "
+              "gathered through " + c_.image->name + "'s index expressions (zero outside), " +
+              (c_.tf32 ? "both rounded to TF32" : std::string("both as ") + type_name(c_.in_type)) +
+              "; the accumulators go to the epilogue through each warp's staging tile.");
+    w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
+           "int rows_total, int cols_total, int depth)");
+    wmma_declarations(w, st);
+    w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM;");
+    w.line("const int tile_n = int(blockIdx.y) * kBN;");
+    if (!c_.layers.empty()) decode(w, "int(blockIdx.z)", c_.layers);
+    w.comment("Each A element this thread stages has the same row in every slice: decode it once.");
+    row_arrays_.clear();
+    for (size_t k : c_.rows) {
+      row_arrays_[k] = names_.fresh(names_[d.indices[k]] + "_row");
+      w.line("int " + row_arrays_[k] + "[kLA];");
+    }
+    w.line("bool live[kLA];");
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("const int64_t row = tile_m + e % kBM;");
+    w.line("live[l] = e < kBK * kBM && row < rows_total;");
+    {
+      w.open("");
+      decode(w, "live[l] ? int(row) : 0", c_.rows);
+      for (size_t k : c_.rows) w.line(row_arrays_[k] + "[l] = " + names_[d.indices[k]] + ";");
+      w.close();
+    }
+    w.close();
+    wmma_accumulators(w);
+    w.line(st + " ra[kLA], rb[kLB];");
+    mma_load(w, "0");
+    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e < kBK * kBM) As[e / kBM][e % kBM] = ra[l];");
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLB; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
+    w.close();
+    w.line("__syncthreads();");
+    w.open("if (k0 + kBK < depth)");
+    mma_load(w, "(k0 + kBK)");
+    w.close();
+    wmma_slice_product(w, frag_t, c_.tf32);
+    w.line("__syncthreads();  // the slices are rewritten for the next one");
+    w.close();
+    w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
+    wmma_store_fragments(w, true, [&](Writer& e) {
+      e.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
+      e.line("const int col = tile_n + wn0 + j * 16 + fc;");
+      e.line("if (row >= rows_total || col >= cols_total) continue;");
+      decode(e, "int(row)", c_.rows);
+      decode(e, "col", c_.cols);
+      std::string flat;
+      for (size_t k = 0; k < d.indices.size(); ++k)
+        flat = k == 0 ? "(int64_t)" + names_[d.indices[k]] : "(" + flat + ") * " + extent(d.extents[k]) + " + " + names_[d.indices[k]];
+      e.line("const float acc = Cs[warp][fr][fc];");
+      const std::string value = output_value(e, "acc", Type::f32);
+      e.line(names_[out.name] + "[" + flat + "] = " + value + ";");
+    });
+    w.close();
+    w.line("}  // namespace ksol_mma");
   }
 
   void host(Writer& w) {
@@ -259,8 +645,32 @@ class Generator {
     std::string pass;
     for (const std::string& t : abi_.tensors) pass += names_[t] + ", ";
     for (const std::string& d : p_.dims) pass += names_[d] + ", ";
+    if (sched_.mma) {
+      const Definition& d = *s_.reduce;
+      w.line("const int64_t rows_total = " + product(extents_at(c_.rows)) + ", cols_total = " + product(extents_at(c_.cols)) +
+             ", layers = " + product(extents_at(c_.layers)) + ", depth = " + product(c_.red_extents) + ";");
+      w.comment("The tensor cores where the shape fills their fragments and its indices fit the kernel's 32-bit "
+                "arithmetic; the thread-per-output kernel otherwise.");
+      std::string fits = "cols_total >= 16 && depth >= 16 && layers <= 65535 && rows_total <= 2147483647 - ksol_mma::kBM && "
+                         "cols_total <= 65535LL * ksol_mma::kBN && depth <= 2147483647 - ksol_mma::kBK";
+      std::set<std::string> dims;
+      for (const auto* list : {&p_.inputs, &p_.outputs})
+        for (const Param& prm : *list)
+          for (const std::string& e : prm.extents)
+            if (!dsl::extent_is_number(e)) dims.insert(e);
+      for (const std::string& e : d.extents)
+        if (!dsl::extent_is_number(e)) dims.insert(e);
+      for (const std::string& e : dims) fits += " && " + extent(e) + " <= 1073741823";
+      w.open("if (" + fits + ")");
+      w.line("const dim3 grid{unsigned((rows_total + ksol_mma::kBM - 1) / ksol_mma::kBM), unsigned((cols_total + ksol_mma::kBN - 1) / "
+             "ksol_mma::kBN), unsigned(layers)};");
+      w.line("ksol_mma::" + name_ + "<<<grid, ksol_mma::kThreads, 0, stream>>>(" + pass +
+             "int(rows_total), int(cols_total), int(depth));");
+      w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+      w.close();
+    }
     w.line("const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);");
-    w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    w.line(loop_name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }
@@ -275,6 +685,9 @@ const FamilyGenerator& direct_family() {
       "direct",
       {
           {"threads", "256", {"64", "128", "256", "512"}},
+          {"mainloop", "auto", {"loop", "mma"}},
+          {"tile", "[128, 128, 32]", {"[64, 64, 32]", "[128, 64, 32]", "[64, 128, 32]", "[128, 128, 32]", "[128, 32, 32]", "[64, 32, 16]", "[32, 32, 16]"}},
+          {"thread_tile", "[4, 2]", {"[1, 1]", "[2, 1]", "[2, 2]", "[4, 2]", "[4, 4]"}},
       },
       &check,
       &generate,

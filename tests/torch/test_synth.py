@@ -258,6 +258,34 @@ class Synth(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "conv_products 'bf16': fp32 or tf32"):
             synth.synthesize(model, inputs, conv_products="bf16")
 
+    def test_direct_convolutions_take_tf32_products_too(self):
+        # 3-D and grouped, transposed (divided indices), 1-D: both factors in tf32(); in float64 the
+        # program is the module on a TF32-rounded input and convolution weights. Pools keep theirs.
+        import copy
+        for name in ("20_conv3d_grouped.py", "21_conv_transpose2d_epilogue.py", "22_conv_transpose3d_grouped.py"):
+            model, inputs, fp = lowered("synth_problems", name)
+            out = synth.synthesize(model, inputs, conv_products="tf32")
+            self.assertEqual((out["family"], out.get("conv_products")), ("direct", "tf32"), name)
+            self.assertEqual(out["program"].count("tf32("), 2, name)
+            self.assertIn("= sum(tf32(input0[", out["program"], name)
+            self.assertEqual([l for l in out["program"].splitlines() if "sum(" not in l],
+                             [l for l in fp["program"].splitlines() if "sum(" not in l], name)
+            pnames = synth.param_names(model.state_dict())
+            tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+            env = {f"input{i}": x for i, x in enumerate(tensors)}
+            env.update({pnames[k]: v for k, v in model.state_dict().items()})
+            got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env), out["dims"])["output0"]
+            rounded = copy.deepcopy(model).double()
+            with torch.no_grad():
+                for mod in rounded.modules():
+                    if isinstance(mod, torch.nn.modules.conv._ConvNd):
+                        mod.weight.copy_(dsl_eval.tf32(mod.weight))
+                want = rounded(*[dsl_eval.tf32(x.double()) if i == 0 else x.double() for i, x in enumerate(tensors)])
+            ref = dsl_eval.as_declared(out["program"], out["dims"], {"output0": want})["output0"]
+            torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+        model, inputs, _ = lowered("synth_problems", "23_pools.py")
+        self.assertNotIn("tf32(", synth.synthesize(model, inputs, conv_products="tf32")["program"])
+
     def test_conv_stride_dilation_and_padding_are_the_image_subscripts(self):
         # Stride (2, 1), dilation 2, padding (1, 2): h*2 + r*2 - 1 and w + s*2 - 2; P, Q from the output.
         out = self.check_against_module("synth_problems", "11_conv_stride_dilation.py", "conv")

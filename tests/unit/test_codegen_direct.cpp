@@ -89,8 +89,14 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   dsl::Program p = parse(kCases[1].program);
   EXPECT_EQ(codegen::kernel_name(p), "direct_convt1d_f32_t256");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
-  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[1, 2]"}})),
-            "unknown schedule key 'tile' for the direct family; it accepts threads");
+  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"split_k", "2"}})),
+            "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile");
+  // f32 products: the thread-per-output kernel; the tensor cores' knobs are refused with why.
+  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"mainloop", "mma"}})),
+            "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
+            "tf32(...) around both reads); use mainloop = loop");
+  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[64, 64, 32]"}})),
+            "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output");
   // The conv family keeps its 2-D convolution; the text forms print the new indices back.
   EXPECT_EQ(parse("kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
                   "  Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n}\n")
@@ -211,6 +217,158 @@ TEST(CodegenDirect, GeneratedSourcesCompile) {
     CompileJob j;
     j.source_path = codegen::kernel_name(p) + ".cu";
     j.source_text = codegen::generate_cuda(p, {});
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+// --- mainloop = mma: contractions on the tensor cores --------------------------------------------
+
+namespace {
+
+// TF32 and bf16 contractions the direct family takes to the tensor cores: a 3-D convolution with a
+// bias, a transposed 2-D one (divided indices: taps between input pixels are zero), a grouped
+// 2-D one (a grid layer per group), bf16 data with a bf16 output through an epilogue cast, and a
+// strided, dilated 1-D one.
+const std::vector<Case> kMmaCases = {
+    {"conv3d_tf32",
+     "kernel conv3d_tf32(X: f32[N, C, D, H, W] outside 0, F: f32[K, C, T, R, S], b: f32[K]) -> (Y: f32[N, K, O, P, Q]) {\n"
+     "  acc[n, k, d, h, w] = sum(tf32(X[n, c, d+t-1, h*2+r-1, w+s*2-2]) * tf32(F[k, c, t, r, s])) over c, t, r, s\n"
+     "  Y[n, k, d, h, w] = acc[n, k, d, h, w] + b[k]\n}\n",
+     {{"N", 2}, {"C", 3}, {"D", 4}, {"H", 5}, {"W", 6}, {"K", 20}, {"T", 3}, {"R", 3}, {"S", 2}, {"O", 4}, {"P", 3}, {"Q", 4}}},
+    {"conv_transpose2d_tf32",
+     "kernel convt2d_tf32(X: f32[N, C, H, W] outside 0, F: f32[C, K, R, S], b: f32[K]) -> (Y: f32[N, K, P, Q]) {\n"
+     "  acc[n, k, h, w] = sum(tf32(X[n, c, (h-r+1)/2, (w-s+1)/2]) * tf32(F[c, k, r, s])) over c, r, s\n"
+     "  Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k])\n}\n",
+     {{"N", 2}, {"C", 4}, {"H", 3}, {"W", 4}, {"K", 17}, {"R", 3}, {"S", 3}, {"P", 5}, {"Q", 8}}},
+    {"grouped_tf32",
+     "kernel grouped_tf32(X: f32[N, G, C, H, W] outside 0, F: f32[G, K, C, R, S]) -> (Y: f32[N, G, K, P, Q]) {\n"
+     "  Y[n, g, k, h, w] = sum(tf32(X[n, g, c, h+r-1, w+s-1]) * tf32(F[g, k, c, r, s])) over c, r, s\n}\n",
+     {{"N", 2}, {"G", 3}, {"C", 2}, {"H", 4}, {"W", 5}, {"K", 16}, {"R", 3}, {"S", 3}, {"P", 4}, {"Q", 5}}},
+    {"conv3d_bf16",
+     "kernel conv3d_bf16(X: bf16[N, C, D, H, W] outside 0, F: bf16[K, C, T, R, S]) -> (Y: bf16[N, K, O, P, Q]) {\n"
+     "  acc[n, k, d, h, w] = sum(f32(X[n, c, d+t-1, h+r-1, w+s-1]) * f32(F[k, c, t, r, s])) over c, t, r, s\n"
+     "  Y[n, k, d, h, w] = bf16(silu(acc[n, k, d, h, w]))\n}\n",
+     {{"N", 1}, {"C", 5}, {"D", 3}, {"H", 4}, {"W", 5}, {"K", 24}, {"T", 2}, {"R", 3}, {"S", 3}, {"O", 3}, {"P", 4}, {"Q", 5}}},
+    {"conv1d_tf32",
+     "kernel conv1d_tf32(X: f32[N, C, L] outside 0, F: f32[K, C, S]) -> (Y: f32[N, K, Q]) {\n"
+     "  Y[n, k, w] = sum(tf32(X[n, c, w*2+s*2-1]) * tf32(F[k, c, s])) over c, s\n}\n",
+     {{"N", 3}, {"C", 7}, {"L", 40}, {"K", 33}, {"S", 3}, {"Q", 19}}},
+};
+
+// Each case in `schedules`, on the CPU against the interpreter (bytes in the parameters' types),
+// at its sizes and, with `small_k`, at K = 5 too (fewer than 16 columns: the thread-per-output
+// kernel of the same source runs).
+void mma_on_host(const Case& c, const std::vector<codegen::Schedule>& schedules, bool small_k) {
+  const dsl::Program base = parse(c.program);
+  ASSERT_EQ(base.family, "direct") << c.name;
+  std::vector<std::map<std::string, int64_t>> sizes = {c.dims};
+  if (small_k) {
+    sizes.push_back(c.dims);
+    sizes.back()["K"] = 5;
+  }
+  for (const auto& dims : sizes) {
+    auto numel = [&](const dsl::Param& prm) {
+      int64_t n = 1;
+      for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : dims.at(e);
+      return n;
+    };
+    auto dtype = [](const dsl::Param& prm) { return *parse_dtype(dsl::type_name(prm.type)); };
+    uint64_t state = 11;
+    auto next = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
+    };
+    codegen::HostArrays in;
+    std::vector<HostVec<uint8_t>> inputs;
+    for (const dsl::Param& prm : base.inputs) {
+      HostVec<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm)));
+      for (int64_t i = 0; i < numel(prm); ++i) {
+        store_from_double(dtype(prm), bytes.data(), i, next());
+        in[prm.name].push_back(load_as_double(dtype(prm), bytes.data(), i));
+      }
+      inputs.push_back(bytes);
+    }
+    codegen::HostArrays want = codegen::interpret(base, dims, in);
+    codegen::HostArrays abs_in = in;
+    for (auto& [name, v] : abs_in)
+      for (double& x : v) x = std::fabs(x);
+    codegen::HostArrays mag = codegen::interpret(base, dims, abs_in);
+    const dsl::Param& out = base.outputs[0];
+    std::vector<int64_t> dv;
+    for (const std::string& d : base.dims) dv.push_back(dims.at(d));
+    for (const codegen::Schedule& sch : schedules) {
+      const dsl::Program p = sch.empty() ? base : codegen::with_schedule(base, sch);
+      ASSERT_EQ(refusal(p), "(accepted)") << c.name;
+      const std::string name = codegen::kernel_name(p);
+      ASSERT_NE(name.find("_mma_"), std::string::npos) << name;
+      codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+      ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+      std::vector<HostVec<uint8_t>> buffers = inputs;
+      buffers.emplace_back(numel(out) * dtype_size(dtype(out)), 0xFF);
+      codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
+      ASSERT_TRUE(r.ok) << name << ": " << r.message;
+      ASSERT_EQ(r.rc, 0) << name;
+      const std::vector<double>& w = want.at(out.name);
+      Tolerance tol;
+      tol.u_out = dtype_unit_roundoff(dtype(out));
+      tol.u_acc = std::ldexp(1.0, -24);
+      tol.growth = 8 + 2 * std::sqrt(128.0);
+      std::vector<double> m(w.size());
+      for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
+      CompareResult cr = compare_output(tol, dtype(out), buffers.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
+      EXPECT_TRUE(cr.ok) << name << " K=" << dims.at("K") << ": " << cr.message;
+    }
+  }
+}
+
+}  // namespace
+
+// The tensor-core kernel against the interpreter on the CPU (the host emulation's WMMA checks the
+// fragments' alignment and leading dimensions): partial tiles everywhere, one to four warps a
+// block, and the thread-per-output fallback at K = 5.
+TEST(CodegenDirect, TensorCoreContractionsOnTheHostMatchTheInterpreter) {
+  const codegen::Schedule one_warp = {{"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}};
+  const codegen::Schedule four_warps = {{"mainloop", "mma"}, {"tile", "[64, 32, 32]"}, {"thread_tile", "[1, 2]"}};
+  mma_on_host(kMmaCases[0], {one_warp, four_warps}, true);
+  mma_on_host(kMmaCases[1], {one_warp}, true);
+  mma_on_host(kMmaCases[2], {four_warps}, false);
+  mma_on_host(kMmaCases[3], {{{"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, false);
+  mma_on_host(kMmaCases[4], {one_warp}, true);
+}
+
+// What the contraction analysis takes and refuses, and the names.
+TEST(CodegenDirect, TensorCoreContractionsNamesAndRefusals) {
+  const dsl::Program c3 = parse(kMmaCases[0].program);
+  EXPECT_EQ(codegen::kernel_name(c3), "direct_conv3d_tf32_f32_mma_128x128x32_w4x2_fbt256");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t256");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"threads", "128"}})),
+            "direct_conv3d_tf32_f32_mma_128x128x32_w4x2_fbt128");
+  EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"tile", "[64, 48, 32]"}})),
+            "tile = [64, 48, 32] is not whole warps of thread_tile = [4, 2] (64 rows x 32 columns each, in mainloop = mma) "
+            "(mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kMmaCases[3].program), {{"mainloop", "mma"}, {"tile", "[64, 64, 8]"}, {"thread_tile", "[2, 2]"}})),
+            "tile = [64, 64, 8]: mainloop = mma takes a slice that is a multiple of 16 (bf16 fragments are 16 x 16 x 16)");
+  // Not contractions the tensor cores take: a max, a pool, a filter read at a compound index.
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"mainloop", "mma"}})),
+            "mainloop = mma: the reduction is not a sum; use mainloop = loop");
+  const dsl::Program shifted = parse(
+      "kernel s(X: f32[N, C, L] outside 0, F: f32[K, C, L] outside 0) -> (Y: f32[N, K, L]) {\n"
+      "  Y[n, k, w] = sum(tf32(X[n, c, w+s-1]) * tf32(F[k, c, s+w-1])) over c, s:3\n}\n");
+  EXPECT_EQ(refusal(codegen::with_schedule(shifted, {{"mainloop", "mma"}})),
+            "mainloop = mma: no factor is a filter read at plain indices of output and reduced indices, with an output index "
+            "of its own; use mainloop = loop");
+  EXPECT_EQ(codegen::kernel_name(shifted), "direct_s_f32_t256");  // auto: the thread-per-output kernel
+  // The generated sources through nvcc (sm_90, mma.h).
+  std::vector<CompileJob> jobs;
+  for (const Case& c : kMmaCases) {
+    CompileJob j;
+    const dsl::Program p = parse(c.program);
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    j.arch = codegen::compile_needs(p).arch;
+    EXPECT_NE(j.source_text.find("nvcuda::wmma::mma_sync("), std::string::npos) << c.name;
     jobs.push_back(j);
   }
   std::vector<CompileResult> res = compile_all(jobs);
