@@ -2,12 +2,17 @@
 // worker's reason. These are checks, not benchmarks.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+
+#include "codegen/codegen.h"
 #include "compile/compiler.h"
 #include "coord/session.h"
 #include "coord/worker_client.h"
 #include "core/util.h"
+#include "dsl/ir.h"
 #include "task/task.h"
 
 #include <nlohmann/json.hpp>
@@ -167,4 +172,40 @@ TEST(Gpu, AFarSlowerBaselineStopsAfterItsFirstCalls) {
   EXPECT_LT(call, 8 * f.median_us);
   EXPECT_GT(call, f.median_us / 8);
   EXPECT_LT(e.harness_seconds(), f.harness_seconds()) << "stopping early must be cheaper than the full evaluation";
+}
+
+// The warp-level tensor-core kernels (mainloop = mma) through every gate on the GPU: the conv
+// family's on the NHWC TF32 and bf16 tasks at every visible size, and the direct family's through
+// the module path under the default precision (TF32 convolutions): a 3-D and a transposed 2-D
+// convolution (tests/gpu/problems), each seed verified against its module in float64.
+TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-mma-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(tmp);
+  for (const std::string t : {"conv2d_nhwc_tf32", "conv2d_nhwc_bf16"}) {
+    const ksol::Task task = ksol::load_task(ksol::resolve_task_path(t));
+    const std::string path = task.dir + "/program.ksol";
+    ksol::dsl::Program p = ksol::codegen::with_schedule(ksol::dsl::parse_program(ksol::read_file(path), path),
+                                                        {{"mainloop", "mma"}, {"tile", "[128, 128, 32]"}, {"thread_tile", "[4, 2]"}});
+    ASSERT_NE(ksol::codegen::kernel_name(p).find("_mma_"), std::string::npos);
+    const std::string cand = tmp + "/" + t + "_mma.ksol";
+    ksol::write_file_atomic(cand, ksol::dsl::print_source(p));
+    ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "eval", "--task", t, "--no-time", "--compare",
+                                               "none", "--candidate", cand},
+                                              900);
+    EXPECT_EQ(r.exit_code, 0) << t << "\n" << r.output;
+  }
+  for (const std::string f : {"conv3d_relu.py", "conv_transpose2d_bias.py"}) {
+    const std::string json = tmp + "/" + f + ".json";
+    ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
+                                               "--budget-candidates", "1", "--fresh-baselines", "--json-out", json},
+                                              900);
+    EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.output;
+    EXPECT_NE(r.output.find("the convolution's products are TF32"), std::string::npos) << r.output;
+    const nlohmann::json doc = nlohmann::json::parse(ksol::read_file(json));
+    const nlohmann::json& seed = doc["results"][0]["trajectory"][0];
+    EXPECT_EQ(seed.value("status", ""), "ok") << f << "\n" << seed.dump(1);
+    EXPECT_NE(seed.value("kernel", "").find("_mma_"), std::string::npos) << seed.dump(1);
+  }
 }
