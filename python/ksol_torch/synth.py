@@ -688,6 +688,17 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
     return {"node": n, "shape": sh, "first": first, "lead": lead, "keepdim": keep}
 
 
+def _mma_tile(filters: int) -> List[str]:
+    """The tensor cores' (mma) tile for a convolution of `filters` output channels (per group):
+    128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, in warps of 32 x 16,
+    32 x 32, 64 x 32 or 64 x 32 outputs (four, four, four and eight warps), 32 reduction positions
+    a slice. The search moves on from it."""
+    for cols, warp in ((16, "[2, 1]"), (32, "[2, 2]"), (64, "[4, 2]")):
+        if filters <= cols:
+            return [f"tile = [128, {cols}, 32]", f"thread_tile = {warp}"]
+    return ["tile = [128, 128, 32]", "thread_tile = [4, 2]"]
+
+
 def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32") -> Dict:
     extra: Dict = {}  # fields of the result beside the program's ("conv_products")
     b = _Builder(model, inputs)
@@ -1307,10 +1318,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
-        # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at its own
-        # default tile; f32 products the CUDA-core kernel's.
-        "conv": ["mainloop = auto"] if extra.get("conv_products") == "tf32" else ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
-        "direct": ["threads = 256"],
+        # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
+        # the convolution's filter count; f32 products the CUDA-core kernel's.
+        "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
+                else ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
+        "direct": ["threads = 256"] + (_mma_tile(dims.get("K", 128)) if extra.get("conv_products") == "tf32" else []),
     }[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
     text = (f"# Lowered by ksol from the module's forward ({'rowwise, a column reduction' if family == 'colwise' else family}); the schedule is a plain default.\n" + notes +
