@@ -17,7 +17,8 @@
 // indices the filter does not take (n, d, h, w), columns those only the filter takes (k), a grid
 // layer per index both take (a group g), and the reduction the reduced indices in the filter's
 // order. The image is gathered through its index expressions (offsets, strides, dilations, a
-// transposed convolution's divisors, zero outside) into shared memory a slice at a time, the
+// transposed convolution's divisors, zero outside) into shared memory a slice at a time (a divided
+// index is split into its phases, each block reducing over the taps its phase reads), the
 // filter staged beside it, the slices multiplied by WMMA fragments as the conv family's mma
 // kernel does, and the epilogue applied to each output through a per-warp staging tile. Shapes
 // with fewer than 16 columns or reduction positions, or more than 65535 grid layers, run the
@@ -43,7 +44,7 @@ const std::vector<std::string> kInternal = {
     "kBM", "kBN", "kBK", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "kLA", "kLB", "As", "Bs", "Cs", "tid", "warp",
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
-    "layer", "v", "tf32_round"};
+    "layer", "v", "tf32_round", "num"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -70,6 +71,17 @@ Shape analyse(const dsl::Program& p) {
 }
 
 // A contraction: sum(X[...] * F[...]) with F at plain indices (see the top of the file).
+// A divided image index (b * o + a * t + p) / s of a transposed convolution, o a row index and t
+// a reduced one: with o = s * o' + phase, the taps it reads are t = t0 + step * j (the t where the
+// numerator is a multiple of s), so each phase is a GEMM of its own without the taps between input
+// pixels.
+struct Phase {
+  size_t row = 0;        // o's position in the reduction's output indices
+  std::string tap;       // t
+  int64_t a = 1, b = 1, p = 0, s = 1;
+  int64_t step = 1;      // s / gcd(|a|, s)
+};
+
 struct Contraction {
   const Expr* image = nullptr;   // the gathered read: the GEMM's A
   const Expr* filter = nullptr;  // the plain read: the GEMM's B
@@ -77,7 +89,59 @@ struct Contraction {
   bool tf32 = false;
   std::vector<size_t> rows, cols, layers;        // positions in the reduction's output indices
   std::vector<std::string> red, red_extents;     // the reduced indices in the filter's order
+  std::vector<Phase> phases;                      // the divided image indices
+  const Phase* phase_of_row(size_t pos) const {
+    for (const Phase& ph : phases)
+      if (ph.row == pos) return &ph;
+    return nullptr;
+  }
+  const Phase* phase_of_tap(const std::string& t) const {
+    for (const Phase& ph : phases)
+      if (ph.tap == t) return &ph;
+    return nullptr;
+  }
 };
+
+int64_t gcd(int64_t x, int64_t y) {
+  x = x < 0 ? -x : x, y = y < 0 ? -y : y;
+  while (y) std::swap(x %= y, y);
+  return x;
+}
+
+// The phases of the contraction's divided image indices: each whose two variables are a row index
+// and a reduced one that no other image index reads.
+void find_phases(const Definition& d, Contraction& c) {
+  auto count = [&](const std::string& v) {
+    int n = 0;
+    for (const IndexExpr& ix : c.image->indices) n += (ix.var == v) + (ix.plus == v);
+    return n;
+  };
+  auto row_pos = [&](const std::string& v) -> int {
+    for (size_t k : c.rows)
+      if (d.indices[k] == v) return static_cast<int>(k);
+    return -1;
+  };
+  for (const IndexExpr& ix : c.image->indices) {
+    if (ix.divisor <= 1 || ix.plus.empty()) continue;
+    Phase ph;
+    int pos = row_pos(ix.var);
+    std::string tap = ix.plus;
+    ph.b = ix.scale, ph.a = ix.plus_scale;
+    if (pos < 0) {
+      pos = row_pos(ix.plus);
+      tap = ix.var;
+      ph.b = ix.plus_scale, ph.a = ix.scale;
+    }
+    if (pos < 0 || std::find(c.red.begin(), c.red.end(), tap) == c.red.end()) continue;
+    if (count(d.indices[pos]) != 1 || count(tap) != 1 || c.phase_of_row(pos) || c.phase_of_tap(tap)) continue;
+    ph.row = static_cast<size_t>(pos);
+    ph.tap = tap;
+    ph.p = ix.offset;
+    ph.s = ix.divisor;
+    ph.step = ix.divisor / gcd(ph.a, ix.divisor);
+    c.phases.push_back(ph);
+  }
+}
 
 std::set<std::string> vars_of(const Expr& r) {
   std::set<std::string> v;
@@ -158,6 +222,7 @@ std::string contraction_of(const dsl::Program& p, const Shape& s, Contraction* c
         t.red.push_back(v);
         t.red_extents.push_back(s.over_extents[std::find(s.over.begin(), s.over.end(), v) - s.over.begin()]);
       }
+    find_phases(d, t);
     *c = t;
     return "";
   }
@@ -458,25 +523,40 @@ class Generator {
 
   // `code` (a value below 2^31) decoded into the output indices at `positions` of the reduction,
   // the last fastest, as int locals named as the indices.
-  void decode(Writer& w, const std::string& code, const std::vector<size_t>& positions) {
+  // Returns, for rows with phases, the condition that the decoded indices are inside their
+  // extents (a phase's last row may pass its end), else "".
+  std::string decode(Writer& w, const std::string& code, const std::vector<size_t>& positions) {
     const Definition& d = *s_.reduce;
-    if (positions.size() == 1) {
-      w.line("const int " + names_[d.indices[positions[0]]] + " = " + code + ";");
-      return;
-    }
+    std::string inside;
     const std::string rest = names_.fresh("rest");
     w.line("int " + rest + " = " + code + ";");
     for (size_t k = positions.size(); k-- > 0;) {
       const std::string v = names_[d.indices[positions[k]]];
-      const std::string n = "int(" + extent(d.extents[positions[k]]) + ")";
-      if (k == 0) {
-        w.line("const int " + v + " = " + rest + ";");
+      const Phase* ph = c_.phase_of_row(positions[k]);
+      const std::string n = ph ? row_extent(positions[k]) : "int(" + extent(d.extents[positions[k]]) + ")";
+      const std::string value = k == 0 ? rest : rest + " % " + n;
+      if (ph) {
+        w.line("const int " + v + " = (" + value + ") * " + std::to_string(ph->s) + " + " + phase_var(*ph) + ";");
+        inside += (inside.empty() ? "" : " && ") + v + " < int(" + extent(d.extents[positions[k]]) + ")";
       } else {
-        w.line("const int " + v + " = " + rest + " % " + n + ";");
-        w.line(rest + " /= " + n + ";");
+        w.line("const int " + v + " = " + value + ";");
       }
+      if (k > 0) w.line(rest + " /= " + n + ";");
     }
+    return inside;
   }
+
+  // A row position's extent in the GEMM: its output extent, or for a phase the rows of its
+  // first phase, ceil(extent / s).
+  std::string row_extent(size_t pos) const {
+    const Phase* ph = c_.phase_of_row(pos);
+    const std::string e = "int(" + extent(s_.reduce->extents[pos]) + ")";
+    if (!ph) return e;
+    return "((" + e + " + " + std::to_string(ph->s - 1) + ") / " + std::to_string(ph->s) + ")";
+  }
+  std::string phase_var(const Phase& ph) const { return "ksol_phase_" + names_[ph.tap]; }
+  std::string tap0_var(const Phase& ph) const { return "ksol_tap0_" + names_[ph.tap]; }
+  std::string taps_var(const Phase& ph) const { return "ksol_taps_" + names_[ph.tap]; }
 
   // The reduction position `code` decoded into the reduced indices (the filter's order, the last
   // fastest), as int locals.
@@ -485,13 +565,14 @@ class Generator {
     w.line("int " + rest + " = " + code + ";");
     for (size_t k = c_.red.size(); k-- > 0;) {
       const std::string v = names_[c_.red[k]];
-      const std::string n = "int(" + extent(c_.red_extents[k]) + ")";
-      if (k == 0) {
-        w.line("const int " + v + " = " + rest + ";");
-      } else {
-        w.line("const int " + v + " = " + rest + " % " + n + ";");
-        w.line(rest + " /= " + n + ";");
-      }
+      const Phase* ph = c_.phase_of_tap(c_.red[k]);
+      const std::string n = ph ? taps_var(*ph) : "int(" + extent(c_.red_extents[k]) + ")";
+      const std::string value = k == 0 ? rest : rest + " % " + n;
+      if (ph)
+        w.line("const int " + v + " = " + tap0_var(*ph) + " + " + std::to_string(ph->step) + " * (" + value + ");");
+      else
+        w.line("const int " + v + " = " + value + ";");
+      if (k > 0) w.line(rest + " /= " + n + ";");
     }
   }
 
@@ -500,7 +581,7 @@ class Generator {
     for (const std::string& e : extents) s += (s.empty() ? "" : " * ") + extent(e);
     return s.empty() ? "1" : s;
   }
-  std::vector<std::string> extents_at(const std::vector<size_t>& positions) const {
+  std::vector<std::string> extents_at(const std::vector<size_t>& positions) const {  // NOLINT
     std::vector<std::string> v;
     for (size_t k : positions) v.push_back(s_.reduce->extents[k]);
     return v;
@@ -573,11 +654,43 @@ class Generator {
               (c_.tf32 ? "both rounded to TF32" : std::string("both as ") + type_name(c_.in_type)) +
               "; the accumulators go to the epilogue through each warp's staging tile.");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
-           "int rows_total, int cols_total, int depth)");
+           "int rows_total, int cols_total, int depth_all)");
     wmma_declarations(w, st);
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM;");
     w.line("const int tile_n = int(blockIdx.y) * kBN;");
-    if (!c_.layers.empty()) decode(w, "int(blockIdx.z)", c_.layers);
+    w.line("int layer = int(blockIdx.z);");
+    std::string depth = "depth_all";
+    if (!c_.phases.empty()) {
+      w.comment("The phases (o = s * o' + phase) of the divided image indices, the fastest part of blockIdx.z; each "
+                "reads the taps t = t0 + step * j whose numerator is a multiple of s.");
+      depth.clear();
+      for (size_t i = c_.phases.size(); i-- > 0;) {
+        const Phase& ph = c_.phases[i];
+        const std::string sv = std::to_string(ph.s);
+        w.line("const int " + phase_var(ph) + " = layer % " + sv + ";");
+        w.line("layer /= " + sv + ";");
+      }
+      for (size_t k = 0; k < c_.red.size(); ++k) {
+        const Phase* ph = c_.phase_of_tap(c_.red[k]);
+        const std::string e = "int(" + extent(c_.red_extents[k]) + ")";
+        if (!ph) {
+          depth += (depth.empty() ? "" : " * ") + e;
+          continue;
+        }
+        const std::string sv = std::to_string(ph->s);
+        w.line("int " + tap0_var(*ph) + " = -1;");
+        w.open("for (int t = 0; t < " + sv + " && " + tap0_var(*ph) + " < 0; ++t)");
+        w.line("const int num = " + std::to_string(ph->b) + " * " + phase_var(*ph) + " + " + std::to_string(ph->a) + " * t + " +
+               std::to_string(ph->p) + ";");
+        w.line("if ((num % " + sv + " + " + sv + ") % " + sv + " == 0) " + tap0_var(*ph) + " = t;");
+        w.close();
+        w.line("const int " + taps_var(*ph) + " = " + tap0_var(*ph) + " < 0 || " + tap0_var(*ph) + " >= " + e + " ? 0 : (" + e +
+               " - " + tap0_var(*ph) + " + " + std::to_string(ph->step - 1) + ") / " + std::to_string(ph->step) + ";");
+        depth += (depth.empty() ? "" : " * ") + taps_var(*ph);
+      }
+    }
+    w.line("const int depth = " + depth + ";  // this block's reduction positions");
+    if (!c_.layers.empty()) decode(w, "layer", c_.layers);
     w.comment("Each A element this thread stages has the same row in every slice: decode it once.");
     row_arrays_.clear();
     for (size_t k : c_.rows) {
@@ -592,7 +705,8 @@ class Generator {
     w.line("live[l] = e < kBK * kBM && row < rows_total;");
     {
       w.open("");
-      decode(w, "live[l] ? int(row) : 0", c_.rows);
+      const std::string inside = decode(w, "live[l] ? int(row) : 0", c_.rows);
+      if (!inside.empty()) w.line("live[l] = live[l] && " + inside + ";");
       for (size_t k : c_.rows) w.line(row_arrays_[k] + "[l] = " + names_[d.indices[k]] + ";");
       w.close();
     }
@@ -623,7 +737,8 @@ class Generator {
       e.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
       e.line("const int col = tile_n + wn0 + j * 16 + fc;");
       e.line("if (row >= rows_total || col >= cols_total) continue;");
-      decode(e, "int(row)", c_.rows);
+      const std::string inside = decode(e, "int(row)", c_.rows);
+      if (!inside.empty()) e.line("if (!(" + inside + ")) continue;");
       decode(e, "col", c_.cols);
       std::string flat;
       for (size_t k = 0; k < d.indices.size(); ++k)
@@ -647,8 +762,16 @@ class Generator {
     for (const std::string& d : p_.dims) pass += names_[d] + ", ";
     if (sched_.mma) {
       const Definition& d = *s_.reduce;
-      w.line("const int64_t rows_total = " + product(extents_at(c_.rows)) + ", cols_total = " + product(extents_at(c_.cols)) +
-             ", layers = " + product(extents_at(c_.layers)) + ", depth = " + product(c_.red_extents) + ";");
+      std::string rows_total, phases = "1";
+      for (size_t k : c_.rows) {
+        const Phase* ph = c_.phase_of_row(k);
+        const std::string e = extent(d.extents[k]);
+        rows_total += (rows_total.empty() ? "" : " * ") +
+                      (ph ? "((" + e + " + " + std::to_string(ph->s - 1) + ") / " + std::to_string(ph->s) + ")" : e);
+      }
+      for (const Phase& ph : c_.phases) phases += " * " + std::to_string(ph.s);
+      w.line("const int64_t rows_total = " + rows_total + ", cols_total = " + product(extents_at(c_.cols)) +
+             ", layers = " + product(extents_at(c_.layers)) + " * " + phases + ", depth = " + product(c_.red_extents) + ";");
       w.comment("The tensor cores where the shape fills their fragments and its indices fit the kernel's 32-bit "
                 "arithmetic; the thread-per-output kernel otherwise.");
       std::string fits = "cols_total >= 16 && depth >= 16 && layers <= 65535 && rows_total <= 2147483647 - ksol_mma::kBM && "

@@ -229,8 +229,9 @@ namespace {
 
 // TF32 and bf16 contractions the direct family takes to the tensor cores: a 3-D convolution with a
 // bias, a transposed 2-D one (divided indices: taps between input pixels are zero), a grouped
-// 2-D one (a grid layer per group), bf16 data with a bf16 output through an epilogue cast, and a
-// strided, dilated 1-D one.
+// 2-D one (a grid layer per group), bf16 data with a bf16 output through an epilogue cast, a
+// transposed 1-D one with dilation 2 (half its phases read no tap), a transposed 3-D one with
+// strides 2, 2 and 3 (12 phases), and a strided, dilated 1-D one.
 const std::vector<Case> kMmaCases = {
     {"conv3d_tf32",
      "kernel conv3d_tf32(X: f32[N, C, D, H, W] outside 0, F: f32[K, C, T, R, S], b: f32[K]) -> (Y: f32[N, K, O, P, Q]) {\n"
@@ -251,6 +252,14 @@ const std::vector<Case> kMmaCases = {
      "  acc[n, k, d, h, w] = sum(f32(X[n, c, d+t-1, h+r-1, w+s-1]) * f32(F[k, c, t, r, s])) over c, t, r, s\n"
      "  Y[n, k, d, h, w] = bf16(silu(acc[n, k, d, h, w]))\n}\n",
      {{"N", 1}, {"C", 5}, {"D", 3}, {"H", 4}, {"W", 5}, {"K", 24}, {"T", 2}, {"R", 3}, {"S", 3}, {"O", 3}, {"P", 4}, {"Q", 5}}},
+    {"conv_transpose1d_dilated_tf32",
+     "kernel convt1d_tf32(X: f32[N, C, L] outside 0, F: f32[C, K, S]) -> (Y: f32[N, K, Q]) {\n"
+     "  Y[n, k, w] = sum(tf32(X[n, c, (w-s*2+1)/2]) * tf32(F[c, k, s])) over c, s\n}\n",
+     {{"N", 2}, {"C", 6}, {"L", 5}, {"K", 18}, {"S", 3}, {"Q", 11}}},
+    {"conv_transpose3d_tf32",
+     "kernel convt3d_tf32(X: f32[N, C, D, H, W] outside 0, F: f32[C, K, T, R, S]) -> (Y: f32[N, K, O, P, Q]) {\n"
+     "  Y[n, k, d, h, w] = sum(tf32(X[n, c, (d-t+1)/2, (h-r+1)/2, (w-s)/3]) * tf32(F[c, k, t, r, s])) over c, t, r, s\n}\n",
+     {{"N", 1}, {"C", 3}, {"D", 3}, {"H", 4}, {"W", 3}, {"K", 16}, {"T", 3}, {"R", 3}, {"S", 4}, {"O", 5}, {"P", 8}, {"Q", 9}}},
     {"conv1d_tf32",
      "kernel conv1d_tf32(X: f32[N, C, L] outside 0, F: f32[K, C, S]) -> (Y: f32[N, K, Q]) {\n"
      "  Y[n, k, w] = sum(tf32(X[n, c, w*2+s*2-1]) * tf32(F[k, c, s])) over c, s\n}\n",
@@ -336,6 +345,8 @@ TEST(CodegenDirect, TensorCoreContractionsOnTheHostMatchTheInterpreter) {
   mma_on_host(kMmaCases[2], {four_warps}, false);
   mma_on_host(kMmaCases[3], {{{"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, false);
   mma_on_host(kMmaCases[4], {one_warp}, true);
+  mma_on_host(kMmaCases[5], {four_warps}, false);
+  mma_on_host(kMmaCases[6], {one_warp}, true);
 }
 
 // What the contraction analysis takes and refuses, and the names.
