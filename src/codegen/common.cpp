@@ -849,6 +849,65 @@ void simt_slice_fma(Writer& w) {
   w.close();
 }
 
+void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
+                       const std::function<void(Writer&)>& multiply) {
+  w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < kLA; ++l)");
+  w.line("const int e = tid + l * kThreads;");
+  w.line("if (e < kBK * kBM) " + a_at + " = ra[l];");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < kLB; ++l)");
+  w.line("const int e = tid + l * kThreads;");
+  w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
+  w.close();
+  w.line("__syncthreads();");
+  w.open("if (k0 + kBK < depth)");
+  load(w, "(k0 + kBK)");
+  w.close();
+  multiply(w);
+  w.line("__syncthreads();  // the slices are rewritten for the next one");
+  w.close();
+}
+
+int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,
+                       const char* rows, const char* cols) {
+  auto text = [](const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  const std::string tile_text = "tile = " + text(tile), tt_text = "thread_tile = " + text(tt);
+  const std::string mode = "mainloop = mma";
+  const int64_t bm = tile[0], bn = tile[1], bk = tile[2], fm = tt[0], fn = tt[1];
+  for (int64_t t : tt)
+    if (!(t == 1 || t == 2 || t == 4 || t == 8))
+      throw Refused(tt_text + " must have entries 1, 2, 4 or 8 (" + mode + ": 16 x 16 fragments per warp)");
+  if (fm * fn > 16)
+    throw Refused(tt_text + ": " + mode + " holds " + std::to_string(fm * fn * 8) +
+                  " f32 accumulators per thread (8 a fragment); at most 128 fit in the registers");
+  for (int64_t t : tile)
+    if (t < 1 || t > 512) throw Refused(tile_text + " must have entries between 1 and 512");
+  if (bm % (16 * fm) != 0 || bn % (16 * fn) != 0)
+    throw Refused(tile_text + " is not whole warps of " + tt_text + " (" + std::to_string(16 * fm) + " " + rows + " x " +
+                  std::to_string(16 * fn) + " " + cols + " each, in " + mode + ")");
+  const int64_t ks = tf32 ? 8 : 16;
+  if (bk % ks != 0)
+    throw Refused(tile_text + ": " + mode + " takes a slice that is a multiple of " + std::to_string(ks) + " (" +
+                  (tf32 ? "TF32" : std::string(dsl::type_name(type))) + " fragments are 16 x 16 x " + std::to_string(ks) + ")");
+  const int64_t warps = (bm / (16 * fm)) * (bn / (16 * fn));
+  if (warps * 32 > 1024)
+    throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(warps * 32) + " threads per block (" + mode +
+                  ": one warp per " + std::to_string(16 * fm) + " x " + std::to_string(16 * fn) + " outputs); a block has at most 1024");
+  const int64_t elem = tf32 ? 4 : type_bytes(type), pad = 16 / elem;
+  const int64_t bytes = bk * (bm + pad + bn + pad) * elem + warps * 16 * 20 * 4;
+  if (bytes > 48 * 1024)
+    throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
+                  mode + "); static shared memory is at most 49152 (no opt-in)");
+  return warps;
+}
+
 void wmma_constants(Writer& w, const WmmaShape& s) {
   w.line("constexpr int kFM = " + std::to_string(s.fm) + ", kFN = " + std::to_string(s.fn) +
          ";  // 16 x 16 fragments per warp: rows x columns");

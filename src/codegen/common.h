@@ -215,6 +215,21 @@ struct WmmaShape {
   int64_t ks = 8;          // a fragment's reduction step: 8 (TF32) or 16 (16-bit)
   int64_t pad = 4;         // elements a staged row is padded by (16 bytes)
 };
+// The slice loop of the implicit GEMMs staged through registers (conv's simt and mma kernels,
+// direct's mma): for each slice of kBK reduction positions below `depth`, the registers ra/rb
+// into As (at `a_at`, an expression of the element e) and Bs[e % kBK][e / kBK], a barrier, the
+// next slice's loads (`load`, given its first position), the slice's products (`multiply`), a
+// barrier. The first slice's loads come before it.
+void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
+                       const std::function<void(Writer&)>& multiply);
+// The mma kernels' tile rules: `tile` [ROWS, COLUMNS, SLICE] in whole warps of `thread_tile`
+// [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
+// fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
+// shared memory (the padded slices of `type`, f32 for TF32, and a 1280-byte staging tile a warp).
+// `rows` and `cols` name the tile's dimensions in messages ("pixels", "filters"). Returns the
+// warps a block; Refused with the rule broken otherwise.
+int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
+                       const char* rows, const char* cols);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of

@@ -328,13 +328,6 @@ std::string why_not_mma(const Analysis& a) {
 // The mma kernel's reduction step: 8 for TF32 fragments, 16 for bf16/f16.
 int64_t mma_k_step(const Analysis& a) { return a.tf32 ? 8 : 16; }
 
-// The shared memory of the mma kernel: the slices in the staged type, padded by 16 bytes a row
-// (WMMA's leading dimension is a multiple of 16 bytes), and one 16 x 20 f32 staging tile a warp.
-int64_t mma_shared_bytes(const Analysis& a, int64_t bm, int64_t bn, int64_t bk, int64_t warps) {
-  const int64_t elem = a.tf32 ? 4 : type_bytes(a.in_type), pad = 16 / elem;
-  return bk * (bm + pad + bn + pad) * elem + warps * 16 * 20 * 4;
-}
-
 Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, family());
   Sched s;
@@ -411,34 +404,9 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
       // warps of 4 x 2 fragments (64 pixels x 32 filters, eight warps).
       if (!p.knob("tile")) tile = {128, 128, 32};
       if (!p.knob("thread_tile")) tt = {4, 2};
-      const std::string tile_text2 = "tile = " + list_text(tile), tt_text2 = "thread_tile = " + list_text(tt);
-      const std::string mode = "mainloop = mma";
       s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
       s.fm = tt[0], s.fn = tt[1];
-      for (int64_t t : tt)
-        if (!(t == 1 || t == 2 || t == 4 || t == 8))
-          throw Refused(tt_text2 + " must have entries 1, 2, 4 or 8 (" + mode + ": 16 x 16 fragments per warp)");
-      if (s.fm * s.fn > 16)
-        throw Refused(tt_text2 + ": " + mode + " holds " + std::to_string(s.fm * s.fn * 8) +
-                      " f32 accumulators per thread (8 a fragment); at most 128 fit in the registers");
-      for (int64_t t : tile)
-        if (t < 1 || t > 512) throw Refused(tile_text2 + " must have entries between 1 and 512");
-      if (s.bm % (16 * s.fm) != 0 || s.bn % (16 * s.fn) != 0)
-        throw Refused(tile_text2 + " is not whole warps of " + tt_text2 + " (" + std::to_string(16 * s.fm) + " pixels x " +
-                      std::to_string(16 * s.fn) + " filters each, in " + mode + ")");
-      const int64_t ks = mma_k_step(a);
-      if (s.bk % ks != 0)
-        throw Refused(tile_text2 + ": " + mode + " takes a slice that is a multiple of " + std::to_string(ks) + " (" +
-                      (a.tf32 ? "TF32" : std::string(type_name(a.in_type))) + " fragments are 16 x 16 x " + std::to_string(ks) + ")");
-      const int64_t warps = (s.bm / (16 * s.fm)) * (s.bn / (16 * s.fn));
-      s.threads = 32 * warps;
-      if (s.threads > 1024)
-        throw Refused(tile_text2 + " with " + tt_text2 + " makes " + std::to_string(s.threads) + " threads per block (" + mode +
-                      ": one warp per " + std::to_string(16 * s.fm) + " x " + std::to_string(16 * s.fn) + " outputs); a block has at most 1024");
-      s.shared_bytes = mma_shared_bytes(a, s.bm, s.bn, s.bk, warps);
-      if (s.shared_bytes > kStaticSharedBytes)
-        throw Refused(tile_text2 + " with " + tt_text2 + " stages " + std::to_string(s.shared_bytes) +
-                      " bytes of shared memory per block (" + mode + "); static shared memory is at most 49152 (no opt-in)");
+      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters");
     } catch (const Refused& r) {
       if (mainloop == "mma") throw;
       throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
@@ -750,19 +718,8 @@ class Generator {
     w.close();
   }
 
-  // The staged registers into the shared slices (the image's gathered, the filter's transposed).
-  void stage_slice(Writer& w) {
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line(std::string("if (e < kBK * kBM) ") + (a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]") + " = ra[l];");
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLB; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
-    w.close();
-  }
+  // Where a staged image element goes: As[tap][pixel] (NCHW: consecutive threads, consecutive pixels).
+  std::string a_at() const { return a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]"; }
 
   // The output pointer of pixel `pix` (in scope, below `pixels`): its image, plane offset and
   // row decoded, the column too where the epilogue reads one.
@@ -820,15 +777,7 @@ class Generator {
     w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
     w.line("float ra[kLA], rb[kLB];");
     load(w, "0");
-    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
-    stage_slice(w);
-    w.line("__syncthreads();");
-    w.open("if (k0 + kBK < depth)");
-    load(w, "(k0 + kBK)");
-    w.close();
-    simt_slice_fma(w);
-    w.line("__syncthreads();  // the slices are rewritten for the next one");
-    w.close();
+    staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, [](Writer& x) { simt_slice_fma(x); });
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
@@ -866,15 +815,8 @@ class Generator {
     wmma_accumulators(w);
     w.line(st + " ra[kLA], rb[kLB];");
     load(w, "0");
-    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
-    stage_slice(w);
-    w.line("__syncthreads();");
-    w.open("if (k0 + kBK < depth)");
-    load(w, "(k0 + kBK)");
-    w.close();
-    wmma_slice_product(w, frag_t, a_.tf32);
-    w.line("__syncthreads();  // the slices are rewritten for the next one");
-    w.close();
+    staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
+                      [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
     w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
               (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
               ", so a warp's stores cover consecutive addresses.");

@@ -248,8 +248,6 @@ std::vector<int64_t> list_of(const Knobs& k, const std::string& key, size_t n, c
   return v.list;
 }
 
-constexpr int64_t kStaticSharedBytes = 48 * 1024;
-
 Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   Knobs k(p, direct_family());
   Sched s;
@@ -268,34 +266,10 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     return s;
   }
   const Contraction& ct = c ? *c : local;
-  const std::string mode = "mainloop = mma";
   try {
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
-    for (int64_t t : tt)
-      if (!(t == 1 || t == 2 || t == 4 || t == 8))
-        throw Refused(tt_text + " must have entries 1, 2, 4 or 8 (" + mode + ": 16 x 16 fragments per warp)");
-    if (s.fm * s.fn > 16)
-      throw Refused(tt_text + ": " + mode + " holds " + std::to_string(s.fm * s.fn * 8) +
-                    " f32 accumulators per thread (8 a fragment); at most 128 fit in the registers");
-    for (int64_t t : tile)
-      if (t < 1 || t > 512) throw Refused(tile_text + " must have entries between 1 and 512");
-    if (s.bm % (16 * s.fm) != 0 || s.bn % (16 * s.fn) != 0)
-      throw Refused(tile_text + " is not whole warps of " + tt_text + " (" + std::to_string(16 * s.fm) + " rows x " +
-                    std::to_string(16 * s.fn) + " columns each, in " + mode + ")");
-    const int64_t ks = ct.tf32 ? 8 : 16;
-    if (s.bk % ks != 0)
-      throw Refused(tile_text + ": " + mode + " takes a slice that is a multiple of " + std::to_string(ks) + " (" +
-                    (ct.tf32 ? "TF32" : std::string(type_name(ct.in_type))) + " fragments are 16 x 16 x " + std::to_string(ks) + ")");
-    const int64_t warps = (s.bm / (16 * s.fm)) * (s.bn / (16 * s.fn));
-    if (warps * 32 > 1024)
-      throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(warps * 32) + " threads per block (" + mode +
-                    ": one warp per " + std::to_string(16 * s.fm) + " x " + std::to_string(16 * s.fn) + " outputs); a block has at most 1024");
-    const int64_t elem = ct.tf32 ? 4 : 2;
-    const int64_t bytes = s.bk * (s.bm + s.bn + 2 * 16 / elem) * elem + warps * 16 * 20 * 4;
-    if (bytes > kStaticSharedBytes)
-      throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
-                    mode + "); static shared memory is at most 49152 (no opt-in)");
+    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns");
   } catch (const Refused& r) {
     if (mainloop == "mma") throw;
     throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
@@ -714,24 +688,8 @@ class Generator {
     wmma_accumulators(w);
     w.line(st + " ra[kLA], rb[kLB];");
     mma_load(w, "0");
-    w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line("if (e < kBK * kBM) As[e / kBM][e % kBM] = ra[l];");
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLB; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
-    w.close();
-    w.line("__syncthreads();");
-    w.open("if (k0 + kBK < depth)");
-    mma_load(w, "(k0 + kBK)");
-    w.close();
-    wmma_slice_product(w, frag_t, c_.tf32);
-    w.line("__syncthreads();  // the slices are rewritten for the next one");
-    w.close();
+    staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
+                      [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
     w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
     wmma_store_fragments(w, true, [&](Writer& e) {
       e.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
