@@ -261,12 +261,18 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   std::vector<int64_t> tt = list_of(k, "thread_tile", 2, "[FM, FN]");
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   if (!s.mma) {
-    if (p.knob("tile") || p.knob("thread_tile"))
-      throw Refused((p.knob("tile") ? tile_text : tt_text) + ": the mma kernel's; mainloop = loop runs a thread per output");
+    // The mma kernel's knobs at other than their defaults (a schedule names every knob).
+    if (tile != std::vector<int64_t>{128, 128, 32} || tt != std::vector<int64_t>{4, 2})
+      throw Refused((tile != std::vector<int64_t>{128, 128, 32} ? tile_text : tt_text) +
+                    ": the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 32] and thread_tile [4, 2])");
     return s;
   }
   const Contraction& ct = c ? *c : local;
   try {
+    // Its fallback runs at the default thread count: other counts would only repeat mma kernels.
+    if (s.threads != 256)
+      throw Refused("threads = " + std::to_string(s.threads) + ": the loop kernel's; mainloop = mma falls back to it at 256 "
+                    "threads (leave threads 256)");
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
     check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns");

@@ -96,7 +96,13 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
             "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
             "tf32(...) around both reads); use mainloop = loop");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[64, 64, 32]"}})),
-            "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output");
+            "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 32] and "
+            "thread_tile [4, 2])");
+  // A schedule names every knob: the loop kernel's space is its thread counts at the mma knobs' defaults.
+  codegen::Space space = codegen::schedule_space(p, {});
+  EXPECT_EQ(space.legal.size(), 4u);
+  for (const codegen::Schedule& sch : space.legal)
+    EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, sch)).find("_mma_"), std::string::npos);
   // The conv family keeps its 2-D convolution; the text forms print the new indices back.
   EXPECT_EQ(parse("kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, K, H, W]) {\n"
                   "  Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n}\n")
@@ -354,8 +360,10 @@ TEST(CodegenDirect, TensorCoreContractionsNamesAndRefusals) {
   const dsl::Program c3 = parse(kMmaCases[0].program);
   EXPECT_EQ(codegen::kernel_name(c3), "direct_conv3d_tf32_f32_mma_128x128x32_w4x2_fbt256");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t256");
-  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"threads", "128"}})),
-            "direct_conv3d_tf32_f32_mma_128x128x32_w4x2_fbt128");
+  EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"threads", "128"}})),
+            "threads = 128: the loop kernel's; mainloop = mma falls back to it at 256 threads (leave threads 256) (mainloop = "
+            "auto takes mma for this program; mainloop = loop runs a thread per output)");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"threads", "128"}, {"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t128");
   EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"tile", "[64, 48, 32]"}})),
             "tile = [64, 48, 32] is not whole warps of thread_tile = [4, 2] (64 rows x 32 columns each, in mainloop = mma) "
             "(mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
