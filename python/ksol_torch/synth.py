@@ -1317,7 +1317,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         "elementwise": ["threads = 256", "vector = 1"],
         "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
-        "gemm": ["tile = [64, 64, 16]", "stages = auto", "mainloop = simt"],
+        # IEEE float32 GEMMs on CUDA cores at the SIMT kernel's best measured schedule (8 x 8
+        # outputs a thread, one buffer; split along K where the grid leaves SMs idle): on an H200
+        # gemm_f32 ran 0.89x-0.90x of cuBLAS at 2048^3-8192^3 and 512 x 512 x 32768, 0.99x at its
+        # small size (docs/results/2026-12-01-h200-simt-gemm-s11.txt); the search moves on from it.
+        "gemm": ["tile = [128, 128, 8]", "stages = 1", "split_k = 16", "mainloop = simt"],
         # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
         # the convolution's filter count; f32 products the CUDA-core kernel's.
         "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
