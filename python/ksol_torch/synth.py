@@ -690,10 +690,10 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
 
 def _mma_tile(filters: int) -> List[str]:
     """The tensor cores' (mma) tile for a convolution of `filters` output channels (per group):
-    128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, in warps of 32 x 16,
-    32 x 32, 64 x 32 or 64 x 32 outputs (four, four, four and eight warps), 32 reduction positions
-    a slice. The search moves on from it."""
-    for cols, warp in ((16, "[2, 1]"), (32, "[2, 2]"), (64, "[4, 2]")):
+    128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, always eight warps
+    (of 16 x 16, 32 x 16, 32 x 32 or 64 x 32 outputs), 32 reduction positions a slice. The search
+    moves on from it."""
+    for cols, warp in ((16, "[1, 1]"), (32, "[2, 1]"), (64, "[2, 2]")):
         if filters <= cols:
             return [f"tile = [128, {cols}, 32]", f"thread_tile = {warp}"]
     return ["tile = [128, 128, 32]", "thread_tile = [4, 2]"]

@@ -872,7 +872,7 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 }
 
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,
-                       const char* rows, const char* cols) {
+                       const char* rows, const char* cols, int64_t a_regs) {
   auto text = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -905,6 +905,13 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   if (bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
                   mode + "); static shared memory is at most 49152 (no opt-in)");
+  const int64_t threads = 32 * warps, la = (bk * bm + threads - 1) / threads, lb = (bk * bn + threads - 1) / threads;
+  const int64_t regs = fm * fn * 8 + la * (1 + a_regs) + lb + 40, budget = std::min<int64_t>(255, 65536 / threads);
+  if (regs > budget)
+    throw Refused(tile_text + " with " + tt_text + " needs about " + std::to_string(regs) + " registers a thread (" +
+                  std::to_string(fm * fn * 8) + " accumulators, " + std::to_string(la) + " + " + std::to_string(lb) +
+                  " staged elements); " + std::to_string(threads) + " threads a block leave at most " + std::to_string(budget) +
+                  " (" + mode + ")");
   return warps;
 }
 

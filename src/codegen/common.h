@@ -226,10 +226,13 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
 // fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
 // shared memory (the padded slices of `type`, f32 for TF32, and a 1280-byte staging tile a warp).
-// `rows` and `cols` name the tile's dimensions in messages ("pixels", "filters"). Returns the
-// warps a block; Refused with the rule broken otherwise.
+// `rows` and `cols` name the tile's dimensions in messages ("pixels", "filters"). Registers: a
+// thread's accumulators (8 a fragment), its staged A elements (kLA of them, each with `a_regs`
+// more registers of gather state) and B elements (kLB), plus 40 for the rest, must fit in what a
+// block of its threads leaves a thread (65536 / threads, at most 255), or the kernel would spill.
+// Returns the warps a block; Refused with the rule broken otherwise.
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
-                       const char* rows, const char* cols);
+                       const char* rows, const char* cols, int64_t a_regs);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of

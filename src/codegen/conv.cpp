@@ -406,7 +406,9 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
       if (!p.knob("thread_tile")) tt = {4, 2};
       s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
       s.fm = tt[0], s.fn = tt[1];
-      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters");
+      // A staged image element keeps its pixel's image pointer (2 registers), top row and column
+      // and liveness beside its value.
+      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5);
     } catch (const Refused& r) {
       if (mainloop == "mma") throw;
       throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
@@ -507,7 +509,8 @@ class Generator {
     if (s_.tma && !a_.fu.identity) act = cutlass_activation_code(a_.fu, helpers, false);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     w.line("namespace {");
-    w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take." : "The CUDA-core kernel.");
+    w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take."
+                     : s_.mma ? "The warp-level tensor-core kernel (WMMA)." : "The CUDA-core kernel.");
     w.line("constexpr int kBM = " + std::to_string(s_.bm) + ", kBN = " + std::to_string(s_.bn) + ", kBK = " +
            std::to_string(s_.bk) + ";  // pixels x filters x reduction slice");
     if (s_.mma) {

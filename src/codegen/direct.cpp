@@ -24,6 +24,7 @@
 // with fewer than 16 columns or reduction positions, or more than 65535 grid layers, run the
 // thread-per-output kernel, emitted into the same source.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -44,7 +45,7 @@ const std::vector<std::string> kInternal = {
     "kBM", "kBN", "kBK", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "kLA", "kLB", "As", "Bs", "Cs", "tid", "warp",
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
-    "layer", "v", "tf32_round", "num"};
+    "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -202,6 +203,10 @@ std::string contraction_of(const dsl::Program& p, const Shape& s, Contraction* c
     for (const std::string& v : xv) ok = ok && (out.count(v) || reduced.count(v));
     for (const std::string& v : reduced) ok = ok && wv.count(v);
     if (!ok) continue;
+    if (p.param(x.name)->lowest_outside) {
+      why = "the image '" + x.name + "' reads -inf outside it, which a product carries into the sum";
+      continue;
+    }
     Contraction t = *c;
     t.image = &x;
     t.filter = &w;
@@ -275,7 +280,8 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
                     "threads (leave threads 256)");
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
-    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns");
+    // A staged image element keeps its row's decoded indices and liveness beside its value.
+    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1);
   } catch (const Refused& r) {
     if (mainloop == "mma") throw;
     throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
@@ -311,6 +317,10 @@ class Generator {
     for (const std::string& v : s_.over) names_.add(v);
     name_ = kernel_name_of(p_);
     loop_name_ = sched_.mma ? "ksol_loop" : name_;
+    // Each phase's locals (its phase, first tap and tap count), named apart from the program's.
+    for (const Phase& ph : c_.phases)
+      phase_names_[ph.tap] = {names_.fresh("ksol_phase_" + names_[ph.tap]), names_.fresh("ksol_tap0_" + names_[ph.tap]),
+                              names_.fresh("ksol_taps_" + names_[ph.tap])};
   }
 
   std::string run() {
@@ -346,6 +356,7 @@ class Generator {
   Helpers helpers_;
   std::string name_, loop_name_;
   std::map<size_t, std::string> row_arrays_;  // the mma kernel's decoded rows per staged element
+  std::map<std::string, std::array<std::string, 3>> phase_names_;  // per phase's tap: phase, tap0, taps
 
   std::string extent(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
 
@@ -534,9 +545,9 @@ class Generator {
     if (!ph) return e;
     return "((" + e + " + " + std::to_string(ph->s - 1) + ") / " + std::to_string(ph->s) + ")";
   }
-  std::string phase_var(const Phase& ph) const { return "ksol_phase_" + names_[ph.tap]; }
-  std::string tap0_var(const Phase& ph) const { return "ksol_tap0_" + names_[ph.tap]; }
-  std::string taps_var(const Phase& ph) const { return "ksol_taps_" + names_[ph.tap]; }
+  std::string phase_var(const Phase& ph) const { return phase_names_.at(ph.tap)[0]; }
+  std::string tap0_var(const Phase& ph) const { return phase_names_.at(ph.tap)[1]; }
+  std::string taps_var(const Phase& ph) const { return phase_names_.at(ph.tap)[2]; }
 
   // The reduction position `code` decoded into the reduced indices (the filter's order, the last
   // fastest), as int locals.

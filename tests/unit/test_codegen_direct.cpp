@@ -379,9 +379,21 @@ TEST(CodegenDirect, TensorCoreContractionsNamesAndRefusals) {
             "mainloop = mma: no factor is a filter read at plain indices of output and reduced indices, with an output index "
             "of its own; use mainloop = loop");
   EXPECT_EQ(codegen::kernel_name(shifted), "direct_s_f32_t256");  // auto: the thread-per-output kernel
-  // The generated sources through nvcc (sm_90, mma.h).
+  // An image read as -inf outside it is not a contraction: its products carry -inf into the sum.
+  const dsl::Program lowest = parse(
+      "kernel lo(X: f32[N, C, L] outside -inf, F: f32[C, K, S]) -> (Y: f32[N, K, Q]) {\n"
+      "  Y[n, k, w] = sum(tf32(X[n, c, (w-s+1)/2]) * tf32(F[c, k, s])) over c, s\n}\n");
+  EXPECT_EQ(refusal(codegen::with_schedule(lowest, {{"mainloop", "mma"}})),
+            "mainloop = mma: the image 'X' reads -inf outside it, which a product carries into the sum; use mainloop = loop");
+  // The generated sources through nvcc (sm_90, mma.h), with a program whose names are the
+  // generated code's own (a tensor `grid`, dims `layers` and `depth_all`): they are renamed.
+  std::vector<Case> cases = kMmaCases;
+  cases.push_back({"clashing_names",
+                   "kernel nm(grid: f32[N, C, layers] outside 0, F: f32[depth_all, C, 3]) -> (Y: f32[N, depth_all, layers]) {\n"
+                   "  Y[n, k, w] = sum(tf32(grid[n, c, w+s-1]) * tf32(F[k, c, s])) over c, s\n}\n",
+                   {}});
   std::vector<CompileJob> jobs;
-  for (const Case& c : kMmaCases) {
+  for (const Case& c : cases) {
     CompileJob j;
     const dsl::Program p = parse(c.program);
     j.source_path = codegen::kernel_name(p) + ".cu";
