@@ -110,11 +110,12 @@ def _meta_then_real(prob, seed: int, fn):
         return model, inputs, fn(model, inputs)
 
 
-def _conv_products(precision, device) -> str:
-    """worker.conv_products, after the problem's file has run (it may set PyTorch's switches)."""
+def _products(precision, device) -> dict:
+    """synth's conv_products and gemm_products (worker.conv_products, worker.matmul_products),
+    after the problem's file has run (it may set PyTorch's switches)."""
     from . import worker
 
-    return worker.conv_products(precision, device)
+    return {"conv_products": worker.conv_products(precision, device), "gemm_products": worker.matmul_products(precision, device)}
 
 
 def _synth_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:
@@ -125,7 +126,7 @@ def _synth_one(path: str, seed: int, precision=None, device: str = "cuda") -> di
     try:
         prob = problem.load(path)
         model, inputs, g = _meta_then_real(prob, seed, trace.trace)
-        out = synth.synthesize(model, inputs, conv_products=_conv_products(precision, device))
+        out = synth.synthesize(model, inputs, **_products(precision, device))
         if not out.get("program"):
             out["stitch"] = _stitch_summary(model, inputs)
             if out["stitch"].get("pieces"):
@@ -162,8 +163,8 @@ def _stitch_one(path: str, seed: int, precision=None, device: str = "cuda") -> d
 
     try:
         prob = problem.load(path)
-        products = _conv_products(precision, device)
-        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, conv_products=products))
+        products = _products(precision, device)
+        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, **products))
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:
@@ -202,8 +203,8 @@ def main(argv=None) -> int:
     sti.add_argument("--out", help="write the JSON here (not to stdout)")
     for p in (syn, sti):
         p.add_argument("--precision", choices=("default", "strict", "tf32"),
-                       help="the precision mode candidates will run under: convolutions multiply in TF32 where it lets "
-                            "cuDNN use TF32 on --device (unset: IEEE float32 products)")
+                       help="the precision mode candidates will run under: convolutions (GEMMs) multiply in TF32 where "
+                            "it lets cuDNN (matmul) use TF32 on --device (unset: IEEE float32 products)")
         p.add_argument("--device", default="cuda", help="where candidates will run (cuda, or cpu for the emulator)")
     args = ap.parse_args(argv)
     if args.cmd in ("synth", "stitch"):

@@ -49,6 +49,7 @@ class Piece:
     dims: Dict[str, int]
     dim_order: List[str]        # the program's dims in the ABI's order (the dims array)
     shape: List[int]            # the output's shape in the module (a row-wise program's [R, C] is this, rows merged)
+    program_fallback: Optional[str] = None  # synth's program on CUDA cores where `program`'s schedule may be refused
 
 
 @dataclasses.dataclass
@@ -61,7 +62,7 @@ class Plan:
     def summary(self) -> Dict:
         return {"pieces": [{"id": p.id, "nodes": p.nodes, "inputs": p.inputs, "params": p.params, "family": p.family,
                             "program": p.program, "tensors": p.tensors, "dims": p.dims, "dim_order": p.dim_order,
-                            "shape": p.shape}
+                            "shape": p.shape, **({"program_fallback": p.program_fallback} if p.program_fallback else {})}
                            for p in self.pieces],
                 "kept": self.kept, "constants": self.constants}
 
@@ -84,10 +85,10 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None,
-          conv_products: str = "fp32") -> Plan:
+          conv_products: str = "fp32", gemm_products: str = "fp32") -> Plan:
     """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
-    (synth.fold_scalar_inputs); `conv_products` is synth.synthesize's, for every piece. Raises what
-    torch.fx raises when the forward cannot be traced."""
+    (synth.fold_scalar_inputs); `conv_products` and `gemm_products` are synth.synthesize's, for
+    every piece. Raises what torch.fx raises when the forward cannot be traced."""
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
@@ -130,7 +131,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
                 found = None
                 why_first = ""
                 for j in range(len(seg), i, -1):
-                    piece, why = _piece(gm, seg[i:j], values, len(pieces), refused, conv_products)
+                    piece, why = _piece(gm, seg[i:j], values, len(pieces), refused, conv_products, gemm_products)
                     if piece is not None:
                         found = (j, piece)
                         break
@@ -519,7 +520,7 @@ def _sub(gm: torch.fx.GraphModule, seg: List[torch.fx.Node]):
     return torch.fx.GraphModule(gm, g), ext
 
 
-def _piece(gm, seg, values, pid, refused: Dict[str, str], conv_products: str = "fp32"):
+def _piece(gm, seg, values, pid, refused: Dict[str, str], conv_products: str = "fp32", gemm_products: str = "fp32"):
     members = set(seg)
     for n in seg[:-1]:
         if any(u not in members for u in n.users):
@@ -538,12 +539,13 @@ def _piece(gm, seg, values, pid, refused: Dict[str, str], conv_products: str = "
                                      "getitem", "getattr")
                for n in seg):
         return None, "views alone move no data"
-    r = synth.synthesize(sub, ins, conv_products=conv_products)
+    r = synth.synthesize(sub, ins, conv_products=conv_products, gemm_products=gemm_products)
     if not r.get("program"):
         return None, r.get("reason", "not one DSL program")
     out = values.get(seg[-1].name)
     return Piece(pid, [n.name for n in seg], [a.name for a in ext], list(sub.state_dict().keys()), r["program"], r["family"],
-                 r["tensors"], r["dims"], r["dim_order"], list(out.shape) if isinstance(out, torch.Tensor) else []), ""
+                 r["tensors"], r["dims"], r["dim_order"], list(out.shape) if isinstance(out, torch.Tensor) else [],
+                 r.get("program_fallback")), ""
 
 
 class _PieceCall(nn.Module):

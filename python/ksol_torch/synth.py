@@ -295,17 +295,21 @@ class _Builder:
 
 
 def synthesize(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None,
-               conv_products: str = "fp32") -> Dict:
+               conv_products: str = "fp32", gemm_products: str = "fp32") -> Dict:
     """The module's forward as one DSL program, or a reason. Shapes are the inputs' own; `draw`
     draws get_inputs again where the forward takes a Python number (fold_scalar_inputs).
-    `conv_products` ("fp32" or "tf32") is the arithmetic of a 2-D convolution's products: "tf32"
-    writes tf32(X[...]) * tf32(F[...]), which the conv family runs on the tensor cores; the result
-    then says "conv_products": "tf32"."""
-    if conv_products not in ("fp32", "tf32"):
-        raise ValueError(f"conv_products {conv_products!r}: fp32 or tf32")
+    `conv_products` ("fp32" or "tf32") is the arithmetic of a convolution's products: "tf32"
+    writes tf32(X[...]) * tf32(F[...]), which the conv and direct families run on the tensor cores;
+    the result then says "conv_products": "tf32". `gemm_products` is the same for a GEMM's: "tf32"
+    schedules CUTLASS's TF32 mainloop, and the result also holds "program_fallback", the program
+    on CUDA cores, for where the generator refuses that (a B read [k, n], an epilogue CUTLASS has
+    no exact fusion for)."""
+    for what, v in (("conv_products", conv_products), ("gemm_products", gemm_products)):
+        if v not in ("fp32", "tf32"):
+            raise ValueError(f"{what} {v!r}: fp32 or tf32")
     out = {"program": None, "reason": "", "family": None, "tensors": [], "dims": {}, "constants": []}
     try:
-        out.update(_synthesize(model, inputs, draw, conv_products))
+        out.update(_synthesize(model, inputs, draw, conv_products, gemm_products))
     except Unsupported as e:
         out["reason"] = str(e)
     except Exception as e:  # fx cannot trace it, or shape propagation failed
@@ -699,7 +703,7 @@ def _mma_tile(filters: int) -> List[str]:
     return ["tile = [128, 128, 32]", "thread_tile = [4, 2]"]
 
 
-def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32") -> Dict:
+def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32", gemm_products: str = "fp32") -> Dict:
     extra: Dict = {}  # fields of the result beside the program's ("conv_products")
     b = _Builder(model, inputs)
     gm = b.gm
@@ -1048,7 +1052,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             decl[an] = ([bt.rstrip(", ")] if ga["batch"] else []) + ["M", "K"]
             decl[bn_] = ([bt.rstrip(", ")] if ga["batch"] else []) + (["N", "K"] if ga["b_nk"] else ["K", "N"])
             bread = f"{bn_}[{bi}n, k]" if ga["b_nk"] else f"{bn_}[{bi}k, n]"
-            b.stmts.append(f"acc[{bi}m, n] = sum({an}[{bi}m, k] * {bread}) over k")
+            aread = f"{an}[{bi}m, k]"
+            if gemm_products == "tf32":
+                aread, bread = f"tf32({aread})", f"tf32({bread})"
+                extra["gemm_products"] = "tf32"
+            b.stmts.append(f"acc[{bi}m, n] = sum({aread} * {bread}) over k")
             expr = f"acc[{bi}m, n]"
             if ga["bias"] is not None:
                 decl[params[ga["bias"]]] = ["N"]
@@ -1322,15 +1330,25 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # gemm_f32 ran 0.89x-0.90x of cuBLAS at 2048^3-8192^3 and 512 x 512 x 32768, 0.99x at its
         # small size (docs/results/2026-12-01-h200-simt-gemm-s11.txt); the search moves on from it.
         "gemm": ["tile = [128, 128, 8]", "stages = 1", "split_k = 16", "mainloop = simt"],
+        # TF32 products: CUTLASS's sm90 mainloop (the fallback program keeps the SIMT schedule).
+        "gemm_tf32": ["tile = [128, 128, 32]", "cluster = [1, 1]", "stages = auto", "mainloop = cooperative"],
         # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
         # the convolution's filter count; f32 products the CUDA-core kernel's.
         "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
                 else ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
         "direct": ["threads = 256"] + (_mma_tile(dims.get("K", 128)) if extra.get("conv_products") == "tf32" else []),
-    }[family]
+    }
+    fallback = None
+    if family == "gemm" and extra.get("gemm_products") == "tf32":
+        fallback, schedule = schedule["gemm"], schedule["gemm_tf32"]
+    else:
+        schedule = schedule[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)
-    text = (f"# Lowered by ksol from the module's forward ({'rowwise, a column reduction' if family == 'colwise' else family}); the schedule is a plain default.\n" + notes +
+    head = (f"# Lowered by ksol from the module's forward ({'rowwise, a column reduction' if family == 'colwise' else family}); the schedule is a plain default.\n" + notes +
             f"kernel model({ins}) -> (output0: {out_type}[{', '.join(out_dims)}]) {{\n" +
-            "".join(f"  {s}\n" for s in b.stmts) + "}\nschedule {\n" + "".join(f"  {s}\n" for s in schedule) + "}\n")
+            "".join(f"  {s}\n" for s in b.stmts) + "}\nschedule {\n")
+    text = head + "".join(f"  {s}\n" for s in schedule) + "}\n"
+    if fallback is not None:
+        extra["program_fallback"] = head + "".join(f"  {s}\n" for s in fallback) + "}\n"
     return {"program": text, "family": "rowwise" if family == "colwise" else family, "tensors": table, "dims": dims, "dim_order": list(dims), "constants": constants,
             **extra}

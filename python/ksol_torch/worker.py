@@ -471,6 +471,15 @@ def conv_products(mode, device):
     return "tf32" if _tf32_allowed(precision_flags(check_precision(mode), _tf32_flags()))[0] else "fp32"
 
 
+def matmul_products(mode, device):
+    """conv_products for a float32 GEMM: "tf32" where the mode's switches let matmul use TF32 on a
+    CUDA device (--precision tf32, or default when the problem's file set matmul precision
+    "high" or "medium"), "fp32" otherwise."""
+    if mode is None or not str(device).startswith("cuda"):
+        return "fp32"
+    return "tf32" if _tf32_allowed(precision_flags(check_precision(mode), _tf32_flags()))[1] else "fp32"
+
+
 def precision_policy(mode, flags, kinds, device, matmul_precision="highest"):
     """What a module's ops may compute in under `mode` with the switches `flags`, and the unit
     roundoff of its bound: {"mode", "arithmetic": fp32 | tf32 | bf16, "u_acc", "why"}. TF32 exists

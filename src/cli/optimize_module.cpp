@@ -601,6 +601,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       task = lowered_task(syn, a.file);
       seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
       codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
+      if (!sup.ok && syn.contains("program_fallback")) {
+        // The tensor cores' schedule is refused for this program: the same one on CUDA cores.
+        std::cerr << "the lowered program's schedule is refused (" << sup.reason << "); its CUDA-core schedule instead\n";
+        syn["program"] = syn["program_fallback"];
+        seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
+        sup = codegen::can_implement(*seed, search::binding_of(*task));
+      }
       if (!sup.ok) why_not = "the lowered program has no generator yet: " + sup.reason;
     } catch (const std::exception& e) {
       why_not = std::string("the lowered program is refused: ") + e.what();
@@ -619,6 +626,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       std::cerr << "the convolution's products are TF32: precision " << a.precision
                 << " lets cuDNN use TF32 for float32 convolutions, as eager and torch.compile then do (--precision strict "
                    "keeps IEEE float32 everywhere)\n";
+    if (syn.value("gemm_products", std::string("fp32")) == "tf32")
+      std::cerr << "the GEMM's products are TF32: precision " << a.precision
+                << " lets matmul use TF32, as eager and torch.compile then do (--precision strict keeps IEEE float32 everywhere)\n";
     std::cerr << syn["program"].get<std::string>();
     // Gate 1 before any GPU work: the seed's generated CUDA compiles.
     CompileResult cr = compile(codegen::compile_job(*task, *seed, task->name + "/seed.ksol"));
@@ -649,6 +659,12 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         Task pt = lowered_task(piece, a.file, tag);
         dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
         codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
+        if (!sup.ok && piece.contains("program_fallback")) {
+          std::cerr << "piece " << tag.substr(2) << ": its schedule is refused (" << sup.reason << "); its CUDA-core schedule instead\n";
+          piece["program"] = piece["program_fallback"];
+          prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
+          sup = codegen::can_implement(prog, search::binding_of(pt));
+        }
         if (!sup.ok) throw std::runtime_error("piece " + tag.substr(2) + " has no generator yet: " + sup.reason);
         CompileResult cr = compile(codegen::compile_job(pt, prog, pt.name + "/seed.ksol"));
         std::cerr << "piece " << tag.substr(2) << " (" << piece.value("family", std::string("?")) << ", nodes "

@@ -98,6 +98,16 @@ class Policy(unittest.TestCase):
             self.assertEqual(worker.conv_products("default", "cuda"), "fp32")
             self.assertEqual(worker.conv_products("tf32", "cuda"), "tf32")
 
+    def test_matmul_products_follow_the_mode_and_the_device(self):
+        with Flags(CONV_ONLY):  # PyTorch's defaults: matmul stays IEEE
+            self.assertEqual(worker.matmul_products("default", "cuda"), "fp32")
+            self.assertEqual(worker.matmul_products("tf32", "cuda"), "tf32")
+            self.assertEqual(worker.matmul_products("strict", "cuda"), "fp32")
+            self.assertEqual(worker.matmul_products("tf32", "cpu"), "fp32")
+            self.assertEqual(worker.matmul_products(None, "cuda"), "fp32")
+        with Flags(ON):  # a problem file that set matmul precision "high"
+            self.assertEqual(worker.matmul_products("default", "cuda"), "tf32")
+
     def test_the_bound_scales_with_the_unit(self):
         # An error of 1e-4 relative on a 32-term dot product: out of float32's bound, inside TF32's.
         ref = torch.linspace(1.0, 2.0, 1000, dtype=torch.float64)

@@ -239,6 +239,15 @@ class Stitching(unittest.TestCase):
         self.assertTrue(all("tf32(" not in p.program for p in plan.pieces if p.family != "conv"))
         self.assertNotIn("tf32(", stitch.split(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)]).pieces[0].program)
 
+    def test_a_gemm_piece_carries_its_cuda_core_fallback(self):
+        torch.manual_seed(0)
+        plan = stitch.split(GemmNorms().eval(), [torch.randn(4, 8)], gemm_products="tf32")
+        gemm = [p for p in plan.pieces if p.family == "gemm"]
+        self.assertEqual(len(gemm), 1, plan.summary())
+        self.assertIn("mainloop = cooperative", gemm[0].program)
+        self.assertIn("mainloop = simt", gemm[0].program_fallback)
+        self.assertIn("program_fallback", plan.summary()["pieces"][gemm[0].id])
+
     def test_a_depthwise_convolution_and_its_epilogue_are_one_direct_piece(self):
         torch.manual_seed(0)
         plan = self.stitched(ConvEpilogue(groups=4), [torch.randn(2, 4, 10, 10)], 1, [])

@@ -262,6 +262,34 @@ class Synth(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "conv_products 'bf16': fp32 or tf32"):
             synth.synthesize(model, inputs, conv_products="bf16")
 
+    def test_gemm_products_in_tf32_take_cutlass_with_a_cuda_core_fallback(self):
+        # Where matmul may use TF32: both operands in tf32(), CUTLASS's mainloop, and the same program
+        # on CUDA cores for where the generator refuses that; in float64 the module on TF32-rounded
+        # input and weight.
+        import copy
+        model, inputs, fp = lowered("synth_problems", "03_linear_epilogue.py")
+        out = synth.synthesize(model, inputs, gemm_products="tf32")
+        self.assertEqual(out.get("gemm_products"), "tf32")
+        self.assertIn("acc[m, n] = sum(tf32(input0[m, k]) * tf32(w_fc_weight[n, k])) over k", out["program"])
+        self.assertIn("mainloop = cooperative", out["program"])
+        fb = out["program_fallback"]
+        self.assertEqual(fb.split("schedule {")[0], out["program"].split("schedule {")[0])
+        self.assertEqual(fb.split("schedule {")[1], fp["program"].split("schedule {")[1])
+        self.assertNotIn("program_fallback", fp)
+        sd = model.state_dict()
+        pnames = synth.param_names(sd)
+        env = {"input0": inputs[0]}
+        env.update({pnames[k]: v for k, v in sd.items()})
+        got = dsl_eval.run(out["program"], dsl_eval.as_declared(out["program"], out["dims"], env), out["dims"])["output0"]
+        rounded = copy.deepcopy(model).double()
+        with torch.no_grad():
+            rounded.fc.weight.copy_(dsl_eval.tf32(rounded.fc.weight))
+            want = rounded(dsl_eval.tf32(inputs[0].double()))
+        ref = dsl_eval.as_declared(out["program"], out["dims"], {"output0": want})["output0"]
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+        with self.assertRaisesRegex(ValueError, "gemm_products 'bf16': fp32 or tf32"):
+            synth.synthesize(model, inputs, gemm_products="bf16")
+
     def test_direct_convolutions_take_tf32_products_too(self):
         # 3-D and grouped, transposed (divided indices), 1-D: both factors in tf32(); in float64 the
         # program is the module on a TF32-rounded input and convolution weights. Pools keep theirs.
