@@ -104,7 +104,8 @@ const std::vector<std::string>& module_precisions() {
 const char* const kModulePrecisionHelp =
     "default, strict or tf32: the TF32 switches eager, torch.compile and the candidates all run under, and the arithmetic "
     "the bound allows (default: PyTorch's own, cuDNN convolutions may use TF32 and matmul stays IEEE unless the problem "
-    "sets torch.set_float32_matmul_precision; strict: IEEE float32 everywhere; tf32: TF32 for matmul and cuDNN)";
+    "sets torch.set_float32_matmul_precision; strict: IEEE float32 everywhere; tf32: TF32 for matmul and cuDNN); ksol's "
+    "lowered convolutions and GEMMs multiply in TF32, on the tensor cores, where the mode lets PyTorch's do";
 
 CLI::Validator module_precision_check() {
   return CLI::Validator(
