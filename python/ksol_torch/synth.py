@@ -695,12 +695,12 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
 def _mma_tile(filters: int) -> List[str]:
     """The tensor cores' (mma) tile for a convolution of `filters` output channels (per group):
     128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, always eight warps
-    (of 16 x 16, 32 x 16, 32 x 32 or 64 x 32 outputs), 32 reduction positions a slice. The search
-    moves on from it."""
+    (of 16 x 16, 32 x 16, 32 x 32 or 64 x 32 outputs), 16 reduction positions a slice (32 made
+    ptxas spill registers at the wider tiles). The search moves on from it."""
     for cols, warp in ((16, "[1, 1]"), (32, "[2, 1]"), (64, "[2, 2]")):
         if filters <= cols:
-            return [f"tile = [128, {cols}, 32]", f"thread_tile = {warp}"]
-    return ["tile = [128, 128, 32]", "thread_tile = [4, 2]"]
+            return [f"tile = [128, {cols}, 16]", f"thread_tile = {warp}"]
+    return ["tile = [128, 128, 16]", "thread_tile = [4, 2]"]
 
 
 def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32", gemm_products: str = "fp32") -> Dict:

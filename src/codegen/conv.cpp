@@ -50,7 +50,7 @@ const std::vector<std::string> kInternal = {
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
     "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
     "narrow", "ksol_decode", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "Cs", "warp", "lane", "wm0", "wn0",
-    "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t",
+    "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
 
@@ -400,9 +400,10 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
                   "registers (stages = auto)");
   if (s.mma) {
     try {
-      // The family's defaults are the simt kernel's; the mma kernel's are 128 x 128 x 32 with
-      // warps of 4 x 2 fragments (64 pixels x 32 filters, eight warps).
-      if (!p.knob("tile")) tile = {128, 128, 32};
+      // The family's defaults are the simt kernel's; the mma kernel's are 128 x 128 x 16 with
+      // warps of 4 x 2 fragments (64 pixels x 32 filters, eight warps): a slice of 32 made ptxas
+      // spill at this tile (sm_90, TF32, 228 bytes), 16 does not.
+      if (!p.knob("tile")) tile = {128, 128, 16};
       if (!p.knob("thread_tile")) tt = {4, 2};
       s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
       s.fm = tt[0], s.fn = tt[1];
@@ -595,7 +596,7 @@ class Generator {
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
     w.line(stage_type() + " v = " + stage_zero() + ";");
-    w.open("if (live[l] && kk < depth)");
+    w.open("if (img[l] >= 0 && kk < depth)");
     if (a_.nhwc) {
       w.line("const int rs = kk / chans, ch = kk - rs * chans;");
     } else {
@@ -605,7 +606,8 @@ class Generator {
     w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
     const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
                                    : "(ch * " + H() + " + hi) * " + W() + " + wi";
-    w.line("if (hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ") v = " + operand("img[l][" + at + "]") + ";");
+    w.line("if (hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ") v = " +
+           operand(X() + "[int64_t(img[l]) * image + " + at + "]") + ";");
     w.close();
     w.line("ra[l] = v;");
     w.close();
@@ -704,18 +706,18 @@ class Generator {
     w.line("const bool narrow = pixels <= 2147483647;");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");
-    w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once.");
-    w.line("const " + in + "* img[kLA];");
-    w.line("int base_h[kLA], base_w[kLA];");
-    w.line("bool live[kLA];");
+    w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once, "
+              "keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three registers an element).");
+    w.line("const int64_t image = int64_t(" + C() + ") * " + H() + " * " + W() + ";  // elements of one image");
+    w.line("int img[kLA], base_h[kLA], base_w[kLA];");
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
     w.line(std::string("const int64_t pix = tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM") + ";");
-    w.line("live[l] = e < kBK * kBM && pix < pixels;");
+    w.line("const bool live = e < kBK * kBM && pix < pixels;");
     w.line("int64_t img_n, rest, oh;");
-    w.line("ksol_decode(live[l] ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
-    w.line("img[l] = " + X() + " + img_n * " + C() + " * " + H() + " * " + W() + ";");
+    w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+    w.line("img[l] = live ? int(img_n) : -1;");
     w.line("base_h[l] = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
     w.line("base_w[l] = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
     w.close();
@@ -945,7 +947,8 @@ class Generator {
       w.close();
     }
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
-    w.line("if (tiles_m > 2147483647 || tiles_n > 65535) return 3;");
+    w.comment("The kernels keep an element's image index in 32 bits.");
+    w.line("if (tiles_m > 2147483647 || tiles_n > 65535 || " + batch() + " > 2147483647) return 3;");
     w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
     w.line("if (" + C() + " * " + R() + " * " + S() + " > 2147483647 - kBK || " + H() + " > 1000000000 || " + W() +
            " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {

@@ -267,9 +267,9 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   if (!s.mma) {
     // The mma kernel's knobs at other than their defaults (a schedule names every knob).
-    if (tile != std::vector<int64_t>{128, 128, 32} || tt != std::vector<int64_t>{4, 2})
-      throw Refused((tile != std::vector<int64_t>{128, 128, 32} ? tile_text : tt_text) +
-                    ": the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 32] and thread_tile [4, 2])");
+    if (tile != std::vector<int64_t>{128, 128, 16} || tt != std::vector<int64_t>{4, 2})
+      throw Refused((tile != std::vector<int64_t>{128, 128, 16} ? tile_text : tt_text) +
+                    ": the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and thread_tile [4, 2])");
     return s;
   }
   const Contraction& ct = c ? *c : local;
@@ -784,7 +784,7 @@ const FamilyGenerator& direct_family() {
       {
           {"threads", "256", {"64", "128", "256", "512"}},
           {"mainloop", "auto", {"loop", "mma"}},
-          {"tile", "[128, 128, 32]", {"[64, 64, 32]", "[128, 64, 32]", "[64, 128, 32]", "[128, 128, 32]", "[128, 32, 32]", "[64, 32, 16]", "[32, 32, 16]"}},
+          {"tile", "[128, 128, 16]", {"[64, 64, 16]", "[128, 64, 16]", "[64, 128, 16]", "[128, 128, 16]", "[128, 32, 16]", "[128, 16, 16]", "[64, 32, 16]", "[32, 32, 16]", "[128, 64, 32]", "[128, 32, 32]"}},
           {"thread_tile", "[4, 2]", {"[1, 1]", "[2, 1]", "[2, 2]", "[4, 2]", "[4, 4]"}},
       },
       &check,

@@ -146,7 +146,7 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   EXPECT_NE(r.output.find("the convolution's products are TF32: precision default lets cuDNN use TF32"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("sum(tf32(input0[n, c, h+r-1, w+s-1]) * tf32(w_conv_weight[k, c, r, s]))"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("seed conv_model_f32_tf32_mma_128x16x32_w1x1: compiles"), std::string::npos) << r.output;  // 5 filters
+  EXPECT_NE(r.output.find("seed conv_model_f32_tf32_mma_128x16x16_w1x1: compiles"), std::string::npos) << r.output;  // 5 filters
   // A GEMM under --precision tf32 multiplies in TF32; an epilogue CUTLASS cannot fuse takes the
   // program's CUDA-core schedule, said so.
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/03_linear_epilogue.py"), "--precision", "tf32"}, 600);

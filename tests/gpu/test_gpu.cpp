@@ -187,7 +187,7 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
     const ksol::Task task = ksol::load_task(ksol::resolve_task_path(t));
     const std::string path = task.dir + "/program.ksol";
     ksol::dsl::Program p = ksol::codegen::with_schedule(ksol::dsl::parse_program(ksol::read_file(path), path),
-                                                        {{"mainloop", "mma"}, {"tile", "[128, 128, 32]"}, {"thread_tile", "[4, 2]"}});
+                                                        {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}});
     ASSERT_NE(ksol::codegen::kernel_name(p).find("_mma_"), std::string::npos);
     const std::string cand = tmp + "/" + t + "_mma.ksol";
     ksol::write_file_atomic(cand, ksol::dsl::print_source(p));

@@ -243,10 +243,10 @@ class Synth(unittest.TestCase):
         self.assertIn("acc[n, k, h, w] = sum(tf32(input0[n, c, h+r-1, w+s-1]) * tf32(w_conv_weight[k, c, r, s])) over c, r, s",
                       out["program"])
         # Its 5 filters take the narrowest tile: 128 pixels x 16 filters, eight warps of 16 x 16 outputs.
-        self.assertIn("schedule {\n  mainloop = auto\n  tile = [128, 16, 32]\n  thread_tile = [1, 1]\n}", out["program"])
+        self.assertIn("schedule {\n  mainloop = auto\n  tile = [128, 16, 16]\n  thread_tile = [1, 1]\n}", out["program"])
         self.assertEqual([synth._mma_tile(k) for k in (16, 17, 64, 65)],
-                         [["tile = [128, 16, 32]", "thread_tile = [1, 1]"], ["tile = [128, 32, 32]", "thread_tile = [2, 1]"],
-                          ["tile = [128, 64, 32]", "thread_tile = [2, 2]"], ["tile = [128, 128, 32]", "thread_tile = [4, 2]"]])
+                         [["tile = [128, 16, 16]", "thread_tile = [1, 1]"], ["tile = [128, 32, 16]", "thread_tile = [2, 1]"],
+                          ["tile = [128, 64, 16]", "thread_tile = [2, 2]"], ["tile = [128, 128, 16]", "thread_tile = [4, 2]"]])
         self.assertNotIn("tf32(", fp["program"])
         self.assertNotIn("conv_products", fp)
         sd = model.state_dict()

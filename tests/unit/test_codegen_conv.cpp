@@ -101,7 +101,7 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
       "  Y[n, k, h, w] = sum(f32(X[n, c, h+r-1, w+s-1]) * f32(F[k, c, r, s])) over c, r, s\n}\n");
   ASSERT_EQ(half.family, "conv");
   EXPECT_EQ(refusal(half), "(accepted)");
-  EXPECT_EQ(codegen::kernel_name(half), "conv_c_f32_mma_128x128x32_w4x2");
+  EXPECT_EQ(codegen::kernel_name(half), "conv_c_f32_mma_128x128x16_w4x2");
   EXPECT_EQ(refusal(scheduled(half, {{"mainloop", "tma"}})),
             "mainloop = tma: the image is NCHW; CUTLASS's conv takes channels-last data (an NHWC image and a KRSC "
             "filter); use mainloop = simt");
@@ -484,7 +484,7 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
       "kernel c(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C], Z: bf16[N, H, W, K]) -> (Y: bf16[N, H, W, K]) {\n"
       "  acc[n, h, w, k] = sum(f32(X[n, h+r-1, w+s-1, c]) * f32(F[k, r, s, c])) over c, r, s\n"
       "  Y[n, h, w, k] = bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k])))\n}\n");
-  EXPECT_EQ(codegen::kernel_name(gelu_res), "conv_c_bf16_mma_128x128x32_w4x2");
+  EXPECT_EQ(codegen::kernel_name(gelu_res), "conv_c_bf16_mma_128x128x16_w4x2");
   EXPECT_EQ(refusal(scheduled(gelu_res, {{"mainloop", "tma"}})),
             "mainloop = tma: the epilogue has no exact CUTLASS fusion (the epilogue reads tensors other than the sum and "
             "one per-column bias added to it (bf16(gelu(acc[n, h, w, k] + f32(Z[n, h, w, k]))))); it must be "
@@ -631,7 +631,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   ASSERT_EQ(tf.family, "conv");
   EXPECT_EQ(refusal(tf), "(accepted)");
   // NCHW TF32: CUTLASS's conv does not take it, the warp-level tensor cores do.
-  EXPECT_EQ(codegen::kernel_name(tf), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x32_w4x2");
+  EXPECT_EQ(codegen::kernel_name(tf), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x16_w4x2");
   EXPECT_EQ(codegen::compile_needs(tf).arch, "sm_90");
   EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"mainloop", "simt"}})), "conv_conv2d_tf32_bias_relu_f32_tf32_64x64x16_t4x4");
   // f32 products stay on the CUDA cores under auto; mma refuses them.
@@ -642,7 +642,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
             "tf32(X[...]) * tf32(F[...]) for TF32); use mainloop = simt");
   // NHWC bf16 with a fusable epilogue: auto still takes CUTLASS's conv.
   EXPECT_EQ(codegen::kernel_name(scheduled(parse(kNhwcBf16BiasRelu), {{"mainloop", "mma"}})),
-            "conv_conv2d_nhwc_bias_relu_bf16_mma_128x128x32_w4x2");
+            "conv_conv2d_nhwc_bias_relu_bf16_mma_128x128x16_w4x2");
   EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[64, 48, 16]"}})),
             "tile = [64, 48, 16] is not whole warps of thread_tile = [4, 2] (64 pixels x 32 filters each, in mainloop = mma) "
             "(mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");

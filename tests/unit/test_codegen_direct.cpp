@@ -96,7 +96,7 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
             "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
             "tf32(...) around both reads); use mainloop = loop");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[64, 64, 32]"}})),
-            "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 32] and "
+            "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and "
             "thread_tile [4, 2])");
   // A schedule names every knob: the loop kernel's space is its thread counts at the mma knobs' defaults.
   codegen::Space space = codegen::schedule_space(p, {});
@@ -358,7 +358,7 @@ TEST(CodegenDirect, TensorCoreContractionsOnTheHostMatchTheInterpreter) {
 // What the contraction analysis takes and refuses, and the names.
 TEST(CodegenDirect, TensorCoreContractionsNamesAndRefusals) {
   const dsl::Program c3 = parse(kMmaCases[0].program);
-  EXPECT_EQ(codegen::kernel_name(c3), "direct_conv3d_tf32_f32_mma_128x128x32_w4x2_fbt256");
+  EXPECT_EQ(codegen::kernel_name(c3), "direct_conv3d_tf32_f32_mma_128x128x16_w4x2_fbt256");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t256");
   EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"threads", "128"}})),
             "threads = 128: the loop kernel's; mainloop = mma falls back to it at 256 threads (leave threads 256) (mainloop = "
