@@ -55,18 +55,18 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
   // The pixel each image element this thread loads belongs to is the same in every slice: decode it
-  // once.
-  const float* img[kLA];
-  int base_h[kLA], base_w[kLA];
-  bool live[kLA];
+  // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
+  // registers an element).
+  const int64_t image = int64_t(C) * H * W;  // elements of one image
+  int img[kLA], base_h[kLA], base_w[kLA];
   #pragma unroll
   for (int l = 0; l < kLA; ++l) {
     const int e = tid + l * kThreads;
     const int64_t pix = tile_m + e % kBM;
-    live[l] = e < kBK * kBM && pix < pixels;
+    const bool live = e < kBK * kBM && pix < pixels;
     int64_t img_n, rest, oh;
-    ksol_decode(live[l] ? pix : 0, plane, W, narrow, img_n, rest, oh);
-    img[l] = X + img_n * C * H * W;
+    ksol_decode(live ? pix : 0, plane, W, narrow, img_n, rest, oh);
+    img[l] = live ? int(img_n) : -1;
     base_h[l] = int(oh) - 1;
     base_w[l] = int(rest - oh * W) - 1;
   }
@@ -80,11 +80,11 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
   for (int l = 0; l < kLA; ++l) {
     const int kk = 0 + (tid + l * kThreads) / kBM;
     float v = 0.0f;
-    if (live[l] && kk < depth) {
+    if (img[l] >= 0 && kk < depth) {
       const int ch = kk / taps, rs = kk - ch * taps;
       const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
       const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-      if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = img[l][(ch * H + hi) * W + wi];
+      if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (ch * H + hi) * W + wi];
     }
     ra[l] = v;
   }
@@ -112,11 +112,11 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_f32_64x64x16_t4x4(
       for (int l = 0; l < kLA; ++l) {
         const int kk = (k0 + kBK) + (tid + l * kThreads) / kBM;
         float v = 0.0f;
-        if (live[l] && kk < depth) {
+        if (img[l] >= 0 && kk < depth) {
           const int ch = kk / taps, rs = kk - ch * taps;
           const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
           const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-          if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = img[l][(ch * H + hi) * W + wi];
+          if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (ch * H + hi) * W + wi];
         }
         ra[l] = v;
       }
@@ -176,7 +176,8 @@ extern "C" int ksol_run(const ksol_call* call) {
   const int64_t pixels = N * H * W;
   if (pixels == 0 || K == 0) return 0;
   const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (K + kBN - 1) / kBN;
-  if (tiles_m > 2147483647 || tiles_n > 65535) return 3;
+  // The kernels keep an element's image index in 32 bits.
+  if (tiles_m > 2147483647 || tiles_n > 65535 || N > 2147483647) return 3;
   // The kernel counts reduction positions and image rows and columns in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
