@@ -38,7 +38,7 @@ const char* const kReserved[] = {
     "abs", "llabs", "tanh", "tanhf", "erf", "erff", "min", "max",
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
-    "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err"};
+    "gelu_tanh", "tf32_round", "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
 enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
@@ -443,6 +443,34 @@ std::string Helpers::source() const {
          "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay\n"
          "  __builtin_memcpy(&x, &u, 4);\n"
          "  return x;\n"
+         "#endif\n"
+         "}\n";
+  if (used("cp_async"))
+    o << "// cp.async (sm_80 and later): a 4-byte copy from global to shared memory that does not pass\n"
+         "// through the registers, zeros where `pred` is false (then no byte of `src` is read). A thread's\n"
+         "// copies form groups (ksol_cp_commit); ksol_cp_wait<N>() returns once all but its newest N groups\n"
+         "// have landed. The host emulation defers each group's copies until a wait asks for them.\n"
+         "__device__ __forceinline__ void ksol_cp_async4(void* dst, const void* src, bool pred) {\n"
+         "#if defined(__CUDA_ARCH__)\n"
+         "  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+         "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" ::\"r\"(s), \"l\"(src), \"r\"(pred ? 4 : 0) : \"memory\");\n"
+         "#elif defined(KSOL_HOST_EMULATION)\n"
+         "  ::ksol_emu::cp_async(dst, src, 4, pred ? 4 : 0);\n"
+         "#endif\n"
+         "}\n"
+         "__device__ __forceinline__ void ksol_cp_commit() {\n"
+         "#if defined(__CUDA_ARCH__)\n"
+         "  asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n"
+         "#elif defined(KSOL_HOST_EMULATION)\n"
+         "  ::ksol_emu::cp_commit();\n"
+         "#endif\n"
+         "}\n"
+         "template <int N>\n"
+         "__device__ __forceinline__ void ksol_cp_wait() {\n"
+         "#if defined(__CUDA_ARCH__)\n"
+         "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+         "#elif defined(KSOL_HOST_EMULATION)\n"
+         "  ::ksol_emu::cp_wait(N);\n"
          "#endif\n"
          "}\n";
   if (used("relu"))
@@ -871,8 +899,44 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
   w.close();
 }
 
+void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage) {
+  w.line(stage_type + " (*const As)[kPA] = slices.ab.a[" + stage + "];");
+  w.line(stage_type + " (*const Bs)[kPB] = slices.ab.b[" + stage + "];");
+}
+
+void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+                          const std::function<void(Writer&)>& multiply) {
+  w.comment("The first kStages - 1 slices' copies in flight, a group each (empty past the end).");
+  w.line("#pragma unroll");
+  w.open("for (int s = 0; s < kStages - 1; ++s)");
+  w.open("if (s * kBK < depth)");
+  issue(w, "(s * kBK)", "s");
+  w.close();
+  w.line("ksol_cp_commit();");
+  w.close();
+  w.line("int stage = 0;");
+  w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+  w.line("ksol_cp_wait<kStages - 2>();  // this slice's group has landed (the newer ones may not have)");
+  w.line("__syncthreads();  // every thread's copies are visible, and the buffer rewritten below is no longer read");
+  w.open("");
+  w.line("const int ahead = k0 + (kStages - 1) * kBK;");
+  w.line("const int into = stage == 0 ? kStages - 1 : stage - 1;  // the buffer the last slice used");
+  w.open("if (ahead < depth)");
+  issue(w, "ahead", "into");
+  w.close();
+  w.line("ksol_cp_commit();");
+  w.close();
+  w.open("");
+  bind_stage(w, "float", "stage");
+  multiply(w);
+  w.close();
+  w.line("stage = stage + 1 == kStages ? 0 : stage + 1;");
+  w.close();
+  w.line("__syncthreads();  // the last slice is multiplied: its memory becomes the staging tiles");
+}
+
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,
-                       const char* rows, const char* cols, int64_t a_regs) {
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages) {
   auto text = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -901,17 +965,22 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
     throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(warps * 32) + " threads per block (" + mode +
                   ": one warp per " + std::to_string(16 * fm) + " x " + std::to_string(16 * fn) + " outputs); a block has at most 1024");
   const int64_t elem = tf32 ? 4 : type_bytes(type), pad = 16 / elem;
-  const int64_t bytes = bk * (bm + pad + bn + pad) * elem + warps * 16 * 20 * 4;
+  const int64_t slices = bk * (bm + pad + bn + pad) * elem, staging = warps * 16 * 20 * 4;
+  const int64_t bytes = stages >= 2 ? std::max(stages * slices, staging) : slices + staging;
+  const std::string staged = stages >= 2 ? " with stages = " + std::to_string(stages) : "";
   if (bytes > 48 * 1024)
-    throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
-                  mode + "); static shared memory is at most 49152 (no opt-in)");
+    throw Refused(tile_text + " with " + tt_text + staged + " stages " + std::to_string(bytes) +
+                  " bytes of shared memory per block (" + mode + "); static shared memory is at most 49152 (no opt-in)");
   const int64_t threads = 32 * warps, la = (bk * bm + threads - 1) / threads, lb = (bk * bn + threads - 1) / threads;
-  const int64_t regs = fm * fn * 8 + la * (1 + a_regs) + lb + 40, budget = std::min<int64_t>(255, 65536 / threads);
+  // The pipeline copies straight to shared memory: no staged values, the gather state remains.
+  const int64_t regs = stages >= 2 ? fm * fn * 8 + la * a_regs + 40 : fm * fn * 8 + la * (1 + a_regs) + lb + 40;
+  const int64_t budget = std::min<int64_t>(255, 65536 / threads);
   if (regs > budget)
-    throw Refused(tile_text + " with " + tt_text + " needs about " + std::to_string(regs) + " registers a thread (" +
-                  std::to_string(fm * fn * 8) + " accumulators, " + std::to_string(la) + " + " + std::to_string(lb) +
-                  " staged elements); " + std::to_string(threads) + " threads a block leave at most " + std::to_string(budget) +
-                  " (" + mode + ")");
+    throw Refused(tile_text + " with " + tt_text + staged + " needs about " + std::to_string(regs) + " registers a thread (" +
+                  std::to_string(fm * fn * 8) + " accumulators, " +
+                  (stages >= 2 ? std::to_string(la) + " gathered elements' state" :
+                                 std::to_string(la) + " + " + std::to_string(lb) + " staged elements") +
+                  "); " + std::to_string(threads) + " threads a block leave at most " + std::to_string(budget) + " (" + mode + ")");
   return warps;
 }
 
@@ -924,10 +993,22 @@ void wmma_constants(Writer& w, const WmmaShape& s) {
   w.line("constexpr int kPA = kBM + " + std::to_string(s.pad) + ", kPB = kBN + " + std::to_string(s.pad) + ";");
 }
 
-void wmma_declarations(Writer& w, const std::string& stage_type) {
-  w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
-  w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
-  w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
+void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages) {
+  if (stages >= 2) {
+    w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
+    w.comment("The slices' buffers (As[reduction][row], Bs[reduction][column] each) and, once the last slice is "
+              "multiplied, each warp's 16 x 16 staging tile, rows padded.");
+    w.open("union KsolSlices");
+    w.line("struct { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type + " b[kStages][kBK][kPB]; } ab;");
+    w.line("float c[kWM * kWN][16][20];");
+    w.close("};");
+    w.line("__shared__ __align__(128) KsolSlices slices;");
+    w.line("float (*const Cs)[16][20] = slices.c;");
+  } else {
+    w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
+    w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
+    w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
+  }
   w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
   w.line("const int wm0 = (warp % kWM) * 16 * kFM, wn0 = (warp / kWM) * 16 * kFN;");
 }
@@ -940,7 +1021,7 @@ void wmma_accumulators(Writer& w) {
   w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::fill_fragment(c_frag[i][j], 0.0f);");
 }
 
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32) {
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded) {
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, kKS, " + frag_type + ", nvcuda::wmma::col_major> a_frag[kFM];");
@@ -950,7 +1031,8 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32) {
     w.open("for (int i = 0; i < " + count + "; ++i)");
     w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
     if (tf32) {
-      w.comment("Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are.");
+      w.comment(rounded ? "Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are."
+                        : "The slices hold the data as they are: the conversion rounds them to TF32 (cvt.rna).");
       w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
              frag + "[i].x[t]);");
     }

@@ -208,8 +208,10 @@ void simt_slice_fma(Writer& w);
 // Bs[kBK][kPB] (B row-major: Bs[k][n]), each warp computing kFM x kFN fragments of 16 x 16 f32
 // accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
 // product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
-// or __half); with `tf32`, loaded elements pass through __float_to_tf32 (the data are rounded when
-// staged, so it leaves them as they are).
+// or __half); with `tf32`, loaded elements pass through __float_to_tf32 (cvt.rna: the rounding
+// itself where the slices hold the data as they are, a no-op where they were rounded when staged).
+// With stages S >= 2 the slices are S shared buffers filled by cp.async (pipelined_slice_loop),
+// in a union with the staging tiles, which the epilogue uses only after the last slice.
 struct WmmaShape {
   int64_t fm = 4, fn = 2;  // fragments per warp
   int64_t ks = 8;          // a fragment's reduction step: 8 (TF32) or 16 (16-bit)
@@ -231,17 +233,32 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // more registers of gather state) and B elements (kLB), plus 40 for the rest, must fit in what a
 // block of its threads leaves a thread (65536 / threads, at most 255), or the kernel would spill.
 // Returns the warps a block; Refused with the rule broken otherwise.
+// With `stages` >= 2 (the cp.async pipeline) the S padded slices share their memory with the
+// staging tiles (the larger counts) and nothing is staged in registers (a_regs each A element).
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
-                       const char* rows, const char* cols, int64_t a_regs);
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1);
+// The pipelined slice loop of the mma kernels (stages >= 2): the first stages - 1 slices' copies
+// issued, then for each slice of kBK positions below `depth`: wait until its copies have landed
+// (cp.async.wait_group kStages - 2), a barrier, the copies of the slice stages - 1 ahead issued
+// into the buffer the last slice used (`issue`, given that slice's first position; it binds As
+// and Bs to buffer `stage` itself), the slice's products from its buffer (`multiply`, with As
+// and Bs bound to it). Every thread commits a group per slice, empty past the end, so the wait's
+// count holds to the last slice; a barrier after the loop frees the buffers for the staging tiles.
+void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+                          const std::function<void(Writer&)>& multiply);
+// Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
+void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of
-// the kernel, `stage_type` the staged elements' type).
-void wmma_declarations(Writer& w, const std::string& stage_type);
+// the kernel, `stage_type` the staged elements' type). With `stages` >= 2: kStages buffers of
+// both slices in a union with the staging tiles (Cs points at them); the loop binds As and Bs.
+void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages = 1);
 // c_frag, declared and zeroed.
 void wmma_accumulators(Writer& w);
 // One staged slice's fragment products (inside the slice loop, between its barriers).
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32);
+// `rounded`: the staged TF32 operands were rounded as they were staged (else the conversion rounds).
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded = true);
 // Each accumulator fragment through the warp's staging tile: `element` emits the store of one
 // output at (fr, fc) of fragment (i, j), its value Cs[warp][fr][fc] (inside a loop: `continue`
 // skips it). `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive columns.

@@ -52,7 +52,8 @@ const std::vector<std::string> kInternal = {
     "narrow", "ksol_decode", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "Cs", "warp", "lane", "wm0", "wn0",
     "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
-    "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute"};
+    "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
+    "into", "s", "src", "ok"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
@@ -279,6 +280,7 @@ struct Sched {
   bool tma = false;
   bool mma = false;  // warp-level tensor cores on the staged slices
   int64_t fm = 4, fn = 2;  // mma: 16 x 16 fragments per warp (pixels x filters)
+  int64_t mma_stages = 1;  // mma: 1 slice staged through registers, or 2-4 shared buffers filled by cp.async
   // The simt kernel's (on the tma path these defaults make its fallback).
   int64_t bm = 64, bn = 64, bk = 16;  // tile: pixels x filters x reduction slice
   int64_t tm = 4, tn = 4;             // thread_tile: pixels x filters per thread
@@ -395,8 +397,8 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   const std::string cuda_mode = s.mma ? "mainloop = mma" : "mainloop = simt";
   if (cluster != std::vector<int64_t>{1, 1})
     throw Refused(cluster_text + ": clusters are the tma path's; " + cuda_mode + " runs one block per tile (cluster = [1, 1])");
-  if (s.stages != 0)
-    throw Refused("stages = " + std::to_string(s.stages) + ": the tma path's; " + cuda_mode + " stages one slice in "
+  if (!s.mma && s.stages != 0)
+    throw Refused("stages = " + std::to_string(s.stages) + ": the tma and mma paths'; " + cuda_mode + " stages one slice in "
                   "registers (stages = auto)");
   if (s.mma) {
     try {
@@ -407,9 +409,21 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
       if (!p.knob("thread_tile")) tt = {4, 2};
       s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
       s.fm = tt[0], s.fn = tt[1];
+      // stages = auto or 1: the next slice staged in registers; 2 to 4: that many shared buffers
+      // filled by cp.async, whose 4-byte copies take 32-bit elements only.
+      if (s.stages != 0) {
+        if (s.stages < 1 || s.stages > 4)
+          throw Refused("stages = " + std::to_string(s.stages) + " must be between 1 and 4, or auto (mainloop = mma: 1 stages "
+                        "the next slice in registers, 2 to 4 fill as many shared buffers by cp.async)");
+        if (s.stages >= 2 && type_bytes(a.in_type) != 4)
+          throw Refused("stages = " + std::to_string(s.stages) + ": mainloop = mma pipelines slices of 32-bit elements only (cp.async "
+                        "copies 4 bytes at least, and the gather reads one " + std::string(dsl::type_name(a.in_type)) +
+                        " element at a time); stages = 1 stages them in registers");
+        s.mma_stages = s.stages;
+      }
       // A staged image element keeps its pixel's image pointer (2 registers), top row and column
       // and liveness beside its value.
-      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5);
+      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages);
     } catch (const Refused& r) {
       if (mainloop == "mma") throw;
       throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
@@ -451,7 +465,7 @@ std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   std::string n = name_stem(p, "conv") + (a.tf32 ? "_tf32" : "");
   if (s.mma)
     return n + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
-           std::to_string(s.fm) + "x" + std::to_string(s.fn);
+           std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.mma_stages >= 2 ? "_s" + std::to_string(s.mma_stages) : "");
   if (!s.tma)
     return n + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_t" +
            std::to_string(s.tm) + "x" + std::to_string(s.tn);
@@ -504,7 +518,8 @@ class Generator {
     }
     w.line();
     Helpers helpers;
-    if (a_.tf32) helpers.use("tf32_round", Type::f32);
+    if (a_.tf32 && s_.mma_stages < 2) helpers.use("tf32_round", Type::f32);
+    if (s_.mma_stages >= 2) helpers.use("cp_async", Type::f32);
     const std::string value = epilogue(helpers);
     std::string act;
     if (s_.tma && !a_.fu.identity) act = cutlass_activation_code(a_.fu, helpers, false);
@@ -618,6 +633,44 @@ class Generator {
     w.line("const int kk = " + kbase + " + e % kBK;");
     w.line("rb[l] = (e < kBK * kBN && filt < " + K() + " && kk < depth) ? " + operand(F() + "[filt * depth + kk]") +
            " : " + stage_zero() + ";");
+    w.close();
+  }
+
+  // The cp.async pipeline's copies of the slice at `kbase` into buffer `stage`: each image element
+  // this thread gathers (zeros outside the image or past the reduction) and each filter element,
+  // as they are (TF32 rounding happens in the fragments).
+  void issue_async(Writer& w, const std::string& kbase, const std::string& stage) {
+    bind_stage(w, "float", stage);
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e >= kBK * kBM) break;");
+    w.line("const int kk = " + kbase + " + e " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
+    w.line("const float* src = " + X() + ";");
+    w.line("bool ok = false;");
+    w.open("if (img[l] >= 0 && kk < depth)");
+    if (a_.nhwc) {
+      w.line("const int rs = kk / chans, ch = kk - rs * chans;");
+    } else {
+      w.line("const int ch = kk / taps, rs = kk - ch * taps;");
+    }
+    w.line("const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;");
+    w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
+    const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
+                                   : "(ch * " + H() + " + hi) * " + W() + " + wi";
+    w.line("ok = hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ";");
+    w.line("if (ok) src += int64_t(img[l]) * image + " + at + ";");
+    w.close();
+    w.line("ksol_cp_async4(&" + a_at() + ", src, ok);");
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLB; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e >= kBK * kBN) break;");
+    w.line("const int64_t filt = tile_n + e / kBK;");
+    w.line("const int kk = " + kbase + " + e % kBK;");
+    w.line("const bool ok = filt < " + K() + " && kk < depth;");
+    w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], ok ? " + F() + " + filt * depth + kk : " + F() + ", ok);");
     w.close();
   }
 
@@ -809,19 +862,28 @@ class Generator {
               std::to_string(s_.threads / 32) + " warps, each " + std::to_string(s_.fm) + " x " + std::to_string(s_.fn) +
               " fragments of 16 x 16 f32 accumulators (warp w at pixels (w % kWM) * 16 * kFM, filters (w / kWM) * 16 * kFN); "
               "the reduction advances " + std::to_string(s_.bk) + " at a time through shared memory, the image slice "
-              "gathered (im2col) while it is loaded, taps outside the image as 0, the next slice staged in registers "
-              "while the current one is multiplied, " + std::to_string(mma_k_step(a_)) + " reduction positions per "
-              "fragment product (" + (a_.tf32 ? "TF32: operands rounded to TF32 as they are staged" :
-                                                 std::string(dsl::type_name(a_.in_type)) + " data as they are") +
+              "gathered (im2col) while it is loaded, taps outside the image as 0, " +
+              (s_.mma_stages >= 2 ? "copied by cp.async into " + std::to_string(s_.mma_stages) + " buffers (the next " +
+                                        std::to_string(s_.mma_stages - 1) + " slices in flight while one is multiplied), "
+                                  : std::string("the next slice staged in registers while the current one is multiplied, ")) +
+              std::to_string(mma_k_step(a_)) + " reduction positions per fragment product (" +
+              (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 as the fragments are loaded"
+                                             : "TF32: operands rounded to TF32 as they are staged")
+                       : std::string(dsl::type_name(a_.in_type)) + " data as they are") +
               ", f32 accumulation). The accumulators reach the epilogue through a 16 x 16 staging tile per warp.");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
-    wmma_declarations(w, st);
+    wmma_declarations(w, st, s_.mma_stages);
     gather_setup(w);
     wmma_accumulators(w);
-    w.line(st + " ra[kLA], rb[kLB];");
-    load(w, "0");
-    staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
-                      [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
+    if (s_.mma_stages >= 2) {
+      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32, false); });
+    } else {
+      w.line(st + " ra[kLA], rb[kLB];");
+      load(w, "0");
+      staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
+    }
     w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
               (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
               ", so a warp's stores cover consecutive addresses.");
@@ -986,7 +1048,7 @@ const FamilyGenerator& family() {
             "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]"}},
           {"thread_tile", "[4, 4]", {"[2, 2]", "[4, 2]", "[2, 4]", "[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
-          {"stages", "auto", {"auto", "4"}},
+          {"stages", "auto", {"auto", "2", "3", "4"}},
       },
       &check,
       &generate,

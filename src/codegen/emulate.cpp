@@ -49,6 +49,7 @@ const char* const kEmulatorHeader = R"EMU(// ksol host emulation of the CUDA dev
 
 // A kernel's static shared arrays are function statics: blocks run one after another, and the
 // threads of the running block share them.
+#define KSOL_HOST_EMULATION 1
 #undef __shared__
 #define __shared__ static
 #define __launch_bounds__(...)
@@ -128,6 +129,31 @@ T exchange(T v, int src_lane) {
     std::memcpy(&out, &b->slots[warp * 32 + src_lane], sizeof(T));
   b->warp_sync[warp]->wait();  // every lane has read before the slots are rewritten
   return out;
+}
+
+// cp.async as the most patient hardware would run it: a thread's copies wait in their commit
+// group until a wait_group asks for that group, so a slice read before its wait reads what the
+// buffer held before (the previous block's or slice's data), and the emulated run goes wrong.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  int bytes, src_bytes;
+};
+inline thread_local std::vector<AsyncCopy> cp_open;
+inline thread_local std::vector<std::vector<AsyncCopy>> cp_groups;
+inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) { cp_open.push_back({dst, src, bytes, src_bytes}); }
+inline void cp_commit() {
+  cp_groups.push_back(std::move(cp_open));
+  cp_open.clear();
+}
+inline void cp_wait(int newest_left) {
+  while ((int)cp_groups.size() > newest_left) {
+    for (const AsyncCopy& c : cp_groups.front()) {
+      std::memset(c.dst, 0, c.bytes);
+      std::memcpy(c.dst, c.src, c.src_bytes);
+    }
+    cp_groups.erase(cp_groups.begin());
+  }
 }
 
 template <typename T>
