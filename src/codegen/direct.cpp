@@ -45,7 +45,8 @@ const std::vector<std::string> kInternal = {
     "kBM", "kBN", "kBK", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "kLA", "kLB", "As", "Bs", "Cs", "tid", "warp",
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
-    "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps"};
+    "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
+    "slices", "stage", "ahead", "into", "s", "src"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -239,6 +240,7 @@ struct Sched {
   int64_t threads = 256;              // the thread-per-output kernel's
   int64_t bm = 128, bn = 128, bk = 32;  // mma: rows x columns x reduction slice
   int64_t fm = 4, fn = 2;             // mma: fragments per warp
+  int64_t stages = 1;                 // mma: 1 slice staged in registers, or 2-4 shared buffers filled by cp.async
 };
 
 std::string list_text(const std::vector<int64_t>& v) {
@@ -265,7 +267,15 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   std::vector<int64_t> tile = list_of(k, "tile", 3, "[ROWS, COLUMNS, SLICE]");
   std::vector<int64_t> tt = list_of(k, "thread_tile", 2, "[FM, FN]");
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
+  const dsl::ScheduleValue& st = k.value("stages");
+  int64_t stages = 0;  // auto
+  if (st.kind == dsl::ScheduleValue::Kind::integer) stages = st.integer;
+  else if (!(st.kind == dsl::ScheduleValue::Kind::ident && st.ident == "auto"))
+    throw Refused("stages = " + value_text(st) + " must be an integer or auto");
   if (!s.mma) {
+    if (stages != 0)
+      throw Refused("stages = " + std::to_string(stages) + ": the mma kernel's; mainloop = loop runs a thread per output "
+                    "(leave stages auto)");
     // The mma kernel's knobs at other than their defaults (a schedule names every knob).
     if (tile != std::vector<int64_t>{128, 128, 16} || tt != std::vector<int64_t>{4, 2})
       throw Refused((tile != std::vector<int64_t>{128, 128, 16} ? tile_text : tt_text) +
@@ -280,8 +290,20 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
                     "threads (leave threads 256)");
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
+    // stages = auto or 1: the next slice staged in registers; 2 to 4: that many shared buffers
+    // filled by cp.async, whose 4-byte copies take 32-bit elements only.
+    if (stages != 0) {
+      if (stages < 1 || stages > 4)
+        throw Refused("stages = " + std::to_string(stages) + " must be between 1 and 4, or auto (mainloop = mma: 1 stages the "
+                      "next slice in registers, 2 to 4 fill as many shared buffers by cp.async)");
+      if (stages >= 2 && type_bytes(ct.in_type) != 4)
+        throw Refused("stages = " + std::to_string(stages) + ": mainloop = mma pipelines slices of 32-bit elements only (cp.async "
+                      "copies 4 bytes at least, and the gather reads one " + std::string(dsl::type_name(ct.in_type)) +
+                      " element at a time); stages = 1 stages them in registers");
+      s.stages = stages;
+    }
     // A staged image element keeps its row's decoded indices and liveness beside its value.
-    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1);
+    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1, s.stages);
   } catch (const Refused& r) {
     if (mainloop == "mma") throw;
     throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
@@ -300,7 +322,8 @@ std::string kernel_name_of(const dsl::Program& p) {
   if (!s.mma) return stem + "_t" + std::to_string(s.threads);
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
-         std::to_string(s.fm) + "x" + std::to_string(s.fn) + "_fbt" + std::to_string(s.threads);
+         std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") + "_fbt" +
+         std::to_string(s.threads);
 }
 
 class Generator {
@@ -388,6 +411,46 @@ class Generator {
 
   // One read of input `prm` into a fresh local, its `outside` value where its indices leave the
   // tensor (the index variables in scope by their names); returns the local's name.
+  // The positions of a read with compound indices, each checked against the tensor's extent (and
+  // its divisor), as locals: the condition that every one is inside, and the flat offset.
+  std::pair<std::string, std::string> positions(Writer& w, const Expr& r, const Param& prm) {
+    std::string ok, off;
+    for (size_t k = 0; k < r.indices.size(); ++k) {
+      const IndexExpr& ix = r.indices[k];
+      const std::string at = names_.fresh("at");
+      const std::string n = extent(prm.extents[k]);
+      if (ix.divisor != 1) {
+        const std::string num = names_.fresh("num");
+        const std::string d = std::to_string(ix.divisor);
+        w.line("const int64_t " + num + " = " + index_code(ix) + ";");
+        w.line("const int64_t " + at + " = " + num + " >= 0 && " + num + " % " + d + " == 0 ? " + num + " / " + d + " : -1;");
+      } else {
+        w.line("const int64_t " + at + " = " + index_code(ix) + ";");
+      }
+      ok += (ok.empty() ? "" : " && ") + at + " >= 0 && " + at + " < " + n;
+      off = k == 0 ? at : "(" + off + ") * " + n + " + " + at;
+    }
+    return {ok, off};
+  }
+
+  // The address of a read for a cp.async copy: sets `src` to it and `ok` to whether it is inside
+  // the tensor (else `src` stays, and the copy zero-fills).
+  void read_address(Writer& w, const Expr& r, const Param& prm) {
+    bool compound = false;
+    for (const IndexExpr& ix : r.indices) compound = compound || dsl::index_is_compound(ix) || ix.offset != 0;
+    if (!compound) {
+      std::string off;
+      for (size_t k = 0; k < r.indices.size(); ++k)
+        off = k == 0 ? "(int64_t)" + names_[r.indices[k].var] : "(" + off + ") * " + extent(prm.extents[k]) + " + " + names_[r.indices[k].var];
+      w.line("src = " + names_[prm.name] + " + " + (off.empty() ? "0" : off) + ";");
+      w.line("ok = true;");
+      return;
+    }
+    const auto [inside, off] = positions(w, r, prm);
+    w.line("ok = " + inside + ";");
+    w.line("if (ok) src = " + names_[prm.name] + " + " + off + ";");
+  }
+
   std::string load_read(Writer& w, const Expr& read, const Param& param) {
     const Expr* r = &read;
     const Param* prm = &param;
@@ -407,22 +470,7 @@ class Generator {
       // Each position's index, checked against the tensor's extent (and its divisor).
       w.line(t + " " + v + ";");
       w.open("");  // a block of its own: the position locals are per read
-      std::string ok, off;
-      for (size_t k = 0; k < r->indices.size(); ++k) {
-        const IndexExpr& ix = r->indices[k];
-        const std::string at = names_.fresh("at");
-        const std::string n = extent(prm->extents[k]);
-        if (ix.divisor != 1) {
-          const std::string num = names_.fresh("num");
-          const std::string d = std::to_string(ix.divisor);
-          w.line("const int64_t " + num + " = " + index_code(ix) + ";");
-          w.line("const int64_t " + at + " = " + num + " >= 0 && " + num + " % " + d + " == 0 ? " + num + " / " + d + " : -1;");
-        } else {
-          w.line("const int64_t " + at + " = " + index_code(ix) + ";");
-        }
-        ok += (ok.empty() ? "" : " && ") + at + " >= 0 && " + at + " < " + n;
-        off = k == 0 ? at : "(" + off + ") * " + n + " + " + at;
-      }
+      const auto [ok, off] = positions(w, *r, *prm);
       const std::string fill = prm->lowest_outside ? "-INFINITY" : literal(0, prm->type);
       w.line(v + " = (" + ok + ") ? " + names_[prm->name] + "[" + off + "] : " + (prm->lowest_outside ? "(" + t + ")" : "") + fill + ";");
       w.close();
@@ -618,10 +666,47 @@ class Generator {
     w.close();
   }
 
+  // The cp.async pipeline's copies of the slice at `kbase` into buffer `stage`: A gathered through
+  // the image's index expressions (zeros outside or past the reduction), B through the filter's,
+  // both as they are (TF32 rounding happens in the fragments).
+  void mma_issue(Writer& w, const std::string& kbase, const std::string& stage) {
+    const Definition& d = *s_.reduce;
+    bind_stage(w, "float", stage);
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e >= kBK * kBM) break;");
+    w.line("const int kk = " + kbase + " + e / kBM;");
+    w.line("const float* src = " + names_[c_.image->name] + ";");
+    w.line("bool ok = false;");
+    w.open("if (live[l] && kk < depth)");
+    for (size_t k : c_.rows) w.line("const int " + names_[d.indices[k]] + " = " + row_arrays_.at(k) + "[l];");
+    decode_reduced(w, "kk");
+    read_address(w, *c_.image, *p_.param(c_.image->name));
+    w.close();
+    w.line("ksol_cp_async4(&As[e / kBM][e % kBM], src, ok);");
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLB; ++l)");
+    w.line("const int e = tid + l * kThreads;");
+    w.line("if (e >= kBK * kBN) break;");
+    w.line("const int col = tile_n + e / kBK, kk = " + kbase + " + e % kBK;");
+    w.line("const float* src = " + names_[c_.filter->name] + ";");
+    w.line("bool ok = false;");
+    w.open("if (col < cols_total && kk < depth)");
+    decode(w, "col", c_.cols);
+    decode_reduced(w, "kk");
+    read_address(w, *c_.filter, *p_.param(c_.filter->name));
+    w.close();
+    w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], src, ok);");
+    w.close();
+  }
+
   void mma_kernel(Writer& w) {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
     if (c_.tf32) helpers_.use("tf32_round", Type::f32);
+    if (sched_.stages >= 2) helpers_.use("cp_async", Type::f32);
     const std::string st = stage_type();
     const std::string frag_t = c_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(c_.in_type);
     std::string rows, cols, layers, red;
@@ -640,13 +725,17 @@ class Generator {
     w.comment("Implicit GEMM on the tensor cores: rows (" + rows + ") x columns (" + cols + ")" +
               (layers.empty() ? "" : ", a grid layer per (" + layers + ")") + ", the reduction over (" + red +
               ") in the filter's order. A block computes kBM x kBN outputs with kWM x kWN warps of kFM x kFN 16 x 16 "
-              "fragments; the slices are staged through registers (the next while the current one is multiplied), A "
+              "fragments; the slices are " +
+              (sched_.stages >= 2 ? "copied by cp.async into kStages shared buffers (kStages - 1 slices in flight while one "
+                                    "is multiplied), A "
+                                  : std::string("staged through registers (the next while the current one is multiplied), A ")) +
               "gathered through " + c_.image->name + "'s index expressions (zero outside), " +
-              (c_.tf32 ? "both rounded to TF32" : std::string("both as ") + type_name(c_.in_type)) +
+              (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 as the fragments are loaded" : "both rounded to TF32")
+                       : std::string("both as ") + type_name(c_.in_type)) +
               "; the accumulators go to the epilogue through each warp's staging tile.");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
            "int rows_total, int cols_total, int depth_all)");
-    wmma_declarations(w, st);
+    wmma_declarations(w, st, sched_.stages);
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM;");
     w.line("const int tile_n = int(blockIdx.y) * kBN;");
     w.line("int layer = int(blockIdx.z);");
@@ -703,10 +792,15 @@ class Generator {
     }
     w.close();
     wmma_accumulators(w);
-    w.line(st + " ra[kLA], rb[kLB];");
-    mma_load(w, "0");
-    staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
-                      [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
+    if (sched_.stages >= 2) {
+      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32, false); });
+    } else {
+      w.line(st + " ra[kLA], rb[kLB];");
+      mma_load(w, "0");
+      staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
+    }
     w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
     wmma_store_fragments(w, true, [&](Writer& e) {
       e.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
@@ -786,6 +880,7 @@ const FamilyGenerator& direct_family() {
           {"mainloop", "auto", {"loop", "mma"}},
           {"tile", "[128, 128, 16]", {"[64, 64, 16]", "[128, 64, 16]", "[64, 128, 16]", "[128, 128, 16]", "[128, 32, 16]", "[128, 16, 16]", "[64, 32, 16]", "[32, 32, 16]", "[128, 64, 32]", "[128, 32, 32]"}},
           {"thread_tile", "[4, 2]", {"[1, 1]", "[2, 1]", "[2, 2]", "[4, 2]", "[4, 4]"}},
+          {"stages", "auto", {"auto", "2", "3"}},
       },
       &check,
       &generate,

@@ -90,7 +90,7 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(p), "direct_convt1d_f32_t256");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"split_k", "2"}})),
-            "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile");
+            "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile, stages");
   // f32 products: the thread-per-output kernel; the tensor cores' knobs are refused with why.
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"mainloop", "mma"}})),
             "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
@@ -353,6 +353,41 @@ TEST(CodegenDirect, TensorCoreContractionsOnTheHostMatchTheInterpreter) {
   mma_on_host(kMmaCases[4], {one_warp}, true);
   mma_on_host(kMmaCases[5], {four_warps}, false);
   mma_on_host(kMmaCases[6], {one_warp}, true);
+}
+
+// The cp.async pipeline (stages 2 and 3) against the interpreter: TF32 3-D, transposed with
+// phases, grouped, strided 1-D; the host emulation defers each group's copies until a wait asks
+// for it, so a slice read early reads the buffer's old contents.
+TEST(CodegenDirect, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
+  const codegen::Schedule two = {{"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "2"}};
+  const codegen::Schedule three = {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[1, 2]"}, {"stages", "3"}};
+  mma_on_host(kMmaCases[0], {two, three}, true);
+  mma_on_host(kMmaCases[1], {three}, true);
+  mma_on_host(kMmaCases[2], {two}, false);
+  mma_on_host(kMmaCases[5], {three}, false);
+  mma_on_host(kMmaCases[6], {two}, true);
+  const dsl::Program c3 = parse(kMmaCases[0].program);
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "3"}})),
+            "direct_conv3d_tf32_f32_mma_128x64x16_w2x2_s3_fbt256");
+  EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"mainloop", "loop"}, {"stages", "2"}})),
+            "stages = 2: the mma kernel's; mainloop = loop runs a thread per output (leave stages auto)");
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kMmaCases[3].program), {{"stages", "2"}})),
+            "stages = 2: mainloop = mma pipelines slices of 32-bit elements only (cp.async copies 4 bytes at least, and the "
+            "gather reads one bf16 element at a time); stages = 1 stages them in registers (mainloop = auto takes mma for this "
+            "program; mainloop = loop runs a thread per output)");
+  // Through nvcc (sm_90) with the cp.async helpers.
+  std::vector<CompileJob> jobs;
+  for (size_t i : {0, 1, 5}) {
+    const dsl::Program p = codegen::with_schedule(parse(kMmaCases[i].program), {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "3"}});
+    CompileJob j;
+    j.source_path = codegen::kernel_name(p) + ".cu";
+    j.source_text = codegen::generate_cuda(p, {});
+    j.arch = codegen::compile_needs(p).arch;
+    EXPECT_NE(j.source_text.find("cp.async.ca.shared.global"), std::string::npos);
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }
 
 // What the contraction analysis takes and refuses, and the names.
