@@ -603,15 +603,9 @@ class Generator {
     return a_.in_type == Type::bf16 ? "__float2bfloat16(0.0f)" : "__float2half(0.0f)";
   }
 
-  // The next slice of the image (gathered) and the filter into registers. The image element l of
-  // this thread is pixel e % kBM at reduction position e / kBM (NCHW: consecutive threads read
-  // consecutive pixels), or pixel e / kBK at position e % kBK (NHWC: consecutive channels).
-  void load(Writer& w, const std::string& kbase) {
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
-    w.line(stage_type() + " v = " + stage_zero() + ";");
-    w.open("if (img[l] >= 0 && kk < depth)");
+  // The tap of reduction position kk for image element l (in scope): its channel and image row
+  // and column hi, wi; returns the element's offset within its image.
+  std::string gather_tap(Writer& w) {
     if (a_.nhwc) {
       w.line("const int rs = kk / chans, ch = kk - rs * chans;");
     } else {
@@ -621,7 +615,23 @@ class Generator {
     w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
     const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
                                    : "(ch * " + H() + " + hi) * " + W() + " + wi";
-    w.line("if (hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ") v = " +
+    return at;
+  }
+
+  // Whether the tap gather_tap() decoded lies inside the image (else it reads 0).
+  std::string inside_image() const { return "hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W(); }
+
+  // The next slice of the image (gathered) and the filter into registers. The image element l of
+  // this thread is pixel e % kBM at reduction position e / kBM (NCHW: consecutive threads read
+  // consecutive pixels), or pixel e / kBK at position e % kBK (NHWC: consecutive channels).
+  void load(Writer& w, const std::string& kbase) {
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < kLA; ++l)");
+    w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
+    w.line(stage_type() + " v = " + stage_zero() + ";");
+    w.open("if (img[l] >= 0 && kk < depth)");
+    const std::string at = gather_tap(w);
+    w.line("if (" + inside_image() + ") v = " +
            operand(X() + "[int64_t(img[l]) * image + " + at + "]") + ";");
     w.close();
     w.line("ra[l] = v;");
@@ -649,16 +659,8 @@ class Generator {
     w.line("const float* src = " + X() + ";");
     w.line("bool ok = false;");
     w.open("if (img[l] >= 0 && kk < depth)");
-    if (a_.nhwc) {
-      w.line("const int rs = kk / chans, ch = kk - rs * chans;");
-    } else {
-      w.line("const int ch = kk / taps, rs = kk - ch * taps;");
-    }
-    w.line("const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;");
-    w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
-    const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
-                                   : "(ch * " + H() + " + hi) * " + W() + " + wi";
-    w.line("ok = hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W() + ";");
+    const std::string at = gather_tap(w);
+    w.line("ok = " + inside_image() + ";");
     w.line("if (ok) src += int64_t(img[l]) * image + " + at + ";");
     w.close();
     w.line("ksol_cp_async4(&" + a_at() + ", src, ok);");
