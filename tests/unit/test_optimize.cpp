@@ -634,6 +634,35 @@ TEST(Optimize, TheExpertMovesATf32ConvOntoTheTensorCores) {
   }
 }
 
+TEST(Optimize, TheExpertPipelinesATf32ConvOnTheTensorCores) {
+  // A TF32 conv already on the warp-level tensor cores (mma, one slice staged in registers) whose
+  // loads are not hidden: R52 offers the cp.async pipeline first, every proposal legal, some with
+  // slices in flight (a kernel name with _s2 or _s3).
+  SeedCase s = setup("conv2d_f32");
+  std::string text = read_file(s.task.dir + "/program.ksol");
+  text.replace(text.find("X[n, c, h+r-1, w+s-1] * F[k, c, r, s]"), 37, "tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])");
+  const dsl::Program tf = codegen::with_schedule(dsl::parse_program(text, "tf32.ksol"), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}});
+  ASSERT_TRUE(codegen::detail::conv_uses_tensor_cores(tf));
+  agents::ExpertAgent a(knowledge(), 1);
+  agents::Profile prof;
+  prof.precision = "tf32";
+  prof.bound = "compute";
+  prof.bottleneck = "memory_latency";
+  prof.pct_sol = 0.25;
+  prof.dims = {{"N", 8}, {"C", 64}, {"H", 56}, {"W", 56}, {"K", 64}};
+  std::vector<std::string> log;
+  auto props = a.propose(tf, prof, search::binding_of(s.task), {}, &log);
+  ASSERT_FALSE(props.empty()) << join(log, "\n");
+  EXPECT_EQ(props[0].method, "multistage_pipeline") << join(log, "\n");
+  bool piped = false;
+  for (auto& pr : props) {
+    EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
+    const std::string n = codegen::kernel_name(pr.program);
+    piped = piped || n.find("_s2") != std::string::npos || n.find("_s3") != std::string::npos;
+  }
+  EXPECT_TRUE(piped) << join(log, "\n");
+}
+
 namespace {
 struct OlderGpu : search::ScriptedEvaluator {
   std::pair<double, double> device_sm() const override { return {80, 108}; }
