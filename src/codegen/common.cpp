@@ -38,7 +38,8 @@ const char* const kReserved[] = {
     "abs", "llabs", "tanh", "tanhf", "erf", "erff", "min", "max",
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
-    "gelu_tanh", "tf32_round", "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err"};
+    "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
+    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
 enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
@@ -933,6 +934,18 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.line("stage = stage + 1 == kStages ? 0 : stage + 1;");
   w.close();
   w.line("__syncthreads();  // the last slice is multiplied: its memory becomes the staging tiles");
+}
+
+int64_t check_mma_stages(int64_t stages, Type type) {
+  if (stages == 0) return 1;
+  if (stages < 1 || stages > 4)
+    throw Refused("stages = " + std::to_string(stages) + " must be between 1 and 4, or auto (mainloop = mma: 1 stages the "
+                  "next slice in registers, 2 to 4 fill as many shared buffers by cp.async)");
+  if (stages >= 2 && type_bytes(type) != 4)
+    throw Refused("stages = " + std::to_string(stages) + ": mainloop = mma pipelines slices of 32-bit elements only (cp.async "
+                  "copies 4 bytes at least, and the gather reads one " + std::string(dsl::type_name(type)) +
+                  " element at a time); stages = 1 stages them in registers");
+  return stages;
 }
 
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,

@@ -237,6 +237,10 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // staging tiles (the larger counts) and nothing is staged in registers (a_regs each A element).
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
                        const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1);
+// The mma kernels' `stages` (0 for auto): 1 (auto too) stages the next slice in registers, 2 to 4
+// fill as many shared buffers by cp.async, for 32-bit elements only (`type`, the staged data's).
+// Returns the count; Refused with the rule broken otherwise.
+int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // The pipelined slice loop of the mma kernels (stages >= 2): the first stages - 1 slices' copies
 // issued, then for each slice of kBK positions below `depth`: wait until its copies have landed
 // (cp.async.wait_group kStages - 2), a barrier, the copies of the slice stages - 1 ahead issued

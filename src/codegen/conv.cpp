@@ -409,18 +409,7 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
       if (!p.knob("thread_tile")) tt = {4, 2};
       s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
       s.fm = tt[0], s.fn = tt[1];
-      // stages = auto or 1: the next slice staged in registers; 2 to 4: that many shared buffers
-      // filled by cp.async, whose 4-byte copies take 32-bit elements only.
-      if (s.stages != 0) {
-        if (s.stages < 1 || s.stages > 4)
-          throw Refused("stages = " + std::to_string(s.stages) + " must be between 1 and 4, or auto (mainloop = mma: 1 stages "
-                        "the next slice in registers, 2 to 4 fill as many shared buffers by cp.async)");
-        if (s.stages >= 2 && type_bytes(a.in_type) != 4)
-          throw Refused("stages = " + std::to_string(s.stages) + ": mainloop = mma pipelines slices of 32-bit elements only (cp.async "
-                        "copies 4 bytes at least, and the gather reads one " + std::string(dsl::type_name(a.in_type)) +
-                        " element at a time); stages = 1 stages them in registers");
-        s.mma_stages = s.stages;
-      }
+      s.mma_stages = check_mma_stages(s.stages, a.in_type);
       // A staged image element keeps its pixel's image pointer (2 registers), top row and column
       // and liveness beside its value.
       s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages);

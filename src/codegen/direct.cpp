@@ -290,18 +290,7 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
                     "threads (leave threads 256)");
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
-    // stages = auto or 1: the next slice staged in registers; 2 to 4: that many shared buffers
-    // filled by cp.async, whose 4-byte copies take 32-bit elements only.
-    if (stages != 0) {
-      if (stages < 1 || stages > 4)
-        throw Refused("stages = " + std::to_string(stages) + " must be between 1 and 4, or auto (mainloop = mma: 1 stages the "
-                      "next slice in registers, 2 to 4 fill as many shared buffers by cp.async)");
-      if (stages >= 2 && type_bytes(ct.in_type) != 4)
-        throw Refused("stages = " + std::to_string(stages) + ": mainloop = mma pipelines slices of 32-bit elements only (cp.async "
-                      "copies 4 bytes at least, and the gather reads one " + std::string(dsl::type_name(ct.in_type)) +
-                      " element at a time); stages = 1 stages them in registers");
-      s.stages = stages;
-    }
+    s.stages = check_mma_stages(stages, ct.in_type);
     // A staged image element keeps its row's decoded indices and liveness beside its value.
     check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1, s.stages);
   } catch (const Refused& r) {
@@ -411,6 +400,21 @@ class Generator {
 
   // One read of input `prm` into a fresh local, its `outside` value where its indices leave the
   // tensor (the index variables in scope by their names); returns the local's name.
+  // Whether a read has an index other than a plain variable (which needs a bounds check).
+  static bool compound(const Expr& r) {
+    for (const IndexExpr& ix : r.indices)
+      if (dsl::index_is_compound(ix) || ix.offset != 0) return true;
+    return false;
+  }
+
+  // The flat offset of a read at plain indices (always inside the tensor).
+  std::string plain_offset(const Expr& r, const Param& prm) const {
+    std::string off;
+    for (size_t k = 0; k < r.indices.size(); ++k)
+      off = k == 0 ? "(int64_t)" + names_[r.indices[k].var] : "(" + off + ") * " + extent(prm.extents[k]) + " + " + names_[r.indices[k].var];
+    return off.empty() ? "0" : off;
+  }
+
   // The positions of a read with compound indices, each checked against the tensor's extent (and
   // its divisor), as locals: the condition that every one is inside, and the flat offset.
   std::pair<std::string, std::string> positions(Writer& w, const Expr& r, const Param& prm) {
@@ -436,13 +440,8 @@ class Generator {
   // The address of a read for a cp.async copy: sets `src` to it and `ok` to whether it is inside
   // the tensor (else `src` stays, and the copy zero-fills).
   void read_address(Writer& w, const Expr& r, const Param& prm) {
-    bool compound = false;
-    for (const IndexExpr& ix : r.indices) compound = compound || dsl::index_is_compound(ix) || ix.offset != 0;
-    if (!compound) {
-      std::string off;
-      for (size_t k = 0; k < r.indices.size(); ++k)
-        off = k == 0 ? "(int64_t)" + names_[r.indices[k].var] : "(" + off + ") * " + extent(prm.extents[k]) + " + " + names_[r.indices[k].var];
-      w.line("src = " + names_[prm.name] + " + " + (off.empty() ? "0" : off) + ";");
+    if (!compound(r)) {
+      w.line("src = " + names_[prm.name] + " + " + plain_offset(r, prm) + ";");
       w.line("ok = true;");
       return;
     }
@@ -457,14 +456,8 @@ class Generator {
     {
       const std::string v = names_.fresh(names_[prm->name] + "_at");
       const std::string t = cuda_type(prm->type);
-      bool compound = false;
-      for (const IndexExpr& ix : r->indices) compound = compound || dsl::index_is_compound(ix) || ix.offset != 0;
-      if (!compound) {
-        std::string off;
-        for (size_t k = 0; k < r->indices.size(); ++k)
-          off = k == 0 ? "(int64_t)" + names_[r->indices[k].var]
-                       : "(" + off + ") * " + extent(prm->extents[k]) + " + " + names_[r->indices[k].var];
-        w.line("const " + t + " " + v + " = " + names_[prm->name] + "[" + (off.empty() ? "0" : off) + "];");
+      if (!compound(*r)) {
+        w.line("const " + t + " " + v + " = " + names_[prm->name] + "[" + plain_offset(*r, *prm) + "];");
         return v;
       }
       // Each position's index, checked against the tensor's extent (and its divisor).
