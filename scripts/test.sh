@@ -2,7 +2,7 @@
 # The tests, in two tiers (docs/TESTING.md):
 #   scripts/test.sh           the fast tier: unit, golden, errors, hacks (compiled and checked up to
 #                             the launch), e2e against a scripted worker; every test not in
-#                             tests/slow.txt. A few minutes on 2 cores.
+#                             tests/slow.txt. About 10 minutes on 2 cores.
 #   scripts/test.sh --slow    the slow tier alone: the tests listed in tests/slow.txt
 #   scripts/test.sh --all     both
 # Further arguments go to ctest (e.g. -R Optimize). GPU cases skip with their reason where there

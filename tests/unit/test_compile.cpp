@@ -133,19 +133,6 @@ TEST(Compile, NvccBuildsCachesAndReportsErrors) {
   EXPECT_NE(c.message.find("undefined_thing"), std::string::npos);
 }
 
-// Every built-in baseline and reference compiles (in parallel, cached).
-TEST(Compile, AllBuiltinSourcesCompile) {
-  std::vector<CompileJob> jobs;
-  for (auto& d : builtin_task_dirs()) {
-    Task t = load_task(d);
-    for (auto& b : t.baselines) jobs.push_back(baseline_job(t, b));
-    jobs.push_back(reference_job(t, false));
-    if (!t.ref_gpu.empty()) jobs.push_back(reference_job(t, true));
-  }
-  auto res = compile_all(jobs);
-  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
-}
-
 // A user's plain C function is wrapped by a generated shim and compiles through the same path.
 TEST(Compile, PlainCFunctionCandidateCompiles) {
   Task t = load_task(resolve_task_path("spmv_csr_f32"));
