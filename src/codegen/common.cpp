@@ -879,17 +879,18 @@ void simt_slice_fma(Writer& w) {
 }
 
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply) {
+                       const std::function<void(Writer&)>& multiply, bool tf32) {
+  auto staged = [&](const std::string& r) { return tf32 ? "tf32_round(" + r + ")" : r; };
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLA; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if (e < kBK * kBM) " + a_at + " = ra[l];");
+  w.line("if (e < kBK * kBM) " + a_at + " = " + staged("ra[l]") + ";");
   w.close();
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLB; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];");
+  w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = " + staged("rb[l]") + ";");
   w.close();
   w.line("__syncthreads();");
   w.open("if (k0 + kBK < depth)");
@@ -1043,9 +1044,8 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < " + count + "; ++i)");
     w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
-    if (tf32) {
-      w.comment(rounded ? "Already rounded when staged: the conversion WMMA's TF32 fragments ask for leaves them as they are."
-                        : "The slices hold the data as they are: the conversion rounds them to TF32 (cvt.rna).");
+    if (tf32 && !rounded) {
+      w.comment("The slices hold the data as they are: the conversion rounds them to TF32 (cvt.rna).");
       w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
              frag + "[i].x[t]);");
     }

@@ -208,8 +208,8 @@ void simt_slice_fma(Writer& w);
 // Bs[kBK][kPB] (B row-major: Bs[k][n]), each warp computing kFM x kFN fragments of 16 x 16 f32
 // accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
 // product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
-// or __half); with `tf32`, loaded elements pass through __float_to_tf32 (cvt.rna: the rounding
-// itself where the slices hold the data as they are, a no-op where they were rounded when staged).
+// or __half). TF32 fragments take the slices' data as rounded to TF32 when they were staged, or
+// round them (__float_to_tf32, cvt.rna) where the slices hold the data as they are.
 // With stages S >= 2 the slices are S shared buffers filled by cp.async (pipelined_slice_loop),
 // in a union with the staging tiles, which the epilogue uses only after the last slice.
 struct WmmaShape {
@@ -221,9 +221,11 @@ struct WmmaShape {
 // direct's mma): for each slice of kBK reduction positions below `depth`, the registers ra/rb
 // into As (at `a_at`, an expression of the element e) and Bs[e % kBK][e / kBK], a barrier, the
 // next slice's loads (`load`, given its first position), the slice's products (`multiply`), a
-// barrier. The first slice's loads come before it.
+// barrier. The first slice's loads come before it. With `tf32`, the registers hold the data as
+// loaded and are rounded to TF32 (tf32_round) as they are stored: a rounding at the load would make
+// each load's wait come right after it, where the stores come after the slice's products.
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply);
+                       const std::function<void(Writer&)>& multiply, bool tf32 = false);
 // The mma kernels' tile rules: `tile` [ROWS, COLUMNS, SLICE] in whole warps of `thread_tile`
 // [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
 // fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
@@ -261,7 +263,9 @@ void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages 
 // c_frag, declared and zeroed.
 void wmma_accumulators(Writer& w);
 // One staged slice's fragment products (inside the slice loop, between its barriers).
-// `rounded`: the staged TF32 operands were rounded as they were staged (else the conversion rounds).
+// `rounded`: the staged TF32 operands were rounded as they were staged, and the fragments take them
+// as they are (the tensor cores read a TF32 operand's upper 19 bits, which then are all it has);
+// else each loaded element is rounded by the conversion.
 void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded = true);
 // Each accumulator fragment through the warp's staging tile: `element` emits the store of one
 // output at (fr, fc) of fragment (i, j), its value Cs[warp][fr][fc] (inside a loop: `continue`

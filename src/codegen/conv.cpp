@@ -574,12 +574,12 @@ class Generator {
     return (o < 0 ? " - " : " + ") + std::to_string(o < 0 ? -o : o);
   }
 
-  // An element of the image or the filter as the kernel multiplies it: in f32, rounded to TF32
-  // when the program says tf32(...).
+  // An element of the image or the filter as the register-staged kernels load it: in f32 (16-bit
+  // data as they are for the mma kernel); staged_slice_loop rounds it to TF32 as it is stored when
+  // the program says tf32(...).
   std::string operand(const std::string& code) const {
     if (staged_half()) return code;
-    const std::string v = to_float(code, a_.in_type);
-    return a_.tf32 ? "tf32_round(" + v + ")" : v;
+    return to_float(code, a_.in_type);
   }
 
   // The mma kernel stages 16-bit data as they are (its fragments take them); every other kernel
@@ -826,7 +826,8 @@ class Generator {
     w.line("  for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;");
     w.line("float ra[kLA], rb[kLB];");
     load(w, "0");
-    staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, [](Writer& x) { simt_slice_fma(x); });
+    staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, [](Writer& x) { simt_slice_fma(x); },
+                      a_.tf32);
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
@@ -873,7 +874,7 @@ class Generator {
       w.line(st + " ra[kLA], rb[kLB];");
       load(w, "0");
       staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); }, a_.tf32);
     }
     w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
               (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +

@@ -619,9 +619,6 @@ class Generator {
     return v;
   }
 
-  // The value a staged element holds: the read's value rounded to TF32 (f32 data), or as it is
-  // (16-bit data, which the fragments take).
-  std::string operand(const std::string& v) const { return c_.tf32 ? "tf32_round(" + v + ")" : v; }
   std::string stage_type() const { return c_.tf32 ? "float" : cuda_type(c_.in_type); }
   std::string stage_zero() const {
     if (c_.tf32) return "0.0f";
@@ -640,7 +637,7 @@ class Generator {
     for (size_t k : c_.rows) w.line("const int " + names_[d.indices[k]] + " = " + row_arrays_.at(k) + "[l];");
     decode_reduced(w, "kk");
     const std::string x = load_read(w, *c_.image, *p_.param(c_.image->name));
-    w.line("v = " + operand(x) + ";");
+    w.line("v = " + x + ";");
     w.close();
     w.line("ra[l] = v;");
     w.close();
@@ -653,7 +650,7 @@ class Generator {
     decode(w, "col", c_.cols);
     decode_reduced(w, "kk");
     const std::string f = load_read(w, *c_.filter, *p_.param(c_.filter->name));
-    w.line("v = " + operand(f) + ";");
+    w.line("v = " + f + ";");
     w.close();
     w.line("rb[l] = v;");
     w.close();
@@ -792,7 +789,7 @@ class Generator {
       w.line(st + " ra[kLA], rb[kLB];");
       mma_load(w, "0");
       staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32);
     }
     w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
     wmma_store_fragments(w, true, [&](Writer& e) {

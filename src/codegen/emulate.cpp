@@ -288,6 +288,22 @@ template <typename Use, int M, int N, int K, typename T, typename L>
 void fill_fragment(fragment<Use, M, N, K, T, L>& f, typename fragment<Use, M, N, K, T, L>::element_type v) {
   for (auto& e : f.x) e = v;
 }
+// An operand as the tensor cores read it: a TF32 fragment's element by its upper 19 bits (the low 13
+// are dropped, not rounded: an element the kernel did not round to TF32 is truncated here as there),
+// a 16-bit one converted to f32.
+template <typename T, typename V>
+float ksol_operand(V v) {
+  if constexpr (std::is_same_v<T, precision::tf32>) {
+    float x = v;
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xffffe000u;
+    std::memcpy(&x, &u, 4);
+    return x;
+  } else {
+    return ksol_to_f32(v);
+  }
+}
 template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC>
 void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
               const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
@@ -295,7 +311,7 @@ void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M,
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       float s = c.x[i * N + j];
-      for (int k = 0; k < K; ++k) s += ksol_to_f32(a.x[i * K + k]) * ksol_to_f32(b.x[k * N + j]);
+      for (int k = 0; k < K; ++k) s += ksol_operand<TA>(a.x[i * K + k]) * ksol_operand<TB>(b.x[k * N + j]);
       out[i * N + j] = s;
     }
   for (int i = 0; i < M * N; ++i) d.x[i] = out[i];

@@ -553,7 +553,8 @@ class Generator {
 
  private:
   std::string id(const std::string& n) const { return names_[n]; }
-  // An operand as the SIMT kernel stages it: rounded to TF32 when the program says tf32(...).
+  // An operand as the SIMT kernel stores it into shared memory: rounded to TF32 when the program
+  // says tf32(...). The registers hold the data as loaded, so that no load waits for its rounding.
   std::string rounded(const std::string& v) const { return a_.tf32 ? "tf32_round(" + v + ")" : v; }
 
   // The output element from the accumulator `v` at (row, col): the epilogue expression.
@@ -773,15 +774,14 @@ class Generator {
       w.line("const int e = tid + l * kThreads, i = e / kBK, kk = e % kBK;");
       w.line("const int64_t row = tile_m + i, k = " + kbase + " + kk;");
       w.line("ra[l] = (e < kBM * kBK && row < " + M + " && k < " + KE + ") ? " +
-             rounded(to_float(Ab + "[row * " + K + " + k]", a_.in_type)) + " : 0.0f;");
+             to_float(Ab + "[row * " + K + " + k]", a_.in_type) + " : 0.0f;");
       w.close();
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLB; ++l)");
       w.line("const int e = tid + l * kThreads;");
       w.line(b_split);
       w.line("const int64_t col = tile_n + j, k = " + kbase + " + kk;");
-      w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + KE + ") ? " + rounded(to_float(b_addr, a_.in_type)) +
-             " : 0.0f;");
+      w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + KE + ") ? " + to_float(b_addr, a_.in_type) + " : 0.0f;");
       w.close();
       if (vec) w.close();
     };
@@ -820,14 +820,14 @@ class Generator {
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLA; ++l)");
       w.line("const int e = tid + l * kThreads;");
-      w.line("if (e < kBM * kBK) As[" + buf + "][e % kBK][e / kBK] = ra[l];");
+      w.line("if (e < kBM * kBK) As[" + buf + "][e % kBK][e / kBK] = " + rounded("ra[l]") + ";");
       w.close();
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLB; ++l)");
       w.line("const int e = tid + l * kThreads;");
       w.open("if (e < kBK * kBN)");
       w.line(b_split);
-      w.line("Bs[" + buf + "][kk][j] = rb[l];");
+      w.line("Bs[" + buf + "][kk][j] = " + rounded("rb[l]") + ";");
       w.close();
       w.close();
       if (vec) w.close();

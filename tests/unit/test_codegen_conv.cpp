@@ -614,7 +614,8 @@ const char* kNchwF16Dilated =
 // The mma kernel on the CPU against the interpreter (the host emulation's WMMA checks each
 // fragment load's and store's alignment and leading dimension, as the GPU does): NCHW TF32 with
 // a fused bias, bf16 with stride 2 and a residual, f16 dilated, NHWC TF32 and bf16; tiles of one
-// to eight warps, odd sizes (every tile partial), channel counts below one slice, empty sums.
+// to eight warps, odd sizes (every tile partial), channel counts below one slice, empty sums; and
+// a planted bug, TF32 data staged without their rounding, fails.
 TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
   const std::vector<std::map<std::string, int64_t>> stride2 = {
       {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 5}, {"Q", 4}},
@@ -634,14 +635,25 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
       {kNchwF16Dilated, {{{"mainloop", "mma"}, {"tile", "[64, 64, 32]"}, {"thread_tile", "[2, 2]"}}}, dilated},
       {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}}, stride2},
       {kNhwcBf16BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, int_sizes()},
+      // Planted: the image's TF32 rounding dropped at the stores into the slice. The fragments take
+      // the slices as they are, and the emulated tensor cores read a TF32 operand's upper 19 bits.
+      {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}},
+       {stride2.begin(), stride2.begin() + 2},  // not the empty sum, which rounds nothing
+       [](const std::string& src) {
+         std::string s = src;
+         for (size_t at = s.find("= tf32_round(ra[l]);"); at != std::string::npos; at = s.find("= tf32_round(ra[l]);", at))
+           s.replace(at, 20, "= ra[l];");
+         return s;
+       }},
   });
 }
 
 // The mma kernel's cp.async pipeline (stages 2 to 4) on the CPU against the interpreter. The host
 // emulation holds each thread's copies until a wait asks for their group, so a slice multiplied
 // before its copies are waited for reads the buffer's old contents: waiting for one group fewer
-// fails, and so do fragments not rounded to TF32 (the slices hold the data as they are). (A dropped barrier is a race between threads, which the emulation may or may not order
-// badly: not a reliable test.)
+// fails, and so do fragments not rounded to TF32 (the slices hold the data as they are). (A dropped
+// barrier is a race between threads, which the emulation may or may not order badly: not a
+// reliable test.)
 TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
   const std::vector<std::map<std::string, int64_t>> deep = {
       {{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 5}, {"P", 5}, {"Q", 4}},

@@ -103,8 +103,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
       const int rs = kk / chans, ch = kk - rs * chans;
       const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
       const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-      if (hi >= 0 && hi < H && wi >= 0 &&
-          wi < W) v = tf32_round(X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch]);
+      if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch];
     }
     ra[l] = v;
   }
@@ -113,18 +112,18 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
     const int e = tid + l * kThreads;
     const int64_t filt = tile_n + e / kBK;
     const int kk = 0 + e % kBK;
-    rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? tf32_round(F[filt * depth + kk]) : 0.0f;
+    rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
     #pragma unroll
     for (int l = 0; l < kLA; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBM) As[e % kBK][e / kBK] = ra[l];
+      if (e < kBK * kBM) As[e % kBK][e / kBK] = tf32_round(ra[l]);
     }
     #pragma unroll
     for (int l = 0; l < kLB; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];
+      if (e < kBK * kBN) Bs[e % kBK][e / kBK] = tf32_round(rb[l]);
     }
     __syncthreads();
     if (k0 + kBK < depth) {
@@ -136,8 +135,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
           const int rs = kk / chans, ch = kk - rs * chans;
           const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
           const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-          if (hi >= 0 && hi < H && wi >= 0 &&
-              wi < W) v = tf32_round(X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch]);
+          if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch];
         }
         ra[l] = v;
       }
@@ -146,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
         const int e = tid + l * kThreads;
         const int64_t filt = tile_n + e / kBK;
         const int kk = (k0 + kBK) + e % kBK;
-        rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? tf32_round(F[filt * depth + kk]) : 0.0f;
+        rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
       }
     }
     #pragma unroll
