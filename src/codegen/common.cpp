@@ -1060,16 +1060,24 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
   w.close();
 }
 
-void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element) {
+void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
+                          const std::function<void(Writer&)>& row) {
+  const bool hoisted = rows_fastest && row;
   w.line("#pragma unroll");
   w.open("for (int i = 0; i < kFM; ++i)");
+  if (hoisted) {
+    w.line("const int fr = lane % 16;  // the row in the fragment, the same for its 8 outputs of each j");
+    row(w);
+  }
   w.line("#pragma unroll");
   w.open("for (int j = 0; j < kFN; ++j)");
   w.line("nvcuda::wmma::store_matrix_sync(&Cs[warp][0][0], c_frag[i][j], 20, nvcuda::wmma::mem_row_major);");
   w.line("__syncwarp();");
   w.line("#pragma unroll");
   w.open("for (int t = 0; t < 8; ++t)");
-  if (rows_fastest)
+  if (hoisted)
+    w.line("const int fc = lane / 16 + 2 * t;  // the column in the fragment");
+  else if (rows_fastest)
     w.line("const int fr = lane % 16, fc = lane / 16 + 2 * t;  // the row and column in the fragment");
   else
     w.line("const int fc = lane % 16, fr = lane / 16 + 2 * t;  // the row and column in the fragment");

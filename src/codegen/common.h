@@ -270,7 +270,10 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
 // Each accumulator fragment through the warp's staging tile: `element` emits the store of one
 // output at (fr, fc) of fragment (i, j), its value Cs[warp][fr][fc] (inside a loop: `continue`
 // skips it). `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive columns.
-void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element);
+// `row` (rows_fastest only): emitted once per fragment row i, where fr is known and fc is not, for
+// what depends on the row alone (its decode), which `element` then uses.
+void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
+                          const std::function<void(Writer&)>& row = nullptr);
 // The #include lines the types of the program need.
 std::string includes(const dsl::Program& p);
 // The end of a generated source, after its constants: the helper functions used, the kernels

@@ -879,13 +879,28 @@ class Generator {
     w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
               (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
               ", so a warp's stores cover consecutive addresses.");
-    wmma_store_fragments(w, !a_.nhwc, [&](Writer& e) {
-      e.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
-      e.line("if (pix >= pixels) continue;");
-      e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
-      pixel_out(e);
-      store_filt(e, value, "Cs[warp][fr][fc]");
-    });
+    if (a_.nhwc) {
+      wmma_store_fragments(w, false, [&](Writer& e) {
+        e.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+        e.line("if (pix >= pixels) continue;");
+        e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+        pixel_out(e);
+        store_filt(e, value, "Cs[warp][fr][fc]");
+      });
+    } else {
+      // A lane's pixel is the same for every filter of a fragment row: decoded once per row.
+      wmma_store_fragments(
+          w, true,
+          [&](Writer& e) {
+            e.line("if (pix >= pixels) continue;");
+            e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+            store_filt(e, value, "Cs[warp][fr][fc]");
+          },
+          [&](Writer& r) {
+            r.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+            pixel_out(r);
+          });
+    }
     w.close();
     w.line();
   }

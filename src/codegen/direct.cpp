@@ -792,12 +792,11 @@ class Generator {
                         [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32);
     }
     w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
+    // A lane's row is the same for every column of a fragment row: decoded once per row (the
+    // decode of a row past the end is arithmetic only; row_live keeps it from being stored).
     wmma_store_fragments(w, true, [&](Writer& e) {
-      e.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
       e.line("const int col = tile_n + wn0 + j * 16 + fc;");
-      e.line("if (row >= rows_total || col >= cols_total) continue;");
-      const std::string inside = decode(e, "int(row)", c_.rows);
-      if (!inside.empty()) e.line("if (!(" + inside + ")) continue;");
+      e.line("if (!row_live || col >= cols_total) continue;");
       decode(e, "col", c_.cols);
       std::string flat;
       for (size_t k = 0; k < d.indices.size(); ++k)
@@ -805,6 +804,10 @@ class Generator {
       e.line("const float acc = Cs[warp][fr][fc];");
       const std::string value = output_value(e, "acc", Type::f32);
       e.line(names_[out.name] + "[" + flat + "] = " + value + ";");
+    }, [&](Writer& r) {
+      r.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
+      const std::string inside = decode(r, "int(row)", c_.rows);
+      r.line("const bool row_live = row < rows_total" + (inside.empty() ? std::string() : " && (" + inside + ")") + ";");
     });
     w.close();
     w.line("}  // namespace ksol_mma");
