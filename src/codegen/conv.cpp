@@ -754,6 +754,22 @@ class Generator {
               "keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three registers an element).");
     w.line("const int64_t image = int64_t(" + C() + ") * " + H() + " * " + W() + ";  // elements of one image");
     w.line("int img[kLA], base_h[kLA], base_w[kLA];");
+    if (one_pixel()) {
+      w.comment("NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its "
+                "threads: every element this thread loads is pixel tid % kBM, decoded once.");
+      w.open("");
+      w.line("const int64_t pix = tile_m + tid % kBM;");
+      w.line("const bool live = pix < pixels;");
+      w.line("int64_t img_n, rest, oh;");
+      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+      w.line("const int img0 = live ? int(img_n) : -1;");
+      w.line("const int h0 = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
+      w.line("const int w0 = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
+      w.line("#pragma unroll");
+      w.line("for (int l = 0; l < kLA; ++l) img[l] = img0, base_h[l] = h0, base_w[l] = w0;");
+      w.close();
+      return;
+    }
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
@@ -765,6 +781,13 @@ class Generator {
     w.line("base_h[l] = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
     w.line("base_w[l] = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
     w.close();
+  }
+
+  // Whether every image element a thread gathers is the same pixel: NCHW (element e is pixel
+  // e % kBM), threads a multiple of the tile's pixels, and every element of the slice taken
+  // (kBK * kBM a multiple of the threads, so no element past the slice).
+  bool one_pixel() const {
+    return !a_.nhwc && s_.threads % s_.bm == 0 && (s_.bk * s_.bm) % s_.threads == 0;
   }
 
   // Where a staged image element goes: As[tap][pixel] (NCHW: consecutive threads, consecutive pixels).

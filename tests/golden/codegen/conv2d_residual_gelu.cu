@@ -67,16 +67,18 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   // registers an element).
   const int64_t image = int64_t(C) * H * W;  // elements of one image
   int img[kLA], base_h[kLA], base_w[kLA];
-  #pragma unroll
-  for (int l = 0; l < kLA; ++l) {
-    const int e = tid + l * kThreads;
-    const int64_t pix = tile_m + e % kBM;
-    const bool live = e < kBK * kBM && pix < pixels;
+  // NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its
+  // threads: every element this thread loads is pixel tid % kBM, decoded once.
+   {
+    const int64_t pix = tile_m + tid % kBM;
+    const bool live = pix < pixels;
     int64_t img_n, rest, oh;
     ksol_decode(live ? pix : 0, plane, W, narrow, img_n, rest, oh);
-    img[l] = live ? int(img_n) : -1;
-    base_h[l] = int(oh) - 1;
-    base_w[l] = int(rest - oh * W) - 1;
+    const int img0 = live ? int(img_n) : -1;
+    const int h0 = int(oh) - 1;
+    const int w0 = int(rest - oh * W) - 1;
+    #pragma unroll
+    for (int l = 0; l < kLA; ++l) img[l] = img0, base_h[l] = h0, base_w[l] = w0;
   }
   float acc[kTM][kTN];
   #pragma unroll
