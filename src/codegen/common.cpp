@@ -39,7 +39,8 @@ const char* const kReserved[] = {
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
-    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices"};
+    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_tf32_bits",
+    "c_acc", "frag_v", "hr", "ptr"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
 enum Prec { kCompare = 1, kAdd = 2, kMul = 3, kUnary = 4, kAtom = 5 };
@@ -444,6 +445,42 @@ std::string Helpers::source() const {
          "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay\n"
          "  __builtin_memcpy(&x, &u, 4);\n"
          "  return x;\n"
+         "#endif\n"
+         "}\n";
+  if (used("mma_tf32"))
+    o << "// One warp's D += A * B on the tensor cores: mma.sync.m16n8k8 with TF32 operands (their upper 19\n"
+         "// bits) and f32 accumulators. Lane (g, t) = (lane / 4, lane % 4) holds A[g][t], A[g + 8][t],\n"
+         "// A[g][t + 4], A[g + 8][t + 4] of the 16 x 8 A; B[t][g], B[t + 4][g] of the 8 x 8 B (k x n);\n"
+         "// D[g][2t], D[g][2t + 1], D[g + 8][2t], D[g + 8][2t + 1]. Every lane of the warp takes part.\n"
+         "__device__ __forceinline__ void ksol_mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {\n"
+         "#if defined(__CUDA_ARCH__)\n"
+         "  asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
+         "      \"{%0, %1, %2, %3};\\n\"\n"
+         "      : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+         "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+         "#elif defined(KSOL_HOST_EMULATION)\n"
+         "  ::ksol_emu::mma_m16n8k8_tf32(d, a, b);\n"
+         "#endif\n"
+         "}\n"
+         "// x's bits as an operand: as they are (x already rounded to TF32), or rounded to TF32 (cvt.rna).\n"
+         "__device__ __forceinline__ unsigned ksol_bits(float x) {\n"
+         "#ifdef __CUDA_ARCH__\n"
+         "  return __float_as_uint(x);\n"
+         "#else\n"
+         "  unsigned u;\n"
+         "  __builtin_memcpy(&u, &x, 4);\n"
+         "  return u;\n"
+         "#endif\n"
+         "}\n"
+         "__device__ __forceinline__ unsigned ksol_tf32_bits(float x) {\n"
+         "#ifdef __CUDA_ARCH__\n"
+         "  unsigned r;\n"
+         "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(x));\n"
+         "  return r;\n"
+         "#else\n"
+         "  unsigned u = ksol_bits(x);\n"
+         "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay\n"
+         "  return u;\n"
          "#endif\n"
          "}\n";
   if (used("cp_async"))
@@ -934,7 +971,7 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.close();
   w.line("stage = stage + 1 == kStages ? 0 : stage + 1;");
   w.close();
-  w.line("__syncthreads();  // the last slice is multiplied: its memory becomes the staging tiles");
+  w.line("__syncthreads();  // every warp is done with the slices (their memory may hold the staging tiles next)");
 }
 
 int64_t check_mma_stages(int64_t stages, Type type) {
@@ -978,8 +1015,9 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   if (warps * 32 > 1024)
     throw Refused(tile_text + " with " + tt_text + " makes " + std::to_string(warps * 32) + " threads per block (" + mode +
                   ": one warp per " + std::to_string(16 * fm) + " x " + std::to_string(16 * fn) + " outputs); a block has at most 1024");
-  const int64_t elem = tf32 ? 4 : type_bytes(type), pad = 16 / elem;
-  const int64_t slices = bk * (bm + pad + bn + pad) * elem, staging = warps * 16 * 20 * 4;
+  // TF32 (mma.sync) pads rows by 8 elements and has no staging tile; WMMA pads by 16 bytes.
+  const int64_t elem = tf32 ? 4 : type_bytes(type), pad = tf32 ? 8 : 16 / elem;
+  const int64_t slices = bk * (bm + pad + bn + pad) * elem, staging = tf32 ? 0 : warps * 16 * 20 * 4;
   const int64_t bytes = stages >= 2 ? std::max(stages * slices, staging) : slices + staging;
   const std::string staged = stages >= 2 ? " with stages = " + std::to_string(stages) : "";
   if (bytes > 48 * 1024)
@@ -1003,31 +1041,48 @@ void wmma_constants(Writer& w, const WmmaShape& s) {
          ";  // 16 x 16 fragments per warp: rows x columns");
   w.line("constexpr int kWM = kBM / (16 * kFM), kWN = kBN / (16 * kFN), kThreads = 32 * kWM * kWN;  // warps");
   w.line("constexpr int kKS = " + std::to_string(s.ks) + ";  // a fragment's reduction step");
-  w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
+  if (s.sync)
+    w.line("// Row lengths of the staged slices: padded by 8 elements, so that a warp's operand loads (8 rows x 4 "
+           "positions) hit 32 banks.");
+  else
+    w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
   w.line("constexpr int kPA = kBM + " + std::to_string(s.pad) + ", kPB = kBN + " + std::to_string(s.pad) + ";");
 }
 
-void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages) {
+void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages, bool staging) {
   if (stages >= 2) {
     w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
-    w.comment("The slices' buffers (As[reduction][row], Bs[reduction][column] each) and, once the last slice is "
-              "multiplied, each warp's 16 x 16 staging tile, rows padded.");
+    if (staging) {
+      w.comment("The slices' buffers (As[reduction][row], Bs[reduction][column] each) and, once the last slice is "
+                "multiplied, each warp's 16 x 16 staging tile, rows padded.");
+    } else {
+      w.comment("The slices' buffers: As[reduction][row], Bs[reduction][column] each.");
+    }
     w.open("union KsolSlices");
     w.line("struct { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type + " b[kStages][kBK][kPB]; } ab;");
-    w.line("float c[kWM * kWN][16][20];");
+    if (staging) w.line("float c[kWM * kWN][16][20];");
     w.close("};");
     w.line("__shared__ __align__(128) KsolSlices slices;");
-    w.line("float (*const Cs)[16][20] = slices.c;");
+    if (staging) w.line("float (*const Cs)[16][20] = slices.c;");
   } else {
     w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
     w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
-    w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
+    if (staging) w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
   }
   w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
   w.line("const int wm0 = (warp % kWM) * 16 * kFM, wn0 = (warp / kWM) * 16 * kFN;");
 }
 
-void wmma_accumulators(Writer& w) {
+void wmma_accumulators(Writer& w, bool sync) {
+  if (sync) {
+    w.comment("Each 16 x 16 fragment (i, j) as two 16 x 8 mma.sync tiles 2j and 2j + 1, four accumulators a lane each.");
+    w.line("float c_acc[kFM][2 * kFN][4];");
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < kFM; ++i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int j = 0; j < 2 * kFN; ++j) c_acc[i][j][0] = c_acc[i][j][1] = c_acc[i][j][2] = c_acc[i][j][3] = 0.0f;");
+    return;
+  }
   w.line("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, kKS, float> c_frag[kFM][kFN];");
   w.line("#pragma unroll");
   w.line("for (int i = 0; i < kFM; ++i)");
@@ -1035,7 +1090,45 @@ void wmma_accumulators(Writer& w) {
   w.line("  for (int j = 0; j < kFN; ++j) nvcuda::wmma::fill_fragment(c_frag[i][j], 0.0f);");
 }
 
+namespace {
+
+// The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
+// slices (no fragment API), 4 a 16 x 8 A piece and 2 an 8 x 8 B piece.
+void mma_sync_slice_product(Writer& w, bool rounded) {
+  const std::string bits = rounded ? "ksol_bits" : "ksol_tf32_bits";
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < kBK; kk += kKS)");
+  w.comment("Lane (lane / 4, lane % 4) reads rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
+            "(see ksol_mma_tf32)" + std::string(rounded ? ", as staged (already TF32)." : ", rounded to TF32 here."));
+  w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < kFM; ++i)");
+  w.line("const float* ptr = &As[kk + lane % 4][wm0 + i * 16 + lane / 4];");
+  w.line("a_frag[i][0] = " + bits + "(ptr[0]);");
+  w.line("a_frag[i][1] = " + bits + "(ptr[8]);");
+  w.line("a_frag[i][2] = " + bits + "(ptr[4 * kPA]);");
+  w.line("a_frag[i][3] = " + bits + "(ptr[4 * kPA + 8]);");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int j = 0; j < 2 * kFN; ++j)");
+  w.line("const float* ptr = &Bs[kk + lane % 4][wn0 + j * 8 + lane / 4];");
+  w.line("b_frag[j][0] = " + bits + "(ptr[0]);");
+  w.line("b_frag[j][1] = " + bits + "(ptr[4 * kPB]);");
+  w.close();
+  w.line("#pragma unroll");
+  w.line("for (int i = 0; i < kFM; ++i)");
+  w.line("  #pragma unroll");
+  w.line("  for (int j = 0; j < 2 * kFN; ++j) ksol_mma_tf32(c_acc[i][j], a_frag[i], b_frag[j]);");
+  w.close();
+}
+
+}  // namespace
+
 void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded) {
+  if (tf32) {
+    mma_sync_slice_product(w, rounded);
+    return;
+  }
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.line("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, kKS, " + frag_type + ", nvcuda::wmma::col_major> a_frag[kFM];");
@@ -1044,11 +1137,6 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < " + count + "; ++i)");
     w.line("nvcuda::wmma::load_matrix_sync(" + frag + "[i], " + at + ", " + ld + ");");
-    if (tf32 && !rounded) {
-      w.comment("The slices hold the data as they are: the conversion rounds them to TF32 (cvt.rna).");
-      w.line("for (int t = 0; t < " + frag + "[i].num_elements; ++t) " + frag + "[i].x[t] = nvcuda::wmma::__float_to_tf32(" +
-             frag + "[i].x[t]);");
-    }
     w.close();
   };
   load_frags("a_frag", "kFM", "&As[kk][wm0 + i * 16]", "kPA");
@@ -1061,7 +1149,29 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
 }
 
 void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
-                          const std::function<void(Writer&)>& row) {
+                          const std::function<void(Writer&)>& row, bool sync) {
+  if (sync) {
+    // Straight from the accumulators: lane (g, t) holds rows g and g + 8 of each 16 x 8 tile, at its
+    // columns 2t and 2t + 1.
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < kFM; ++i)");
+    w.line("#pragma unroll");
+    w.open("for (int hr = 0; hr < 2; ++hr)");
+    w.line("const int fr = lane / 4 + 8 * hr;  // the row in the fragment, the same for its outputs of each j");
+    if (row) row(w);
+    w.line("#pragma unroll");
+    w.open("for (int j = 0; j < kFN; ++j)");
+    w.line("#pragma unroll");
+    w.open("for (int t = 0; t < 4; ++t)");
+    w.line("const int fc = (t / 2) * 8 + 2 * (lane % 4) + t % 2;  // the column in the fragment");
+    w.line("const float frag_v = c_acc[i][2 * j + t / 2][2 * hr + t % 2];");
+    element(w);
+    w.close();
+    w.close();
+    w.close();
+    w.close();
+    return;
+  }
   const bool hoisted = rows_fastest && row;
   w.line("#pragma unroll");
   w.open("for (int i = 0; i < kFM; ++i)");
@@ -1081,6 +1191,7 @@ void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void
     w.line("const int fr = lane % 16, fc = lane / 16 + 2 * t;  // the row and column in the fragment");
   else
     w.line("const int fc = lane % 16, fr = lane / 16 + 2 * t;  // the row and column in the fragment");
+  w.line("const float frag_v = Cs[warp][fr][fc];");
   element(w);
   w.close();
   w.line("__syncwarp();  // read before the next fragment is stored");

@@ -215,7 +215,8 @@ void simt_slice_fma(Writer& w);
 struct WmmaShape {
   int64_t fm = 4, fn = 2;  // fragments per warp
   int64_t ks = 8;          // a fragment's reduction step: 8 (TF32) or 16 (16-bit)
-  int64_t pad = 4;         // elements a staged row is padded by (16 bytes)
+  int64_t pad = 4;         // elements a staged row is padded by (16 bytes; 8 elements with `sync`)
+  bool sync = false;       // TF32 by mma.sync.m16n8k8 (operands loaded lane by lane), else WMMA
 };
 // The slice loop of the implicit GEMMs staged through registers (conv's simt and mma kernels,
 // direct's mma): for each slice of kBK reduction positions below `depth`, the registers ra/rb
@@ -229,7 +230,8 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // The mma kernels' tile rules: `tile` [ROWS, COLUMNS, SLICE] in whole warps of `thread_tile`
 // [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
 // fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
-// shared memory (the padded slices of `type`, f32 for TF32, and a 1280-byte staging tile a warp).
+// shared memory (the padded slices: f32 rows padded by 8 for TF32; rows of `type` padded by 16
+// bytes and a 1280-byte staging tile a warp for WMMA).
 // `rows` and `cols` name the tile's dimensions in messages ("pixels", "filters"). Registers: a
 // thread's accumulators (8 a fragment), its staged A elements (kLA of them, each with `a_regs`
 // more registers of gather state) and B elements (kLB), plus 40 for the rest, must fit in what a
@@ -255,25 +257,34 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
+// TF32 products take mma.sync.m16n8k8 (`sync`: the helper ksol_mma_tf32, Helpers' "mma_tf32"),
+// whose operands each lane loads itself from slices padded by 8 elements (conflict-free), with
+// accumulators in registers in the instruction's layout and no staging tile; 16-bit data take
+// WMMA's fragments and a staging tile a warp.
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of
 // the kernel, `stage_type` the staged elements' type). With `stages` >= 2: kStages buffers of
 // both slices in a union with the staging tiles (Cs points at them); the loop binds As and Bs.
-void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages = 1);
-// c_frag, declared and zeroed.
-void wmma_accumulators(Writer& w);
-// One staged slice's fragment products (inside the slice loop, between its barriers).
-// `rounded`: the staged TF32 operands were rounded as they were staged, and the fragments take them
+// Without `staging` (mma.sync) there is no staging tile.
+void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages = 1, bool staging = true);
+// The accumulators, declared and zeroed: c_frag[kFM][kFN] (WMMA), or with `sync`
+// c_acc[kFM][2 * kFN][4] (two m16n8 tiles a 16 x 16 fragment, four f32 a lane each).
+void wmma_accumulators(Writer& w, bool sync = false);
+// One staged slice's fragment products (inside the slice loop, between its barriers): mma.sync
+// for `tf32` (helpers "mma_tf32"), WMMA fragments of `frag_type` otherwise.
+// `rounded`: the staged TF32 operands were rounded as they were staged, and the operands are taken
 // as they are (the tensor cores read a TF32 operand's upper 19 bits, which then are all it has);
-// else each loaded element is rounded by the conversion.
+// else each loaded element is rounded (cvt.rna).
 void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded = true);
-// Each accumulator fragment through the warp's staging tile: `element` emits the store of one
-// output at (fr, fc) of fragment (i, j), its value Cs[warp][fr][fc] (inside a loop: `continue`
-// skips it). `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive columns.
-// `row` (rows_fastest only): emitted once per fragment row i, where fr is known and fc is not, for
-// what depends on the row alone (its decode), which `element` then uses.
+// Each accumulator to the epilogue: `element` emits the store of one output at (fr, fc) of
+// fragment (i, j), its value frag_v (inside a loop: `continue` skips it). WMMA: through the warp's
+// staging tile; `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive
+// columns; `row` (rows_fastest only) is emitted once per fragment row i, where fr is known and fc
+// is not, for what depends on the row alone (its decode), which `element` then uses. `sync`
+// (mma.sync): straight from the registers, a lane's two rows of each 16-row piece in turn, `row`
+// emitted once for each.
 void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
-                          const std::function<void(Writer&)>& row = nullptr);
+                          const std::function<void(Writer&)>& row = nullptr, bool sync = false);
 // The #include lines the types of the program need.
 std::string includes(const dsl::Program& p);
 // The end of a generated source, after its constants: the helper functions used, the kernels

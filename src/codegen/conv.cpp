@@ -53,7 +53,7 @@ const std::vector<std::string> kInternal = {
     "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
-    "into", "s", "src", "ok"};
+    "into", "s", "src", "ok", "c_acc", "frag_v", "hr", "ptr", "img_h", "img_w"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
@@ -509,17 +509,19 @@ class Generator {
     Helpers helpers;
     if (a_.tf32 && s_.mma_stages < 2) helpers.use("tf32_round", Type::f32);
     if (s_.mma_stages >= 2) helpers.use("cp_async", Type::f32);
+    if (s_.mma && a_.tf32) helpers.use("mma_tf32", Type::f32);
     const std::string value = epilogue(helpers);
     std::string act;
     if (s_.tma && !a_.fu.identity) act = cutlass_activation_code(a_.fu, helpers, false);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
     w.line("namespace {");
     w.comment(s_.tma ? "The CUDA-core kernel, for the shapes CUTLASS cannot take."
-                     : s_.mma ? "The warp-level tensor-core kernel (WMMA)." : "The CUDA-core kernel.");
+                     : s_.mma ? (a_.tf32 ? "The warp-level tensor-core kernel (mma.sync)." : "The warp-level tensor-core kernel (WMMA).")
+                              : "The CUDA-core kernel.");
     w.line("constexpr int kBM = " + std::to_string(s_.bm) + ", kBN = " + std::to_string(s_.bn) + ", kBK = " +
            std::to_string(s_.bk) + ";  // pixels x filters x reduction slice");
     if (s_.mma) {
-      wmma_constants(w, WmmaShape{s_.fm, s_.fn, mma_k_step(a_), 16 / stage_bytes()});
+      wmma_constants(w, WmmaShape{s_.fm, s_.fn, mma_k_step(a_), a_.tf32 ? 8 : 16 / stage_bytes(), a_.tf32});
     } else {
       w.line("constexpr int kTM = " + std::to_string(s_.tm) + ", kTN = " + std::to_string(s_.tn) + ";  // per thread");
       w.line("constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;");
@@ -602,13 +604,12 @@ class Generator {
     }
     w.line("const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;");
     w.line("const int hi = base_h[l] + " + times(a_.dil_h, "tap_r") + ", wi = base_w[l] + " + times(a_.dil_w, "tap_s") + ";");
-    const std::string at = a_.nhwc ? "(int64_t(hi) * " + W() + " + wi) * " + C() + " + ch"
-                                   : "(ch * " + H() + " + hi) * " + W() + " + wi";
+    const std::string at = a_.nhwc ? "(hi * img_w + wi) * chans + ch" : "(ch * img_h + hi) * img_w + wi";
     return at;
   }
 
   // Whether the tap gather_tap() decoded lies inside the image (else it reads 0).
-  std::string inside_image() const { return "hi >= 0 && hi < " + H() + " && wi >= 0 && wi < " + W(); }
+  std::string inside_image() const { return "hi >= 0 && hi < img_h && wi >= 0 && wi < img_w"; }
 
   // The next slice of the image (gathered) and the filter into registers. The image element l of
   // this thread is pixel e % kBM at reduction position e / kBM (NCHW: consecutive threads read
@@ -753,6 +754,8 @@ class Generator {
     w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once, "
               "keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three registers an element).");
     w.line("const int64_t image = int64_t(" + C() + ") * " + H() + " * " + W() + ";  // elements of one image");
+    w.comment("An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).");
+    w.line("const int img_h = int(" + H() + "), img_w = int(" + W() + ");");
     w.line("int img[kLA], base_h[kLA], base_w[kLA];");
     if (one_pixel()) {
       w.comment("NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its "
@@ -885,11 +888,11 @@ class Generator {
               (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 as the fragments are loaded"
                                              : "TF32: operands rounded to TF32 as they are staged")
                        : std::string(dsl::type_name(a_.in_type)) + " data as they are") +
-              ", f32 accumulation). The accumulators reach the epilogue through a 16 x 16 staging tile per warp.");
+              ", f32 accumulation" + (a_.tf32 ? ", by mma.sync.m16n8k8)." : "). The accumulators reach the epilogue through a 16 x 16 staging tile per warp."));
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
-    wmma_declarations(w, st, s_.mma_stages);
+    wmma_declarations(w, st, s_.mma_stages, !a_.tf32);
     gather_setup(w);
-    wmma_accumulators(w);
+    wmma_accumulators(w, a_.tf32);
     if (s_.mma_stages >= 2) {
       pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
                            [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32, false); });
@@ -899,30 +902,32 @@ class Generator {
       staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
                         [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); }, a_.tf32);
     }
-    w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
-              (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
-              ", so a warp's stores cover consecutive addresses.");
-    if (a_.nhwc) {
+    if (a_.tf32)
+      w.comment(std::string("Each accumulator straight from the registers: a warp's store covers 8 consecutive pixels ") +
+                (a_.nhwc ? "x 4 filters two apart" : "of 4 filters (a 32-byte sector each)") +
+                "; a lane's pixel is decoded once for each of its rows.");
+    else
+      w.comment(std::string("Each fragment through the warp's staging tile: a lane stores 8 of its 16 x 16 outputs, ") +
+                (a_.nhwc ? "lanes 0-15 consecutive filters of one pixel" : "lanes 0-15 consecutive pixels of one filter") +
+                ", so a warp's stores cover consecutive addresses.");
+    auto store = [&](Writer& e) {
+      e.line("if (pix >= pixels) continue;");
+      e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+      store_filt(e, value, "frag_v");
+    };
+    auto row = [&](Writer& r) {
+      r.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+      pixel_out(r);
+    };
+    if (a_.nhwc && !a_.tf32) {
+      // WMMA with lanes on consecutive filters: each output decodes its pixel.
       wmma_store_fragments(w, false, [&](Writer& e) {
-        e.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
-        e.line("if (pix >= pixels) continue;");
-        e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
-        pixel_out(e);
-        store_filt(e, value, "Cs[warp][fr][fc]");
+        row(e);
+        store(e);
       });
     } else {
       // A lane's pixel is the same for every filter of a fragment row: decoded once per row.
-      wmma_store_fragments(
-          w, true,
-          [&](Writer& e) {
-            e.line("if (pix >= pixels) continue;");
-            e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
-            store_filt(e, value, "Cs[warp][fr][fc]");
-          },
-          [&](Writer& r) {
-            r.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
-            pixel_out(r);
-          });
+      wmma_store_fragments(w, !a_.nhwc, store, row, a_.tf32);
     }
     w.close();
     w.line();
@@ -1041,9 +1046,11 @@ class Generator {
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
     w.comment("The kernels keep an element's image index in 32 bits.");
     w.line("if (tiles_m > 2147483647 || tiles_n > 65535 || " + batch() + " > 2147483647) return 3;");
-    w.comment("The kernel counts reduction positions and image rows and columns in 32 bits.");
+    w.comment("The kernel counts reduction positions, image rows and columns and an element's offset within its image "
+              "in 32 bits.");
     w.line("if (" + C() + " * " + R() + " * " + S() + " > 2147483647 - kBK || " + H() + " > 1000000000 || " + W() +
-           " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000" + [&] {
+           " > 1000000000 || " + P() + " > 1000000000 || " + Q() + " > 1000000000 || (" + H() + " * " + W() + " > 0 && " +
+           C() + " > 2147483647 / (" + H() + " * " + W() + "))" + [&] {
              // A filter of dims (R, S at run time) is bounded too; fixed extents are checked in analyse().
              std::string t;
              for (const std::string& e : {R(), S()})

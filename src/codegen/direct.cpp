@@ -19,8 +19,9 @@
 // order. The image is gathered through its index expressions (offsets, strides, dilations, a
 // transposed convolution's divisors, zero outside) into shared memory a slice at a time (a divided
 // index is split into its phases, each block reducing over the taps its phase reads), the
-// filter staged beside it, the slices multiplied by WMMA fragments as the conv family's mma
-// kernel does, and the epilogue applied to each output through a per-warp staging tile. Shapes
+// filter staged beside it, the slices multiplied as the conv family's mma kernel does (TF32 by
+// mma.sync from registers, 16-bit data by WMMA fragments through a per-warp staging tile) and the
+// epilogue applied to each output. Shapes
 // with fewer than 16 columns or reduction positions, or more than 65535 grid layers, run the
 // thread-per-output kernel, emitted into the same source.
 #include <algorithm>
@@ -46,7 +47,8 @@ const std::vector<std::string> kInternal = {
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
-    "slices", "stage", "ahead", "into", "s", "src"};
+    "slices", "stage", "ahead", "into", "s", "src", "c_acc", "frag_v", "hr", "ptr", "ksol_mma_tf32", "ksol_bits",
+    "ksol_tf32_bits"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -697,6 +699,7 @@ class Generator {
     const Param& out = p_.outputs.front();
     if (c_.tf32) helpers_.use("tf32_round", Type::f32);
     if (sched_.stages >= 2) helpers_.use("cp_async", Type::f32);
+    if (c_.tf32) helpers_.use("mma_tf32", Type::f32);
     const std::string st = stage_type();
     const std::string frag_t = c_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(c_.in_type);
     std::string rows, cols, layers, red;
@@ -708,7 +711,7 @@ class Generator {
     w.line("namespace ksol_mma {");
     w.line("constexpr int kBM = " + std::to_string(sched_.bm) + ", kBN = " + std::to_string(sched_.bn) + ", kBK = " +
            std::to_string(sched_.bk) + ";  // rows x columns x reduction slice");
-    wmma_constants(w, WmmaShape{sched_.fm, sched_.fn, c_.tf32 ? 8 : 16, c_.tf32 ? 4 : 8});
+    wmma_constants(w, WmmaShape{sched_.fm, sched_.fn, c_.tf32 ? 8 : 16, 8, c_.tf32});
     w.line("// Slice elements each thread stages: of A (kLA) and of B (kLB).");
     w.line("constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
     w.line();
@@ -722,10 +725,11 @@ class Generator {
               "gathered through " + c_.image->name + "'s index expressions (zero outside), " +
               (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 as the fragments are loaded" : "both rounded to TF32")
                        : std::string("both as ") + type_name(c_.in_type)) +
-              "; the accumulators go to the epilogue through each warp's staging tile.");
+              (c_.tf32 ? "; TF32 products by mma.sync.m16n8k8, the accumulators stored from the registers."
+                       : "; the accumulators go to the epilogue through each warp's staging tile."));
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
            "int rows_total, int cols_total, int depth_all)");
-    wmma_declarations(w, st, sched_.stages);
+    wmma_declarations(w, st, sched_.stages, !c_.tf32);
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM;");
     w.line("const int tile_n = int(blockIdx.y) * kBN;");
     w.line("int layer = int(blockIdx.z);");
@@ -781,7 +785,7 @@ class Generator {
       w.close();
     }
     w.close();
-    wmma_accumulators(w);
+    wmma_accumulators(w, c_.tf32);
     if (sched_.stages >= 2) {
       pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
                            [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32, false); });
@@ -791,7 +795,8 @@ class Generator {
       staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
                         [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32);
     }
-    w.comment("Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
+    w.comment(c_.tf32 ? "Each output straight from the accumulators, a lane's row decoded once for each of its rows."
+                      : "Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
     // A lane's row is the same for every column of a fragment row: decoded once per row (the
     // decode of a row past the end is arithmetic only; row_live keeps it from being stored).
     wmma_store_fragments(w, true, [&](Writer& e) {
@@ -801,14 +806,14 @@ class Generator {
       std::string flat;
       for (size_t k = 0; k < d.indices.size(); ++k)
         flat = k == 0 ? "(int64_t)" + names_[d.indices[k]] : "(" + flat + ") * " + extent(d.extents[k]) + " + " + names_[d.indices[k]];
-      e.line("const float acc = Cs[warp][fr][fc];");
+      e.line("const float acc = frag_v;");
       const std::string value = output_value(e, "acc", Type::f32);
       e.line(names_[out.name] + "[" + flat + "] = " + value + ";");
     }, [&](Writer& r) {
       r.line("const int64_t row = tile_m + wm0 + i * 16 + fr;");
       const std::string inside = decode(r, "int(row)", c_.rows);
       r.line("const bool row_live = row < rows_total" + (inside.empty() ? std::string() : " && (" + inside + ")") + ";");
-    });
+    }, c_.tf32);
     w.close();
     w.line("}  // namespace ksol_mma");
   }

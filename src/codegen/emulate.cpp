@@ -32,6 +32,7 @@ const char* const kEmulatorHeader = R"EMU(// ksol host emulation of the CUDA dev
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -91,7 +92,7 @@ class Barrier {
 };
 
 struct Block {
-  explicit Block(int threads) : sync(threads, &exited), slots(threads), warp_exited((threads + 31) / 32) {
+  explicit Block(int threads) : sync(threads, &exited), slots(threads), mma_regs(threads), warp_exited((threads + 31) / 32) {
     for (int w = 0; w < (threads + 31) / 32; ++w)
       warp_sync.push_back(std::make_unique<Barrier>(std::min(32, threads - 32 * w), &warp_exited[w]));
   }
@@ -99,6 +100,7 @@ struct Block {
   Barrier sync;
   std::vector<std::unique_ptr<Barrier>> warp_sync;
   std::vector<uint64_t> slots;                 // one per thread, for shuffles
+  std::vector<std::array<uint32_t, 6>> mma_regs;  // one per thread: its A and B registers of an mma.sync
   std::vector<std::atomic<int>> warp_exited;
   std::vector<uint4> dynamic_shared;           // 16-byte aligned
 };
@@ -129,6 +131,43 @@ T exchange(T v, int src_lane) {
     std::memcpy(&out, &b->slots[warp * 32 + src_lane], sizeof(T));
   b->warp_sync[warp]->wait();  // every lane has read before the slots are rewritten
   return out;
+}
+
+// mma.sync.m16n8k8 with TF32 operands and f32 accumulators, one warp: each lane publishes its A and
+// B registers, then computes its own four outputs from the whole tiles (the operands by their upper
+// 19 bits, as the tensor cores read them: an operand the kernel did not round is truncated here as
+// there). Lane (g, t) holds A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4], B[t][g], B[t + 4][g]
+// and D[g][2t], D[g][2t + 1], D[g + 8][2t], D[g + 8][2t + 1]. A lane that does not come deadlocks
+// the warp's barrier, as a divergent mma.sync would hang or fault on the GPU.
+inline float tf32_operand(uint32_t u) {
+  if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xffffe000u;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  Block* blk = tls.block;
+  const int t = thread_rank(), warp = t / 32, lane = t % 32;
+  if (warp * 32 + 32 > (int)blk->mma_regs.size()) {
+    std::fprintf(stderr, "ksol host emulation: mma.sync in a warp of fewer than 32 threads\n");
+    std::fflush(stderr);
+    std::abort();
+  }
+  blk->mma_regs[t] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  blk->warp_sync[warp]->wait();
+  const auto& r = blk->mma_regs;
+  auto A = [&](int row, int k) { return tf32_operand(r[warp * 32 + (row % 8) * 4 + k % 4][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]); };
+  auto B = [&](int k, int col) { return tf32_operand(r[warp * 32 + col * 4 + k % 4][4 + (k >= 4 ? 1 : 0)]); };
+  const int g = lane / 4, q = lane % 4;
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
+    float s = d[e];
+    for (int k = 0; k < 8; ++k) s += A(row, k) * B(k, col);
+    out[e] = s;
+  }
+  blk->warp_sync[warp]->wait();  // every lane has read before the registers are rewritten
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
 // cp.async as the most patient hardware would run it: a thread's copies wait in their commit

@@ -645,6 +645,16 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
            s.replace(at, 20, "= ra[l];");
          return s;
        }},
+      // Planted: a lane's second A register read from the row after its own instead of 8 rows on
+      // (mma.sync's operand layout broken).
+      {kNchwTf32BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}},
+       {int_sizes().front()},
+       [](const std::string& src) {
+         std::string s = src;
+         const size_t at = s.find("a_frag[i][1] = ksol_bits(ptr[8]);");
+         if (at != std::string::npos) s.replace(at, 33, "a_frag[i][1] = ksol_bits(ptr[1]);");
+         return s;
+       }},
   });
 }
 
@@ -681,7 +691,7 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "3")}, many_slices,
        replaced("ksol_cp_wait<kStages - 2>()", "ksol_cp_wait<kStages - 1>()")},
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "2")}, many_slices,
-       replaced("a_frag[i].x[t] = nvcuda::wmma::__float_to_tf32(a_frag[i].x[t]);", ";")},
+       replaced("= ksol_tf32_bits(ptr[", "= ksol_bits(ptr[")},
   });
 }
 
@@ -717,7 +727,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
             "tile = [512, 64, 8] with thread_tile = [1, 1] makes 4096 threads per block (mainloop = mma: one warp per 16 x 16 "
             "outputs); a block has at most 1024");
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[128, 128, 64]"}, {"thread_tile", "[4, 4]"}})),
-            "tile = [128, 128, 64] with thread_tile = [4, 4] stages 72704 bytes of shared memory per block (mainloop = mma); "
+            "tile = [128, 128, 64] with thread_tile = [4, 4] stages 69632 bytes of shared memory per block (mainloop = mma); "
             "static shared memory is at most 49152 (no opt-in)");
   // Registers: one warp of 16 fragments staging 32 + 32 elements would spill.
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[64, 64, 16]"}, {"thread_tile", "[4, 4]"}})),
@@ -734,7 +744,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
             "stages = 5 must be between 1 and 4, or auto (mainloop = mma: 1 stages the next slice in registers, 2 to 4 fill as "
             "many shared buffers by cp.async) (mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");
   EXPECT_EQ(refusal(scheduled(tf, {{"stages", "3"}})),
-            "tile = [128, 128, 16] with thread_tile = [4, 2] with stages = 3 stages 50688 bytes of shared memory per block "
+            "tile = [128, 128, 16] with thread_tile = [4, 2] with stages = 3 stages 52224 bytes of shared memory per block "
             "(mainloop = mma); static shared memory is at most 49152 (no opt-in) (mainloop = auto takes mma for this program; "
             "mainloop = simt runs it on CUDA cores)");
   EXPECT_EQ(refusal(scheduled(parse(kNchwBf16Stride2), {{"mainloop", "mma"}, {"stages", "2"}})),
@@ -782,11 +792,14 @@ TEST(CodegenConv, TensorCoreFragmentSourcesCompile) {
     j.arch = needs.arch;
     j.extra_flags = needs.extra_flags;
     j.libs = needs.libs;
-    EXPECT_NE(j.source_text.find("nvcuda::wmma::mma_sync("), std::string::npos);
+    const bool tf32 = std::string(text).find("tf32(") != std::string::npos;
+    EXPECT_NE(j.source_text.find(tf32 ? "ksol_mma_tf32(c_acc[i][j], a_frag[i], b_frag[j]);" : "nvcuda::wmma::mma_sync("),
+              std::string::npos) << j.source_path;
     EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
     jobs.push_back(j);
   }
-  EXPECT_NE(jobs[0].source_text.find("nvcuda::wmma::precision::tf32, nvcuda::wmma::col_major> a_frag[kFM];"), std::string::npos);
+  EXPECT_NE(jobs[0].source_text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
+  EXPECT_NE(jobs[1].source_text.find("nvcuda::wmma::col_major> a_frag[kFM];"), std::string::npos);
   EXPECT_NE(jobs[1].source_text.find("__shared__ __align__(32) __nv_bfloat16 As[kBK][kPA];"), std::string::npos);
   EXPECT_NE(jobs[4].source_text.find("__shared__ __align__(128) KsolSlices slices;"), std::string::npos);
   std::vector<CompileResult> res = compile_all(jobs);

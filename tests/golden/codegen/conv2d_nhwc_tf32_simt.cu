@@ -77,6 +77,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
   // registers an element).
   const int64_t image = int64_t(C) * H * W;  // elements of one image
+  // An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).
+  const int img_h = int(H), img_w = int(W);
   int img[kLA], base_h[kLA], base_w[kLA];
   #pragma unroll
   for (int l = 0; l < kLA; ++l) {
@@ -103,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
       const int rs = kk / chans, ch = kk - rs * chans;
       const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
       const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-      if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch];
+      if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (hi * img_w + wi) * chans + ch];
     }
     ra[l] = v;
   }
@@ -135,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
           const int rs = kk / chans, ch = kk - rs * chans;
           const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
           const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-          if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (int64_t(hi) * W + wi) * C + ch];
+          if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (hi * img_w + wi) * chans + ch];
         }
         ra[l] = v;
       }
@@ -202,8 +204,9 @@ extern "C" int ksol_run(const ksol_call* call) {
   const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (K + kBN - 1) / kBN;
   // The kernels keep an element's image index in 32 bits.
   if (tiles_m > 2147483647 || tiles_n > 65535 || N > 2147483647) return 3;
-  // The kernel counts reduction positions and image rows and columns in 32 bits.
-  if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || P > 1000000000 || Q > 1000000000) return 3;
+  // The kernel counts reduction positions, image rows and columns and an element's offset within
+  // its image in 32 bits.
+  if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || P > 1000000000 || Q > 1000000000 || (H * W > 0 && C > 2147483647 / (H * W))) return 3;
   if (P * 2 + 3 * 1 > 1900000000) return 3;
   if (Q * 2 + 3 * 1 > 1900000000) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};

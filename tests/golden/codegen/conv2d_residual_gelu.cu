@@ -66,6 +66,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
   // registers an element).
   const int64_t image = int64_t(C) * H * W;  // elements of one image
+  // An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).
+  const int img_h = int(H), img_w = int(W);
   int img[kLA], base_h[kLA], base_w[kLA];
   // NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its
   // threads: every element this thread loads is pixel tid % kBM, decoded once.
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
       const int ch = kk / taps, rs = kk - ch * taps;
       const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
       const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-      if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (ch * H + hi) * W + wi];
+      if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (ch * img_h + hi) * img_w + wi];
     }
     ra[l] = v;
   }
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
           const int ch = kk / taps, rs = kk - ch * taps;
           const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
           const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-          if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = X[int64_t(img[l]) * image + (ch * H + hi) * W + wi];
+          if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (ch * img_h + hi) * img_w + wi];
         }
         ra[l] = v;
       }
@@ -192,8 +194,9 @@ extern "C" int ksol_run(const ksol_call* call) {
   const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (K + kBN - 1) / kBN;
   // The kernels keep an element's image index in 32 bits.
   if (tiles_m > 2147483647 || tiles_n > 65535 || N > 2147483647) return 3;
-  // The kernel counts reduction positions and image rows and columns in 32 bits.
-  if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000) return 3;
+  // The kernel counts reduction positions, image rows and columns and an element's offset within
+  // its image in 32 bits.
+  if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000 || (H * W > 0 && C > 2147483647 / (H * W))) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
   conv_conv2d_residual_gelu_f32_32x32x8_t4x4<<<grid, kThreads, 0, stream>>>(X, F, Z, g, Y, N, C, H, W, K);
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
