@@ -694,13 +694,15 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
 
 def _mma_tile(filters: int) -> List[str]:
     """The tensor cores' (mma) tile for a convolution of `filters` output channels (per group):
-    128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, always eight warps
-    (of 16 x 16, 32 x 16, 32 x 32 or 64 x 32 outputs), 16 reduction positions a slice (32 made
-    ptxas spill registers at the wider tiles). The search moves on from it."""
+    128 pixels by the fewest of 16, 32, 64 or 128 filters that cover them, in warps of 16 x 16,
+    32 x 16, 32 x 32 and 32 x 32 outputs (8, 8, 8 and 16 warps), 16 reduction positions a slice
+    (32 made ptxas spill registers at the wider tiles). At 128 filters, sixteen warps of 32 x 32
+    (about 104 registers a thread) hide more latency than eight of 64 x 32 (about 182): 1.27x on
+    an H100 (docs/results/2026-12-05-h100-conv-mma-sync.txt). The search moves on from it."""
     for cols, warp in ((16, "[1, 1]"), (32, "[2, 1]"), (64, "[2, 2]")):
         if filters <= cols:
             return [f"tile = [128, {cols}, 16]", f"thread_tile = {warp}"]
-    return ["tile = [128, 128, 16]", "thread_tile = [4, 2]"]
+    return ["tile = [128, 128, 16]", "thread_tile = [2, 2]"]
 
 
 def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32", gemm_products: str = "fp32") -> Dict:

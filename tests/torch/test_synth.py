@@ -246,7 +246,7 @@ class Synth(unittest.TestCase):
         self.assertIn("schedule {\n  mainloop = auto\n  tile = [128, 16, 16]\n  thread_tile = [1, 1]\n}", out["program"])
         self.assertEqual([synth._mma_tile(k) for k in (16, 17, 64, 65)],
                          [["tile = [128, 16, 16]", "thread_tile = [1, 1]"], ["tile = [128, 32, 16]", "thread_tile = [2, 1]"],
-                          ["tile = [128, 64, 16]", "thread_tile = [2, 2]"], ["tile = [128, 128, 16]", "thread_tile = [4, 2]"]])
+                          ["tile = [128, 64, 16]", "thread_tile = [2, 2]"], ["tile = [128, 128, 16]", "thread_tile = [2, 2]"]])
         self.assertNotIn("tf32(", fp["program"])
         self.assertNotIn("conv_products", fp)
         sd = model.state_dict()
