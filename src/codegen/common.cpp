@@ -971,7 +971,6 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.close();
   w.line("stage = stage + 1 == kStages ? 0 : stage + 1;");
   w.close();
-  w.line("__syncthreads();  // every warp is done with the slices (their memory may hold the staging tiles next)");
 }
 
 int64_t check_mma_stages(int64_t stages, Type type) {
@@ -1018,7 +1017,7 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   // TF32 (mma.sync) pads rows by 8 elements and has no staging tile; WMMA pads by 16 bytes.
   const int64_t elem = tf32 ? 4 : type_bytes(type), pad = tf32 ? 8 : 16 / elem;
   const int64_t slices = bk * (bm + pad + bn + pad) * elem, staging = tf32 ? 0 : warps * 16 * 20 * 4;
-  const int64_t bytes = stages >= 2 ? std::max(stages * slices, staging) : slices + staging;
+  const int64_t bytes = stages * slices + staging;  // stages >= 2 is TF32 only: no staging tile
   const std::string staged = stages >= 2 ? " with stages = " + std::to_string(stages) : "";
   if (bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + staged + " stages " + std::to_string(bytes) +
@@ -1051,19 +1050,12 @@ void wmma_constants(Writer& w, const WmmaShape& s) {
 
 void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages, bool staging) {
   if (stages >= 2) {
+    // Only TF32 is pipelined (cp.async copies 32-bit elements), and mma.sync has no staging tile.
     w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
-    if (staging) {
-      w.comment("The slices' buffers (As[reduction][row], Bs[reduction][column] each) and, once the last slice is "
-                "multiplied, each warp's 16 x 16 staging tile, rows padded.");
-    } else {
-      w.comment("The slices' buffers: As[reduction][row], Bs[reduction][column] each.");
-    }
-    w.open("union KsolSlices");
-    w.line("struct { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type + " b[kStages][kBK][kPB]; } ab;");
-    if (staging) w.line("float c[kWM * kWN][16][20];");
-    w.close("};");
+    w.comment("The slices' buffers: As[reduction][row], Bs[reduction][column] each.");
+    w.line("struct KsolSlices { struct { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type +
+           " b[kStages][kBK][kPB]; } ab; };");
     w.line("__shared__ __align__(128) KsolSlices slices;");
-    if (staging) w.line("float (*const Cs)[16][20] = slices.c;");
   } else {
     w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
     w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
@@ -1101,20 +1093,18 @@ void mma_sync_slice_product(Writer& w, bool rounded) {
   w.comment("Lane (lane / 4, lane % 4) reads rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
             "(see ksol_mma_tf32)" + std::string(rounded ? ", as staged (already TF32)." : ", rounded to TF32 here."));
   w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < kFM; ++i)");
-  w.line("const float* ptr = &As[kk + lane % 4][wm0 + i * 16 + lane / 4];");
-  w.line("a_frag[i][0] = " + bits + "(ptr[0]);");
-  w.line("a_frag[i][1] = " + bits + "(ptr[8]);");
-  w.line("a_frag[i][2] = " + bits + "(ptr[4 * kPA]);");
-  w.line("a_frag[i][3] = " + bits + "(ptr[4 * kPA + 8]);");
-  w.close();
-  w.line("#pragma unroll");
-  w.open("for (int j = 0; j < 2 * kFN; ++j)");
-  w.line("const float* ptr = &Bs[kk + lane % 4][wn0 + j * 8 + lane / 4];");
-  w.line("b_frag[j][0] = " + bits + "(ptr[0]);");
-  w.line("b_frag[j][1] = " + bits + "(ptr[4 * kPB]);");
-  w.close();
+  // One operand's registers: frag[v][r] from the slice at `at` plus offsets[r].
+  auto operand = [&](const std::string& frag, const std::string& v, const std::string& count, const std::string& at,
+                     const std::vector<std::string>& offsets) {
+    w.line("#pragma unroll");
+    w.open("for (int " + v + " = 0; " + v + " < " + count + "; ++" + v + ")");
+    w.line("const float* ptr = " + at + ";");
+    for (size_t r = 0; r < offsets.size(); ++r)
+      w.line(frag + "[" + v + "][" + std::to_string(r) + "] = " + bits + "(ptr[" + offsets[r] + "]);");
+    w.close();
+  };
+  operand("a_frag", "i", "kFM", "&As[kk + lane % 4][wm0 + i * 16 + lane / 4]", {"0", "8", "4 * kPA", "4 * kPA + 8"});
+  operand("b_frag", "j", "2 * kFN", "&Bs[kk + lane % 4][wn0 + j * 8 + lane / 4]", {"0", "4 * kPB"});
   w.line("#pragma unroll");
   w.line("for (int i = 0; i < kFM; ++i)");
   w.line("  #pragma unroll");

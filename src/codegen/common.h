@@ -237,8 +237,8 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // more registers of gather state) and B elements (kLB), plus 40 for the rest, must fit in what a
 // block of its threads leaves a thread (65536 / threads, at most 255), or the kernel would spill.
 // Returns the warps a block; Refused with the rule broken otherwise.
-// With `stages` >= 2 (the cp.async pipeline) the S padded slices share their memory with the
-// staging tiles (the larger counts) and nothing is staged in registers (a_regs each A element).
+// With `stages` >= 2 (the cp.async pipeline, TF32 only) there are S padded slices and nothing is
+// staged in registers (a_regs each A element).
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
                        const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1);
 // The mma kernels' `stages` (0 for auto): 1 (auto too) stages the next slice in registers, 2 to 4
@@ -251,7 +251,8 @@ int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // into the buffer the last slice used (`issue`, given that slice's first position; it binds As
 // and Bs to buffer `stage` itself), the slice's products from its buffer (`multiply`, with As
 // and Bs bound to it). Every thread commits a group per slice, empty past the end, so the wait's
-// count holds to the last slice; a barrier after the loop frees the buffers for the staging tiles.
+// count holds to the last slice. Only TF32 data are pipelined, whose mma.sync epilogue reads no
+// shared memory: nothing waits on the buffers after the loop.
 void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
                           const std::function<void(Writer&)>& multiply);
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
@@ -263,9 +264,9 @@ void bind_stage(Writer& w, const std::string& stage_type, const std::string& sta
 // WMMA's fragments and a staging tile a warp.
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of
-// the kernel, `stage_type` the staged elements' type). With `stages` >= 2: kStages buffers of
-// both slices in a union with the staging tiles (Cs points at them); the loop binds As and Bs.
-// Without `staging` (mma.sync) there is no staging tile.
+// the kernel, `stage_type` the staged elements' type). With `stages` >= 2 (TF32 only): kStages
+// buffers of both slices, which the loop binds to As and Bs. Without `staging` (mma.sync) there
+// is no staging tile.
 void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages = 1, bool staging = true);
 // The accumulators, declared and zeroed: c_frag[kFM][kFN] (WMMA), or with `sync`
 // c_acc[kFM][2 * kFN][4] (two m16n8 tiles a 16 x 16 fragment, four f32 a lane each).

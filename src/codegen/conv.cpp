@@ -757,17 +757,23 @@ class Generator {
     w.comment("An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).");
     w.line("const int img_h = int(" + H() + "), img_w = int(" + W() + ");");
     w.line("int img[kLA], base_h[kLA], base_w[kLA];");
+    // Pixel `pix` (past the pixels unless `live`) as its image (-1 when not live) and top-left tap,
+    // assigned to `img`, `h` and `wv` (declarations or array elements).
+    auto decode_pixel = [&](const std::string& pix, const std::string& live, const std::string& img, const std::string& h,
+                            const std::string& wv) {
+      w.line("const int64_t pix = " + pix + ";");
+      w.line("const bool live = " + live + ";");
+      w.line("int64_t img_n, rest, oh;");
+      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+      w.line(img + " = live ? int(img_n) : -1;");
+      w.line(h + " = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
+      w.line(wv + " = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
+    };
     if (one_pixel()) {
       w.comment("NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its "
                 "threads: every element this thread loads is pixel tid % kBM, decoded once.");
       w.open("");
-      w.line("const int64_t pix = tile_m + tid % kBM;");
-      w.line("const bool live = pix < pixels;");
-      w.line("int64_t img_n, rest, oh;");
-      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
-      w.line("const int img0 = live ? int(img_n) : -1;");
-      w.line("const int h0 = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
-      w.line("const int w0 = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
+      decode_pixel("tile_m + tid % kBM", "pix < pixels", "const int img0", "const int h0", "const int w0");
       w.line("#pragma unroll");
       w.line("for (int l = 0; l < kLA; ++l) img[l] = img0, base_h[l] = h0, base_w[l] = w0;");
       w.close();
@@ -776,13 +782,8 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int e = tid + l * kThreads;");
-    w.line(std::string("const int64_t pix = tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM") + ";");
-    w.line("const bool live = e < kBK * kBM && pix < pixels;");
-    w.line("int64_t img_n, rest, oh;");
-    w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
-    w.line("img[l] = live ? int(img_n) : -1;");
-    w.line("base_h[l] = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
-    w.line("base_w[l] = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
+    decode_pixel(std::string("tile_m + e ") + (a_.nhwc ? "/ kBK" : "% kBM"), "e < kBK * kBM && pix < pixels", "img[l]",
+                 "base_h[l]", "base_w[l]");
     w.close();
   }
 
@@ -872,7 +873,7 @@ class Generator {
   // The same implicit GEMM with its slices multiplied by warp-level tensor-core instructions.
   void mma_kernel(Writer& w, const std::string& value) {
     decode_fn(w);
-    const std::string frag_t = a_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(a_.in_type);
+    const std::string frag_t = cuda_type(a_.in_type);  // WMMA's (16-bit data; TF32 takes mma.sync)
     const std::string st = stage_type();
     w.comment("Implicit GEMM on the tensor cores: rows are the output pixels (n, h, w) flattened, columns the filters, "
               "the reduction (" + std::string(a_.nhwc ? "r, s, c" : "c, r, s") + ") flattened in the filter's order. "

@@ -701,7 +701,7 @@ class Generator {
     if (sched_.stages >= 2) helpers_.use("cp_async", Type::f32);
     if (c_.tf32) helpers_.use("mma_tf32", Type::f32);
     const std::string st = stage_type();
-    const std::string frag_t = c_.tf32 ? "nvcuda::wmma::precision::tf32" : cuda_type(c_.in_type);
+    const std::string frag_t = cuda_type(c_.in_type);  // WMMA's (16-bit data; TF32 takes mma.sync)
     std::string rows, cols, layers, red;
     for (size_t k : c_.rows) rows += (rows.empty() ? "" : ", ") + d.indices[k];
     for (size_t k : c_.cols) cols += (cols.empty() ? "" : ", ") + d.indices[k];

@@ -736,7 +736,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"cluster", "[2, 1]"}})),
             "cluster = [2, 1]: clusters are the tma path's; mainloop = mma runs one block per tile (cluster = [1, 1])");
   // stages: 1 (as auto) stages the next slice in registers; 2 to 4 shared buffers filled by
-  // cp.async, for 32-bit data, the buffers sharing their memory with the staging tiles.
+  // cp.async, for 32-bit data (TF32, whose mma.sync epilogue has no staging tile).
   EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"stages", "1"}})), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x16_w4x2");
   EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "3"}})),
             "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x64x16_w2x2_s3");
