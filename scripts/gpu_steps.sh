@@ -28,6 +28,11 @@
 #                 baseline; the DSL conv2d (f32 SIMT implicit GEMM) vs cuDNN (dense); softmax/RMSNorm/
 #                 LayerNorm 8192^2 bf16 and fp32 vs eager and torch.compile (rows: examples/modules,
 #                 ksol eval-module; ROWS: some)
+#   hacks         the exploit suite in full (tests/hacks/run_hacks.py; hack 08 generated here first with
+#                 `run_hacks.py --compile-only --only 08` and carried as .carry/hacks-gen), $OUT/hacks.{txt,json}
+#   tuned         every examples/tuned program at every size, hidden ones included (--compare none; all
+#                 compiled first, in parallel), then each status from the store: the
+#                 "every tuned program still passes" check; $OUT/tuned.db and tuned.txt
 #   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
 #                 (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
@@ -111,6 +116,28 @@ PY
       timeout 300 ksol eval-module "examples/modules/$m.py" --candidate "$(P $m)" --task $m --dims 8192,8192 \
         --json-out "$OUT/module_$m.json" 2>&1 | tail -4
     done ;;
+  hacks)
+    timeout ${HACKS_TIMEOUT:-300} python3 tests/hacks/run_hacks.py --ksol "$(command -v ksol)" --build-dir .carry/bin \
+      --generated .carry/hacks-gen --work /tmp/hacks --json-out "$OUT/hacks.json" > "$OUT/hacks.txt" 2>&1
+    echo "rc=$?"; grep -v '^  \[ok\]' "$OUT/hacks.txt" | tail -40 ;;
+  tuned)
+    for f in examples/tuned/*.ksol; do
+      b=$(basename "$f" .ksol); t=${b%_square}; t=${t%_banded}
+      ksol eval --task "$t" --compile-only --candidate "$f" > "$OUT/compile_$b.txt" 2>&1 &
+    done; wait
+    for f in examples/tuned/*.ksol; do
+      b=$(basename "$f" .ksol); t=${b%_square}; t=${t%_banded}
+      timeout 200 ksol --store "$OUT/tuned.db" eval --task "$t" --compare none --candidate "$f" >> "$OUT/tuned.txt" 2>&1; echo "$b rc=$?"
+    done
+    python3 - "$OUT/tuned.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+q = ("select c.origin, count(*), sum(e.status = 'ok'), group_concat(case when e.status != 'ok' then e.size_name || ': ' || "
+     "e.status || ' ' || coalesce(e.failed_gate, '') end, '; ') from evaluations e join candidates c on c.id = e.candidate_id group by c.id")
+for origin, n, ok, bad in c.execute(q):
+    print(f"{origin.rsplit('/', 1)[-1]:<36} {ok}/{n} ok" + (f"  {bad}" if bad else ""))
+PY
+    ;;
   kernelbench)
     # ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
     # as .cache/kernelbench), a fixed budget each (KB_SECONDS, 12 candidates). Several loops (one per
