@@ -939,8 +939,8 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 }
 
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage) {
-  w.line(stage_type + " (*const As)[kPA] = slices.ab.a[" + stage + "];");
-  w.line(stage_type + " (*const Bs)[kPB] = slices.ab.b[" + stage + "];");
+  w.line(stage_type + " (*const As)[kPA] = slices.a[" + stage + "];");
+  w.line(stage_type + " (*const Bs)[kPB] = slices.b[" + stage + "];");
 }
 
 void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
@@ -1053,8 +1053,7 @@ void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages,
     // Only TF32 is pipelined (cp.async copies 32-bit elements), and mma.sync has no staging tile.
     w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
     w.comment("The slices' buffers: As[reduction][row], Bs[reduction][column] each.");
-    w.line("struct KsolSlices { struct { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type +
-           " b[kStages][kBK][kPB]; } ab; };");
+    w.line("struct KsolSlices { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type + " b[kStages][kBK][kPB]; };");
     w.line("__shared__ __align__(128) KsolSlices slices;");
   } else {
     w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");

@@ -53,7 +53,7 @@ const std::vector<std::string> kInternal = {
     "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
-    "into", "s", "src", "ok", "c_acc", "frag_v", "hr", "ptr", "img_h", "img_w"};
+    "into", "s", "src", "ok", "img_h", "img_w"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {

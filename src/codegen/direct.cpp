@@ -47,8 +47,7 @@ const std::vector<std::string> kInternal = {
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
-    "slices", "stage", "ahead", "into", "s", "src", "c_acc", "frag_v", "hr", "ptr", "ksol_mma_tf32", "ksol_bits",
-    "ksol_tf32_bits"};
+    "slices", "stage", "ahead", "into", "s", "src"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
