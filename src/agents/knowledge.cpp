@@ -54,6 +54,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"conv", "thread_tile", K::list, {}, {2}},
       {"conv", "cluster", K::list, {}, {2}},
       {"conv", "stages", K::integer, {}, {}},
+      {"conv", "gather", K::choice, {"auto", "taps", "decode"}, {}},
       {"rowwise", "threads", K::integer, {}, {}},
       {"rowwise", "rows_per_block", K::integer, {}, {}},
       {"rowwise", "vector", K::integer, {}, {}},

@@ -39,7 +39,7 @@ const char* const kReserved[] = {
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
-    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_tf32_bits",
+    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits",
     "c_acc", "frag_v", "hr", "ptr"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
@@ -462,7 +462,7 @@ std::string Helpers::source() const {
          "  ::ksol_emu::mma_m16n8k8_tf32(d, a, b);\n"
          "#endif\n"
          "}\n"
-         "// x's bits as an operand: as they are (x already rounded to TF32), or rounded to TF32 (cvt.rna).\n"
+         "// x's bits as an operand, x already rounded to TF32.\n"
          "__device__ __forceinline__ unsigned ksol_bits(float x) {\n"
          "#ifdef __CUDA_ARCH__\n"
          "  return __float_as_uint(x);\n"
@@ -472,17 +472,7 @@ std::string Helpers::source() const {
          "  return u;\n"
          "#endif\n"
          "}\n"
-         "__device__ __forceinline__ unsigned ksol_tf32_bits(float x) {\n"
-         "#ifdef __CUDA_ARCH__\n"
-         "  unsigned r;\n"
-         "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(x));\n"
-         "  return r;\n"
-         "#else\n"
-         "  unsigned u = ksol_bits(x);\n"
-         "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay\n"
-         "  return u;\n"
-         "#endif\n"
-         "}\n";
+         ;
   if (used("cp_async"))
     o << "// cp.async (sm_80 and later): a 4-byte copy from global to shared memory that does not pass\n"
          "// through the registers, zeros where `pred` is false (then no byte of `src` is read). A thread's\n"
@@ -919,15 +909,16 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
                        const std::function<void(Writer&)>& multiply, bool tf32) {
   auto staged = [&](const std::string& r) { return tf32 ? "tf32_round(" + r + ")" : r; };
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
+  w.comment("A slice that is a whole multiple of the threads has no element past its end: the test folds away.");
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLA; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if (e < kBK * kBM) " + a_at + " = " + staged("ra[l]") + ";");
+  w.line("if ((kBK * kBM) % kThreads == 0 || e < kBK * kBM) " + a_at + " = " + staged("ra[l]") + ";");
   w.close();
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLB; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if (e < kBK * kBN) Bs[e % kBK][e / kBK] = " + staged("rb[l]") + ";");
+  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = " + staged("rb[l]") + ";");
   w.close();
   w.line("__syncthreads();");
   w.open("if (k0 + kBK < depth)");
@@ -943,7 +934,8 @@ void bind_stage(Writer& w, const std::string& stage_type, const std::string& sta
   w.line(stage_type + " (*const Bs)[kPB] = slices.b[" + stage + "];");
 }
 
-void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+void pipelined_slice_loop(Writer& w, const std::string& a_at,
+                          const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
                           const std::function<void(Writer&)>& multiply) {
   w.comment("The first kStages - 1 slices' copies in flight, a group each (empty past the end).");
   w.line("#pragma unroll");
@@ -956,6 +948,21 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.line("int stage = 0;");
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
   w.line("ksol_cp_wait<kStages - 2>();  // this slice's group has landed (the newer ones may not have)");
+  w.comment("This thread's own copies of the slice, rounded to TF32 where they lie: once an element, where rounding "
+            "the fragments would round each one in every warp that reads it.");
+  w.open("");
+  bind_stage(w, "float", "stage");
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < kLA; ++l)");
+  w.line("const int e = tid + l * kThreads;");
+  w.line("if ((kBK * kBM) % kThreads == 0 || e < kBK * kBM) " + a_at + " = tf32_round(" + a_at + ");");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < kLB; ++l)");
+  w.line("const int e = tid + l * kThreads;");
+  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = tf32_round(Bs[e % kBK][e / kBK]);");
+  w.close();
+  w.close();
   w.line("__syncthreads();  // every thread's copies are visible, and the buffer rewritten below is no longer read");
   w.open("");
   w.line("const int ahead = k0 + (kStages - 1) * kBK;");
@@ -1085,12 +1092,12 @@ namespace {
 
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
 // slices (no fragment API), 4 a 16 x 8 A piece and 2 an 8 x 8 B piece.
-void mma_sync_slice_product(Writer& w, bool rounded) {
-  const std::string bits = rounded ? "ksol_bits" : "ksol_tf32_bits";
+void mma_sync_slice_product(Writer& w) {
+  const std::string bits = "ksol_bits";
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.comment("Lane (lane / 4, lane % 4) reads rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
-            "(see ksol_mma_tf32)" + std::string(rounded ? ", as staged (already TF32)." : ", rounded to TF32 here."));
+            "(see ksol_mma_tf32), TF32 already in the slice.");
   w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
   // One operand's registers: frag[v][r] from the slice at `at` plus offsets[r].
   auto operand = [&](const std::string& frag, const std::string& v, const std::string& count, const std::string& at,
@@ -1113,9 +1120,9 @@ void mma_sync_slice_product(Writer& w, bool rounded) {
 
 }  // namespace
 
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded) {
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32) {
   if (tf32) {
-    mma_sync_slice_product(w, rounded);
+    mma_sync_slice_product(w);
     return;
   }
   w.line("#pragma unroll");

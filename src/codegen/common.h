@@ -208,10 +208,10 @@ void simt_slice_fma(Writer& w);
 // Bs[kBK][kPB] (B row-major: Bs[k][n]), each warp computing kFM x kFN fragments of 16 x 16 f32
 // accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
 // product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
-// or __half). TF32 fragments take the slices' data as rounded to TF32 when they were staged, or
-// round them (__float_to_tf32, cvt.rna) where the slices hold the data as they are.
-// With stages S >= 2 the slices are S shared buffers filled by cp.async (pipelined_slice_loop),
-// in a union with the staging tiles, which the epilogue uses only after the last slice.
+// or __half). TF32 fragments take the slices' data as rounded to TF32 (tf32_round, cvt.rna) when
+// they were staged or, in the cp.async pipeline, once they landed.
+// With stages S >= 2 the slices are S shared buffers filled by cp.async (pipelined_slice_loop);
+// only TF32 data are pipelined, so there is no staging tile beside them.
 struct WmmaShape {
   int64_t fm = 4, fn = 2;  // fragments per warp
   int64_t ks = 8;          // a fragment's reduction step: 8 (TF32) or 16 (16-bit)
@@ -247,13 +247,17 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
 int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // The pipelined slice loop of the mma kernels (stages >= 2): the first stages - 1 slices' copies
 // issued, then for each slice of kBK positions below `depth`: wait until its copies have landed
-// (cp.async.wait_group kStages - 2), a barrier, the copies of the slice stages - 1 ahead issued
-// into the buffer the last slice used (`issue`, given that slice's first position; it binds As
-// and Bs to buffer `stage` itself), the slice's products from its buffer (`multiply`, with As
-// and Bs bound to it). Every thread commits a group per slice, empty past the end, so the wait's
-// count holds to the last slice. Only TF32 data are pipelined, whose mma.sync epilogue reads no
-// shared memory: nothing waits on the buffers after the loop.
-void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+// (cp.async.wait_group kStages - 2), each thread's own copies of it rounded to TF32 where they
+// lie (A's element l at `a_at`, with l, e = tid + l * kThreads and tid in scope; B's at
+// Bs[e % kBK][e / kBK], as `issue` copies them), a barrier, the copies of the slice stages - 1
+// ahead issued into the buffer the last slice used (`issue`, given that slice's first position;
+// it binds As and Bs to buffer `stage` itself), the slice's products from its buffer (`multiply`,
+// with As and Bs bound to it; the data are TF32 already). Every thread commits a group per
+// slice, empty past the end, so the wait's count holds to the last slice. Only TF32 data are
+// pipelined, whose mma.sync epilogue reads no shared memory: nothing waits on the buffers after
+// the loop.
+void pipelined_slice_loop(Writer& w, const std::string& a_at,
+                          const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
                           const std::function<void(Writer&)>& multiply);
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
@@ -273,10 +277,10 @@ void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages 
 void wmma_accumulators(Writer& w, bool sync = false);
 // One staged slice's fragment products (inside the slice loop, between its barriers): mma.sync
 // for `tf32` (helpers "mma_tf32"), WMMA fragments of `frag_type` otherwise.
-// `rounded`: the staged TF32 operands were rounded as they were staged, and the operands are taken
-// as they are (the tensor cores read a TF32 operand's upper 19 bits, which then are all it has);
-// else each loaded element is rounded (cvt.rna).
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool rounded = true);
+// TF32 operands are taken as the slices hold them, rounded to TF32 already (as they were staged, or
+// where the pipeline's copies landed): the tensor cores read a TF32 operand's upper 19 bits, which
+// then are all it has.
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32);
 // Each accumulator to the epilogue: `element` emits the store of one output at (fr, fc) of
 // fragment (i, j), its value frag_v (inside a loop: `continue` skips it). WMMA: through the warp's
 // staging tile; `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive

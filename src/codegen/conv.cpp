@@ -53,7 +53,8 @@ const std::vector<std::string> kInternal = {
     "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
-    "into", "s", "src", "ok", "img_h", "img_w"};
+    "into", "s", "src", "ok", "img_h", "img_w", "kPX", "img_p", "img_o", "tap_ok", "tap_bit", "kq", "deep", "tap_off",
+    "m", "h0", "w0", "img0", "f0", "f_left", "f_rows", "f_p", "f_step"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
@@ -286,6 +287,9 @@ struct Sched {
   int64_t tm = 4, tn = 4;             // thread_tile: pixels x filters per thread
   int64_t threads = 256;
   int64_t shared_bytes = 0;
+  // The CUDA-core and mma kernels' image gather: tap masks (each thread one reduction position of
+  // kLA pixels, the position decoded once a slice) or a decode of each element's position.
+  bool taps = false;
   // The tma path's: the tile [pixels, filters, channels per stage], the cluster, the stages (0: auto).
   int64_t tile_m = 128, tile_n = 128, tile_k = 64;
   int64_t cm = 1, cn = 1, stages = 0;
@@ -330,7 +334,7 @@ std::string why_not_mma(const Analysis& a) {
 // The mma kernel's reduction step: 8 for TF32 fragments, 16 for bf16/f16.
 int64_t mma_k_step(const Analysis& a) { return a.tf32 ? 8 : 16; }
 
-Sched read_sched(const dsl::Program& p, const Analysis& a) {
+Sched read_tiles(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, family());
   Sched s;
   const std::string mainloop = k.one_of("mainloop", std::vector<std::string>{"auto", "simt", "tma", "mma"});
@@ -445,6 +449,49 @@ Sched read_sched(const dsl::Program& p, const Analysis& a) {
   return s;
 }
 
+// The filter's taps R x S when both are fixed, else 0.
+int64_t fixed_taps(const Analysis& a) {
+  const std::string& r = a.filter->extents[a.nhwc ? 1 : 2];
+  const std::string& s = a.filter->extents[a.nhwc ? 2 : 3];
+  if (!dsl::extent_is_number(r) || !dsl::extent_is_number(s)) return 0;
+  return std::stoll(r) * std::stoll(s);
+}
+
+// Why the CUDA-core or mma kernel of `s` cannot gather by tap masks ("" when it can): each thread
+// takes one reduction position of kLA pixels kPX apart, which needs NCHW data (a pixel's taps
+// along the slice), a slice whose elements are a whole multiple of the threads, pixels a multiple
+// of kLA, and at most 64 fixed taps (a mask's bits).
+std::string why_not_taps(const Analysis& a, const Sched& s) {
+  if (a.nhwc) return "channels-last data are gathered along the channels, not the taps";
+  const int64_t taps = fixed_taps(a);
+  if (taps == 0) return "the filter's extents are not fixed numbers";
+  if (taps > 64) return "the filter has " + std::to_string(taps) + " taps; a mask holds 64";
+  if ((s.bk * s.bm) % s.threads != 0)
+    return "the slice's " + std::to_string(s.bk * s.bm) + " image elements are not a whole multiple of the " +
+           std::to_string(s.threads) + " threads";
+  const int64_t la = s.bk * s.bm / s.threads;
+  if (s.bm % la != 0)
+    return "the tile's " + std::to_string(s.bm) + " pixels are not a multiple of the " + std::to_string(la) +
+           " a thread gathers";
+  return "";
+}
+
+Sched read_sched(const dsl::Program& p, const Analysis& a) {
+  Sched s = read_tiles(p, a);
+  Knobs k(p, family());
+  const std::string gather = k.one_of("gather", std::vector<std::string>{"auto", "taps", "decode"});
+  if (s.tma && gather != "auto")
+    throw Refused("gather = " + gather + " chooses how the CUDA-core and mma kernels gather the image; mainloop = tma loads "
+                  "it by TMA's im2col mode (gather = auto)");
+  const std::string why = why_not_taps(a, s);
+  if (gather == "taps" && !why.empty())
+    throw Refused("gather = taps: " + why + " (gather = auto decodes each element's position)");
+  if (gather == "decode" && !why.empty())
+    throw Refused("gather = decode is this kernel's only gather (" + why + "; tap masks do not apply): leave gather = auto");
+  s.taps = gather == "taps" || (gather == "auto" && why.empty());
+  return s;
+}
+
 void check(const dsl::Program& p, const Binding& b) {
   resolve_binding(p, b);
   read_sched(p, analyse(p));
@@ -452,12 +499,14 @@ void check(const dsl::Program& p, const Binding& b) {
 
 std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   std::string n = name_stem(p, "conv") + (a.tf32 ? "_tf32" : "");
+  // A gather that decodes each element where tap masks would apply says so.
+  const std::string dec = !s.taps && why_not_taps(a, s).empty() ? "_gdec" : "";
   if (s.mma)
     return n + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
-           std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.mma_stages >= 2 ? "_s" + std::to_string(s.mma_stages) : "");
+           std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.mma_stages >= 2 ? "_s" + std::to_string(s.mma_stages) : "") + dec;
   if (!s.tma)
     return n + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_t" +
-           std::to_string(s.tm) + "x" + std::to_string(s.tn);
+           std::to_string(s.tm) + "x" + std::to_string(s.tn) + dec;
   n += "_tma_" + std::to_string(s.tile_m) + "x" + std::to_string(s.tile_n) + "x" + std::to_string(s.tile_k) + "_c" +
        std::to_string(s.cm) + "x" + std::to_string(s.cn) + (s.stages ? "_s" + std::to_string(s.stages) : "_sauto");
   if (!a.fu.tag.empty()) n += "_" + a.fu.tag;
@@ -507,7 +556,7 @@ class Generator {
     }
     w.line();
     Helpers helpers;
-    if (a_.tf32 && s_.mma_stages < 2) helpers.use("tf32_round", Type::f32);
+    if (a_.tf32) helpers.use("tf32_round", Type::f32);
     if (s_.mma_stages >= 2) helpers.use("cp_async", Type::f32);
     if (s_.mma && a_.tf32) helpers.use("mma_tf32", Type::f32);
     const std::string value = epilogue(helpers);
@@ -528,6 +577,8 @@ class Generator {
     }
     w.line("// Slice elements each thread loads: of the image (kLA) and of the filter (kLB).");
     w.line("constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
+    if (tap_masks())
+      w.line("constexpr int kPX = kBM / kLA;  // consecutive pixels per reduction position of a slice (kBK x kPX threads)");
     w.line();
     if (s_.mma)
       mma_kernel(w, value);
@@ -615,6 +666,22 @@ class Generator {
   // this thread is pixel e % kBM at reduction position e / kBM (NCHW: consecutive threads read
   // consecutive pixels), or pixel e / kBK at position e % kBK (NHWC: consecutive channels).
   void load(Writer& w, const std::string& kbase) {
+    if (tap_masks()) {
+      w.open("");
+      tap_of_slice(w, kbase);
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("ra[l] = (tap_ok[l] & tap_bit) ? " + operand("img_p[l][img_o[l] + tap_off]") + " : " + stage_zero() + ";");
+      w.close();
+      w.close();
+    } else {
+      load_gathered(w, kbase);
+    }
+    load_filter(w, kbase);
+  }
+
+  // The image's part of load() where each element decodes its own tap.
+  void load_gathered(Writer& w, const std::string& kbase) {
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLA; ++l)");
     w.line("const int kk = " + kbase + " + (tid + l * kThreads) " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
@@ -626,6 +693,18 @@ class Generator {
     w.close();
     w.line("ra[l] = v;");
     w.close();
+  }
+
+  // The filter's part of load(): element l of this thread is filter e / kBK at position e % kBK.
+  void load_filter(Writer& w, const std::string& kbase) {
+    if (filter_rows()) {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLB; ++l)");
+      w.line("rb[l] = (l < f_rows && " + kbase + " + tid % kBK < depth) ? " + operand("f_p[l * f_step + " + kbase + "]") +
+             " : " + stage_zero() + ";");
+      w.close();
+      return;
+    }
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLB; ++l)");
     w.line("const int e = tid + l * kThreads;");
@@ -641,23 +720,40 @@ class Generator {
   // as they are (TF32 rounding happens in the fragments).
   void issue_async(Writer& w, const std::string& kbase, const std::string& stage) {
     bind_stage(w, "float", stage);
-    w.line("#pragma unroll");
-    w.open("for (int l = 0; l < kLA; ++l)");
-    w.line("const int e = tid + l * kThreads;");
-    w.line("if (e >= kBK * kBM) break;");
-    w.line("const int kk = " + kbase + " + e " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
-    w.line("const float* src = " + X() + ";");
-    w.line("bool ok = false;");
-    w.open("if (img[l] >= 0 && kk < depth)");
-    const std::string at = gather_tap(w);
-    w.line("ok = " + inside_image() + ";");
-    w.line("if (ok) src += int64_t(img[l]) * image + " + at + ";");
-    w.close();
-    w.line("ksol_cp_async4(&" + a_at() + ", src, ok);");
+    w.open("");
+    if (tap_masks()) {
+      tap_of_slice(w, kbase);
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("const bool ok = (tap_ok[l] & tap_bit) != 0;");
+      w.line("ksol_cp_async4(&" + a_at() + ", ok ? img_p[l] + (img_o[l] + tap_off) : " + X() + ", ok);");
+      w.close();
+    } else {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("const int e = tid + l * kThreads;");
+      w.line("if (e >= kBK * kBM) break;");
+      w.line("const int kk = " + kbase + " + e " + (a_.nhwc ? "% kBK" : "/ kBM") + ";");
+      w.line("const float* src = " + X() + ";");
+      w.line("bool ok = false;");
+      w.open("if (img[l] >= 0 && kk < depth)");
+      const std::string at = gather_tap(w);
+      w.line("ok = " + inside_image() + ";");
+      w.line("if (ok) src += int64_t(img[l]) * image + " + at + ";");
+      w.close();
+      w.line("ksol_cp_async4(&" + a_at() + ", src, ok);");
+      w.close();
+    }
     w.close();
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLB; ++l)");
     w.line("const int e = tid + l * kThreads;");
+    if (filter_rows()) {
+      w.line("const bool ok = l < f_rows && " + kbase + " + tid % kBK < depth;");
+      w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], ok ? f_p + (l * f_step + " + kbase + ") : " + F() + ", ok);");
+      w.close();
+      return;
+    }
     w.line("if (e >= kBK * kBN) break;");
     w.line("const int64_t filt = tile_n + e / kBK;");
     w.line("const int kk = " + kbase + " + e % kBK;");
@@ -751,11 +847,50 @@ class Generator {
     w.line("const bool narrow = pixels <= 2147483647;");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");
-    w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once, "
-              "keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three registers an element).");
     w.line("const int64_t image = int64_t(" + C() + ") * " + H() + " * " + W() + ";  // elements of one image");
     w.comment("An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).");
     w.line("const int img_h = int(" + H() + "), img_w = int(" + W() + ");");
+    if (filter_rows()) {
+      w.comment("The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first f_rows "
+                "exist, at position tid % kBK of each slice; f_p points at the first (at the filter's start when none "
+                "exists), f_step from one to the next.");
+      w.line("const int64_t f0 = tile_n + tid / kBK;");
+      w.line("const int64_t f_left = f0 < " + K() + " ? (" + K() + " - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;");
+      w.line("const int f_rows = int(f_left < kLB ? f_left : kLB);");
+      w.line(std::string("const ") + cuda_type(a_.in_type) + "* f_p = " + F() + " + (f_rows > 0 ? f0 * depth + tid % kBK : 0);");
+      w.line("const int64_t f_step = int64_t(kThreads / kBK) * depth;");
+    }
+    if (tap_masks()) {
+      const std::string in = cuda_type(a_.in_type), m = tap_mask_type();
+      w.comment("This thread gathers reduction position tid / kPX of pixels tid % kPX + l * kPX. Each pixel keeps its "
+                "image's first element (img_p), the offset of its top-left tap there (img_o, negative in the padding) "
+                "and a mask of the taps inside the image (tap_ok: bit r * S + s; none past the pixels).");
+      w.line("const " + in + "* img_p[kLA];");
+      w.line("int img_o[kLA];");
+      w.line(m + " tap_ok[kLA];");
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA; ++l)");
+      w.line("const int64_t pix = tile_m + tid % kPX + l * kPX;");
+      w.line("const bool live = pix < pixels;");
+      w.line("int64_t img_n, rest, oh;");
+      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+      w.line("const int h0 = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
+      w.line("const int w0 = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
+      w.line(m + " m = 0;");
+      w.line("#pragma unroll");
+      w.open("for (int rs = 0; rs < taps; ++rs)");
+      w.line("const int hi = h0 + " + times(a_.dil_h, "(rs / taps_s)") + ", wi = w0 + " + times(a_.dil_w, "(rs % taps_s)") + ";");
+      w.line("if (live && " + inside_image() + ") m |= " + m + "(1) << rs;");
+      w.close();
+      w.line("tap_ok[l] = m;");
+      w.line("img_p[l] = " + X() + " + img_n * image;");
+      w.comment("Only a pixel with a tap inside the image is ever read, and its offset fits in 32 bits.");
+      w.line("img_o[l] = m ? h0 * img_w + w0 : 0;");
+      w.close();
+      return;
+    }
+    w.comment("The pixel each image element this thread loads belongs to is the same in every slice: decode it once, "
+              "keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three registers an element).");
     w.line("int img[kLA], base_h[kLA], base_w[kLA];");
     // Pixel `pix` (past the pixels unless `live`) as its image (-1 when not live) and top-left tap,
     // assigned to `img`, `h` and `wv` (declarations or array elements).
@@ -787,6 +922,29 @@ class Generator {
     w.close();
   }
 
+  // Whether each thread gathers one reduction position of kLA pixels kPX apart (why_not_taps): the
+  // position's channel and tap are then decoded once a slice, and each pixel keeps its image's
+  // pointer, its top-left tap's offset and a mask of the taps that lie inside the image, so an
+  // element costs a bit test, an add and the load.
+  bool tap_masks() const { return s_.taps; }
+  // Whether each thread loads its filter elements at one position of each slice (the threads a
+  // multiple of the slice) and every one inside the slice (the slice's filter elements a whole
+  // multiple of the threads): one pointer and a count of existing filters then serve them all.
+  bool filter_rows() const { return s_.threads % s_.bk == 0 && (s_.bk * s_.bn) % s_.threads == 0; }
+  std::string tap_mask_type() const { return fixed_taps(a_) <= 32 ? "unsigned" : "unsigned long long"; }
+
+  // The reduction position this thread gathers in the slice at `kbase`: its tap's offset in the
+  // image from a pixel's top-left tap (tap_off) and its bit in the pixels' masks (tap_bit, none
+  // past the reduction).
+  void tap_of_slice(Writer& w, const std::string& kbase) {
+    w.line("const int kq = " + kbase + " + tid / kPX;");
+    w.line("const bool deep = kq < depth;");
+    w.line("const int kk = deep ? kq : 0, ch = kk / taps, rs = kk - ch * taps;");
+    w.line("const int tap_off = (ch * img_h + " + times(a_.dil_h, "(rs / taps_s)") + ") * img_w + " +
+           times(a_.dil_w, "(rs % taps_s)") + ";");
+    w.line("const " + tap_mask_type() + " tap_bit = deep ? " + tap_mask_type() + "(1) << rs : 0;");
+  }
+
   // Whether every image element a thread gathers is the same pixel: NCHW (element e is pixel
   // e % kBM), threads a multiple of the tile's pixels, and every element of the slice taken
   // (kBK * kBM a multiple of the threads, so no element past the slice).
@@ -795,7 +953,10 @@ class Generator {
   }
 
   // Where a staged image element goes: As[tap][pixel] (NCHW: consecutive threads, consecutive pixels).
-  std::string a_at() const { return a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]"; }
+  std::string a_at() const {
+    if (tap_masks()) return "As[tid / kPX][tid % kPX + l * kPX]";
+    return a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]";
+  }
 
   // The output pointer of pixel `pix` (in scope, below `pixels`): its image, plane offset and
   // row decoded, the column too where the epilogue reads one.
@@ -895,8 +1056,8 @@ class Generator {
     gather_setup(w);
     wmma_accumulators(w, a_.tf32);
     if (s_.mma_stages >= 2) {
-      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32, false); });
+      pipelined_slice_loop(w, a_at(), [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       load(w, "0");
@@ -1087,6 +1248,7 @@ const FamilyGenerator& family() {
           {"thread_tile", "[4, 4]", {"[2, 2]", "[4, 2]", "[2, 4]", "[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
           {"stages", "auto", {"auto", "2", "3", "4"}},
+          {"gather", "auto", {"auto", "decode"}},
       },
       &check,
       &generate,

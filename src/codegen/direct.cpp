@@ -786,8 +786,9 @@ class Generator {
     w.close();
     wmma_accumulators(w, c_.tf32);
     if (sched_.stages >= 2) {
-      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32, false); });
+      pipelined_slice_loop(w, "As[e / kBM][e % kBM]",
+                           [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       mma_load(w, "0");

@@ -54,9 +54,21 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
   EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"tile", "[128, 64, 8]"}, {"thread_tile", "[8, 4]"}})),
             "conv_conv2d_f32_128x64x8_t8x4");
   EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 16]"}, {"split_k", "2"}})),
-            "unknown schedule key 'split_k' for the conv family; it accepts mainloop, tile, thread_tile, cluster, stages");
+            "unknown schedule key 'split_k' for the conv family; it accepts mainloop, tile, thread_tile, cluster, stages, gather");
   EXPECT_EQ(refusal(scheduled(p, {{"cluster", "[2, 1]"}})),
             "cluster = [2, 1]: clusters are the tma path's; mainloop = simt runs one block per tile (cluster = [1, 1])");
+  // The gather: tap masks by default where they apply, a decode of each element on request.
+  EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"gather", "taps"}})), "conv_conv2d_f32_64x64x16_t4x4");
+  EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"gather", "decode"}})), "conv_conv2d_f32_64x64x16_t4x4_gdec");
+  EXPECT_NE(codegen::generate_cuda(p, {}).find("tap_ok[l] & tap_bit"), std::string::npos);
+  EXPECT_EQ(codegen::generate_cuda(scheduled(p, {{"gather", "decode"}}), {}).find("tap_ok"), std::string::npos);
+  EXPECT_EQ(refusal(scheduled(p, {{"gather", "both"}})), "gather = both must be one of auto, taps, decode");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 8]"}, {"thread_tile", "[2, 2]"}, {"gather", "taps"}})),
+            "gather = taps: the slice's 512 image elements are not a whole multiple of the 1024 threads (gather = auto "
+            "decodes each element's position)");
+  EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 8]"}, {"thread_tile", "[2, 2]"}, {"gather", "decode"}})),
+            "gather = decode is this kernel's only gather (the slice's 512 image elements are not a whole multiple of "
+            "the 1024 threads; tap masks do not apply): leave gather = auto");
   EXPECT_EQ(refusal(scheduled(p, {{"stages", "4"}})),
             "stages = 4: the tma and mma paths'; mainloop = simt stages one slice in registers (stages = auto)");
   EXPECT_EQ(refusal(scheduled(p, {{"mainloop", "tma"}})),
@@ -141,8 +153,10 @@ TEST(CodegenConv, ScheduleSpace) {
             << " refused\n";
   for (const auto& [r, n] : reasons) std::cout << "    " << n << " x ..." << r << "\n";
   EXPECT_EQ(space.size(), grid);
-  EXPECT_EQ(space.legal.size(), 78u);
-  EXPECT_EQ(space.refused(), 4710u);  // most of them tma-only knobs, or mainloop = tma or mma on f32 NCHW data
+  // 78 with each gather but one: a tile whose pixels are not a multiple of what a thread gathers
+  // has no tap masks, so gather = decode is refused there.
+  EXPECT_EQ(space.legal.size(), 155u);
+  EXPECT_EQ(space.refused(), 9421u);  // most of them tma-only knobs, or mainloop = tma or mma on f32 NCHW data
   // Every verdict, the skipped ones included, is can_implement's.
   for (size_t i = 0; i < space.size(); ++i) {
     const codegen::Support r = codegen::can_implement(codegen::with_schedule(p, space.schedule(i)), kTaskBinding);
@@ -328,8 +342,10 @@ void check_on_host(const std::vector<HostCase>& cases) {
 // tile partial), taps mostly in the padding, and empty sums.
 TEST(CodegenConv, EpiloguesOnTheHostMatchTheInterpreter) {
   check_on_host({
-      {kBiasRelu, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
-      {kResidualGelu, {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}, {}}, int_sizes()},
+      {kBiasRelu, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}, {{"gather", "decode"}}}, int_sizes()},
+      {kResidualGelu,
+       {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}, {}, {{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}, {"gather", "decode"}}},
+       int_sizes()},
       {kClampColumn, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
   });
 }
@@ -375,8 +391,10 @@ TEST(CodegenConv, StrideAndDilationOnTheHostMatchTheInterpreter) {
       {{"N", 1}, {"C", 2}, {"H", 3}, {"W", 3}, {"K", 2}, {"P", 1}, {"Q", 5}},
   };
   check_on_host({
-      {kStride2, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
-      {kDilation2, {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}}, same},
+      {kStride2, {{}, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}, {{"gather", "decode"}}}, stride2},
+      {kDilation2,
+       {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}, {{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}, {"gather", "decode"}}},
+       same},
       {kMixed, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, stride2},
       {kGeneral, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
        {{{"N", 1}, {"C", 3}, {"H", 7}, {"W", 6}, {"K", 5}, {"R", 5}, {"S", 5}}, {{"N", 2}, {"C", 2}, {"H", 4}, {"W", 9}, {"K", 3}, {"R", 3}, {"S", 1}}}},
@@ -481,6 +499,12 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
   EXPECT_EQ(codegen::kernel_name(bf), "conv_conv2d_nhwc_bias_relu_bf16_tma_128x128x64_c1x1_sauto_biasrelu_fbsimt");
   EXPECT_EQ(codegen::compile_needs(bf).arch, "sm_90a");
   EXPECT_EQ(codegen::kernel_name(scheduled(bf, {{"mainloop", "simt"}})), "conv_conv2d_nhwc_bias_relu_bf16_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(bf, {{"mainloop", "simt"}, {"gather", "taps"}})),
+            "gather = taps: channels-last data are gathered along the channels, not the taps (gather = auto decodes each "
+            "element's position)");
+  EXPECT_EQ(refusal(scheduled(bf, {{"gather", "decode"}})),
+            "gather = decode chooses how the CUDA-core and mma kernels gather the image; mainloop = tma loads it by "
+            "TMA's im2col mode (gather = auto)");
   EXPECT_EQ(codegen::compile_needs(scheduled(bf, {{"mainloop", "simt"}})).arch, "sm_90");
   EXPECT_EQ(codegen::kernel_name(scheduled(bf, {{"tile", "[64, 128, 64]"}, {"cluster", "[2, 1]"}, {"stages", "4"}})),
             "conv_conv2d_nhwc_bias_relu_bf16_tma_64x128x64_c2x1_s4_biasrelu_fbsimt");
@@ -629,9 +653,13 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
   check_on_host({
       {kNchwTf32BiasRelu,
        {{}, {{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
-        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}}},
+        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}},
+        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}, {"gather", "decode"}}},
        int_sizes()},
-      {kNchwBf16Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}}}, stride2},
+      {kNchwBf16Stride2,
+       {{{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}},
+        {{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}, {"gather", "decode"}}},
+       stride2},
       {kNchwF16Dilated, {{{"mainloop", "mma"}, {"tile", "[64, 64, 32]"}, {"thread_tile", "[2, 2]"}}}, dilated},
       {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}}, stride2},
       {kNhwcBf16BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, int_sizes()},
@@ -643,6 +671,17 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
          std::string s = src;
          for (size_t at = s.find("= tf32_round(ra[l]);"); at != std::string::npos; at = s.find("= tf32_round(ra[l]);", at))
            s.replace(at, 20, "= ra[l];");
+         return s;
+       }},
+      // Planted: the tap-mask gather's elements stored one pixel off in the slice (the gather and the
+      // slice's layout disagree).
+      {kNchwTf32BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}},
+       {int_sizes().front()},
+       [](const std::string& src) {
+         std::string s = src;
+         const std::string from = "As[tid / kPX][tid % kPX + l * kPX]", to = "As[tid / kPX][(tid % kPX + l * kPX + 1) % kBM]";
+         const size_t at = s.find(from);
+         if (at != std::string::npos) s.replace(at, from.size(), to);
          return s;
        }},
       // Planted: a lane's second A register read from the row after its own instead of 8 rows on
@@ -661,7 +700,8 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
 // The mma kernel's cp.async pipeline (stages 2 to 4) on the CPU against the interpreter. The host
 // emulation holds each thread's copies until a wait asks for their group, so a slice multiplied
 // before its copies are waited for reads the buffer's old contents: waiting for one group fewer
-// fails, and so do fragments not rounded to TF32 (the slices hold the data as they are). (A dropped
+// fails, and so do copies left unrounded where they landed (tf32_round made the identity: the
+// fragments take the slices as they are). (A dropped
 // barrier is a race between threads, which the emulation may or may not order badly: not a
 // reliable test.)
 TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
@@ -685,13 +725,18 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
   };
   check_on_host({
       {kNchwTf32BiasRelu,
-       {mma("[32, 32, 8]", "[1, 1]", "2"), mma("[64, 32, 16]", "[2, 1]", "3"), mma("[32, 64, 8]", "[1, 2]", "4")},
+       {mma("[32, 32, 8]", "[1, 1]", "2"), mma("[64, 32, 16]", "[2, 1]", "3"), mma("[32, 64, 8]", "[1, 2]", "4"),
+        [&] {
+          Schedule d = mma("[64, 32, 16]", "[2, 1]", "3");
+          d.push_back({"gather", "decode"});
+          return d;
+        }()},
        int_sizes()},
       {kNhwcTf32Stride2, {mma("[32, 64, 16]", "[1, 2]", "3"), mma("[32, 32, 8]", "[2, 2]", "2")}, deep},
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "3")}, many_slices,
        replaced("ksol_cp_wait<kStages - 2>()", "ksol_cp_wait<kStages - 1>()")},
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "2")}, many_slices,
-       replaced("= ksol_tf32_bits(ptr[", "= ksol_bits(ptr[")},
+       replaced("u = (u + 0x1000u) & 0xffffe000u;", "(void)0;")},
   });
 }
 
@@ -753,7 +798,11 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   const std::string piped = codegen::generate_cuda(scheduled(tf, {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "2"}}), {});
   EXPECT_NE(piped.find("cp.async.ca.shared.global"), std::string::npos);
   EXPECT_NE(piped.find("ksol_cp_wait<kStages - 2>()"), std::string::npos);
-  EXPECT_EQ(piped.find("tf32_round("), std::string::npos) << "the pipeline copies the data as they are";
+  // The copies land as they are; each thread rounds its own to TF32 in place before the barrier.
+  const size_t rounding = piped.find("As[tid / kPX][tid % kPX + l * kPX] = tf32_round(As[tid / kPX][tid % kPX + l * kPX]);");
+  ASSERT_NE(rounding, std::string::npos);
+  EXPECT_LT(piped.find("ksol_cp_wait<kStages - 2>()"), rounding);
+  EXPECT_LT(rounding, piped.find("__syncthreads();  // every thread's copies are visible"));
   // The schedule space: every mma name distinct, and the simt names unchanged beside them.
   codegen::Space space = codegen::schedule_space(tf, {});
   std::set<std::string> names;

@@ -19,6 +19,7 @@ constexpr int kTM = 4, kTN = 4;  // per thread
 constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;
 // Slice elements each thread loads: of the image (kLA) and of the filter (kLB).
 constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;
+constexpr int kPX = kBM / kLA;  // consecutive pixels per reduction position of a slice (kBK x kPX threads)
 
 // Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for
 // every thread), else in 64.
@@ -60,25 +61,42 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
   const bool narrow = pixels <= 2147483647;
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
-  // The pixel each image element this thread loads belongs to is the same in every slice: decode it
-  // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
-  // registers an element).
   const int64_t image = int64_t(C) * H * W;  // elements of one image
   // An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).
   const int img_h = int(H), img_w = int(W);
-  int img[kLA], base_h[kLA], base_w[kLA];
-  // NCHW with the block's threads a multiple of its pixels and a slice's elements a multiple of its
-  // threads: every element this thread loads is pixel tid % kBM, decoded once.
-   {
-    const int64_t pix = tile_m + tid % kBM;
+  // The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first
+  // f_rows exist, at position tid % kBK of each slice; f_p points at the first (at the filter's
+  // start when none exists), f_step from one to the next.
+  const int64_t f0 = tile_n + tid / kBK;
+  const int64_t f_left = f0 < K ? (K - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;
+  const int f_rows = int(f_left < kLB ? f_left : kLB);
+  const float* f_p = F + (f_rows > 0 ? f0 * depth + tid % kBK : 0);
+  const int64_t f_step = int64_t(kThreads / kBK) * depth;
+  // This thread gathers reduction position tid / kPX of pixels tid % kPX + l * kPX. Each pixel
+  // keeps its image's first element (img_p), the offset of its top-left tap there (img_o, negative
+  // in the padding) and a mask of the taps inside the image (tap_ok: bit r * S + s; none past the
+  // pixels).
+  const float* img_p[kLA];
+  int img_o[kLA];
+  unsigned tap_ok[kLA];
+  #pragma unroll
+  for (int l = 0; l < kLA; ++l) {
+    const int64_t pix = tile_m + tid % kPX + l * kPX;
     const bool live = pix < pixels;
     int64_t img_n, rest, oh;
     ksol_decode(live ? pix : 0, plane, W, narrow, img_n, rest, oh);
-    const int img0 = live ? int(img_n) : -1;
     const int h0 = int(oh) - 1;
     const int w0 = int(rest - oh * W) - 1;
+    unsigned m = 0;
     #pragma unroll
-    for (int l = 0; l < kLA; ++l) img[l] = img0, base_h[l] = h0, base_w[l] = w0;
+    for (int rs = 0; rs < taps; ++rs) {
+      const int hi = h0 + (rs / taps_s), wi = w0 + (rs % taps_s);
+      if (live && hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) m |= unsigned(1) << rs;
+    }
+    tap_ok[l] = m;
+    img_p[l] = X + img_n * image;
+    // Only a pixel with a tap inside the image is ever read, and its offset fits in 32 bits.
+    img_o[l] = m ? h0 * img_w + w0 : 0;
   }
   float acc[kTM][kTN];
   #pragma unroll
@@ -86,56 +104,50 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
     #pragma unroll
     for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;
   float ra[kLA], rb[kLB];
-  #pragma unroll
-  for (int l = 0; l < kLA; ++l) {
-    const int kk = 0 + (tid + l * kThreads) / kBM;
-    float v = 0.0f;
-    if (img[l] >= 0 && kk < depth) {
-      const int ch = kk / taps, rs = kk - ch * taps;
-      const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
-      const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-      if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (ch * img_h + hi) * img_w + wi];
+   {
+    const int kq = 0 + tid / kPX;
+    const bool deep = kq < depth;
+    const int kk = deep ? kq : 0, ch = kk / taps, rs = kk - ch * taps;
+    const int tap_off = (ch * img_h + (rs / taps_s)) * img_w + (rs % taps_s);
+    const unsigned tap_bit = deep ? unsigned(1) << rs : 0;
+    #pragma unroll
+    for (int l = 0; l < kLA; ++l) {
+      ra[l] = (tap_ok[l] & tap_bit) ? img_p[l][img_o[l] + tap_off] : 0.0f;
     }
-    ra[l] = v;
   }
   #pragma unroll
   for (int l = 0; l < kLB; ++l) {
-    const int e = tid + l * kThreads;
-    const int64_t filt = tile_n + e / kBK;
-    const int kk = 0 + e % kBK;
-    rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
+    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[l * f_step + 0] : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
+    // A slice that is a whole multiple of the threads has no element past its end: the test folds
+    // away.
     #pragma unroll
     for (int l = 0; l < kLA; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBM) As[e / kBM][e % kBM] = ra[l];
+      if ((kBK * kBM) % kThreads == 0 || e < kBK * kBM) As[tid / kPX][tid % kPX + l * kPX] = ra[l];
     }
     #pragma unroll
     for (int l = 0; l < kLB; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];
+      if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = rb[l];
     }
     __syncthreads();
     if (k0 + kBK < depth) {
-      #pragma unroll
-      for (int l = 0; l < kLA; ++l) {
-        const int kk = (k0 + kBK) + (tid + l * kThreads) / kBM;
-        float v = 0.0f;
-        if (img[l] >= 0 && kk < depth) {
-          const int ch = kk / taps, rs = kk - ch * taps;
-          const int tap_r = rs / taps_s, tap_s = rs - tap_r * taps_s;
-          const int hi = base_h[l] + tap_r, wi = base_w[l] + tap_s;
-          if (hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) v = X[int64_t(img[l]) * image + (ch * img_h + hi) * img_w + wi];
+       {
+        const int kq = (k0 + kBK) + tid / kPX;
+        const bool deep = kq < depth;
+        const int kk = deep ? kq : 0, ch = kk / taps, rs = kk - ch * taps;
+        const int tap_off = (ch * img_h + (rs / taps_s)) * img_w + (rs % taps_s);
+        const unsigned tap_bit = deep ? unsigned(1) << rs : 0;
+        #pragma unroll
+        for (int l = 0; l < kLA; ++l) {
+          ra[l] = (tap_ok[l] & tap_bit) ? img_p[l][img_o[l] + tap_off] : 0.0f;
         }
-        ra[l] = v;
       }
       #pragma unroll
       for (int l = 0; l < kLB; ++l) {
-        const int e = tid + l * kThreads;
-        const int64_t filt = tile_n + e / kBK;
-        const int kk = (k0 + kBK) + e % kBK;
-        rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
+        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[l * f_step + (k0 + kBK)] : 0.0f;
       }
     }
     #pragma unroll

@@ -73,12 +73,20 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   const bool narrow = pixels <= 2147483647;
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
-  // The pixel each image element this thread loads belongs to is the same in every slice: decode it
-  // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
-  // registers an element).
   const int64_t image = int64_t(C) * H * W;  // elements of one image
   // An element's offset in its image is 32-bit (ksol_run refuses images of 2^31 elements or more).
   const int img_h = int(H), img_w = int(W);
+  // The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first
+  // f_rows exist, at position tid % kBK of each slice; f_p points at the first (at the filter's
+  // start when none exists), f_step from one to the next.
+  const int64_t f0 = tile_n + tid / kBK;
+  const int64_t f_left = f0 < K ? (K - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;
+  const int f_rows = int(f_left < kLB ? f_left : kLB);
+  const float* f_p = F + (f_rows > 0 ? f0 * depth + tid % kBK : 0);
+  const int64_t f_step = int64_t(kThreads / kBK) * depth;
+  // The pixel each image element this thread loads belongs to is the same in every slice: decode it
+  // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
+  // registers an element).
   int img[kLA], base_h[kLA], base_w[kLA];
   #pragma unroll
   for (int l = 0; l < kLA; ++l) {
@@ -111,21 +119,20 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   }
   #pragma unroll
   for (int l = 0; l < kLB; ++l) {
-    const int e = tid + l * kThreads;
-    const int64_t filt = tile_n + e / kBK;
-    const int kk = 0 + e % kBK;
-    rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
+    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[l * f_step + 0] : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
+    // A slice that is a whole multiple of the threads has no element past its end: the test folds
+    // away.
     #pragma unroll
     for (int l = 0; l < kLA; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBM) As[e % kBK][e / kBK] = tf32_round(ra[l]);
+      if ((kBK * kBM) % kThreads == 0 || e < kBK * kBM) As[e % kBK][e / kBK] = tf32_round(ra[l]);
     }
     #pragma unroll
     for (int l = 0; l < kLB; ++l) {
       const int e = tid + l * kThreads;
-      if (e < kBK * kBN) Bs[e % kBK][e / kBK] = tf32_round(rb[l]);
+      if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = tf32_round(rb[l]);
     }
     __syncthreads();
     if (k0 + kBK < depth) {
@@ -143,10 +150,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
       }
       #pragma unroll
       for (int l = 0; l < kLB; ++l) {
-        const int e = tid + l * kThreads;
-        const int64_t filt = tile_n + e / kBK;
-        const int kk = (k0 + kBK) + e % kBK;
-        rb[l] = (e < kBK * kBN && filt < K && kk < depth) ? F[filt * depth + kk] : 0.0f;
+        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[l * f_step + (k0 + kBK)] : 0.0f;
       }
     }
     #pragma unroll
