@@ -33,6 +33,11 @@
 #   tuned         every examples/tuned program at every size, hidden ones included (--compare none; all
 #                 compiled first, in parallel), then each status from the store: the
 #                 "every tuned program still passes" check; $OUT/tuned.db and tuned.txt
+#   gather        the conv family's two image gathers side by side on one KernelBench conv: the module's
+#                 lowered program (what `ksol optimize` prints with no GPU visible), as lowered (gather =
+#                 auto: tap masks) and with gather = decode, each through `ksol dsl cuda`, timed in one
+#                 `ksol eval-module` run beside eager and torch.compile (GATHER_PROBLEM, GATHER_DIMS: the
+#                 program's dims in order; level1/55 by default); then the GPU tier's warp-level kernels test
 #   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
 #                 (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
@@ -138,6 +143,17 @@ for origin, n, ok, bad in c.execute(q):
     print(f"{origin.rsplit('/', 1)[-1]:<36} {ok}/{n} ok" + (f"  {bad}" if bad else ""))
 PY
     ;;
+  gather)
+    f=${GATHER_PROBLEM:-.kb/KernelBench/level1/55_conv_standard_2D__asymmetric_input__square_kernel.py}
+    d=$OUT/gather; mkdir -p "$d"
+    CUDA_VISIBLE_DEVICES= ksol --store '' optimize "$f" > "$d/lowered.txt" 2>&1
+    awk '/^kernel /{p=1} p{print} p&&/^schedule \{/{s=1} s&&/^\}$/{exit}' "$d/lowered.txt" > "$d/taps.ksol"
+    sed 's/^schedule {$/schedule {\n  gather = decode/' "$d/taps.ksol" > "$d/decode.ksol"
+    for v in taps decode; do ksol dsl cuda "$d/$v.ksol" > "$d/$v.cu" || { echo "$v: no source"; cat "$d/lowered.txt"; exit 1; }; done
+    timeout 500 ksol eval-module "$f" --candidate "$d/taps.cu" --candidate "$d/decode.cu" \
+      --dims "${GATHER_DIMS:-8,64,512,1024,128,510,1022}" --json-out "$d/gather.json" > "$d/gather.txt" 2>&1
+    echo "rc=$?"; tail -12 "$d/gather.txt"
+    KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 300 .carry/bin/ksol_tests --gtest_filter='Gpu.WarpLevel*' 2>&1 | tail -4 ;;
   kernelbench)
     # ksol optimize on the 40 problems of docs/TORCH.md's rule (a KernelBench copy carried
     # as .cache/kernelbench), a fixed budget each (KB_SECONDS, 12 candidates). Several loops (one per
