@@ -1093,7 +1093,6 @@ namespace {
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
 // slices (no fragment API), 4 a 16 x 8 A piece and 2 an 8 x 8 B piece.
 void mma_sync_slice_product(Writer& w) {
-  const std::string bits = "ksol_bits";
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.comment("Lane (lane / 4, lane % 4) reads rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
@@ -1106,7 +1105,7 @@ void mma_sync_slice_product(Writer& w) {
     w.open("for (int " + v + " = 0; " + v + " < " + count + "; ++" + v + ")");
     w.line("const float* ptr = " + at + ";");
     for (size_t r = 0; r < offsets.size(); ++r)
-      w.line(frag + "[" + v + "][" + std::to_string(r) + "] = " + bits + "(ptr[" + offsets[r] + "]);");
+      w.line(frag + "[" + v + "][" + std::to_string(r) + "] = ksol_bits(ptr[" + offsets[r] + "]);");
     w.close();
   };
   operand("a_frag", "i", "kFM", "&As[kk + lane % 4][wm0 + i * 16 + lane / 4]", {"0", "8", "4 * kPA", "4 * kPA + 8"});
