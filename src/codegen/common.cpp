@@ -39,7 +39,8 @@ const char* const kReserved[] = {
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
-    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits",
+    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_row",
+    "ksol_a_slot", "ksol_b_slot", "kSR", "kSW",
     "c_acc", "frag_v", "hr", "ptr"};
 
 // Precedence of emitted C++, for the fewest parentheses that keep the IR's evaluation order.
@@ -906,7 +907,7 @@ void simt_slice_fma(Writer& w) {
 }
 
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply, bool tf32) {
+                       const std::function<void(Writer&)>& multiply, bool tf32, const std::string& b_at) {
   auto staged = [&](const std::string& r) { return tf32 ? "tf32_round(" + r + ")" : r; };
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
   w.comment("A slice that is a whole multiple of the threads has no element past its end: the test folds away.");
@@ -918,7 +919,7 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLB; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = " + staged("rb[l]") + ";");
+  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) " + b_at + " = " + staged("rb[l]") + ";");
   w.close();
   w.line("__syncthreads();");
   w.open("if (k0 + kBK < depth)");
@@ -936,7 +937,7 @@ void bind_stage(Writer& w, const std::string& stage_type, const std::string& sta
 
 void pipelined_slice_loop(Writer& w, const std::string& a_at,
                           const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply) {
+                          const std::function<void(Writer&)>& multiply, const std::string& b_at) {
   w.comment("The first kStages - 1 slices' copies in flight, a group each (empty past the end).");
   w.line("#pragma unroll");
   w.open("for (int s = 0; s < kStages - 1; ++s)");
@@ -960,7 +961,7 @@ void pipelined_slice_loop(Writer& w, const std::string& a_at,
   w.line("#pragma unroll");
   w.open("for (int l = 0; l < kLB; ++l)");
   w.line("const int e = tid + l * kThreads;");
-  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) Bs[e % kBK][e / kBK] = tf32_round(Bs[e % kBK][e / kBK]);");
+  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) " + b_at + " = tf32_round(" + b_at + ");");
   w.close();
   w.close();
   w.line("__syncthreads();  // every thread's copies are visible, and the buffer rewritten below is no longer read");
@@ -1052,19 +1053,45 @@ void wmma_constants(Writer& w, const WmmaShape& s) {
            "positions) hit 32 banks.");
   else
     w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
-  w.line("constexpr int kPA = kBM + " + std::to_string(s.pad) + ", kPB = kBN + " + std::to_string(s.pad) + ";");
+  if (!s.sync) {
+    w.line("constexpr int kPA = kBM + " + std::to_string(s.pad) + ", kPB = kBN + " + std::to_string(s.pad) + ";");
+    w.comment("Where the slices keep reduction position k of row m of A and of column n of B: in order (WMMA's "
+              "fragments load whole rows).");
+    w.line("constexpr int kSR = kBK, kSW = 1;  // slice rows; slots a row or column takes in one");
+    w.line("__device__ __forceinline__ int ksol_row(int k) { return k; }");
+    w.line("__device__ __forceinline__ int ksol_a_slot(int m, int) { return m; }");
+    w.line("__device__ __forceinline__ int ksol_b_slot(int n, int) { return n; }");
+    return;
+  }
+  w.line("constexpr int kPA = 2 * kBM + " + std::to_string(s.pad) + ", kPB = 2 * kBN + " + std::to_string(s.pad) + ";");
+  w.comment("Where the slices keep reduction position k of row m of A and of column n of B: positions k and k + 4 "
+            "of each 8 share slice row ksol_row(k), and within each warp's rows (columns) the slots interleave so "
+            "that a lane's operand registers of one fragment product lie side by side, in the instruction's order: "
+            "lane g = lane / 4 takes A's rows g and g + 8 of fragment i at positions t and t + 4 (t = lane % 4) from "
+            "slots 32i + 4g .. 32i + 4g + 3 of row ksol_row(t), and B's column g of the 8-wide tiles 2j and 2j + 1 "
+            "at t and t + 4 from slots 32j + 4g .. 32j + 4g + 3, each by one 16-byte load.");
+  w.line("constexpr int kSR = kBK / 2, kSW = 2;  // slice rows; slots a row or column takes in one");
+  w.line("__device__ __forceinline__ int ksol_row(int k) { return k / 8 * 4 + k % 4; }");
+  w.line("__device__ __forceinline__ int ksol_a_slot(int m, int k) {");
+  w.line("  const int w = m / (16 * kFM) * (16 * kFM), r = m - w;  // the warp's first row, the row in the warp's");
+  w.line("  return 2 * w + r / 16 * 32 + r % 8 * 4 + k / 4 % 2 * 2 + r / 8 % 2;");
+  w.line("}");
+  w.line("__device__ __forceinline__ int ksol_b_slot(int n, int k) {");
+  w.line("  const int w = n / (16 * kFN) * (16 * kFN), c = n - w;  // the warp's first column, the column in the warp's");
+  w.line("  return 2 * w + c / 16 * 32 + c % 8 * 4 + c / 8 % 2 * 2 + k / 4 % 2;");
+  w.line("}");
 }
 
 void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages, bool staging) {
   if (stages >= 2) {
     // Only TF32 is pipelined (cp.async copies 32-bit elements), and mma.sync has no staging tile.
     w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
-    w.comment("The slices' buffers: As[reduction][row], Bs[reduction][column] each.");
-    w.line("struct KsolSlices { " + stage_type + " a[kStages][kBK][kPA]; " + stage_type + " b[kStages][kBK][kPB]; };");
+    w.comment("The slices' buffers, each as As and Bs (see ksol_a_slot and ksol_b_slot).");
+    w.line("struct KsolSlices { " + stage_type + " a[kStages][kSR][kPA]; " + stage_type + " b[kStages][kSR][kPB]; };");
     w.line("__shared__ __align__(128) KsolSlices slices;");
   } else {
-    w.line("__shared__ __align__(32) " + stage_type + " As[kBK][kPA];  // the A slice: As[reduction][row]");
-    w.line("__shared__ __align__(32) " + stage_type + " Bs[kBK][kPB];  // the B slice: Bs[reduction][column]");
+    w.line("__shared__ __align__(32) " + stage_type + " As[kSR][kPA];  // the A slice (see ksol_a_slot)");
+    w.line("__shared__ __align__(32) " + stage_type + " Bs[kSR][kPB];  // the B slice (see ksol_b_slot)");
     if (staging) w.line("__shared__ __align__(32) float Cs[kWM * kWN][16][20];  // each warp's 16 x 16 staging tile, rows padded");
   }
   w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
@@ -1091,25 +1118,30 @@ void wmma_accumulators(Writer& w, bool sync) {
 namespace {
 
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
-// slices (no fragment API), 4 a 16 x 8 A piece and 2 an 8 x 8 B piece.
+// slices (no fragment API), one 16-byte load for each A fragment and one for each two 8-wide B
+// tiles, where ksol_a_slot and ksol_b_slot put them in the instruction's order.
 void mma_sync_slice_product(Writer& w) {
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
-  w.comment("Lane (lane / 4, lane % 4) reads rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
+  w.comment("Lane (lane / 4, lane % 4) takes rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
             "(see ksol_mma_tf32), TF32 already in the slice.");
   w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
-  // One operand's registers: frag[v][r] from the slice at `at` plus offsets[r].
-  auto operand = [&](const std::string& frag, const std::string& v, const std::string& count, const std::string& at,
-                     const std::vector<std::string>& offsets) {
-    w.line("#pragma unroll");
-    w.open("for (int " + v + " = 0; " + v + " < " + count + "; ++" + v + ")");
-    w.line("const float* ptr = " + at + ";");
-    for (size_t r = 0; r < offsets.size(); ++r)
-      w.line(frag + "[" + v + "][" + std::to_string(r) + "] = ksol_bits(ptr[" + offsets[r] + "]);");
-    w.close();
-  };
-  operand("a_frag", "i", "kFM", "&As[kk + lane % 4][wm0 + i * 16 + lane / 4]", {"0", "8", "4 * kPA", "4 * kPA + 8"});
-  operand("b_frag", "j", "2 * kFN", "&Bs[kk + lane % 4][wn0 + j * 8 + lane / 4]", {"0", "4 * kPB"});
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < kFM; ++i)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[kk / 2 + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
+  w.line("a_frag[i][0] = ksol_bits(v.x);");
+  w.line("a_frag[i][1] = ksol_bits(v.y);");
+  w.line("a_frag[i][2] = ksol_bits(v.z);");
+  w.line("a_frag[i][3] = ksol_bits(v.w);");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int j = 0; j < kFN; ++j)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[kk / 2 + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
+  w.line("b_frag[2 * j][0] = ksol_bits(v.x);");
+  w.line("b_frag[2 * j][1] = ksol_bits(v.y);");
+  w.line("b_frag[2 * j + 1][0] = ksol_bits(v.z);");
+  w.line("b_frag[2 * j + 1][1] = ksol_bits(v.w);");
+  w.close();
   w.line("#pragma unroll");
   w.line("for (int i = 0; i < kFM; ++i)");
   w.line("  #pragma unroll");

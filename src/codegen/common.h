@@ -204,8 +204,9 @@ std::string kernel_params_pass(const dsl::Program& p, const AbiLayout& abi, cons
 void simt_slice_fma(Writer& w);
 
 // The warp-level tensor-core kernels' shared parts (conv's and direct's mainloop = mma): an
-// implicit GEMM whose slices sit in shared memory as As[kBK][kPA] (A column-major: As[k][m]) and
-// Bs[kBK][kPB] (B row-major: Bs[k][n]), each warp computing kFM x kFN fragments of 16 x 16 f32
+// implicit GEMM whose slices sit in shared memory as As[kSR][kPA] (A's element (m, k) at
+// As[ksol_row(k)][ksol_a_slot(m, k)]) and Bs[kSR][kPB] (B's (k, n) at Bs[ksol_row(k)][ksol_b_slot(n,
+// k)]), each warp computing kFM x kFN fragments of 16 x 16 f32
 // accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
 // product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
 // or __half). TF32 fragments take the slices' data as rounded to TF32 (tf32_round, cvt.rna) when
@@ -225,8 +226,16 @@ struct WmmaShape {
 // barrier. The first slice's loads come before it. With `tf32`, the registers hold the data as
 // loaded and are rounded to TF32 (tf32_round) as they are stored: a rounding at the load would make
 // each load's wait come right after it, where the stores come after the slice's products.
+// `b_at`: where a staged B element goes (e = tid + l * kThreads, l and tid in scope): as it is for
+// the CUDA-core kernels (kPlainBAt), at ksol_row and ksol_b_slot for the mma kernels (kMmaBAt, whose
+// slot is a loop-invariant register plus a constant wherever a thread's elements lie whole warps'
+// columns apart: the condition is a compile-time constant).
+inline const char* const kPlainBAt = "Bs[e % kBK][e / kBK]";
+inline const char* const kMmaBAt =
+    "Bs[ksol_row(e % kBK)][kThreads % kBK == 0 && kThreads / kBK % (16 * kFN) == 0 ? ksol_b_slot(tid / kBK, tid % kBK) "
+    "+ kSW * l * (kThreads / kBK) : ksol_b_slot(e / kBK, e % kBK)]";
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply, bool tf32 = false);
+                       const std::function<void(Writer&)>& multiply, bool tf32 = false, const std::string& b_at = kPlainBAt);
 // The mma kernels' tile rules: `tile` [ROWS, COLUMNS, SLICE] in whole warps of `thread_tile`
 // [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
 // fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
@@ -258,14 +267,18 @@ int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // the loop.
 void pipelined_slice_loop(Writer& w, const std::string& a_at,
                           const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply);
+                          const std::function<void(Writer&)>& multiply, const std::string& b_at = kMmaBAt);
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
-// The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB (after kBM, kBN, kBK).
+// The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB, kSR, kSW (after kBM, kBN, kBK) and
+// the slice layout's functions ksol_row, ksol_a_slot and ksol_b_slot, through which every store
+// into the slices goes (kSW: the slots one row or column takes in a slice row).
 // TF32 products take mma.sync.m16n8k8 (`sync`: the helper ksol_mma_tf32, Helpers' "mma_tf32"),
-// whose operands each lane loads itself from slices padded by 8 elements (conflict-free), with
-// accumulators in registers in the instruction's layout and no staging tile; 16-bit data take
-// WMMA's fragments and a staging tile a warp.
+// whose operands each lane loads itself, 16 bytes at a time, from slices that keep positions k and
+// k + 4 in one row, interleaved so that each load gives a fragment's registers in order, rows
+// padded by 8 elements (conflict-free), with accumulators in registers in the instruction's layout
+// and no staging tile; 16-bit data take WMMA's fragments (slices in order) and a staging tile a
+// warp.
 void wmma_constants(Writer& w, const WmmaShape& s);
 // The shared slices and the per-warp staging tile Cs, tid, warp, lane, wm0, wn0 (at the top of
 // the kernel, `stage_type` the staged elements' type). With `stages` >= 2 (TF32 only): kStages

@@ -750,7 +750,7 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     if (filter_rows()) {
       w.line("const bool ok = l < f_rows && " + kbase + " + tid % kBK < depth;");
-      w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], ok ? f_p + (l * f_step + " + kbase + ") : " + F() + ", ok);");
+      w.line("ksol_cp_async4(&" + std::string(kMmaBAt) + ", ok ? f_p + (l * f_step + " + kbase + ") : " + F() + ", ok);");
       w.close();
       return;
     }
@@ -758,7 +758,7 @@ class Generator {
     w.line("const int64_t filt = tile_n + e / kBK;");
     w.line("const int kk = " + kbase + " + e % kBK;");
     w.line("const bool ok = filt < " + K() + " && kk < depth;");
-    w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], ok ? " + F() + " + filt * depth + kk : " + F() + ", ok);");
+    w.line("ksol_cp_async4(&" + std::string(kMmaBAt) + ", ok ? " + F() + " + filt * depth + kk : " + F() + ", ok);");
     w.close();
   }
 
@@ -952,10 +952,20 @@ class Generator {
     return !a_.nhwc && s_.threads % s_.bm == 0 && (s_.bk * s_.bm) % s_.threads == 0;
   }
 
-  // Where a staged image element goes: As[tap][pixel] (NCHW: consecutive threads, consecutive pixels).
+  // Where a staged image element goes: As[tap][pixel] (NCHW: consecutive threads, consecutive pixels);
+  // in the mma kernel's slices at ksol_row and ksol_a_slot, the slot a loop-invariant register plus
+  // a constant where a thread's pixels lie whole warps' rows apart (the conditions are compile-time
+  // constants).
   std::string a_at() const {
-    if (tap_masks()) return "As[tid / kPX][tid % kPX + l * kPX]";
-    return a_.nhwc ? "As[e % kBK][e / kBK]" : "As[e / kBM][e % kBM]";
+    if (tap_masks())
+      return s_.mma ? "As[ksol_row(tid / kPX)][kPX % (16 * kFM) == 0 ? ksol_a_slot(tid % kPX, tid / kPX) + kSW * l * kPX : "
+                      "ksol_a_slot(tid % kPX + l * kPX, tid / kPX)]"
+                    : "As[tid / kPX][tid % kPX + l * kPX]";
+    if (a_.nhwc)
+      return s_.mma ? "As[ksol_row(e % kBK)][kThreads % kBK == 0 && kThreads / kBK % (16 * kFM) == 0 ? ksol_a_slot(tid / kBK, "
+                      "tid % kBK) + kSW * l * (kThreads / kBK) : ksol_a_slot(e / kBK, e % kBK)]"
+                    : "As[e % kBK][e / kBK]";
+    return s_.mma ? "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]" : "As[e / kBM][e % kBM]";
   }
 
   // The output pointer of pixel `pix` (in scope, below `pixels`): its image, plane offset and
@@ -1062,7 +1072,7 @@ class Generator {
       w.line(st + " ra[kLA], rb[kLB];");
       load(w, "0");
       staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); }, a_.tf32);
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); }, a_.tf32, kMmaBAt);
     }
     if (a_.tf32)
       w.comment(std::string("Each accumulator straight from the registers: a warp's store covers 8 consecutive pixels ") +

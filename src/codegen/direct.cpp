@@ -675,7 +675,7 @@ class Generator {
     decode_reduced(w, "kk");
     read_address(w, *c_.image, *p_.param(c_.image->name));
     w.close();
-    w.line("ksol_cp_async4(&As[e / kBM][e % kBM], src, ok);");
+    w.line("ksol_cp_async4(&As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)], src, ok);");
     w.close();
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < kLB; ++l)");
@@ -689,7 +689,7 @@ class Generator {
     decode_reduced(w, "kk");
     read_address(w, *c_.filter, *p_.param(c_.filter->name));
     w.close();
-    w.line("ksol_cp_async4(&Bs[e % kBK][e / kBK], src, ok);");
+    w.line("ksol_cp_async4(&" + std::string(kMmaBAt) + ", src, ok);");
     w.close();
   }
 
@@ -786,14 +786,14 @@ class Generator {
     w.close();
     wmma_accumulators(w, c_.tf32);
     if (sched_.stages >= 2) {
-      pipelined_slice_loop(w, "As[e / kBM][e % kBM]",
+      pipelined_slice_loop(w, "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]",
                            [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
                            [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       mma_load(w, "0");
-      staged_slice_loop(w, "As[e / kBM][e % kBM]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32);
+      staged_slice_loop(w, "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
+                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32, kMmaBAt);
     }
     w.comment(c_.tf32 ? "Each output straight from the accumulators, a lane's row decoded once for each of its rows."
                       : "Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");

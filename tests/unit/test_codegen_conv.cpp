@@ -679,19 +679,30 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
        {int_sizes().front()},
        [](const std::string& src) {
          std::string s = src;
-         const std::string from = "As[tid / kPX][tid % kPX + l * kPX]", to = "As[tid / kPX][(tid % kPX + l * kPX + 1) % kBM]";
+         const std::string from = "ksol_a_slot(tid % kPX, tid / kPX)", to = "ksol_a_slot((tid % kPX + 1) % kBM, tid / kPX)";
          const size_t at = s.find(from);
          if (at != std::string::npos) s.replace(at, from.size(), to);
          return s;
        }},
-      // Planted: a lane's second A register read from the row after its own instead of 8 rows on
-      // (mma.sync's operand layout broken).
+      // Planted: a lane's second A register taken from its own row at position t + 4 instead of
+      // from 8 rows on at t (mma.sync's operand order broken).
       {kNchwTf32BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}},
        {int_sizes().front()},
        [](const std::string& src) {
          std::string s = src;
-         const size_t at = s.find("a_frag[i][1] = ksol_bits(ptr[8]);");
-         if (at != std::string::npos) s.replace(at, 33, "a_frag[i][1] = ksol_bits(ptr[1]);");
+         const size_t at = s.find("a_frag[i][1] = ksol_bits(v.y);");
+         if (at != std::string::npos) s.replace(at, 30, "a_frag[i][1] = ksol_bits(v.z);");
+         return s;
+       }},
+      // Planted: B's slots with a column's two tiles and its two positions swapped (the slices'
+      // layout and the operand loads disagree).
+      {kNchwTf32BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}},
+       {int_sizes().front()},
+       [](const std::string& src) {
+         std::string s = src;
+         const std::string from = "c / 8 % 2 * 2 + k / 4 % 2;", to = "k / 4 % 2 * 2 + c / 8 % 2;";
+         const size_t at = s.find(from);
+         if (at != std::string::npos) s.replace(at, from.size(), to);
          return s;
        }},
   });
@@ -799,7 +810,7 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   EXPECT_NE(piped.find("cp.async.ca.shared.global"), std::string::npos);
   EXPECT_NE(piped.find("ksol_cp_wait<kStages - 2>()"), std::string::npos);
   // The copies land as they are; each thread rounds its own to TF32 in place before the barrier.
-  const size_t rounding = piped.find("As[tid / kPX][tid % kPX + l * kPX] = tf32_round(As[tid / kPX][tid % kPX + l * kPX]);");
+  const size_t rounding = piped.find("= tf32_round(As[ksol_row(tid / kPX)][kPX % (16 * kFM) == 0 ? ksol_a_slot(tid % kPX, tid / kPX)");
   ASSERT_NE(rounding, std::string::npos);
   EXPECT_LT(piped.find("ksol_cp_wait<kStages - 2>()"), rounding);
   EXPECT_LT(rounding, piped.find("__syncthreads();  // every thread's copies are visible"));
@@ -849,7 +860,7 @@ TEST(CodegenConv, TensorCoreFragmentSourcesCompile) {
   }
   EXPECT_NE(jobs[0].source_text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
   EXPECT_NE(jobs[1].source_text.find("nvcuda::wmma::col_major> a_frag[kFM];"), std::string::npos);
-  EXPECT_NE(jobs[1].source_text.find("__shared__ __align__(32) __nv_bfloat16 As[kBK][kPA];"), std::string::npos);
+  EXPECT_NE(jobs[1].source_text.find("__shared__ __align__(32) __nv_bfloat16 As[kSR][kPA];"), std::string::npos);
   EXPECT_NE(jobs[4].source_text.find("__shared__ __align__(128) KsolSlices slices;"), std::string::npos);
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
