@@ -209,7 +209,7 @@ void simt_slice_fma(Writer& w);
 // k)]), each warp computing kFM x kFN fragments of 16 x 16 f32
 // accumulators c_frag at pixels/rows wm0.. and columns wn0.., kKS reduction positions a fragment
 // product. `frag_type` is the fragments' element type (nvcuda::wmma::precision::tf32, __nv_bfloat16
-// or __half). TF32 fragments take the slices' data as rounded to TF32 (tf32_round, cvt.rna) when
+// or __half). TF32 fragments take the slices' data as rounded to TF32 (tf32_round, cvt.rn) when
 // they were staged or, in the cp.async pipeline, once they landed.
 // With stages S >= 2 the slices are S shared buffers filled by cp.async (pipelined_slice_loop);
 // only TF32 data are pipelined, so there is no staging tile beside them.

@@ -54,7 +54,7 @@ const std::vector<std::string> kInternal = {
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
     "into", "s", "src", "ok", "img_h", "img_w", "kPX", "img_p", "img_o", "tap_ok", "tap_bit", "kq", "deep", "tap_off",
-    "m", "h0", "w0", "img0", "f0", "f_left", "f_rows", "f_p", "f_step"};
+    "m", "h0", "w0", "img0", "f0", "f_left", "f_rows", "f_p", "f_step", "kFlat", "flat", "f_at", "f_o"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
@@ -700,7 +700,7 @@ class Generator {
     if (filter_rows()) {
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLB; ++l)");
-      w.line("rb[l] = (l < f_rows && " + kbase + " + tid % kBK < depth) ? " + operand("f_p[l * f_step + " + kbase + "]") +
+      w.line("rb[l] = (l < f_rows && " + kbase + " + tid % kBK < depth) ? " + operand("f_p[" + filter_offset(kbase) + "]") +
              " : " + stage_zero() + ";");
       w.close();
       return;
@@ -750,7 +750,7 @@ class Generator {
     w.line("const int e = tid + l * kThreads;");
     if (filter_rows()) {
       w.line("const bool ok = l < f_rows && " + kbase + " + tid % kBK < depth;");
-      w.line("ksol_cp_async4(&" + std::string(kMmaBAt) + ", ok ? f_p + (l * f_step + " + kbase + ") : " + F() + ", ok);");
+      w.line("ksol_cp_async4(&" + std::string(kMmaBAt) + ", ok ? f_p + (" + filter_offset(kbase) + ") : " + F() + ", ok);");
       w.close();
       return;
     }
@@ -853,18 +853,21 @@ class Generator {
     if (filter_rows()) {
       w.comment("The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first f_rows "
                 "exist, at position tid % kBK of each slice; f_p points at the first (at the filter's start when none "
-                "exists), f_step from one to the next.");
+                "exists, and always where kFlat, f_o then the first's offset), f_step from one to the next.");
       w.line("const int64_t f0 = tile_n + tid / kBK;");
       w.line("const int64_t f_left = f0 < " + K() + " ? (" + K() + " - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;");
       w.line("const int f_rows = int(f_left < kLB ? f_left : kLB);");
-      w.line(std::string("const ") + cuda_type(a_.in_type) + "* f_p = " + F() + " + (f_rows > 0 ? f0 * depth + tid % kBK : 0);");
+      w.line("const int64_t f_at = f_rows > 0 ? f0 * depth + tid % kBK : 0;");
+      w.line(std::string("const ") + cuda_type(a_.in_type) + "* f_p = kFlat ? " + F() + " : " + F() + " + f_at;");
+      w.line("const int f_o = kFlat ? int(f_at) : 0;  // where kFlat, the first's offset from f_p");
       w.line("const int64_t f_step = int64_t(kThreads / kBK) * depth;");
     }
     if (tap_masks()) {
       const std::string in = cuda_type(a_.in_type), m = tap_mask_type();
-      w.comment("This thread gathers reduction position tid / kPX of pixels tid % kPX + l * kPX. Each pixel keeps its "
-                "image's first element (img_p), the offset of its top-left tap there (img_o, negative in the padding) "
-                "and a mask of the taps inside the image (tap_ok: bit r * S + s; none past the pixels).");
+      w.comment("This thread gathers reduction position tid / kPX of pixels tid % kPX + l * kPX. Each pixel keeps a "
+                "pointer (img_p: its image's first element, or the tensor's where kFlat), the offset of its top-left "
+                "tap from there (img_o, negative in the padding) and a mask of the taps inside the image (tap_ok: bit "
+                "r * S + s; none past the pixels).");
       w.line("const " + in + "* img_p[kLA];");
       w.line("int img_o[kLA];");
       w.line(m + " tap_ok[kLA];");
@@ -883,9 +886,9 @@ class Generator {
       w.line("if (live && " + inside_image() + ") m |= " + m + "(1) << rs;");
       w.close();
       w.line("tap_ok[l] = m;");
-      w.line("img_p[l] = " + X() + " + img_n * image;");
+      w.line("img_p[l] = kFlat ? " + X() + " : " + X() + " + img_n * image;");
       w.comment("Only a pixel with a tap inside the image is ever read, and its offset fits in 32 bits.");
-      w.line("img_o[l] = m ? h0 * img_w + w0 : 0;");
+      w.line("img_o[l] = m ? (kFlat ? int(img_n * image) : 0) + h0 * img_w + w0 : 0;");
       w.close();
       return;
     }
@@ -931,6 +934,16 @@ class Generator {
   // multiple of the slice) and every one inside the slice (the slice's filter elements a whole
   // multiple of the threads): one pointer and a count of existing filters then serve them all.
   bool filter_rows() const { return s_.threads % s_.bk == 0 && (s_.bk * s_.bn) % s_.threads == 0; }
+  // Whether the kernel is a template on kFlat: true where the image tensor and the filter each have
+  // fewer than 2^31 elements (ksol_run chooses), so that the tap-mask gather and the filter rows
+  // offset their elements from the tensors' starts in 32 bits (one register a pixel, one multiply-add
+  // an address) instead of keeping a 64-bit pointer a pixel.
+  bool flat_template() const { return tap_masks() || filter_rows(); }
+  // The offset of this thread's filter element l at position `kbase` of the slice from f_p: in 32
+  // bits where kFlat.
+  static std::string filter_offset(const std::string& kbase) {
+    return "kFlat ? f_o + l * int(f_step) + " + kbase + " : l * f_step + " + kbase;
+  }
   std::string tap_mask_type() const { return fixed_taps(a_) <= 32 ? "unsigned" : "unsigned long long"; }
 
   // The reduction position this thread gathers in the slice at `kbase`: its tap's offset in the
@@ -1008,6 +1021,7 @@ class Generator {
               "while the current one is multiplied. One fmaf per product" +
               (a_.tf32 ? ", of operands rounded to TF32 as they are staged." : ".") +
               (is_half(a_.in_type) ? std::string(" The ") + dsl::type_name(a_.in_type) + " data are converted to f32 as they are staged." : ""));
+    if (flat_template()) w.line("template <bool kFlat>");
     w.open("__global__ void __launch_bounds__(kThreads) " + simt_name_ + "(" + params_decl() + ")");
     w.line(std::string("__shared__ float As[kBK][kBM") + (a_.nhwc ? " + 1" : "") +
            "];  // the image slice, gathered: As[tap][pixel]");
@@ -1061,6 +1075,7 @@ class Generator {
                                              : "TF32: operands rounded to TF32 as they are staged")
                        : std::string(dsl::type_name(a_.in_type)) + " data as they are") +
               ", f32 accumulation" + (a_.tf32 ? ", by mma.sync.m16n8k8)." : "). The accumulators reach the epilogue through a 16 x 16 staging tile per warp."));
+    if (flat_template()) w.line("template <bool kFlat>");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + params_decl() + ")");
     wmma_declarations(w, st, s_.mma_stages, !a_.tf32);
     gather_setup(w);
@@ -1238,7 +1253,18 @@ class Generator {
     reach(a_.stride_h, a_.dil_h, P(), R());
     reach(a_.stride_w, a_.dil_w, Q(), S());
     w.line("const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};");
-    w.line(simt_name_ + "<<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+    if (flat_template()) {
+      w.comment("Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each have "
+                "fewer than 2^31 elements.");
+      w.line("const bool flat = " + batch() + " * " + C() + " * " + H() + " * " + W() + " <= 2147483647 && " + K() +
+             " * " + C() + " * " + R() + " * " + S() + " <= 2147483647;");
+      w.line("if (flat)");
+      w.line("  " + simt_name_ + "<true><<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+      w.line("else");
+      w.line("  " + simt_name_ + "<false><<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+    } else {
+      w.line(simt_name_ + "<<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+    }
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }

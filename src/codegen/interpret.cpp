@@ -89,11 +89,11 @@ class Interpreter {
     }
   }
 
-  // tf32(x): to nearest, ties away from zero, at 10 mantissa bits (cvt.rna.tf32.f32).
+  // tf32(x): to nearest, ties to even, at 10 mantissa bits (cvt.rn.tf32.f32).
   static double tf32_round(float x) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
     std::memcpy(&x, &u, 4);
     return x;
   }

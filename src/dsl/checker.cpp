@@ -45,7 +45,7 @@ constexpr Function kFunctions[] = {
     {"silu", 1, "x", FnKind::float_map},      {"min", 2, "a, b", FnKind::same},
     {"max", 2, "a, b", FnKind::same},         {"clamp", 3, "x, lo, hi", FnKind::same},
     {"select", 3, "cond, a, b", FnKind::select},
-    // tf32(x): x rounded to TF32 (10 mantissa bits, f32's exponent; to nearest, ties away), the
+    // tf32(x): x rounded to TF32 (10 mantissa bits, f32's exponent; to nearest, ties to even), the
     // precision the tensor cores multiply in (which may truncate instead: docs/DSL.md).
     {"tf32", 1, "x", FnKind::f32_only},
 };

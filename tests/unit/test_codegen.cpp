@@ -949,13 +949,13 @@ TEST(Interpreter, ArgmaxScanAndCastSemantics) {
   EXPECT_EQ(b["Y"][0], 1.0);  // 1 + 2^-8 rounds to even
   EXPECT_EQ(b["Z"], (std::vector<double>{1, -2, 0}));  // truncation; NaN converts to 0 as on the GPU
 
-  // tf32(x): to nearest at 10 mantissa bits, ties away from zero; inf stays. The generated CUDA's
-  // tf32_round (its host form, as the emulator runs it) agrees.
+  // tf32(x): to nearest at 10 mantissa bits, ties to even (1 + 2^-11 down to 1, 1 + 3 * 2^-11 up to
+  // 1 + 2^-9); inf stays. The generated CUDA's tf32_round (its host form, as the emulator runs it)
+  // agrees.
   dsl::Program tf = parse("kernel t(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = tf32(X[i])\n}\n");
   const std::vector<double> x = {1 + std::ldexp(1.0, -11), 1 + std::ldexp(1.0, -12), -(1 + std::ldexp(3.0, -12)),
-                                 1 + std::ldexp(1.0, -10), inf, 3.0};
-  const std::vector<double> want = {1 + std::ldexp(1.0, -10), 1, -(1 + std::ldexp(1.0, -10)), 1 + std::ldexp(1.0, -10),
-                                    inf, 3.0};
+                                 1 + std::ldexp(3.0, -11), inf, 3.0};
+  const std::vector<double> want = {1, 1, -(1 + std::ldexp(1.0, -10)), 1 + std::ldexp(1.0, -9), inf, 3.0};
   EXPECT_EQ(codegen::interpret(tf, {{"N", 6}}, {{"X", x}})["Y"], want);
   codegen::HostBuild tb = codegen::build_for_host(codegen::generate_cuda(tf, {}));
   ASSERT_TRUE(tb.ok) << tb.message;

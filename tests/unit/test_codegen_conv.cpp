@@ -250,7 +250,19 @@ struct HostCase {
   std::vector<std::map<std::string, int64_t>> sizes;
   // A change to the generated source (a planted bug) and that every size must then fail.
   std::function<std::string(const std::string&)> mutate = nullptr;
+  // Whether `mutate` plants a bug; false: a change that must keep every size right.
+  bool planted = true;
 };
+
+// The kernel launched with 64-bit element offsets (kFlat false), which every size of these tests
+// would otherwise not reach (their tensors have far fewer than 2^31 elements).
+std::string wide_offsets(const std::string& src) {
+  std::string s = src;
+  const std::string from = "const bool flat = ";
+  const size_t at = s.find(from);
+  if (at != std::string::npos) s.replace(at, from.size(), from + "false && ");
+  return s;
+}
 
 std::vector<std::map<std::string, int64_t>> int_sizes() {
   std::vector<std::map<std::string, int64_t>> v;
@@ -326,7 +338,7 @@ void check_on_host(const std::vector<HostCase>& cases) {
         std::vector<double> m(w.size());
         for (size_t i = 0; i < w.size(); ++i) m[i] = std::max(std::fabs(w[i]), std::fabs(mag.at(out.name)[i]));
         CompareResult cr = compare_output(tol, dtype(out), run.back().data(), w.data(), m.data(), static_cast<int64_t>(w.size()));
-        if (c.mutate)
+        if (c.mutate && c.planted)
           EXPECT_FALSE(cr.ok) << name << " C=" << dims.at("C") << ": the planted bug went unnoticed";
         else
           EXPECT_TRUE(cr.ok) << name << " C=" << dims.at("C") << " H=" << dims.at("H") << " W=" << dims.at("W") << ": "
@@ -347,6 +359,7 @@ TEST(CodegenConv, EpiloguesOnTheHostMatchTheInterpreter) {
        {{{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}}, {}, {{"tile", "[64, 32, 16]"}, {"thread_tile", "[8, 4]"}, {"gather", "decode"}}},
        int_sizes()},
       {kClampColumn, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}}, int_sizes()},
+      {kBiasRelu, {{}}, int_sizes(), wide_offsets, false},  // 64-bit element offsets
   });
 }
 
@@ -663,6 +676,11 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
       {kNchwF16Dilated, {{{"mainloop", "mma"}, {"tile", "[64, 64, 32]"}, {"thread_tile", "[2, 2]"}}}, dilated},
       {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}}, stride2},
       {kNhwcBf16BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, int_sizes()},
+      // The same kernels with 64-bit element offsets (the tap-mask gather's and the filter rows').
+      {kNchwTf32BiasRelu, {{{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}}}, int_sizes(),
+       wide_offsets, false},
+      {kNchwBf16Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}}}, stride2, wide_offsets,
+       false},
       // Planted: the image's TF32 rounding dropped at the stores into the slice. The fragments take
       // the slices as they are, and the emulated tensor cores read a TF32 operand's upper 19 bits.
       {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}},
@@ -744,10 +762,11 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
         }()},
        int_sizes()},
       {kNhwcTf32Stride2, {mma("[32, 64, 16]", "[1, 2]", "3"), mma("[32, 32, 8]", "[2, 2]", "2")}, deep},
+      {kNchwTf32BiasRelu, {mma("[64, 32, 16]", "[2, 1]", "3")}, int_sizes(), wide_offsets, false},  // 64-bit element offsets
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "3")}, many_slices,
        replaced("ksol_cp_wait<kStages - 2>()", "ksol_cp_wait<kStages - 1>()")},
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "2")}, many_slices,
-       replaced("u = (u + 0x1000u) & 0xffffe000u;", "(void)0;")},
+       replaced("u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;", "(void)0;")},
   });
 }
 

@@ -65,6 +65,7 @@ __device__ __forceinline__ void ksol_decode(
 // time through shared memory, the image slice gathered (im2col) while it is loaded, taps outside
 // the image as 0, the next slice staged in registers while the current one is multiplied. One fmaf
 // per product. The bf16 data are converted to f32 as they are staged.
+template <bool kFlat>
 __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
     const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ F,
     const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ Y, int64_t N, int64_t H, int64_t W,
@@ -88,11 +89,14 @@ __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
   const int img_h = int(H), img_w = int(W);
   // The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first
   // f_rows exist, at position tid % kBK of each slice; f_p points at the first (at the filter's
-  // start when none exists), f_step from one to the next.
+  // start when none exists, and always where kFlat, f_o then the first's offset), f_step from one
+  // to the next.
   const int64_t f0 = tile_n + tid / kBK;
   const int64_t f_left = f0 < K ? (K - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;
   const int f_rows = int(f_left < kLB ? f_left : kLB);
-  const __nv_bfloat16* f_p = F + (f_rows > 0 ? f0 * depth + tid % kBK : 0);
+  const int64_t f_at = f_rows > 0 ? f0 * depth + tid % kBK : 0;
+  const __nv_bfloat16* f_p = kFlat ? F : F + f_at;
+  const int f_o = kFlat ? int(f_at) : 0;  // where kFlat, the first's offset from f_p
   const int64_t f_step = int64_t(kThreads / kBK) * depth;
   // The pixel each image element this thread loads belongs to is the same in every slice: decode it
   // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
   }
   #pragma unroll
   for (int l = 0; l < kLB; ++l) {
-    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? __bfloat162float(f_p[l * f_step + 0]) : 0.0f;
+    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? __bfloat162float(f_p[kFlat ? f_o + l * int(f_step) + 0 : l * f_step + 0]) : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
     // A slice that is a whole multiple of the threads has no element past its end: the test folds
@@ -162,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
       }
       #pragma unroll
       for (int l = 0; l < kLB; ++l) {
-        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? __bfloat162float(f_p[l * f_step + (k0 + kBK)]) : 0.0f;
+        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? __bfloat162float(f_p[kFlat ? f_o + l * int(f_step) + (k0 + kBK) : l * f_step + (k0 + kBK)]) : 0.0f;
       }
     }
     #pragma unroll
@@ -313,6 +317,12 @@ extern "C" int ksol_run(const ksol_call* call) {
   // its image in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000 || (H * W > 0 && C > 2147483647 / (H * W))) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
-  ksol_conv_simt<<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
+  // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
+  // have fewer than 2^31 elements.
+  const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
+  if (flat)
+    ksol_conv_simt<true><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
+  else
+    ksol_conv_simt<false><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

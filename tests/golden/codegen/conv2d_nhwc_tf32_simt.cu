@@ -8,17 +8,19 @@
 #include <cmath>
 #include <cstdint>
 
-// x rounded to TF32 (10 mantissa bits; to nearest, ties away from zero: cvt.rna), the
-// precision the tensor cores multiply f32 data in.
+// x rounded to TF32 (10 mantissa bits; to nearest, ties to even), the precision the tensor
+// cores multiply f32 data in. sm_90 converts in one instruction (cvt.rn.tf32.f32), whose 13
+// bits below TF32's are cleared here; elsewhere, and on the host, the same rounding by integer
+// steps (inf and NaN stay).
 __device__ __forceinline__ float tf32_round(float x) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned int r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r & 0xffffe000u);
 #else
   unsigned int u;
   __builtin_memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // inf and NaN stay
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
   __builtin_memcpy(&x, &u, 4);
   return x;
 #endif
@@ -56,6 +58,7 @@ __device__ __forceinline__ void ksol_decode(
 // time through shared memory, the image slice gathered (im2col) while it is loaded, taps outside
 // the image as 0, the next slice staged in registers while the current one is multiplied. One fmaf
 // per product, of operands rounded to TF32 as they are staged.
+template <bool kFlat>
 __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4(
     const float* __restrict__ X, const float* __restrict__ F, const float* __restrict__ Z,
     float* __restrict__ Y, int64_t N, int64_t H, int64_t W, int64_t C, int64_t K, int64_t P, int64_t Q) {
@@ -78,11 +81,14 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   const int img_h = int(H), img_w = int(W);
   // The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first
   // f_rows exist, at position tid % kBK of each slice; f_p points at the first (at the filter's
-  // start when none exists), f_step from one to the next.
+  // start when none exists, and always where kFlat, f_o then the first's offset), f_step from one
+  // to the next.
   const int64_t f0 = tile_n + tid / kBK;
   const int64_t f_left = f0 < K ? (K - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;
   const int f_rows = int(f_left < kLB ? f_left : kLB);
-  const float* f_p = F + (f_rows > 0 ? f0 * depth + tid % kBK : 0);
+  const int64_t f_at = f_rows > 0 ? f0 * depth + tid % kBK : 0;
+  const float* f_p = kFlat ? F : F + f_at;
+  const int f_o = kFlat ? int(f_at) : 0;  // where kFlat, the first's offset from f_p
   const int64_t f_step = int64_t(kThreads / kBK) * depth;
   // The pixel each image element this thread loads belongs to is the same in every slice: decode it
   // once, keeping its image (-1 past the pixels or the slice) and top-left tap in 32 bits (three
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   }
   #pragma unroll
   for (int l = 0; l < kLB; ++l) {
-    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[l * f_step + 0] : 0.0f;
+    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[kFlat ? f_o + l * int(f_step) + 0 : l * f_step + 0] : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
     // A slice that is a whole multiple of the threads has no element past its end: the test folds
@@ -150,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
       }
       #pragma unroll
       for (int l = 0; l < kLB; ++l) {
-        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[l * f_step + (k0 + kBK)] : 0.0f;
+        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[kFlat ? f_o + l * int(f_step) + (k0 + kBK) : l * f_step + (k0 + kBK)] : 0.0f;
       }
     }
     #pragma unroll
@@ -214,7 +220,14 @@ extern "C" int ksol_run(const ksol_call* call) {
   if (P * 2 + 3 * 1 > 1900000000) return 3;
   if (Q * 2 + 3 * 1 > 1900000000) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
-  conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4<<<grid, kThreads, 0, stream>>>(
+  // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
+  // have fewer than 2^31 elements.
+  const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
+  if (flat)
+    conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4<true><<<grid, kThreads, 0, stream>>>(
+      X, F, Z, Y, N, H, W, C, K, P, Q);
+  else
+    conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4<false><<<grid, kThreads, 0, stream>>>(
       X, F, Z, Y, N, H, W, C, K, P, Q);
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -46,6 +46,7 @@ __device__ __forceinline__ void ksol_decode(
 // through shared memory, the image slice gathered (im2col) while it is loaded, taps outside the
 // image as 0, the next slice staged in registers while the current one is multiplied. One fmaf per
 // product.
+template <bool kFlat>
 __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x8_t4x4(
     const float* __restrict__ X, const float* __restrict__ F, const float* __restrict__ Z,
     const float* __restrict__ g, float* __restrict__ Y, int64_t N, int64_t C, int64_t H, int64_t W,
@@ -68,16 +69,19 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   const int img_h = int(H), img_w = int(W);
   // The filter elements this thread loads: filters f0 + l * (kThreads / kBK), of which the first
   // f_rows exist, at position tid % kBK of each slice; f_p points at the first (at the filter's
-  // start when none exists), f_step from one to the next.
+  // start when none exists, and always where kFlat, f_o then the first's offset), f_step from one
+  // to the next.
   const int64_t f0 = tile_n + tid / kBK;
   const int64_t f_left = f0 < K ? (K - f0 + kThreads / kBK - 1) / (kThreads / kBK) : 0;
   const int f_rows = int(f_left < kLB ? f_left : kLB);
-  const float* f_p = F + (f_rows > 0 ? f0 * depth + tid % kBK : 0);
+  const int64_t f_at = f_rows > 0 ? f0 * depth + tid % kBK : 0;
+  const float* f_p = kFlat ? F : F + f_at;
+  const int f_o = kFlat ? int(f_at) : 0;  // where kFlat, the first's offset from f_p
   const int64_t f_step = int64_t(kThreads / kBK) * depth;
   // This thread gathers reduction position tid / kPX of pixels tid % kPX + l * kPX. Each pixel
-  // keeps its image's first element (img_p), the offset of its top-left tap there (img_o, negative
-  // in the padding) and a mask of the taps inside the image (tap_ok: bit r * S + s; none past the
-  // pixels).
+  // keeps a pointer (img_p: its image's first element, or the tensor's where kFlat), the offset of
+  // its top-left tap from there (img_o, negative in the padding) and a mask of the taps inside the
+  // image (tap_ok: bit r * S + s; none past the pixels).
   const float* img_p[kLA];
   int img_o[kLA];
   unsigned tap_ok[kLA];
@@ -96,9 +100,9 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
       if (live && hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) m |= unsigned(1) << rs;
     }
     tap_ok[l] = m;
-    img_p[l] = X + img_n * image;
+    img_p[l] = kFlat ? X : X + img_n * image;
     // Only a pixel with a tap inside the image is ever read, and its offset fits in 32 bits.
-    img_o[l] = m ? h0 * img_w + w0 : 0;
+    img_o[l] = m ? (kFlat ? int(img_n * image) : 0) + h0 * img_w + w0 : 0;
   }
   float acc[kTM][kTN];
   #pragma unroll
@@ -119,7 +123,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   }
   #pragma unroll
   for (int l = 0; l < kLB; ++l) {
-    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[l * f_step + 0] : 0.0f;
+    rb[l] = (l < f_rows && 0 + tid % kBK < depth) ? f_p[kFlat ? f_o + l * int(f_step) + 0 : l * f_step + 0] : 0.0f;
   }
   for (int k0 = 0; k0 < depth; k0 += kBK) {
     // A slice that is a whole multiple of the threads has no element past its end: the test folds
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
       }
       #pragma unroll
       for (int l = 0; l < kLB; ++l) {
-        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[l * f_step + (k0 + kBK)] : 0.0f;
+        rb[l] = (l < f_rows && (k0 + kBK) + tid % kBK < depth) ? f_p[kFlat ? f_o + l * int(f_step) + (k0 + kBK) : l * f_step + (k0 + kBK)] : 0.0f;
       }
     }
     #pragma unroll
@@ -210,6 +214,14 @@ extern "C" int ksol_run(const ksol_call* call) {
   // its image in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000 || (H * W > 0 && C > 2147483647 / (H * W))) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
-  conv_conv2d_residual_gelu_f32_32x32x8_t4x4<<<grid, kThreads, 0, stream>>>(X, F, Z, g, Y, N, C, H, W, K);
+  // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
+  // have fewer than 2^31 elements.
+  const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
+  if (flat)
+    conv_conv2d_residual_gelu_f32_32x32x8_t4x4<true><<<grid, kThreads, 0, stream>>>(
+      X, F, Z, g, Y, N, C, H, W, K);
+  else
+    conv_conv2d_residual_gelu_f32_32x32x8_t4x4<false><<<grid, kThreads, 0, stream>>>(
+      X, F, Z, g, Y, N, C, H, W, K);
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
