@@ -37,7 +37,8 @@
 #                 lowered program (what `ksol optimize` prints with no GPU visible), as lowered (gather =
 #                 auto: tap masks) and with gather = decode, each through `ksol dsl cuda`, timed in one
 #                 `ksol eval-module` run beside eager and torch.compile (GATHER_PROBLEM, GATHER_DIMS: the
-#                 program's dims in order; level1/55 by default); then the GPU tier's warp-level kernels test
+#                 program's dims in order; level1/55 by default; GATHER_EXTRA: more .cu files timed in the
+#                 same run); then the GPU tier's warp-level kernels test
 #   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
 #                 (carry .cache/kernelbench), then the KernelBench-compatible summary
 set -uo pipefail
@@ -150,7 +151,9 @@ PY
     awk '/^kernel /{p=1} p{print} p&&/^schedule \{/{s=1} s&&/^\}$/{exit}' "$d/lowered.txt" > "$d/taps.ksol"
     sed 's/^schedule {$/schedule {\n  gather = decode/' "$d/taps.ksol" > "$d/decode.ksol"
     for v in taps decode; do ksol dsl cuda "$d/$v.ksol" > "$d/$v.cu" || { echo "$v: no source"; cat "$d/lowered.txt"; exit 1; }; done
-    timeout 500 ksol eval-module "$f" --candidate "$d/taps.cu" --candidate "$d/decode.cu" \
+    # GATHER_EXTRA: more sources timed in the same run (e.g. the seed as an earlier commit generated it).
+    extra=""; for x in ${GATHER_EXTRA:-}; do extra="$extra --candidate $x"; done
+    timeout 500 ksol eval-module "$f" --candidate "$d/taps.cu" --candidate "$d/decode.cu" $extra \
       --dims "${GATHER_DIMS:-8,64,512,1024,128,510,1022}" --json-out "$d/gather.json" > "$d/gather.txt" 2>&1
     echo "rc=$?"; tail -12 "$d/gather.txt"
     KSOL_TEST_BIN_DIR=$PWD/.carry/bin timeout 300 .carry/bin/ksol_tests --gtest_filter='Gpu.WarpLevel*' 2>&1 | tail -4 ;;

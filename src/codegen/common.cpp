@@ -1051,8 +1051,8 @@ void wmma_constants(Writer& w, const WmmaShape& s) {
   w.line("constexpr int kWM = kBM / (16 * kFM), kWN = kBN / (16 * kFN), kThreads = 32 * kWM * kWN;  // warps");
   w.line("constexpr int kKS = " + std::to_string(s.ks) + ";  // a fragment's reduction step");
   if (s.sync)
-    w.line("// Row lengths of the staged slices: padded by 8 elements, so that a warp's operand loads (8 rows x 4 "
-           "positions) hit 32 banks.");
+    w.line("// Row lengths of the staged slices: two reduction positions of the tile's rows (columns), padded by 8 "
+           "elements, so that each quarter-warp's 16-byte operand loads (2 x 4 lanes) hit 32 distinct banks.");
   else
     w.line("// Row lengths of the staged slices: padded by 16 bytes (WMMA loads rows of a multiple of 16 bytes).");
   if (!s.sync) {
