@@ -1071,7 +1071,7 @@ class Generator {
                                         std::to_string(s_.mma_stages - 1) + " slices in flight while one is multiplied), "
                                   : std::string("the next slice staged in registers while the current one is multiplied, ")) +
               std::to_string(mma_k_step(a_)) + " reduction positions per fragment product (" +
-              (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 as the fragments are loaded"
+              (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 in shared memory as their copies land"
                                              : "TF32: operands rounded to TF32 as they are staged")
                        : std::string(dsl::type_name(a_.in_type)) + " data as they are") +
               ", f32 accumulation" + (a_.tf32 ? ", by mma.sync.m16n8k8)." : "). The accumulators reach the epilogue through a 16 x 16 staging tile per warp."));

@@ -722,7 +722,7 @@ class Generator {
                                     "is multiplied), A "
                                   : std::string("staged through registers (the next while the current one is multiplied), A ")) +
               "gathered through " + c_.image->name + "'s index expressions (zero outside), " +
-              (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 as the fragments are loaded" : "both rounded to TF32")
+              (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 in shared memory as their copies land" : "both rounded to TF32")
                        : std::string("both as ") + type_name(c_.in_type)) +
               (c_.tf32 ? "; TF32 products by mma.sync.m16n8k8, the accumulators stored from the registers."
                        : "; the accumulators go to the epilogue through each warp's staging tile."));
