@@ -40,6 +40,7 @@ const char* const kReserved[] = {
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
     "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_row",
+    "ksol_tf32_bits", "ksol_slice_smem", "kSliceBytes",
     "ksol_a_slot", "ksol_b_slot", "kSR", "kSW",
     "c_acc", "frag_v", "hr", "ptr"};
 
@@ -464,6 +465,18 @@ std::string Helpers::source() const {
          "#elif defined(KSOL_HOST_EMULATION)\n"
          "  ::ksol_emu::mma_m16n8k8_tf32(d, a, b);\n"
          "#endif\n"
+         "}\n"
+         "// x rounded to TF32 as an operand's bits (to nearest, ties to even): one cvt.rn.tf32.f32 on sm_90,\n"
+         "// whose bits below TF32's mma.sync does not read; elsewhere tf32_round's integer steps.\n"
+         "__device__ __forceinline__ unsigned ksol_tf32_bits(float x) {\n"
+         "  unsigned u;\n"
+         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
+         "  asm(\"cvt.rn.tf32.f32 %0, %1;\" : \"=r\"(u) : \"f\"(x));\n"
+         "#else\n"
+         "  __builtin_memcpy(&u, &x, 4);\n"
+         "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;\n"
+         "#endif\n"
+         "  return u;\n"
          "}\n"
          "// x's bits as an operand, x already rounded to TF32.\n"
          "__device__ __forceinline__ unsigned ksol_bits(float x) {\n"
@@ -932,14 +945,28 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
   w.close();
 }
 
+void mma_launch(Writer& w, const std::string& kernel, const std::string& grid, const std::string& threads,
+                const std::string& args, int64_t stages, const std::string& scope) {
+  if (stages < 2) {
+    w.line(kernel + "<<<" + grid + ", " + threads + ", 0, stream>>>(" + args + ");");
+    return;
+  }
+  w.open("");
+  w.line("constexpr int kSliceBytes = " + std::to_string(stages) + " * " + scope + "kSR * (" + scope + "kPA + " + scope +
+         "kPB) * int(sizeof(float));");
+  w.line("if (kSliceBytes > 48 * 1024 && cudaFuncSetAttribute(" + kernel +
+         ", cudaFuncAttributeMaxDynamicSharedMemorySize, kSliceBytes) != cudaSuccess) return 4;");
+  w.line(kernel + "<<<" + grid + ", " + threads + ", kSliceBytes, stream>>>(" + args + ");");
+  w.close();
+}
+
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage) {
   w.line(stage_type + " (*const As)[kPA] = slices.a[" + stage + "];");
   w.line(stage_type + " (*const Bs)[kPB] = slices.b[" + stage + "];");
 }
 
-void pipelined_slice_loop(Writer& w, const std::string& a_at,
-                          const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply, const std::string& b_at) {
+void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+                          const std::function<void(Writer&)>& multiply) {
   w.comment("The first kStages - 1 slices' copies in flight, a group each (empty past the end).");
   w.line("#pragma unroll");
   w.open("for (int s = 0; s < kStages - 1; ++s)");
@@ -950,22 +977,7 @@ void pipelined_slice_loop(Writer& w, const std::string& a_at,
   w.close();
   w.line("int stage = 0;");
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
-  w.line("ksol_cp_wait<kStages - 2>();  // this slice's group has landed (the newer ones may not have)");
-  w.comment("This thread's own copies of the slice, rounded to TF32 where they lie: once an element, where rounding "
-            "the fragments would round each one in every warp that reads it.");
-  w.open("");
-  bind_stage(w, "float", "stage");
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < kLA; ++l)");
-  w.line("const int e = tid + l * kThreads;");
-  w.line("if ((kBK * kBM) % kThreads == 0 || e < kBK * kBM) " + a_at + " = tf32_round(" + a_at + ");");
-  w.close();
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < kLB; ++l)");
-  w.line("const int e = tid + l * kThreads;");
-  w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) " + b_at + " = tf32_round(" + b_at + ");");
-  w.close();
-  w.close();
+  w.line("ksol_cp_wait<kStages - 2>();  // this thread's copies of the slice have landed (the newer ones may not have)");
   w.line("__syncthreads();  // every thread's copies are visible, and the buffer rewritten below is no longer read");
   w.open("");
   w.line("const int ahead = k0 + (kStages - 1) * kBK;");
@@ -1026,12 +1038,20 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
                   ": one warp per " + std::to_string(16 * fm) + " x " + std::to_string(16 * fn) + " outputs); a block has at most 1024");
   // TF32 (mma.sync) pads rows by 8 elements and has no staging tile; WMMA pads by 16 bytes.
   const int64_t elem = tf32 ? 4 : type_bytes(type), pad = tf32 ? 8 : 16 / elem;
-  const int64_t slices = bk * (bm + pad + bn + pad) * elem, staging = tf32 ? 0 : warps * 16 * 20 * 4;
+  // mma.sync's slices keep two reduction positions a row (kSR = bk / 2 rows of 2 * bm + pad).
+  const int64_t slices = tf32 ? bk / 2 * (2 * bm + pad + 2 * bn + pad) * elem : bk * (bm + pad + bn + pad) * elem;
+  const int64_t staging = tf32 ? 0 : warps * 16 * 20 * 4;
   const int64_t bytes = stages * slices + staging;  // stages >= 2 is TF32 only: no staging tile
   const std::string staged = stages >= 2 ? " with stages = " + std::to_string(stages) : "";
-  if (bytes > 48 * 1024)
+  // Register-staged slices are static shared arrays (48 KB without the opt-in); the pipeline's
+  // buffers are dynamic shared memory, up to sm_90's opt-in maximum.
+  if (stages < 2 && bytes > 48 * 1024)
+    throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
+                  mode + "); static shared memory is at most 49152 (no opt-in; stages = 2 to 4 take dynamic shared memory)");
+  if (bytes > kMmaMaxDynamicShared)
     throw Refused(tile_text + " with " + tt_text + staged + " stages " + std::to_string(bytes) +
-                  " bytes of shared memory per block (" + mode + "); static shared memory is at most 49152 (no opt-in)");
+                  " bytes of shared memory per block (" + mode + "); dynamic shared memory is at most " +
+                  std::to_string(kMmaMaxDynamicShared) + " (sm_90's opt-in maximum)");
   const int64_t threads = 32 * warps, la = (bk * bm + threads - 1) / threads, lb = (bk * bn + threads - 1) / threads;
   // The pipeline copies straight to shared memory: no staged values, the gather state remains.
   const int64_t regs = stages >= 2 ? fm * fn * 8 + la * a_regs + 40 : fm * fn * 8 + la * (1 + a_regs) + lb + 40;
@@ -1090,7 +1110,8 @@ void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages,
     w.line("constexpr int kStages = " + std::to_string(stages) + ";  // slices in flight or in use");
     w.comment("The slices' buffers, each as As and Bs (see ksol_a_slot and ksol_b_slot).");
     w.line("struct KsolSlices { " + stage_type + " a[kStages][kSR][kPA]; " + stage_type + " b[kStages][kSR][kPB]; };");
-    w.line("__shared__ __align__(128) KsolSlices slices;");
+    w.line("extern __shared__ uint4 ksol_slice_smem[];  // kSliceBytes of dynamic shared memory (mma_launch)");
+    w.line("KsolSlices& slices = *reinterpret_cast<KsolSlices*>(ksol_slice_smem);");
   } else {
     w.line("__shared__ __align__(32) " + stage_type + " As[kSR][kPA];  // the A slice (see ksol_a_slot)");
     w.line("__shared__ __align__(32) " + stage_type + " Bs[kSR][kPB];  // the B slice (see ksol_b_slot)");
@@ -1122,27 +1143,28 @@ namespace {
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
 // slices (no fragment API), one 16-byte load for each A fragment and one for each two 8-wide B
 // tiles, where ksol_a_slot and ksol_b_slot put them in the instruction's order.
-void mma_sync_slice_product(Writer& w) {
+void mma_sync_slice_product(Writer& w, bool round) {
+  const std::string bits = round ? "ksol_tf32_bits" : "ksol_bits";
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.comment("Lane (lane / 4, lane % 4) takes rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
-            "(see ksol_mma_tf32), TF32 already in the slice.");
+            "(see ksol_mma_tf32), " + std::string(round ? "rounded to TF32 as they load." : "TF32 already in the slice."));
   w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
   w.line("#pragma unroll");
   w.open("for (int i = 0; i < kFM; ++i)");
   w.line("const float4 v = *reinterpret_cast<const float4*>(&As[kk / 2 + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
-  w.line("a_frag[i][0] = ksol_bits(v.x);");
-  w.line("a_frag[i][1] = ksol_bits(v.y);");
-  w.line("a_frag[i][2] = ksol_bits(v.z);");
-  w.line("a_frag[i][3] = ksol_bits(v.w);");
+  w.line("a_frag[i][0] = " + bits + "(v.x);");
+  w.line("a_frag[i][1] = " + bits + "(v.y);");
+  w.line("a_frag[i][2] = " + bits + "(v.z);");
+  w.line("a_frag[i][3] = " + bits + "(v.w);");
   w.close();
   w.line("#pragma unroll");
   w.open("for (int j = 0; j < kFN; ++j)");
   w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[kk / 2 + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
-  w.line("b_frag[2 * j][0] = ksol_bits(v.x);");
-  w.line("b_frag[2 * j][1] = ksol_bits(v.y);");
-  w.line("b_frag[2 * j + 1][0] = ksol_bits(v.z);");
-  w.line("b_frag[2 * j + 1][1] = ksol_bits(v.w);");
+  w.line("b_frag[2 * j][0] = " + bits + "(v.x);");
+  w.line("b_frag[2 * j][1] = " + bits + "(v.y);");
+  w.line("b_frag[2 * j + 1][0] = " + bits + "(v.z);");
+  w.line("b_frag[2 * j + 1][1] = " + bits + "(v.w);");
   w.close();
   w.line("#pragma unroll");
   w.line("for (int i = 0; i < kFM; ++i)");
@@ -1153,9 +1175,9 @@ void mma_sync_slice_product(Writer& w) {
 
 }  // namespace
 
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32) {
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool round) {
   if (tf32) {
-    mma_sync_slice_product(w);
+    mma_sync_slice_product(w, round);
     return;
   }
   w.line("#pragma unroll");

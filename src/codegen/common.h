@@ -255,19 +255,25 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
 // Returns the count; Refused with the rule broken otherwise.
 int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // The pipelined slice loop of the mma kernels (stages >= 2): the first stages - 1 slices' copies
-// issued, then for each slice of kBK positions below `depth`: wait until its copies have landed
-// (cp.async.wait_group kStages - 2), each thread's own copies of it rounded to TF32 where they
-// lie (A's element l at `a_at`, with l, e = tid + l * kThreads and tid in scope; B's at
-// Bs[e % kBK][e / kBK], as `issue` copies them), a barrier, the copies of the slice stages - 1
-// ahead issued into the buffer the last slice used (`issue`, given that slice's first position;
-// it binds As and Bs to buffer `stage` itself), the slice's products from its buffer (`multiply`,
-// with As and Bs bound to it; the data are TF32 already). Every thread commits a group per
-// slice, empty past the end, so the wait's count holds to the last slice. Only TF32 data are
-// pipelined, whose mma.sync epilogue reads no shared memory: nothing waits on the buffers after
-// the loop.
-void pipelined_slice_loop(Writer& w, const std::string& a_at,
-                          const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply, const std::string& b_at = kMmaBAt);
+// issued, then for each slice of kBK positions below `depth`: wait until this thread's copies of
+// it have landed (cp.async.wait_group kStages - 2), a barrier (everyone's copies visible, the
+// buffer of the slice before free), the copies of the slice stages - 1 ahead issued into that
+// buffer (`issue`, given that slice's first position; it binds As and Bs to buffer `stage`
+// itself), the slice's products from its buffer (`multiply`, with As and Bs bound to it; TF32
+// data are rounded as the fragments load, wmma_slice_product's `round`). Every thread commits a
+// group per slice, empty past the end, so the wait's count holds to the last slice. Only TF32
+// data are pipelined, whose mma.sync epilogue reads no shared memory: nothing waits on the
+// buffers after the loop.
+void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
+                          const std::function<void(Writer&)>& multiply);
+// The most dynamic shared memory a block of the pipeline may take: sm_90's opt-in maximum.
+inline constexpr int64_t kMmaMaxDynamicShared = 232448;
+// The launch of an mma kernel (`kernel`, with its template arguments), `grid` and `threads`
+// expressions, `args` its arguments, in ksol_run: with `stages` >= 2 its slices are kSliceBytes of
+// dynamic shared memory (`scope` qualifies kSR, kPA and kPB, e.g. "ksol_mma::"), opted into past
+// 48 KB (ksol_run returns 4 where the device refuses). The launch error is left for the caller.
+void mma_launch(Writer& w, const std::string& kernel, const std::string& grid, const std::string& threads,
+                const std::string& args, int64_t stages, const std::string& scope = "");
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB, kSR, kSW (after kBM, kBN, kBK) and
@@ -290,10 +296,11 @@ void wmma_declarations(Writer& w, const std::string& stage_type, int64_t stages 
 void wmma_accumulators(Writer& w, bool sync = false);
 // One staged slice's fragment products (inside the slice loop, between its barriers): mma.sync
 // for `tf32` (helpers "mma_tf32"), WMMA fragments of `frag_type` otherwise.
-// TF32 operands are taken as the slices hold them, rounded to TF32 already (as they were staged, or
-// where the pipeline's copies landed): the tensor cores read a TF32 operand's upper 19 bits, which
-// then are all it has.
-void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32);
+// TF32 operands are taken as the slices hold them, rounded to TF32 already where they were
+// staged through registers; with `round` (the cp.async pipeline, whose copies land as loaded)
+// each operand is rounded as its fragment loads (ksol_tf32_bits: one cvt.rn on sm_90). The tensor
+// cores read a TF32 operand's upper 19 bits.
+void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool round = false);
 // Each accumulator to the epilogue: `element` emits the store of one output at (fr, fc) of
 // fragment (i, j), its value frag_v (inside a loop: `continue` skips it). WMMA: through the warp's
 // staging tile; `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive

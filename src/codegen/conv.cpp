@@ -717,7 +717,7 @@ class Generator {
 
   // The cp.async pipeline's copies of the slice at `kbase` into buffer `stage`: each image element
   // this thread gathers (zeros outside the image or past the reduction) and each filter element,
-  // as they are (TF32 rounding happens in the fragments).
+  // as they are (TF32 rounding happens as the fragments load).
   void issue_async(Writer& w, const std::string& kbase, const std::string& stage) {
     bind_stage(w, "float", stage);
     w.open("");
@@ -939,6 +939,8 @@ class Generator {
   // offset their elements from the tensors' starts in 32 bits (one register a pixel, one multiply-add
   // an address) instead of keeping a 64-bit pointer a pixel.
   bool flat_template() const { return tap_masks() || filter_rows(); }
+  // The launched kernel's cp.async buffers (1 where it stages through registers or runs on CUDA cores).
+  int64_t pipelined() const { return s_.mma && !s_.tma ? s_.mma_stages : 1; }
   // The offset of this thread's filter element l at position `kbase` of the slice from f_p: in 32
   // bits where kFlat.
   static std::string filter_offset(const std::string& kbase) {
@@ -1071,7 +1073,7 @@ class Generator {
                                         std::to_string(s_.mma_stages - 1) + " slices in flight while one is multiplied), "
                                   : std::string("the next slice staged in registers while the current one is multiplied, ")) +
               std::to_string(mma_k_step(a_)) + " reduction positions per fragment product (" +
-              (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 in shared memory as their copies land"
+              (a_.tf32 ? (s_.mma_stages >= 2 ? "TF32: operands rounded to TF32 as the fragments load"
                                              : "TF32: operands rounded to TF32 as they are staged")
                        : std::string(dsl::type_name(a_.in_type)) + " data as they are") +
               ", f32 accumulation" + (a_.tf32 ? ", by mma.sync.m16n8k8)." : "). The accumulators reach the epilogue through a 16 x 16 staging tile per warp."));
@@ -1081,8 +1083,8 @@ class Generator {
     gather_setup(w);
     wmma_accumulators(w, a_.tf32);
     if (s_.mma_stages >= 2) {
-      pipelined_slice_loop(w, a_at(), [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); });
+      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32, true); });
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       load(w, "0");
@@ -1258,12 +1260,14 @@ class Generator {
                 "fewer than 2^31 elements.");
       w.line("const bool flat = " + batch() + " * " + C() + " * " + H() + " * " + W() + " <= 2147483647 && " + K() +
              " * " + C() + " * " + R() + " * " + S() + " <= 2147483647;");
-      w.line("if (flat)");
-      w.line("  " + simt_name_ + "<true><<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
-      w.line("else");
-      w.line("  " + simt_name_ + "<false><<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+      w.open("if (flat)");
+      mma_launch(w, simt_name_ + "<true>", "grid", "kThreads", params_pass(), pipelined());
+      w.close();
+      w.open("else");
+      mma_launch(w, simt_name_ + "<false>", "grid", "kThreads", params_pass(), pipelined());
+      w.close();
     } else {
-      w.line(simt_name_ + "<<<grid, kThreads, 0, stream>>>(" + params_pass() + ");");
+      mma_launch(w, simt_name_, "grid", "kThreads", params_pass(), pipelined());
     }
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();

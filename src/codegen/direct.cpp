@@ -659,7 +659,7 @@ class Generator {
 
   // The cp.async pipeline's copies of the slice at `kbase` into buffer `stage`: A gathered through
   // the image's index expressions (zeros outside or past the reduction), B through the filter's,
-  // both as they are (TF32 rounding happens in the fragments).
+  // both as they are (TF32 rounding happens as the fragments load).
   void mma_issue(Writer& w, const std::string& kbase, const std::string& stage) {
     const Definition& d = *s_.reduce;
     bind_stage(w, "float", stage);
@@ -722,7 +722,7 @@ class Generator {
                                     "is multiplied), A "
                                   : std::string("staged through registers (the next while the current one is multiplied), A ")) +
               "gathered through " + c_.image->name + "'s index expressions (zero outside), " +
-              (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 in shared memory as their copies land" : "both rounded to TF32")
+              (c_.tf32 ? (sched_.stages >= 2 ? "both rounded to TF32 as the fragments load" : "both rounded to TF32")
                        : std::string("both as ") + type_name(c_.in_type)) +
               (c_.tf32 ? "; TF32 products by mma.sync.m16n8k8, the accumulators stored from the registers."
                        : "; the accumulators go to the epilogue through each warp's staging tile."));
@@ -786,9 +786,8 @@ class Generator {
     w.close();
     wmma_accumulators(w, c_.tf32);
     if (sched_.stages >= 2) {
-      pipelined_slice_loop(w, "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]",
-                           [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); });
+      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
+                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32, true); });
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       mma_load(w, "0");
@@ -854,8 +853,8 @@ class Generator {
       w.open("if (" + fits + ")");
       w.line("const dim3 grid{unsigned((rows_total + ksol_mma::kBM - 1) / ksol_mma::kBM), unsigned((cols_total + ksol_mma::kBN - 1) / "
              "ksol_mma::kBN), unsigned(layers)};");
-      w.line("ksol_mma::" + name_ + "<<<grid, ksol_mma::kThreads, 0, stream>>>(" + pass +
-             "int(rows_total), int(cols_total), int(depth));");
+      mma_launch(w, "ksol_mma::" + name_, "grid", "ksol_mma::kThreads", pass + "int(rows_total), int(cols_total), int(depth)",
+                 sched_.stages, "ksol_mma::");
       w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
       w.close();
     }

@@ -175,21 +175,26 @@ TEST(Gpu, AFarSlowerBaselineStopsAfterItsFirstCalls) {
 }
 
 // The warp-level tensor-core kernels (mainloop = mma) through every gate on the GPU: the conv
-// family's on the NHWC TF32 and bf16 tasks at every visible size, and the direct family's through
-// the module path under the default precision (TF32 convolutions): a 3-D and a transposed 2-D
-// convolution (tests/gpu/problems), each seed verified against its module in float64.
+// family's on the NHWC TF32 (staged through registers, and pipelined by cp.async) and bf16 tasks
+// at every visible size, and the direct family's through the module path under the default
+// precision (TF32 convolutions): a 3-D and a transposed 2-D convolution (tests/gpu/problems),
+// each seed verified against its module in float64.
 TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
   const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-mma-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmp);
-  for (const std::string t : {"conv2d_nhwc_tf32", "conv2d_nhwc_bf16"}) {
+  // The TF32 task also through the cp.async pipeline in dynamic shared memory past 48 KB (3 x 33 KB).
+  const std::vector<std::pair<std::string, ksol::codegen::Schedule>> runs = {
+      {"conv2d_nhwc_tf32", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}}},
+      {"conv2d_nhwc_tf32", {{"mainloop", "mma"}, {"tile", "[128, 128, 32]"}, {"thread_tile", "[4, 2]"}, {"stages", "3"}}},
+      {"conv2d_nhwc_bf16", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}}}};
+  for (const auto& [t, sched] : runs) {
     const ksol::Task task = ksol::load_task(ksol::resolve_task_path(t));
     const std::string path = task.dir + "/program.ksol";
-    ksol::dsl::Program p = ksol::codegen::with_schedule(ksol::dsl::parse_program(ksol::read_file(path), path),
-                                                        {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}});
+    ksol::dsl::Program p = ksol::codegen::with_schedule(ksol::dsl::parse_program(ksol::read_file(path), path), sched);
     ASSERT_NE(ksol::codegen::kernel_name(p).find("_mma_"), std::string::npos);
-    const std::string cand = tmp + "/" + t + "_mma.ksol";
+    const std::string cand = tmp + "/" + ksol::codegen::kernel_name(p) + ".ksol";
     ksol::write_file_atomic(cand, ksol::dsl::print_source(p));
     ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "eval", "--task", t, "--no-time", "--compare",
                                                "none", "--candidate", cand},

@@ -767,7 +767,31 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
        replaced("ksol_cp_wait<kStages - 2>()", "ksol_cp_wait<kStages - 1>()")},
       {kNhwcTf32Stride2, {mma("[32, 32, 8]", "[1, 1]", "2")}, many_slices,
        replaced("u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;", "(void)0;")},
+      // Buffers past 48 KB of dynamic shared memory (51200 bytes), opted into at the launch.
+      {kNchwTf32BiasRelu, {mma("[128, 64, 16]", "[2, 2]", "4")}, int_sizes()},
   });
+}
+
+// The pipeline's buffers past 48 KB launch only with the opt-in: without it ksol_run reports the
+// failed launch (4), as the device would.
+TEST(CodegenConv, PipelineBuffersPast48KBLaunchWithTheOptIn) {
+  const dsl::Program p = scheduled(parse(kNchwTf32BiasRelu),
+                                   {{"mainloop", "mma"}, {"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "4"}});
+  const std::string source = codegen::generate_cuda(p, {});
+  std::string no_opt_in = source;
+  const std::string from = "kSliceBytes > 48 * 1024 && cudaFuncSetAttribute";
+  for (size_t at; (at = no_opt_in.find(from)) != std::string::npos;) no_opt_in.replace(at, from.size(), "false && cudaFuncSetAttribute");
+  ASSERT_NE(no_opt_in, source);
+  const std::vector<int64_t> dims = {1, 3, 6, 5, 4};  // N, C, H, W, K (padding 1: P = H, Q = W)
+  for (const auto& [src, rc] : {std::pair{source, 0}, std::pair{no_opt_in, 4}}) {
+    codegen::HostBuild build = codegen::build_for_host(src);
+    ASSERT_TRUE(build.ok) << build.message;
+    std::vector<HostVec<uint8_t>> tensors = {HostVec<uint8_t>(1 * 3 * 6 * 5 * 4, 0), HostVec<uint8_t>(4 * 3 * 9 * 4, 0),
+                                             HostVec<uint8_t>(4 * 4, 0), HostVec<uint8_t>(1 * 4 * 6 * 5 * 4, 0)};
+    codegen::HostRun r = codegen::run_on_host(build.so_path, tensors, dims);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.rc, rc);
+  }
 }
 
 // Where `auto` takes the mma kernel, its names, and what it refuses and why.
@@ -802,8 +826,8 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
             "tile = [512, 64, 8] with thread_tile = [1, 1] makes 4096 threads per block (mainloop = mma: one warp per 16 x 16 "
             "outputs); a block has at most 1024");
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[128, 128, 64]"}, {"thread_tile", "[4, 4]"}})),
-            "tile = [128, 128, 64] with thread_tile = [4, 4] stages 69632 bytes of shared memory per block (mainloop = mma); "
-            "static shared memory is at most 49152 (no opt-in)");
+            "tile = [128, 128, 64] with thread_tile = [4, 4] stages 67584 bytes of shared memory per block (mainloop = mma); "
+            "static shared memory is at most 49152 (no opt-in; stages = 2 to 4 take dynamic shared memory)");
   // Registers: one warp of 16 fragments staging 32 + 32 elements would spill.
   EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "mma"}, {"tile", "[64, 64, 16]"}, {"thread_tile", "[4, 4]"}})),
             "tile = [64, 64, 16] with thread_tile = [4, 4] needs about 392 registers a thread (128 accumulators, 32 + 32 staged "
@@ -818,21 +842,22 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   EXPECT_EQ(refusal(scheduled(tf, {{"stages", "5"}})),
             "stages = 5 must be between 1 and 4, or auto (mainloop = mma: 1 stages the next slice in registers, 2 to 4 fill as "
             "many shared buffers by cp.async) (mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");
-  EXPECT_EQ(refusal(scheduled(tf, {{"stages", "3"}})),
-            "tile = [128, 128, 16] with thread_tile = [4, 2] with stages = 3 stages 52224 bytes of shared memory per block "
-            "(mainloop = mma); static shared memory is at most 49152 (no opt-in) (mainloop = auto takes mma for this program; "
-            "mainloop = simt runs it on CUDA cores)");
+  // The pipeline's buffers are dynamic shared memory, past 48 KB up to sm_90's opt-in maximum.
+  EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"stages", "3"}})), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x16_w4x2_s3");
+  EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[256, 128, 64]"}, {"thread_tile", "[4, 4]"}, {"stages", "4"}})),
+            "tile = [256, 128, 64] with thread_tile = [4, 4] with stages = 4 stages 401408 bytes of shared memory per block "
+            "(mainloop = mma); dynamic shared memory is at most 232448 (sm_90's opt-in maximum) (mainloop = auto takes mma for "
+            "this program; mainloop = simt runs it on CUDA cores)");
   EXPECT_EQ(refusal(scheduled(parse(kNchwBf16Stride2), {{"mainloop", "mma"}, {"stages", "2"}})),
             "stages = 2: mainloop = mma pipelines slices of 32-bit elements only (cp.async copies 4 bytes at least, and the "
             "gather reads one bf16 element at a time); stages = 1 stages them in registers");
   const std::string piped = codegen::generate_cuda(scheduled(tf, {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "2"}}), {});
   EXPECT_NE(piped.find("cp.async.ca.shared.global"), std::string::npos);
   EXPECT_NE(piped.find("ksol_cp_wait<kStages - 2>()"), std::string::npos);
-  // The copies land as they are; each thread rounds its own to TF32 in place before the barrier.
-  const size_t rounding = piped.find("= tf32_round(As[ksol_row(tid / kPX)][kPX % (16 * kFM) == 0 ? ksol_a_slot(tid % kPX, tid / kPX)");
-  ASSERT_NE(rounding, std::string::npos);
-  EXPECT_LT(piped.find("ksol_cp_wait<kStages - 2>()"), rounding);
-  EXPECT_LT(rounding, piped.find("__syncthreads();  // every thread's copies are visible"));
+  // The copies land as they are; the fragments round them to TF32 as they load (not in place).
+  EXPECT_NE(piped.find("a_frag[i][0] = ksol_tf32_bits(v.x);"), std::string::npos);
+  EXPECT_NE(piped.find("b_frag[2 * j][0] = ksol_tf32_bits(v.x);"), std::string::npos);
+  EXPECT_EQ(piped.find("= tf32_round(As["), std::string::npos);
   // The schedule space: every mma name distinct, and the simt names unchanged beside them.
   codegen::Space space = codegen::schedule_space(tf, {});
   std::set<std::string> names;
@@ -880,7 +905,8 @@ TEST(CodegenConv, TensorCoreFragmentSourcesCompile) {
   EXPECT_NE(jobs[0].source_text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
   EXPECT_NE(jobs[1].source_text.find("nvcuda::wmma::col_major> a_frag[kFM];"), std::string::npos);
   EXPECT_NE(jobs[1].source_text.find("__shared__ __align__(32) __nv_bfloat16 As[kSR][kPA];"), std::string::npos);
-  EXPECT_NE(jobs[4].source_text.find("__shared__ __align__(128) KsolSlices slices;"), std::string::npos);
+  EXPECT_NE(jobs[4].source_text.find("extern __shared__ uint4 ksol_slice_smem[];"), std::string::npos);
+  EXPECT_NE(jobs[4].source_text.find("kSliceBytes, stream>>>("), std::string::npos);
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }

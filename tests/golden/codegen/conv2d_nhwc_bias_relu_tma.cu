@@ -320,9 +320,11 @@ extern "C" int ksol_run(const ksol_call* call) {
   // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
   // have fewer than 2^31 elements.
   const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
-  if (flat)
+  if (flat) {
     ksol_conv_simt<true><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
-  else
+  }
+  else {
     ksol_conv_simt<false><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
+  }
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -223,11 +223,13 @@ extern "C" int ksol_run(const ksol_call* call) {
   // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
   // have fewer than 2^31 elements.
   const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
-  if (flat)
+  if (flat) {
     conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4<true><<<grid, kThreads, 0, stream>>>(
-      X, F, Z, Y, N, H, W, C, K, P, Q);
-  else
+        X, F, Z, Y, N, H, W, C, K, P, Q);
+  }
+  else {
     conv_conv2d_nhwc_tf32_res_f32_tf32_64x32x16_t4x4<false><<<grid, kThreads, 0, stream>>>(
-      X, F, Z, Y, N, H, W, C, K, P, Q);
+        X, F, Z, Y, N, H, W, C, K, P, Q);
+  }
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -217,11 +217,13 @@ extern "C" int ksol_run(const ksol_call* call) {
   // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
   // have fewer than 2^31 elements.
   const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
-  if (flat)
+  if (flat) {
     conv_conv2d_residual_gelu_f32_32x32x8_t4x4<true><<<grid, kThreads, 0, stream>>>(
-      X, F, Z, g, Y, N, C, H, W, K);
-  else
+        X, F, Z, g, Y, N, C, H, W, K);
+  }
+  else {
     conv_conv2d_residual_gelu_f32_32x32x8_t4x4<false><<<grid, kThreads, 0, stream>>>(
-      X, F, Z, g, Y, N, C, H, W, K);
+        X, F, Z, g, Y, N, C, H, W, K);
+  }
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
