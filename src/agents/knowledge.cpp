@@ -55,6 +55,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"conv", "cluster", K::list, {}, {2}},
       {"conv", "stages", K::integer, {}, {}},
       {"conv", "gather", K::choice, {"auto", "taps", "decode"}, {}},
+      {"conv", "fragments", K::choice, {"auto", "slice"}, {}},
       {"rowwise", "threads", K::integer, {}, {}},
       {"rowwise", "rows_per_block", K::integer, {}, {}},
       {"rowwise", "vector", K::integer, {}, {}},

@@ -40,7 +40,7 @@ const char* const kReserved[] = {
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
     "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_row",
-    "ksol_tf32_bits", "ksol_slice_smem", "kSliceBytes",
+    "ksol_tf32_bits", "ksol_slice_smem", "kSliceBytes", "a_all", "b_all", "kstep",
     "ksol_a_slot", "ksol_b_slot", "kSR", "kSW",
     "c_acc", "frag_v", "hr", "ptr"};
 
@@ -922,7 +922,8 @@ void simt_slice_fma(Writer& w) {
 }
 
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply, bool tf32, const std::string& b_at) {
+                       const std::function<void(Writer&)>& multiply, bool tf32, const std::string& b_at,
+                       const std::function<void(Writer&)>& preload) {
   auto staged = [&](const std::string& r) { return tf32 ? "tf32_round(" + r + ")" : r; };
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
   w.comment("A slice that is a whole multiple of the threads has no element past its end: the test folds away.");
@@ -937,6 +938,7 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
   w.line("if ((kBK * kBN) % kThreads == 0 || e < kBK * kBN) " + b_at + " = " + staged("rb[l]") + ";");
   w.close();
   w.line("__syncthreads();");
+  if (preload) preload(w);
   w.open("if (k0 + kBK < depth)");
   load(w, "(k0 + kBK)");
   w.close();
@@ -966,7 +968,7 @@ void bind_stage(Writer& w, const std::string& stage_type, const std::string& sta
 }
 
 void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply) {
+                          const std::function<void(Writer&)>& multiply, const std::function<void(Writer&)>& preload) {
   w.comment("The first kStages - 1 slices' copies in flight, a group each (empty past the end).");
   w.line("#pragma unroll");
   w.open("for (int s = 0; s < kStages - 1; ++s)");
@@ -979,6 +981,7 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.open("for (int k0 = 0; k0 < depth; k0 += kBK)");
   w.line("ksol_cp_wait<kStages - 2>();  // this thread's copies of the slice have landed (the newer ones may not have)");
   w.line("__syncthreads();  // every thread's copies are visible, and the buffer rewritten below is no longer read");
+  if (preload) preload(w);
   w.open("");
   w.line("const int ahead = k0 + (kStages - 1) * kBK;");
   w.line("const int into = stage == 0 ? kStages - 1 : stage - 1;  // the buffer the last slice used");
@@ -1008,7 +1011,7 @@ int64_t check_mma_stages(int64_t stages, Type type) {
 }
 
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,
-                       const char* rows, const char* cols, int64_t a_regs, int64_t stages) {
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages, bool slice_fragments) {
   auto text = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -1054,14 +1057,19 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
                   std::to_string(kMmaMaxDynamicShared) + " (sm_90's opt-in maximum)");
   const int64_t threads = 32 * warps, la = (bk * bm + threads - 1) / threads, lb = (bk * bn + threads - 1) / threads;
   // The pipeline copies straight to shared memory: no staged values, the gather state remains.
-  const int64_t regs = stages >= 2 ? fm * fn * 8 + la * a_regs + 40 : fm * fn * 8 + la * (1 + a_regs) + lb + 40;
+  // fragments = slice holds every k-step's operands of a slice (4 A and 4 B registers a fragment
+  // pair each) where one k-step's are live otherwise.
+  const int64_t held = slice_fragments ? (bk / ks - 1) * 4 * (fm + fn) : 0;
+  const int64_t regs = (stages >= 2 ? fm * fn * 8 + la * a_regs + 40 : fm * fn * 8 + la * (1 + a_regs) + lb + 40) + held;
   const int64_t budget = std::min<int64_t>(255, 65536 / threads);
   if (regs > budget)
-    throw Refused(tile_text + " with " + tt_text + staged + " needs about " + std::to_string(regs) + " registers a thread (" +
-                  std::to_string(fm * fn * 8) + " accumulators, " +
+    throw Refused(tile_text + " with " + tt_text + staged + (slice_fragments ? " with fragments = slice" : "") +
+                  " needs about " + std::to_string(regs) + " registers a thread (" + std::to_string(fm * fn * 8) +
+                  " accumulators, " +
                   (stages >= 2 ? std::to_string(la) + " gathered elements' state" :
                                  std::to_string(la) + " + " + std::to_string(lb) + " staged elements") +
-                  "); " + std::to_string(threads) + " threads a block leave at most " + std::to_string(budget) + " (" + mode + ")");
+                  (slice_fragments ? ", " + std::to_string(held) + " more operand registers" : "") + "); " +
+                  std::to_string(threads) + " threads a block leave at most " + std::to_string(budget) + " (" + mode + ")");
   return warps;
 }
 
@@ -1174,6 +1182,42 @@ void mma_sync_slice_product(Writer& w, bool round) {
 }
 
 }  // namespace
+
+void mma_fragment_loads(Writer& w, bool round, bool bind) {
+  const std::string bits = round ? "ksol_tf32_bits" : "ksol_bits";
+  w.comment(std::string("The slice's operands, every k-step's, loaded before the next slice's loads are issued") +
+            (round ? " (rounded to TF32 as they load)." : " (TF32 already in the slice)."));
+  w.line("unsigned a_all[kBK / kKS][kFM][4], b_all[kBK / kKS][2 * kFN][2];");
+  w.open("");
+  if (bind) bind_stage(w, "float", "stage");
+  w.line("#pragma unroll");
+  w.open("for (int kstep = 0; kstep < kBK / kKS; ++kstep)");
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < kFM; ++i)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[kstep * kKS / 2 + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
+  for (int r = 0; r < 4; ++r)
+    w.line("a_all[kstep][i][" + std::to_string(r) + "] = " + bits + "(v." + std::string(1, "xyzw"[r]) + ");");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int j = 0; j < kFN; ++j)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[kstep * kKS / 2 + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
+  w.line("b_all[kstep][2 * j][0] = " + bits + "(v.x);");
+  w.line("b_all[kstep][2 * j][1] = " + bits + "(v.y);");
+  w.line("b_all[kstep][2 * j + 1][0] = " + bits + "(v.z);");
+  w.line("b_all[kstep][2 * j + 1][1] = " + bits + "(v.w);");
+  w.close();
+  w.close();
+  w.close();
+}
+
+void mma_fragment_products(Writer& w) {
+  w.line("#pragma unroll");
+  w.line("for (int kstep = 0; kstep < kBK / kKS; ++kstep)");
+  w.line("  #pragma unroll");
+  w.line("  for (int i = 0; i < kFM; ++i)");
+  w.line("    #pragma unroll");
+  w.line("    for (int j = 0; j < 2 * kFN; ++j) ksol_mma_tf32(c_acc[i][j], a_all[kstep][i], b_all[kstep][j]);");
+}
 
 void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool round) {
   if (tf32) {

@@ -234,8 +234,11 @@ inline const char* const kPlainBAt = "Bs[e % kBK][e / kBK]";
 inline const char* const kMmaBAt =
     "Bs[ksol_row(e % kBK)][kThreads % kBK == 0 && kThreads / kBK % (16 * kFN) == 0 ? ksol_b_slot(tid / kBK, tid % kBK) "
     "+ kSW * l * (kThreads / kBK) : ksol_b_slot(e / kBK, e % kBK)]";
+// `preload` (optional): emitted right after the barrier, before the next slice's loads (the
+// fragments of `fragments = slice`).
 void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<void(Writer&, const std::string&)>& load,
-                       const std::function<void(Writer&)>& multiply, bool tf32 = false, const std::string& b_at = kPlainBAt);
+                       const std::function<void(Writer&)>& multiply, bool tf32 = false, const std::string& b_at = kPlainBAt,
+                       const std::function<void(Writer&)>& preload = {});
 // The mma kernels' tile rules: `tile` [ROWS, COLUMNS, SLICE] in whole warps of `thread_tile`
 // [FM, FN] fragments (entries 1, 2, 4 or 8, at most 16 fragments), a slice a multiple of the
 // fragments' step (8 for TF32, 16 for `type` bf16/f16), at most 1024 threads and 48 KB of static
@@ -247,9 +250,10 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // block of its threads leaves a thread (65536 / threads, at most 255), or the kernel would spill.
 // Returns the warps a block; Refused with the rule broken otherwise.
 // With `stages` >= 2 (the cp.async pipeline, TF32 only) there are S padded slices and nothing is
-// staged in registers (a_regs each A element).
+// staged in registers (a_regs each A element). `slice_fragments` (fragments = slice) counts the
+// slice's other k-steps' operand registers too.
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
-                       const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1);
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1, bool slice_fragments = false);
 // The mma kernels' `stages` (0 for auto): 1 (auto too) stages the next slice in registers, 2 to 4
 // fill as many shared buffers by cp.async, for 32-bit elements only (`type`, the staged data's).
 // Returns the count; Refused with the rule broken otherwise.
@@ -264,8 +268,9 @@ int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // group per slice, empty past the end, so the wait's count holds to the last slice. Only TF32
 // data are pipelined, whose mma.sync epilogue reads no shared memory: nothing waits on the
 // buffers after the loop.
+// `preload` (optional) as staged_slice_loop's: after the barrier, before the copies are issued.
 void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
-                          const std::function<void(Writer&)>& multiply);
+                          const std::function<void(Writer&)>& multiply, const std::function<void(Writer&)>& preload = {});
 // The most dynamic shared memory a block of the pipeline may take: sm_90's opt-in maximum.
 inline constexpr int64_t kMmaMaxDynamicShared = 232448;
 // The launch of an mma kernel (`kernel`, with its template arguments), `grid` and `threads`
@@ -301,6 +306,14 @@ void wmma_accumulators(Writer& w, bool sync = false);
 // each operand is rounded as its fragment loads (ksol_tf32_bits: one cvt.rn on sm_90). The tensor
 // cores read a TF32 operand's upper 19 bits.
 void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool round = false);
+// The TF32 slice product in two parts, for `fragments = slice`: mma_fragment_loads declares
+// a_all[kBK / kKS][kFM][4] and b_all[kBK / kKS][2 * kFN][2] and loads every k-step's operands of
+// the slice (rounded as they load with `round`), where the slice loop emits it right after its
+// barrier, before the next slice's loads are issued (whose address arithmetic then hides the
+// shared-memory latency); mma_fragment_products multiplies them. `bind` (the pipeline) binds As
+// and Bs to buffer `stage` around the loads.
+void mma_fragment_loads(Writer& w, bool round, bool bind);
+void mma_fragment_products(Writer& w);
 // Each accumulator to the epilogue: `element` emits the store of one output at (fr, fc) of
 // fragment (i, j), its value frag_v (inside a loop: `continue` skips it). WMMA: through the warp's
 // staging tile; `rows_fastest`: lanes 0-15 take consecutive rows (pixels), else consecutive

@@ -290,6 +290,8 @@ struct Sched {
   // The CUDA-core and mma kernels' image gather: tap masks (each thread one reduction position of
   // kLA pixels, the position decoded once a slice) or a decode of each element's position.
   bool taps = false;
+  // mma (TF32): every k-step's fragments of a slice loaded right after its barrier (fragments = slice).
+  bool slice_fragments = false;
   // The tma path's: the tile [pixels, filters, channels per stage], the cluster, the stages (0: auto).
   int64_t tile_m = 128, tile_n = 128, tile_k = 64;
   int64_t cm = 1, cn = 1, stages = 0;
@@ -399,6 +401,9 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
     return s;
   }
   const std::string cuda_mode = s.mma ? "mainloop = mma" : "mainloop = simt";
+  if (!s.mma && p.knob("fragments") && Knobs(p, family()).one_of("fragments", std::vector<std::string>{"auto", "slice"}) != "auto")
+    throw Refused("fragments = slice: the mma kernel's; " + std::string(s.tma ? "mainloop = tma" : cuda_mode) +
+                  " has no fragments to load (fragments = auto)");
   if (cluster != std::vector<int64_t>{1, 1})
     throw Refused(cluster_text + ": clusters are the tma path's; " + cuda_mode + " runs one block per tile (cluster = [1, 1])");
   if (!s.mma && s.stages != 0)
@@ -416,7 +421,12 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
       s.mma_stages = check_mma_stages(s.stages, a.in_type);
       // A staged image element keeps its pixel's image pointer (2 registers), top row and column
       // and liveness beside its value.
-      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages);
+      Knobs k(p, family());
+      s.slice_fragments = k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) == "slice";
+      if (s.slice_fragments && !a.tf32)
+        throw Refused("fragments = slice: the TF32 mma.sync kernel's; WMMA's " + std::string(dsl::type_name(a.in_type)) +
+                      " fragments load a k-step at a time (fragments = auto)");
+      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages, s.slice_fragments);
     } catch (const Refused& r) {
       if (mainloop == "mma") throw;
       throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
@@ -503,7 +513,8 @@ std::string name_of(const dsl::Program& p, const Analysis& a, const Sched& s) {
   const std::string dec = !s.taps && why_not_taps(a, s).empty() ? "_gdec" : "";
   if (s.mma)
     return n + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
-           std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.mma_stages >= 2 ? "_s" + std::to_string(s.mma_stages) : "") + dec;
+           std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.mma_stages >= 2 ? "_s" + std::to_string(s.mma_stages) : "") +
+           (s.slice_fragments ? "_fs" : "") + dec;
   if (!s.tma)
     return n + "_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_t" +
            std::to_string(s.tm) + "x" + std::to_string(s.tn) + dec;
@@ -1082,14 +1093,20 @@ class Generator {
     wmma_declarations(w, st, s_.mma_stages, !a_.tf32);
     gather_setup(w);
     wmma_accumulators(w, a_.tf32);
-    if (s_.mma_stages >= 2) {
+    const bool piped = s_.mma_stages >= 2, slice = s_.slice_fragments;
+    std::function<void(Writer&)> preload;
+    if (slice) preload = [&](Writer& x) { mma_fragment_loads(x, piped, piped); };
+    auto multiply = [&](Writer& x) {
+      if (slice) mma_fragment_products(x);
+      else wmma_slice_product(x, frag_t, a_.tf32, piped);
+    };
+    if (piped) {
       pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32, true); });
+                           multiply, preload);
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       load(w, "0");
-      staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, a_.tf32); }, a_.tf32, kMmaBAt);
+      staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, multiply, a_.tf32, kMmaBAt, preload);
     }
     if (a_.tf32)
       w.comment(std::string("Each accumulator straight from the registers: a warp's store covers 8 consecutive pixels ") +
@@ -1284,11 +1301,12 @@ const FamilyGenerator& family() {
           {"tile", "[64, 64, 16]",
            {"[32, 32, 8]", "[64, 32, 8]", "[64, 32, 16]", "[64, 64, 8]", "[64, 64, 16]", "[64, 64, 32]", "[64, 128, 16]",
             "[128, 32, 16]", "[128, 64, 8]", "[128, 64, 16]", "[128, 128, 8]", "[128, 128, 16]", "[128, 128, 32]",
-            "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]"}},
+            "[256, 128, 16]", "[256, 128, 32]", "[64, 128, 64]", "[64, 256, 64]", "[128, 64, 64]", "[128, 128, 64]", "[128, 128, 128]"}},
           {"thread_tile", "[4, 4]", {"[2, 2]", "[4, 2]", "[2, 4]", "[4, 4]", "[4, 8]", "[8, 4]", "[8, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]"}},
           {"stages", "auto", {"auto", "2", "3", "4"}},
           {"gather", "auto", {"auto", "decode"}},
+          {"fragments", "auto", {"auto", "slice"}},
       },
       &check,
       &generate,

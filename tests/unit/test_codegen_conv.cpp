@@ -153,10 +153,10 @@ TEST(CodegenConv, ScheduleSpace) {
             << " refused\n";
   for (const auto& [r, n] : reasons) std::cout << "    " << n << " x ..." << r << "\n";
   EXPECT_EQ(space.size(), grid);
-  // 78 with each gather but one: a tile whose pixels are not a multiple of what a thread gathers
-  // has no tap masks, so gather = decode is refused there.
-  EXPECT_EQ(space.legal.size(), 155u);
-  EXPECT_EQ(space.refused(), 9421u);  // most of them tma-only knobs, or mainloop = tma or mma on f32 NCHW data
+  // 81 with each gather but one: a tile whose pixels are not a multiple of what a thread gathers
+  // has no tap masks, so gather = decode is refused there; fragments = slice is the mma kernel's.
+  EXPECT_EQ(space.legal.size(), 161u);
+  EXPECT_EQ(space.refused(), 19999u);  // most of them tma-only knobs, or mainloop = tma or mma on f32 NCHW data
   // Every verdict, the skipped ones included, is can_implement's.
   for (size_t i = 0; i < space.size(); ++i) {
     const codegen::Support r = codegen::can_implement(codegen::with_schedule(p, space.schedule(i)), kTaskBinding);
@@ -745,6 +745,10 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
   auto mma = [](const char* tile, const char* tt, const char* stages) {
     return Schedule{{"mainloop", "mma"}, {"tile", tile}, {"thread_tile", tt}, {"stages", stages}};
   };
+  auto sliced = [](Schedule s) {
+    s.push_back({"fragments", "slice"});
+    return s;
+  };
   auto replaced = [](std::string from, std::string to) {
     return [from, to](const std::string& src) {
       std::string s = src;
@@ -769,6 +773,12 @@ TEST(CodegenConv, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
        replaced("u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;", "(void)0;")},
       // Buffers past 48 KB of dynamic shared memory (51200 bytes), opted into at the launch.
       {kNchwTf32BiasRelu, {mma("[128, 64, 16]", "[2, 2]", "4")}, int_sizes()},
+      // fragments = slice: every k-step's operands loaded after the barrier, staged and pipelined;
+      // planted: every k-step multiplies the first k-step's A fragments.
+      {kNchwTf32BiasRelu, {sliced(mma("[64, 32, 16]", "[2, 1]", "1")), sliced(mma("[64, 32, 16]", "[2, 1]", "3"))}, int_sizes()},
+      {kNhwcTf32Stride2, {sliced(mma("[32, 64, 16]", "[1, 2]", "2"))}, deep},
+      {kNhwcTf32Stride2, {sliced(mma("[32, 32, 16]", "[1, 1]", "1"))}, many_slices,
+       replaced("ksol_mma_tf32(c_acc[i][j], a_all[kstep][i], b_all[kstep][j])", "ksol_mma_tf32(c_acc[i][j], a_all[0][i], b_all[kstep][j])")},
   });
 }
 
@@ -842,6 +852,17 @@ TEST(CodegenConv, TensorCoreFragmentPathNamesAndRefusals) {
   EXPECT_EQ(refusal(scheduled(tf, {{"stages", "5"}})),
             "stages = 5 must be between 1 and 4, or auto (mainloop = mma: 1 stages the next slice in registers, 2 to 4 fill as "
             "many shared buffers by cp.async) (mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");
+  // fragments = slice: the TF32 mma.sync kernel's, its registers counted.
+  EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"tile", "[128, 128, 16]"}, {"thread_tile", "[2, 2]"}, {"fragments", "slice"}})),
+            "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x16_w2x2_fs");
+  EXPECT_EQ(refusal(scheduled(parse(kNchwBf16Stride2), {{"mainloop", "mma"}, {"fragments", "slice"}})),
+            "fragments = slice: the TF32 mma.sync kernel's; WMMA's bf16 fragments load a k-step at a time (fragments = auto)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"mainloop", "simt"}, {"fragments", "slice"}})),
+            "fragments = slice: the mma kernel's; mainloop = simt has no fragments to load (fragments = auto)");
+  EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[256, 128, 16]"}, {"thread_tile", "[4, 4]"}, {"stages", "2"}, {"fragments", "slice"}})),
+            "tile = [256, 128, 16] with thread_tile = [4, 4] with stages = 2 with fragments = slice needs about 280 registers a "
+            "thread (128 accumulators, 16 gathered elements' state, 32 more operand registers); 256 threads a block leave at "
+            "most 255 (mainloop = mma) (mainloop = auto takes mma for this program; mainloop = simt runs it on CUDA cores)");
   // The pipeline's buffers are dynamic shared memory, past 48 KB up to sm_90's opt-in maximum.
   EXPECT_EQ(codegen::kernel_name(scheduled(tf, {{"stages", "3"}})), "conv_conv2d_tf32_bias_relu_f32_tf32_mma_128x128x16_w4x2_s3");
   EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[256, 128, 64]"}, {"thread_tile", "[4, 4]"}, {"stages", "4"}})),
