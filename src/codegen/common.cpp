@@ -1148,32 +1148,38 @@ void wmma_accumulators(Writer& w, bool sync) {
 
 namespace {
 
+// One k-step's TF32 operands from the slices into `a`[i][0..3] and `b`[2j or 2j + 1][0..1], the
+// k-step's slice row `row` (kk / 2): one 16-byte load for each A fragment and one for each two
+// 8-wide B tiles, where ksol_a_slot and ksol_b_slot put them in mma.sync's order, each value
+// through `bits` (ksol_bits, or ksol_tf32_bits to round it).
+void mma_operand_loads(Writer& w, const std::string& bits, const std::string& a, const std::string& b, const std::string& row) {
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < kFM; ++i)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[" + row + " + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
+  w.line(a + "[i][0] = " + bits + "(v.x);");
+  w.line(a + "[i][1] = " + bits + "(v.y);");
+  w.line(a + "[i][2] = " + bits + "(v.z);");
+  w.line(a + "[i][3] = " + bits + "(v.w);");
+  w.close();
+  w.line("#pragma unroll");
+  w.open("for (int j = 0; j < kFN; ++j)");
+  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[" + row + " + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
+  w.line(b + "[2 * j][0] = " + bits + "(v.x);");
+  w.line(b + "[2 * j][1] = " + bits + "(v.y);");
+  w.line(b + "[2 * j + 1][0] = " + bits + "(v.z);");
+  w.line(b + "[2 * j + 1][1] = " + bits + "(v.w);");
+  w.close();
+}
+
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
-// slices (no fragment API), one 16-byte load for each A fragment and one for each two 8-wide B
-// tiles, where ksol_a_slot and ksol_b_slot put them in the instruction's order.
+// slices (no fragment API), a k-step at a time, right before their products.
 void mma_sync_slice_product(Writer& w, bool round) {
-  const std::string bits = round ? "ksol_tf32_bits" : "ksol_bits";
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < kBK; kk += kKS)");
   w.comment("Lane (lane / 4, lane % 4) takes rows lane / 4 and lane / 4 + 8 at positions lane % 4 and lane % 4 + 4 "
             "(see ksol_mma_tf32), " + std::string(round ? "rounded to TF32 as they load." : "TF32 already in the slice."));
   w.line("unsigned a_frag[kFM][4], b_frag[2 * kFN][2];");
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < kFM; ++i)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[kk / 2 + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
-  w.line("a_frag[i][0] = " + bits + "(v.x);");
-  w.line("a_frag[i][1] = " + bits + "(v.y);");
-  w.line("a_frag[i][2] = " + bits + "(v.z);");
-  w.line("a_frag[i][3] = " + bits + "(v.w);");
-  w.close();
-  w.line("#pragma unroll");
-  w.open("for (int j = 0; j < kFN; ++j)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[kk / 2 + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
-  w.line("b_frag[2 * j][0] = " + bits + "(v.x);");
-  w.line("b_frag[2 * j][1] = " + bits + "(v.y);");
-  w.line("b_frag[2 * j + 1][0] = " + bits + "(v.z);");
-  w.line("b_frag[2 * j + 1][1] = " + bits + "(v.w);");
-  w.close();
+  mma_operand_loads(w, round ? "ksol_tf32_bits" : "ksol_bits", "a_frag", "b_frag", "kk / 2");
   w.line("#pragma unroll");
   w.line("for (int i = 0; i < kFM; ++i)");
   w.line("  #pragma unroll");
@@ -1184,7 +1190,6 @@ void mma_sync_slice_product(Writer& w, bool round) {
 }  // namespace
 
 void mma_fragment_loads(Writer& w, bool round, bool bind) {
-  const std::string bits = round ? "ksol_tf32_bits" : "ksol_bits";
   w.comment(std::string("The slice's operands, every k-step's, loaded before the next slice's loads are issued") +
             (round ? " (rounded to TF32 as they load)." : " (TF32 already in the slice)."));
   w.line("unsigned a_all[kBK / kKS][kFM][4], b_all[kBK / kKS][2 * kFN][2];");
@@ -1192,20 +1197,7 @@ void mma_fragment_loads(Writer& w, bool round, bool bind) {
   if (bind) bind_stage(w, "float", "stage");
   w.line("#pragma unroll");
   w.open("for (int kstep = 0; kstep < kBK / kKS; ++kstep)");
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < kFM; ++i)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[kstep * kKS / 2 + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
-  for (int r = 0; r < 4; ++r)
-    w.line("a_all[kstep][i][" + std::to_string(r) + "] = " + bits + "(v." + std::string(1, "xyzw"[r]) + ");");
-  w.close();
-  w.line("#pragma unroll");
-  w.open("for (int j = 0; j < kFN; ++j)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[kstep * kKS / 2 + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
-  w.line("b_all[kstep][2 * j][0] = " + bits + "(v.x);");
-  w.line("b_all[kstep][2 * j][1] = " + bits + "(v.y);");
-  w.line("b_all[kstep][2 * j + 1][0] = " + bits + "(v.z);");
-  w.line("b_all[kstep][2 * j + 1][1] = " + bits + "(v.w);");
-  w.close();
+  mma_operand_loads(w, round ? "ksol_tf32_bits" : "ksol_bits", "a_all[kstep]", "b_all[kstep]", "kstep * kKS / 2");
   w.close();
   w.close();
 }

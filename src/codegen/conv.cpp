@@ -355,6 +355,9 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
   s.mma = mainloop == "mma" || (mainloop == "auto" && !s.tma && why_mma.empty());
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   const std::string cluster_text = "cluster = " + list_text(cluster);
+  if (!s.mma && k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) != "auto")
+    throw Refused(std::string("fragments = slice: the mma kernel's; mainloop = ") + (s.tma ? "tma" : "simt") +
+                  " has no fragments to load (fragments = auto)");
   if (s.tma) {
     // A schedule `auto` sent here says so when it is refused: the user may not have asked for tma.
     try {
@@ -401,9 +404,6 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
     return s;
   }
   const std::string cuda_mode = s.mma ? "mainloop = mma" : "mainloop = simt";
-  if (!s.mma && p.knob("fragments") && Knobs(p, family()).one_of("fragments", std::vector<std::string>{"auto", "slice"}) != "auto")
-    throw Refused("fragments = slice: the mma kernel's; " + std::string(s.tma ? "mainloop = tma" : cuda_mode) +
-                  " has no fragments to load (fragments = auto)");
   if (cluster != std::vector<int64_t>{1, 1})
     throw Refused(cluster_text + ": clusters are the tma path's; " + cuda_mode + " runs one block per tile (cluster = [1, 1])");
   if (!s.mma && s.stages != 0)

@@ -54,7 +54,8 @@ TEST(CodegenConv, AcceptsRefusesAndNames) {
   EXPECT_EQ(codegen::kernel_name(scheduled(p, {{"tile", "[128, 64, 8]"}, {"thread_tile", "[8, 4]"}})),
             "conv_conv2d_f32_128x64x8_t8x4");
   EXPECT_EQ(refusal(scheduled(p, {{"tile", "[64, 64, 16]"}, {"split_k", "2"}})),
-            "unknown schedule key 'split_k' for the conv family; it accepts mainloop, tile, thread_tile, cluster, stages, gather");
+            "unknown schedule key 'split_k' for the conv family; it accepts mainloop, tile, thread_tile, cluster, stages, gather, "
+            "fragments");
   EXPECT_EQ(refusal(scheduled(p, {{"cluster", "[2, 1]"}})),
             "cluster = [2, 1]: clusters are the tma path's; mainloop = simt runs one block per tile (cluster = [1, 1])");
   // The gather: tap masks by default where they apply, a decode of each element on request.
@@ -589,7 +590,7 @@ TEST(CodegenConv, TensorCorePathNamesAndRefusals) {
     mma += n.find("_mma_") != std::string::npos;
   }
   EXPECT_EQ(names.size(), space.legal.size()) << "two legal schedules share a kernel name";
-  EXPECT_EQ(space.legal.size() - tma - mma, 78u);  // the simt schedules, as for conv2d_f32
+  EXPECT_EQ(space.legal.size() - tma - mma, 81u);  // the simt schedules, as for conv2d_f32
   EXPECT_EQ(mma, 19u);  // the rest would spill registers or exceed 48 KB; bf16: no cp.async pipeline (stages = auto only)
   EXPECT_EQ(tma, 81u);  // 7 tiles x 3 clusters x 4 stage counts, less the 3 of 128 x 128 x 128 with 4 stages
 }
