@@ -242,6 +242,7 @@ struct Sched {
   int64_t bm = 128, bn = 128, bk = 32;  // mma: rows x columns x reduction slice
   int64_t fm = 4, fn = 2;             // mma: fragments per warp
   int64_t stages = 1;                 // mma: 1 slice staged in registers, or 2-4 shared buffers filled by cp.async
+  bool slice_fragments = false;       // mma (TF32): a slice's operands loaded after its barrier (fragments = slice)
 };
 
 std::string list_text(const std::vector<int64_t>& v) {
@@ -273,7 +274,9 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
   if (st.kind == dsl::ScheduleValue::Kind::integer) stages = st.integer;
   else if (!(st.kind == dsl::ScheduleValue::Kind::ident && st.ident == "auto"))
     throw Refused("stages = " + value_text(st) + " must be an integer or auto");
+  const bool slice = k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) == "slice";
   if (!s.mma) {
+    if (slice) throw Refused("fragments = slice: the mma kernel's; mainloop = loop has no fragments to load (fragments = auto)");
     if (stages != 0)
       throw Refused("stages = " + std::to_string(stages) + ": the mma kernel's; mainloop = loop runs a thread per output "
                     "(leave stages auto)");
@@ -292,8 +295,12 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     s.bm = tile[0], s.bn = tile[1], s.bk = tile[2];
     s.fm = tt[0], s.fn = tt[1];
     s.stages = check_mma_stages(stages, ct.in_type);
+    if (slice && !ct.tf32)
+      throw Refused("fragments = slice: the TF32 mma.sync kernel's; WMMA's " + std::string(dsl::type_name(ct.in_type)) +
+                    " fragments load a k-step at a time (fragments = auto)");
+    s.slice_fragments = slice;
     // A staged image element keeps its row's decoded indices and liveness beside its value.
-    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1, s.stages);
+    check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1, s.stages, slice);
   } catch (const Refused& r) {
     if (mainloop == "mma") throw;
     throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
@@ -312,7 +319,8 @@ std::string kernel_name_of(const dsl::Program& p) {
   if (!s.mma) return stem + "_t" + std::to_string(s.threads);
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
-         std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") + "_fbt" +
+         std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") +
+         (s.slice_fragments ? "_fs" : "") + "_fbt" +
          std::to_string(s.threads);
 }
 
@@ -785,14 +793,21 @@ class Generator {
     }
     w.close();
     wmma_accumulators(w, c_.tf32);
-    if (sched_.stages >= 2) {
+    const bool piped = sched_.stages >= 2, slice = sched_.slice_fragments;
+    std::function<void(Writer&)> preload;
+    if (slice) preload = [&](Writer& x) { mma_fragment_loads(x, piped, piped); };
+    auto multiply = [&](Writer& x) {
+      if (slice) mma_fragment_products(x);
+      else wmma_slice_product(x, frag_t, c_.tf32, piped);
+    };
+    if (piped) {
       pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
-                           [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32, true); });
+                           multiply, preload);
     } else {
       w.line(st + " ra[kLA], rb[kLB];");
       mma_load(w, "0");
       staged_slice_loop(w, "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
-                        [&](Writer& x) { wmma_slice_product(x, frag_t, c_.tf32); }, c_.tf32, kMmaBAt);
+                        multiply, c_.tf32, kMmaBAt, preload);
     }
     w.comment(c_.tf32 ? "Each output straight from the accumulators, a lane's row decoded once for each of its rows."
                       : "Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
@@ -878,6 +893,7 @@ const FamilyGenerator& direct_family() {
           {"tile", "[128, 128, 16]", {"[64, 64, 16]", "[128, 64, 16]", "[64, 128, 16]", "[128, 128, 16]", "[128, 32, 16]", "[128, 16, 16]", "[64, 32, 16]", "[32, 32, 16]", "[128, 64, 32]", "[128, 32, 32]"}},
           {"thread_tile", "[4, 2]", {"[1, 1]", "[2, 1]", "[2, 2]", "[4, 2]", "[4, 4]"}},
           {"stages", "auto", {"auto", "2", "3"}},
+          {"fragments", "auto", {"auto", "slice"}},
       },
       &check,
       &generate,

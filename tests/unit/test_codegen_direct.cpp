@@ -90,7 +90,8 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(p), "direct_convt1d_f32_t256");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"split_k", "2"}})),
-            "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile, stages");
+            "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile, stages, "
+            "fragments");
   // f32 products: the thread-per-output kernel; the tensor cores' knobs are refused with why.
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"mainloop", "mma"}})),
             "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
@@ -366,7 +367,17 @@ TEST(CodegenDirect, TensorCorePipelineOnTheHostMatchesTheInterpreter) {
   mma_on_host(kMmaCases[2], {two}, false);
   mma_on_host(kMmaCases[5], {three}, false);
   mma_on_host(kMmaCases[6], {two}, true);
+  // fragments = slice: a slice's operands loaded after its barrier, staged and pipelined.
+  codegen::Schedule two_sliced = two, one_sliced = {{"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}, {"fragments", "slice"}};
+  two_sliced.push_back({"fragments", "slice"});
+  mma_on_host(kMmaCases[0], {two_sliced, one_sliced}, true);
   const dsl::Program c3 = parse(kMmaCases[0].program);
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, one_sliced)), "direct_conv3d_tf32_f32_mma_32x32x16_w2x2_fs_fbt256");
+  EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"mainloop", "loop"}, {"fragments", "slice"}})),
+            "fragments = slice: the mma kernel's; mainloop = loop has no fragments to load (fragments = auto)");
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kMmaCases[3].program), {{"fragments", "slice"}})),
+            "fragments = slice: the TF32 mma.sync kernel's; WMMA's bf16 fragments load a k-step at a time (fragments = auto) "
+            "(mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}, {"stages", "3"}})),
             "direct_conv3d_tf32_f32_mma_128x64x16_w2x2_s3_fbt256");
   EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"mainloop", "loop"}, {"stages", "2"}})),
