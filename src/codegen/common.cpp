@@ -1202,6 +1202,23 @@ void mma_fragment_loads(Writer& w, bool round, bool bind) {
   w.close();
 }
 
+void mma_slice_loop(Writer& w, const MmaLoop& m) {
+  const bool piped = m.stages >= 2;
+  std::function<void(Writer&)> preload;
+  if (m.slice_fragments) preload = [&](Writer& x) { mma_fragment_loads(x, piped, piped); };
+  auto multiply = [&](Writer& x) {
+    if (m.slice_fragments) mma_fragment_products(x);
+    else wmma_slice_product(x, m.frag_type, m.tf32, piped);
+  };
+  if (piped) {
+    pipelined_slice_loop(w, m.issue, multiply, preload);
+    return;
+  }
+  w.line(m.stage_type + " ra[kLA], rb[kLB];");
+  m.load(w, "0");
+  staged_slice_loop(w, m.a_at, m.load, multiply, m.tf32, kMmaBAt, preload);
+}
+
 void mma_fragment_products(Writer& w) {
   w.line("#pragma unroll");
   w.line("for (int kstep = 0; kstep < kBK / kKS; ++kstep)");

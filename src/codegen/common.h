@@ -279,6 +279,19 @@ inline constexpr int64_t kMmaMaxDynamicShared = 232448;
 // 48 KB (ksol_run returns 4 where the device refuses). The launch error is left for the caller.
 void mma_launch(Writer& w, const std::string& kernel, const std::string& grid, const std::string& threads,
                 const std::string& args, int64_t stages, const std::string& scope = "");
+// An mma kernel's slice loop, from its first loads to its last products: the cp.async pipeline
+// (`stages` >= 2, `issue` its copies) or the slices staged through registers (ra and rb of
+// `stage_type`, `load` their loads, stored at `a_at` and kMmaBAt), each slice's products by
+// wmma_slice_product, or with `slice_fragments` its operands loaded after the barrier
+// (mma_fragment_loads) and multiplied after the next slice's loads are issued.
+struct MmaLoop {
+  int64_t stages = 1;
+  bool slice_fragments = false, tf32 = false;
+  std::string frag_type, stage_type, a_at;
+  std::function<void(Writer&, const std::string&, const std::string&)> issue;  // (first position, buffer)
+  std::function<void(Writer&, const std::string&)> load;                       // (first position)
+};
+void mma_slice_loop(Writer& w, const MmaLoop& m);
 // Binds As and Bs to the pipeline's buffer `stage` (a stage index expression).
 void bind_stage(Writer& w, const std::string& stage_type, const std::string& stage);
 // The constants kFM, kFN, kWM, kWN, kThreads, kKS, kPA, kPB, kSR, kSW (after kBM, kBN, kBK) and

@@ -1093,21 +1093,12 @@ class Generator {
     wmma_declarations(w, st, s_.mma_stages, !a_.tf32);
     gather_setup(w);
     wmma_accumulators(w, a_.tf32);
-    const bool piped = s_.mma_stages >= 2, slice = s_.slice_fragments;
-    std::function<void(Writer&)> preload;
-    if (slice) preload = [&](Writer& x) { mma_fragment_loads(x, piped, piped); };
-    auto multiply = [&](Writer& x) {
-      if (slice) mma_fragment_products(x);
-      else wmma_slice_product(x, frag_t, a_.tf32, piped);
-    };
-    if (piped) {
-      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); },
-                           multiply, preload);
-    } else {
-      w.line(st + " ra[kLA], rb[kLB];");
-      load(w, "0");
-      staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, multiply, a_.tf32, kMmaBAt, preload);
-    }
+    MmaLoop loop;
+    loop.stages = s_.mma_stages, loop.slice_fragments = s_.slice_fragments, loop.tf32 = a_.tf32;
+    loop.frag_type = frag_t, loop.stage_type = st, loop.a_at = a_at();
+    loop.issue = [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); };
+    loop.load = [&](Writer& x, const std::string& k) { load(x, k); };
+    mma_slice_loop(w, loop);
     if (a_.tf32)
       w.comment(std::string("Each accumulator straight from the registers: a warp's store covers 8 consecutive pixels ") +
                 (a_.nhwc ? "x 4 filters two apart" : "of 4 filters (a 32-byte sector each)") +

@@ -793,22 +793,12 @@ class Generator {
     }
     w.close();
     wmma_accumulators(w, c_.tf32);
-    const bool piped = sched_.stages >= 2, slice = sched_.slice_fragments;
-    std::function<void(Writer&)> preload;
-    if (slice) preload = [&](Writer& x) { mma_fragment_loads(x, piped, piped); };
-    auto multiply = [&](Writer& x) {
-      if (slice) mma_fragment_products(x);
-      else wmma_slice_product(x, frag_t, c_.tf32, piped);
-    };
-    if (piped) {
-      pipelined_slice_loop(w, [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); },
-                           multiply, preload);
-    } else {
-      w.line(st + " ra[kLA], rb[kLB];");
-      mma_load(w, "0");
-      staged_slice_loop(w, "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]", [&](Writer& x, const std::string& k) { mma_load(x, k); },
-                        multiply, c_.tf32, kMmaBAt, preload);
-    }
+    MmaLoop loop;
+    loop.stages = sched_.stages, loop.slice_fragments = sched_.slice_fragments, loop.tf32 = c_.tf32;
+    loop.frag_type = frag_t, loop.stage_type = st, loop.a_at = "As[ksol_row(e / kBM)][ksol_a_slot(e % kBM, e / kBM)]";
+    loop.issue = [&](Writer& x, const std::string& k, const std::string& stage) { mma_issue(x, k, stage); };
+    loop.load = [&](Writer& x, const std::string& k) { mma_load(x, k); };
+    mma_slice_loop(w, loop);
     w.comment(c_.tf32 ? "Each output straight from the accumulators, a lane's row decoded once for each of its rows."
                       : "Each output through the warp's staging tile, lanes 0-15 on consecutive rows (the output's last index).");
     // A lane's row is the same for every column of a fragment row: decoded once per row (the
