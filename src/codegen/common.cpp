@@ -433,7 +433,7 @@ std::string Helpers::source() const {
     o << "// x limited to [lo, hi]; a NaN x stays NaN.\n"
          "template <typename T>\n"
          "__device__ __forceinline__ T clamp_nan(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }\n";
-  if (used("tf32_round"))
+  if (used("tf32_round") || used("mma_tf32"))  // mma_tf32's ksol_tf32_bits rounds by it off sm_90
     o << "// x rounded to TF32 (10 mantissa bits; to nearest, ties to even), the precision the tensor\n"
          "// cores multiply f32 data in. sm_90 converts in one instruction (cvt.rn.tf32.f32), whose 13\n"
          "// bits below TF32's are cleared here; elsewhere, and on the host, the same rounding by integer\n"
@@ -467,14 +467,14 @@ std::string Helpers::source() const {
          "#endif\n"
          "}\n"
          "// x rounded to TF32 as an operand's bits (to nearest, ties to even): one cvt.rn.tf32.f32 on sm_90,\n"
-         "// whose bits below TF32's mma.sync does not read; elsewhere tf32_round's integer steps.\n"
+         "// whose bits below TF32's mma.sync does not read (tf32_round clears them too); elsewhere tf32_round.\n"
          "__device__ __forceinline__ unsigned ksol_tf32_bits(float x) {\n"
          "  unsigned u;\n"
          "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
          "  asm(\"cvt.rn.tf32.f32 %0, %1;\" : \"=r\"(u) : \"f\"(x));\n"
          "#else\n"
-         "  __builtin_memcpy(&u, &x, 4);\n"
-         "  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;\n"
+         "  const float r = tf32_round(x);\n"
+         "  __builtin_memcpy(&u, &r, 4);\n"
          "#endif\n"
          "  return u;\n"
          "}\n"
@@ -991,7 +991,7 @@ void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std
   w.line("ksol_cp_commit();");
   w.close();
   w.open("");
-  bind_stage(w, "float", "stage");
+  if (!preload) bind_stage(w, "float", "stage");  // a preload has read the buffer: the products read registers
   multiply(w);
   w.close();
   w.line("stage = stage + 1 == kStages ? 0 : stage + 1;");
@@ -1051,10 +1051,10 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   if (stages < 2 && bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
                   mode + "); static shared memory is at most 49152 (no opt-in; stages = 2 to 4 take dynamic shared memory)");
-  if (bytes > kMmaMaxDynamicShared)
+  if (bytes > kSharedLimitBytes)
     throw Refused(tile_text + " with " + tt_text + staged + " stages " + std::to_string(bytes) +
                   " bytes of shared memory per block (" + mode + "); dynamic shared memory is at most " +
-                  std::to_string(kMmaMaxDynamicShared) + " (sm_90's opt-in maximum)");
+                  std::to_string(kSharedLimitBytes) + " (sm_90's opt-in maximum)");
   const int64_t threads = 32 * warps, la = (bk * bm + threads - 1) / threads, lb = (bk * bn + threads - 1) / threads;
   // The pipeline copies straight to shared memory: no staged values, the gather state remains.
   // fragments = slice holds every k-step's operands of a slice (4 A and 4 B registers a fragment

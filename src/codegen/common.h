@@ -15,6 +15,10 @@
 
 namespace ksol::codegen::detail {
 
+// The most shared memory an sm_90 block may opt into (227 KB): the tma paths' stages and the mma
+// pipeline's dynamic buffers.
+inline constexpr int64_t kSharedLimitBytes = 232448;
+
 // A schedule value as it is written in a program ("4", "block", "[128, 256, 64]").
 std::string value_text(const dsl::ScheduleValue& v);
 // The generator of a family by name, or nullptr; the one table of families is in codegen.cpp.
@@ -268,11 +272,10 @@ int64_t check_mma_stages(int64_t stages, dsl::Type type);
 // group per slice, empty past the end, so the wait's count holds to the last slice. Only TF32
 // data are pipelined, whose mma.sync epilogue reads no shared memory: nothing waits on the
 // buffers after the loop.
-// `preload` (optional) as staged_slice_loop's: after the barrier, before the copies are issued.
+// `preload` (optional) as staged_slice_loop's: after the barrier, before the copies are issued;
+// it binds the buffer itself, and `multiply` then gets no As and Bs (it reads registers only).
 void pipelined_slice_loop(Writer& w, const std::function<void(Writer&, const std::string&, const std::string&)>& issue,
                           const std::function<void(Writer&)>& multiply, const std::function<void(Writer&)>& preload = {});
-// The most dynamic shared memory a block of the pipeline may take: sm_90's opt-in maximum.
-inline constexpr int64_t kMmaMaxDynamicShared = 232448;
 // The launch of an mma kernel (`kernel`, with its template arguments), `grid` and `threads`
 // expressions, `args` its arguments, in ksol_run: with `stages` >= 2 its slices are kSliceBytes of
 // dynamic shared memory (`scope` qualifies kSR, kPA and kPB, e.g. "ksol_mma::"), opted into past

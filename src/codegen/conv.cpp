@@ -275,7 +275,6 @@ Analysis analyse(const dsl::Program& p) {
 }
 
 // Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
-constexpr int64_t kSharedLimitBytes = 232448;
 
 struct Sched {
   bool tma = false;
@@ -355,7 +354,8 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
   s.mma = mainloop == "mma" || (mainloop == "auto" && !s.tma && why_mma.empty());
   const std::string tile_text = "tile = " + list_text(tile), tt_text = "thread_tile = " + list_text(tt);
   const std::string cluster_text = "cluster = " + list_text(cluster);
-  if (!s.mma && k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) != "auto")
+  const bool slice_fragments = k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) == "slice";
+  if (!s.mma && slice_fragments)
     throw Refused(std::string("fragments = slice: the mma kernel's; mainloop = ") + (s.tma ? "tma" : "simt") +
                   " has no fragments to load (fragments = auto)");
   if (s.tma) {
@@ -421,8 +421,7 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
       s.mma_stages = check_mma_stages(s.stages, a.in_type);
       // A staged image element keeps its pixel's image pointer (2 registers), top row and column
       // and liveness beside its value.
-      Knobs k(p, family());
-      s.slice_fragments = k.one_of("fragments", std::vector<std::string>{"auto", "slice"}) == "slice";
+      s.slice_fragments = slice_fragments;
       if (s.slice_fragments && !a.tf32)
         throw Refused("fragments = slice: the TF32 mma.sync kernel's; WMMA's " + std::string(dsl::type_name(a.in_type)) +
                       " fragments load a k-step at a time (fragments = auto)");

@@ -34,7 +34,6 @@ using dsl::ReduceOp;
 using dsl::Type;
 
 // Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
-constexpr int64_t kSharedLimitBytes = 232448;
 // Static shared memory without the opt-in (the SIMT kernel uses static arrays).
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 

@@ -26,8 +26,6 @@ using dsl::Type;
 // Registers a thread may spend on the cached row (cache_row = registers), in bytes: 64 registers,
 // and never more than half of what a thread of a full block has (64K per SM, 32K for the row).
 int register_budget_bytes(int threads) { return 4 * std::min(64, 32768 / threads); }
-// Shared memory one block may use on sm_90 (227 KB, with the opt-in attribute).
-constexpr int kSharedLimitBytes = 232448;
 
 const std::vector<std::string> kInternal = {
     "kThreads", "kRowsPerBlock", "kThreadsPerRow", "kWarpsPerRow", "kVector", "kItems", "kUnroll", "kTile",
