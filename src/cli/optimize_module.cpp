@@ -153,6 +153,7 @@ class ModuleEvaluator : public search::Evaluator {
 
   bool screens() const override { return true; }
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override { prefetching_.start(t, next); }
+  void cancel_prefetch() override { prefetching_.cancel(); }
 
   // The items timed on the module's inputs in one screen of the Python worker (timing only).
   std::vector<search::ScreenTime> screen(const Task& t, const std::vector<search::BuildItem>& items, const std::string&,

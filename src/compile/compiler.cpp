@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -251,7 +253,17 @@ static const std::string& ksol_headers_digest() {
   return digest;
 }
 
-CompileResult compile(const CompileJob& job) {
+namespace {
+struct InFlight {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+};
+std::mutex inflight_mu;
+std::map<std::string, std::shared_ptr<InFlight>> inflight;  // by cache key: the compiles running in this process
+}  // namespace
+
+CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;
   if (job.kind == SourceKind::candidate && job.static_gate) {
@@ -285,13 +297,60 @@ CompileResult compile(const CompileJob& job) {
     r.message = format_library_findings(job.source_path, found);
     return false;
   };
-  if (fs::exists(r.so_path)) {
+  auto cached = [&]() {
+    if (!fs::exists(r.so_path)) return false;
     r.ok = true;
     r.cache_hit = true;
+    try {
+      r.cost_seconds = std::stod(read_file(dir + "/seconds"));
+    } catch (const std::exception&) {
+      // an entry made before the cost was recorded, or a damaged one: the cost is unknown
+    }
     import_gate();
     r.seconds = seconds_since(t0);
-    return r;
+    return true;
+  };
+  // The same source being compiled by another thread (the search's build of a seed the run's
+  // background build has begun, a generation its prefetch is building): wait for that compile and
+  // take its entry, rather than run a second nvcc on it. One that failed or was cancelled is
+  // compiled again here, so that the message is this job's.
+  std::shared_ptr<InFlight> mine;
+  while (!mine) {
+    if (cached()) return r;
+    std::shared_ptr<InFlight> theirs;
+    {
+      std::lock_guard<std::mutex> g(inflight_mu);
+      auto it = inflight.find(r.key);
+      if (it == inflight.end()) inflight[r.key] = mine = std::make_shared<InFlight>();
+      else theirs = it->second;
+    }
+    if (!theirs) break;
+    std::unique_lock<std::mutex> l(theirs->m);
+    while (!theirs->done) {
+      if (cancel && cancel->load()) {
+        r.stage = "compile";
+        r.message = "cancelled: its build was no longer needed";
+        r.cancelled = true;
+        r.seconds = seconds_since(t0);
+        return r;
+      }
+      theirs->cv.wait_for(l, std::chrono::milliseconds(50));
+    }
   }
+  // Whatever way this compile ends, the threads waiting for it are told.
+  struct Announce {
+    std::shared_ptr<InFlight> f;
+    std::string key;
+    ~Announce() {
+      {
+        std::lock_guard<std::mutex> g(inflight_mu);
+        inflight.erase(key);
+      }
+      std::lock_guard<std::mutex> l(f->m);
+      f->done = true;
+      f->cv.notify_all();
+    }
+  } announce{mine, r.key};
   fs::create_directories(dir);
   std::string tmp = dir + "/tmp." + std::to_string(::getpid()) + "." + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   fs::create_directories(tmp);
@@ -299,7 +358,15 @@ CompileResult compile(const CompileJob& job) {
   write_file_atomic(src, job.source_text);
   // At a lower priority: compiles run beside the worker's timed calls, whose round trips the
   // launcher's bracket rule compares with an uncontended calibration.
-  ProcessResult p = run_process(compile_argv(job, src, tmp + "/lib.so"), 600, "", kCompileNiceness);
+  ProcessResult p = run_process(compile_argv(job, src, tmp + "/lib.so"), 600, "", kCompileNiceness, cancel);
+  if (p.cancelled) {
+    r.stage = "compile";
+    r.message = "cancelled: its build was no longer needed";
+    r.cancelled = true;
+    fs::remove_all(tmp);
+    r.seconds = seconds_since(t0);
+    return r;
+  }
   write_file_atomic(dir + "/build.log", p.output);
   if (p.exit_code != 0) {
     r.stage = "compile";
@@ -310,16 +377,18 @@ CompileResult compile(const CompileJob& job) {
     r.seconds = seconds_since(t0);
     return r;
   }
+  write_file_atomic(dir + "/seconds", std::to_string(p.seconds));
   fs::rename(tmp + "/lib.so", r.so_path);
   write_file_atomic(dir + "/source" + ext, job.source_text);
   fs::remove_all(tmp);
   r.ok = true;
+  r.cost_seconds = p.seconds;
   import_gate();
   r.seconds = seconds_since(t0);
   return r;
 }
 
-std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads) {
+std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads, const std::atomic<bool>* cancel) {
   std::vector<CompileResult> out(jobs.size());
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
@@ -327,8 +396,14 @@ std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int 
   for (int t = 0; t < std::min<int>(threads, static_cast<int>(jobs.size())); ++t)
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < jobs.size();) {
+        if (cancel && cancel->load()) {
+          out[i].stage = "compile";
+          out[i].message = "cancelled: its build was no longer needed";
+          out[i].cancelled = true;
+          continue;
+        }
         try {
-          out[i] = compile(jobs[i]);
+          out[i] = compile(jobs[i], cancel);
         } catch (const std::exception& e) {
           out[i].stage = "compile";
           out[i].message = e.what();

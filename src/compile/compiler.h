@@ -2,6 +2,7 @@
 // into a shared library exporting the candidate ABI, cached by a hash of everything that can
 // change the binary (source, flags, toolchain, target, ABI version).
 #pragma once
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -41,16 +42,22 @@ struct CompileResult {
   std::string so_path;
   std::string key;                  // cache key
   bool cache_hit = false;
+  bool cancelled = false;           // stopped by compile_all's `cancel`: nothing was cached
   double seconds = 0;
+  // What building it costs without the cache: this call's compile, or on a cache hit the time the
+  // compile that made the entry took (0 when the entry does not say).
+  double cost_seconds = 0;
 };
 
 std::string toolchain_version();    // nvcc --version, first line that names the release
 // A digest of the regular files directly in `dir` (names and texts, in name order): ksol's headers'
 // share of the compile cache's key.
 std::string headers_digest(const std::string& dir);
-CompileResult compile(const CompileJob& job);
-// Compiles in parallel on `jobs` threads (0 = all cores), preserving order.
-std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads = 0);
+// `cancel` set while it compiles: the compiler is killed, the result is not ok and `cancelled`.
+CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel = nullptr);
+// Compiles in parallel on `jobs` threads (0 = all cores), preserving order. Once `cancel` is set,
+// the compiles running are killed and no other starts: those are `cancelled`.
+std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int threads = 0, const std::atomic<bool>* cancel = nullptr);
 
 // Builds a compile job for a task's baseline (a user's plain C function gets a generated shim).
 CompileJob baseline_job(const Task& t, const BaselineSpec& b);

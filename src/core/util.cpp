@@ -89,7 +89,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd, int niceness) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd, int niceness,
+                          const std::atomic<bool>* cancel) {
   ProcessResult r;
   auto t0 = std::chrono::steady_clock::now();
   int fds[2];
@@ -120,8 +121,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
       kill(-pid, SIGKILL);
       break;
     }
+    if (cancel && cancel->load()) {
+      r.cancelled = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
     pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    int n = poll(&p, 1, static_cast<int>(std::min(left, cancel ? 0.05 : 1.0) * 1000) + 1);
     if (n > 0) {
       ssize_t got = read(fds[0], buf, sizeof buf);
       if (got <= 0) break;
@@ -131,7 +137,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (!r.timed_out && !r.cancelled && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   r.seconds = seconds_since(t0);
   return r;
 }

@@ -1,5 +1,6 @@
 // Small helpers shared by every stage: files, processes, time.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -19,13 +20,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0);
 struct ProcessResult {
   int exit_code = -1;      // -1 when killed by a signal or timed out
   bool timed_out = false;
+  bool cancelled = false;  // `cancel` was set while it ran: killed
   std::string output;      // stdout and stderr, interleaved
   double seconds = 0;
 };
 // Runs argv (no shell) with a wall-clock limit; output is captured. `niceness` > 0 lowers the
 // process's CPU priority (batch work such as compiles, which must not delay a timed call's
-// round trip on the same host).
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd = "", int niceness = 0);
+// round trip on the same host). When `cancel` is set while it runs, its process group is killed
+// within about 50 ms.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, const std::string& cwd = "", int niceness = 0,
+                          const std::atomic<bool>* cancel = nullptr);
 
 std::string shell_quote(const std::string& s);
 std::string join(const std::vector<std::string>& v, const std::string& sep);

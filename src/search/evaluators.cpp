@@ -135,6 +135,7 @@ std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildIt
     Built& b = built[out[m].index];
     b.ok = rs[m].ok;
     b.seconds = rs[m].cache_hit ? 0 : rs[m].seconds;
+    b.cost_seconds = rs[m].cost_seconds;
     if (!rs[m].ok) b.error = rs[m].stage + ": " + rs[m].message.substr(0, 2000);
     out[m].result = std::move(rs[m]);
   }
@@ -250,10 +251,15 @@ void BackgroundBuild::start(const Task& t, const std::vector<dsl::Program>& next
       // the build compiles it again and reports why
     }
   }
+  start_jobs(std::move(jobs));
+}
+
+void BackgroundBuild::start_jobs(std::vector<CompileJob> jobs) {
   wait();
-  thread_ = std::thread([jobs = std::move(jobs)] {
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([jobs = std::move(jobs), cancel = cancel_] {
     try {
-      compile_all(jobs);
+      compile_all(jobs, 0, cancel.get());
     } catch (const std::exception&) {
       // the build reports failures
     }
@@ -264,11 +270,12 @@ void BackgroundBuild::wait() {
   if (thread_.joinable()) thread_.join();
 }
 
-BackgroundBuild::~BackgroundBuild() {
-  if (!thread_.joinable()) return;
-  if (stop_requested()) thread_.detach();
-  else thread_.join();
+void BackgroundBuild::cancel() {
+  if (cancel_) cancel_->store(true);
+  wait();
 }
+
+BackgroundBuild::~BackgroundBuild() { cancel(); }
 
 std::pair<double, double> SessionEvaluator::device_sm() const {
   // The session's GPU ({"cc": "9.0", "sm_count": 132, ...}), else the evaluator's default.
@@ -554,6 +561,7 @@ std::vector<Built> ScriptedEvaluator::build(const Task& t, const std::vector<Bui
   for (size_t k = 0; k < items.size(); ++k) {
     ++builds;
     out[k].candidate_id = 100000 + builds;
+    out[k].cost_seconds = build_cost_s;
     if (auto u = unsupported(t, *items[k].program, items[k].label)) {
       out[k].ok = false;
       out[k].error = u->error;

@@ -298,13 +298,14 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     a.at_seconds = since(t0);
   };
 
+  double seed_build_cost = 0;  // what building the seed costs without the compile cache (0: unknown)
   {
     Attempt s0 = new_attempt(seed, -1, "seed", "the task's seed program", 0);
     BuildItem bi{&s0.program, s0.outcome.label, 0, "seed"};
     auto tb = Clock::now();
     std::vector<Built> bs = ev.build(t, {bi});
     res.breakdown.build += since(tb);
-    if (!bs.empty()) s0.outcome.candidate_id = bs[0].candidate_id;
+    if (!bs.empty()) s0.outcome.candidate_id = bs[0].candidate_id, seed_build_cost = bs[0].cost_seconds;
     evaluate_full(s0);
     ++tried;
     res.trajectory.push_back(std::move(s0));
@@ -829,7 +830,18 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     if (stop_requested()) { res.stop_reason = "interrupted"; break; }
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (tried >= o.max_candidates) { res.stop_reason = "candidates"; break; }
-    if (budget > 0 && (secs >= budget || (last_gen > 0 && budget - secs < 0.5 * last_gen))) { res.stop_reason = "seconds"; break; }
+    // A generation is begun only when half of what it is expected to take is left: the last one's
+    // time, or before the first, its build: one compile like the seed's per core's share of the
+    // batch (they run in parallel), which for a CUTLASS kernel is most of a minute.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    const double expect_gen = last_gen > 0 ? last_gen : seed_build_cost * std::ceil(static_cast<double>(batch) / cores);
+    if (budget > 0 && (secs >= budget || (expect_gen > 0 && budget - secs < 0.5 * expect_gen))) {
+      res.stop_reason = "seconds";
+      if (gen == 0 && secs < budget)
+        say("budget: no generation begun: its build alone (about " + fmt(expect_gen, 0) + " s, from the seed's " + fmt(seed_build_cost, 1) +
+            " s compile) would outrun the " + fmt(budget - secs, 1) + " s left");
+      break;
+    }
     if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }
     auto tg = Clock::now();
     ++gen;
@@ -1011,7 +1023,9 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
         say("c" + std::to_string(i) + " <- c" + std::to_string(a.parent) + " " + a.method + " {" + a.schedule + "}: " + a.note);
       }
   }
-  // Proposals made ahead and never tried are not candidates: nothing of them is reported.
+  // Proposals made ahead and never tried are not candidates: nothing of them is reported, and
+  // their build in the background stops here.
+  ev.cancel_prefetch();
   res.search_seconds = since(t_search);
 
   // The answer: the best verified candidate unless a baseline is faster.

@@ -101,6 +101,9 @@ struct Built {
   std::string error;       // the compile gate's message when not ok
   int64_t candidate_id = 0;
   double seconds = 0;      // wall time of its build (0: a cache hit or no compiler)
+  // What its build costs without the compile cache (its compile's time, or the one recorded in
+  // the cache entry; 0: unknown): the search's estimate of a generation's build.
+  double cost_seconds = 0;
 };
 // One program timed by a screen at one size (timing only: nothing was checked).
 struct ScreenTime {
@@ -124,8 +127,8 @@ std::vector<CompiledItem> compile_batch(const Task& t, const std::vector<BuildIt
 // The next generation compiled in one background thread on every core while this one's finalists
 // are evaluated, for the compile cache (the build then finds them there); failures are left for
 // the build to report. An evaluator's build() waits for it first, since both would compile the
-// same sources; on destruction it is joined (detached when the run is being stopped: nvcc
-// finishes on its own).
+// same sources. cancel() (and destruction) kills the compiles still running and starts no more:
+// a search that ends leaves no compile behind to delay what comes next.
 class BackgroundBuild {
  public:
   BackgroundBuild() = default;
@@ -133,10 +136,14 @@ class BackgroundBuild {
   BackgroundBuild& operator=(const BackgroundBuild&) = delete;
   ~BackgroundBuild();
   void start(const Task& t, const std::vector<dsl::Program>& next);
+  // Starts compiling `jobs` (what start() does once it has made them).
+  void start_jobs(std::vector<CompileJob> jobs);
   void wait();
+  void cancel();
 
  private:
   std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
 };
 
 // A screen's libraries: `library` gives an item's (built now where build() did not), or "" with
@@ -203,6 +210,8 @@ class Evaluator {
   // A hint: these programs may be evaluated next. An evaluator that compiles may start building
   // them in the background (the compile cache then serves the evaluation); nothing is measured.
   virtual void prefetch(const Task& t, const std::vector<dsl::Program>& next) { (void)t, (void)next; }
+  // The search has ended: a prefetch still building is no longer wanted.
+  virtual void cancel_prefetch() {}
   // Set by the loop before each child's evaluation: per size, the median (us) above which the
   // child is screened out after a timing pass alone (it cannot beat the best there), before its
   // correctness gate; the sizes after a screened-out one are not evaluated. Empty: no screening.
@@ -264,6 +273,7 @@ class SessionEvaluator : public Evaluator {
   // Compiles the programs on every core in one background thread, for the compile cache (the
   // next build() waits for it); failures are left for the build.
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override;
+  void cancel_prefetch() override { prefetching_.cancel(); }
   // Compiles the batch with compile_all on every core (after any prefetch in flight finishes) and
   // writes each candidate's store row with its parent, method and agent.
   std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
@@ -320,6 +330,8 @@ class ScriptedEvaluator : public Evaluator {
   int evaluations = 0;
   int screened = 0;                                    // evaluations stopped by prune_above_us
   int screen_calls = 0, screened_programs = 0, builds = 0;
+  double build_cost_s = 0;                             // each build's cost_seconds (what a compile of it costs)
+  int prefetch_cancels = 0;                            // cancel_prefetch() calls
   std::vector<std::string> screen_sizes;               // the size of every screen call, in order
   std::vector<std::pair<int64_t, std::string>> calls;  // (parent, method) of every evaluate
 
@@ -331,6 +343,7 @@ class ScriptedEvaluator : public Evaluator {
   std::map<std::string, Outcome> baselines_hidden(const Task& t) override;
   std::optional<ProfileResult> profile(const Task& t, const dsl::Program& p, const std::string& size, std::string* why) override;
   std::vector<Built> build(const Task& t, const std::vector<BuildItem>& items) override;
+  void cancel_prefetch() override { ++prefetch_cancels; }
   bool screens() const override { return can_screen; }
   std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
 

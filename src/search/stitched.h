@@ -47,6 +47,7 @@ class PieceEvaluator : public Evaluator {
   void prefetch(const Task& t, const std::vector<dsl::Program>& next) override {
     if (!build_) prefetching_.start(t, next);
   }
+  void cancel_prefetch() override { prefetching_.cancel(); }
   // The module timed with each item's library in the piece's place, in one screen.
   std::vector<ScreenTime> screen(const Task& t, const std::vector<BuildItem>& items, const std::string& size, double* worker_seconds) override;
   // The pieces with the searched one's library replaced (what a candidate was evaluated as).

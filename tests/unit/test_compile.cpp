@@ -1,9 +1,12 @@
 // Gate 1 (the static scan), the compile cache, and the plain-C-function shim, with real nvcc.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
-#include <unistd.h>
 #include <fstream>
+#include <thread>
+#include <unistd.h>
 
 #include "compile/compiler.h"
 #include "core/util.h"
@@ -131,6 +134,78 @@ TEST(Compile, NvccBuildsCachesAndReportsErrors) {
   EXPECT_EQ(c.stage, "compile");
   EXPECT_NE(c.message.find("broken.cu(1)"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find("undefined_thing"), std::string::npos);
+}
+
+// The cache entry keeps what its compile cost, for the search's estimate of a generation's build;
+// a compile cancelled (before it starts, or while nvcc runs) leaves no entry behind; one source
+// compiled by two threads at once runs nvcc once.
+TEST(Compile, CacheKeepsTheCostAndCancelledCompilesLeaveNothing) {
+  const std::string nonce = std::to_string(::getpid()) + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  auto job = [&](const std::string& tag) {
+    CompileJob j;
+    j.source_path = tag + ".cu";
+    j.source_text = "// " + tag + " " + nonce + "\n#include \"ksol/abi.h\"\n#include <cuda_runtime.h>\n"
+                    "__global__ void k(float* y) { y[threadIdx.x] = 2.0f; }\n"
+                    "extern \"C\" int ksol_run(const ksol_call* c) { k<<<1, 32, 0, (cudaStream_t)c->stream>>>((float*)c->tensors[0]);\n"
+                    "  return cudaGetLastError() == cudaSuccess ? 0 : 1; }\n";
+    return j;
+  };
+  CompileResult a = compile(job("cost"));
+  ASSERT_TRUE(a.ok) << a.message;
+  EXPECT_FALSE(a.cache_hit);
+  EXPECT_GT(a.cost_seconds, 0.0);
+  CompileResult b = compile(job("cost"));
+  EXPECT_TRUE(b.cache_hit);
+  EXPECT_NEAR(b.cost_seconds, a.cost_seconds, 1e-3 * a.cost_seconds);
+  EXPECT_LT(b.seconds, a.seconds);
+
+  std::atomic<bool> stop{true};
+  std::vector<CompileResult> none = compile_all({job("never1"), job("never2")}, 2, &stop);
+  for (const CompileResult& r : none) {
+    EXPECT_FALSE(r.ok);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_NE(r.message.find("cancelled"), std::string::npos) << r.message;
+  }
+  EXPECT_FALSE(compile(job("never1")).cache_hit);  // nothing was cached for it
+
+  std::atomic<bool> later{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    later = true;
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  CompileResult k = compile(job("killed"), &later);
+  setter.join();
+  EXPECT_TRUE(k.cancelled) << "nvcc finished in under 0.3 s: " << k.seconds;
+  EXPECT_FALSE(k.ok);
+  EXPECT_LT(seconds_since(t0), 0.3 + 2.0);
+  EXPECT_FALSE(fs::exists(k.so_path));
+
+  // Two threads compiling one new source: nvcc runs once, the other thread takes its entry.
+  std::vector<CompileResult> twice = compile_all({job("twice"), job("twice")}, 2);
+  ASSERT_TRUE(twice[0].ok && twice[1].ok) << twice[0].message << twice[1].message;
+  EXPECT_EQ(twice[0].cache_hit + twice[1].cache_hit, 1);
+  EXPECT_EQ(twice[0].so_path, twice[1].so_path);
+  EXPECT_NEAR(twice[0].cost_seconds, twice[1].cost_seconds, 1e-3 * twice[0].cost_seconds);
+}
+
+TEST(Process, CancelKillsTheProcessGroup) {
+  std::atomic<bool> stop{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop = true;
+  });
+  ProcessResult r = run_process({"sh", "-c", "sleep 30 & sleep 30"}, 60, "", 0, &stop);
+  setter.join();
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_LT(r.seconds, 5.0);
+  std::atomic<bool> never{false};
+  ProcessResult ok = run_process({"sh", "-c", "echo done"}, 60, "", 0, &never);
+  EXPECT_FALSE(ok.cancelled);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.output, "done\n");
 }
 
 // A user's plain C function is wrapped by a generated shim and compiles through the same path.

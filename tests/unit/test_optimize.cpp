@@ -201,6 +201,39 @@ TEST(Optimize, BudgetsStopTheRun) {
   EXPECT_EQ(r4.stop_reason, "seconds");
 }
 
+// A generation is begun only when half of its expected cost is left: before the first, that is its
+// build, one compile like the seed's per core's share of the batch. A search whose compiles cost a
+// minute (CUTLASS kernels) does not begin one in a 5 s share; with cheap compiles it does. Either
+// way the search's end stops the background build of proposals it will not try.
+TEST(Optimize, NoGenerationBegunWhoseBuildOutrunsTheShare) {
+  SeedCase s = setup("relu_f32");
+  auto agent = agents::make_agent("expert", knowledge(), 1);
+  search::OptimizeOptions o;
+  o.budget_seconds = 5;
+  search::ScriptedEvaluator slow;
+  slow.model = synthetic()[2].model;
+  slow.build_cost_s = 60;
+  auto r = search::optimize(s.task, s.seed, slow, *agent, o);
+  EXPECT_EQ(r.stop_reason, "seconds");
+  EXPECT_EQ(r.generations, 0);
+  EXPECT_EQ(slow.builds, 1);  // the seed alone
+  EXPECT_EQ(r.trajectory.size(), 1u);
+  bool said = false;
+  for (const std::string& l : r.log) said = said || l.find("no generation begun") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_GE(slow.prefetch_cancels, 1);
+
+  search::ScriptedEvaluator cheap;
+  cheap.model = synthetic()[2].model;
+  cheap.build_cost_s = 0.01;
+  o.budget_seconds = 5;
+  o.max_candidates = 20;
+  auto r2 = search::optimize(s.task, s.seed, cheap, *agent, o);
+  EXPECT_GE(r2.generations, 1);
+  EXPECT_GT(cheap.builds, 1);
+  EXPECT_GE(cheap.prefetch_cancels, 1);
+}
+
 TEST(Optimize, PerformanceGateRejectsOnePercent) {
   SeedCase s = setup("relu_f32");
   search::ScriptedEvaluator ev;
