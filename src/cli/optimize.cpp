@@ -66,6 +66,18 @@ Seed load_seed(const std::string& name) {
   return s;
 }
 
+// A task's result in the report: the returned candidate (c<index>) or the baseline.
+std::string result_text(const json& r) {
+  if (r.value("use_baseline", true)) return "baseline:" + r.value("best_baseline", std::string("-"));
+  return "c" + std::to_string(r.contains("best") ? r["best"].value("index", -1) : -1);
+}
+
+// The DSL source of the kernel a task's result returns; "" when it returns a baseline.
+std::string returned_program(const json& r) {
+  if (!r.is_object() || r.value("use_baseline", true) || !r.contains("best") || !r["best"].is_object()) return "";
+  return r["best"].value("program", "");
+}
+
 // The search's options from the command line (one task's; the run-wide budget is added per task).
 search::OptimizeOptions search_options(const OptimizeArgs& a) {
   search::OptimizeOptions o;
@@ -282,8 +294,30 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   // The run-wide budget is the run's wall time: each task, once its seed is timed, takes a share
   // of what is left after the fixed work (baselines, seed, hidden grade) of the tasks still to
   // come, by its headroom (search::RunBudget); what it does not use goes to the tasks after it.
+  // --resume RUN of a run a signal interrupted: the tasks RUN finished (its report holds them; not
+  // the one cut short) are reported as they ended there, not searched again, and the run-wide
+  // budget counts the time RUN (and any run it resumed) had spent. A run that ended otherwise (a
+  // batch agent's round, a finished run) has its evaluations reused, every task searched again.
+  std::vector<json> carried(seeds.size());
+  double spent_before = 0;
+  if (a.resume > 0)
+    if (store::Store* st = s.store())
+      if (std::optional<store::RunReport> rep = st->run_report(a.resume); rep && rep->results.contains("interrupted") && rep->results.contains("results") &&
+                                                                             rep->results["results"].is_array()) {
+        double sum = 0;
+        for (const json& r : rep->results["results"]) {
+          if (!r.is_object() || r.value("stop_reason", "") == "interrupted") continue;
+          for (size_t i = 0; i < seeds.size(); ++i)
+            if (seeds[i].task.name == r.value("task", "") && carried[i].is_null()) {
+              carried[i] = r;
+              if (!carried[i].contains("resumed_from")) carried[i]["resumed_from"] = a.resume;
+              sum += r.value("seconds", 0.0);
+            }
+        }
+        spent_before = rep->results.value("budget_used_seconds", sum);
+      }
   const auto run_start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
+  auto elapsed = [&] { return spent_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
   const double deadline = a.total_seconds;
   std::vector<search::RunBudget::Shape> shapes;
   for (const Seed& sd : seeds) shapes.push_back(search::RunBudget::shape_of(sd.task));
@@ -293,13 +327,25 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   } pool;
   search::RunBudget budget(deadline, static_cast<int>(sessions.size()), shapes);
   std::vector<json> all_items(seeds.size());
-  std::vector<search::OptimizeResult> results(seeds.size());
   install_stop_handlers();
   std::vector<char> started(seeds.size(), 0);
   run_parallel(seeds.size(), sessions.size(), [&](size_t i, size_t w) {
     const Seed& sd = seeds[i];
     if (stop_requested()) return;  // interrupted: the tasks not begun are left to --resume
     started[i] = 1;
+    if (!carried[i].is_null()) {
+      const json& c = carried[i];
+      std::lock_guard<std::mutex> g(pool.mu);
+      const json& fw = c.contains("fixed_work") ? c["fixed_work"] : json::object();
+      budget.finish(i, search::FixedWork{fw.value("worker_seconds", 0.0), fw.value("evaluations", 0)},
+                    c.contains("hidden") && c["hidden"].value("status", "not_graded") != "not_graded");
+      ++pool.done;
+      say(sd.task.name, sd.task.name + ": done in run " + std::to_string(c.value("resumed_from", a.resume)) + " (" + result_text(c) + ", " +
+                            f2(c.value("speedup_vs_best_baseline", 0.0)) + "x vs best baseline): not searched again; " + std::to_string(pool.done) +
+                            "/" + std::to_string(seeds.size()) + " tasks");
+      all_items[i] = c;
+      return;
+    }
     agents::LlmAgent* llm_agent = nullptr;
     std::unique_ptr<agents::Agent> agent;
     if (client) {
@@ -364,16 +410,16 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     if (several) j["gpu"] = sessions[w]->device_index();
     if (cluster) j["worker"] = sessions[w]->name();
     all_items[i] = std::move(j);
-    results[i] = std::move(r);
   });
   json all = json::array();
   std::vector<std::string> not_started;
   for (size_t i = 0; i < all_items.size(); ++i)
-    if (started[i]) all.push_back(std::move(all_items[i]));
+    if (started[i]) all.push_back(all_items[i]);
     else not_started.push_back(seeds[i].task.name);
   const bool interrupted = stop_requested();
   s.finish_run(interrupted ? "interrupted" : "finished");
-  json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}};
+  json doc = {{"run", s.run_id()}, {"gpu", s.device()}, {"agent", a.agent}, {"results", all}, {"budget_used_seconds", elapsed()}};
+  if (a.resume > 0) doc["resume_of"] = a.resume;
   if (client) {
     const agents::llm::Usage& u = client->total();
     doc["llm"] = {{"backend", client->id()}, {"priced", a.price_in > 0 || a.price_out > 0}, {"prompt_tokens", u.prompt_tokens},
@@ -393,11 +439,13 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   write_file_atomic(dir + "/results.json", doc.dump(2));
   write_file_atomic(dir + "/report.md", report::optimize_markdown(doc));
   write_file_atomic(dir + "/report.html", report::optimize_html(doc));
-  for (size_t i = 0; i < results.size(); ++i)
-    if (const search::Attempt* b = results[i].best_attempt(); started[i] && b && !results[i].use_baseline) {
-      fs::create_directories(dir + "/" + results[i].task);
-      write_file_atomic(dir + "/" + results[i].task + "/best.ksol", dsl::print_source(b->program));
-      write_file_atomic(dir + "/" + results[i].task + "/best.cu", codegen::compile_job(seeds[i].task, b->program, "best").source_text);
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (std::string text = returned_program(all_items[i]); started[i] && !text.empty()) {
+      const std::string& name = seeds[i].task.name;
+      fs::create_directories(dir + "/" + name);
+      write_file_atomic(dir + "/" + name + "/best.ksol", text);
+      write_file_atomic(dir + "/" + name + "/best.cu",
+                        codegen::compile_job(seeds[i].task, dsl::parse_program(text, dir + "/" + name + "/best.ksol"), "best").source_text);
     }
   // The store keeps what the report states, so that `ksol show` and `ksol export` answer from it
   // alone, and where the report is, for its files.
@@ -408,27 +456,28 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   } else {
     std::vector<std::vector<std::string>> rows = {
         {"task", "tried", "stop", "result", "kernel", "vs best baseline", "vs naive", "%SOL before", "%SOL after", "hidden sizes"}};
-    for (size_t i = 0; i < results.size(); ++i) {
+    bool one_call = false;
+    for (size_t i = 0; i < seeds.size(); ++i) {
       if (!started[i]) continue;
-      const search::OptimizeResult& r = results[i];
-      const search::Attempt* b = r.best_attempt();
-      std::string hidden = r.hidden_speedup > 0 ? f2(r.hidden_speedup) + "x vs best baseline"
-                           : !r.hidden.sizes.empty() && !r.hidden.ok() ? "FAILED: baseline returned"
-                                                                        : "-";
-      rows.push_back({r.task, std::to_string(r.trajectory.size()), r.stop_reason,
-                      r.use_baseline ? "baseline:" + r.best_baseline : "c" + std::to_string(r.best),
-                      b && !r.use_baseline ? b->outcome.kernel : "-", f2(r.speedup_vs_baseline) + "x", report::naive_speedup_text(r.speedup_vs_naive, r.naive_from_one_call),
-                      f2(r.pct_sol_before * 100, 1) + "%", f2(r.pct_sol_after * 100, 1) + "%", hidden});
+      const json& r = all_items[i];
+      const json h = r.contains("hidden") ? r["hidden"] : json::object();
+      const double hs = h.value("speedup_vs_best_baseline", 0.0);
+      const std::string hst = h.value("status", "not_graded");
+      std::string hidden = hs > 0 ? f2(hs) + "x vs best baseline" : hst != "not_graded" && hst != "ok" ? "FAILED: baseline returned" : "-";
+      std::string stop = r.value("stop_reason", "");
+      if (r.contains("resumed_from")) stop += " (run " + std::to_string(r.value("resumed_from", 0)) + ")";
+      const bool from_one_call = r.value("speedup_vs_naive_from_one_call", false);
+      one_call = one_call || from_one_call;
+      rows.push_back({r.value("task", ""), std::to_string(r.value("candidates", 0)), stop, result_text(r),
+                      returned_program(r).empty() ? "-" : r["best"].value("kernel", ""), f2(r.value("speedup_vs_best_baseline", 0.0)) + "x",
+                      report::naive_speedup_text(r.value("speedup_vs_naive", 0.0), from_one_call), f2(r.value("pct_sol_before", 0.0), 1) + "%",
+                      f2(r.value("pct_sol_after", 0.0), 1) + "%", hidden});
     }
     print_columns(std::cout, rows);
-    for (size_t i = 0; i < results.size(); ++i)
-      if (started[i] && results[i].naive_from_one_call) {
-        std::cout << report::kNaiveFromOneCallNote << "\n";
-        break;
-      }
-    for (size_t i = 0; i < results.size(); ++i)
-      if (const search::Attempt* b = results[i].best_attempt(); started[i] && b && !results[i].use_baseline)
-        std::cout << "\n# " << results[i].task << ": best program (" << b->outcome.kernel << ")\n" << dsl::print_source(b->program);
+    if (one_call) std::cout << report::kNaiveFromOneCallNote << "\n";
+    for (size_t i = 0; i < seeds.size(); ++i)
+      if (std::string text = returned_program(all_items[i]); started[i] && !text.empty())
+        std::cout << "\n# " << seeds[i].task.name << ": best program (" << all_items[i]["best"].value("kernel", "") << ")\n" << text;
     std::cout << "run " << s.run_id() << "; JSON with --json" << (a.json_out.empty() ? "" : ", written to " + a.json_out) << "\n";
   }
   if (batch) std::cerr << "ksol optimize: " << batch->next << "\n";
@@ -500,7 +549,7 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
   cmd->add_option("--batch", a->batch, "proposals built on every core and screened together per generation (default: the cores, 8 to 32)")->check(positive_integer());
   cmd->add_flag("--verbose", a->verbose, "after each task: where its seconds went (baselines, seed, build, screen, verify, profile, grade) and the search's log");
   cmd->add_option("--seed", a->seed, "seed of the search and the agents")->capture_default_str()->check(unsigned_integer());
-  cmd->add_option("--resume", a->resume, "run id whose evaluations are reused, not repeated (batch mode: the run that wrote the last batch)")->check(positive_integer());
+  cmd->add_option("--resume", a->resume, "run whose evaluations are reused, not repeated; of an interrupted run, the tasks it finished are reported as they ended and the run-wide budget counts its time (batch mode: the run that wrote the last batch)")->check(positive_integer());
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON to this file");
   cmd->add_option("--report", a->report_dir, "folder for the report (report.md, report.html, results.json, each task's best.ksol and best.cu; a module file's stitched pieces as piece-<i>.ksol/.cu); default runs/run-<id> (a module file: runs/module-<name>)");
   cmd->add_option("--timeout", a->timeout, "seconds per worker call")->capture_default_str()->check(positive_number());

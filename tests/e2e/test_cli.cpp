@@ -254,6 +254,70 @@ TEST(Cli, OptimizeSharesARunWideBudget) {
   fs::remove_all(dir);
 }
 
+// --resume RUN of an interrupted run-wide search: the tasks RUN finished are reported as they
+// ended there, not searched again; the one a signal cut short is searched; the budget counts what
+// RUN spent.
+TEST(Cli, OptimizeResumeTakesTheTasksTheRunFinished) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ksol-resume-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string db = (dir / "k.db").string();
+  ::setenv("SCRIPTED_US", "100000", 1);
+  auto optimize = [&](std::vector<std::string> tasks, const std::string& report, const std::vector<std::string>& more) {
+    std::vector<std::string> args = {ksol_bin(), "--store", db, "--worker", src("tests/e2e/scripted_worker.py"), "optimize"};
+    args.insert(args.end(), tasks.begin(), tasks.end());
+    for (const char* x : {"--budget-total-seconds", "100", "--budget-candidates", "2", "--no-profile", "--report"}) args.push_back(x);
+    args.push_back((dir / report).string());
+    args.insert(args.end(), more.begin(), more.end());
+    return ksol::run_process(args, 900);
+  };
+  ksol::ProcessResult first = optimize({"relu_f32", "copy_f32"}, "r1", {});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  nlohmann::json rep1 = nlohmann::json::parse(ksol::read_file((dir / "r1" / "results.json").string()));
+  const int64_t run1 = rep1["run"];
+  const double used1 = rep1["budget_used_seconds"];
+  EXPECT_GT(used1, 0.0);
+  {
+    // copy_f32 as a signal leaves it: its search cut short.
+    ksol::store::Store st = ksol::store::Store::open(db);
+    std::optional<ksol::store::RunReport> rr = st.run_report(run1);
+    ASSERT_TRUE(rr.has_value());
+    nlohmann::json doc = rr->results;
+    ASSERT_EQ(doc["results"][1]["task"], "copy_f32");
+    doc["results"][1]["stop_reason"] = "interrupted";
+    doc["interrupted"] = {{"signal", 15}, {"not_started", nlohmann::json::array()}};
+    st.save_run_report(run1, rr->report_dir, doc);
+  }
+  ksol::ProcessResult second = optimize({"relu_f32", "copy_f32", "gelu_f32"}, "r2", {"--resume", std::to_string(run1)});
+  ::unsetenv("SCRIPTED_US");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("relu_f32: done in run " + std::to_string(run1)), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("relu_f32: seed"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("copy_f32: seed"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("gelu_f32: seed"), std::string::npos) << second.output;
+  nlohmann::json rep2 = nlohmann::json::parse(ksol::read_file((dir / "r2" / "results.json").string()));
+  ASSERT_EQ(rep2["results"].size(), 3u) << rep2.dump(1);
+  const nlohmann::json &relu = rep2["results"][0], &copy = rep2["results"][1], &gelu = rep2["results"][2];
+  EXPECT_EQ(relu["resumed_from"], run1);
+  EXPECT_EQ(relu["speedup_vs_best_baseline"], rep1["results"][0]["speedup_vs_best_baseline"]);
+  EXPECT_EQ(relu["candidates"], rep1["results"][0]["candidates"]);
+  EXPECT_EQ(relu["use_baseline"].get<bool>(), !fs::exists(dir / "r2" / "relu_f32" / "best.ksol"));
+  EXPECT_FALSE(copy.contains("resumed_from"));
+  EXPECT_FALSE(gelu.contains("resumed_from"));
+  EXPECT_EQ(rep2["resume_of"], run1);
+  // The budget goes on from what the first run spent: the tasks searched now share what is left.
+  EXPECT_GE(rep2["budget_used_seconds"].get<double>(), used1 + copy["seconds"].get<double>() + gelu["seconds"].get<double>() - 0.5);
+  EXPECT_LE(gelu["budget_seconds"].get<double>(), 100.0 - used1);
+  EXPECT_NE(second.output.find("(run " + std::to_string(run1) + ")"), std::string::npos) << second.output;  // the table says where relu's row is from
+  // A run that was not interrupted has its evaluations reused, its tasks searched again.
+  ::setenv("SCRIPTED_US", "100000", 1);
+  ksol::ProcessResult third = optimize({"relu_f32"}, "r3", {"--resume", std::to_string(rep2["run"].get<int64_t>())});
+  ::unsetenv("SCRIPTED_US");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_NE(third.output.find("relu_f32: seed"), std::string::npos) << third.output;
+  fs::remove_all(dir);
+}
+
 // The timing gate's seed comes from the seeds drawn: fixed with fresh-seeds off (so that the
 // exploit suite's hardcoded-seeds hack meets the inputs it recorded when undefended), and the
 // search screen's timing_seed_of(master) when they are drawn fresh from a master seed.
