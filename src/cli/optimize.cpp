@@ -475,6 +475,10 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     }
     print_columns(std::cout, rows);
     if (one_call) std::cout << report::kNaiveFromOneCallNote << "\n";
+    if (const report::Geomeans gm = report::geomeans(all); gm.n_best)
+      std::cout << "geomean over " << gm.n_best << " task(s): " << fixed(gm.best, 3) << "x over the best baseline"
+                << (gm.n_naive ? ", " + fixed(gm.naive, 3) + "x over the naive one (" + std::to_string(gm.n_naive) + " task(s))" : std::string())
+                << "; a task that returns a baseline counts 1.00x\n";
     for (size_t i = 0; i < seeds.size(); ++i)
       if (std::string text = returned_program(all_items[i]); started[i] && !text.empty())
         std::cout << "\n# " << seeds[i].task.name << ": best program (" << all_items[i]["best"].value("kernel", "") << ")\n" << text;

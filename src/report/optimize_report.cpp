@@ -362,6 +362,22 @@ std::string naive_speedup_text(double speedup, bool from_one_call) {
   return (from_one_call ? "~" : "") + num(speedup) + "x";
 }
 
+Geomeans geomeans(const json& results) {
+  Geomeans g;
+  double log_best = 0, log_naive = 0;
+  if (!results.is_array()) return g;
+  for (const json& r : results) {
+    if (getd(r, "speedup_vs_best_baseline") > 0) log_best += std::log(getd(r, "speedup_vs_best_baseline")), ++g.n_best;
+    if (getd(r, "speedup_vs_naive") > 0) {
+      log_naive += std::log(getd(r, "speedup_vs_naive")), ++g.n_naive;
+      g.naive_one_call += r.value("speedup_vs_naive_from_one_call", false) ? 1 : 0;
+    }
+  }
+  if (g.n_best) g.best = std::exp(log_best / g.n_best);
+  if (g.n_naive) g.naive = std::exp(log_naive / g.n_naive);
+  return g;
+}
+
 std::string optimize_markdown(const json& doc) {
   std::ostringstream o;
   const json& res = doc.value("results", json::array());
@@ -375,24 +391,18 @@ std::string optimize_markdown(const json& doc) {
   // What the run gained comes first: per task the kernel returned and, per size, its speed.
   o << "## What you get\n\n| task | returned | vs best baseline | %SOL | per size (time, speedup over the fastest baseline, %SOL) | hidden sizes |\n";
   o << "| --- | --- | --- | --- | --- | --- |\n";
-  double log_base = 0, log_naive = 0;
-  int n_base = 0, n_naive = 0, n_naive_one_call = 0;
   for (auto& r : res) {
     TaskGain g = task_gain(r);
     std::string sizes = sizes_cell(g);
     o << "| " << cell(g.task) << " | " << cell(g.returned) << " | " << num(g.speedup) << "x | " << num(g.pct_sol, 1) << "% | "
       << cell(sizes.empty() ? "-" : sizes) << " | " << cell(g.hidden) << " |\n";
-    if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
-    if (getd(r, "speedup_vs_naive") > 0) {
-      log_naive += std::log(getd(r, "speedup_vs_naive")), ++n_naive;
-      n_naive_one_call += r.value("speedup_vs_naive_from_one_call", false) ? 1 : 0;
-    }
   }
-  if (n_base || n_naive)
-    o << "\n**Geomean over the tasks: " << (n_base ? num(std::exp(log_base / n_base), 3) : std::string("-")) << "x over the best baseline** ("
-      << n_base << " tasks), " << (n_naive ? num(std::exp(log_naive / n_naive), 3) : std::string("-")) << "x over the naive one (" << n_naive
-      << " tasks" << (n_naive_one_call ? ", " + std::to_string(n_naive_one_call) + " of them with the naive baseline stopped after one call at some size, "
-                                         "counted there at that call's time" : std::string())
+  const Geomeans gm = geomeans(res);
+  if (gm.n_best || gm.n_naive)
+    o << "\n**Geomean over the tasks: " << (gm.n_best ? num(gm.best, 3) : std::string("-")) << "x over the best baseline** ("
+      << gm.n_best << " tasks), " << (gm.n_naive ? num(gm.naive, 3) : std::string("-")) << "x over the naive one (" << gm.n_naive
+      << " tasks" << (gm.naive_one_call ? ", " + std::to_string(gm.naive_one_call) + " of them with the naive baseline stopped after one call at some size, "
+                                          "counted there at that call's time" : std::string())
       << "). A task whose search beat no baseline returns that baseline and counts 1.00x against it.\n";
   o << "\n## The search\n\n| task | tried | screened out | verified | generations | stop | %SOL before | %SOL after | wall s | "
        "tried per minute | where the seconds went |\n";
@@ -483,16 +493,14 @@ std::string optimize_html(const json& doc) {
   if (std::string b = batch_sentence(doc); !b.empty()) o << "<p><b>" << html_escape(b) << "</b></p>\n";
   o << "<h2>What you get</h2>\n<table><tr><th>task</th><th>returned</th><th>vs best baseline</th><th>%SOL</th>"
        "<th>per size (time, speedup over the fastest baseline, %SOL)</th><th>hidden sizes</th></tr>\n";
-  double log_base = 0;
-  int n_base = 0;
   for (auto& r : res) {
     TaskGain g = task_gain(r);
     o << "<tr><td>" << html_escape(g.task) << "</td><td>" << html_escape(g.returned) << "</td><td>" << num(g.speedup) << "x</td><td>"
       << num(g.pct_sol, 1) << "%</td><td>" << html_escape(sizes_cell(g)) << "</td><td>" << html_escape(g.hidden) << "</td></tr>\n";
-    if (getd(r, "speedup_vs_best_baseline") > 0) log_base += std::log(getd(r, "speedup_vs_best_baseline")), ++n_base;
   }
   o << "</table>\n";
-  if (n_base) o << "<p><b>Geomean over the tasks: " << num(std::exp(log_base / n_base), 3) << "x over the best baseline</b> (" << n_base << " tasks).</p>\n";
+  if (const Geomeans gm = geomeans(res); gm.n_best)
+    o << "<p><b>Geomean over the tasks: " << num(gm.best, 3) << "x over the best baseline</b> (" << gm.n_best << " tasks).</p>\n";
   o << svg_sol(res) << "\n";
   o << "<h2>The search</h2>\n<table><tr><th>task</th><th>tried</th><th>screened out</th><th>verified</th><th>stop</th><th>vs naive</th><th>%SOL before</th>"
        "<th>%SOL after</th><th>tried per minute</th><th>where the seconds went</th><th>failed, by class</th></tr>\n";

@@ -37,6 +37,15 @@ inline constexpr const char* kNaiveFromOneCallNote =
     "~: the naive baseline was stopped after its first call at some size, far slower than the fastest baseline there; "
     "its time there is that call's, not a verified median";
 
+// Over a run's tasks (the document's "results"): the geometric mean of each task's speedup over its
+// best baseline (a task returning a baseline counts 1.00x) and over its naive baseline, with how
+// many tasks each counts and of those how many had the naive baseline stopped after one call.
+struct Geomeans {
+  double best = 0, naive = 0;
+  int n_best = 0, n_naive = 0, naive_one_call = 0;
+};
+Geomeans geomeans(const nlohmann::json& results);
+
 std::string optimize_markdown(const nlohmann::json& doc);
 std::string optimize_html(const nlohmann::json& doc);
 

@@ -225,6 +225,8 @@ TEST(Cli, OptimizeSharesARunWideBudget) {
   // The budget is the run's wall time: the first task (no other seen yet) takes half of what is
   // left after the second's fixed costs (baselines, seed, grade: 15 s assumed before any task has
   // finished); the second, last, takes what is left then.
+  // What the user gained, printed after the table: the geomean over the tasks.
+  EXPECT_NE(o.output.find("geomean over 2 task(s): "), std::string::npos) << o.output;
   const nlohmann::json& r0 = rep["results"][0];
   const nlohmann::json& r1 = rep["results"][1];
   double b0 = r0["budget_seconds"].get<double>(), b1 = r1["budget_seconds"].get<double>();
