@@ -33,6 +33,7 @@ struct ScreenBatch {
   std::vector<ScreenTime> times;   // one per library, in order
   double worker_seconds = 0;       // wall time of the worker calls (the GPU held)
   int calls = 0;                   // worker calls (more than one when a candidate broke one)
+  int bracket_refused_first = 0;   // libraries the first pass's bracket rule refused: the batch was screened again
 };
 
 // Screens `n` libraries: `call` sends one worker request for a group of them (indices into the
@@ -43,7 +44,11 @@ struct ScreenBatch {
 // a malformed reply), a reply that names its culprit ("candidate": its index in the group, a
 // sticky CUDA error; or, after a timeout, the last "screen: candidate K" line of its log) has that
 // library blamed and the rest screened again; otherwise the group is halved until a broken call
-// holds one library, which is blamed (timeout, crash or worker_error).
+// holds one library, which is blamed (timeout, crash or worker_error). When the bracket rule
+// refused any library's times (error_class timing_inconsistent: the round trips on the host's clock
+// exceed the reported times by more than the calibrated overhead allows), the whole batch is
+// screened once more, in a fresh launcher calibrated before it loads them, and the second pass's
+// times are the batch's; the timing gate of a full evaluation does the same.
 ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std::vector<size_t>&)>& call);
 
 }  // namespace ksol

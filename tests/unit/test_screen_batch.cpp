@@ -16,6 +16,11 @@ namespace {
 // error that the reply names; the others take 10 * (index + 1) us.
 struct FakeWorker {
   int crash = -1, sticky = -1;
+  // Libraries whose times the bracket rule refuses in the first `refuse_calls` calls (a host busy
+  // with compiles), and in every call for `always_refused` (a launcher that reports short times).
+  std::vector<size_t> refused;
+  int refuse_calls = 0;
+  int always_refused = -1;
   std::vector<std::vector<size_t>> calls;
   WorkerReply operator()(const std::vector<size_t>& group) {
     calls.push_back(group);
@@ -37,7 +42,14 @@ struct FakeWorker {
     r.ok = true;
     json results = json::array();
     for (size_t i : group) {
-      double us = 10.0 * static_cast<double>(i + 1);
+      double us = 10.0 * static_cast<double>(i + 1) + static_cast<double>(calls.size() - 1);  // each pass a little apart
+      const bool bracket = static_cast<int>(i) == always_refused ||
+                           (static_cast<int>(calls.size()) <= refuse_calls && std::find(refused.begin(), refused.end(), i) != refused.end());
+      if (bracket) {
+        results.push_back({{"status", "failed"}, {"error_class", "timing_inconsistent"},
+                           {"message", "timing not consistent with the harness's clock: the round trips exceed the reported times"}});
+        continue;
+      }
       results.push_back({{"status", "ok"}, {"median_us", us}, {"ci_low_us", us}, {"ci_high_us", us}, {"min_us", us},
                          {"samples", {us, us, us}}, {"dropped", i == 3}});
     }
@@ -61,6 +73,37 @@ TEST(ScreenBatch, OneCallTimesTheWholeBatch) {
     EXPECT_EQ(sb.times[i].dropped, i == 3);
   }
   EXPECT_EQ(screen_in_groups(0, std::ref(w)).calls, 0) << "nothing to screen: no call";
+}
+
+// A bracket refused in a pass is timed again with the whole batch, so that every time returned comes
+// from one pass; a library refused again stays refused.
+TEST(ScreenBatch, ABracketRefusalScreensTheBatchOnceMore) {
+  FakeWorker w;
+  w.refused = {1, 4};
+  w.refuse_calls = 1;
+  ScreenBatch sb = screen_in_groups(5, std::ref(w));
+  EXPECT_EQ(sb.calls, 2);
+  EXPECT_EQ(sb.bracket_refused_first, 2);
+  EXPECT_DOUBLE_EQ(sb.worker_seconds, 2.0);
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.calls[1], (std::vector<size_t>{0, 1, 2, 3, 4}));
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(sb.times[i].status, "ok") << i << ": " << sb.times[i].message;
+    EXPECT_DOUBLE_EQ(sb.times[i].median_us, 10.0 * static_cast<double>(i + 1) + 1.0) << "the second pass's time, for every library";
+  }
+
+  FakeWorker liar;
+  liar.always_refused = 2;
+  ScreenBatch sl = screen_in_groups(4, std::ref(liar));
+  EXPECT_EQ(sl.calls, 2) << "screened once more, not again and again";
+  EXPECT_EQ(sl.times[2].status, "failed");
+  EXPECT_EQ(sl.times[2].error_class, "timing_inconsistent");
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(sl.times[i].status, "ok");
+
+  FakeWorker calm;
+  ScreenBatch sc = screen_in_groups(3, std::ref(calm));
+  EXPECT_EQ(sc.calls, 1);
+  EXPECT_EQ(sc.bracket_refused_first, 0);
 }
 
 TEST(ScreenBatch, ACrashIsBlamedOnItsLibraryAlone) {
