@@ -181,6 +181,29 @@ Outcome fastest_per_size(const std::map<std::string, Outcome>& baselines, const 
 
 double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
+// What a search's first generation of `batch` proposals is expected to take, from the seed's
+// measurements: the build (one compile like the seed's per core's share of the batch: they run in
+// parallel; most of a minute for a CUTLASS kernel), the screens (the proposals and the best, each
+// called about as often as a screen does at every visible size at the seed's time there, plus about
+// 20 ms a library to load it) and the full evaluation of a finalist, about what the seed's took. A
+// search of slow kernels (a SIMT GEMM at 20 ms a call) spends most of it screening.
+struct FirstGeneration {
+  double build = 0, screen = 0, verify = 0;
+  double total() const { return build + screen + verify; }
+};
+FirstGeneration first_generation(size_t batch, double seed_build_cost, const Outcome& seed, double seed_eval_seconds) {
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const ScreenOptions so;
+  const double calls = so.rounds * so.samples_per_round + 2;  // the samples and a warm-up call or two
+  const double n = static_cast<double>(batch);
+  FirstGeneration g;
+  g.build = seed_build_cost * std::ceil(n / cores);
+  for (const SizeResult& s : seed.sizes)
+    if (s.status == Status::ok && s.median_us > 0) g.screen += (n + 1) * (calls * s.median_us * 1e-6 + 0.02);
+  g.verify = seed_eval_seconds;
+  return g;
+}
+
 // An outcome's median at one size (0 when it has none there).
 double median_at(const Outcome& o, const std::string& size) {
   for (auto& s : o.sizes)
@@ -298,7 +321,8 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     a.at_seconds = since(t0);
   };
 
-  double seed_build_cost = 0;  // what building the seed costs without the compile cache (0: unknown)
+  double seed_build_cost = 0;    // what building the seed costs without the compile cache (0: unknown)
+  double seed_eval_seconds = 0;  // its full evaluation's wall time
   {
     Attempt s0 = new_attempt(seed, -1, "seed", "the task's seed program", 0);
     BuildItem bi{&s0.program, s0.outcome.label, 0, "seed"};
@@ -306,7 +330,9 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     std::vector<Built> bs = ev.build(t, {bi});
     res.breakdown.build += since(tb);
     if (!bs.empty()) s0.outcome.candidate_id = bs[0].candidate_id, seed_build_cost = bs[0].cost_seconds;
+    auto te = Clock::now();
     evaluate_full(s0);
+    seed_eval_seconds = since(te);
     ++tried;
     res.trajectory.push_back(std::move(s0));
   }
@@ -831,15 +857,15 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     if (o.target_sol > 0 && best.outcome.pct_sol() >= o.target_sol) { res.stop_reason = "target"; break; }
     if (tried >= o.max_candidates) { res.stop_reason = "candidates"; break; }
     // A generation is begun only when half of what it is expected to take is left: the last one's
-    // time, or before the first, its build: one compile like the seed's per core's share of the
-    // batch (they run in parallel), which for a CUTLASS kernel is most of a minute.
-    const double cores = std::max(1u, std::thread::hardware_concurrency());
-    const double expect_gen = last_gen > 0 ? last_gen : seed_build_cost * std::ceil(static_cast<double>(batch) / cores);
+    // time, or before the first, what the seed's measurements predict (first_generation).
+    const FirstGeneration first = first_generation(ev.screens() ? batch : 1, seed_build_cost, res.trajectory[0].outcome, seed_eval_seconds);
+    const double expect_gen = last_gen > 0 ? last_gen : first.total();
     if (budget > 0 && (secs >= budget || (expect_gen > 0 && budget - secs < 0.5 * expect_gen))) {
       res.stop_reason = "seconds";
       if (gen == 0 && secs < budget)
-        say("budget: no generation begun: its build alone (about " + fmt(expect_gen, 0) + " s, from the seed's " + fmt(seed_build_cost, 1) +
-            " s compile) would outrun the " + fmt(budget - secs, 1) + " s left");
+        say("budget: no generation begun: it is expected to take about " + fmt(expect_gen, 0) + " s (build " + fmt(first.build, 0) +
+            " s from the seed's " + fmt(seed_build_cost, 1) + " s compile, screens " + fmt(first.screen, 0) + " s at the seed's times, " +
+            "verification " + fmt(first.verify, 0) + " s), more than twice the " + fmt(budget - secs, 1) + " s left");
       break;
     }
     if (o.plateau > 0 && since_best >= o.plateau) { res.stop_reason = "plateau"; break; }

@@ -201,10 +201,12 @@ TEST(Optimize, BudgetsStopTheRun) {
   EXPECT_EQ(r4.stop_reason, "seconds");
 }
 
-// A generation is begun only when half of its expected cost is left: before the first, that is its
-// build, one compile like the seed's per core's share of the batch. A search whose compiles cost a
-// minute (CUTLASS kernels) does not begin one in a 5 s share; with cheap compiles it does. Either
-// way the search's end stops the background build of proposals it will not try.
+// A generation is begun only when half of its expected cost is left: before the first, what the seed's
+// measurements predict (one compile like the seed's per core's share of the batch, screens at the
+// seed's times, a verification like the seed's). A search whose compiles cost a minute (CUTLASS
+// kernels) does not begin one in a 5 s share, nor one whose kernels take 2 s a call; with cheap
+// compiles of fast kernels it does. Either way the search's end stops the background build of
+// proposals it will not try.
 TEST(Optimize, NoGenerationBegunWhoseBuildOutrunsTheShare) {
   SeedCase s = setup("relu_f32");
   auto agent = agents::make_agent("expert", knowledge(), 1);
@@ -226,12 +228,27 @@ TEST(Optimize, NoGenerationBegunWhoseBuildOutrunsTheShare) {
   search::ScriptedEvaluator cheap;
   cheap.model = synthetic()[2].model;
   cheap.build_cost_s = 0.01;
+  cheap.base_us = 0.01;  // fast kernels: a screen of the batch is under a second at every size
+  cheap.sol_us = 0.001;  // far from their bound, so the search goes on
   o.budget_seconds = 5;
   o.max_candidates = 20;
   auto r2 = search::optimize(s.task, s.seed, cheap, *agent, o);
-  EXPECT_GE(r2.generations, 1);
+  EXPECT_GE(r2.generations, 1) << join(r2.log, "\n");
   EXPECT_GT(cheap.builds, 1);
   EXPECT_GE(cheap.prefetch_cancels, 1);
+
+  // Cheap compiles of slow kernels: a seed at 2 s a call means screens of a minute or more.
+  search::ScriptedEvaluator slow_kernels;
+  slow_kernels.model = synthetic()[2].model;
+  slow_kernels.build_cost_s = 0.01;
+  slow_kernels.base_us = 2e6;
+  auto r3 = search::optimize(s.task, s.seed, slow_kernels, *agent, o);
+  EXPECT_EQ(r3.stop_reason, "seconds");
+  EXPECT_EQ(r3.generations, 0);
+  EXPECT_EQ(slow_kernels.screen_calls, 0);
+  bool screens_said = false;
+  for (const std::string& l : r3.log) screens_said = screens_said || l.find("at the seed's times") != std::string::npos;
+  EXPECT_TRUE(screens_said);
 }
 
 TEST(Optimize, PerformanceGateRejectsOnePercent) {
