@@ -16,15 +16,18 @@ if ((${#need_apt[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# CUTLASS headers come from the nvidia-cutlass wheel; only the C++ include tree is kept.
-if [ ! -f third_party/cutlass/include/cutlass/cutlass.h ]; then
-  echo "setup: fetching CUTLASS headers from the nvidia-cutlass wheel"
+# CUTLASS headers come from the nvidia-cutlass wheel, at the version the DSL's CUTLASS kernels were
+# measured with; only the C++ include tree is kept, with the version beside it.
+cutlass_version=4.2.0.0
+if [ ! -f third_party/cutlass/include/cutlass/cutlass.h ] || [ "$(cat third_party/cutlass/VERSION 2>/dev/null)" != "$cutlass_version" ]; then
+  echo "setup: fetching CUTLASS headers from the nvidia-cutlass $cutlass_version wheel"
   tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps -d "$tmp" nvidia-cutlass
+  python3 -m pip download -q --no-deps -d "$tmp" "nvidia-cutlass==$cutlass_version"
   mkdir -p third_party/cutlass
   unzip -q "$tmp"/nvidia_cutlass-*.whl 'cutlass_library/source/include/*' -d "$tmp/x"
   rm -rf third_party/cutlass/include
   mv "$tmp/x/cutlass_library/source/include" third_party/cutlass/include
+  echo "$cutlass_version" > third_party/cutlass/VERSION
   rm -rf "$tmp"
 fi
 
