@@ -66,16 +66,21 @@ Seed load_seed(const std::string& name) {
   return s;
 }
 
+// A field of a result read from a report (0 or "" when it is missing or of another type).
+double num_of(const json& j, const char* k) { return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
+std::string str_of(const json& j, const char* k) { return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; }
+bool returns_baseline(const json& r) { return !(r.is_object() && r.contains("use_baseline") && r["use_baseline"].is_boolean()) || r["use_baseline"].get<bool>(); }
+
 // A task's result in the report: the returned candidate (c<index>) or the baseline.
 std::string result_text(const json& r) {
-  if (r.value("use_baseline", true)) return "baseline:" + r.value("best_baseline", std::string("-"));
-  return "c" + std::to_string(r.contains("best") ? r["best"].value("index", -1) : -1);
+  if (returns_baseline(r)) return "baseline:" + (str_of(r, "best_baseline").empty() ? std::string("-") : str_of(r, "best_baseline"));
+  return "c" + std::to_string(static_cast<int64_t>(r.contains("best") ? num_of(r["best"], "index") : -1));
 }
 
 // The DSL source of the kernel a task's result returns; "" when it returns a baseline.
 std::string returned_program(const json& r) {
-  if (!r.is_object() || r.value("use_baseline", true) || !r.contains("best") || !r["best"].is_object()) return "";
-  return r["best"].value("program", "");
+  if (returns_baseline(r) || !r.contains("best")) return "";
+  return str_of(r["best"], "program");
 }
 
 // The search's options from the command line (one task's; the run-wide budget is added per task).
@@ -304,17 +309,25 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     if (store::Store* st = s.store())
       if (std::optional<store::RunReport> rep = st->run_report(a.resume); rep && rep->results.contains("interrupted") && rep->results.contains("results") &&
                                                                              rep->results["results"].is_array()) {
-        double sum = 0;
+        double sum = 0, cut = 0;
         for (const json& r : rep->results["results"]) {
-          if (!r.is_object() || r.value("stop_reason", "") == "interrupted") continue;
+          if (!r.is_object()) continue;
+          // A task still at work when the signal came ended cut short, whatever else its result says.
+          if (str_of(r, "stop_reason") == "interrupted" || (r.contains("interrupted") && r["interrupted"].is_boolean() && r["interrupted"].get<bool>())) {
+            cut += num_of(r, "seconds");
+            continue;
+          }
           for (size_t i = 0; i < seeds.size(); ++i)
-            if (seeds[i].task.name == r.value("task", "") && carried[i].is_null()) {
+            if (seeds[i].task.name == str_of(r, "task") && carried[i].is_null()) {
               carried[i] = r;
               if (!carried[i].contains("resumed_from")) carried[i]["resumed_from"] = a.resume;
-              sum += r.value("seconds", 0.0);
+              sum += num_of(r, "seconds");
             }
         }
-        spent_before = rep->results.value("budget_used_seconds", sum);
+        // The cut-short task's evaluations, reused, count against its own share again (as the
+        // resumed search's resumed_seconds): its time in RUN is not counted twice.
+        const double used = rep->results.contains("budget_used_seconds") ? num_of(rep->results, "budget_used_seconds") : sum + cut;
+        spent_before = std::max(0.0, used - cut);
       }
   const auto run_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return spent_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
@@ -329,23 +342,27 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   std::vector<json> all_items(seeds.size());
   install_stop_handlers();
   std::vector<char> started(seeds.size(), 0);
+  // The tasks taken from the resumed run are done before any is searched: their results stand in
+  // this run's report even if it is stopped too, and the budget knows them from the start.
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    if (carried[i].is_null()) continue;
+    const json& c = carried[i];
+    const json fw = c.contains("fixed_work") && c["fixed_work"].is_object() ? c["fixed_work"] : json::object();
+    const json h = c.contains("hidden") && c["hidden"].is_object() ? c["hidden"] : json::object();
+    budget.finish(i, search::FixedWork{num_of(fw, "worker_seconds"), static_cast<int>(num_of(fw, "evaluations"))},
+                  !str_of(h, "status").empty() && str_of(h, "status") != "not_graded");
+    ++pool.done;
+    started[i] = 1;
+    all_items[i] = c;
+    say(seeds[i].task.name, seeds[i].task.name + ": done in run " + std::to_string(static_cast<int64_t>(num_of(c, "resumed_from"))) + " (" +
+                                result_text(c) + ", " + f2(num_of(c, "speedup_vs_best_baseline")) + "x vs best baseline): not searched again; " +
+                                std::to_string(pool.done) + "/" + std::to_string(seeds.size()) + " tasks");
+  }
   run_parallel(seeds.size(), sessions.size(), [&](size_t i, size_t w) {
     const Seed& sd = seeds[i];
+    if (!carried[i].is_null()) return;
     if (stop_requested()) return;  // interrupted: the tasks not begun are left to --resume
     started[i] = 1;
-    if (!carried[i].is_null()) {
-      const json& c = carried[i];
-      std::lock_guard<std::mutex> g(pool.mu);
-      const json& fw = c.contains("fixed_work") ? c["fixed_work"] : json::object();
-      budget.finish(i, search::FixedWork{fw.value("worker_seconds", 0.0), fw.value("evaluations", 0)},
-                    c.contains("hidden") && c["hidden"].value("status", "not_graded") != "not_graded");
-      ++pool.done;
-      say(sd.task.name, sd.task.name + ": done in run " + std::to_string(c.value("resumed_from", a.resume)) + " (" + result_text(c) + ", " +
-                            f2(c.value("speedup_vs_best_baseline", 0.0)) + "x vs best baseline): not searched again; " + std::to_string(pool.done) +
-                            "/" + std::to_string(seeds.size()) + " tasks");
-      all_items[i] = c;
-      return;
-    }
     agents::LlmAgent* llm_agent = nullptr;
     std::unique_ptr<agents::Agent> agent;
     if (client) {
@@ -375,6 +392,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                             " with the " + a.agent + " agent" + (several ? " on " + sessions[w]->name() : "") + eta);
     }
     search::OptimizeResult r = search::optimize(sd.task, sd.program, ev, *agent, o);
+    const bool cut_short = stop_requested();  // a signal came while it ran: --resume searches it again
     {
       std::lock_guard<std::mutex> g(pool.mu);
       budget.finish(i, r.fixed, r.graded);
@@ -396,6 +414,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;
+    j["interrupted"] = cut_short;
     if (llm_agent) {
       llm_agent->review(r);
       // What the LLM cost this task, and what the requests behind its best kernel cost.
@@ -444,8 +463,14 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
       const std::string& name = seeds[i].task.name;
       fs::create_directories(dir + "/" + name);
       write_file_atomic(dir + "/" + name + "/best.ksol", text);
-      write_file_atomic(dir + "/" + name + "/best.cu",
-                        codegen::compile_job(seeds[i].task, dsl::parse_program(text, dir + "/" + name + "/best.ksol"), "best").source_text);
+      try {
+        write_file_atomic(dir + "/" + name + "/best.cu",
+                          codegen::compile_job(seeds[i].task, dsl::parse_program(text, dir + "/" + name + "/best.ksol"), "best").source_text);
+      } catch (const std::exception& e) {
+        // The report and the store's record come first: a program that no longer generates (a
+        // carried one, from an older ksol) loses its best.cu alone.
+        std::cerr << "ksol optimize: " << name << "/best.cu not written: " << e.what() << "\n";
+      }
     }
   // The store keeps what the report states, so that `ksol show` and `ksol export` answer from it
   // alone, and where the report is, for its files.
@@ -460,18 +485,19 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     for (size_t i = 0; i < seeds.size(); ++i) {
       if (!started[i]) continue;
       const json& r = all_items[i];
-      const json h = r.contains("hidden") ? r["hidden"] : json::object();
-      const double hs = h.value("speedup_vs_best_baseline", 0.0);
-      const std::string hst = h.value("status", "not_graded");
-      std::string hidden = hs > 0 ? f2(hs) + "x vs best baseline" : hst != "not_graded" && hst != "ok" ? "FAILED: baseline returned" : "-";
-      std::string stop = r.value("stop_reason", "");
-      if (r.contains("resumed_from")) stop += " (run " + std::to_string(r.value("resumed_from", 0)) + ")";
-      const bool from_one_call = r.value("speedup_vs_naive_from_one_call", false);
+      const json h = r.contains("hidden") && r["hidden"].is_object() ? r["hidden"] : json::object();
+      const double hs = num_of(h, "speedup_vs_best_baseline");
+      const std::string hst = str_of(h, "status");
+      std::string hidden = hs > 0 ? f2(hs) + "x vs best baseline" : !hst.empty() && hst != "not_graded" && hst != "ok" ? "FAILED: baseline returned" : "-";
+      std::string stop = str_of(r, "stop_reason");
+      if (r.contains("resumed_from")) stop += " (run " + std::to_string(static_cast<int64_t>(num_of(r, "resumed_from"))) + ")";
+      const bool from_one_call = r.contains("speedup_vs_naive_from_one_call") && r["speedup_vs_naive_from_one_call"].is_boolean() &&
+                                 r["speedup_vs_naive_from_one_call"].get<bool>();
       one_call = one_call || from_one_call;
-      rows.push_back({r.value("task", ""), std::to_string(r.value("candidates", 0)), stop, result_text(r),
-                      returned_program(r).empty() ? "-" : r["best"].value("kernel", ""), f2(r.value("speedup_vs_best_baseline", 0.0)) + "x",
-                      report::naive_speedup_text(r.value("speedup_vs_naive", 0.0), from_one_call), f2(r.value("pct_sol_before", 0.0), 1) + "%",
-                      f2(r.value("pct_sol_after", 0.0), 1) + "%", hidden});
+      rows.push_back({str_of(r, "task"), std::to_string(static_cast<int64_t>(num_of(r, "candidates"))), stop, result_text(r),
+                      returned_program(r).empty() ? "-" : str_of(r["best"], "kernel"), f2(num_of(r, "speedup_vs_best_baseline")) + "x",
+                      report::naive_speedup_text(num_of(r, "speedup_vs_naive"), from_one_call), f2(num_of(r, "pct_sol_before"), 1) + "%",
+                      f2(num_of(r, "pct_sol_after"), 1) + "%", hidden});
     }
     print_columns(std::cout, rows);
     if (one_call) std::cout << report::kNaiveFromOneCallNote << "\n";
@@ -481,7 +507,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
                 << "; a task that returns a baseline counts 1.00x\n";
     for (size_t i = 0; i < seeds.size(); ++i)
       if (std::string text = returned_program(all_items[i]); started[i] && !text.empty())
-        std::cout << "\n# " << seeds[i].task.name << ": best program (" << all_items[i]["best"].value("kernel", "") << ")\n" << text;
+        std::cout << "\n# " << seeds[i].task.name << ": best program (" << str_of(all_items[i]["best"], "kernel") << ")\n" << text;
     std::cout << "run " << s.run_id() << "; JSON with --json" << (a.json_out.empty() ? "" : ", written to " + a.json_out) << "\n";
   }
   if (batch) std::cerr << "ksol optimize: " << batch->next << "\n";

@@ -263,6 +263,19 @@ std::mutex inflight_mu;
 std::map<std::string, std::shared_ptr<InFlight>> inflight;  // by cache key: the compiles running in this process
 }  // namespace
 
+// The CUTLASS headers' version (third_party/cutlass/VERSION, written by setup.sh) goes into the key
+// too: new headers are never served a build made against old ones. Read once per process.
+static const std::string& cutlass_version() {
+  static const std::string v = [] {
+    try {
+      return "cutlass " + read_file(source_root() + "/third_party/cutlass/VERSION");
+    } catch (const std::exception&) {
+      return std::string("cutlass: no version file");
+    }
+  }();
+  return v;
+}
+
 CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;
@@ -283,6 +296,7 @@ CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
   for (auto& a : compile_argv(job, "SRC", "OUT")) h.update(a + "\n");
   h.update(toolchain_version());
   h.update(ksol_headers_digest());
+  h.update(cutlass_version());
   r.key = h.hex();
   std::string dir = cache_dir() + "/compile/" + r.key.substr(0, 2) + "/" + r.key;
   r.so_path = dir + "/lib.so";
@@ -351,6 +365,7 @@ CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
       f->cv.notify_all();
     }
   } announce{mine, r.key};
+  if (cached()) return r;  // finished by another thread between the look and the claim
   fs::create_directories(dir);
   std::string tmp = dir + "/tmp." + std::to_string(::getpid()) + "." + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   fs::create_directories(tmp);

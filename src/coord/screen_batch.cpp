@@ -97,13 +97,22 @@ ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std
                                                      [](const ScreenTime& st) { return st.error_class == "timing_inconsistent"; }));
   if (refused == 0) return first;
   // Round trips slowed by other work on the host (the run's compiles) against a calibration made
-  // before it: the batch is screened once more, whole, so that every time it returns comes from one
-  // pass beside the same reference; a launcher whose times are short is refused again.
-  ScreenBatch again = screen_once(n, call);
-  again.calls += first.calls;
-  again.worker_seconds += first.worker_seconds;
-  again.bracket_refused_first = refused;
-  return again;
+  // before it: the libraries that ran are screened once more, together, so that every time returned
+  // comes from one pass beside the same reference; a launcher whose times are short is refused
+  // again. Those the first pass blamed for breaking the worker (a crash, a hang) keep that verdict.
+  std::vector<size_t> again;
+  for (size_t i = 0; i < n; ++i)
+    if (first.times[i].status == "ok" || first.times[i].error_class == "timing_inconsistent") again.push_back(i);
+  ScreenBatch second = screen_once(again.size(), [&](const std::vector<size_t>& group) {
+    std::vector<size_t> libs;
+    for (size_t k : group) libs.push_back(again[k]);
+    return call(libs);
+  });
+  for (size_t k = 0; k < again.size(); ++k) first.times[again[k]] = second.times[k];
+  first.calls += second.calls;
+  first.worker_seconds += second.worker_seconds;
+  first.bracket_refused_first = refused;
+  return first;
 }
 
 }  // namespace ksol

@@ -46,9 +46,10 @@ struct ScreenBatch {
 // library blamed and the rest screened again; otherwise the group is halved until a broken call
 // holds one library, which is blamed (timeout, crash or worker_error). When the bracket rule
 // refused any library's times (error_class timing_inconsistent: the round trips on the host's clock
-// exceed the reported times by more than the calibrated overhead allows), the whole batch is
-// screened once more, in a fresh launcher calibrated before it loads them, and the second pass's
-// times are the batch's; the timing gate of a full evaluation does the same.
+// exceed the reported times by more than the calibrated overhead allows), the libraries that ran are
+// screened once more together, in a fresh launcher calibrated before it loads them, and theirs are
+// the second pass's times (those blamed for breaking the worker keep the first verdict); the
+// timing gate of a full evaluation also times a refusal once more.
 ScreenBatch screen_in_groups(size_t n, const std::function<WorkerReply(const std::vector<size_t>&)>& call);
 
 }  // namespace ksol

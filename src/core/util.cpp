@@ -93,6 +93,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
                           const std::atomic<bool>* cancel) {
   ProcessResult r;
   auto t0 = std::chrono::steady_clock::now();
+  if (cancel && cancel->load()) {
+    r.cancelled = true;
+    return r;
+  }
   int fds[2];
   // Close-on-exec, so processes started by other threads at the same time do not hold this
   // pipe open (which would delay our EOF until they exit).
@@ -112,18 +116,25 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     execvp(args[0], args.data());
     _exit(127);
   }
+  // The group is made on both sides of the fork, so that a kill right after it reaches the child
+  // (the parent's call fails harmlessly once the child has exec'd).
+  setpgid(pid, pid);
   close(fds[1]);
+  // The child's group, or the child alone if the group is not there.
+  auto kill_all = [pid] {
+    if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
+  };
   char buf[65536];
   for (;;) {
     double left = timeout_s - seconds_since(t0);
     if (left <= 0) {
       r.timed_out = true;
-      kill(-pid, SIGKILL);
+      kill_all();
       break;
     }
     if (cancel && cancel->load()) {
       r.cancelled = true;
-      kill(-pid, SIGKILL);
+      kill_all();
       break;
     }
     pollfd p{fds[0], POLLIN, 0};

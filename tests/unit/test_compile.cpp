@@ -195,12 +195,33 @@ TEST(Process, CancelKillsTheProcessGroup) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     stop = true;
   });
-  ProcessResult r = run_process({"sh", "-c", "sleep 30 & sleep 30"}, 60, "", 0, &stop);
+  ProcessResult r = run_process({"sh", "-c", "sleep 30 & echo $!; wait"}, 60, "", 0, &stop);
   setter.join();
   EXPECT_TRUE(r.cancelled);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, -1);
   EXPECT_LT(r.seconds, 5.0);
+  // The shell's background child went with it: gone, or a zombie waiting for its reaper.
+  const std::string bg = trim(r.output);
+  ASSERT_FALSE(bg.empty());
+  bool alive = true;
+  for (int i = 0; i < 100 && alive; ++i) {
+    std::string stat;
+    try {
+      stat = read_file("/proc/" + bg + "/stat");
+    } catch (const std::exception&) {
+    }
+    size_t close = stat.rfind(')');
+    alive = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(alive) << "pid " << bg << " still runs";
+
+  // A flag already set: nothing is started.
+  auto t0 = std::chrono::steady_clock::now();
+  ProcessResult none = run_process({"sleep", "2"}, 60, "", 0, &stop);
+  EXPECT_TRUE(none.cancelled);
+  EXPECT_LT(seconds_since(t0), 1.0);
   std::atomic<bool> never{false};
   ProcessResult ok = run_process({"sh", "-c", "echo done"}, 60, "", 0, &never);
   EXPECT_FALSE(ok.cancelled);

@@ -75,8 +75,8 @@ TEST(ScreenBatch, OneCallTimesTheWholeBatch) {
   EXPECT_EQ(screen_in_groups(0, std::ref(w)).calls, 0) << "nothing to screen: no call";
 }
 
-// A bracket refused in a pass is timed again with the whole batch, so that every time returned comes
-// from one pass; a library refused again stays refused.
+// A bracket refused in a pass is timed again with every library that ran, so that every time
+// returned comes from one pass; a library refused again stays refused.
 TEST(ScreenBatch, ABracketRefusalScreensTheBatchOnceMore) {
   FakeWorker w;
   w.refused = {1, 4};
@@ -104,6 +104,18 @@ TEST(ScreenBatch, ABracketRefusalScreensTheBatchOnceMore) {
   ScreenBatch sc = screen_in_groups(3, std::ref(calm));
   EXPECT_EQ(sc.calls, 1);
   EXPECT_EQ(sc.bracket_refused_first, 0);
+
+  // A library blamed for breaking the worker in the first pass is not screened again.
+  FakeWorker mixed;
+  mixed.sticky = 3;
+  mixed.refused = {1};
+  mixed.refuse_calls = 2;
+  ScreenBatch sm = screen_in_groups(5, std::ref(mixed));
+  ASSERT_EQ(mixed.calls.size(), 3u);  // [0..4] breaks on 3; [0, 1, 2, 4] refuses 1; [0, 1, 2, 4] again
+  EXPECT_EQ(mixed.calls[2], (std::vector<size_t>{0, 1, 2, 4}));
+  EXPECT_EQ(sm.bracket_refused_first, 1);
+  EXPECT_EQ(sm.times[3].error_class, "sticky_cuda_error");
+  for (size_t i : {0, 1, 2, 4}) EXPECT_EQ(sm.times[i].status, "ok") << i << ": " << sm.times[i].message;
 }
 
 TEST(ScreenBatch, ACrashIsBlamedOnItsLibraryAlone) {
