@@ -183,15 +183,16 @@ double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::
 
 // What a search's first generation of `batch` proposals is expected to take, from the seed's
 // measurements: the build (one compile like the seed's per core's share of the batch: they run in
-// parallel; most of a minute for a CUTLASS kernel), the screens (the proposals and the best, each
-// called about as often as a screen does at every visible size at the seed's time there, plus about
-// 20 ms a library to load it) and the full evaluation of a finalist, about what the seed's took. A
-// search of slow kernels (a SIMT GEMM at 20 ms a call) spends most of it screening.
+// parallel; most of a minute for a CUTLASS kernel), the screens where the evaluator screens (the
+// proposals and the best, each called about as often as a screen does at every visible size at the
+// seed's time there, plus about 20 ms a library to load it) and the full evaluation of a finalist,
+// about what the seed's took. A search of slow kernels (a SIMT GEMM at 20 ms a call) spends most of
+// it screening.
 struct FirstGeneration {
   double build = 0, screen = 0, verify = 0;
   double total() const { return build + screen + verify; }
 };
-FirstGeneration first_generation(size_t batch, double seed_build_cost, const Outcome& seed, double seed_eval_seconds) {
+FirstGeneration first_generation(size_t batch, bool screens, double seed_build_cost, const Outcome& seed, double seed_eval_seconds) {
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const ScreenOptions so;
   const double calls = so.rounds * so.samples_per_round + 2;  // the samples and a warm-up call or two
@@ -199,7 +200,7 @@ FirstGeneration first_generation(size_t batch, double seed_build_cost, const Out
   FirstGeneration g;
   g.build = seed_build_cost * std::ceil(n / cores);
   for (const SizeResult& s : seed.sizes)
-    if (s.status == Status::ok && s.median_us > 0) g.screen += (n + 1) * (calls * s.median_us * 1e-6 + 0.02);
+    if (screens && s.status == Status::ok && s.median_us > 0) g.screen += (n + 1) * (calls * s.median_us * 1e-6 + 0.02);
   g.verify = seed_eval_seconds;
   return g;
 }
@@ -858,7 +859,7 @@ OptimizeResult optimize(const Task& t, const dsl::Program& seed, Evaluator& ev, 
     if (tried >= o.max_candidates) { res.stop_reason = "candidates"; break; }
     // A generation is begun only when half of what it is expected to take is left: the last one's
     // time, or before the first, what the seed's measurements predict (first_generation).
-    const FirstGeneration first = first_generation(ev.screens() ? batch : 1, seed_build_cost, res.trajectory[0].outcome, seed_eval_seconds);
+    const FirstGeneration first = first_generation(ev.screens() ? batch : 1, ev.screens(), seed_build_cost, res.trajectory[0].outcome, seed_eval_seconds);
     const double expect_gen = last_gen > 0 ? last_gen : first.total();
     if (budget > 0 && (secs >= budget || (expect_gen > 0 && budget - secs < 0.5 * expect_gen))) {
       res.stop_reason = "seconds";
