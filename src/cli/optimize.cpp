@@ -24,6 +24,7 @@
 #include "cli/optimize_batch.h"
 #include "cli/optimize_module.h"
 #include "cli/optimize_triton.h"
+#include "core/hash.h"
 #include "core/stop.h"
 #include "core/util.h"
 #include "dsl/ir.h"
@@ -82,6 +83,9 @@ std::string returned_program(const json& r) {
   if (returns_baseline(r) || !r.contains("best")) return "";
   return str_of(r["best"], "program");
 }
+
+// What identifies a task's seed program across runs: the digest of its canonical text.
+std::string seed_digest(const Seed& s) { return sha256_hex(dsl::print_source(s.program)); }
 
 // The search's options from the command line (one task's; the run-wide budget is added per task).
 search::OptimizeOptions search_options(const OptimizeArgs& a) {
@@ -317,8 +321,9 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
             cut += num_of(r, "seconds");
             continue;
           }
+          // A task is carried only from the same seed program (one edited since is searched again).
           for (size_t i = 0; i < seeds.size(); ++i)
-            if (seeds[i].task.name == str_of(r, "task") && carried[i].is_null()) {
+            if (seeds[i].task.name == str_of(r, "task") && str_of(r, "seed_sha256") == seed_digest(seeds[i]) && carried[i].is_null()) {
               carried[i] = r;
               if (!carried[i].contains("resumed_from")) carried[i]["resumed_from"] = a.resume;
               sum += num_of(r, "seconds");
@@ -414,6 +419,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     }
     json j = r.to_json();
     j["seed_program"] = sd.path;
+    j["seed_sha256"] = seed_digest(sd);
     j["interrupted"] = cut_short;
     if (llm_agent) {
       llm_agent->review(r);

@@ -273,7 +273,7 @@ TEST(Cli, OptimizeResumeTakesTheTasksTheRunFinished) {
     args.insert(args.end(), more.begin(), more.end());
     return ksol::run_process(args, 900);
   };
-  ksol::ProcessResult first = optimize({"relu_f32", "copy_f32"}, "r1", {});
+  ksol::ProcessResult first = optimize({"relu_f32", "copy_f32", "sigmoid_f32"}, "r1", {});
   ASSERT_EQ(first.exit_code, 0) << first.output;
   nlohmann::json rep1 = nlohmann::json::parse(ksol::read_file((dir / "r1" / "results.json").string()));
   const int64_t run1 = rep1["run"];
@@ -288,18 +288,24 @@ TEST(Cli, OptimizeResumeTakesTheTasksTheRunFinished) {
     ASSERT_EQ(doc["results"][1]["task"], "copy_f32");
     EXPECT_EQ(doc["results"][0]["interrupted"], false);
     doc["results"][1]["interrupted"] = true;
+    // sigmoid_f32 as if its seed program had been edited since: searched again.
+    ASSERT_EQ(doc["results"][2]["task"], "sigmoid_f32");
+    doc["results"][2]["seed_sha256"] = std::string(64, '0');
     doc["interrupted"] = {{"signal", 15}, {"not_started", nlohmann::json::array()}};
     st.save_run_report(run1, rr->report_dir, doc);
   }
-  ksol::ProcessResult second = optimize({"relu_f32", "copy_f32", "gelu_f32"}, "r2", {"--resume", std::to_string(run1)});
+  EXPECT_EQ(rep1["results"][0]["seed_sha256"].get<std::string>().size(), 64u);
+  ksol::ProcessResult second = optimize({"relu_f32", "copy_f32", "gelu_f32", "sigmoid_f32"}, "r2", {"--resume", std::to_string(run1)});
   ::unsetenv("SCRIPTED_US");
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("relu_f32: done in run " + std::to_string(run1)), std::string::npos) << second.output;
   EXPECT_EQ(second.output.find("relu_f32: seed"), std::string::npos) << second.output;
   EXPECT_NE(second.output.find("copy_f32: seed"), std::string::npos) << second.output;
   EXPECT_NE(second.output.find("gelu_f32: seed"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("sigmoid_f32: seed"), std::string::npos) << second.output;
   nlohmann::json rep2 = nlohmann::json::parse(ksol::read_file((dir / "r2" / "results.json").string()));
-  ASSERT_EQ(rep2["results"].size(), 3u) << rep2.dump(1);
+  ASSERT_EQ(rep2["results"].size(), 4u) << rep2.dump(1);
+  EXPECT_FALSE(rep2["results"][3].contains("resumed_from"));
   const nlohmann::json &relu = rep2["results"][0], &copy = rep2["results"][1], &gelu = rep2["results"][2];
   EXPECT_EQ(relu["resumed_from"], run1);
   EXPECT_EQ(relu["speedup_vs_best_baseline"], rep1["results"][0]["speedup_vs_best_baseline"]);
