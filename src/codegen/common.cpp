@@ -2,6 +2,7 @@
 #include "codegen/common.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -1153,22 +1154,20 @@ namespace {
 // 8-wide B tiles, where ksol_a_slot and ksol_b_slot put them in mma.sync's order, each value
 // through `bits` (ksol_bits, or ksol_tf32_bits to round it).
 void mma_operand_loads(Writer& w, const std::string& bits, const std::string& a, const std::string& b, const std::string& row) {
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < kFM; ++i)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&As[" + row + " + lane % 4][2 * wm0 + 32 * i + 4 * (lane / 4)]);");
-  w.line(a + "[i][0] = " + bits + "(v.x);");
-  w.line(a + "[i][1] = " + bits + "(v.y);");
-  w.line(a + "[i][2] = " + bits + "(v.z);");
-  w.line(a + "[i][3] = " + bits + "(v.w);");
-  w.close();
-  w.line("#pragma unroll");
-  w.open("for (int j = 0; j < kFN; ++j)");
-  w.line("const float4 v = *reinterpret_cast<const float4*>(&Bs[" + row + " + lane % 4][2 * wn0 + 32 * j + 4 * (lane / 4)]);");
-  w.line(b + "[2 * j][0] = " + bits + "(v.x);");
-  w.line(b + "[2 * j][1] = " + bits + "(v.y);");
-  w.line(b + "[2 * j + 1][0] = " + bits + "(v.z);");
-  w.line(b + "[2 * j + 1][1] = " + bits + "(v.w);");
-  w.close();
+  // One operand's loop: fragment `idx` of `count` from `slice` at the warp's `origin`, the float4's
+  // four values into `dst` in mma.sync's order.
+  auto loads = [&](const std::string& count, const std::string& slice, const std::string& origin, const std::string& idx,
+                   const std::array<std::string, 4>& dst) {
+    w.line("#pragma unroll");
+    w.open("for (int " + idx + " = 0; " + idx + " < " + count + "; ++" + idx + ")");
+    w.line("const float4 v = *reinterpret_cast<const float4*>(&" + slice + "[" + row + " + lane % 4][2 * " + origin + " + 32 * " + idx +
+           " + 4 * (lane / 4)]);");
+    const char* lanes[4] = {"x", "y", "z", "w"};
+    for (int c = 0; c < 4; ++c) w.line(dst[c] + " = " + bits + "(v." + lanes[c] + ");");
+    w.close();
+  };
+  loads("kFM", "As", "wm0", "i", {a + "[i][0]", a + "[i][1]", a + "[i][2]", a + "[i][3]"});
+  loads("kFN", "Bs", "wn0", "j", {b + "[2 * j][0]", b + "[2 * j][1]", b + "[2 * j + 1][0]", b + "[2 * j + 1][1]"});
 }
 
 // The TF32 slice product by mma.sync.m16n8k8: each lane loads its own operand registers from the
