@@ -261,6 +261,13 @@ struct InFlight {
 };
 std::mutex inflight_mu;
 std::map<std::string, std::shared_ptr<InFlight>> inflight;  // by cache key: the compiles running in this process
+
+void mark_cancelled(CompileResult& r) {
+  r.ok = false;
+  r.stage = "compile";
+  r.message = "cancelled: its build was no longer needed";
+  r.cancelled = true;
+}
 }  // namespace
 
 // The CUTLASS headers' version (third_party/cutlass/VERSION, written by setup.sh) goes into the key
@@ -342,9 +349,7 @@ CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
     std::unique_lock<std::mutex> l(theirs->m);
     while (!theirs->done) {
       if (cancel && cancel->load()) {
-        r.stage = "compile";
-        r.message = "cancelled: its build was no longer needed";
-        r.cancelled = true;
+        mark_cancelled(r);
         r.seconds = seconds_since(t0);
         return r;
       }
@@ -375,9 +380,7 @@ CompileResult compile(const CompileJob& job, const std::atomic<bool>* cancel) {
   // launcher's bracket rule compares with an uncontended calibration.
   ProcessResult p = run_process(compile_argv(job, src, tmp + "/lib.so"), 600, "", kCompileNiceness, cancel);
   if (p.cancelled) {
-    r.stage = "compile";
-    r.message = "cancelled: its build was no longer needed";
-    r.cancelled = true;
+    mark_cancelled(r);
     fs::remove_all(tmp);
     r.seconds = seconds_since(t0);
     return r;
@@ -412,9 +415,7 @@ std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int 
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < jobs.size();) {
         if (cancel && cancel->load()) {
-          out[i].stage = "compile";
-          out[i].message = "cancelled: its build was no longer needed";
-          out[i].cancelled = true;
+          mark_cancelled(out[i]);
           continue;
         }
         try {

@@ -251,10 +251,6 @@ void BackgroundBuild::start(const Task& t, const std::vector<dsl::Program>& next
       // the build compiles it again and reports why
     }
   }
-  start_jobs(std::move(jobs));
-}
-
-void BackgroundBuild::start_jobs(std::vector<CompileJob> jobs) {
   wait();
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   thread_ = std::thread([jobs = std::move(jobs), cancel = cancel_] {

@@ -136,8 +136,6 @@ class BackgroundBuild {
   BackgroundBuild& operator=(const BackgroundBuild&) = delete;
   ~BackgroundBuild();
   void start(const Task& t, const std::vector<dsl::Program>& next);
-  // Starts compiling `jobs` (what start() does once it has made them).
-  void start_jobs(std::vector<CompileJob> jobs);
   void wait();
   void cancel();
 
