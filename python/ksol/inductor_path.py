@@ -33,6 +33,10 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+# The allocator ksol_torch.worker sets for its processes (growable segments: gigabyte tensors do
+# not strand memory between them), here too before anything of PyTorch's runs.
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
 from . import inductor_choice as ch
 from . import inductor_region as ir
 from . import inductor_wrapper as iw

@@ -484,12 +484,16 @@ json run_inductor_path(const ModuleOptimizeArgs& a, const std::string& py, const
 // After the fx path's report: the Inductor path and the choice between the two (--path best),
 // which rewrites results.json; `doc` is read back from it. A results.json that cannot be read
 // back is an error: the answer printed and returned would otherwise be the fx path's alone.
-void choose_path(const ModuleOptimizeArgs& a, const std::string& py, const std::string& pypath, const std::string& dir, json& doc) {
+// The fx path's worker is stopped first: the GPU memory its PyTorch holds (gigabytes for a
+// problem with large tensors) is the Inductor path's process's to use.
+void choose_path(const ModuleOptimizeArgs& a, const std::string& py, const std::string& pypath, const std::string& dir, json& doc,
+                 Worker& fx_worker) {
   if (a.path != "best") return;
   if (a.emulate || stop_requested()) {
     std::cerr << "inductor path: not run (" << (a.emulate ? "--emulate: Inductor's Triton kernels need a GPU" : "stopped") << ")\n";
     return;
   }
+  fx_worker.stop();
   const std::string results = dir + "/results.json";
   run_inductor_path(a, py, pypath, dir, fs::absolute(results).string());
   std::error_code ec;
@@ -847,7 +851,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     doc["results"] = json::array({item});
     std::string dir = write_report(a, stem, doc, kept);
     std::cerr << "report: " << dir << "/report.html, report.md, results.json\n";
-    choose_path(a, py, pypath, dir, doc);
+    choose_path(a, py, pypath, dir, doc, w);
     std::string fx_text = best.empty() ? std::string("neither baseline ran") : best + ", " + std::to_string(best_us) + " us";
     std::cout << (json_out ? doc.dump(2) : "result: " + answer_text(doc, fx_text) + "; precision " + precision_text(doc["precision"]))
               << "\n";
@@ -884,7 +888,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});
   std::string dir = write_report(a, stem, doc, kept);
-  choose_path(a, py, pypath, dir, doc);
+  choose_path(a, py, pypath, dir, doc, w);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
   if (json_out) std::cout << doc.dump(2) << "\n";
   else

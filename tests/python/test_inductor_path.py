@@ -84,7 +84,8 @@ KSOL = os.path.join(os.environ.get("KSOL_TEST_BIN_DIR") or os.path.join(ROOT, "b
 # eager 30 us and torch.compile 20 us), the front end (the module is not one DSL program) and the
 # Inductor path's search (SCRIPTED_INDUCTOR: its answer's and the compiled model's times); the
 # choice between the paths is the real one. With SCRIPTED_CLOBBER, results.json is left unreadable
-# after it. Everything else goes to the real interpreter.
+# after it. The worker marks its exit in SCRIPTED_WORKER_GONE, and the Inductor path fails unless
+# it has exited first. Everything else goes to the real interpreter.
 FAKE_PYTHON = """#!{python}
 import json, os, sys
 
@@ -98,6 +99,7 @@ if argv[:3] == ["-m", "ksol_torch", "worker"]:
             body = {{"ok": True, "result": {{"baselines": {{"eager": {{"median_us": 30.0}}, "compile": {{"median_us": 20.0}}}},
                                               "precision": {{"mode": req["precision"]}}}}}}
         elif req["op"] == "exit":
+            open(os.environ["SCRIPTED_WORKER_GONE"], "w").close()
             print(json.dumps({{"id": req["id"], "ok": True}}), flush=True)
             sys.exit(0)
         else:
@@ -110,6 +112,8 @@ if argv[:3] == ["-m", "ksol_torch", "synth"]:
         json.dump({{"ok": True, "reason": "scripted: not one DSL program"}}, fh)
     sys.exit(0)
 if argv[:3] == ["-m", "ksol.inductor_path", "optimize"]:
+    if not os.path.exists(os.environ["SCRIPTED_WORKER_GONE"]):
+        sys.exit("scripted: the fx path's worker still runs (and holds GPU memory) while the Inductor path runs")
     from ksol import inductor_path as ip
     answer, answer_us, compiled_us = os.environ["SCRIPTED_INDUCTOR"].split(",")
 
@@ -139,7 +143,7 @@ class AnswerLine(TempDir):
             self.skipTest(f"needs {KSOL} (./setup.sh builds it)")
         fake = self.write("python", FAKE_PYTHON.format(python=sys.executable), mode=0o755)
         problem = self.write("Net.py", NET)
-        env = dict(os.environ, KSOL_PYTHON=fake, SCRIPTED_INDUCTOR=inductor)
+        env = dict(os.environ, KSOL_PYTHON=fake, SCRIPTED_INDUCTOR=inductor, SCRIPTED_WORKER_GONE=self.path("worker-gone"))
         env.pop("SCRIPTED_CLOBBER", None)
         if clobber:
             env["SCRIPTED_CLOBBER"] = "1"
@@ -150,6 +154,7 @@ class AnswerLine(TempDir):
         r = self.optimize("inductor+ksol,10,20")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(load(self.path("run", "results.json"))["path"]["chosen"], "inductor")
+        self.assertTrue(os.path.exists(self.path("worker-gone")), "the fx path's worker was not asked to exit")
         self.assertEqual(r.stdout.splitlines()[-1], "result: inductor path chosen: inductor+ksol 10.00 us, 2.000x over torch.compile "
                                                     "(fx path: compile 20.00 us, 1.000x over torch.compile); precision default")
 
