@@ -260,6 +260,9 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
         name = f"g{rec['graph']}.{rec['kernel']}"
         run_dir = os.path.join(kdir, item["stem"])
         _log(f"{name}: ksol optimize {os.path.relpath(item['file'], report_dir)} ({share:.0f} s)")
+        # The search runs in processes of its own: the memory this one's allocator keeps cached
+        # goes back to the GPU for them.
+        env.torch.cuda.empty_cache()
         rec["search"] = search(item["file"], run_dir, share)
         made = _searched(env, item, rec, run_dir)
         if made is None:
@@ -336,6 +339,7 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
                 rec["status"] = "region differs"
                 rec["reason"] = f"the fragment's PyTorch does not give what the kernel wrote to {p.param} (launch {n}): {err}"
                 return None
+    got = model = None  # GPU memory the timing below and the searches need
     # Does ksol's lowering take it (as one program, or pieces)? On shape-only tensors, before any search.
     try:
         prob = problem.load(path)
@@ -349,6 +353,7 @@ def _prepare(env, cap, g, launch, launches: int, kdir: str, stem: str, rec: Dict
     original = g.kernel_object(launch.kernel)
     args = recs[0].fresh_args()
     rec["inductor_us"] = env.time(lambda: original.run(*args, stream=recs[0].stream), []).median_us
+    args = None
     rec["status"] = "task"
     return {"rec": rec, "file": path, "stem": file_stem, "region": region, "recs": recs, "launch": launch, "graph": g}
 

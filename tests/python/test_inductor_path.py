@@ -330,6 +330,34 @@ class CompareWithTheKernel(unittest.TestCase):
         self.assertEqual(ic.compare(torch.tensor([1.0, inf, nan, -inf, 2.0]), want, 1), "NaN/Inf elements differ")
         self.assertEqual(ic.compare(torch.tensor([1.0, nan, -inf, inf, 2.0]), want, 1), "NaN/Inf elements differ")
 
+    def test_slices_give_the_whole_tensors_verdict(self):
+        # A gigabyte output is compared a slice at a time; with slices of 3 elements every verdict
+        # and message is the one-slice comparison's, the worst element's flat index included.
+        from ksol import inductor_capture as ic
+        nan, inf = float("nan"), float("inf")
+        whole = ic.CHUNK
+        try:
+            gen = torch.Generator().manual_seed(5)
+            cases = []
+            for n in (1, 3, 7, 10):
+                want = torch.randn(n, generator=gen)
+                cases.append((want.clone(), want))
+                got = want.clone()
+                got[n // 2] += 1.0
+                cases.append((got, want))
+            want = torch.tensor([1.0, 2.0, nan, 4.0, inf, 6.0, 7.0, 8.0])
+            for k, v in ((7, 7.5), (1, 2.5), (6, nan), (4, -inf)):
+                got = want.clone()
+                got[k] = v
+                cases.append((got, want))
+            cases.append((torch.tensor([1, 2, 3, 4, 5]), torch.tensor([1, 0, 3, 0, 5])))
+            expected = [ic.compare(g, w, 64) for g, w in cases]
+            self.assertIn("worst at flat index 5: got 7.5", expected[-5])  # element 7 is the 6th finite one
+            ic.CHUNK = 3
+            self.assertEqual([ic.compare(g, w, 64) for g, w in cases], expected)
+        finally:
+            ic.CHUNK = whole
+
 
 class CaptureOnTheGPU(unittest.TestCase):
     """A real torch.compile capture: needs PyTorch 2 with Triton and a CUDA device."""
