@@ -416,6 +416,54 @@ def _place_reference(outs, device, also=0):
     return [_to(t, device="cpu") for t in outs]
 
 
+def _out_of_memory():
+    """PyTorch's out-of-memory exception (torch.OutOfMemoryError from 2.5, torch.cuda's before)."""
+    return getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+
+
+class _Reference:
+    """The problem's Model in float64, the correctness gate's reference, run where the candidate
+    runs (a GPU's float64 is fast enough for large problems). When a case's float64 forward does
+    not fit in the GPU's memory (the inputs' float64 copies, the intermediates and the outputs of a
+    problem with gigabyte tensors), it runs on the host, and from then on for this evaluation: the
+    same function in float64, slower, never skipped. Called on a case's inputs, it returns the
+    float64 outputs, held where _place_reference says (`place`), else where they were computed."""
+
+    def __init__(self, prob, seed, device):
+        self.prob, self.seed, self.device = prob, seed, device
+        self.model = problem_mod.instantiate(prob, seed, inputs=False)[0].double().to(device)
+        self.on_host = False
+
+    @staticmethod
+    def _forward(model, inputs, device):
+        with torch.no_grad():
+            args = [(_to(x.detach(), device=device, dtype=torch.float64) if x.is_floating_point() else _to(x.detach(), device=device))
+                    if isinstance(x, torch.Tensor) else x for x in inputs]
+            with _Float64():
+                outs = _flat(model(*args))
+            del args
+            return [_to(t.detach(), dtype=torch.float64).contiguous() for t in outs]
+
+    def __call__(self, inputs, place=True):
+        if not self.on_host:
+            try:
+                outs = self._forward(self.model, inputs, self.device)
+            except _out_of_memory() as e:
+                if not str(self.device).startswith("cuda"):
+                    raise
+                outs = None
+                self.model, self.on_host = None, True
+                torch.cuda.empty_cache()
+                _log(f"the float64 reference does not fit in the GPU's memory ({str(e).splitlines()[0][:160]}): it runs on the host")
+                self.model = problem_mod.instantiate(self.prob, self.seed, inputs=False)[0].double()
+            else:
+                if not place:
+                    return outs
+                copies = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+                return _place_reference(outs, self.device, also=copies)
+        return self._forward(self.model, inputs, "cpu")
+
+
 # --- precision modes ---------------------------------------------------------------------------
 # The modes `ksol optimize FILE.py` and `ksol eval-module` take (--precision). Each fixes PyTorch's
 # TF32 switches for the baselines and the candidate alike:
@@ -890,7 +938,6 @@ def _evaluate(req):
     matmul_precision = torch.get_float32_matmul_precision()
     # The modules alone: every input below is drawn on the device (_get_inputs), none on the host.
     model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
-    ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double()
     # Costs from the module as the user runs it (its dtypes: bf16 bytes are 2), traced on shape-only
     # tensors where every op has a meta kernel, else on the example inputs (instantiate's: seed + 1).
     try:
@@ -907,19 +954,9 @@ def _evaluate(req):
     result = {"status": "ok", "gates": [], "accumulation": accumulation, "flops": flops, "bytes": nbytes, "device": device,
               "precision": policy, "phase_seconds": phases.seconds}
 
-    # The float64 reference runs where the candidate does (a GPU's float64 is fast enough for
-    # large problems), its outputs then held there while the GPU has room (_place_reference).
-    ref_model = ref_model.to(device)
-
-    def ref_out(inputs):
-        with torch.no_grad():
-            args = [_to(x.detach(), device=device, dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                    else x for x in inputs]
-            with _Float64():
-                outs = _flat(ref_model(*args))
-            del args
-            copies = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-            return _place_reference([_to(t.detach(), dtype=torch.float64).contiguous() for t in outs], device, also=copies)
+    # The float64 reference runs where the candidate does, its outputs then held there while the
+    # GPU has room (_place_reference); on the host where it does not fit (_Reference).
+    ref_out = _Reference(prob, seeds[0], device)
 
     def out_types(inputs):
         with torch.no_grad():
@@ -1275,7 +1312,7 @@ def verify_module(prob, cand, device, seeds, rtol_scale=16.0, precision="strict"
     flags = precision_flags(mode, _tf32_flags())
     matmul_precision = torch.get_float32_matmul_precision()
     model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].to(device)
-    ref_model = problem_mod.instantiate(prob, seeds[0], inputs=False)[0].double().to(device)
+    ref_out = _Reference(prob, seeds[0], device)
     # The accumulation length as evaluate() finds it: traced on shape-only tensors, else on an example.
     try:
         accumulation, flops, nbytes, kinds = _costs(*problem_mod.instantiate(prob, seeds[0], meta=True))
@@ -1292,11 +1329,7 @@ def verify_module(prob, cand, device, seeds, rtol_scale=16.0, precision="strict"
             label = f"seed {seed}, {dist}"
             inputs = _draw(prob, seed, dist, device)
             with torch.no_grad():
-                args = [_to(x.detach(), dtype=torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                        for x in inputs]
-                with _Float64():
-                    ref = [_to(t.detach(), dtype=torch.float64).contiguous() for t in _flat(ref_model(*args))]
-                del args
+                ref = ref_out(inputs, place=False)
                 if any(not torch.isfinite(r).all() for r in ref) and dist != "normal":
                     cases.append(f"{label}: skipped (the reference is not finite on these inputs)")
                     continue

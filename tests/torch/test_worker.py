@@ -134,6 +134,47 @@ class Float64Reference(unittest.TestCase):
         self.assertEqual(y.item(), 0.1 * 3.0)  # float64 arithmetic: not fp32's 0.3000000119 nor bf16's 0.30078125
         self.assertNotEqual((x.float() * 3.0).to(torch.bfloat16).dtype, torch.float64)  # and only inside
 
+    def test_a_reference_that_does_not_fit_on_the_gpu_runs_on_the_host(self):
+        # The device's forward runs out of memory once: that case and every later one are computed
+        # on the host, with the same values as the host's own float64 forward.
+        from ksol_torch import problem as problem_mod
+
+        prob = problem_mod.load(PROBLEM)
+        ref = worker._Reference(prob, 11, "cpu")
+        ref.device = "cuda:0"  # as if its model were on a GPU
+        real, devices = worker._Reference._forward, []
+
+        def forward(model, inputs, device):
+            devices.append(device)
+            if device != "cpu":
+                raise worker._out_of_memory()("CUDA out of memory. Tried to allocate 12.00 GiB.")
+            return real(model, inputs, device)
+
+        inputs = worker._draw(prob, 11, "normal", "cpu")
+        with mock.patch.object(worker._Reference, "_forward", staticmethod(forward)):
+            first, second = ref(inputs), ref(inputs, place=False)
+        self.assertEqual(devices, ["cuda:0", "cpu", "cpu"])
+        self.assertTrue(ref.on_host)
+        want = real(problem_mod.instantiate(prob, 11, inputs=False)[0].double(), inputs, "cpu")
+        for got in (first, second):
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                self.assertEqual(g.device.type, "cpu")
+                self.assertTrue(torch.equal(g, w))
+
+    def test_out_of_memory_on_the_host_is_not_retried(self):
+        from ksol_torch import problem as problem_mod
+
+        ref = worker._Reference(problem_mod.load(PROBLEM), 11, "cpu")
+
+        def forward(model, inputs, device):
+            raise worker._out_of_memory()("out of memory")
+
+        with mock.patch.object(worker._Reference, "_forward", staticmethod(forward)):
+            with self.assertRaises(worker._out_of_memory()):
+                ref([torch.zeros(2)])
+        self.assertFalse(ref.on_host)
+
 
 class AbiCandidates(unittest.TestCase):
     """Libraries built to ksol's C ABI (include/ksol/abi.h), called on the module's tensors: on the
