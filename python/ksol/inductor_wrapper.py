@@ -430,9 +430,11 @@ def parse_spec(text: str) -> TensorSpec:
 
 def _fx_args(text: str):
     """fx's printing of a node's args or kwargs, read back: `%name` becomes Ref(name), kwargs'
-    bare keys are quoted, dtypes and other names stay dotted strings."""
+    bare keys are quoted, a device printed bare (`device: cuda:0`, as a factory's kwargs have it)
+    becomes its string, dtypes and other names stay dotted strings."""
     t = re.sub(r"%(\w+)", r"__ref__('\1')", text)
     t = re.sub(r"([{,]\s*)([A-Za-z_]\w*)\s*:(?!:)", r"\1'\2':", t)
+    t = re.sub(r"(?<![\w'\".])((?:cuda|cpu|meta|xpu|mps):\d+)\b", r"'\1'", t)
     tree = ast.parse(t, mode="eval")
 
     def ev(n):

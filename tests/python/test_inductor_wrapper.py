@@ -171,6 +171,17 @@ class OtherForms(unittest.TestCase):
                       "alloc ws0 i32[64][1] cuda\nwrite ws0 zero\nalloc buf6 f32[64, 128][128, 1] cuda\nwrite buf6 copy of buf0\n", out)
 
 
+    def test_factory_node_with_a_bare_device(self):
+        # fx prints a factory's device kwarg bare: `device: cuda:0` (an iota, say), not a string.
+        frag = iw.parse_fragment([(7, "%iota : Tensor \"i64[4096][1]cuda:0\"[num_users=1] = call_function["
+                                      "target=torch.ops.prims.iota.default](args = (4096,), kwargs = {start: 0, step: 1, "
+                                      "dtype: torch.int64, device: cuda:0, requires_grad: False})"),
+                                  (8, "return %iota")], "w.py")
+        node = frag.nodes[0]
+        self.assertEqual((node.name, node.target, node.args), ("iota", "prims.iota.default", (4096,)))
+        self.assertEqual(node.kwargs, {"start": 0, "step": 1, "dtype": "torch.int64", "device": "cuda:0", "requires_grad": False})
+
+
 class Errors(unittest.TestCase):
     """Each form the reader does not know is an error at its line, saying what it is."""
 
