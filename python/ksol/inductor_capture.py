@@ -127,6 +127,18 @@ class Recorded:
     inputs: Dict[str, Any]     # param -> tensor before the launch
     outputs: Dict[str, Any]    # param -> tensor after it
 
+    def to(self, device) -> None:
+        """Moves the recorded tensors to `device` (the host while a search runs in processes of its
+        own, the GPU again for the checks); a tensor recorded under two parameters stays one."""
+        moved: Dict[int, Any] = {}
+
+        def mv(t):
+            if id(t) not in moved:
+                moved[id(t)] = t.to(device)
+            return moved[id(t)]
+        self.inputs = {p: mv(t) for p, t in self.inputs.items()}
+        self.outputs = {p: mv(t) for p, t in self.outputs.items()}
+
     def fresh_args(self) -> list:
         """Arguments for launching the kernel again on its own: copies of the inputs (the recorded
         ones stay as they were), empty outputs, the sizes."""

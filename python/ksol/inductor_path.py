@@ -252,19 +252,26 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
                 work.append(item)
     _write(os.path.join(report_dir, REPORT), doc)
 
-    # The searches, the budget split evenly over the kernels that lower.
+    # The searches, the budget split evenly over the kernels that lower. Each runs in processes of
+    # its own, which need the GPU's memory: the recorded launches wait on the host, and what this
+    # process's allocator keeps cached goes back to the GPU; a kernel's launches come back for its
+    # checks and are dropped after them.
     share = budget_seconds / max(1, len(work))
+    for item in work:
+        for r in item["recs"]:
+            r.to("cpu")
     candidates, makers = [], {}
     for item in work:
         rec = item["rec"]
         name = f"g{rec['graph']}.{rec['kernel']}"
         run_dir = os.path.join(kdir, item["stem"])
         _log(f"{name}: ksol optimize {os.path.relpath(item['file'], report_dir)} ({share:.0f} s)")
-        # The search runs in processes of its own: the memory this one's allocator keeps cached
-        # goes back to the GPU for them.
         env.torch.cuda.empty_cache()
         rec["search"] = search(item["file"], run_dir, share)
+        for r in item["recs"]:
+            r.to(env.device)
         made = _searched(env, item, rec, run_dir)
+        item["recs"] = None
         if made is None:
             continue
         makers[(rec["graph"], rec["kernel"])] = made

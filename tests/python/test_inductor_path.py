@@ -359,6 +359,23 @@ class CompareWithTheKernel(unittest.TestCase):
             ic.CHUNK = whole
 
 
+@needs_torch
+class RecordedLaunches(unittest.TestCase):
+    """A kernel's recorded launches, kept while its search runs."""
+
+    def test_recorded_launches_move_whole(self):
+        # While a search runs the recorded launches wait on the host; a tensor under two
+        # parameters (an in-place buffer) must come back as one.
+        from ksol import inductor_capture as ic
+        a, b = torch.ones(4), torch.zeros(2)
+        r = ic.Recorded(["x", "y", "z"], {"n": 4}, None, {"x": a, "y": b}, {"y": b, "z": a})
+        r.to("meta")
+        self.assertEqual({t.device.type for t in list(r.inputs.values()) + list(r.outputs.values())}, {"meta"})
+        self.assertIs(r.inputs["y"], r.outputs["y"])
+        self.assertIs(r.inputs["x"], r.outputs["z"])
+        self.assertIsNot(r.inputs["x"], r.inputs["y"])
+
+
 class CaptureOnTheGPU(unittest.TestCase):
     """A real torch.compile capture: needs PyTorch 2 with Triton and a CUDA device."""
 
