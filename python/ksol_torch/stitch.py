@@ -31,7 +31,7 @@ import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from . import synth
-from .trace import _canonical as _canon, kind_of
+from .trace import _canonical as _canon, kind_of, symbolic_trace
 
 _ROWWISE = synth.ROWWISE
 _GEMM = synth.GEMM
@@ -89,7 +89,9 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
     (synth.fold_scalar_inputs); `conv_products` and `gemm_products` are synth.synthesize's, for
     every piece. Raises what torch.fx raises when the forward cannot be traced."""
-    gm = torch.fx.symbolic_trace(model)
+    gm = symbolic_trace(model)
+    state = model.state_dict()
+    gm._ksol_constants = {n.target for n in gm.graph.nodes if n.op == "get_attr" and n.target not in state}
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
     decompose(gm)  # the ops written in place of others get their shapes from _values' run
@@ -517,7 +519,14 @@ def _sub(gm: torch.fx.GraphModule, seg: List[torch.fx.Node]):
     for n in seg:
         env[n] = g.node_copy(n, arg)
     g.output(env[seg[-1]])
-    return torch.fx.GraphModule(gm, g), ext
+    sub = torch.fx.GraphModule(gm, g)
+    # A tensor the forward makes from a constant (fx's _tensor_constant<i>) is not the model's
+    # state; GraphModule copies it in as a buffer, which would make it a parameter of the piece's
+    # table. It stays a constant of the code (synth folds one value into a number).
+    for name in getattr(gm, "_ksol_constants", ()):
+        if name in sub._buffers:
+            setattr(sub, name, sub._buffers.pop(name))
+    return sub, ext
 
 
 def _piece(gm, seg, values, pid, refused: Dict[str, str], conv_products: str = "fp32", gemm_products: str = "fp32"):

@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from .trace import _canonical as _canon, kind_of
+from .trace import _canonical as _canon, kind_of, symbolic_trace
 
 
 class Unsupported(Exception):
@@ -274,7 +274,7 @@ def _broadcast(sh: List[int], out_shape: List[int]) -> Optional[List[Optional[in
 class _Builder:
     def __init__(self, model: nn.Module, inputs: List):
         self.model = model
-        self.gm = torch.fx.symbolic_trace(model)
+        self.gm = symbolic_trace(model)
         with torch.no_grad():
             ShapeProp(self.gm).propagate(*inputs)
         self.inputs = inputs

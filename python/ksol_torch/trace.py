@@ -21,6 +21,26 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
+def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
+    """torch.fx.symbolic_trace, where a forward may make a one-value constant on its input's
+    device (`torch.tensor(0.0, device=x.device)`): fx cannot pass the traced device to the
+    factory, so such a constant is made without it, a 0-d tensor that the ops broadcast wherever
+    their operands live, as a constant written `torch.tensor(0.0)` is (fx keeps it as
+    _tensor_constant<i>). Any other factory call with a traced argument fails as before."""
+    real = torch.tensor
+
+    def tensor(data, *args, **kwargs):
+        if isinstance(kwargs.get("device"), torch.fx.Proxy) and isinstance(data, (bool, int, float)) and not args:
+            kwargs.pop("device")
+        return real(data, *args, **kwargs)
+
+    torch.tensor = tensor
+    try:
+        return torch.fx.symbolic_trace(model)
+    finally:
+        torch.tensor = real
+
+
 _GEMM = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum"}
 _CONV = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
 # elementwise ops and their FLOPs per output element (transcendentals counted as one op each)
@@ -290,7 +310,7 @@ def trace(model: nn.Module, inputs: List[Any]) -> Graph:
     io_bytes = float(sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) +
                      sum(o.numel() * o.element_size() for o in out_list))
     try:
-        gm = torch.fx.symbolic_trace(model)
+        gm = symbolic_trace(model)
         with torch.no_grad():
             ShapeProp(gm).propagate(*inputs)
     except Exception as e:  # fx raises many types for untraceable code

@@ -196,6 +196,21 @@ class Losses(nn.Module):
         return huber + kl + self.triplet(a, b, c)
 
 
+class ConstantsInTheForward(nn.Module):
+    """Level-2 style: one-value constants the forward makes, one on its input's device (which fx
+    cannot trace as written), one as a plain torch.tensor of a Python number."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3)
+        self.floor = -0.25
+
+    def forward(self, x):
+        y = self.conv(x)
+        y = torch.min(y, torch.tensor(0.5, device=y.device))
+        return torch.max(y, torch.tensor(self.floor)) * 2.0
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False):
         model.train(train)
@@ -413,6 +428,16 @@ class Stitching(unittest.TestCase):
         self.assertEqual(p.family, "rowwise")
         self.assertEqual(p.dims, {"R": 2, "C": 120, "C0": 4, "C1": 5, "C2": 6})
         self.assertEqual(p.params, ["ln.weight", "ln.bias"])
+
+    def test_constants_the_forward_makes_are_numbers_of_the_piece(self):
+        # torch.tensor(0.5, device=x.device) traces, and fx's _tensor_constant<i> are not
+        # parameters of the piece's table: the program reads them as numbers.
+        torch.manual_seed(3)
+        plan = self.stitched(ConstantsInTheForward(), [torch.randn(2, 4, 10, 10)], 2, [])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        self.assertEqual(plan.pieces[1].params, [])
+        self.assertIn("min(input0[i0, i1, i2, i3], 0.5)", plan.pieces[1].program)
+        self.assertIn("(-0.25)", plan.pieces[1].program)
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant_of_the_pieces(self):
         torch.manual_seed(8)
