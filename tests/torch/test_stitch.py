@@ -211,6 +211,18 @@ class ConstantsInTheForward(nn.Module):
         return torch.max(y, torch.tensor(self.floor)) * 2.0
 
 
+class PrefixSums(nn.Module):
+    """cumsum along the last dim between two elementwise chains (KernelBench's scans): one
+    row-wise piece whose scan the chains surround; along another dim it stays a PyTorch call."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.tanh(torch.cumsum(x * 0.5, dim=self.dim)) - 1.0
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False):
         model.train(train)
@@ -301,6 +313,17 @@ class Stitching(unittest.TestCase):
         self.assertEqual(p.family, "rowwise")
         self.assertIn("output0[r] = ", p.program)
         self.assertEqual(p.tensors[-1]["shape"], ["R", "U"])
+
+    def test_a_prefix_sum_over_the_last_dim_and_its_chains_are_one_rowwise_piece(self):
+        torch.manual_seed(4)
+        plan = self.stitched(PrefixSums(), [torch.randn(5, 3, 9)], 1, [])
+        p = plan.pieces[0]
+        self.assertEqual(p.family, "rowwise")
+        self.assertEqual(p.nodes, ["mul", "cumsum", "tanh", "sub"])
+        self.assertRegex(p.program, r"v\d+\[r, c\] = scan\(v\d+\[r, c\]\) over c")
+        # Along dim 1 of [5, 3, 9] the rows are not the last index: the scan stays PyTorch's, the chains are pieces.
+        plan = self.stitched(PrefixSums(dim=1), [torch.randn(5, 3, 9)], 2, ["cumsum"])
+        self.assertIn("only the last dim is lowered", plan.kept[0]["reason"])
 
     def test_the_max_and_logsumexp_after_a_gemm_are_a_rowwise_piece(self):
         # KernelBench level 2's Gemm + Max / LogSumExp: the values of torch.max over a dim
