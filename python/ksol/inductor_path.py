@@ -33,10 +33,6 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-# The allocator ksol_torch.worker sets for its processes (growable segments: gigabyte tensors do
-# not strand memory between them), here too before anything of PyTorch's runs.
-os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-
 from . import inductor_choice as ch
 from . import inductor_region as ir
 from . import inductor_wrapper as iw
@@ -268,8 +264,13 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
         _log(f"{name}: ksol optimize {os.path.relpath(item['file'], report_dir)} ({share:.0f} s)")
         env.torch.cuda.empty_cache()
         rec["search"] = search(item["file"], run_dir, share)
-        for r in item["recs"]:
-            r.to(env.device)
+        try:
+            for r in item["recs"]:
+                r.to(env.device)
+        except Exception as e:
+            item["recs"] = None
+            rec["status"], rec["reason"] = "not checked", f"its recorded launches did not fit on the GPU again: {type(e).__name__}: {e}"[:300]
+            continue
         made = _searched(env, item, rec, run_dir)
         item["recs"] = None
         if made is None:
@@ -537,6 +538,9 @@ def choice_markdown(choice: ch.Choice) -> str:
 
 
 def main(argv=None) -> int:
+    from ksol_torch import allocator
+
+    allocator.set_default()  # this process's allocator is the worker's (ksol_torch/allocator.py)
     ap = argparse.ArgumentParser(prog="python3 -m ksol.inductor_path", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("parse", help="read Inductor output code: launches, kernels, regions (no PyTorch needed)")

@@ -433,8 +433,8 @@ def _fx_args(text: str):
     bare keys are quoted, a device printed bare (`device: cuda:0`, as a factory's kwargs have it)
     becomes its string, dtypes and other names stay dotted strings."""
     t = re.sub(r"%(\w+)", r"__ref__('\1')", text)
+    t = re.sub(r"(?<![\w'\".])((?:cuda|cpu|meta|xpu|mps):\d+)\b", r"'\1'", t)  # before the keys: [cuda:0, cuda:1]
     t = re.sub(r"([{,]\s*)([A-Za-z_]\w*)\s*:(?!:)", r"\1'\2':", t)
-    t = re.sub(r"(?<![\w'\".])((?:cuda|cpu|meta|xpu|mps):\d+)\b", r"'\1'", t)
     tree = ast.parse(t, mode="eval")
 
     def ev(n):

@@ -217,6 +217,9 @@ def main(argv=None) -> int:
             sys.stdout.write(text)
         return 0 if r["ok"] else 2
     if args.cmd == "worker":
+        from . import allocator
+
+        allocator.set_default()  # before the worker's first CUDA allocation (allocator.py)
         from . import worker
 
         return worker.serve()

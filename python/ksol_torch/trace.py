@@ -13,6 +13,7 @@ Every call node gets a canonical op name and a kind:
 import dataclasses
 import math
 import operator
+import threading
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -27,18 +28,25 @@ def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     factory, so such a constant is made without it, a 0-d tensor that the ops broadcast wherever
     their operands live, as a constant written `torch.tensor(0.0)` is (fx keeps it as
     _tensor_constant<i>). Any other factory call with a traced argument fails as before."""
-    real = torch.tensor
+    with _TRACING:  # one trace at a time patches torch.tensor; a trace inside one keeps the patch
+        _TRACE_DEPTH[0] += 1
+        real = torch.tensor if _TRACE_DEPTH[0] == 1 else None
+        if real is not None:
+            def tensor(data, *args, **kwargs):
+                if isinstance(kwargs.get("device"), torch.fx.Proxy) and isinstance(data, (bool, int, float)) and not args:
+                    kwargs.pop("device")
+                return real(data, *args, **kwargs)
 
-    def tensor(data, *args, **kwargs):
-        if isinstance(kwargs.get("device"), torch.fx.Proxy) and isinstance(data, (bool, int, float)) and not args:
-            kwargs.pop("device")
-        return real(data, *args, **kwargs)
+            torch.tensor = tensor
+        try:
+            return torch.fx.symbolic_trace(model)
+        finally:
+            _TRACE_DEPTH[0] -= 1
+            if real is not None:
+                torch.tensor = real
 
-    torch.tensor = tensor
-    try:
-        return torch.fx.symbolic_trace(model)
-    finally:
-        torch.tensor = real
+
+_TRACING, _TRACE_DEPTH = threading.RLock(), [0]
 
 
 _GEMM = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum"}

@@ -52,12 +52,6 @@ import traceback
 # The kernel count (kernel_count) profiles one call with torch.profiler; CUPTI left attached after
 # it slows later calls (pytorch/pytorch#144455), so the profiler detaches it when it ends.
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
-# Problems whose tensors are gigabytes each (KernelBench's) hold a float64 reference, the case's
-# inputs and the candidate's outputs at once; with fixed-size segments the caching allocator
-# strands gigabytes between them and a GPU that has the room fails an allocation. Growable
-# segments let freed space be reused whatever its size. Eager, torch.compile and every candidate
-# run under the same allocator; a value set by the user is kept.
-os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 import torch  # noqa: E402
 
@@ -416,21 +410,43 @@ def _place_reference(outs, device, also=0):
     return [_to(t, device="cpu") for t in outs]
 
 
+# Inputs of at least this many bytes wait on the host while the correctness cases run (_park).
+_PARK_BYTES = 1 << 30
+
+
+def _park(inputs):
+    """`inputs` as they are, or, on a GPU where their tensors hold _PARK_BYTES or more, copies of
+    them on the host (the same values, copied back later with copy_)."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if not any(x.is_cuda for x in tensors) or sum(x.numel() * x.element_size() for x in tensors) < _PARK_BYTES:
+        return inputs
+    return [_to(x, device="cpu") if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
 def _out_of_memory():
     """PyTorch's out-of-memory exception (torch.OutOfMemoryError from 2.5, torch.cuda's before)."""
     return getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+
+
+def _is_out_of_memory(e):
+    """An allocation that failed on the GPU: PyTorch's own error, or a library's (cuBLAS, cuDNN)
+    reported as a RuntimeError."""
+    text = str(e)
+    return isinstance(e, _out_of_memory()) or (isinstance(e, RuntimeError) and
+                                                 ("out of memory" in text or "ALLOC_FAILED" in text))
 
 
 class _Reference:
     """The problem's Model in float64, the correctness gate's reference, run where the candidate
     runs (a GPU's float64 is fast enough for large problems). When a case's float64 forward does
     not fit in the GPU's memory (the inputs' float64 copies, the intermediates and the outputs of a
-    problem with gigabyte tensors), it runs on the host, and from then on for this evaluation: the
-    same function in float64, slower, never skipped. Called on a case's inputs, it returns the
-    float64 outputs, held where _place_reference says (`place`), else where they were computed."""
+    problem with gigabyte tensors), the model moves to the host and runs there, for that case and
+    the rest of the evaluation: the same weights and function in float64, slower, never skipped.
+    The model is built here, before any candidate code runs. Called on a case's inputs, it returns
+    the float64 outputs, held where _place_reference says (`place`), else where computed."""
 
     def __init__(self, prob, seed, device):
-        self.prob, self.seed, self.device = prob, seed, device
+        self.device = device
         self.model = problem_mod.instantiate(prob, seed, inputs=False)[0].double().to(device)
         self.on_host = False
 
@@ -446,21 +462,29 @@ class _Reference:
 
     def __call__(self, inputs, place=True):
         if not self.on_host:
+            failed = None
             try:
                 outs = self._forward(self.model, inputs, self.device)
-            except _out_of_memory() as e:
-                if not str(self.device).startswith("cuda"):
+            except Exception as e:
+                if not str(self.device).startswith("cuda") or not _is_out_of_memory(e):
                     raise
-                outs = None
-                self.model, self.on_host = None, True
-                torch.cuda.empty_cache()
-                _log(f"the float64 reference does not fit in the GPU's memory ({str(e).splitlines()[0][:160]}): it runs on the host")
-                self.model = problem_mod.instantiate(self.prob, self.seed, inputs=False)[0].double()
-            else:
+                failed = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            if failed is None:
                 if not place:
                     return outs
                 copies = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
                 return _place_reference(outs, self.device, also=copies)
+            # Outside the handler, so that the failed forward's tensors are gone before the cache
+            # is emptied.
+            self.model.to("cpu")
+            self.on_host = True
+            torch.cuda.empty_cache()
+            _log(f"the float64 reference does not fit in the GPU's memory ({failed}): it runs on the host")
+            try:
+                return self._forward(self.model, inputs, "cpu")
+            except Exception as e:
+                raise RuntimeError(f"the float64 reference ran out of GPU memory ({failed}) and failed on the host: "
+                                   f"{type(e).__name__}: {e}") from e
         return self._forward(self.model, inputs, "cpu")
 
 
@@ -1005,7 +1029,7 @@ def _evaluate(req):
     _set_tf32_flags(flags)  # put back by evaluate(), whatever happens
 
     snap, threads = _snapshot(), _threads()
-    cand = None
+    cand = keep = None
     kept_ops = frozenset()  # aten ops a stitched candidate's kept PyTorch calls make (ksol's code, not the candidate's)
     try:
         if req.get("candidate_so"):
@@ -1035,10 +1059,11 @@ def _evaluate(req):
         # Correctness: the same input tensors rewritten with each case's values, so a candidate
         # that caches by tensor identity or address answers the previous case.
         phases.start("correctness")
+        keep = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs0]
         want_types = out_types(inputs0)
-        # The cases are written into the first draw's tensors; the timing gate draws it again (the
-        # same seed and device: the same values), so one set of inputs is on the device at a time.
-        keep, inputs0 = inputs0, None
+        # The first draw, which the timing gate copies back into `keep`, waits on the host while
+        # the cases run where its tensors are large: gigabytes the float64 reference needs.
+        inputs0 = _park(inputs0)
         worst = 0.0
         cases = []
         for seed in seeds:
@@ -1070,7 +1095,7 @@ def _evaluate(req):
         # the loop, outside the timed region.
         if req.get("time", True):
             phases.start("timing")
-            for k, x in enumerate(_draw(prob, seeds[0], "normal", device)):
+            for k, x in enumerate(inputs0):
                 if isinstance(x, torch.Tensor):
                     keep[k].copy_(x)
             try:
@@ -1110,7 +1135,7 @@ def _evaluate(req):
             # What one call launches, for the report beside torch.compile's count (not a gate),
             # after everything timed.
             try:
-                k = kernel_count(cand, inputs0 if inputs0 is not None else _draw(prob, seeds[0], "normal", device), device)
+                k = kernel_count(cand, keep if keep is not None else inputs0, device)
                 _check_integrity(snap, threads, "while its kernels were counted")
                 if k is not None:
                     result["kernels"] = k

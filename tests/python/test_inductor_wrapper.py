@@ -180,6 +180,7 @@ class OtherForms(unittest.TestCase):
         node = frag.nodes[0]
         self.assertEqual((node.name, node.target, node.args), ("iota", "prims.iota.default", (4096,)))
         self.assertEqual(node.kwargs, {"start": 0, "step": 1, "dtype": "torch.int64", "device": "cuda:0", "requires_grad": False})
+        self.assertEqual(iw._fx_args("([cuda:0, cuda:1], 'cuda:0')"), (["cuda:0", "cuda:1"], "cuda:0"))
 
 
 class Errors(unittest.TestCase):

@@ -141,7 +141,7 @@ class Float64Reference(unittest.TestCase):
 
         prob = problem_mod.load(PROBLEM)
         ref = worker._Reference(prob, 11, "cpu")
-        ref.device = "cuda:0"  # as if its model were on a GPU
+        ref.device = "cuda:0"  # as if its model were on a GPU (it moves to the host in place)
         real, devices = worker._Reference._forward, []
 
         def forward(model, inputs, device):
@@ -161,6 +161,12 @@ class Float64Reference(unittest.TestCase):
             for g, w in zip(got, want):
                 self.assertEqual(g.device.type, "cpu")
                 self.assertTrue(torch.equal(g, w))
+
+    def test_what_counts_as_out_of_memory(self):
+        self.assertTrue(worker._is_out_of_memory(worker._out_of_memory()("CUDA out of memory. Tried to allocate 2.00 GiB")))
+        self.assertTrue(worker._is_out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")))
+        self.assertFalse(worker._is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied")))
+        self.assertFalse(worker._is_out_of_memory(ValueError("out of memory")))
 
     def test_out_of_memory_on_the_host_is_not_retried(self):
         from ksol_torch import problem as problem_mod
