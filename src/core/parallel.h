@@ -26,6 +26,35 @@ int64_t parallel_for(int64_t n, F f, int64_t min_chunk = 1 << 16) {
   return threads;
 }
 
+// A 64-bit digest of host bytes, from every thread; the chunking depends on the length only, so
+// the digest does too.
+inline uint64_t digest_bytes(const void* data, size_t n, uint64_t h) {
+  const size_t chunk = size_t{1} << 20;
+  const int64_t chunks = static_cast<int64_t>((n + chunk - 1) / chunk);
+  std::vector<uint64_t> part(static_cast<size_t>(chunks), 0);
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  parallel_for(
+      chunks,
+      [&](int64_t a, int64_t b, int64_t) {
+        for (int64_t c = a; c < b; ++c) {
+          size_t lo = static_cast<size_t>(c) * chunk, hi = std::min(n, lo + chunk);
+          uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(c);
+          size_t i = lo;
+          for (; i + 8 <= hi; i += 8) {
+            uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            x = (x ^ w) * 0xff51afd7ed558ccdull;
+            x ^= x >> 32;
+          }
+          for (; i < hi; ++i) x = (x ^ p[i]) * 0xc4ceb9fe1a85ec53ull;
+          part[static_cast<size_t>(c)] = x;
+        }
+      },
+      16);
+  h ^= n * 0x2545f4914f6cdd1dull;
+  for (uint64_t x : part) h = (h ^ x) * 0x9e3779b97f4a7c15ull, h ^= h >> 29;
+  return h;
+}
 // An allocator whose value-initialisation (resize(n)) leaves trivial elements uninitialised,
 // for host buffers of a gigabyte or more that are written in full right away: zeroing them
 // first would fault every page in on one thread.

@@ -109,6 +109,32 @@ TEST(Inputs, SparseStructuresAreValid) {
   }
 }
 
+// A seed's structure is made once for its distributions (inputs.cpp keeps the last two); the
+// values differ between distributions, and a structure is never taken for another seed, pattern
+// or size.
+TEST(Inputs, ASeedsDistributionsShareItsSparseStructureAndNothingElseDoes) {
+  Task t = builtin("spmv_coo_f32");
+  const SizeSet* s = t.find_size("odd_wide");
+  ASSERT_NE(s, nullptr);
+  auto structure = [](const std::vector<HostTensor>& in) { return std::make_pair(in[0].bytes, in[1].bytes); };
+  auto normal = generate_inputs(t, *s, Distribution::normal, 3), heavy = generate_inputs(t, *s, Distribution::heavy, 3);
+  EXPECT_EQ(structure(normal), structure(heavy));
+  EXPECT_NE(normal[2].bytes, heavy[2].bytes);  // the values
+  EXPECT_NE(structure(generate_inputs(t, *s, Distribution::normal, 4)), structure(normal));
+  std::vector<decltype(structure(normal))> by_pattern;
+  for (std::string pattern : {"uniform", "powerlaw", "banded", "uniform"}) {
+    SizeSet sp = *s;
+    sp.options["pattern"] = pattern;
+    by_pattern.push_back(structure(generate_inputs(t, sp, Distribution::spiky, 3)));
+  }
+  EXPECT_NE(by_pattern[0], by_pattern[1]);
+  EXPECT_NE(by_pattern[1], by_pattern[2]);
+  EXPECT_EQ(by_pattern[0], by_pattern[3]);  // made again after two others: the same structure
+  const SizeSet* small = t.find_size("small");
+  ASSERT_NE(small, nullptr);
+  EXPECT_NE(generate_inputs(t, *small, Distribution::normal, 3)[0].bytes.size(), normal[0].bytes.size());
+}
+
 TEST(Inputs, Bf16AndF16RoundToNearestEven) {
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.00390625f)), 1.0f);  // tie rounds to even
