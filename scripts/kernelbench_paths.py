@@ -11,7 +11,7 @@ Each runs as
 
     ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
 
-Resumable: a problem whose OUT/<id>.json exists is not run again (nor one recorded as timed out
+`--archive FILE` also writes OUT as one .tar.gz at the end. Resumable: a problem whose OUT/<id>.json exists is not run again (nor one recorded as timed out
 in OUT/<id>.timeout.json, unless --retry); a run cut short by --deadline or a signal leaves
 nothing, so the next call runs it. --gpus N runs N problems at once, one per GPU
 (CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -227,6 +228,8 @@ def main():
     ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40")
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
+    ap.add_argument("--archive", default="", metavar="FILE",
+                    help="at the end, also write OUT as one .tar.gz (for a machine that returns few files)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     probs = problems(a.kb)
@@ -254,6 +257,10 @@ def main():
     with open(os.path.join(a.out, "summary.txt"), "w") as fh:
         fh.write(text)
     print(text, end="")
+    if a.archive:
+        with tarfile.open(a.archive, "w:gz") as tf:
+            tf.add(a.out, arcname=os.path.basename(os.path.normpath(a.out)))
+        print(f"archive: {a.archive}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,25 @@
+"""scripts/kernelbench_paths.py without a GPU: the table of what its folder holds and, with
+--archive, the folder as one .tar.gz (for a machine that returns few files)."""
+import os
+import subprocess
+import sys
+import tarfile
+
+from fixtures import ROOT, TempDir
+
+SCRIPT = os.path.join(ROOT, "scripts", "kernelbench_paths.py")
+
+
+class Archive(TempDir):
+    def test_the_folder_as_one_archive(self):
+        for level, name in (("level1", "5_Scale.py"), ("level2", "10_Chain.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file; --table-only reads none\n")
+        self.write(os.path.join("out", "level1-5.log"), "a run's log\n")
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--table-only",
+                            "--archive", self.path("kb.tgz")], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("level1-5", r.stdout)
+        self.assertTrue(r.stdout.rstrip().endswith(f"archive: {self.path('kb.tgz')}"), r.stdout)
+        with tarfile.open(self.path("kb.tgz")) as tf:
+            self.assertEqual(sorted(tf.getnames()), ["out", "out/level1-5.log", "out/summary.txt"])
