@@ -317,7 +317,6 @@ class ScriptedCapture(TempDir):
 
 
 @needs_torch
-@needs_torch
 class CompareWithTheKernel(unittest.TestCase):
     """A replacement's outputs against the Inductor kernel's: NaN by position, infinities exactly."""
 

@@ -201,6 +201,13 @@ TEST(Optimize, BudgetsStopTheRun) {
   EXPECT_EQ(r4.stop_reason, "seconds");
 }
 
+// Whether a line of the search's log says `what`.
+static bool logged(const search::OptimizeResult& r, const std::string& what) {
+  for (const std::string& l : r.log)
+    if (l.find(what) != std::string::npos) return true;
+  return false;
+}
+
 // A generation is begun only when half of its expected cost is left: before the first, what the seed's
 // measurements predict (one compile like the seed's per core's share of the batch, screens at the
 // seed's times, a verification like the seed's). A search whose compiles cost a minute (CUTLASS
@@ -220,9 +227,7 @@ TEST(Optimize, NoGenerationBegunWhoseBuildOutrunsTheShare) {
   EXPECT_EQ(r.generations, 0);
   EXPECT_EQ(slow.builds, 1);  // the seed alone
   EXPECT_EQ(r.trajectory.size(), 1u);
-  bool said = false;
-  for (const std::string& l : r.log) said = said || l.find("no generation begun") != std::string::npos;
-  EXPECT_TRUE(said);
+  EXPECT_TRUE(logged(r, "no generation begun")) << join(r.log, "\n");
   EXPECT_GE(slow.prefetch_cancels, 1);
 
   search::ScriptedEvaluator cheap;
@@ -246,9 +251,7 @@ TEST(Optimize, NoGenerationBegunWhoseBuildOutrunsTheShare) {
   EXPECT_EQ(r3.stop_reason, "seconds");
   EXPECT_EQ(r3.generations, 0);
   EXPECT_EQ(slow_kernels.screen_calls, 0);
-  bool screens_said = false;
-  for (const std::string& l : r3.log) screens_said = screens_said || l.find("at the seed's times") != std::string::npos;
-  EXPECT_TRUE(screens_said);
+  EXPECT_TRUE(logged(r3, "at the seed's times")) << join(r3.log, "\n");
 }
 
 TEST(Optimize, PerformanceGateRejectsOnePercent) {
