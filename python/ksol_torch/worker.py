@@ -449,6 +449,7 @@ class _Reference:
         self.device = device
         self.model = problem_mod.instantiate(prob, seed, inputs=False)[0].double().to(device)
         self.on_host = False
+        self.why = ""  # the GPU's failure, where it runs on the host
 
     @staticmethod
     def _forward(model, inputs, device):
@@ -477,7 +478,7 @@ class _Reference:
             # Outside the handler, so that the failed forward's tensors are gone before the cache
             # is emptied.
             self.model.to("cpu")
-            self.on_host = True
+            self.on_host, self.why = True, failed
             torch.cuda.empty_cache()
             _log(f"the float64 reference does not fit in the GPU's memory ({failed}): it runs on the host")
             try:
@@ -1119,6 +1120,8 @@ def _evaluate(req):
         result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})
     finally:
         ref = out = before = last = None  # GPU memory the protocol below may need
+        if ref_out.on_host:  # said in the result, not only in the worker's log
+            result["reference"] = {"device": "cpu", "why": f"the float64 reference ran out of GPU memory: {ref_out.why}"}
         # KernelBench's own protocol beside ksol's, where the candidate ran and was not caught
         # cheating (a wrong result is reported under both protocols).
         if req.get("kernelbench", True) and cand is not None and (result["status"] == "ok" or result.get("error_class") == "wrong_result"):

@@ -155,6 +155,7 @@ class Float64Reference(unittest.TestCase):
             first, second = ref(inputs), ref(inputs, place=False)
         self.assertEqual(devices, ["cuda:0", "cpu", "cpu"])
         self.assertTrue(ref.on_host)
+        self.assertIn("Tried to allocate 12.00 GiB", ref.why)
         want = real(problem_mod.instantiate(prob, 11, inputs=False)[0].double(), inputs, "cpu")
         for got in (first, second):
             self.assertEqual(len(got), len(want))
