@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
+
 def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     """torch.fx.symbolic_trace, where a forward may make a one-value constant on its input's
     device (`torch.tensor(0.0, device=x.device)`): fx cannot pass the traced device to the

@@ -55,6 +55,7 @@ inline uint64_t digest_bytes(const void* data, size_t n, uint64_t h) {
   for (uint64_t x : part) h = (h ^ x) * 0x9e3779b97f4a7c15ull, h ^= h >> 29;
   return h;
 }
+
 // An allocator whose value-initialisation (resize(n)) leaves trivial elements uninitialised,
 // for host buffers of a gigabyte or more that are written in full right away: zeroing them
 // first would fault every page in on one thread.
