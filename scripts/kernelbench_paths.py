@@ -11,8 +11,10 @@ Each runs as
 
     ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
 
-`--archive FILE` also writes OUT as one .tar.gz at the end. Resumable: a problem whose OUT/<id>.json exists is not run again (nor one recorded as timed out
-in OUT/<id>.timeout.json, unless --retry); a run cut short by --deadline or a signal leaves
+Each problem's output goes to OUT/<id>.log, every line behind the seconds since the problem
+started. `--archive FILE` also writes OUT as one .tar.gz at the end. Resumable: a problem whose
+OUT/<id>.json exists is not run again (nor one recorded as timed out in OUT/<id>.timeout.json,
+unless --retry); a run cut short by --deadline or a signal leaves
 nothing, so the next call runs it. --gpus N runs N problems at once, one per GPU
 (CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
 OUT/summary.txt.
@@ -27,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,13 +70,32 @@ def command(a, pid: str, path: str):
             str(a.budget_candidates), "--report", os.path.join(a.out, pid), "--json-out", os.path.join(a.out, pid + ".json")]
 
 
+class Log:
+    """A problem's output into OUT/<id>.log, each line behind the seconds since its start: where
+    a problem's time went, phase by phase."""
+
+    def __init__(self, path: str, stream, t0: float):
+        self.fh, self.stream, self.t0 = open(path, "w"), stream, t0
+        self.thread = threading.Thread(target=self._copy, daemon=True)
+        self.thread.start()
+
+    def _copy(self):
+        for line in iter(self.stream.readline, b""):
+            self.fh.write(f"{time.time() - self.t0:7.1f}s {line.decode(errors='replace')}")
+            self.fh.flush()
+
+    def close(self):
+        self.thread.join(timeout=10)
+        self.fh.close()
+
+
 def start(a, pid, path, gpu):
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    log = open(os.path.join(a.out, pid + ".log"), "w")
-    p = subprocess.Popen(command(a, pid, path), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return {"pid": pid, "path": path, "proc": p, "log": log, "t0": time.time(), "gpu": gpu}
+    t0 = time.time()
+    p = subprocess.Popen(command(a, pid, path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return {"pid": pid, "path": path, "proc": p, "log": Log(os.path.join(a.out, pid + ".log"), p.stdout, t0), "t0": t0, "gpu": gpu}
 
 
 def stop(job):

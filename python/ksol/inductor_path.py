@@ -3,6 +3,9 @@
     capture     torch.compile(Model) compiled on the problem's inputs; each graph's output code
                 parsed (inductor_wrapper.py) and kept beside the report (graph-<i>.py, .txt)
     baseline    the compiled model timed (the worker's timer: cold L2, median)
+    same task?  one generated kernel and no vendor call, where the fx path searched the whole
+                forward as one DSL program (--fx-results): that kernel is the same task, so no
+                search runs and the answer is the compiled model (same_task_as_fx)
     per kernel  (each Triton kernel Inductor launched)
       region    its Graph fragment bound to its arguments as PyTorch (inductor_region.py), or why not
       record    its launch on the model's own tensors: inputs before, outputs after (the reference:
@@ -171,8 +174,10 @@ def _tensors_for(rec, region: ir.Region):
 
 
 def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, precision: str = "default",
-             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01, max_candidates: int = 0) -> Dict:
-    """The Inductor path on one problem: the report (also written to <report_dir>/inductor.json)."""
+             agent: str = "expert", ksol_bin: str = "", min_gain: float = 0.01, max_candidates: int = 0,
+             fx_item: Optional[Dict] = None) -> Dict:
+    """The Inductor path on one problem: the report (also written to <report_dir>/inductor.json).
+    `fx_item`: the fx path's result on the same problem (results.json's first item), when it ran."""
     from . import inductor_capture as ic
 
     os.makedirs(report_dir, exist_ok=True)
@@ -200,13 +205,30 @@ def optimize(problem_path: str, report_dir: str, budget_seconds: float = 60.0, p
     def search(problem_file, run_dir, seconds):
         return _kernel_search(ksol_bin, problem_file, run_dir, seconds, agent, precision, max_candidates)
 
-    return run_path(env, cap, doc, report_dir, search, budget_seconds, min_gain)
+    return run_path(env, cap, doc, report_dir, search, budget_seconds, min_gain, fx_item)
 
 
-def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float, min_gain: float = 0.01) -> Dict:
+def same_task_as_fx(cap, fx_item: Optional[Dict]) -> str:
+    """Why searching the compiled model's kernels would repeat the fx path's search, or "": the
+    compiled model is one generated kernel and no vendor call, so that kernel computes the whole
+    forward from the model's inputs, and the fx path searched the whole forward as one DSL program
+    (not stitched pieces). Both searches would then be over the same program's schedules."""
+    if not fx_item or not fx_item.get("seed_program") or fx_item.get("pieces"):
+        return ""
+    launches = [launch for g in cap.graphs for launch in g.program.launches()]
+    if len(launches) != 1 or any(g.program.externs() for g in cap.graphs):
+        return ""
+    return (f"not searched: the compiled model is one generated kernel ({launches[0].kernel}) and no vendor call, "
+            "so that kernel is the whole forward, which the fx path searched as one DSL program")
+
+
+def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float, min_gain: float = 0.01,
+             fx_item: Optional[Dict] = None) -> Dict:
     """The Inductor path after the capture: `search(problem_file, run_dir, seconds)` runs one
     kernel's search (`ksol optimize ... --path fx`) and returns its record. The report, written to
-    <report_dir>/inductor.json as it goes."""
+    <report_dir>/inductor.json as it goes. With `fx_item` (the fx path's result) the searches are
+    skipped where they would repeat the fx path's (same_task_as_fx): the answer is the compiled
+    model, timed here."""
     from . import inductor_capture as ic
 
     stem = os.path.splitext(os.path.basename(doc["problem"]))[0]
@@ -222,6 +244,15 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
     doc["compiled_us"] = base.median_us
     _log(f"{stem}: {len(cap.graphs)} graph(s), {sum(len(g.program.launches()) for g in cap.graphs)} launch(es), "
          f"externs {[e.op for g in cap.graphs for e in g.program.externs()]}; compiled model {base.median_us:.2f} us")
+    same = same_task_as_fx(cap, fx_item)
+    if same:
+        doc["kernels"] = [{"graph": g.index, "kernel": launch.kernel, "launches": 1, "status": "not searched", "reason": same}
+                          for g in cap.graphs for launch in g.program.launches()]
+        doc.update(status="ok", answer="compile", answer_us=base.median_us, speedup_vs_compile=1.0, kept=[], searched=False,
+                   reason=same)
+        _log(same)
+        _write(os.path.join(report_dir, REPORT), doc)
+        return doc
 
     # Each kernel: region, record, check, problem file, lowering, its time alone. An earlier run's
     # kernels go first: a search that crashes before writing its results.json must find no
@@ -582,8 +613,16 @@ def main(argv=None) -> int:
                 with open(os.path.join(a.regions, launch.kernel + ".py"), "w") as fh:
                     fh.write(ir.problem_source(region, a.output_code))
         return 0
+    fx_item = None
+    if a.fx_results:
+        try:
+            with open(a.fx_results) as fh:
+                fx_item = (json.load(fh).get("results") or [None])[0]
+        except (OSError, ValueError) as e:
+            _log(f"{a.fx_results}: not read ({e}); every kernel is searched")
     try:
-        doc = optimize(a.problem, a.report, a.budget_seconds, a.precision, a.agent, a.ksol, a.min_gain, a.budget_candidates)
+        doc = optimize(a.problem, a.report, a.budget_seconds, a.precision, a.agent, a.ksol, a.min_gain, a.budget_candidates,
+                       fx_item)
     except Exception as e:  # reported in the JSON: the fx path's answer stands
         import traceback
         doc = {"path": "inductor", "status": "failed", "reason": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}

@@ -13,7 +13,7 @@ import time
 import types
 from unittest import mock
 
-from fixtures import ROOT, TempDir, build_library, item_one_program, needs_cc, needs_torch, torch, write_run
+from fixtures import ROOT, TempDir, build_library, item_one_program, item_stitched, needs_cc, needs_torch, torch, write_run
 from ksol import inductor_path as ip
 from test_inductor_wrapper import fixture, text_of
 
@@ -256,13 +256,36 @@ class ScriptedCapture(TempDir):
             return {"exit_status": 0, "run_dir": run_dir, "seconds": seconds}
         return search
 
-    def run_path(self, *flags, search=None, recompiles_on=None):
+    def run_path(self, *flags, search=None, recompiles_on=None, fx_item=None):
         env = ip._Env(self.problem, "default", device="cpu")
         doc = {"path": "inductor", "problem": self.problem, "status": "failed", "kernels": [], "graphs": []}
         report = self.path("inductor")
         os.makedirs(report, exist_ok=True)
         with mock.patch.object(ip, "_log"):
-            return ip.run_path(env, self.capture(recompiles_on), doc, report, search or self.search_with(*flags), 10.0), report
+            return ip.run_path(env, self.capture(recompiles_on), doc, report, search or self.search_with(*flags), 10.0,
+                               fx_item=fx_item), report
+
+    def test_one_kernel_that_is_the_fx_paths_one_program_is_not_searched_again(self):
+        searched = []
+
+        def search(problem_file, run_dir, seconds):
+            searched.append(problem_file)
+            return {"exit_status": 1, "run_dir": run_dir, "seconds": 0.0}
+
+        doc, report = self.run_path(search=search, fx_item=item_one_program())
+        self.assertEqual(searched, [])
+        (k,) = doc["kernels"]
+        self.assertEqual((k["kernel"], k["status"]), ("triton_poi_fused_add_mul_relu_sigmoid_0", "not searched"))
+        self.assertEqual((doc["status"], doc["answer"], doc["kept"], doc["speedup_vs_compile"]), ("ok", "compile", [], 1.0))
+        self.assertEqual(doc["answer_us"], doc["compiled_us"])
+        self.assertGreater(doc["compiled_us"], 0.0)
+        self.assertIn("the fx path searched as one DSL program", doc["reason"])
+        self.assertEqual(load(os.path.join(report, ip.REPORT))["reason"], doc["reason"])
+
+    def test_a_kernel_is_searched_where_the_fx_path_stitched_pieces(self):
+        doc, _ = self.run_path(fx_item=item_stitched([{"nodes": ["add"], "family": "elementwise"}]))
+        (k,) = doc["kernels"]
+        self.assertEqual((k["status"], doc["answer"]), ("verified", "inductor+ksol"), k.get("reason"))
 
     def test_a_faster_verified_replacement_is_kept(self):
         doc, report = self.run_path()

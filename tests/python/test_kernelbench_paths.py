@@ -23,3 +23,23 @@ class Archive(TempDir):
         self.assertTrue(r.stdout.rstrip().endswith(f"archive: {self.path('kb.tgz')}"), r.stdout)
         with tarfile.open(self.path("kb.tgz")) as tf:
             self.assertEqual(sorted(tf.getnames()), ["out", "out/level1-5.log", "out/summary.txt"])
+
+
+class Run(TempDir):
+    def test_each_problems_log_line_carries_its_seconds(self):
+        os.makedirs(self.path("kb", "level1"))
+        os.makedirs(self.path("kb", "level2"))
+        self.write(os.path.join("kb", "level1", "5_Scale.py"), "# a problem file\n")
+        # A stand-in for ksol: prints two lines, writes the --json-out file, exits 0.
+        fake = self.write("ksol", "#!/bin/sh\necho first; sleep 0.3; echo second\n"
+                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("level1-5: exit status 0", r.stdout)
+        with open(self.path("out", "level1-5.log")) as fh:
+            lines = fh.read().splitlines()
+        self.assertEqual([l.split("s ", 1)[1] for l in lines], ["first", "second"])
+        first, second = (float(l.split("s ", 1)[0]) for l in lines)
+        self.assertGreaterEqual(second - first, 0.25)
