@@ -361,7 +361,7 @@ class Generator {
     w.line();
     w.line("namespace {");
     w.line("constexpr int kThreads = " + std::to_string(threads_) + ";  // threads per block");
-    w.line("constexpr int64_t kMaxBlocks = 65536;  // larger outputs loop (grid-stride)");
+    w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one output per thread below it");
     w.line();
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }

@@ -1,8 +1,9 @@
 // The elementwise family: definitions without reductions over one index space (the outputs'),
 // inputs of lower rank broadcast along the missing indices. The space is walked as one flat
 // range; a thread takes `items_per_thread` groups of `vector` consecutive elements per step of a
-// grid-stride loop, with one aligned access per tensor and group where the layout allows, and a
-// scalar loop for what is left.
+// grid-stride loop (the grid covers the space in one step up to the grid's x limit: a capped grid
+// that loops streams slower), with one aligned access per tensor and group where the layout
+// allows, and a scalar loop for what is left.
 #include <algorithm>
 #include <map>
 
@@ -200,7 +201,7 @@ class Generator {
     w.line("constexpr int kVector = " + std::to_string(s_.vector) + ";  // elements per group");
     w.line("constexpr int kItems = " + std::to_string(s_.items) + ";  // groups per thread and step");
     if (s_.unroll > 1) w.line("constexpr int kUnroll = " + std::to_string(s_.unroll) + ";  // steps unrolled");
-    w.line("constexpr int64_t kMaxBlocks = 65536;  // larger spaces loop (grid-stride)");
+    w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one step per thread below it");
     w.line();
     w.raw(pack_source());
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });

@@ -15,7 +15,7 @@ namespace {
 constexpr int kThreads = 256;  // threads per block
 constexpr int kVector = 8;  // elements per group
 constexpr int kItems = 2;  // groups per thread and step
-constexpr int64_t kMaxBlocks = 65536;  // larger spaces loop (grid-stride)
+constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one step per thread below it
 
 // kVec consecutive elements moved as one aligned access (at most 16 bytes: one 128-bit load).
 template <typename T, int kVec>
