@@ -232,6 +232,21 @@ def table(a, ids) -> str:
             f"returned: fx {wins['fx']}, inductor {wins['inductor']}; as delivered (the returned path) {g_del:.3f}x over "
             f"torch.compile ({n_del} problems)",
             f"inductor path kept ksol kernels on {sum(1 for r in counted if r['inductor'].get('answer') == 'inductor+ksol')} problem(s)"]
+    docs = []
+    for pid in ids:
+        jp = os.path.join(a.out, pid + ".json")
+        if os.path.exists(jp):
+            with open(jp) as fh:
+                docs.append(json.load(fh))
+    if docs:
+        # KernelBench's own protocol over what returned (ksol_torch/report.py), per level, and the
+        # binaries that ran: problems carried over from earlier calls may be of other commits.
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from ksol_torch import report
+        versions = sorted({d.get("ksol", "unstated (before results named it)") for d in docs})
+        out += ["", "KernelBench's protocol over the returned answers (python3 -m ksol_torch report):",
+                report.format_summary(report.summarize(report.from_optimize_module(docs))),
+                "binaries: " + ", ".join(versions)]
     return "\n".join(out) + "\n"
 
 

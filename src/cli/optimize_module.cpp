@@ -18,6 +18,7 @@
 #include "agents/expert.h"
 #include "agents/knowledge.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "codegen/codegen.h"
 #include "codegen/emulate.h"
 #include "codegen/job.h"
@@ -744,7 +745,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   std::cerr << "precision: " << a.precision << " (eager, torch.compile and every candidate run under it)\n";
   install_stop_handlers();
   json doc = {{"run", 0}, {"gpu", {{"name", a.emulate ? std::string("none: the CPU emulator") : gpu_name}}}, {"agent", a.search.agent}, {"problem", file},
-              {"precision", {{"mode", a.precision}}}};
+              {"precision", {{"mode", a.precision}}}, {"ksol", version_text()}};
   if (a.emulate) doc["emulated"] = true;
   std::string stem = fs::path(a.file).stem().string();
   if (!lowered) {

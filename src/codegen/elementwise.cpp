@@ -466,7 +466,12 @@ class Generator {
     } else {
       w.line("const int64_t work = (total + kItems - 1) / kItems;");
     }
-    w.line("const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks);");
+    if (s_.unroll > 1) {
+      // The grid leaves each thread kUnroll steps, so that the unrolled loop has them to overlap.
+      w.line("const int64_t blocks = std::min<int64_t>((work + kThreads * kUnroll - 1) / (kThreads * kUnroll), kMaxBlocks);");
+    } else {
+      w.line("const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks);");
+    }
     w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + (tail ? "vector_end, total);" : "total);"));
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();

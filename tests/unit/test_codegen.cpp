@@ -1145,6 +1145,10 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{"R", 3}, {"C", 999}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
+      // unroll = 4: a grid of a quarter the blocks, each thread looping over its steps.
+      {kBroadcast,
+       {{{"unroll", "4"}, {"threads", "32"}, {"vector", "2"}}, {{"unroll", "2"}, {"threads", "32"}, {"items_per_thread", "2"}}},
+       {{"M", 7}, {"N", 130}}},
       {kColMean,
        {{}, {{"reduction", "block"}}, {{"vector", "1"}, {"threads", "32"}, {"items_per_thread", "4"}, {"unroll", "2"}}},
        {{"R", 77}, {"C", 133}}},
