@@ -464,8 +464,12 @@ HostBuild build_for_host(const std::string& cuda_source) {
   HostBuild b;
   const std::string source = rewrite_for_host(cuda_source);
   const std::string inc = source_root() + "/include";
+  // -fno-gnu-unique: a kernel's __shared__ arrays are function-local statics here, which GCC
+  // otherwise makes unique symbols that the dynamic linker binds process-wide, past RTLD_LOCAL and
+  // -Bsymbolic: two candidates in one process (the Python worker loads many) would then share the
+  // first one's shared memory, sized for its tile.
   const std::vector<std::string> flags = {"g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                                          "-Wl,-Bsymbolic", "-Wno-unknown-pragmas", "-I" + inc,
+                                          "-fno-gnu-unique", "-Wl,-Bsymbolic", "-Wno-unknown-pragmas", "-I" + inc,
                                           "-I/usr/local/cuda/include"};
   Sha256 h;
   h.update(kEmulatorHeader);

@@ -2,6 +2,7 @@
 // names, the schedule space of the bf16 GEMM, the generated SIMT kernel's arithmetic run on the
 // CPU (host emulation) against the IR interpreter on small odd sizes (batched ones too), and three
 // CUTLASS sm_90a instantiations compiled through ksol's compile path (slow: one to four minutes each).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "codegen/interpret.h"
 #include "compile/compiler.h"
 #include "dsl/ir.h"
+#include "ksol/abi.h"
 #include "doc_examples.h"
 #include "task/inputs.h"
 #include "task/task.h"
@@ -596,6 +598,10 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       {kBatchedResidual, {{"split_k", "2"}}, {{"BATCH", 3}, {"M", 37}, {"N", 70}, {"K", 41}}},
       {kBatchedF32, {{"split_k", "5"}}, {{"BATCH", 2}, {"M", 65}, {"N", 36}, {"K", 44}}},
       {kGemmF32, {{"split_k", "8"}}, {{"M", 37}, {"N", 70}, {"K", 5}}},
+      {"kernel model(input0: f32[M, K], w: f32[N, K], b: f32[N]) -> (output0: f32[M, N]) {\n"
+       "  acc[m, n] = sum(input0[m, k] * w[n, k]) over k\n"
+       "  output0[m, n] = (min(acc[m, n] + b[n], 0.25) - 0.25) * 1.5\n}\n",
+       {{"tile", "[64, 64, 16]"}, {"split_k", "16"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 24}, {"N", 32}, {"K", 40}}},
   };
   for (const Case& c : cases) {
     const dsl::Program p = scheduled(parse(c.program), c.changes);
@@ -650,6 +656,46 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
     }
     EXPECT_EQ(bad, 0) << name;
   }
+}
+
+// Two emulated SIMT GEMMs of different tiles loaded into one process, as the Python worker loads
+// every candidate of a search: each runs on its own shared memory (the emulator's __shared__ arrays
+// are function-local statics of the same template instantiation in both libraries), so the second
+// one's result is still the interpreter's after the first ran.
+TEST(CodegenGemm, TwoEmulatedKernelsInOneProcessKeepTheirOwnSharedMemory) {
+  const std::map<std::string, int64_t> sizes = {{"M", 24}, {"N", 32}, {"K", 40}};
+  const dsl::Program base = parse(kLinearF32);
+  std::vector<double> x(24 * 40), w(32 * 40), b(32);
+  uint64_t state = 7;
+  for (std::vector<double>* v : {&x, &w, &b})
+    for (double& e : *v) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      e = static_cast<double>(static_cast<int64_t>(state >> 11) % 2001 - 1000) / 500.0;
+    }
+  codegen::HostArrays in = {{"x", x}, {"w", w}, {"b", b}};
+  const std::vector<double> want = codegen::interpret(base, sizes, in, codegen::Arithmetic::typed).at("y");
+  std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), bf(b.begin(), b.end());
+  std::vector<int64_t> dims;
+  for (const std::string& d : base.dims) dims.push_back(sizes.at(d));
+  std::vector<void*> handles;
+  for (const char* tile : {"[128, 128, 8]", "[64, 64, 16]"}) {
+    const dsl::Program p = scheduled(base, {{"tile", tile}, {"split_k", "16"}});
+    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    ASSERT_TRUE(build.ok) << build.message;
+    void* h = dlopen(build.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    handles.push_back(h);
+    auto run = reinterpret_cast<int (*)(const ksol_call*)>(dlsym(h, "ksol_run"));
+    ASSERT_NE(run, nullptr);
+    std::vector<float> y(24 * 32, -1.0f);
+    void* tensors[] = {xf.data(), wf.data(), bf.data(), y.data()};
+    const ksol_call call{KSOL_ABI_VERSION, 4, tensors, static_cast<int32_t>(dims.size()), dims.data(), nullptr};
+    ASSERT_EQ(run(&call), 0) << tile;
+    double worst = 0;
+    for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - want[i]) / (1 + std::fabs(want[i])));
+    EXPECT_LT(worst, 1e-4) << "tile " << tile << " after " << handles.size() - 1 << " other library(ies) in the process";
+  }
+  for (void* h : handles) dlclose(h);
 }
 
 // The generated sources compile with nvcc through ksol's compile path: the SIMT f32 kernel, and
