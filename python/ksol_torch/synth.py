@@ -902,6 +902,14 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         """Declares the tensor `name` of shape `sh` and returns its read at the output's index
         (a row-wise program's [r, c] or [c], an elementwise program's broadcast), or None when
         the family reads no tensor of that shape."""
+        if math.prod(sh) == 1 and math.prod(full) > 1:
+            # One value broadcast to every element (a scalar parameter, or [1]): read as s[],
+            # declared with no extents; the module's [1, ...] is the layout's U = 1.
+            decl[name] = []
+            if sh:
+                dims["U"] = 1
+                layout[name] = ["U"] * len(sh)
+            return name + "[]"
         if family == "rowwise":
             lay = row_layout(sh)
             if lay is not None:
@@ -977,10 +985,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     for n in tensor_phs:
         if family == "gemm" or (conv is not None and n is conv["x"]) or (win is not None and n is win["x"]):
             continue  # bound below by their use
-        sh = b.shape(n)
-        read = tensor_read(ph_names[n.name], sh, f"input {ph_names[n.name]}")
+        in_sh = b.shape(n)  # not `sh`: the row-wise family's input shape, read again for its output
+        read = tensor_read(ph_names[n.name], in_sh, f"input {ph_names[n.name]}")
         if read is None:
-            raise Unsupported(f"input {ph_names[n.name]} has shape {sh}, which the output's {out_shape} does not "
+            raise Unsupported(f"input {ph_names[n.name]} has shape {in_sh}, which the output's {out_shape} does not "
                               f"{'broadcast' if family == 'elementwise' else 'read as rows of ' + str(row) + ' or as one row'}")
         env[n.name] = read
 

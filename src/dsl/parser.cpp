@@ -72,7 +72,7 @@ class Parser {
     skip_newlines();  // the outputs may start a line of their own
     expect("->", "between the inputs and the outputs");
     expect("(", "before the outputs");
-    p.outputs = params();
+    p.outputs = params(true);
     expect(")", "after the outputs");
     skip_newlines();
     expect("{", "to open the kernel's body");
@@ -167,7 +167,8 @@ class Parser {
     fail_at(peek(), "expected the end of the " + what + " (a newline or ';') but found " + describe(peek()));
   }
 
-  std::vector<Param> params() {
+  // `outputs`: a definition's left side names at least one index, so an output has an extent.
+  std::vector<Param> params(bool outputs = false) {
     std::vector<Param> list;
     do {
       Param prm;
@@ -189,7 +190,8 @@ class Parser {
         prm.type = type_from_name(t.text);
       }
       expect("[", "to open the parameter's extents");
-      do {
+      // `f32[]`: no extents, one value (a scalar parameter read as `s[]`).
+      if (!is_punct(peek(), "]")) do {
         // A number is a fixed extent, as a conv's 3x3 filter has (F: f32[K, C, 3, 3]).
         if (peek().kind == Tok::number) {
           const Token& n = peek();
@@ -200,7 +202,11 @@ class Parser {
         }
         prm.extents.push_back(expect_ident("an extent (a dim name such as N)").text);
       } while (accept(","));
-      expect("]", "to close the parameter's extents");
+      const Token& close = expect("]", "to close the parameter's extents");
+      if (outputs && prm.extents.empty())
+        fail_at(close, "an output has at least one extent (a definition writes " + prm.name +
+                           "[i, ...]): one value is an extent of 1, " + prm.name + ": " + type_name(prm.type) +
+                           "[U] with U = 1, written as " + prm.name + "[u] = ...");
       if (peek().kind == Tok::ident && peek().text == "outside") {
         next();
         // `outside -inf` is a max pool's padding: the maximum of a window ignores it.
@@ -435,9 +441,10 @@ class Parser {
     Expr e = make(Expr::Kind::read, name);
     e.name = name.text;
     expect("[", "after the tensor's name");
-    do {
-      e.indices.push_back(index());
-    } while (accept(","));
+    // `s[]` reads a tensor of no extents (one value: `s: f32[]`).
+    if (!is_punct(peek(), "]")) do {
+        e.indices.push_back(index());
+      } while (accept(","));
     expect("]", "to close the indices of '" + name.text + "'");
     return e;
   }

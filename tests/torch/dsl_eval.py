@@ -19,7 +19,8 @@ def declared(text):
     out = {}
     for part in re.split(r",\s*(?![^\[]*\])", head.group(1)) + re.split(r",\s*(?![^\[]*\])", head.group(2)):
         name, ty = part.split(":", 1)
-        out[name.strip()] = [d.strip() for d in ty[ty.index("[") + 1:ty.index("]")].split(",")]
+        inside = ty[ty.index("[") + 1:ty.index("]")].strip()
+        out[name.strip()] = [d.strip() for d in inside.split(",")] if inside else []  # f32[]: one value
     return out
 
 
@@ -130,9 +131,11 @@ def run(text, inputs, dims=None):
         return torch.where(valid, t[tuple(picks)], torch.full((), fills.get(name, 0.0), dtype=torch.float64))
 
     def read(name, idx):
-        idx = [x.strip() for x in idx.split(",")]
         if name in values:
             return values[name]
+        if not idx.strip():  # s[]: one value, the same at every index
+            return inputs[name].double().reshape([1] * len(order))
+        idx = [x.strip() for x in idx.split(",")]
         if any(not re.fullmatch(r"[a-z_][a-z0-9_]*", i) for i in idx):
             return compound(name, idx)
         t = inputs[name].double()

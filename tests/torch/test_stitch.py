@@ -380,9 +380,13 @@ class Stitching(unittest.TestCase):
 
     def test_losses_are_their_pointwise_terms_and_a_reduction(self):
         torch.manual_seed(19)
-        # The sum of the three 0-d losses stays PyTorch's (an elementwise program has an output of one dim or more).
-        plan = self.stitched(Losses(), [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)], 7, ["add", "add"])
+        # The sum of the three 0-d losses joins the pieces that reduce to them: a 0-d loss computed
+        # before is read as one value (`input2[]`), and the 0-d output is laid out as the module's [].
+        plan = self.stitched(Losses(), [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)], 7, [])
         self.assertEqual([p.family for p in plan.pieces], ["rowwise"] * 7)
+        last = {t["name"]: t["shape"] for t in plan.pieces[-1].tensors}
+        self.assertEqual((last["input2"], last["output0"]), ([], []))
+        self.assertIn("output0[r] = ((input2[] + v2[r]))", plan.pieces[-1].program)
         self.assertIn("min(v1[r, c], 0.5)", plan.pieces[0].program)
         kept = synth.synthesize(Losses(), [torch.randn(4, 6)] * 3)["reason"]
         self.assertIn("smooth_l1_loss", kept)  # one program synth refuses; stitching decomposes it

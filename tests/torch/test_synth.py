@@ -126,13 +126,49 @@ class Synth(unittest.TestCase):
         for read in ("input2[i0, i3]", "w_scale[i1]", "w_bias[i3]"):
             self.assertIn(read, out["program"])
 
-    def test_one_value_broadcast_to_every_element_is_refused(self):
+    def test_one_value_broadcast_to_every_element_is_read_with_no_index(self):
+        # An input of shape [1, 1] and parameters of shapes [] and [1] (KernelBench's learnable
+        # scales): each declared with no extents and read s[], its module shape the layout's U = 1.
         class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.nn.Parameter(torch.tensor(0.75))
+                self.shift = torch.nn.Parameter(torch.tensor([0.25]))
+
             def forward(self, x, y):
-                return x + y
-        out = synth.synthesize(M(), [torch.randn(3, 4), torch.randn(1, 1)])
-        self.assertIsNone(out["program"])
-        self.assertIn("one value broadcast to every element", out["reason"])
+                return torch.min(x + y, self.shift) * self.scale - self.scale
+
+        out = self.check_module(M(), [torch.randn(3, 4), torch.randn(1, 1)], "elementwise")
+        for decl in ("input1: f32[]", "w_scale: f32[]", "w_shift: f32[]"):
+            self.assertIn(decl, out["program"])
+        for read in ("input1[]", "w_scale[]", "w_shift[]"):
+            self.assertIn(read, out["program"])
+        shapes = {t["name"]: t["shape"] for t in out["tensors"]}
+        self.assertEqual((shapes["input1"], shapes["w_scale"], shapes["w_shift"]), (["U", "U"], [], ["U"]))
+        # In a GEMM's epilogue and a row-wise chain too.
+        class G(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 6)
+                self.c = torch.nn.Parameter(torch.tensor(0.1))
+
+            def forward(self, x):
+                return torch.min(self.lin(x), self.c) - self.c
+
+        self.assertIn("w_c[]", self.check_module(G(), [torch.randn(5, 8)], "gemm")["program"])
+
+        class R(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.t = torch.nn.Parameter(torch.tensor([2.0]))
+
+            def forward(self, x):
+                return torch.softmax(x * self.t, dim=-1)
+
+        self.assertIn("w_t[]", self.check_module(R(), [torch.randn(4, 9)], "rowwise")["program"])
+        # KernelBench's 68_Matmul_Min_Subtract in small: both one-value parameters in the epilogue.
+        out = self.check_against_module("synth_problems", "26_scalar_parameters.py", "gemm")
+        self.assertIn("(min((acc[m, n] + w_linear_bias[n]), w_constant[])) - w_constant[])) * w_scale[]", out["program"])
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant(self):
         out = self.check_against_module("synth_problems", "08_scalar_input.py", "elementwise")

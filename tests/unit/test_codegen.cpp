@@ -1145,6 +1145,14 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{"R", 3}, {"C", 999}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
+      // One value read everywhere (s: f32[], read s[]): a scalar parameter.
+      {"kernel sc(X: f32[M, N], s: f32[], b: f32[N]) -> (Y: f32[M, N]) {\n  Y[m, n] = X[m, n] * s[] + b[n]\n}\n",
+       {{}, {{"vector", "4"}, {"items_per_thread", "2"}}, {{"vector", "1"}}},
+       {{"M", 5}, {"N", 66}}},
+      {"kernel sm(X: f32[R, C], s: f32[]) -> (Y: f32[R, C]) {\n  m[r] = max(X[r, c]) over c\n"
+       "  e[r, c] = exp(X[r, c] * s[] - m[r] * s[])\n  t[r] = sum(e[r, c]) over c\n  Y[r, c] = e[r, c] / t[r]\n}\n",
+       {{}, {{"cache_row", "registers"}, {"vector", "4"}, {"threads", "64"}}, {{"reduction", "warp"}, {"rows_per_block", "8"}}},
+       {{"R", 3}, {"C", 301}}},
       // unroll = 4: a grid of a quarter the blocks, each thread looping over its steps.
       {kBroadcast,
        {{{"unroll", "4"}, {"threads", "32"}, {"vector", "2"}}, {{"unroll", "2"}, {"threads", "32"}, {"items_per_thread", "2"}}},
