@@ -1279,6 +1279,17 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                 raise Unsupported("dropout in training mode is random: not lowered")
         if not n.args or not isinstance(n.args[0], torch.fx.Node):
             raise Unsupported(f"{op} is not lowered to the DSL")
+        if op in ("tril", "triu"):
+            # The triangle by the element's own position: its last two output indices, in the
+            # elementwise family or a GEMM's epilogue (whose output the mask's input must be).
+            names = idx.strip("[]").split(", ")
+            if family not in ("elementwise", "gemm") or b.shape(n) != full or len(names) < 2:
+                raise Unsupported(f"{op} of {b.shape(n)} in a {family} program: only on the output's own "
+                                  "positions in an elementwise program or a GEMM's epilogue")
+            k = int(_arg(n, 1, "diagonal", 0))
+            row = names[-2] + (f" + {k}" if k > 0 else f" - {-k}" if k < 0 else "")
+            bind(n, f"select({names[-1]} {'<=' if op == 'tril' else '>='} {row}, {operand(n.args[0])}, 0.0)")
+            continue
         u = _unary(op, operand(n.args[0]), n, mod)
         if u is None:
             raise Unsupported(f"{op} has no DSL form (kept as a PyTorch call)")

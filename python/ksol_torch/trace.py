@@ -61,6 +61,7 @@ _ELEMENTWISE = {
     "sign": 1, "reciprocal": 1, "square": 1, "sin": 1, "cos": 1, "erf": 1, "to": 0, "float": 0, "double": 0,
     "half": 0, "bfloat16": 0, "type_as": 0, "dropout": 0, "identity": 0, "batch_norm": 2, "logsigmoid": 4,
     "tanhshrink": 5, "hardshrink": 2, "softshrink": 2, "threshold": 1, "masked_fill": 1, "lerp": 3,
+    "tril": 1, "triu": 1,  # a mask by the element's position
 }
 _ROWWISE = {
     "softmax": 5, "log_softmax": 5, "layer_norm": 8, "group_norm": 8, "instance_norm": 8, "rms_norm": 6,
@@ -74,7 +75,7 @@ _VIEW = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "ex
          "view_as", "reshape_as", "getitem", "getattr", "size", "dim", "detach",
          "clone"}  # a clone of a value nothing mutates afterwards needs no copy in a fused kernel
 _LAYOUT = {"permute", "transpose", "t", "cat", "stack", "split", "chunk", "pad", "repeat", "roll", "flip",
-           "narrow", "select", "index_select", "gather", "scatter", "tril", "triu", "diag", "pixel_shuffle",
+           "narrow", "select", "index_select", "gather", "scatter", "diag", "pixel_shuffle",
            "repeat_interleave", "unfold", "interpolate", "upsample"}
 _POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
          "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",

@@ -141,6 +141,9 @@ Code emit(const Expr& e, const ExprEmitter& em) {
       return {s, s[0] == '-' ? kUnary : kAtom};
     }
     case Expr::Kind::dim: return {cast_code(em.dim(e.name), Type::i64, e.type), e.type == Type::i64 ? kAtom : kUnary};
+    case Expr::Kind::index:
+      if (!em.index) throw Refused("the index '" + e.name + "' used as a value: this family's kernels do not give it");
+      return {cast_code("(" + em.index(e.name) + ")", Type::i64, e.type), e.type == Type::i64 ? kAtom : kUnary};
     case Expr::Kind::read: return {em.read(e), kAtom};
     case Expr::Kind::unary: {
       Code a = emit(e.args[0], em);
@@ -677,7 +680,8 @@ std::string format_expr(const Expr& e) {
       auto res = std::to_chars(buf, buf + sizeof buf, e.number);
       return std::string(buf, res.ptr);
     }
-    case Expr::Kind::dim: return e.name;
+    case Expr::Kind::dim:
+    case Expr::Kind::index: return e.name;
     case Expr::Kind::read: {
       std::string s = e.name + "[";
       for (size_t i = 0; i < e.indices.size(); ++i) s += (i ? ", " : "") + format_index(e.indices[i]);

@@ -139,6 +139,9 @@ class Helpers {
 struct ExprEmitter {
   std::function<std::string(const dsl::Expr&)> read;
   std::function<std::string(const std::string&)> dim;
+  // An index used as a value: its code (an int64_t) at the element computed; unset where the
+  // family's kernels do not give it (the expression is then refused with the reason).
+  std::function<std::string(const std::string&)> index;
   Helpers* helpers = nullptr;
   // math = fast: f32 exp and log through the SFU intrinsics (__expf, __logf: 2 + 1.16|x| ulp and
   // 2^-21.41 absolute error), f32 division as __fdividef (2 ulp for |b| in [2^-126, 2^126]) and

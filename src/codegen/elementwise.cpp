@@ -350,6 +350,18 @@ class Generator {
     em.helpers = &helpers_;
     em.dim = [&](const std::string& d) { return names_[d]; };
     const Definition* current = nullptr;
+    // An index's value at element e0 + j (a pack may straddle rows, so each element has its own).
+    em.index = [&](const std::string& v) -> std::string {
+      const std::vector<int>& axes = a_.def_axes.at(current->name);
+      int axis = -1;
+      for (size_t k = 0; k < current->indices.size(); ++k)
+        if (current->indices[k] == v) axis = axes[k];
+      if (axis < 0) throw Refused("the index '" + v + "' used as a value is not one of " + current->name + "'s");
+      std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
+      std::string code = later.empty() ? "(e0 + j)" : "(e0 + j) / " + extent_product(later);
+      if (axis > 0) code = "(" + code + ") % " + dim(axis);
+      return code;
+    };
     em.read = [&](const Expr& r) -> std::string {
       if (p_.def(r.name)) return def_value.at(r.name);
       std::map<std::string, int> env;

@@ -18,6 +18,8 @@
 //    any elementwise epilogue; the path for f32 operands (full f32 products, no TF32 rounding;
 //    with tf32(...) factors it rounds each staged operand as the program says).
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -556,6 +558,56 @@ class Generator {
   // says tf32(...). The registers hold the data as loaded, so that no load waits for its rounding.
   std::string rounded(const std::string& v) const { return a_.tf32 ? "tf32_round(" + v + ")" : v; }
 
+  // Where the epilogue is select(cond, X, Y) (under casts) with cond comparing the output's column
+  // with its row plus a constant and Y not reading the sum: the condition, over tile_m and tile_n,
+  // under which cond fails at every element of the tile (so the sum is never used there); "" when
+  // the epilogue has no such form.
+  std::string masked_tile_condition() const {
+    if (a_.out == a_.acc) return "";
+    const Definition& out = *a_.out;
+    const size_t o = a_.batch_dim.empty() ? 0 : 1;
+    if (out.indices.size() != o + 2) return "";
+    const std::string& mv = out.indices[o];
+    const std::string& nv = out.indices[o + 1];
+    const Expr* e = &out.body;
+    while (e->kind == Expr::Kind::cast) e = &e->args[0];
+    if (e->kind != Expr::Kind::call || e->name != "select" || e->args.size() != 3) return "";
+    std::function<bool(const Expr&)> reads_sum = [&](const Expr& x) {
+      if (x.kind == Expr::Kind::read && x.name == a_.acc->name) return true;
+      for (const Expr& a : x.args)
+        if (reads_sum(a)) return true;
+      return false;
+    };
+    const Expr& cond = e->args[0];
+    if (reads_sum(e->args[2]) || cond.kind != Expr::Kind::compare) return "";
+    // A side of the comparison: an index, plus or minus an integer.
+    auto linear = [&](const Expr& x, std::string* var, int64_t* off) {
+      const Expr* v = &x;
+      int64_t c = 0;
+      if (x.kind == Expr::Kind::binary && (x.op == "+" || x.op == "-") && x.args[1].kind == Expr::Kind::number &&
+          x.args[1].number == std::floor(x.args[1].number)) {
+        v = &x.args[0];
+        c = static_cast<int64_t>(x.args[1].number) * (x.op == "-" ? -1 : 1);
+      }
+      if (v->kind != Expr::Kind::index || (v->name != mv && v->name != nv)) return false;
+      *var = v->name;
+      *off = c;
+      return true;
+    };
+    std::string lv, rv;
+    int64_t lo = 0, ro = 0;
+    if (!linear(cond.args[0], &lv, &lo) || !linear(cond.args[1], &rv, &ro) || lv == rv) return "";
+    // As n OP m + k: kept where the column is at most (<=) or at least (>=) the row plus k.
+    std::string op = cond.op;
+    if (lv == mv) op = op == "<=" ? ">=" : op == ">=" ? "<=" : op == "<" ? ">" : op == ">" ? "<" : op;
+    int64_t k = lv == nv ? ro - lo : lo - ro;
+    if (op == "<") op = "<=", k -= 1;
+    if (op == ">") op = ">=", k += 1;
+    if (op == "<=") return "tile_n > tile_m + (kBM - 1) + (" + std::to_string(k) + ")";
+    if (op == ">=") return "tile_n + (kBN - 1) < tile_m + (" + std::to_string(k) + ")";
+    return "";
+  }
+
   // The output element from the accumulator `v` at (row, col): the epilogue expression.
   std::string simt_epilogue(Helpers& helpers) {
     if (a_.out == a_.acc) return "v";
@@ -564,6 +616,10 @@ class Generator {
     em.helpers = &helpers;
     em.fast_math = s_.fast_math;
     em.dim = [&](const std::string& d) { return id(d); };
+    const size_t batch_axes = a_.batch_dim.empty() ? 0 : 1;
+    em.index = [&](const std::string& v) -> std::string {  // the output element's position
+      return batch_axes && v == out.indices[0] ? "bat" : v == out.indices[batch_axes] ? "row" : "col";
+    };
     em.read = [&](const Expr& e) -> std::string {
       if (e.name == a_.acc->name) return "v";
       const Param* prm = p_.param(e.name);
@@ -612,8 +668,9 @@ class Generator {
     const bool split = split_max > 1;
     const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
-    // The end of the block's slice of K: K itself without split-K.
-    const std::string KE = split ? "k_end" : K;
+    // The end of the block's slice of K: K itself without split-K (k_live below where a tile's
+    // outputs may all be masked off).
+    std::string KE = split ? "k_end" : K;
     w.comment("SIMT GEMM: a " + std::to_string(bm) + " x " + std::to_string(bn) + " output tile per block of " +
               std::to_string((bm / tm) * (bn / tn)) + " threads, each holding " + std::to_string(tm) + " x " +
               std::to_string(tn) + " accumulators in groups of up to 4 consecutive rows and columns (frag_row, "
@@ -697,6 +754,13 @@ class Generator {
     const bool along_m = s_.raster == "along_m";
     w.line(std::string("const int64_t tile_m = int64_t(") + (along_m ? "blockIdx.x" : "blockIdx.y") + ") * kBM;");
     w.line(std::string("const int64_t tile_n = int64_t(") + (along_m ? "blockIdx.y" : "blockIdx.x") + ") * kBN;");
+    if (const std::string masked = masked_tile_condition(); !masked.empty()) {
+      w.comment("The epilogue selects by the output's position and its other branch does not read the sum (a "
+                "triangle, torch.tril of a product): where that branch holds for the whole tile, its K range is "
+                "empty, the sums stay 0, and the epilogue writes the other branch as always.");
+      w.line("const int64_t k_live = (" + masked + ") ? " + (split ? std::string("k_begin") : std::string("0")) + " : " + KE + ";");
+      KE = "k_live";
+    }
     w.line("float acc[kTM][kTN];");
     w.line("#pragma unroll");
     w.line("for (int i = 0; i < kTM; ++i)");

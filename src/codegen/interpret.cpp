@@ -126,6 +126,7 @@ class Interpreter {
     switch (e.kind) {
       case Expr::Kind::number: return round(e.number, e.type);
       case Expr::Kind::dim: return round(static_cast<double>(dims_.at(e.name)), e.type);
+      case Expr::Kind::index: return round(static_cast<double>(env.at(e.name)), e.type);
       case Expr::Kind::read: return read(e, env);
       case Expr::Kind::unary: return round(-eval(e.args[0], env), e.type);
       case Expr::Kind::binary: {

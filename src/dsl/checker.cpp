@@ -294,8 +294,11 @@ class Checker {
         e.type = Type::f32;
         return true;
       case Expr::Kind::dim:
+      case Expr::Kind::index:
         dim_value(e);
-        return true;
+        // A dim adapts to the expression's type; an index stays i64 (a mask compares positions
+        // exactly: n <= m + 1 in integers), so f32(m) converts one where a float is wanted.
+        return e.kind == Expr::Kind::dim;
       case Expr::Kind::read:
         read(e);
         return false;
@@ -336,8 +339,12 @@ class Checker {
   void dim_value(Expr& e) {
     const std::string& n = e.name;
     if (!dims_.count(n)) {
-      if (vars_.count(n))
-        src_.fail(e.loc, "index '" + n + "' cannot be used as a value; only dims (extents such as N) can");
+      if (vars_.count(n)) {
+        // An index as a value: the position of the element computed (tril's m >= n).
+        e.kind = Expr::Kind::index;
+        e.type = Type::i64;
+        return;
+      }
       if (p_.param(n) || first_def_.count(n)) src_.fail(e.loc, "'" + n + "' is a tensor; read it with indices: " + n + "[...]");
       src_.fail(e.loc, "unknown name '" + n + "'");
     }
@@ -473,6 +480,7 @@ class Checker {
         e.type = t;
         return;
       case Expr::Kind::dim:
+      case Expr::Kind::index:
         e.type = t;
         return;
       case Expr::Kind::call: {

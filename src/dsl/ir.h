@@ -44,6 +44,7 @@ struct Expr {
     number,   // `number`
     read,     // `name`[indices]: a parameter or an earlier definition
     dim,      // `name`: a dim's value (an extent used as a number)
+    index,    // `name`: an index's value at the element computed (i64; a mask's m >= n)
     unary,    // `op` ("-") args[0]
     binary,   // args[0] `op` args[1]; op is one of + - * /
     compare,  // args[0] `op` args[1]; op is one of < <= > >= == !=; type boolean

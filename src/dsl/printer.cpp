@@ -71,7 +71,8 @@ std::string schedule_text(const ScheduleValue& v) {
 std::string format_expr(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::number: return format_number(e.number);
-    case Expr::Kind::dim: return e.name;
+    case Expr::Kind::dim:
+    case Expr::Kind::index: return e.name;
     case Expr::Kind::read: {
       std::vector<std::string> idx;
       for (const IndexExpr& ix : e.indices) {

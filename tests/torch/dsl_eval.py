@@ -157,9 +157,16 @@ def run(text, inputs, dims=None):
         "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x, "tf32": tf32,
     }
 
+    def position(i):
+        """An index used as a value (a tril mask's `n <= m`): its positions along its axis."""
+        shape = [1] * len(order)
+        shape[order.index(i)] = extents[i]
+        return torch.arange(extents[i], dtype=torch.float64).reshape(shape)
+
     def ev(expr):
         py = _READ.sub(lambda m: f'_r("{m.group(1)}", "{m.group(2)}")', expr)
-        return eval(py, {"__builtins__": {}}, ns)  # the synthesizer's own output, in a test
+        names = {i: position(i) for i in order if i in extents and re.search(rf"(?<![\w.\[\"]){i}(?![\w\[\"(])", py)}
+        return eval(py, {"__builtins__": {}}, {**ns, **names})  # the synthesizer's own output, in a test
 
     for s in stmts:
         lhs, rhs = s.split("=", 1)

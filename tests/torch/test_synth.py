@@ -170,6 +170,23 @@ class Synth(unittest.TestCase):
         out = self.check_against_module("synth_problems", "26_scalar_parameters.py", "gemm")
         self.assertIn("(min((acc[m, n] + w_linear_bias[n]), w_constant[])) - w_constant[])) * w_scale[]", out["program"])
 
+    def test_tril_and_triu_are_masks_by_the_elements_position(self):
+        # KernelBench's 15_Matmul_for_lower_triangular_matrices: the mask in the GEMM's epilogue.
+        class Tril(torch.nn.Module):
+            def forward(self, a, b):
+                return torch.tril(torch.matmul(a, b))
+
+        out = self.check_module(Tril(), [torch.randn(9, 7), torch.randn(7, 9)], "gemm")
+        self.assertIn("output0[m, n] = (select(n <= m, acc[m, n], 0.0))", out["program"])
+
+        class Bands(torch.nn.Module):
+            def forward(self, x):
+                return torch.triu(x, diagonal=1) * 2.0 + torch.tril(x, -2)
+
+        out = self.check_module(Bands(), [torch.randn(3, 6, 5)], "elementwise")
+        for mask in ("select(i2 >= i1 + 1,", "select(i2 <= i1 - 2,"):
+            self.assertIn(mask, out["program"])
+
     def test_a_python_number_the_same_in_every_draw_is_a_constant(self):
         out = self.check_against_module("synth_problems", "08_scalar_input.py", "elementwise")
         self.assertIn("input0[i0, i1] * 3.14", out["program"])

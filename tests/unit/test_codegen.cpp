@@ -1153,6 +1153,12 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        "  e[r, c] = exp(X[r, c] * s[] - m[r] * s[])\n  t[r] = sum(e[r, c]) over c\n  Y[r, c] = e[r, c] / t[r]\n}\n",
        {{}, {{"cache_row", "registers"}, {"vector", "4"}, {"threads", "64"}}, {{"reduction", "warp"}, {"rows_per_block", "8"}}},
        {{"R", 3}, {"C", 301}}},
+      // Indices as values (tril's mask, a band): each element's own position, also in packs that
+      // straddle rows (N = 7, vector 4).
+      {"kernel band(X: f32[B, M, N]) -> (Y: f32[B, M, N]) {\n  Y[b, m, n] = select(n <= m + 1, X[b, m, n], 0) + "
+       "select(n >= m - 2, f32(b), 0)\n}\n",
+       {{}, {{"vector", "4"}}, {{"vector", "1"}, {"threads", "32"}}},
+       {{"B", 2}, {"M", 5}, {"N", 7}}},
       // unroll = 4: a grid of a quarter the blocks, each thread looping over its steps.
       {kBroadcast,
        {{{"unroll", "4"}, {"threads", "32"}, {"vector", "2"}}, {{"unroll", "2"}, {"threads", "32"}, {"items_per_thread", "2"}}},

@@ -602,6 +602,16 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
        "  acc[m, n] = sum(input0[m, k] * w[n, k]) over k\n"
        "  output0[m, n] = (min(acc[m, n] + b[n], 0.25) - 0.25) * 1.5\n}\n",
        {{"tile", "[64, 64, 16]"}, {"split_k", "16"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 24}, {"N", 32}, {"K", 40}}},
+      // An epilogue that reads the output's position (torch.tril of a product), split and not.
+      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 1, acc[m, n], 0)\n}\n",
+       {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 70}, {"N", 65}, {"K", 19}}},
+      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n >= m, acc[m, n], 0)\n}\n",
+       {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}, {"split_k", "4"}}, {{"M", 70}, {"N", 50}, {"K", 33}}},
+      {"kernel model(a: f32[M, K], b: f32[N, K]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[n, k]) over k\n  y[m, n] = select(m + 3 > n, acc[m, n] * 2, -1)\n}\n",
+       {{"tile", "[32, 32, 16]"}, {"mainloop", "simt"}, {"stages", "2"}}, {{"M", 64}, {"N", 96}, {"K", 40}}},
   };
   for (const Case& c : cases) {
     const dsl::Program p = scheduled(parse(c.program), c.changes);
