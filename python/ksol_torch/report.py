@@ -228,6 +228,7 @@ def _returned_path(path, r: Dict) -> None:
     r.update(correct=True, ksol_us=comp / sp, fell_back=False, form="inductor+ksol", reason="",
              path="inductor")
     r.pop("kernels", None)  # counted on the fx path's answer, not this one
+    r.pop("kb", None)  # KernelBench's protocol ran on the fx path's kernel, not this answer
 
 
 def _form(item: Dict) -> str:

@@ -902,7 +902,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         """Declares the tensor `name` of shape `sh` and returns its read at the output's index
         (a row-wise program's [r, c] or [c], an elementwise program's broadcast), or None when
         the family reads no tensor of that shape."""
-        if math.prod(sh) == 1 and math.prod(full) > 1:
+        if math.prod(sh) == 1 and math.prod(full) > 1 and family != "colwise":
             # One value broadcast to every element (a scalar parameter, or [1]): read as s[],
             # declared with no extents; the module's [1, ...] is the layout's U = 1.
             decl[name] = []
@@ -1283,10 +1283,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             # The triangle by the element's own position: its last two output indices, in the
             # elementwise family or a GEMM's epilogue (whose output the mask's input must be).
             names = idx.strip("[]").split(", ")
-            if family not in ("elementwise", "gemm") or b.shape(n) != full or len(names) < 2:
+            if family not in ("elementwise", "gemm") or b.shape(n) != full or len(names) < 2 or len(names) != len(full):
+                # (a GEMM over [B, S, K] merges B and S into its rows: m is not the row's position)
                 raise Unsupported(f"{op} of {b.shape(n)} in a {family} program: only on the output's own "
-                                  "positions in an elementwise program or a GEMM's epilogue")
-            k = int(_arg(n, 1, "diagonal", 0))
+                                  "positions in an elementwise program or a GEMM's epilogue whose rows are not merged")
+            k = _arg(n, 1, "diagonal", 0)
+            if not isinstance(k, int):
+                raise Unsupported(f"{op} with a diagonal computed in the forward ({k}): only a number is lowered")
             row = names[-2] + (f" + {k}" if k > 0 else f" - {-k}" if k < 0 else "")
             bind(n, f"select({names[-1]} {'<=' if op == 'tril' else '>='} {row}, {operand(n.args[0])}, 0.0)")
             continue

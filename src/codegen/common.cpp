@@ -1341,6 +1341,13 @@ bool uses_dims(const Expr& e) {
   return false;
 }
 
+bool uses_index(const Expr& e) {
+  if (e.kind == Expr::Kind::index) return true;
+  for (const Expr& a : e.args)
+    if (uses_index(a)) return true;
+  return false;
+}
+
 void collect_calls(const Expr& e, std::vector<std::string>& out) {
   if (e.kind == Expr::Kind::call && std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
   for (const Expr& a : e.args) collect_calls(a, out);
@@ -1416,6 +1423,10 @@ CutlassFusion cutlass_fusion(const dsl::Program& p, const dsl::Definition& out, 
   }
   if (uses_dims(f.act)) {
     f.not_fusable = "the epilogue uses a dim's value";
+    return f;
+  }
+  if (uses_index(f.act)) {
+    f.not_fusable = "the epilogue uses its element's position (an index as a value)";
     return f;
   }
   f.identity = f.act.kind == Expr::Kind::read;

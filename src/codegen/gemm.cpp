@@ -45,7 +45,7 @@ const std::vector<std::string> kInternal = {
     "ksol_run_simt", "ksol_run_tma", "g_workspace", "g_workspace_bytes", "args", "status", "hw", "ws_bytes", "cutlass",
     "cute", "grid", "block", "kBM", "kBN", "kBK", "kTM", "kTN", "kThreads", "kTX", "kTY", "epi_out", "kVA", "kVB",
     "kGA", "kGB", "kPadA", "kPadB", "ksol_lds", "frag_row", "frag_col", "g", "kStages", "buf", "more", "kSplitK",
-    "ksol_ws", "ksol_k_split", "ksol_splits", "k_begin", "k_stop", "k_end", "split", "ksol_gemm_splitk_reduce", "g_simt_ws",
+    "ksol_ws", "ksol_k_split", "ksol_splits", "k_begin", "k_stop", "k_end", "k_live", "split", "ksol_gemm_splitk_reduce", "g_simt_ws",
     "g_simt_ws_bytes", "sms", "device", "idx", "total", "want", "k_tiles", "blocks", "bytes", "warp", "lane", "qa", "qb",
     "va", "vb", "pa", "pb", "oka", "okb", "ra", "rb", "kQA", "kQB", "kRowsB", "kLA4", "kLB4", "kLA", "kLB", "l", "r", "q",
     "vec", "tiles_m", "tiles_n", "t", "kVec", "kSplit", "Kernel", "clusters_device", "max_clusters", "smem", "attr",

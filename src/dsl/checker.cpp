@@ -338,6 +338,8 @@ class Checker {
 
   void dim_value(Expr& e) {
     const std::string& n = e.name;
+    if (dims_.count(n) && vars_.count(n))
+      src_.fail(e.loc, "'" + n + "' is both a dim and an index here, so as a value it is ambiguous; rename the index");
     if (!dims_.count(n)) {
       if (vars_.count(n)) {
         // An index as a value: the position of the element computed (tril's m >= n).

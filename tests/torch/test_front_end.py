@@ -340,7 +340,12 @@ class Report(unittest.TestCase):
                                  "baseline_us": {"eager": 100.0, "compile": 80.0}}],
                     "path": {"chosen": chosen, "fx": {"ok": True, "answer": "compile", "speedup_vs_compile": 1.0},
                              "inductor": {"ok": True, "answer": answer, "speedup_vs_compile": speedup}}}
-        won, tied = report.from_optimize_module([doc("5_a", "inductor", "inductor+ksol", 1.25), doc("10_b", "fx", "compile", 1.0)])
+        docs = [doc("5_a", "inductor", "inductor+ksol", 1.25), doc("10_b", "fx", "compile", 1.0)]
+        for d in docs:
+            d["results"][0]["kernelbench"] = {"correct": True, "mean_us": 95.0, "eager_mean_us": 100.0}
+        won, tied = report.from_optimize_module(docs)
+        self.assertNotIn("kb", won)  # KernelBench's protocol ran on the fx path's kernel, not on this answer
+        self.assertIn("kb", tied)
         self.assertEqual((won["correct"], won["fell_back"], won["form"], won["path"]), (True, False, "inductor+ksol", "inductor"))
         self.assertAlmostEqual(won["ksol_us"], 64.0)  # 80 us / 1.25
         self.assertEqual((tied["fell_back"], tied["form"], tied["ksol_us"]), (True, "one DSL program", 90.0))

@@ -166,6 +166,18 @@ class Synth(unittest.TestCase):
                 return torch.softmax(x * self.t, dim=-1)
 
         self.assertIn("w_t[]", self.check_module(R(), [torch.randn(4, 9)], "rowwise")["program"])
+
+        # A column reduction's kernels read no one-value tensor: refused there (stitching cuts before).
+        class C(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.s = torch.nn.Parameter(torch.tensor(2.0))
+
+            def forward(self, x):
+                return (x * self.s).sum(dim=0)
+
+        out = synth.synthesize(C(), [torch.randn(6, 5)])
+        self.assertIsNone(out["program"])
         # KernelBench's 68_Matmul_Min_Subtract in small: both one-value parameters in the epilogue.
         out = self.check_against_module("synth_problems", "26_scalar_parameters.py", "gemm")
         self.assertIn("(min((acc[m, n] + w_linear_bias[n]), w_constant[])) - w_constant[])) * w_scale[]", out["program"])
@@ -186,6 +198,18 @@ class Synth(unittest.TestCase):
         out = self.check_module(Bands(), [torch.randn(3, 6, 5)], "elementwise")
         for mask in ("select(i2 >= i1 + 1,", "select(i2 <= i1 - 2,"):
             self.assertIn(mask, out["program"])
+        # A GEMM over [B, S, K] merges B and S into its rows, where m is not tril's row: refused.
+        class Merged(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 5)
+
+            def forward(self, x):
+                return torch.tril(self.lin(x))
+
+        out = synth.synthesize(Merged(), [torch.randn(2, 5, 4)])
+        self.assertIsNone(out["program"])
+        self.assertIn("whose rows are not merged", out["reason"])
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant(self):
         out = self.check_against_module("synth_problems", "08_scalar_input.py", "elementwise")

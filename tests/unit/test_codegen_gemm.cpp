@@ -609,6 +609,18 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
        "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n >= m, acc[m, n], 0)\n}\n",
        {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}, {"split_k", "4"}}, {{"M", 70}, {"N", 50}, {"K", 33}}},
+      // Tiles of unequal sides and offsets that put one kept element in a tile's corner (row 63, column
+      // 32 of the 64 x 32 tile at (0, 32); row 32, column 63 of the 32 x 64 tile at (32, 0)): a
+      // mask condition one off drops that tile.
+      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 31, acc[m, n], 0)\n}\n",
+       {{"tile", "[64, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 129}, {"K", 9}}},
+      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n >= m + 31, acc[m, n], 0)\n}\n",
+       {{"tile", "[32, 64, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 193}, {"K", 9}}},
+      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(m - 31 < n, acc[m, n], 0)\n}\n",
+       {{"tile", "[64, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 97}, {"K", 9}}},
       {"kernel model(a: f32[M, K], b: f32[N, K]) -> (y: f32[M, N]) {\n"
        "  acc[m, n] = sum(a[m, k] * b[n, k]) over k\n  y[m, n] = select(m + 3 > n, acc[m, n] * 2, -1)\n}\n",
        {{"tile", "[32, 32, 16]"}, {"mainloop", "simt"}, {"stages", "2"}}, {{"M", 64}, {"N", 96}, {"K", 40}}},
