@@ -41,6 +41,10 @@
 #                 same run); then the GPU tier's warp-level kernels test
 #   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
 #                 (carry .cache/kernelbench), then the KernelBench-compatible summary
+#   kbpaths       scripts/kernelbench_paths.py on the same 40 (both paths, --path best; carry .kb):
+#                 KB_DONE (default docs/results/kernelbench-paths) holds earlier calls' JSONs, which
+#                 are copied in first so their problems are skipped; KB_ONLY="level1-15,level2-40"
+#                 runs those again; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS; $OUT/kbp.tgz has it all
 set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
@@ -194,5 +198,12 @@ PY
 b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
+  kbpaths)
+    # OUT/kbp holds this call's problems and the carried ones (the summary is over both); the
+    # archive is what comes back: copy its JSONs into KB_DONE's folder to carry them on.
+    done_dir=${KB_DONE:-docs/results/kernelbench-paths}; rm -rf "$OUT/kbp"; mkdir -p "$OUT/kbp"
+    cp "$done_dir"/*.json "$OUT/kbp/" 2>/dev/null || true
+    python3 scripts/kernelbench_paths.py --out "$OUT/kbp" --budget-seconds "${KB_SECONDS:-30}" --deadline "${KB_DEADLINE:-530}" \
+      --min-left "${KB_MIN_LEFT:-100}" ${KB_ONLY:+--only "$KB_ONLY"} --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
   *) sed -n '2,/^set /{/^set /d;p}' "$0"; exit 2 ;;
 esac
