@@ -212,8 +212,12 @@ def same_task_as_fx(cap, fx_item: Optional[Dict]) -> str:
     """Why searching the compiled model's kernels would repeat the fx path's search, or "": the
     compiled model is one generated kernel and no vendor call, so that kernel computes the whole
     forward from the model's inputs, and the fx path searched the whole forward as one DSL program
-    (not stitched pieces). Both searches would then be over the same program's schedules."""
+    (not stitched pieces) and verified at least one schedule of it. Both searches would then be
+    over the same program's schedules. Where the fx path verified none (its seed ran out of memory,
+    say), the kernel is searched here."""
     if not fx_item or not fx_item.get("seed_program") or fx_item.get("pieces"):
+        return ""
+    if not any(t.get("status") == "ok" for t in fx_item.get("trajectory") or []):
         return ""
     launches = [launch for g in cap.graphs for launch in g.program.launches()]
     if len(launches) != 1 or any(g.program.externs() for g in cap.graphs):

@@ -1082,7 +1082,10 @@ class Generator {
 
   // Emits d's body; element values come from `element` (definition or parameter name -> code).
   std::string body_code(const Definition& d, const std::map<std::string, std::string>& element) {
-    return expr_code(d.body, element);
+    index_def_ = &d;
+    std::string code = expr_code(d.body, element);
+    index_def_ = nullptr;
+    return code;
   }
   std::string expr_code(const Expr& e, const std::map<std::string, std::string>& element) {
     ExprEmitter em;
@@ -1093,6 +1096,13 @@ class Generator {
       return it == recips_.end() ? "" : it->second;
     };
     em.dim = [&](const std::string& n) { return names_[n]; };
+    // An index as a value: the row's (row) or the element's column (c0 + j, as argmax records it).
+    em.index = [&](const std::string& v) -> std::string {
+      const Definition* d = index_def_;
+      if (d && !d->indices.empty() && v == d->indices[0]) return "row";
+      if (d && v == (d->indices.size() > 1 ? d->indices[1] : d->over)) return "c0 + j";
+      throw Refused("the index '" + v + "' used as a value here: rowwise gives a definition's row and column only");
+    };
     em.read = [&](const Expr& r) -> std::string {
       if (auto it = element.find(r.name); it != element.end()) return it->second;
       if (auto it = row_value_.find(r.name); it != row_value_.end()) {
@@ -1103,13 +1113,21 @@ class Generator {
     };
     return em(e);
   }
+  const Definition* index_def_ = nullptr;          // the definition body_code emits (its indices' values)
   std::map<std::string, std::string> row_values_;  // per-row definitions: the local holding them
   std::map<std::string, std::string> recips_;      // math = fast: divisor (as text) -> its reciprocal's local
   std::string kept_guard_;                         // when set, a kept value is read only where it holds
   bool online_ = false;                            // online = 1: the pair helpers are needed
 
   // Whether `e` has one value per row: it reads row definitions and row reads of parameters only.
+  static bool uses_index_value(const Expr& e) {
+    if (e.kind == Expr::Kind::index) return true;
+    for (const Expr& a : e.args)
+      if (uses_index_value(a)) return true;
+    return false;
+  }
   bool row_uniform(const Expr& e) const {
+    if (uses_index_value(e)) return false;  // a position varies along the row (the row's own too, conservatively)
     for (const Expr* r : reads_in(e)) {
       if (const Definition* d = p_.def(r->name)) {
         if (node(*d).shape != Shape::row) return false;

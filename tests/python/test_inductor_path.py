@@ -272,7 +272,8 @@ class ScriptedCapture(TempDir):
             searched.append(problem_file)
             return {"exit_status": 1, "run_dir": run_dir, "seconds": 0.0}
 
-        doc, report = self.run_path(search=search, fx_item=item_one_program())
+        searched_fx = dict(item_one_program(), trajectory=[{"status": "ok", "score_us": 80.0}])
+        doc, report = self.run_path(search=search, fx_item=searched_fx)
         self.assertEqual(searched, [])
         (k,) = doc["kernels"]
         self.assertEqual((k["kernel"], k["status"]), ("triton_poi_fused_add_mul_relu_sigmoid_0", "not searched"))
@@ -281,6 +282,12 @@ class ScriptedCapture(TempDir):
         self.assertGreater(doc["compiled_us"], 0.0)
         self.assertIn("the fx path searched as one DSL program", doc["reason"])
         self.assertEqual(load(os.path.join(report, ip.REPORT))["reason"], doc["reason"])
+
+    def test_a_kernel_is_searched_where_the_fx_path_verified_no_schedule(self):
+        failed = dict(item_one_program(), trajectory=[{"status": "failed", "error": "CUDA out of memory"}])
+        doc, _ = self.run_path(fx_item=failed)
+        (k,) = doc["kernels"]
+        self.assertEqual((k["status"], doc["answer"]), ("verified", "inductor+ksol"), k.get("reason"))
 
     def test_a_kernel_is_searched_where_the_fx_path_stitched_pieces(self):
         doc, _ = self.run_path(fx_item=item_stitched([{"nodes": ["add"], "family": "elementwise"}]))

@@ -1145,6 +1145,20 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{"R", 3}, {"C", 999}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
+      // A causal softmax: the row-wise kernels give an element's row and column (row, c0 + j) in
+      // every pass and kernel shape, and a divisor that reads a position is not hoisted per row.
+      {"kernel causal(X: f32[R, C]) -> (Y: f32[R, C]) {\n  v[r, c] = select(c <= r + 1, X[r, c], -1e30)\n"
+       "  m[r] = max(v[r, c]) over c\n  e[r, c] = exp(v[r, c] - m[r])\n  s[r] = sum(e[r, c]) over c\n"
+       "  Y[r, c] = e[r, c] / s[r] + X[r, c] / f32(c + 1)\n}\n",
+       {{},
+        {{"reduction", "warp"}, {"rows_per_block", "8"}},
+        {{"reduction", "two_pass"}, {"cache_row", "none"}},
+        {{"cache_row", "registers"}, {"vector", "4"}, {"threads", "64"}},
+        {{"cache_row", "shared"}, {"rows_per_block", "2"}, {"threads", "128"}},
+        {{"cache_row", "l2"}, {"vector", "2"}},
+        {{"cache_row", "registers"}, {"online", "1"}, {"threads", "64"}},
+        {{"math", "fast"}, {"vector", "4"}}},
+       {{"R", 37}, {"C", 45}}},
       // One value read everywhere (s: f32[], read s[]): a scalar parameter.
       {"kernel sc(X: f32[M, N], s: f32[], b: f32[N]) -> (Y: f32[M, N]) {\n  Y[m, n] = X[m, n] * s[] + b[n]\n}\n",
        {{}, {{"vector", "4"}, {"items_per_thread", "2"}}, {{"vector", "1"}}},
