@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -562,19 +563,6 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     if (status == "ok") return exit_status::ok;
     return line.value("no_gpu", false) ? exit_status::no_gpu : exit_status::error;
   }
-  // The worker first, so that a missing GPU is the first thing said; tracing, lowering and
-  // compiling follow either way.
-  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
-  WorkerReply hello = w.call({{"op", "hello"}}, 120);
-  if (!hello.ok) {
-    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
-    return exit_status::error;
-  }
-  const bool no_gpu = !hello.body.value("gpu", false) && !a.emulate;
-  if (no_gpu)
-    print_no_gpu_notice("optimize", hello.body.value("reason", std::string("no GPU")),
-                        "nothing can be timed; tracing, lowering and compiling " + a.file +
-                            " instead (exit status 77 when it compiles, 1 otherwise)");
   std::string file = fs::absolute(a.file).string();
   // The front end's JSON goes to a file of its own: the problem's code may print anything.
   std::string out_json = (fs::temp_directory_path() / ("ksol-synth-" + std::to_string(::getpid()) + ".json")).string();
@@ -583,7 +571,26 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   const std::vector<std::string> products = {"--precision", a.precision, "--device", a.emulate ? "cpu" : "cuda"};
   std::vector<std::string> synth_cmd = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "synth", file, "--out", out_json};
   synth_cmd.insert(synth_cmd.end(), products.begin(), products.end());
-  ProcessResult pr = run_process(synth_cmd, 600);
+  // The front end (tracing, lowering) runs while the worker starts: both import PyTorch, and the
+  // worker also sets up the GPU. What the front end prints is kept for its failure message only,
+  // so the worker's answer is still the first thing said: a missing GPU first, then tracing,
+  // lowering and compiling either way.
+  std::future<ProcessResult> front_end = std::async(std::launch::async, [synth_cmd] { return run_process(synth_cmd, 600); });
+  WorkerClient w({"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "worker"});
+  WorkerReply hello = w.call({{"op", "hello"}}, 120);
+  if (!hello.ok) {
+    std::cerr << "error: the Python worker did not start: " << hello.message << "\n";
+    front_end.wait();
+    std::error_code ec;
+    fs::remove(out_json, ec);
+    return exit_status::error;
+  }
+  const bool no_gpu = !hello.body.value("gpu", false) && !a.emulate;
+  if (no_gpu)
+    print_no_gpu_notice("optimize", hello.body.value("reason", std::string("no GPU")),
+                        "nothing can be timed; tracing, lowering and compiling " + a.file +
+                            " instead (exit status 77 when it compiles, 1 otherwise)");
+  ProcessResult pr = front_end.get();
   json syn;
   try {
     syn = json::parse(read_file(out_json));
