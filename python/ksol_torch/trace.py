@@ -11,6 +11,8 @@ Every call node gets a canonical op name and a kind:
   other        anything else (kept as a PyTorch call)
 """
 import dataclasses
+import dis
+import inspect
 import math
 import operator
 import threading
@@ -28,10 +30,13 @@ def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     device (`torch.tensor(0.0, device=x.device)`): fx cannot pass the traced device to the
     factory, so such a constant is made without it, a 0-d tensor that the ops broadcast wherever
     their operands live, as a constant written `torch.tensor(0.0)` is (fx keeps it as
-    _tensor_constant<i>). Any other factory call with a traced argument fails as before."""
+    _tensor_constant<i>). Any other factory call with a traced argument fails as before. A traced
+    value unpacked into names (`b, c, h, w = x.shape`) is taken apart by the unpacking
+    instruction's count on every Python (_iter_proxy)."""
     with _TRACING:  # one trace at a time patches torch.tensor; a trace inside one keeps the patch
         _TRACE_DEPTH[0] += 1
         real = torch.tensor if _TRACE_DEPTH[0] == 1 else None
+        real_iter = torch.fx.Proxy.__iter__
         if real is not None:
             def tensor(data, *args, **kwargs):
                 if isinstance(kwargs.get("device"), torch.fx.Proxy) and isinstance(data, (bool, int, float)) and not args:
@@ -39,12 +44,25 @@ def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
                 return real(data, *args, **kwargs)
 
             torch.tensor = tensor
+            torch.fx.Proxy.__iter__ = _iter_proxy
         try:
             return torch.fx.symbolic_trace(model)
         finally:
             _TRACE_DEPTH[0] -= 1
             if real is not None:
                 torch.tensor = real
+                torch.fx.Proxy.__iter__ = real_iter
+
+
+def _iter_proxy(self):
+    """Proxy.__iter__ for `a, b = proxy`: the caller's instruction at its last offset, found by
+    offset. PyTorch 1.13 takes it as the offset over 2, which is no instruction's index once
+    Python 3.11 put inline caches between instructions (an IndexError, or the wrong one)."""
+    caller = inspect.currentframe().f_back
+    at = next((i for i in dis.get_instructions(caller.f_code) if i.offset == caller.f_lasti), None)
+    if at is not None and at.opname == "UNPACK_SEQUENCE":
+        return (self[i] for i in range(at.argval))
+    return self.tracer.iter(self)
 
 
 _TRACING, _TRACE_DEPTH = threading.RLock(), [0]

@@ -182,6 +182,21 @@ class Synth(unittest.TestCase):
         out = self.check_against_module("synth_problems", "26_scalar_parameters.py", "gemm")
         self.assertIn("(min((acc[m, n] + w_linear_bias[n]), w_constant[])) - w_constant[])) * w_scale[]", out["program"])
 
+    def test_a_shape_unpacked_into_names_traces(self):
+        # KernelBench's level2/38: `b, c, d, h, w = x.shape` before a view (PyTorch 1.13's tracer
+        # looked the unpacking up by the offset over 2, which Python 3.11's caches broke).
+        from ksol_torch import trace
+
+        class Unpack(torch.nn.Module):
+            def forward(self, x):
+                b, c, h = x.shape
+                return torch.softmax(x.view(b * c, h), dim=1) * 2.0
+
+        x = torch.randn(3, 4, 5)
+        gm = trace.symbolic_trace(Unpack())
+        torch.testing.assert_close(gm(x), Unpack()(x))
+        self.assertNotEqual(torch.fx.Proxy.__iter__.__name__, "_iter_proxy")  # put back after the trace
+
     def test_tril_and_triu_are_masks_by_the_elements_position(self):
         # KernelBench's 15_Matmul_for_lower_triangular_matrices: the mask in the GEMM's epilogue.
         class Tril(torch.nn.Module):
