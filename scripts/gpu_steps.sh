@@ -199,11 +199,12 @@ b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.pat
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
   kbpaths)
-    # OUT/kbp holds this call's problems and the carried ones (the summary is over both); the
-    # archive is what comes back: copy its JSONs into KB_DONE's folder to carry them on.
-    done_dir=${KB_DONE:-docs/results/kernelbench-paths}; rm -rf "$OUT/kbp"; mkdir -p "$OUT/kbp"
-    cp "$done_dir"/*.json "$OUT/kbp/" 2>/dev/null || true
-    python3 scripts/kernelbench_paths.py --out "$OUT/kbp" --budget-seconds "${KB_SECONDS:-30}" --deadline "${KB_DEADLINE:-530}" \
+    # KB_RUN (default /tmp/kbp, outside OUT: only the archive comes back) holds this call's problems
+    # and the carried ones (the summary is over both); the archive, written after each problem, is
+    # what comes back: copy its JSONs into KB_DONE's folder to carry them on.
+    done_dir=${KB_DONE:-docs/results/kernelbench-paths}; run=${KB_RUN:-/tmp/kbp}; rm -rf "$run"; mkdir -p "$run"
+    cp "$done_dir"/*.json "$run/" 2>/dev/null || true
+    python3 scripts/kernelbench_paths.py --out "$run" --budget-seconds "${KB_SECONDS:-30}" --deadline "${KB_DEADLINE:-530}" \
       --min-left "${KB_MIN_LEFT:-100}" ${KB_ONLY:+--only "$KB_ONLY"} --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
   *) sed -n '2,/^set /{/^set /d;p}' "$0"; exit 2 ;;
 esac

@@ -12,7 +12,8 @@ Each runs as
     ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
 
 Each problem's output goes to OUT/<id>.log, every line behind the seconds since the problem
-started. `--archive FILE` also writes OUT as one .tar.gz at the end. Resumable: a problem whose
+started. `--archive FILE` also writes OUT as one .tar.gz after each problem and at the end (a
+call killed before the end still returns what finished). Resumable: a problem whose
 OUT/<id>.json exists is not run again (nor one recorded as timed out in OUT/<id>.timeout.json,
 unless --retry); a run cut short by --deadline or a signal leaves
 nothing, so the next call runs it. --gpus N runs N problems at once, one per GPU
@@ -150,6 +151,8 @@ def run_all(a, todo):
                     print(f"{job['pid']}: exit status {rc} after {spent:.0f} s{'' if ok else ' (no JSON: see its .log)'}", flush=True)
                 jobs.remove(job)
                 free.append(job["gpu"])
+                if a.archive:  # what has finished comes back even if the call is killed before the end
+                    write_archive(a)
             if interrupted and not jobs:
                 break
     except KeyboardInterrupt:
@@ -158,6 +161,14 @@ def run_all(a, todo):
             if os.path.exists(os.path.join(a.out, job["pid"] + ".json")):
                 os.remove(os.path.join(a.out, job["pid"] + ".json"))
         raise
+
+
+def write_archive(a):
+    """OUT as one .tar.gz at --archive, replaced whole (written beside it, then renamed)."""
+    tmp = a.archive + ".tmp"
+    with tarfile.open(tmp, "w:gz") as tf:
+        tf.add(a.out, arcname=os.path.basename(os.path.normpath(a.out)))
+    os.replace(tmp, a.archive)
 
 
 # --- the table ------------------------------------------------------------------------------------------
@@ -266,7 +277,8 @@ def main():
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
     ap.add_argument("--archive", default="", metavar="FILE",
-                    help="at the end, also write OUT as one .tar.gz (for a machine that returns few files)")
+                    help="also write OUT as one .tar.gz, after each problem and at the end (for a machine that "
+                         "returns few files)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     probs = problems(a.kb)
@@ -295,8 +307,7 @@ def main():
         fh.write(text)
     print(text, end="")
     if a.archive:
-        with tarfile.open(a.archive, "w:gz") as tf:
-            tf.add(a.out, arcname=os.path.basename(os.path.normpath(a.out)))
+        write_archive(a)
         print(f"archive: {a.archive}")
 
 

@@ -34,16 +34,20 @@ class Run(TempDir):
         fake = self.write("ksol", "#!/bin/sh\necho first; sleep 0.3; echo second\n"
                                   "for a; do last=$a; done; echo '{\"ksol\": \"ksol 0.1.0+abc\", \"results\": [{}]}' > \"$last\"\n")
         os.chmod(fake, 0o755)
-        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--archive", self.path("kb.tgz")], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("level1-5: exit status 0", r.stdout)
         # The KernelBench protocol's summary over what returned, and the binaries that ran.
         self.assertIn("KernelBench's protocol over the returned answers", r.stdout)
         self.assertIn("correct 0 (0.0%)", r.stdout)
-        self.assertTrue(r.stdout.rstrip().endswith("binaries: ksol 0.1.0+abc"), r.stdout[-300:])
+        self.assertIn("\nbinaries: ksol 0.1.0+abc\n", r.stdout)
+        self.assertTrue(r.stdout.rstrip().endswith(f"archive: {self.path('kb.tgz')}"), r.stdout[-300:])
         with open(self.path("out", "level1-5.log")) as fh:
             lines = fh.read().splitlines()
         self.assertEqual([l.split("s ", 1)[1] for l in lines], ["first", "second"])
         first, second = (float(l.split("s ", 1)[0]) for l in lines)
         self.assertGreaterEqual(second - first, 0.25)
+        with tarfile.open(self.path("kb.tgz")) as tf:
+            self.assertIn("out/level1-5.json", tf.getnames())
+        self.assertFalse(os.path.exists(self.path("kb.tgz.tmp")))
