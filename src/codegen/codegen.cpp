@@ -144,20 +144,6 @@ std::string dispatch_source(const dsl::Program& p, const Binding& b) {
 
 }  // namespace
 
-namespace {
-bool uses_index_value(const dsl::Expr& e) {
-  if (e.kind == dsl::Expr::Kind::index) return true;
-  for (const dsl::Expr& a : e.args)
-    if (uses_index_value(a)) return true;
-  return false;
-}
-bool uses_index_values(const dsl::Program& p) {
-  for (const dsl::Definition& d : p.defs)
-    if (uses_index_value(d.body)) return true;
-  return false;
-}
-}  // namespace
-
 Support can_implement(const dsl::Program& p, const Binding& b) {
   if (!p.guarded.empty()) {
     for (size_t i = 0; i <= p.guarded.size(); ++i) {
@@ -183,7 +169,8 @@ Support can_implement(const dsl::Program& p, const Binding& b) {
     f->check(p, b);
     // An index used as a value is given by some kernels only (the elementwise ones, the SIMT
     // GEMM's epilogue): the others refuse it while generating, so generate here to know.
-    if (uses_index_values(p)) f->generate(p, b);
+    if (std::any_of(p.defs.begin(), p.defs.end(), [](const dsl::Definition& d) { return detail::uses_index(d.body); }))
+      f->generate(p, b);
   } catch (const detail::Refused& r) {
     return {false, r.what()};
   }

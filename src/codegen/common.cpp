@@ -603,6 +603,13 @@ void check_fast_math(const dsl::Program& p) {
                   "' has none; math must be precise");
 }
 
+bool uses_index(const Expr& e) {
+  if (e.kind == Expr::Kind::index) return true;
+  for (const Expr& a : e.args)
+    if (uses_index(a)) return true;
+  return false;
+}
+
 void check_emittable(const Expr& e) {
   if (e.kind == Expr::Kind::call && e.name != "select") {
     const Type t = e.type;
@@ -1341,12 +1348,6 @@ bool uses_dims(const Expr& e) {
   return false;
 }
 
-bool uses_index(const Expr& e) {
-  if (e.kind == Expr::Kind::index) return true;
-  for (const Expr& a : e.args)
-    if (uses_index(a)) return true;
-  return false;
-}
 
 void collect_calls(const Expr& e, std::vector<std::string>& out) {
   if (e.kind == Expr::Kind::call && std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);

@@ -161,6 +161,8 @@ bool has_fast_math_ops(const dsl::Program& p);
 void check_fast_math(const dsl::Program& p);
 // Refused unless every function and cast in `e` has a CUDA form for its types.
 void check_emittable(const dsl::Expr& e);
+// Whether `e` reads an index as a value (Expr::Kind::index) anywhere.
+bool uses_index(const dsl::Expr& e);
 
 std::string literal(double v, dsl::Type t);
 // `code` of type `from` converted to `to`, exactly as the IR's cast does.

@@ -1120,14 +1120,8 @@ class Generator {
   bool online_ = false;                            // online = 1: the pair helpers are needed
 
   // Whether `e` has one value per row: it reads row definitions and row reads of parameters only.
-  static bool uses_index_value(const Expr& e) {
-    if (e.kind == Expr::Kind::index) return true;
-    for (const Expr& a : e.args)
-      if (uses_index_value(a)) return true;
-    return false;
-  }
   bool row_uniform(const Expr& e) const {
-    if (uses_index_value(e)) return false;  // a position varies along the row (the row's own too, conservatively)
+    if (uses_index(e)) return false;  // a position varies along the row (the row's own too, conservatively)
     for (const Expr* r : reads_in(e)) {
       if (const Definition* d = p_.def(r->name)) {
         if (node(*d).shape != Shape::row) return false;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -563,6 +564,14 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
     Schedule changes;
     std::map<std::string, int64_t> dims;
   };
+  // A product whose epilogue keeps the sum where `cond` holds of the output's position, else 0.
+  std::deque<std::string> masked_programs;
+  auto masked = [&](const char* cond) {
+    masked_programs.push_back(std::string("kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+                                          "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(") +
+                              cond + ", acc[m, n], 0)\n}\n");
+    return masked_programs.back().c_str();
+  };
   const std::vector<Case> cases = {
       {kGemmF32, {}, {{"M", 37}, {"N", 70}, {"K", 19}}},
       {kGemmF32, {{"tile", "[32, 64, 8]"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 65}, {"K", 0}}},
@@ -603,23 +612,18 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
        "  output0[m, n] = (min(acc[m, n] + b[n], 0.25) - 0.25) * 1.5\n}\n",
        {{"tile", "[64, 64, 16]"}, {"split_k", "16"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 24}, {"N", 32}, {"K", 40}}},
       // An epilogue that reads the output's position (torch.tril of a product), split and not.
-      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 1, acc[m, n], 0)\n}\n",
+      {masked("n <= m - 1"),
        {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 70}, {"N", 65}, {"K", 19}}},
-      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n >= m, acc[m, n], 0)\n}\n",
+      {masked("n >= m"),
        {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}, {"split_k", "4"}}, {{"M", 70}, {"N", 50}, {"K", 33}}},
       // Tiles of unequal sides and offsets that put one kept element in a tile's corner (row 63, column
       // 32 of the 64 x 32 tile at (0, 32); row 32, column 63 of the 32 x 64 tile at (32, 0)): a
       // mask condition one off drops that tile.
-      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 31, acc[m, n], 0)\n}\n",
+      {masked("n <= m - 31"),
        {{"tile", "[64, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 129}, {"K", 9}}},
-      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n >= m + 31, acc[m, n], 0)\n}\n",
+      {masked("n >= m + 31"),
        {{"tile", "[32, 64, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 193}, {"K", 9}}},
-      {"kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-       "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(m - 31 < n, acc[m, n], 0)\n}\n",
+      {masked("m - 31 < n"),
        {{"tile", "[64, 32, 8]"}, {"mainloop", "simt"}, {"stages", "1"}}, {{"M", 130}, {"N", 97}, {"K", 9}}},
       {"kernel model(a: f32[M, K], b: f32[N, K]) -> (y: f32[M, N]) {\n"
        "  acc[m, n] = sum(a[m, k] * b[n, k]) over k\n  y[m, n] = select(m + 3 > n, acc[m, n] * 2, -1)\n}\n",
