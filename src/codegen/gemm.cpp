@@ -69,6 +69,7 @@ struct GemmKnobs {
   // warp during the tile's mainloop (ksol::cutlass_ext::Sm90RowBiasPrefetch), not by the consumers
   // when the epilogue starts (CUTLASS's Sm90RowBroadcast: a global round trip and a barrier per tile).
   int64_t bias_prefetch = 0;
+  int64_t ttm = 0, ttn = 0;  // thread_tile (simt): accumulators a thread holds, rows x columns; 0 = auto (tile / 16)
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
   // unaligned: what the tensor-core path does with shapes TMA cannot take (rows not 16-byte
@@ -334,6 +335,11 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   } else if (s.unaligned == "auto") {
     s.unaligned = "simt";
   }
+  if (const dsl::ScheduleValue& v = k.value("thread_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
+    const std::vector<int64_t> t = list_knob(k, "thread_tile", 2);
+    if (t[0] <= 0 || t[1] <= 0) throw Refused("thread_tile = " + list_text(t) + ": its sides must be positive");
+    s.ttm = t[0], s.ttn = t[1];
+  }
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
   // The family's default tile has K = 64 (16-bit operands); a TF32 program's default is K = 32.
   if (a.tf32 && !p.knob("tile")) tile[2] = 32;
@@ -363,6 +369,23 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.stages * buffer > kStaticSharedBytes)
       throw Refused(tile_text + " with stages = " + std::to_string(s.stages) + " needs " + std::to_string(s.stages * buffer) +
                     " bytes of shared memory; the SIMT kernel's static tiles take at most 49152");
+    if (s.ttm || s.ttn) {
+      const std::string tt = "thread_tile = " + list_text({s.ttm, s.ttn});
+      auto pow2 = [](int64_t v) { return v == 1 || v == 2 || v == 4 || v == 8 || v == 16; };
+      if (!pow2(s.ttm) || !pow2(s.ttn)) throw Refused(tt + ": mainloop = simt takes thread tile sides in {1, 2, 4, 8, 16}");
+      if (s.ttm * s.ttn > 128)
+        throw Refused(tt + ": " + std::to_string(s.ttm * s.ttn) + " accumulators a thread; the SIMT kernel holds at most 128");
+      if (s.tm % s.ttm || s.tn % s.ttn || (s.tn / s.ttn) % 8 || (s.tm / s.ttm) % 4)
+        throw Refused(tt + " in " + tile_text + ": a warp is 8 threads along N by 4 along M, so tile N / thread N must be a "
+                      "multiple of 8 and tile M / thread M of 4");
+      const int64_t threads = (s.tm / s.ttm) * (s.tn / s.ttn);
+      if (threads < 64 || threads > 256)
+        throw Refused(tt + " in " + tile_text + " makes blocks of " + std::to_string(threads) + " threads; the SIMT kernel takes 64 to 256");
+      if (s.stages >= 3 && (s.tm * s.tk) % threads)
+        throw Refused(tt + " in " + tile_text + " with stages = " + std::to_string(s.stages) + ": the cp.async copies give every "
+                      "thread the same number of A's elements, and " + std::to_string(s.tm * s.tk) + " do not split over " +
+                      std::to_string(threads) + " threads");
+    }
     if (s.cm != 1 || s.cn != 1)
       throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
     if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
@@ -379,6 +402,9 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   }
 
   // Tensor cores.
+  if (s.ttm || s.ttn)
+    throw Refused("thread_tile = " + list_text({s.ttm, s.ttn}) + " sizes the SIMT kernel's threads; mainloop = " + s.mainloop +
+                  " takes thread_tile = auto");
   if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
@@ -473,6 +499,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
     n += "_simt";
     if (s.stages == 2) n += "_db";  // double-buffered
     if (s.stages >= 3) n += "_as" + std::to_string(s.stages);  // cp.async ring of this many buffers
+    if (s.ttm) n += "_tt" + std::to_string(s.ttm) + "x" + std::to_string(s.ttn);
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);  // K split up to this many ways
     if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
@@ -750,7 +777,7 @@ class Generator {
     const bool own = s_.mainloop == "simt";
     const int64_t bm = own ? s_.tm : 64, bn = own ? s_.tn : 64, bk = own ? s_.tk : 16;
     const int kStages = own ? static_cast<int>(s_.stages) : 2;
-    const int64_t tm = std::max<int64_t>(1, bm / 16), tn = std::max<int64_t>(1, bn / 16);
+    const int64_t tm = own && s_.ttm ? s_.ttm : std::max<int64_t>(1, bm / 16), tn = own && s_.ttn ? s_.ttn : std::max<int64_t>(1, bn / 16);
     // f32 operands can be read from global memory as float4s where K (and N for B[k, n]) are
     // multiples of 4 and the bases 16-byte aligned; the launcher checks and picks the kernel.
     const bool vec = a_.in_type == Type::f32;
@@ -822,8 +849,8 @@ class Generator {
            "> __global__ void __launch_bounds__(" + bounds + ") ksol_gemm_simt(" + simt_params() + split_params + ")");
     w.line("__shared__ __align__(16) float As[kStages][kBK][kBM + kPadA];");
     w.line("__shared__ __align__(16) float Bs[kStages][kBK][kBN + kPadB];");
-    w.comment("A warp is 8 threads along N by 4 along M (kTX and kTY are 16), so its reads of a k step (kVA and kVB "
-              "floats a thread) cover at most 128 bytes of As and of Bs: one shared-memory wavefront each.");
+    w.comment("A warp is 8 threads along N by 4 along M, so its reads of a k step (kVA and kVB floats a thread) cover "
+              "at most 128 bytes of As and of Bs: one shared-memory wavefront each.");
     w.line("static_assert(kTX % 8 == 0 && kTY % 4 == 0, \"the warp layout: 8 x 4 threads\");");
     w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
     w.line("const int tx = (warp % (kTX / 8)) * 8 + lane % 8, ty = (warp / (kTX / 8)) * 4 + lane / 8;");
@@ -1533,6 +1560,7 @@ const FamilyGenerator& family() {
           {"bias_prefetch", "auto", {"auto"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
+          {"thread_tile", "auto", {"auto"}},
           {"unaligned", "auto", {"auto", "pad"}},
       },
       &check,
