@@ -52,9 +52,7 @@ const std::vector<std::string> kInternal = {
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
-    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "kCA", "kCB",
-    "kStepA", "kStepB", "a_k", "a_i", "a_src", "a_rows", "b_q", "b_r", "b_k", "b_j", "b_col", "b_src", "b_rows", "rd", "wr",
-    "stage", "ok", "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait"};
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -69,7 +67,6 @@ struct GemmKnobs {
   // warp during the tile's mainloop (ksol::cutlass_ext::Sm90RowBiasPrefetch), not by the consumers
   // when the epilogue starts (CUTLASS's Sm90RowBroadcast: a global round trip and a barrier per tile).
   int64_t bias_prefetch = 0;
-  int64_t ttm = 0, ttn = 0;  // thread_tile (simt): accumulators a thread holds, rows x columns; 0 = auto (tile / 16)
   int64_t em = 0, en = 0;  // epilogue_tile: the TMA epilogue's subtile; 0 = auto (CUTLASS's EpilogueTileAuto)
   bool fast_math = false;  // math = fast: the epilogue's exp, division and activations (ExprEmitter::fast_math)
   // unaligned: what the tensor-core path does with shapes TMA cannot take (rows not 16-byte
@@ -335,11 +332,6 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   } else if (s.unaligned == "auto") {
     s.unaligned = "simt";
   }
-  if (const dsl::ScheduleValue& v = k.value("thread_tile"); !(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto")) {
-    const std::vector<int64_t> t = list_knob(k, "thread_tile", 2);
-    if (t[0] <= 0 || t[1] <= 0) throw Refused("thread_tile = " + list_text(t) + ": its sides must be positive");
-    s.ttm = t[0], s.ttn = t[1];
-  }
   std::vector<int64_t> tile = list_knob(k, "tile", 3), cluster = list_knob(k, "cluster", 2);
   // The family's default tile has K = 64 (16-bit operands); a TF32 program's default is K = 32.
   if (a.tf32 && !p.knob("tile")) tile[2] = 32;
@@ -358,34 +350,12 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     // (docs/results/2026-11-30-h200-issue4-sweeps.txt, 8192^3: 64x128x8 31.9 ms with one buffer,
     // 45.5 ms with two; 128x128x8 33.2 ms and 35.0 ms).
     if (s.stages == 0) s.stages = 1;
-    if (s.stages < 1 || s.stages > 4)
-      throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop stages through registers into one "
-                    "shared-memory buffer or two (stages = 1, 2 or auto), or copies with cp.async into 3 or 4");
-    if (s.stages >= 3 && (a.in_type != Type::f32 || a.tf32))
-      throw Refused("stages = " + std::to_string(s.stages) + ": the cp.async copies of the SIMT mainloop move f32 operands "
-                    "as they are, and this program's are " +
-                    (a.tf32 ? std::string("rounded to TF32 on the way") : std::string(dsl::type_name(a.in_type))) +
-                    " (stages = 1 or 2)");
+    if (s.stages != 1 && s.stages != 2)
+      throw Refused("stages = " + std::to_string(s.stages) + ": the SIMT mainloop has one shared-memory buffer or two "
+                    "(stages = 1, 2 or auto)");
     if (s.stages * buffer > kStaticSharedBytes)
       throw Refused(tile_text + " with stages = " + std::to_string(s.stages) + " needs " + std::to_string(s.stages * buffer) +
                     " bytes of shared memory; the SIMT kernel's static tiles take at most 49152");
-    if (s.ttm || s.ttn) {
-      const std::string tt = "thread_tile = " + list_text({s.ttm, s.ttn});
-      auto pow2 = [](int64_t v) { return v == 1 || v == 2 || v == 4 || v == 8 || v == 16; };
-      if (!pow2(s.ttm) || !pow2(s.ttn)) throw Refused(tt + ": mainloop = simt takes thread tile sides in {1, 2, 4, 8, 16}");
-      if (s.ttm * s.ttn > 128)
-        throw Refused(tt + ": " + std::to_string(s.ttm * s.ttn) + " accumulators a thread; the SIMT kernel holds at most 128");
-      if (s.tm % s.ttm || s.tn % s.ttn || (s.tn / s.ttn) % 8 || (s.tm / s.ttm) % 4)
-        throw Refused(tt + " in " + tile_text + ": a warp is 8 threads along N by 4 along M, so tile N / thread N must be a "
-                      "multiple of 8 and tile M / thread M of 4");
-      const int64_t threads = (s.tm / s.ttm) * (s.tn / s.ttn);
-      if (threads < 64 || threads > 256)
-        throw Refused(tt + " in " + tile_text + " makes blocks of " + std::to_string(threads) + " threads; the SIMT kernel takes 64 to 256");
-      if (s.stages >= 3 && (s.tm * s.tk) % threads)
-        throw Refused(tt + " in " + tile_text + " with stages = " + std::to_string(s.stages) + ": the cp.async copies give every "
-                      "thread the same number of A's elements, and " + std::to_string(s.tm * s.tk) + " do not split over " +
-                      std::to_string(threads) + " threads");
-    }
     if (s.cm != 1 || s.cn != 1)
       throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
     if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
@@ -402,9 +372,6 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   }
 
   // Tensor cores.
-  if (s.ttm || s.ttn)
-    throw Refused("thread_tile = " + list_text({s.ttm, s.ttn}) + " sizes the SIMT kernel's threads; mainloop = " + s.mainloop +
-                  " takes thread_tile = auto");
   if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
@@ -498,8 +465,6 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
   if (s.mainloop == "simt") {
     n += "_simt";
     if (s.stages == 2) n += "_db";  // double-buffered
-    if (s.stages >= 3) n += "_as" + std::to_string(s.stages);  // cp.async ring of this many buffers
-    if (s.ttm) n += "_tt" + std::to_string(s.ttm) + "x" + std::to_string(s.ttn);
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);  // K split up to this many ways
     if (a.b_trans) n += "_bnk";  // B read as B[n, k]
   } else {
@@ -575,7 +540,6 @@ class Generator {
     w.line();
     Helpers helpers;
     if (a_.tf32) helpers.use("tf32_round", Type::f32);
-    if (s_.mainloop == "simt" && s_.stages >= 3) helpers.use("cp_async", Type::f32);
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
@@ -689,95 +653,12 @@ class Generator {
     return s;
   }
 
-  // The float4 path of stages 3-4: each tile copied by cp.async into a ring of kStages shared
-  // buffers, kStages - 1 tiles in flight while one is multiplied, one barrier per tile. A (and
-  // B[n, k]) go as single floats transposed into [k][m] (consecutive threads along k, so a warp
-  // reads whole 32-byte sectors); B[k, n] as 16-byte quads. Copies past M, N or the slice's end of
-  // K are zero-filled without a read. Opens `if constexpr (kVec)` and leaves it open for the
-  // caller's element path.
-  template <typename Products>
-  void async_mainloop(Writer& w, const std::string& KB, const std::string& KE, const std::string& Ab, const std::string& Bb,
-                      const std::string& A, const std::string& B, const std::string& M, const std::string& N,
-                      const Products& products) {
-    const std::string K = id(a_.k_dim);
-    w.open("if constexpr (kVec)");
-    w.comment("A's tile: kCA floats a thread, rows kStepA apart, one k (a_k) each.");
-    w.line("constexpr int kCA = kBM * kBK / kThreads, kStepA = kThreads / kBK;");
-    w.line("static_assert(kBM * kBK % kThreads == 0 && kThreads % kBK == 0 && kCA <= 32, \"whole copies per thread\");");
-    w.line("const int a_k = tid % kBK, a_i = tid / kBK;");
-    w.line("const float* a_src = " + Ab + " + (tile_m + a_i) * " + K + " + a_k;");
-    w.line("unsigned a_rows = 0;  // bit l: the thread's row l is inside M");
-    w.line("#pragma unroll");
-    w.line("for (int l = 0; l < kCA; ++l) a_rows |= unsigned(tile_m + a_i + l * kStepA < " + M + ") << l;");
-    if (a_.b_trans) {
-      w.comment("B[n, k]'s tile: as A's, kCB floats a thread transposed into Bs[k][n].");
-      w.line("constexpr int kCB = kBN * kBK / kThreads, kStepB = kThreads / kBK;");
-      w.line("static_assert(kBN * kBK % kThreads == 0 && kCB <= 32, \"whole copies per thread\");");
-      w.line("const int b_k = tid % kBK, b_j = tid / kBK;");
-      w.line("const float* b_src = " + Bb + " + (tile_n + b_j) * " + K + " + b_k;");
-      w.line("unsigned b_rows = 0;  // bit l: the thread's column l is inside N");
-      w.line("#pragma unroll");
-      w.line("for (int l = 0; l < kCB; ++l) b_rows |= unsigned(tile_n + b_j + l * kStepB < " + N + ") << l;");
-    } else {
-      w.comment("B[k, n]'s tile: kBK rows of kQB quads; a thread's quads share one column (b_q), rows kStepB apart.");
-      w.line("constexpr int kQB = kBN / 4, kCB = (kBK * kQB + kThreads - 1) / kThreads, kStepB = kThreads / kQB;");
-      w.line("static_assert(kThreads % kQB == 0, \"a thread's quads share one column\");");
-      w.line("const int b_q = tid % kQB, b_r = tid / kQB;");
-      w.line("const bool b_col = tile_n + b_q * 4 < " + N + ";");
-      w.line("const float* b_src = " + Bb + " + int64_t(b_r) * " + N + " + tile_n + b_q * 4;");
-    }
-    auto issue = [&](const std::string& slot, const std::string& k0) {
-      w.line("#pragma unroll");
-      w.open("for (int l = 0; l < kCA; ++l)");
-      w.line("const bool ok = (a_rows >> l & 1u) && " + k0 + " + a_k < " + KE + ";");
-      w.line("ksol_cp_async4(&As[" + slot + "][a_k][a_i + l * kStepA], ok ? a_src + int64_t(l) * kStepA * " + K + " + " + k0 +
-             " : " + A + ", ok);");
-      w.close();
-      w.line("#pragma unroll");
-      w.open("for (int l = 0; l < kCB; ++l)");
-      if (a_.b_trans) {
-        w.line("const bool ok = (b_rows >> l & 1u) && " + k0 + " + b_k < " + KE + ";");
-        w.line("ksol_cp_async4(&Bs[" + slot + "][b_k][b_j + l * kStepB], ok ? b_src + int64_t(l) * kStepB * " + K + " + " +
-               k0 + " : " + B + ", ok);");
-      } else {
-        w.line("const int r = b_r + l * kStepB;");
-        w.open("if (kBK * kQB % kThreads == 0 || r < kBK)");
-        w.line("const bool ok = b_col && " + k0 + " + r < " + KE + ";");
-        w.line("ksol_cp_async16(&Bs[" + slot + "][r][b_q * 4], ok ? b_src + (" + k0 + " + int64_t(l) * kStepB) * " + N + " : " + B +
-               ", ok);");
-        w.close();
-      }
-      w.close();
-    };
-    w.line("const int64_t k_tiles = " + KE + " > " + KB + " ? (" + KE + " - " + KB + " + kBK - 1) / kBK : 0;");
-    w.comment("Prologue: tiles 0 .. kStages - 2 in flight, one commit group each (empty past the last tile).");
-    w.line("#pragma unroll");
-    w.open("for (int stage = 0; stage < kStages - 1; ++stage)");
-    w.open("if (stage < k_tiles)");
-    issue("stage", "(" + KB + " + int64_t(stage) * kBK)");
-    w.close();
-    w.line("ksol_cp_commit();");
-    w.close();
-    w.line("int rd = 0, wr = kStages - 1;  // the buffer multiplied next, the buffer filled next");
-    w.open("for (int64_t t = 0; t < k_tiles; ++t)");
-    w.line("ksol_cp_wait<kStages - 2>();  // this thread's copies of tile t have landed");
-    w.line("__syncthreads();  // everyone's have, and every thread is done with tile t - 1's buffer (wr)");
-    w.open("if (t + kStages - 1 < k_tiles)");
-    issue("wr", "(" + KB + " + (t + kStages - 1) * kBK)");
-    w.close();
-    w.line("ksol_cp_commit();");
-    products("rd");
-    w.line("rd = rd + 1 == kStages ? 0 : rd + 1;");
-    w.line("wr = wr + 1 == kStages ? 0 : wr + 1;");
-    w.close();
-  }
-
   void simt_kernel(Writer& w, const std::string& epi) {
     // Tile: the simt schedule's, or 64 x 64 x 16 as the fallback of the tensor-core path.
     const bool own = s_.mainloop == "simt";
     const int64_t bm = own ? s_.tm : 64, bn = own ? s_.tn : 64, bk = own ? s_.tk : 16;
     const int kStages = own ? static_cast<int>(s_.stages) : 2;
-    const int64_t tm = own && s_.ttm ? s_.ttm : std::max<int64_t>(1, bm / 16), tn = own && s_.ttn ? s_.ttn : std::max<int64_t>(1, bn / 16);
+    const int64_t tm = std::max<int64_t>(1, bm / 16), tn = std::max<int64_t>(1, bn / 16);
     // f32 operands can be read from global memory as float4s where K (and N for B[k, n]) are
     // multiples of 4 and the bases 16-byte aligned; the launcher checks and picks the kernel.
     const bool vec = a_.in_type == Type::f32;
@@ -785,9 +666,6 @@ class Generator {
     // sums go to a workspace, and a second kernel adds the slices in order and applies the epilogue.
     const int64_t split_max = own ? s_.split_k : 1;
     const bool split = split_max > 1;
-    // stages 3-4 (the simt schedule's, f32 operands only): the float4 path copies tiles with
-    // cp.async into a ring of kStages buffers; the element path keeps one register-staged buffer.
-    const bool async = own && kStages >= 3;
     const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
     // The end of the block's slice of K: K itself without split-K (k_live below where a tile's
@@ -797,11 +675,9 @@ class Generator {
               std::to_string((bm / tm) * (bn / tn)) + " threads, each holding " + std::to_string(tm) + " x " +
               std::to_string(tn) + " accumulators in groups of up to 4 consecutive rows and columns (frag_row, "
               "frag_col), so each k step reads a thread's operands from shared memory as float4s and a warp's "
-              "stores cover consecutive columns; K advances " + std::to_string(bk) + " at a time through shared memory (" +
-              (async ? "a ring of " + std::to_string(kStages) + " buffers filled by cp.async, " + std::to_string(kStages - 1) +
-                           " tiles in flight"
-                     : std::string("the next tile staged in registers meanwhile")) +
-              "), in f32, with one FMA per product in increasing k.");
+              "stores cover consecutive columns; K advances " + std::to_string(bk) +
+              " at a time through shared memory (the next tile staged in registers meanwhile), in f32, "
+              "with one FMA per product in increasing k.");
     w.line("constexpr int kBM = " + std::to_string(bm) + ", kBN = " + std::to_string(bn) + ", kBK = " + std::to_string(bk) + ";");
     w.line("constexpr int kTM = " + std::to_string(tm) + ", kTN = " + std::to_string(tn) + ";");
     w.line("constexpr int kTX = kBN / kTN, kTY = kBM / kTM, kThreads = kTX * kTY;");
@@ -849,8 +725,8 @@ class Generator {
            "> __global__ void __launch_bounds__(" + bounds + ") ksol_gemm_simt(" + simt_params() + split_params + ")");
     w.line("__shared__ __align__(16) float As[kStages][kBK][kBM + kPadA];");
     w.line("__shared__ __align__(16) float Bs[kStages][kBK][kBN + kPadB];");
-    w.comment("A warp is 8 threads along N by 4 along M, so its reads of a k step (kVA and kVB floats a thread) cover "
-              "at most 128 bytes of As and of Bs: one shared-memory wavefront each.");
+    w.comment("A warp is 8 threads along N by 4 along M (kTX and kTY are 16), so its reads of a k step (kVA and kVB "
+              "floats a thread) cover at most 128 bytes of As and of Bs: one shared-memory wavefront each.");
     w.line("static_assert(kTX % 8 == 0 && kTY % 4 == 0, \"the warp layout: 8 x 4 threads\");");
     w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;");
     w.line("const int tx = (warp % (kTX / 8)) * 8 + lane % 8, ty = (warp / (kTX / 8)) * 4 + lane / 8;");
@@ -898,7 +774,7 @@ class Generator {
     const std::string b_split = a_.b_trans ? "const int j = e / kBK, kk = e % kBK;" : "const int kk = e / kBN, j = e % kBN;";
     w.line("constexpr int kLA = (kBM * kBK + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;");
     w.line("float ra[kLA], rb[kLB];");
-    if (vec && !async) {
+    if (vec) {
       // The float4 staging: a thread's float4s of a tile share one column of quads (q), since
       // kThreads is a multiple of the quads per row; their sources are pointers set once and
       // advanced by the tile's k, so a load costs one add and one compare.
@@ -934,10 +810,8 @@ class Generator {
       w.close();
       w.close();
     }
-    // scalar_only: the element path alone (the async kernel's fallback), without the kVec branch.
-    auto load = [&](const std::string& kbase, bool scalar_only = false) {
-      const bool vec_branch = vec && !scalar_only;
-      if (vec_branch) {
+    auto load = [&](const std::string& kbase) {
+      if (vec) {
         w.open("if constexpr (kVec)");
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLA4; ++l)");
@@ -972,12 +846,11 @@ class Generator {
       w.line("const int64_t col = tile_n + j, k = " + kbase + " + kk;");
       w.line("rb[l] = (e < kBK * kBN && col < " + N + " && k < " + KE + ") ? " + to_float(b_addr, a_.in_type) + " : 0.0f;");
       w.close();
-      if (vec_branch) w.close();
+      if (vec) w.close();
     };
     // The staged registers into shared-memory buffer `buf`.
-    auto store = [&](const std::string& buf, bool scalar_only = false) {
-      const bool vec_branch = vec && !scalar_only;
-      if (vec_branch) {
+    auto store = [&](const std::string& buf) {
+      if (vec) {
         w.open("if constexpr (kVec)");
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLA4; ++l)");
@@ -1020,7 +893,7 @@ class Generator {
       w.line("Bs[" + buf + "][kk][j] = " + rounded("rb[l]") + ";");
       w.close();
       w.close();
-      if (vec_branch) w.close();
+      if (vec) w.close();
     };
     auto products = [&](const std::string& buf) {
       w.line("#pragma unroll");
@@ -1037,21 +910,9 @@ class Generator {
       w.close();
     };
     const std::string KB = split ? "k_begin" : "0";
-    if (async) {
-      async_mainloop(w, KB, KE, Ab, Bb, A, B, M, N, products);
-      w.reopen("else");
-      w.comment("The element path (shapes the float4 copies cannot take): one buffer staged through registers.");
-      w.open("for (int64_t k0 = " + KB + "; k0 < " + KE + "; k0 += kBK)");
-      load("k0", true);
-      store("0", true);
-      w.line("__syncthreads();");
-      products("0");
-      w.line("__syncthreads();");
-      w.close();
-      w.close();
-    } else if (kStages == 2) {
+    load(KB);
+    if (kStages == 2) {
       w.comment("Two buffers: tile t + 1 goes into the other buffer while tile t is multiplied, one barrier per tile.");
-      load(KB);
       store("0");
       w.line("__syncthreads();");
       w.line("int buf = 0;");
@@ -1068,7 +929,6 @@ class Generator {
       w.line("buf ^= 1;");
       w.close();
     } else {
-      load(KB);
       w.open("for (int64_t k0 = " + KB + "; k0 < " + KE + "; k0 += kBK)");
       store("0");
       w.line("__syncthreads();");
@@ -1560,7 +1420,6 @@ const FamilyGenerator& family() {
           {"bias_prefetch", "auto", {"auto"}},
           {"math", "precise", {"precise", "fast"}},
           {"epilogue_tile", "auto", {"auto", "[128, 64]", "[64, 64]"}},
-          {"thread_tile", "auto", {"auto"}},
           {"unaligned", "auto", {"auto", "pad"}},
       },
       &check,
