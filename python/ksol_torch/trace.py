@@ -275,6 +275,34 @@ def _flops(op: str, kind: str, node, gm, out_shape) -> float:
     return 0.0
 
 
+def _kept_fraction(node, gm, out_shape) -> float:
+    """The share of a GEMM's outputs the program needs: below 1 where the product's one use is
+    torch.tril or torch.triu with a constant diagonal, whose masked entries are zeros whatever the
+    sums are (the speed-of-light bound then counts only the kept entries' dot products)."""
+    if not out_shape or len(out_shape) < 2 or len(node.users) != 1:
+        return 1.0
+    (user,) = node.users
+    if user.op == "call_function":
+        name = getattr(user.target, "__name__", "")
+    elif user.op == "call_method":
+        name = user.target
+    else:
+        return 1.0
+    if name not in ("tril", "triu") or not user.args or user.args[0] is not node:
+        return 1.0
+    diag = user.args[1] if len(user.args) > 1 else user.kwargs.get("diagonal", 0)
+    if not isinstance(diag, int):
+        return 1.0
+    rows, cols = int(out_shape[-2]), int(out_shape[-1])
+    if rows <= 0 or cols <= 0:
+        return 1.0
+    if name == "tril":  # column j kept where j <= i + diag
+        kept = sum(min(cols, max(0, i + diag + 1)) for i in range(rows))
+    else:  # triu: j >= i + diag
+        kept = sum(max(0, cols - max(0, i + diag)) for i in range(rows))
+    return kept / float(rows * cols)
+
+
 # Row-wise ops that select one input per output and sum none: no error growth.
 _SELECTING = {"max", "min", "amax", "amin", "argmax", "argmin", "all", "any"}
 
@@ -383,11 +411,13 @@ def trace(model: nn.Module, inputs: List[Any]) -> Graph:
                 params[full] = {"shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", "")}
                 ins.append(full)
         fl = _flops(op, kind, node, gm, shape)
-        total += fl
         try:
             acc = _accumulation(op, kind, node, gm, shape, fl)
         except Exception:  # an argument form not foreseen: the op's own FLOPs per output
             acc = max(1.0, fl / (2.0 * max(1, _numel(shape))))
+        if kind == "gemm":
+            fl *= _kept_fraction(node, gm, shape)
+        total += fl
         ops.append(OpNode(node.name, op, kind, str(node.target) if node.op != "call_function" else op, ins, shape, dtype,
                           fl, _bytes_of(tm), len(node.users), acc))
     return Graph(ops, tensor_inputs, outputs, params, total, io_bytes + param_bytes, True)

@@ -123,6 +123,33 @@ class TraceAndCost(unittest.TestCase):
         # every output: 2 * C_in * k*k FLOPs, plus the bias
         self.assertEqual(conv.flops, 2 * (2 * 4 * 8 * 8) * 3 * 9 + 2 * 4 * 8 * 8)
 
+    def test_a_masked_products_bound_counts_only_the_kept_entries(self):
+        class Masked(torch.nn.Module):
+            def __init__(self, which, diagonal):
+                super().__init__()
+                self.which, self.diagonal = which, diagonal
+
+            def forward(self, a, b):
+                return getattr(torch, self.which)(torch.matmul(a, b), diagonal=self.diagonal)
+
+        class Reused(torch.nn.Module):
+            def forward(self, a, b):
+                c = torch.matmul(a, b)
+                return torch.tril(c) + c
+
+        a, b = torch.randn(6, 4), torch.randn(4, 5)
+        full = 2 * 6 * 5 * 4
+        for which, diagonal, kept in [("tril", 0, 1 + 2 + 3 + 4 + 5 + 5), ("tril", -2, 0 + 0 + 1 + 2 + 3 + 4),
+                                      ("triu", 1, 4 + 3 + 2 + 1 + 0 + 0), ("triu", -1, 5 + 5 + 4 + 3 + 2 + 1)]:
+            g = trace.trace(Masked(which, diagonal), [a, b])
+            mm = g.ops[0]
+            self.assertEqual(mm.op, "matmul")
+            self.assertAlmostEqual(mm.flops, full * kept / 30, msg=(which, diagonal))
+            self.assertEqual(mm.accumulation, 4)  # each kept entry still sums K terms
+        # A product used beside its mask needs every entry.
+        g = trace.trace(Reused(), [a, b])
+        self.assertEqual(g.ops[0].flops, full)
+
     def test_untraceable_module_is_one_opaque_op(self):
         _, _, g, pieces = imported("06_data_dependent.py")
         self.assertFalse(g.traced)
