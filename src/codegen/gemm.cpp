@@ -52,7 +52,7 @@ const std::vector<std::string> kInternal = {
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
-    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize"};
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "interior"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -848,6 +848,32 @@ class Generator {
       w.close();
       if (vec) w.close();
     };
+    // The float4 loads of a tile that lies inside M, N and the slice's K: no bounds checks and no
+    // zero fill (the launcher's kVec shapes, a block away from the edges, a tile before the last).
+    auto load_full = [&](const std::string& kbase) {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLA4; ++l)");
+      w.line("if (kBM * kQA % kThreads == 0 || tid + l * kThreads < kBM * kQA) va[l] = *reinterpret_cast<const float4*>(pa[l] + " +
+             kbase + ");");
+      w.close();
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLB4; ++l)");
+      w.line("if (kRowsB * kQB % kThreads == 0 || tid + l * kThreads < kRowsB * kQB) vb[l] = *reinterpret_cast<const float4*>(pb[l] + " +
+             kbase + (a_.b_trans ? std::string() : " * " + N) + ");");
+      w.close();
+    };
+    // The next tile's loads: unchecked where the block is interior and the tile whole, else checked.
+    auto load_next = [&](const std::string& kbase) {
+      if (vec) {
+        w.open("if (kVec && interior && " + kbase + " + kBK <= " + KE + ")");
+        load_full(kbase);
+        w.reopen("else if (" + kbase + " < " + KE + ")");
+      } else {
+        w.open("if (" + kbase + " < " + KE + ")");
+      }
+      load(kbase);
+      w.close();
+    };
     // The staged registers into shared-memory buffer `buf`.
     auto store = [&](const std::string& buf) {
       if (vec) {
@@ -910,6 +936,10 @@ class Generator {
       w.close();
     };
     const std::string KB = split ? "k_begin" : "0";
+    if (vec) {
+      w.comment("A block whose tile lies inside M and N loads its whole K tiles without bounds checks.");
+      w.line("const bool interior = tile_m + kBM <= " + M + " && tile_n + kBN <= " + N + ";");
+    }
     load(KB);
     if (kStages == 2) {
       w.comment("Two buffers: tile t + 1 goes into the other buffer while tile t is multiplied, one barrier per tile.");
@@ -918,9 +948,7 @@ class Generator {
       w.line("int buf = 0;");
       w.open("for (int64_t k0 = " + KB + "; k0 < " + KE + "; k0 += kBK)");
       w.line("const bool more = k0 + kBK < " + KE + ";");
-      w.open("if (more)");
-      load("(k0 + kBK)");
-      w.close();
+      load_next("(k0 + kBK)");
       products("buf");
       w.open("if (more)");
       store("buf ^ 1");
@@ -932,9 +960,7 @@ class Generator {
       w.open("for (int64_t k0 = " + KB + "; k0 < " + KE + "; k0 += kBK)");
       store("0");
       w.line("__syncthreads();");
-      w.open("if (k0 + kBK < " + KE + ")");
-      load("(k0 + kBK)");
-      w.close();
+      load_next("(k0 + kBK)");
       products("0");
       w.line("__syncthreads();");
       w.close();

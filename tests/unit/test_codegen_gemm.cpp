@@ -595,6 +595,9 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       {kGemmF32, {{"tile", "[128, 128, 16]"}, {"stages", "2"}}, {{"M", 37}, {"N", 68}, {"K", 36}}},
       {kGemmF32, {{"tile", "[32, 64, 32]"}, {"stages", "2"}, {"raster", "along_m"}}, {{"M", 33}, {"N", 100}, {"K", 44}}},
       {kGemmF32, {{"tile", "[64, 32, 8]"}}, {{"M", 64}, {"N", 32}, {"K", 4}}},
+      // Interior blocks with several whole K tiles (the unchecked loads), then a partial one.
+      {kGemmF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 132}, {"K", 36}}},
+      {kLinearF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}}, {{"M", 130}, {"N", 70}, {"K", 44}}},
       {kLinearF32, {{"tile", "[128, 64, 16]"}, {"stages", "2"}}, {{"M", 45}, {"N", 37}, {"K", 52}}},
       {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 72}, {"K", 24}}},
       {kBatchedF32, {}, {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 28}}},
