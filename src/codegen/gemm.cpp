@@ -52,7 +52,7 @@ const std::vector<std::string> kInternal = {
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
-    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "interior"};
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -865,7 +865,7 @@ class Generator {
     // The next tile's loads: unchecked where the block is interior and the tile whole, else checked.
     auto load_next = [&](const std::string& kbase) {
       if (vec) {
-        w.open("if (kVec && interior && " + kbase + " + kBK <= " + KE + ")");
+        w.open("if (" + kbase + " + kBK <= fast_end)");
         load_full(kbase);
         w.reopen("else if (" + kbase + " < " + KE + ")");
       } else {
@@ -881,7 +881,7 @@ class Generator {
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLA4; ++l)");
         w.line("const int e = tid + l * kThreads, i = e / kQA;");
-        w.open("if (e < kBM * kQA)");
+        w.open("if (kBM * kQA % kThreads == 0 || e < kBM * kQA)");
         for (const char* c : {"x", "y", "z", "w"})
           w.line("As[" + buf + "][qa * 4 + " + std::to_string(c[0] == 'w' ? 3 : c[0] - 'x') + "][i] = " +
                  rounded(std::string("va[l].") + c) + ";");
@@ -890,7 +890,7 @@ class Generator {
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLB4; ++l)");
         w.line("const int e = tid + l * kThreads, r = e / kQB;");
-        w.open("if (e < kRowsB * kQB)");
+        w.open("if (kRowsB * kQB % kThreads == 0 || e < kRowsB * kQB)");
         if (a_.b_trans) {
           for (const char* c : {"x", "y", "z", "w"})
             w.line("Bs[" + buf + "][qb * 4 + " + std::to_string(c[0] == 'w' ? 3 : c[0] - 'x') + "][r] = " +
@@ -937,8 +937,9 @@ class Generator {
     };
     const std::string KB = split ? "k_begin" : "0";
     if (vec) {
-      w.comment("A block whose tile lies inside M and N loads its whole K tiles without bounds checks.");
-      w.line("const bool interior = tile_m + kBM <= " + M + " && tile_n + kBN <= " + N + ";");
+      w.comment("A block whose tile lies inside M and N loads the K tiles that end by fast_end without bounds checks "
+                "(0 elsewhere: no tile does).");
+      w.line("const int64_t fast_end = kVec && tile_m + kBM <= " + M + " && tile_n + kBN <= " + N + " ? " + KE + " : 0;");
     }
     load(KB);
     if (kStages == 2) {
