@@ -40,7 +40,7 @@ const char* const kReserved[] = {
     // helpers and locals of the generated code
     "Pack", "load_pack", "store_pack", "max_nan", "min_nan", "clamp_nan", "relu", "sigmoid", "silu", "gelu",
     "gelu_tanh", "tf32_round", "tanh_fast", "sigmoid_fast", "silu_fast", "gelu_tanh_fast", "call", "stream", "err",
-    "ksol_cp_async4", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_row",
+    "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "KsolSlices", "ksol_mma_tf32", "ksol_bits", "ksol_row",
     "ksol_tf32_bits", "ksol_slice_smem", "kSliceBytes", "a_all", "b_all", "kstep",
     "ksol_a_slot", "ksol_b_slot", "kSR", "kSW",
     "c_acc", "frag_v", "hr", "ptr"};
@@ -504,6 +504,15 @@ std::string Helpers::source() const {
          "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" ::\"r\"(s), \"l\"(src), \"r\"(pred ? 4 : 0) : \"memory\");\n"
          "#elif defined(KSOL_HOST_EMULATION)\n"
          "  ::ksol_emu::cp_async(dst, src, 4, pred ? 4 : 0);\n"
+         "#endif\n"
+         "}\n"
+         "// The same for 16 aligned bytes, bypassing L1 (.cg): four floats a copy.\n"
+         "__device__ __forceinline__ void ksol_cp_async16(void* dst, const void* src, bool pred) {\n"
+         "#if defined(__CUDA_ARCH__)\n"
+         "  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+         "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(s), \"l\"(src), \"r\"(pred ? 16 : 0) : \"memory\");\n"
+         "#elif defined(KSOL_HOST_EMULATION)\n"
+         "  ::ksol_emu::cp_async(dst, src, 16, pred ? 16 : 0);\n"
          "#endif\n"
          "}\n"
          "__device__ __forceinline__ void ksol_cp_commit() {\n"

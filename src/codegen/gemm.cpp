@@ -52,7 +52,7 @@ const std::vector<std::string> kInternal = {
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
-    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end"};
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end", "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -540,6 +540,7 @@ class Generator {
     w.line();
     Helpers helpers;
     if (a_.tf32) helpers.use("tf32_round", Type::f32);
+    if (b_async()) helpers.use("cp_async", Type::f32);
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
@@ -554,6 +555,10 @@ class Generator {
 
  private:
   std::string id(const std::string& n) const { return names_[n]; }
+  // Two buffers of f32 operands with a row-major B[k, n] (the simt schedule's stages = 2): the
+  // float4 path copies B's tiles by cp.async straight into the other buffer (16-byte quads, no
+  // transposition), so only A's tile is staged through registers.
+  bool b_async() const { return s_.mainloop == "simt" && s_.stages == 2 && a_.in_type == Type::f32 && !a_.tf32 && !a_.b_trans; }
   // An operand as the SIMT kernel stores it into shared memory: rounded to TF32 when the program
   // says tf32(...). The registers hold the data as loaded, so that no load waits for its rounding.
   std::string rounded(const std::string& v) const { return a_.tf32 ? "tf32_round(" + v + ")" : v; }
@@ -810,7 +815,20 @@ class Generator {
       w.close();
       w.close();
     }
-    auto load = [&](const std::string& kbase) {
+    // bbuf: the buffer B's tile is copied into where b_async() (B bypasses the registers).
+    const bool bas = b_async();
+    auto async_b = [&](const std::string& kbase, const std::string& bbuf, bool checked) {
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < kLB4; ++l)");
+      w.line("const int e = tid + l * kThreads, kk = e / kQB;");
+      w.open("if (kRowsB * kQB % kThreads == 0 || e < kRowsB * kQB)");
+      w.line(std::string("const bool okc = ") + (checked ? "okb[l] && " + kbase + " + kk < " + KE : std::string("true")) + ";");
+      w.line("ksol_cp_async16(&Bs[" + bbuf + "][kk][qb * 4], okc ? pb[l] + " + kbase + " * " + N + " : " + B + ", okc);");
+      w.close();
+      w.close();
+      w.line("ksol_cp_commit();");
+    };
+    auto load = [&](const std::string& kbase, const std::string& bbuf = "0") {
       if (vec) {
         w.open("if constexpr (kVec)");
         w.line("#pragma unroll");
@@ -818,17 +836,21 @@ class Generator {
         w.line("va[l] = (oka[l] && " + kbase + " + qa * 4 < " + KE + ") ? *reinterpret_cast<const float4*>(pa[l] + " + kbase +
                ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
         w.close();
-        w.line("#pragma unroll");
-        w.open("for (int l = 0; l < kLB4; ++l)");
-        if (a_.b_trans) {
-          w.line("vb[l] = (okb[l] && " + kbase + " + qb * 4 < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
-                 ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
+        if (bas) {
+          async_b(kbase, bbuf, true);
         } else {
-          w.line("const int kk = (tid + l * kThreads) / kQB;");
-          w.line("vb[l] = (okb[l] && " + kbase + " + kk < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
-                 " * " + N + ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
+          w.line("#pragma unroll");
+          w.open("for (int l = 0; l < kLB4; ++l)");
+          if (a_.b_trans) {
+            w.line("vb[l] = (okb[l] && " + kbase + " + qb * 4 < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
+                   ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
+          } else {
+            w.line("const int kk = (tid + l * kThreads) / kQB;");
+            w.line("vb[l] = (okb[l] && " + kbase + " + kk < " + KE + ") ? *reinterpret_cast<const float4*>(pb[l] + " + kbase +
+                   " * " + N + ") : make_float4(0.0f, 0.0f, 0.0f, 0.0f);");
+          }
+          w.close();
         }
-        w.close();
         w.close();
         w.open("else");
       }
@@ -850,12 +872,16 @@ class Generator {
     };
     // The float4 loads of a tile that lies inside M, N and the slice's K: no bounds checks and no
     // zero fill (the launcher's kVec shapes, a block away from the edges, a tile before the last).
-    auto load_full = [&](const std::string& kbase) {
+    auto load_full = [&](const std::string& kbase, const std::string& bbuf) {
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLA4; ++l)");
       w.line("if (kBM * kQA % kThreads == 0 || tid + l * kThreads < kBM * kQA) va[l] = *reinterpret_cast<const float4*>(pa[l] + " +
              kbase + ");");
       w.close();
+      if (bas) {
+        async_b(kbase, bbuf, false);
+        return;
+      }
       w.line("#pragma unroll");
       w.open("for (int l = 0; l < kLB4; ++l)");
       w.line("if (kRowsB * kQB % kThreads == 0 || tid + l * kThreads < kRowsB * kQB) vb[l] = *reinterpret_cast<const float4*>(pb[l] + " +
@@ -863,15 +889,15 @@ class Generator {
       w.close();
     };
     // The next tile's loads: unchecked where the block is interior and the tile whole, else checked.
-    auto load_next = [&](const std::string& kbase) {
+    auto load_next = [&](const std::string& kbase, const std::string& bbuf = "0") {
       if (vec) {
         w.open("if (" + kbase + " + kBK <= fast_end)");
-        load_full(kbase);
+        load_full(kbase, bbuf);
         w.reopen("else if (" + kbase + " < " + KE + ")");
       } else {
         w.open("if (" + kbase + " < " + KE + ")");
       }
-      load(kbase);
+      load(kbase, bbuf);
       w.close();
     };
     // The staged registers into shared-memory buffer `buf`.
@@ -887,6 +913,7 @@ class Generator {
                  rounded(std::string("va[l].") + c) + ";");
         w.close();
         w.close();
+        if (!bas) {
         w.line("#pragma unroll");
         w.open("for (int l = 0; l < kLB4; ++l)");
         w.line("const int e = tid + l * kThreads, r = e / kQB;");
@@ -903,6 +930,7 @@ class Generator {
         }
         w.close();
         w.close();
+        }
         w.close();
         w.open("else");
       }
@@ -943,17 +971,20 @@ class Generator {
     }
     load(KB);
     if (kStages == 2) {
-      w.comment("Two buffers: tile t + 1 goes into the other buffer while tile t is multiplied, one barrier per tile.");
+      w.comment(std::string("Two buffers: tile t + 1 goes into the other buffer while tile t is multiplied, one barrier per "
+                            "tile") + (bas ? "; on the float4 path B's tiles land there by cp.async, waited for before the barrier." : "."));
       store("0");
+      if (bas) w.line("ksol_cp_wait<0>();");
       w.line("__syncthreads();");
       w.line("int buf = 0;");
       w.open("for (int64_t k0 = " + KB + "; k0 < " + KE + "; k0 += kBK)");
       w.line("const bool more = k0 + kBK < " + KE + ";");
-      load_next("(k0 + kBK)");
+      load_next("(k0 + kBK)", "buf ^ 1");
       products("buf");
       w.open("if (more)");
       store("buf ^ 1");
       w.close();
+      if (bas) w.line("ksol_cp_wait<0>();  // this thread's copies of B's next tile have landed");
       w.line("__syncthreads();");
       w.line("buf ^= 1;");
       w.close();

@@ -598,6 +598,9 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       // Interior blocks with several whole K tiles (the unchecked loads), then a partial one.
       {kGemmF32, {{"tile", "[128, 128, 8]"}}, {{"M", 130}, {"N", 132}, {"K", 36}}},
       {kLinearF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}}, {{"M", 130}, {"N", 70}, {"K", 44}}},
+      // Two buffers with B[k, n] copied by cp.async: interior blocks, edges, split slices.
+      {kGemmF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}}, {{"M", 130}, {"N", 132}, {"K", 44}}},
+      {kGemmF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}, {"split_k", "4"}}, {{"M", 70}, {"N", 68}, {"K", 100}}},
       {kLinearF32, {{"tile", "[128, 64, 16]"}, {"stages", "2"}}, {{"M", 45}, {"N", 37}, {"K", 52}}},
       {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 72}, {"K", 24}}},
       {kBatchedF32, {}, {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 28}}},
