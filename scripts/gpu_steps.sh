@@ -45,6 +45,10 @@
 #                 KB_DONE (default docs/results/kernelbench-paths) holds earlier calls' JSONs, which
 #                 are copied in first so their problems are skipped; KB_ONLY="level1-15,level2-40"
 #                 runs those again; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS; $OUT/kbp.tgz has it all
+#   simtgemm      examples/tuned/gemm_f32.ksol (SIMT f32 GEMM, one buffer) beside the same program with
+#                 stages = 2 (two buffers, B by cp.async) and at tile K 16, and GEMM_EXTRA (.ksol or .cu
+#                 bound to gemm_f32), against cuBLAS through every gate at the KernelBench GEMM shapes
+#                 4096^3, 1024 x 8192 x 8192 (level2/70) and 16384 x 768 x 2048 (level1/10)
 set -uo pipefail
 OUT=${OUT:-/tmp/ksol-out}
 mkdir -p "$OUT"
@@ -198,6 +202,17 @@ PY
 b=[f for f in sorted(glob.glob(sys.argv[2]+"/*.json")) if sys.argv[2] and os.path.basename(f) not in seen]
 print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" > "$OUT/kb_all.json"
     PYTHONPATH=python python3 -m ksol_torch report "$OUT/kb_all.json"; tar czf "$OUT/kb.tgz" -C "$OUT" kb ;;
+  simtgemm)
+    d=$OUT/simtgemm; mkdir -p "$d"; cands=()
+    for v in "s1 1 8" "s2 2 8" "s1k16 1 16" "s2k16 2 16"; do
+      set -- $v
+      sed -e "s/stages = 1/stages = $2/" -e "s/tile = \[128, 128, 8\]/tile = [128, 128, $3]/" examples/tuned/gemm_f32.ksol > "$d/$1.ksol"
+      cands+=(--candidate "$d/$1.ksol")
+    done
+    for f in ${GEMM_EXTRA:-}; do cands+=(--candidate "$f"); done
+    timeout 300 ksol --store "$d/g.db" eval --task gemm_f32 --shape sq4096:M=4096,N=4096,K=4096 \
+      --shape kb70:M=1024,N=8192,K=8192 --shape kb10:M=16384,N=768,K=2048 --compare cublas "${cands[@]}" \
+      > "$d/eval.txt" 2>&1; echo "rc=$?"; tail -25 "$d/eval.txt" ;;
   kbpaths)
     # KB_RUN (default /tmp/kbp, outside OUT: only the archive comes back) holds this call's problems
     # and the carried ones (the summary is over both); the archive, written after each problem, is
