@@ -789,7 +789,7 @@ class Generator {
       w.line("constexpr int kRowsB = " + std::string(a_.b_trans ? "kBN" : "kBK") + ";");
       w.line("constexpr int kLA4 = (kBM * kQA + kThreads - 1) / kThreads, kLB4 = (kRowsB * kQB + kThreads - 1) / kThreads;");
       w.line("static_assert(kThreads % kQA == 0 && kThreads % kQB == 0, \"a thread's quads share one column\");");
-      w.line("float4 va[kLA4], vb[kLB4];");
+      w.line(b_async() ? "float4 va[kLA4];  // B's tiles bypass the registers (cp.async)" : "float4 va[kLA4], vb[kLB4];");
       w.line("const float* pa[kLA4];");
       w.line("const float* pb[kLB4];");
       w.line("bool oka[kLA4], okb[kLB4];");
