@@ -892,7 +892,9 @@ class Generator {
     auto load_next = [&](const std::string& kbase, const std::string& bbuf = "0") {
       if (vec) {
         w.open("if (" + kbase + " + kBK <= fast_end)");
+        w.open("if constexpr (kVec)");  // fast_end is 0 in the element instantiation
         load_full(kbase, bbuf);
+        w.close();
         w.reopen("else if (" + kbase + " < " + KE + ")");
       } else {
         w.open("if (" + kbase + " < " + KE + ")");

@@ -601,6 +601,9 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
       // Two buffers with B[k, n] copied by cp.async: interior blocks, edges, split slices.
       {kGemmF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}}, {{"M", 130}, {"N", 132}, {"K", 44}}},
       {kGemmF32, {{"tile", "[64, 64, 8]"}, {"stages", "2"}, {"split_k", "4"}}, {{"M", 70}, {"N", 68}, {"K", 100}}},
+      {kBatchedF32, {{"tile", "[32, 32, 8]"}, {"stages", "2"}, {"split_k", "2"}}, {{"BATCH", 2}, {"M", 65}, {"N", 36}, {"K", 44}}},
+      {masked("n <= m - 1"),
+       {{"tile", "[32, 32, 8]"}, {"mainloop", "simt"}, {"stages", "2"}, {"split_k", "4"}}, {{"M", 70}, {"N", 68}, {"K", 52}}},
       {kLinearF32, {{"tile", "[128, 64, 16]"}, {"stages", "2"}}, {{"M", 45}, {"N", 37}, {"K", 52}}},
       {kGemmTf32, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}}, {{"M", 37}, {"N", 72}, {"K", 24}}},
       {kBatchedF32, {}, {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 28}}},
