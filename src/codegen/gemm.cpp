@@ -52,7 +52,8 @@ const std::vector<std::string> kInternal = {
     "config", "RowStride", "ColStride", "StrideA", "StrideB", "StrideC", "StrideD", "stride_a", "stride_b", "stride_c",
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
-    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end", "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc"};
+    "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end",
+    "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -916,22 +917,22 @@ class Generator {
         w.close();
         w.close();
         if (!bas) {
-        w.line("#pragma unroll");
-        w.open("for (int l = 0; l < kLB4; ++l)");
-        w.line("const int e = tid + l * kThreads, r = e / kQB;");
-        w.open("if (kRowsB * kQB % kThreads == 0 || e < kRowsB * kQB)");
-        if (a_.b_trans) {
-          for (const char* c : {"x", "y", "z", "w"})
-            w.line("Bs[" + buf + "][qb * 4 + " + std::to_string(c[0] == 'w' ? 3 : c[0] - 'x') + "][r] = " +
-                   rounded(std::string("vb[l].") + c) + ";");
-        } else if (a_.tf32) {
-          w.line("*reinterpret_cast<float4*>(&Bs[" + buf + "][r][qb * 4]) = make_float4(" + rounded("vb[l].x") + ", " +
-                 rounded("vb[l].y") + ", " + rounded("vb[l].z") + ", " + rounded("vb[l].w") + ");");
-        } else {
-          w.line("*reinterpret_cast<float4*>(&Bs[" + buf + "][r][qb * 4]) = vb[l];");
-        }
-        w.close();
-        w.close();
+          w.line("#pragma unroll");
+          w.open("for (int l = 0; l < kLB4; ++l)");
+          w.line("const int e = tid + l * kThreads, r = e / kQB;");
+          w.open("if (kRowsB * kQB % kThreads == 0 || e < kRowsB * kQB)");
+          if (a_.b_trans) {
+            for (const char* c : {"x", "y", "z", "w"})
+              w.line("Bs[" + buf + "][qb * 4 + " + std::to_string(c[0] == 'w' ? 3 : c[0] - 'x') + "][r] = " +
+                     rounded(std::string("vb[l].") + c) + ";");
+          } else if (a_.tf32) {
+            w.line("*reinterpret_cast<float4*>(&Bs[" + buf + "][r][qb * 4]) = make_float4(" + rounded("vb[l].x") + ", " +
+                   rounded("vb[l].y") + ", " + rounded("vb[l].z") + ", " + rounded("vb[l].w") + ");");
+          } else {
+            w.line("*reinterpret_cast<float4*>(&Bs[" + buf + "][r][qb * 4]) = vb[l];");
+          }
+          w.close();
+          w.close();
         }
         w.close();
         w.open("else");
