@@ -253,7 +253,8 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
     import operator
     a = synth._arg
     mod = gm.get_submodule(n.target) if n.op == "call_module" else None
-    if mod is None and (a(n, 2, "size_average") is not None or a(n, 3, "reduce") is not None) and op != "triplet_margin_loss":
+    legacy = (3, 5) if op == "cross_entropy" else (2, 3)  # size_average's and reduce's positions
+    if mod is None and (a(n, legacy[0], "size_average") is not None or a(n, legacy[1], "reduce") is not None) and op != "triplet_margin_loss":
         return None
 
     def reduced(v, reduction, batch=None):
@@ -266,6 +267,30 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
         return v if reduction == "none" else None
 
     with g.inserting_before(n):
+        if op in ("cross_entropy", "crossentropyloss"):
+            # Class-index targets of a [N, C] input, no class weights, no label smoothing: the
+            # row's logsumexp (one row-wise pass over the input) less the target's logit, taken
+            # by a gather; a target equal to ignore_index counts nothing and is not counted in
+            # the mean (its index read as 0, its term multiplied by 0).
+            x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
+            if mod is not None:
+                weight, ignore, reduction, smoothing = mod.weight, mod.ignore_index, mod.reduction, mod.label_smoothing
+            else:
+                weight, ignore = a(n, 2, "weight"), a(n, 4, "ignore_index", -100)
+                reduction, smoothing = a(n, 6, "reduction", "mean"), a(n, 7, "label_smoothing", 0.0)
+            sx, st = _shape(x), _shape(t)
+            tm = t.meta.get("tensor_meta") if isinstance(t, torch.fx.Node) else None
+            if weight is not None or smoothing != 0.0 or not isinstance(ignore, int) or reduction not in ("mean", "sum", "none") \
+                    or not sx or len(sx) != 2 or st != sx[:1] or tm is None or tm.dtype != torch.int64:
+                return None
+            valid = g.call_function(operator.ne, (t, ignore))
+            idx = g.call_method("masked_fill", (t, g.call_function(operator.eq, (t, ignore)), 0))
+            picked = g.call_method("squeeze", (g.call_function(torch.gather, (x, 1, g.call_method("unsqueeze", (idx, 1)))), 1))
+            lse = g.call_function(torch.logsumexp, (x, 1))
+            v = g.call_function(operator.mul, (g.call_function(operator.sub, (lse, picked)), valid))
+            if reduction == "mean":
+                return g.call_function(operator.truediv, (g.call_method("sum", (v,)), g.call_method("sum", (valid,))))
+            return reduced(v, reduction)
         if op == "smooth_l1_loss":
             x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
             reduction = mod.reduction if mod is not None else a(n, 4, "reduction", "mean")
@@ -326,7 +351,8 @@ def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
 def decompose(gm: torch.fx.GraphModule) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
-    pointwise terms and a reduction; a pooling whose windows tile its input (kernel = stride, no padding)
+    pointwise terms and a reduction; cross entropy with class-index targets into the rows'
+    logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences; a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -368,7 +394,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             _replace(n, y)
             changed = True
             continue
-        if op in ("smooth_l1_loss", "kl_div", "tripletmarginloss", "triplet_margin_loss"):
+        if op in ("smooth_l1_loss", "kl_div", "tripletmarginloss", "triplet_margin_loss", "cross_entropy", "crossentropyloss"):
             y = _loss(g, gm, n, op)
             if y is None:
                 continue

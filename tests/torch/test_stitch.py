@@ -196,6 +196,19 @@ class Losses(nn.Module):
         return huber + kl + self.triplet(a, b, c)
 
 
+class CrossEntropy(nn.Module):
+    """KernelBench level 1's cross entropy of class-index targets, through F.cross_entropy or the
+    module, with an ignore_index the targets hit."""
+
+    def __init__(self, module=False, **kw):
+        super().__init__()
+        self.loss = nn.CrossEntropyLoss(**kw) if module else None
+        self.kw = kw
+
+    def forward(self, x, t):
+        return self.loss(x, t) if self.loss is not None else F.cross_entropy(x, t, **self.kw)
+
+
 class ConstantsInTheForward(nn.Module):
     """Level-2 style: one-value constants the forward makes, one on its input's device (which fx
     cannot trace as written), one as a plain torch.tensor of a Python number."""
@@ -240,9 +253,10 @@ class Stitching(unittest.TestCase):
             return dsl_runner(piece, tensors)
 
         cm = stitch.compiled(plan, counting).double()
+        wide = [x.double() if x.is_floating_point() else x for x in inputs]  # index tensors stay int64
         with torch.no_grad():
-            want = model.double()(*[x.double() for x in inputs])
-            torch.testing.assert_close(cm(*[x.double() for x in inputs]), want, rtol=1e-10, atol=1e-12)
+            want = model.double()(*wide)
+            torch.testing.assert_close(cm(*wide), want, rtol=1e-10, atol=1e-12)
         self.assertEqual(sorted(calls), [p.id for p in plan.pieces])
         kept_targets = {n.name for n in cm.graph.nodes}
         for p in plan.pieces:
@@ -390,6 +404,24 @@ class Stitching(unittest.TestCase):
         self.assertIn("min(v1[r, c], 0.5)", plan.pieces[0].program)
         kept = synth.synthesize(Losses(), [torch.randn(4, 6)] * 3)["reason"]
         self.assertIn("smooth_l1_loss", kept)  # one program synth refuses; stitching decomposes it
+
+    def test_cross_entropy_is_a_row_wise_logsumexp_less_the_targets_logits(self):
+        torch.manual_seed(23)
+        x, t = torch.randn(6, 5) * 3, torch.tensor([0, 4, 2, 2, 1, 3])
+        kept = ["eq", "gather", "masked_fill", "mul", "ne", "squeeze", "sum", "truediv", "unsqueeze"]
+        for model in (CrossEntropy(), CrossEntropy(ignore_index=2), CrossEntropy(module=True, ignore_index=2)):
+            # One pass over the logits (the rows' logsumexp), the difference and the sum of the
+            # counted terms; the gather of the targets' logits and the index arithmetic stay PyTorch.
+            plan = self.stitched(model, [x, t], 3, kept)
+            self.assertIn("logsumexp", plan.pieces[0].nodes[-1])
+            self.assertEqual(plan.pieces[0].family, "rowwise")
+        for kw, n, k in (({"reduction": "sum"}, 3, [o for o in kept if o not in ("sum", "truediv")]),
+                         ({"reduction": "none", "ignore_index": 4}, 2, [o for o in kept if o not in ("sum", "truediv")])):
+            self.stitched(CrossEntropy(module=True, **kw), [x, t], n, k)
+        # Label smoothing, class weights and probability targets keep the loss a PyTorch call.
+        self.stitched(CrossEntropy(label_smoothing=0.1), [x, t], 0, ["cross_entropy"])
+        self.stitched(CrossEntropy(module=True, weight=torch.rand(5)), [x, t], 0, ["crossentropyloss"])
+        self.stitched(CrossEntropy(), [x, torch.softmax(torch.randn(6, 5), 1)], 0, ["cross_entropy"])
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
