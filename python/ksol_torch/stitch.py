@@ -339,6 +339,31 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
         return reduced(v, reduction)
 
 
+# The fewest elements a row of a full reduction's first pass has (decompose): shorter rows leave
+# the row-wise program's threads idle.
+_MIN_ROW = 1024
+
+
+def _full_reduction(n: torch.fx.Node, op: str):
+    """(x, op, trailing dims) where `n` is a sum, mean, amax or amin of every element of a tensor of
+    two or more dims, to one 0-d value, and its trailing dims hold at least _MIN_ROW elements and
+    leave its first dim out; else None."""
+    import math
+    x = n.args[0] if n.args else None
+    sh = _shape(x)
+    if not sh or len(sh) < 2 or op not in ("sum", "mean", "amax", "amin", "max", "min"):
+        return None
+    if op in ("max", "min") and (len(n.args) > 1 or n.kwargs):  # a max over a dim gives values and indices
+        return None
+    red = synth._reduced_dims(n, op, len(sh))
+    if red is None or red[1] or red[0] != list(range(len(sh))):
+        return None
+    for k in range(len(sh) - 1, 0, -1):
+        if math.prod(sh[k:]) >= _MIN_ROW:
+            return x, {"max": "amax", "min": "amin"}.get(op, op), tuple(range(k, len(sh)))
+    return None
+
+
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
     """`n`'s uses read `y` instead, which computes the same tensor: it takes n's shape, so that an
     op after it is rewritten in the same pass (the other new nodes get theirs from _values)."""
@@ -358,7 +383,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
     variance of the deviations, biased as PyTorch normalizes by it), then the normalization and the
-    affine (elementwise); batch_norm with running statistics into its elementwise form. The
+    affine (elementwise); batch_norm with running statistics into its elementwise form; a sum,
+    mean, max or min of every element into one over the trailing dims, then one over the rows. The
     running statistics a training-mode batch_norm updates are not part of the forward's output,
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
     propagates shapes again."""
@@ -370,6 +396,19 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
         if n.op not in ("call_module", "call_function", "call_method"):
             continue
         op = _canon(n, gm)
+        full = _full_reduction(n, op)
+        if full is not None:
+            # Over the trailing dims (rows of at least _MIN_ROW elements: a row-wise program that
+            # takes the elementwise ops before it, whatever they broadcast along the rows), then
+            # over the rows' values: one pass over the tensor and a small second reduction, where
+            # one program over the tensor as one row would need every operand of its length.
+            x, red, trailing = full
+            with g.inserting_before(n):
+                y = g.call_method(red, (x, trailing))
+                y = g.call_method(red, (y,))
+            _replace(n, y)
+            changed = True
+            continue
         if kind_of(op) == "pool":
             sh = _shape(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
             win = _pool_windows(n, gm, op, sh) if sh else None

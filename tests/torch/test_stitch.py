@@ -209,6 +209,15 @@ class CrossEntropy(nn.Module):
         return self.loss(x, t) if self.loss is not None else F.cross_entropy(x, t, **self.kw)
 
 
+class FullReductions(nn.Module):
+    """KernelBench level 1's hinge loss (its targets broadcast along the rows) beside a max of every
+    element of a 3-D tensor and a sum of a small one."""
+
+    def forward(self, x, t, y, z):
+        hinge = torch.mean(torch.clamp(1 - x * t, min=0))
+        return hinge + torch.max(y) * torch.sum(z)
+
+
 class ConstantsInTheForward(nn.Module):
     """Level-2 style: one-value constants the forward makes, one on its input's device (which fx
     cannot trace as written), one as a plain torch.tensor of a Python number."""
@@ -422,6 +431,22 @@ class Stitching(unittest.TestCase):
         self.stitched(CrossEntropy(label_smoothing=0.1), [x, t], 0, ["cross_entropy"])
         self.stitched(CrossEntropy(module=True, weight=torch.rand(5)), [x, t], 0, ["crossentropyloss"])
         self.stitched(CrossEntropy(), [x, torch.softmax(torch.randn(6, 5), 1)], 0, ["cross_entropy"])
+
+    def test_a_full_reduction_is_one_over_rows_then_one_over_their_values(self):
+        torch.manual_seed(29)
+        x, t, y, z = torch.randn(3, 1100), torch.randn(1100), torch.randn(2, 4, 600), torch.randn(2, 10)
+        plan = self.stitched(FullReductions(), [x, t, y, z], 5, [])
+        nodes = [p.nodes for p in plan.pieces]
+        # The hinge's elementwise terms join the mean over each row of 1100; the rows' means are
+        # a second piece. The max's rows are y's [4, 600]; z's rows of 10 stay one row of 20, which
+        # the sum of the two 0-d values joins.
+        self.assertEqual(["rowwise"] * 5, [p.family for p in plan.pieces], nodes)
+        first = next(p for p in plan.pieces if "mul" in p.nodes)
+        self.assertEqual((first.dims["R"], first.dims["C"]), (3, 1100))
+        self.assertIn("input1[c]", first.program)
+        rows_of_y = next(p for p in plan.pieces if p.dims.get("C") == 2400)
+        self.assertEqual(rows_of_y.dims["R"], 2)
+        self.assertTrue(any(p.dims.get("C") == 20 and p.dims["R"] == 1 for p in plan.pieces), nodes)
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
