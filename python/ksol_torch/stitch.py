@@ -271,7 +271,7 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
             # Class-index targets of a [N, C] input, no class weights, no label smoothing: the
             # row's logsumexp (one row-wise pass over the input) less the target's logit, taken
             # by a gather; a target equal to ignore_index counts nothing and is not counted in
-            # the mean (its index read as 0, its term multiplied by 0).
+            # the mean (its index and its term multiplied by 0).
             x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
             if mod is not None:
                 weight, ignore, reduction, smoothing = mod.weight, mod.ignore_index, mod.reduction, mod.label_smoothing
@@ -283,10 +283,11 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
             if weight is not None or smoothing != 0.0 or not isinstance(ignore, int) or reduction not in ("mean", "sum", "none") \
                     or not sx or len(sx) != 2 or st != sx[:1] or tm is None or tm.dtype != torch.int64:
                 return None
-            valid = g.call_function(operator.ne, (t, ignore))
-            idx = g.call_method("masked_fill", (t, g.call_function(operator.eq, (t, ignore)), 0))
-            picked = g.call_method("squeeze", (g.call_function(torch.gather, (x, 1, g.call_method("unsqueeze", (idx, 1)))), 1))
+            # The pass over the logits first: the small ops after it are queued while it runs.
             lse = g.call_function(torch.logsumexp, (x, 1))
+            valid = g.call_function(operator.ne, (t, ignore))
+            idx = g.call_function(operator.mul, (t, valid))
+            picked = g.call_method("squeeze", (g.call_function(torch.gather, (x, 1, g.call_method("unsqueeze", (idx, 1)))), 1))
             v = g.call_function(operator.mul, (g.call_function(operator.sub, (lse, picked)), valid))
             if reduction == "mean":
                 return g.call_function(operator.truediv, (g.call_method("sum", (v,)), g.call_method("sum", (valid,))))
