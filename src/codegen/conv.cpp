@@ -956,7 +956,8 @@ class Generator {
   static std::string filter_offset(const std::string& kbase) {
     return "kFlat ? f_o + l * int(f_step) + " + kbase + " : l * f_step + " + kbase;
   }
-  std::string tap_mask_type() const { return fixed_taps(a_) <= 32 ? "unsigned" : "unsigned long long"; }
+  // One word: the functional casts below (T(1)) take no multi-word type name.
+  std::string tap_mask_type() const { return fixed_taps(a_) <= 32 ? "uint32_t" : "uint64_t"; }
 
   // The reduction position this thread gathers in the slice at `kbase`: its tap's offset in the
   // image from a pixel's top-left tap (tap_off) and its bit in the pixels' masks (tap_bit, none

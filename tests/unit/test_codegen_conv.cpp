@@ -647,6 +647,12 @@ const char* kNchwF16Dilated =
     "kernel conv2d_f16_d2(X: f16[N, C, H, W] outside 0, F: f16[K, C, 5, 5]) -> (Y: f32[N, K, P, Q]) {\n"
     "  Y[n, k, h, w] = sum(f32(X[n, c, h+r*2-4, w+s*2-4]) * f32(F[k, c, r, s])) over c, r, s\n}\n";
 
+// A 5 x 9 filter dilated by 2 and 3 (KernelBench level 1's 80): 45 taps, so each pixel's mask of
+// the taps inside the image is 64 bits wide.
+const char* kWideFilterTf32 =
+    "kernel conv2d_wide(X: f32[N, C, H, W] outside 0, F: f32[K, C, 5, 9]) -> (Y: f32[N, K, P, Q]) {\n"
+    "  Y[n, k, h, w] = sum(tf32(X[n, c, h+r*2-4, w+s*3-12]) * tf32(F[k, c, r, s])) over c, r, s\n}\n";
+
 }  // namespace
 
 // The mma kernel on the CPU against the interpreter (the host emulation's WMMA checks each
@@ -675,6 +681,11 @@ TEST(CodegenConv, TensorCoreFragmentsOnTheHostMatchTheInterpreter) {
         {{"mainloop", "mma"}, {"tile", "[32, 32, 16]"}, {"thread_tile", "[2, 2]"}, {"gather", "decode"}}},
        stride2},
       {kNchwF16Dilated, {{{"mainloop", "mma"}, {"tile", "[64, 64, 32]"}, {"thread_tile", "[2, 2]"}}}, dilated},
+      {kWideFilterTf32,
+       {{}, {{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}, {"gather", "decode"}},
+        {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
+       dilated},
       {kNhwcTf32Stride2, {{{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}}, stride2},
       {kNhwcBf16BiasRelu, {{{"mainloop", "mma"}, {"tile", "[32, 32, 32]"}, {"thread_tile", "[1, 1]"}}}, int_sizes()},
       // The same kernels with 64-bit element offsets (the tap-mask gather's and the filter rows').
