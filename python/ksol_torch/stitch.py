@@ -345,6 +345,27 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
 _MIN_ROW = 1024
 
 
+def _over_ones(n: torch.fx.Node, op: str, gm: torch.fx.GraphModule) -> bool:
+    """Whether `n` is a sum, mean, max, min, amax, amin or logsumexp over dims that each have one
+    element (a max or min over a dim read only for its values)."""
+    if op not in ("sum", "mean", "amax", "amin", "max", "min", "logsumexp"):
+        return False
+    x = n.args[0] if n.args else None
+    sh = _shape(x)
+    if not sh:
+        return False
+    try:
+        red = synth._reduced_dims(n, op, len(sh))
+    except synth.Unsupported:
+        return False
+    if red is None or not red[0] or any(sh[d] != 1 for d in red[0]):
+        return False
+    if op in ("max", "min") and synth._arg(n, 1, "dim") is not None:  # (values, indices): every use must take the values
+        return all(u.op == "call_function" and _canon(u, gm) == "getitem" and u.args[1] == 0 and _shape(u) is not None
+                   for u in n.users) and len(n.users) > 0
+    return _shape(n) is not None
+
+
 def _full_reduction(n: torch.fx.Node, op: str):
     """(x, op, trailing dims) where `n` is a sum, mean, amax or amin of every element of a tensor of
     two or more dims, to one 0-d value, and its trailing dims hold at least _MIN_ROW elements and
@@ -384,7 +405,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
     variance of the deviations, biased as PyTorch normalizes by it), then the normalization and the
-    affine (elementwise); batch_norm with running statistics into its elementwise form; a sum,
+    affine (elementwise); batch_norm with running statistics into its elementwise form; a
+    reduction over dims of one element into its input; a sum,
     mean, max or min of every element into one over the trailing dims, then one over the rows. The
     running statistics a training-mode batch_norm updates are not part of the forward's output,
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
@@ -397,6 +419,23 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
         if n.op not in ("call_module", "call_function", "call_method"):
             continue
         op = _canon(n, gm)
+        if _over_ones(n, op, gm):
+            # A reduction over dims of one element is its input (squeezed where keepdim is off); of
+            # a max or min over a dim, the values are (the indices, all 0, are not taken).
+            x, (dims, keep) = n.args[0], synth._reduced_dims(n, op, len(_shape(n.args[0])))
+            uses = [u for u in n.users] if op in ("max", "min") and synth._arg(n, 1, "dim") is not None else [n]
+            for u in uses:
+                with g.inserting_before(u):
+                    y = x if keep else g.call_method("reshape", (x, *_shape(u)))
+                if y is x:
+                    u.replace_all_uses_with(x)
+                    g.erase_node(u)
+                else:
+                    _replace(u, y)
+            if n in g.nodes and not n.users:
+                g.erase_node(n)
+            changed = True
+            continue
         full = _full_reduction(n, op)
         if full is not None:
             # Over the trailing dims (rows of at least _MIN_ROW elements: a row-wise program that

@@ -11,9 +11,11 @@ namespace ksol {
 namespace fs = std::filesystem;
 
 namespace {
+// f32 data; i64 for the indices an argmax or argmin writes.
 DType lowered_dtype(const std::string& s) {
   if (s == "f32") return DType::f32;
-  throw std::runtime_error("the lowered module has a tensor of type " + s + ": only f32 is lowered");
+  if (s == "i64") return DType::i64;
+  throw std::runtime_error("the lowered module has a tensor of type " + s + ": only f32 data and i64 indices are lowered");
 }
 }  // namespace
 

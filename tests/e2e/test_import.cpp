@@ -160,6 +160,12 @@ TEST(Import, OptimizeModuleLowersCompilesAndSaysWhyNot) {
   EXPECT_EQ(r.output.find("tf32("), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("seed conv_model_f32_64x64x16_t4x4: compiles"), std::string::npos) << r.output;
 
+  // An argmin writes int64 indices: the lowered task takes an i64 output.
+  r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/synth_problems/25_argmin.py")}, 600);
+  EXPECT_EQ(r.exit_code, 77) << r.output;
+  EXPECT_NE(r.output.find("-> (output0: i64[B, C])"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed direct_model_i64_t256: compiles"), std::string::npos) << r.output;
+
   r = ksol::run_process({ksol_bin(), "optimize", src("tests/torch/problems/03_conv_bn_relu.py")}, 600);
   EXPECT_EQ(r.exit_code, 77) << r.output;
   EXPECT_NE(r.output.find("not one DSL program: no DSL form for conv2d"), std::string::npos) << r.output;

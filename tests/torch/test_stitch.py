@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import dsl_eval
 from ksol_torch import stitch, synth
+from ksol_torch.trace import _canonical as _canon
 
 
 def dsl_runner(piece, tensors):
@@ -216,6 +217,21 @@ class FullReductions(nn.Module):
     def forward(self, x, t, y, z):
         hinge = torch.mean(torch.clamp(1 - x * t, min=0))
         return hinge + torch.max(y) * torch.sum(z)
+
+
+class ReductionsOverOnes(nn.Module):
+    """KernelBench level 2's 18: a GEMM, a sum over its rows, then reductions over the one element
+    left (the max's values, a mean, two logsumexps), and one without keepdim."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 10)
+
+    def forward(self, x):
+        y = torch.sum(self.linear(x), dim=1, keepdim=True)
+        y = torch.max(y, dim=1, keepdim=True)[0]
+        y = torch.logsumexp(torch.mean(y, dim=1, keepdim=True), dim=1, keepdim=True)
+        return torch.logsumexp(y, dim=1, keepdim=True) * 2.0 + y.amax(dim=1)
 
 
 class ConstantsInTheForward(nn.Module):
@@ -447,6 +463,13 @@ class Stitching(unittest.TestCase):
         rows_of_y = next(p for p in plan.pieces if p.dims.get("C") == 2400)
         self.assertEqual(rows_of_y.dims["R"], 2)
         self.assertTrue(any(p.dims.get("C") == 20 and p.dims["R"] == 1 for p in plan.pieces), nodes)
+
+    def test_a_reduction_over_dims_of_one_element_is_its_input(self):
+        torch.manual_seed(31)
+        plan = self.stitched(ReductionsOverOnes(), [torch.randn(5, 6)], 4, ["reshape"])
+        self.assertEqual([p.family for p in plan.pieces], ["gemm", "rowwise", "elementwise", "elementwise"])
+        ops = {_canon(n, plan.gm) for n in plan.gm.graph.nodes if n.op != "placeholder"}
+        self.assertFalse(ops & {"max", "mean", "logsumexp", "amax"}, ops)
 
     def test_a_value_read_outside_its_chain_ends_the_piece(self):
         torch.manual_seed(3)
