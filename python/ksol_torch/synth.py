@@ -713,6 +713,19 @@ def _mma_tile(filters: int) -> List[str]:
     return ["tile = [128, 128, 16]", "thread_tile = [2, 2]"]
 
 
+def _rowwise_schedule(dims: Dict[str, int], stmts: List[str]) -> List[str]:
+    """A row-wise program's first schedule, for its shape: 16-byte accesses where the rows are
+    whole float4s; rows too few to give every SM a block and long enough to split (no scan or
+    argmax, which one block per row computes) are split over blocks (reduction = two_pass).
+    KernelBench's LayerNorm (16 rows of 4M floats) ran its one-block-per-row seed at 1.7% of HBM
+    SOL on an H100, its two_pass children at 29% (docs/results/2026-12-06-h100-kernelbench-paths-2.txt)."""
+    rows, row = dims.get("R", 1), dims.get("C", 1)
+    body = "".join(stmts)
+    split = rows < 256 and row >= 65536 and "scan(" not in body and "argmax(" not in body
+    return [f"threads = {512 if split else 256}", f"vector = {4 if row % 4 == 0 else 1}", "rows_per_block = 1",
+            f"reduction = {'two_pass' if split else 'block'}", "cache_row = none"]
+
+
 def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = "fp32", gemm_products: str = "fp32") -> Dict:
     extra: Dict = {}  # fields of the result beside the program's ("conv_products")
     b = _Builder(model, inputs)
@@ -1363,7 +1376,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # at 72-75% of HBM SOL, their vector 4 children at 88-89% (the search's first move, one
         # generation that a 30 s budget may not finish at those sizes).
         "elementwise": ["threads = 256", "vector = 4"],
-        "rowwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
+        "rowwise": _rowwise_schedule(dims, b.stmts),
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         # IEEE float32 GEMMs on CUDA cores at the SIMT kernel's best measured schedule (8 x 8
         # outputs a thread, one buffer; split along K where the grid leaves SMs idle): on an H200

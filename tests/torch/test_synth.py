@@ -5,6 +5,7 @@ import os
 import unittest
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from ksol_torch import abi, problem, synth
@@ -64,6 +65,28 @@ class Synth(unittest.TestCase):
     def test_linear_with_an_epilogue_and_a_parameter_along_n(self):
         out = self.check_against_module("synth_problems", "03_linear_epilogue.py", "gemm")
         self.assertIn("w_shift[n]", out["program"])
+
+    def test_the_rowwise_seed_schedule_follows_the_shape(self):
+        def schedule(model, x):
+            out = synth.synthesize(model, [x])
+            self.assertIsNotNone(out["program"], out["reason"])
+            return out["program"].split("schedule {")[1]
+        # Few long rows are split over blocks; rows of whole float4s are read 16 bytes at a time.
+        few_long = schedule(nn.LayerNorm([2, 32768], elementwise_affine=False), torch.randn(4, 2, 32768))
+        self.assertIn("reduction = two_pass", few_long)
+        self.assertIn("vector = 4", few_long)
+        many = schedule(nn.LayerNorm(1024), torch.randn(300, 1024))
+        self.assertIn("reduction = block", many)
+        self.assertIn("vector = 4", many)
+        odd = schedule(nn.Softmax(dim=1), torch.randn(3, 70001))
+        self.assertIn("reduction = two_pass", odd)
+        self.assertIn("vector = 1", odd)
+
+        class Scan(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=1)
+        # A scan is computed by one block per row.
+        self.assertIn("reduction = block", schedule(Scan(), torch.randn(2, 65536)))
 
     def test_rowwise_over_the_last_dim_of_a_3d_tensor(self):
         self.check_against_module("synth_problems", "04_attention_softmax_3d.py", "rowwise")
