@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
   // image (tap_ok: bit r * S + s; none past the pixels).
   const float* img_p[kLA];
   int img_o[kLA];
-  unsigned tap_ok[kLA];
+  uint32_t tap_ok[kLA];
   #pragma unroll
   for (int l = 0; l < kLA; ++l) {
     const int64_t pix = tile_m + tid % kPX + l * kPX;
@@ -93,11 +93,11 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
     ksol_decode(live ? pix : 0, plane, W, narrow, img_n, rest, oh);
     const int h0 = int(oh) - 1;
     const int w0 = int(rest - oh * W) - 1;
-    unsigned m = 0;
+    uint32_t m = 0;
     #pragma unroll
     for (int rs = 0; rs < taps; ++rs) {
       const int hi = h0 + (rs / taps_s), wi = w0 + (rs % taps_s);
-      if (live && hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) m |= unsigned(1) << rs;
+      if (live && hi >= 0 && hi < img_h && wi >= 0 && wi < img_w) m |= uint32_t(1) << rs;
     }
     tap_ok[l] = m;
     img_p[l] = kFlat ? X : X + img_n * image;
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
     const bool deep = kq < depth;
     const int kk = deep ? kq : 0, ch = kk / taps, rs = kk - ch * taps;
     const int tap_off = (ch * img_h + (rs / taps_s)) * img_w + (rs % taps_s);
-    const unsigned tap_bit = deep ? unsigned(1) << rs : 0;
+    const uint32_t tap_bit = deep ? uint32_t(1) << rs : 0;
     #pragma unroll
     for (int l = 0; l < kLA; ++l) {
       ra[l] = (tap_ok[l] & tap_bit) ? img_p[l][img_o[l] + tap_off] : 0.0f;
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_residual_gelu_f32_32x32x
         const bool deep = kq < depth;
         const int kk = deep ? kq : 0, ch = kk / taps, rs = kk - ch * taps;
         const int tap_off = (ch * img_h + (rs / taps_s)) * img_w + (rs % taps_s);
-        const unsigned tap_bit = deep ? unsigned(1) << rs : 0;
+        const uint32_t tap_bit = deep ? uint32_t(1) << rs : 0;
         #pragma unroll
         for (int l = 0; l < kLA; ++l) {
           ra[l] = (tap_ok[l] & tap_bit) ? img_p[l][img_o[l] + tap_off] : 0.0f;
