@@ -308,16 +308,37 @@ class _Float64(_InMode):
 DISTRIBUTIONS = ("normal", "heavy", "spiky")
 
 
+# Elements of a draw transformed at a time (_transform): its float64 temporaries stay 512 MB each
+# whatever the tensor's size (a 7.5 GB input's whole float64 temporaries did not fit beside the
+# case's other tensors on an 80 GB GPU).
+_TRANSFORM_SLICE = 1 << 26
+
+
 def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
     """The problem's own draw, reshaped into a distribution: `normal` keeps it; `heavy` gives each
     element Pareto tails of index 3 (values in the hundreds) with its sign; `spiky` zeros 2%,
     scales 1% to magnitudes of 10-1000 and shrinks the rest by 10. Runs where `x` lies, with `gen`
-    (a generator of that device). Written in place where it can be, so a draw of a few GB needs
-    about 4x its float64 size at most; on the host the values are the ones the plain expressions
-    (sign * (u^(-1/3) - 1); where(u < .02, 0, where(u < .03, sign * 10 * 100^r, 0.1 * x)))
-    give, bit for bit: every step is the same IEEE operation, a product with the sign is exact."""
+    (a generator of that device). A tensor of more than _TRANSFORM_SLICE elements is transformed
+    slice by slice (in row-major order, the generator drawing each slice's numbers in turn) into
+    a new tensor, so it needs its own size plus one slice's float64 temporaries; a smaller one
+    whole, written in place where it can be (about 4x its float64 size at most). On the host a
+    whole tensor's values are the ones the plain expressions (sign * (u^(-1/3) - 1); where(u < .02,
+    0, where(u < .03, sign * 10 * 100^r, 0.1 * x))) give, bit for bit: every step is the same IEEE
+    operation, a product with the sign is exact."""
     if dist == "normal" or not x.is_floating_point():
         return x
+    n = x.numel()
+    if n > _TRANSFORM_SLICE:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        flat_in, flat_out = x.reshape(-1), out.view(-1)
+        for s in range(0, n, _TRANSFORM_SLICE):
+            flat_out[s:s + _TRANSFORM_SLICE] = _transform_whole(flat_in[s:s + _TRANSFORM_SLICE], dist, gen)
+        return out
+    return _transform_whole(x, dist, gen)
+
+
+def _transform_whole(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
+    """_transform of `x` in one piece."""
     f64 = torch.float64
     u = torch.rand(x.shape, generator=gen, dtype=f64, device=x.device)
     sign = torch.where(x >= 0, 1.0, -1.0)  # +-1 exactly (NaN counts as negative, as before)

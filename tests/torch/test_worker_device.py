@@ -88,6 +88,31 @@ class Transforms(unittest.TestCase):
                 self.assertEqual(torch.isnan(got).tolist(), torch.isnan(want).tolist())
                 self.assertTrue(torch.equal(x.nan_to_num(), keep.nan_to_num()), "the transform changed its input")
 
+    def test_a_large_draw_is_transformed_slice_by_slice(self):
+        # Slices of 1000 elements over 40000 (the last one short): the same draw again under the
+        # same seed; the input untouched; spiky's zeros, spikes and shrunk values, and heavy's
+        # signs, in every slice (an element left unwritten would break the counts or the rule).
+        x = sample((200, 200), 3)
+        keep = x.clone()
+        with mock.patch.object(worker, "_TRANSFORM_SLICE", 1000):
+            spiky = worker._transform(x, "spiky", torch.Generator().manual_seed(5))
+            again = worker._transform(x, "spiky", torch.Generator().manual_seed(5))
+            heavy = worker._transform(x, "heavy", torch.Generator().manual_seed(6))
+        self.assertTrue(torch.equal(spiky, again))
+        self.assertTrue(torch.equal(x, keep))
+        self.assertEqual((spiky.shape, spiky.dtype), (x.shape, x.dtype))
+        shrunk = spiky == (x.double() * 0.1).float()
+        zero = (spiky == 0) & ~shrunk
+        spike = ~shrunk & ~zero
+        self.assertTrue(torch.all((spiky[spike].abs() >= 10) & (spiky[spike].abs() <= 1000)))
+        self.assertTrue(torch.equal(torch.sign(spiky[spike]), torch.sign(x[spike])))
+        for part, want in ((zero, 0.02), (spike, 0.01)):
+            for s in range(0, 40000, 10000):  # each quarter's share, not only the whole's
+                frac = part.view(-1)[s:s + 10000].double().mean().item()
+                self.assertLess(abs(frac - want), 0.006, (want, s, frac))
+        self.assertTrue(torch.equal(torch.sign(heavy), torch.sign(x)))
+        self.assertFalse(torch.equal(heavy[:100], heavy[100:]))  # each slice its own numbers
+
     def test_integers_are_kept(self):
         x = torch.arange(10)
         self.assertIs(worker._transform(x, "spiky", torch.Generator()), x)
