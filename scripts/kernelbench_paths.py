@@ -267,7 +267,9 @@ def main():
     ap.add_argument("--kb", default=default_kb(), help="the KernelBench copy (level1/, level2/)")
     ap.add_argument("--ksol", default="", help="the ksol binary (default build/ksol, .carry/bin/ksol, then PATH)")
     ap.add_argument("--budget-seconds", type=float, default=30, help="each problem's search budget, per path (default 30)")
-    ap.add_argument("--budget-candidates", type=int, default=12)
+    ap.add_argument("--budget-candidates", type=int, default=34,
+                    help="each path's most candidates (default 34: the seed and three generations of the expert's 11), "
+                         "whichever of it and --budget-seconds comes first")
     ap.add_argument("--timeout", type=float, default=1200, help="a problem running longer is stopped and recorded as timed out")
     ap.add_argument("--gpus", type=int, default=1, help="problems at once, one per GPU")
     ap.add_argument("--deadline", type=float, default=0, help="seconds from now after which nothing runs: problems cut then are "
