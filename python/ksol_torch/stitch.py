@@ -271,7 +271,7 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
             # Class-index targets of a [N, C] input, no class weights, no label smoothing: the
             # row's logsumexp (one row-wise pass over the input) less the target's logit, taken
             # by a gather; a target equal to ignore_index counts nothing and is not counted in
-            # the mean (its index and its term multiplied by 0).
+            # the mean (its index multiplied by 0, its term 0).
             x, t = n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("target")
             if mod is not None:
                 weight, ignore, reduction, smoothing = mod.weight, mod.ignore_index, mod.reduction, mod.label_smoothing
@@ -288,7 +288,8 @@ def _loss(g: torch.fx.Graph, gm: torch.fx.GraphModule, n: torch.fx.Node, op: str
             valid = g.call_function(operator.ne, (t, ignore))
             idx = g.call_function(operator.mul, (t, valid))
             picked = g.call_method("squeeze", (g.call_function(torch.gather, (x, 1, g.call_method("unsqueeze", (idx, 1)))), 1))
-            v = g.call_function(operator.mul, (g.call_function(operator.sub, (lse, picked)), valid))
+            # where, not a product with valid: an ignored row's logits may be infinite or NaN.
+            v = g.call_function(torch.where, (valid, g.call_function(operator.sub, (lse, picked)), 0.0))
             if reduction == "mean":
                 return g.call_function(operator.truediv, (g.call_method("sum", (v,)), g.call_method("sum", (valid,))))
             return reduced(v, reduction)
@@ -360,24 +361,37 @@ def _over_ones(n: torch.fx.Node, op: str, gm: torch.fx.GraphModule) -> bool:
         return False
     if red is None or not red[0] or any(sh[d] != 1 for d in red[0]):
         return False
+    if _dtype(x) != torch.float32:  # an integer sum is int64, a bool's too: not its input's type
+        return False
     if op in ("max", "min") and synth._arg(n, 1, "dim") is not None:  # (values, indices): every use must take the values
         return all(u.op == "call_function" and _canon(u, gm) == "getitem" and u.args[1] == 0 and _shape(u) is not None
                    for u in n.users) and len(n.users) > 0
     return _shape(n) is not None
 
 
+def _dtype(n) -> Optional[torch.dtype]:
+    meta = n.meta.get("tensor_meta") if isinstance(n, torch.fx.Node) else None
+    return getattr(meta, "dtype", None)
+
+
 def _full_reduction(n: torch.fx.Node, op: str):
-    """(x, op, trailing dims) where `n` is a sum, mean, amax or amin of every element of a tensor of
-    two or more dims, to one 0-d value, and its trailing dims hold at least _MIN_ROW elements and
-    leave its first dim out; else None."""
+    """(x, op, trailing dims) where `n` is a sum, mean, amax or amin of every element of a float32
+    tensor of two or more dims, to one 0-d float32 value (no dtype argument), and its trailing dims
+    hold at least _MIN_ROW elements and leave its first dim out; else None. (In a narrower type the
+    rows' values would be rounded to it between the two reductions.)"""
     import math
     x = n.args[0] if n.args else None
     sh = _shape(x)
     if not sh or len(sh) < 2 or op not in ("sum", "mean", "amax", "amin", "max", "min"):
         return None
+    if _dtype(x) != torch.float32 or _dtype(n) != torch.float32:
+        return None
     if op in ("max", "min") and (len(n.args) > 1 or n.kwargs):  # a max over a dim gives values and indices
         return None
-    red = synth._reduced_dims(n, op, len(sh))
+    try:
+        red = synth._reduced_dims(n, op, len(sh))
+    except synth.Unsupported:  # a dtype argument: the reduction stays as written
+        return None
     if red is None or red[1] or red[0] != list(range(len(sh))):
         return None
     for k in range(len(sh) - 1, 0, -1):
@@ -426,7 +440,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             uses = [u for u in n.users] if op in ("max", "min") and synth._arg(n, 1, "dim") is not None else [n]
             for u in uses:
                 with g.inserting_before(u):
-                    y = x if keep else g.call_method("reshape", (x, *_shape(u)))
+                    y = x if keep else g.call_method("reshape", (x, tuple(_shape(u))))
                 if y is x:
                     u.replace_all_uses_with(x)
                     g.erase_node(u)

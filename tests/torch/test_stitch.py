@@ -433,11 +433,15 @@ class Stitching(unittest.TestCase):
     def test_cross_entropy_is_a_row_wise_logsumexp_less_the_targets_logits(self):
         torch.manual_seed(23)
         x, t = torch.randn(6, 5) * 3, torch.tensor([0, 4, 2, 2, 1, 3])
-        kept = ["gather", "mul", "mul", "ne", "squeeze", "sum", "truediv", "unsqueeze"]
-        for model in (CrossEntropy(), CrossEntropy(ignore_index=2), CrossEntropy(module=True, ignore_index=2)):
+        kept = ["gather", "mul", "ne", "squeeze", "sum", "truediv", "unsqueeze", "where"]
+        # An ignored row may hold infinite logits: its term is 0, as PyTorch's, not inf * 0.
+        x_inf = x.clone()
+        x_inf[2, 0], x_inf[3, 1] = float("-inf"), float("inf")
+        for model, logits in ((CrossEntropy(), x), (CrossEntropy(ignore_index=2), x),
+                              (CrossEntropy(module=True, ignore_index=2), x), (CrossEntropy(ignore_index=2), x_inf)):
             # One pass over the logits (the rows' logsumexp), the difference and the sum of the
             # counted terms; the gather of the targets' logits and the index arithmetic stay PyTorch.
-            plan = self.stitched(model, [x, t], 3, kept)
+            plan = self.stitched(model, [logits, t], 3, kept)
             self.assertIn("logsumexp", plan.pieces[0].nodes[-1])
             self.assertEqual(plan.pieces[0].family, "rowwise")
         for kw, n, k in (({"reduction": "sum"}, 3, [o for o in kept if o not in ("sum", "truediv")]),
@@ -463,6 +467,24 @@ class Stitching(unittest.TestCase):
         rows_of_y = next(p for p in plan.pieces if p.dims.get("C") == 2400)
         self.assertEqual(rows_of_y.dims["R"], 2)
         self.assertTrue(any(p.dims.get("C") == 20 and p.dims["R"] == 1 for p in plan.pieces), nodes)
+
+    def test_reductions_the_rewrites_leave_alone(self):
+        class M(nn.Module):
+            def forward(self, x, y, z):
+                a = torch.sum(x * 2, 1, dtype=torch.float64).float()  # a dtype argument
+                b = torch.sum(y * 2)                                   # 0-d, over dims of one element
+                c = (z > 0).sum(1) + (z > 0).sum(1)                    # int64 counts of bools, over one element
+                return a.sum() + b + c.sum()
+        torch.manual_seed(37)
+        x, y, z = torch.randn(4, 8), torch.randn(1, 1), torch.randn(4, 1, 6)
+        plan = stitch.split(M(), [x, y, z])
+        calls = stitch.compiled(plan, dsl_runner)
+        with torch.no_grad():
+            # (a's cast to float32 rounds in the module, not in the float64 evaluator's pieces)
+            torch.testing.assert_close(calls(x.double(), y.double(), z.double()), M()(x.double(), y.double(), z.double()),
+                                       rtol=1e-6, atol=1e-6)
+        ops = [_canon(n, plan.gm) for n in plan.gm.graph.nodes]
+        self.assertEqual(ops.count("sum"), 5, ops)  # z's two sums of bools stay sums (int64), not the bools
 
     def test_a_reduction_over_dims_of_one_element_is_its_input(self):
         torch.manual_seed(31)
