@@ -413,15 +413,16 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
-    logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences; a pooling whose windows tile its input (kernel = stride, no padding)
+    logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences;
+    a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
     variance of the deviations, biased as PyTorch normalizes by it), then the normalization and the
     affine (elementwise); batch_norm with running statistics into its elementwise form; a
-    reduction over dims of one element into its input; a sum,
-    mean, max or min of every element into one over the trailing dims, then one over the rows. The
+    float32 reduction over dims of one element into its input; a float32 sum, mean, max or min of
+    every element into one over the trailing dims, then one over the rows. The
     running statistics a training-mode batch_norm updates are not part of the forward's output,
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
     propagates shapes again."""

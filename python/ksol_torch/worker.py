@@ -322,9 +322,9 @@ def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor
     slice by slice (in row-major order, the generator drawing each slice's numbers in turn) into
     a new tensor, so it needs its own size (and a contiguous copy of a non-contiguous `x`) plus one
     slice's float64 temporaries; a smaller one whole, written in place where it can be (about 4x
-    its float64 size at most). On the host a whole tensor's values are the ones the plain expressions (sign * (u^(-1/3) - 1); where(u < .02,
-    0, where(u < .03, sign * 10 * 100^r, 0.1 * x))) give, bit for bit: every step is the same IEEE
-    operation, a product with the sign is exact."""
+    its float64 size at most). On the host a whole tensor's values are the ones the plain
+    expressions (sign * (u^(-1/3) - 1); where(u < .02, 0, where(u < .03, sign * 10 * 100^r, 0.1 * x)))
+    give, bit for bit: every step is the same IEEE operation, a product with the sign is exact."""
     if dist == "normal" or not x.is_floating_point():
         return x
     n = x.numel()
