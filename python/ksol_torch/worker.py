@@ -309,8 +309,8 @@ DISTRIBUTIONS = ("normal", "heavy", "spiky")
 
 
 # Elements of a draw transformed at a time (_transform): its float64 temporaries stay 512 MB each
-# whatever the tensor's size (a 7.5 GB input's whole float64 temporaries did not fit beside the
-# case's other tensors on an 80 GB GPU).
+# whatever the tensor's size (KernelBench's GroupNorm, a 7.5 GB input, ran out of an H100's memory
+# asking for 14.00 GiB: one whole-tensor float64 temporary).
 _TRANSFORM_SLICE = 1 << 26
 
 
