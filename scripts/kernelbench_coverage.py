@@ -9,7 +9,9 @@ own (the problem's code runs there; a crash or a hang costs that file only), whi
 `ksol optimize FILE.py` runs: the forward cut into DSL pieces around the ops kept as PyTorch
 calls. A problem is
 
-- `complete`: every op that moves data runs inside a DSL piece (views and copies aside);
+- `complete`: every op that moves data runs inside a DSL piece (views and copies aside, and the
+  weight preparation of WEIGHT_PREP: ops on the module's parameters alone, e.g. an average pool
+  folded into the convolution's filter before it);
 - `vendor`: complete but for ops kept as vendor calls by choice (VENDOR_BY_CHOICE, each with
   its reason), counted apart;
 - `partial`: at least one op is kept as a PyTorch call, listed with its reason;
@@ -36,6 +38,10 @@ PYTHON = os.environ.get("KSOL_PYTHON") or ("/usr/bin/python3" if os.path.exists(
 NO_DATA = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr", "size", "dim",
            "detach", "clone", "expand", "expand_as", "view_as", "reshape_as", "unflatten", "dropout", "identity"}
 
+# Ops on the module's parameters alone that a rewrite puts before a piece (stitch.WEIGHT_PREP):
+# op -> what it computes. They read no activation; never a reason for `partial`.
+WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter"}
+
 # Ops kept as vendor calls by choice although a DSL piece could be written for them: op -> why.
 VENDOR_BY_CHOICE = {}
 
@@ -59,7 +65,7 @@ def stitch_one(path: str, timeout: float) -> dict:
 def classify(r: dict) -> dict:
     if not r.get("ok"):
         return {"status": "failed", "why": r.get("error", "?")[:200], "kept": [], "pieces": []}
-    kept = [k for k in r.get("kept", []) if k["op"] not in NO_DATA]
+    kept = [k for k in r.get("kept", []) if k["op"] not in NO_DATA and k["op"] not in WEIGHT_PREP]
     pieces = [p["family"] for p in r.get("pieces", [])]
     blocking = [k for k in kept if k["op"] not in VENDOR_BY_CHOICE]
     if not kept:

@@ -84,7 +84,8 @@ def _plan_pieces(prob, seed: int, g) -> list:
                                          "inputs": p.inputs, "outputs": [p.nodes[-1]]}))
     for k in plan.kept:
         view = k["op"] in _VIEWS
-        rows.append((order[k["node"]], {"family": "view" if view else "torch", "dsl": False, "reason": k["reason"],
+        family = "view" if view else "weights" if k["op"] in stitch.WEIGHT_PREP else "torch"
+        rows.append((order[k["node"]], {"family": family, "dsl": False, "reason": k["reason"],
                                         "nodes": [k["node"]], "ops": [] if view else [k["op"]], "views": [k["op"]] if view else [],
                                         "inputs": [a.name for a in nodes[k["node"]].all_input_nodes], "outputs": [k["node"]]}))
     out = []
@@ -153,7 +154,9 @@ def _stitch_summary(model, inputs) -> dict:
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
     views = ("view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr")
-    return {"pieces": [p.family for p in plan.pieces], "kept": [k["op"] for k in plan.kept if k["op"] not in views]}
+    return {"pieces": [p.family for p in plan.pieces],
+            "kept": [k["op"] for k in plan.kept if k["op"] not in views and k["op"] not in stitch.WEIGHT_PREP],
+            "weight_prep": [k["op"] for k in plan.kept if k["op"] in stitch.WEIGHT_PREP]}
 
 
 def _stitch_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:

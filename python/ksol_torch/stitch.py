@@ -2,8 +2,8 @@
 the whole again with each piece replaced by a kernel (re-stitching).
 
 `split(model, inputs)` traces the forward (torch.fx), first rewrites the ops no family takes whole
-into the ops of their definition (`decompose`: group_norm, batch_norm, pools whose windows tile
-their input, softmax and logsumexp over non-trailing dims, some losses), groups the ops the DSL
+into the ops of their definition (`decompose`: group_norm, batch_norm, an average pool after a
+convolution folded into its filter, pools whose windows tile their input, softmax and logsumexp over non-trailing dims, some losses), groups the ops the DSL
 expresses into maximal chains (an elementwise chain, a row-wise chain, a reduction over leading or
 middle dims, a GEMM, a convolution or a pool with its elementwise epilogue) and writes each
 chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
@@ -152,6 +152,10 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
         if n in in_piece:
             continue
         op = _canon(n, gm)
+        if op in WEIGHT_PREP:
+            kept.append({"node": n.name, "op": op, "reason": "weight preparation: the average pool after a convolution folded "
+                         "into its filter (float64 over the filter's values, each call)"})
+            continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
         kept.append({"node": n.name, "op": op, "reason": why})
@@ -400,6 +404,87 @@ def _full_reduction(n: torch.fx.Node, op: str):
     return None
 
 
+class AvgPoolFold(nn.Module):
+    """A convolution's filter with the average pool that follows it folded in: the pool's mean of
+    k outputs (stride s, dilation d) is one convolution at stride s * pool stride whose filter
+    averages the k shifted copies of the filter, W'[t] = mean over a of W[t - a * s] (tap
+    positions r * d + a * s = t, summed where several meet): a transposed convolution of each
+    [tap...] filter slice by a box of the pool's window, at stride d and dilation s. It runs in
+    float64 on the filter alone (K x C x taps values), so the folded filter carries one float32
+    rounding, and on every call, so it follows the module's weights."""
+
+    def __init__(self, window: Sequence[int], conv_stride: Sequence[int], conv_dilation: Sequence[int]):
+        super().__init__()
+        self.window, self.conv_stride, self.conv_dilation = tuple(window), tuple(conv_stride), tuple(conv_dilation)
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        import math
+        import torch.nn.functional as F
+        k, c = w.shape[0], w.shape[1]
+        v = w.to(torch.float64).reshape(k * c, 1, *w.shape[2:])
+        box = v.new_full((1, 1, *self.window), 1.0 / math.prod(self.window))
+        f = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[len(self.window) - 1]
+        y = f(v, box, stride=self.conv_dilation, dilation=self.conv_stride)
+        return y.reshape(k, c, *y.shape[2:]).to(w.dtype)
+
+
+# Weight preparation: ops on a module's parameters alone, before the pieces read them.
+WEIGHT_PREP = ("avgpoolfold",)
+
+
+def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
+    """An average pool that reads a convolution's output and nothing else does, foldable into it
+    (AvgPoolFold): the pool's window and stride, no padding, floor mode, the window's size as the
+    divisor; the convolution of the pool's rank, zero padding, its filter (and bias) the module's
+    float32 parameters. Returns the conv's operands (x, weight key, bias key, stride, padding,
+    dilation, groups) and the pool's (window, stride), or None."""
+    a = synth._arg
+    if not op.startswith("avg_pool") or op.startswith("adaptive") or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return None
+    y = n.args[0]
+    spatial = int(op[-2])
+    yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
+    if yop != f"conv{spatial}d" or len(y.users) != 1:
+        return None
+    if n.op == "call_module":
+        m = gm.get_submodule(n.target)
+        k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
+        extra = getattr(m, "divisor_override", None) is not None
+    else:
+        k, st, pad, ceil = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0), a(n, 4, "ceil_mode", False)
+        extra = a(n, 6, "divisor_override") is not None
+    k = _tuple(k, spatial)
+    st = k if st is None or st == [] or st == () else _tuple(st, spatial)
+    if k is None or st is None or _tuple(pad, spatial) != (0,) * spatial or ceil or extra:
+        return None
+    if y.op == "call_module":
+        c = gm.get_submodule(y.target)
+        if c.padding_mode != "zeros" or isinstance(c.padding, str):
+            return None
+        out = {"x": y.args[0], "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
+               "stride": c.stride, "padding": c.padding, "dilation": c.dilation, "groups": c.groups}
+    else:
+        wn, bn = a(y, 1, "weight"), a(y, 2, "bias")
+        key = lambda v: v.target if isinstance(v, torch.fx.Node) and v.op == "get_attr" else None
+        out = {"x": y.args[0], "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0),
+               "dilation": a(y, 5, "dilation", 1), "groups": a(y, 6, "groups", 1)}
+        if out["w"] is None or (bn is not None and out["bias"] is None) or isinstance(out["padding"], str):
+            return None
+    state = dict(gm.named_parameters())
+    state.update(dict(gm.named_buffers()))
+    for key in ("w", "bias"):
+        if out[key] is not None and (out[key] not in state or state[out[key]].dtype != torch.float32):
+            return None
+    for key in ("stride", "padding", "dilation"):
+        out[key] = _tuple(out[key], spatial)
+        if out[key] is None:
+            return None
+    if not isinstance(out["x"], torch.fx.Node) or not isinstance(out["groups"], int):
+        return None
+    out.update(window=k, pool_stride=st)
+    return out
+
+
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
     """`n`'s uses read `y` instead, which computes the same tensor: it takes n's shape, so that an
     op after it is rewritten in the same pass (the other new nodes get theirs from _values)."""
@@ -414,7 +499,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
     logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences;
-    a pooling whose windows tile its input (kernel = stride, no padding)
+    an average pool after a convolution into that convolution with the pool folded into its
+    filter (AvgPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -462,6 +548,25 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                 y = g.call_method(red, (x, trailing))
                 y = g.call_method(red, (y,))
             _replace(n, y)
+            changed = True
+            continue
+        fold = _conv_of_pool(n, gm, op) if kind_of(op) == "pool" else None
+        if fold is not None:
+            # avg_pool(conv(x, W, b)) = conv(x, W', b) at the two strides' product (AvgPoolFold):
+            # the conv's output, pool-window times the pool's, is never made.
+            import torch.nn.functional as F
+            conv = n.args[0]
+            name = f"_ksol_avgpool_fold{sum(1 for m in g.nodes if m.op == 'call_module' and m.target.startswith('_ksol_avgpool_fold'))}"
+            gm.add_submodule(name, AvgPoolFold(fold["window"], fold["stride"], fold["dilation"]))
+            with g.inserting_before(n):
+                w = g.call_module(name, (g.get_attr(fold["w"]),))
+                b = g.get_attr(fold["bias"]) if fold["bias"] is not None else None
+                conv_fn = (F.conv1d, F.conv2d, F.conv3d)[len(fold["window"]) - 1]
+                y = g.call_function(conv_fn, (fold["x"], w, b), {
+                    "stride": tuple(s * p for s, p in zip(fold["stride"], fold["pool_stride"])), "padding": fold["padding"],
+                    "dilation": (1,) * len(fold["window"]), "groups": fold["groups"]})
+            _replace(n, y)
+            g.erase_node(conv)
             changed = True
             continue
         if kind_of(op) == "pool":

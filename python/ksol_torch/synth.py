@@ -387,6 +387,18 @@ def _conv_index(out: str, stride: int, tap: str, dilation: int, pad: int) -> str
     return s + (f"-{pad}" if pad > 0 else "")
 
 
+def _filter_input(b: "_Builder", wn, op: str) -> Optional[torch.fx.Node]:
+    """A convolution's filter that is a forward input of the program (a filter the module makes
+    from its parameters, e.g. stitch.AvgPoolFold's, is one in its piece), or None; Unsupported
+    where that input is read by anything but the convolution (a conv program reads its filter
+    only there)."""
+    if not isinstance(wn, torch.fx.Node) or wn.op != "placeholder":
+        return None
+    if len(wn.users) > 1:
+        raise Unsupported(f"{op}'s filter {wn.name} is read again elsewhere: a convolution's filter is read by it alone")
+    return wn
+
+
 def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
     """A conv2d or conv1d node's image, filter (a state_dict key), bias (a key or None), stride,
     padding and dilation as (height, width), and its image, filter and output shapes as a 2-D
@@ -394,6 +406,7 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
     the module's); Unsupported where the DSL's conv does not express it (groups, padding modes,
     dtypes)."""
     rank = 3 if op == "conv1d" else 4
+    w_node = None
     if n.op == "call_module":
         mod = b.gm.get_submodule(n.target)
         x = n.args[0]
@@ -407,17 +420,21 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
         stride, padding = _arg(n, 3, "stride", 1), _arg(n, 4, "padding", 0)
         dilation, groups = _arg(n, 5, "dilation", 1), _arg(n, 6, "groups", 1)
         w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+        w_node = _filter_input(b, wn, op)
         bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
-        if w is None or (bn is not None and bias is None):
-            raise Unsupported(f"F.{op} with a filter or bias that is not the module's parameter")
+        if (w is None and w_node is None) or (bn is not None and bias is None):
+            raise Unsupported(f"F.{op} with a filter that is neither the module's parameter nor a forward input, or a bias "
+                              "that is not the module's parameter")
     if groups != 1:
         raise Unsupported(f"{op} with groups={groups} (grouped or depthwise): only groups=1 is lowered")
     if not isinstance(x, torch.fx.Node):
         raise Unsupported(f"{op} of a value that is not a tensor")
-    xs, ws, os_ = b.shape(x), list(sd[w].shape) if w in sd else None, b.shape(n)
+    xs, os_ = b.shape(x), b.shape(n)
+    ws = b.shape(w_node) if w_node is not None else list(sd[w].shape) if w in sd else None
+    w_type = b.dtype(w_node) if w_node is not None else sd[w].dtype if w in sd else None
     if xs is None or len(xs) != rank or ws is None or len(ws) != rank or os_ is None:
         raise Unsupported(f"{op} on a tensor that is not a {rank}-D {'NCL' if rank == 3 else 'NCHW'} image (unbatched input)")
-    for what, t in (("the image", b.dtype(x)), ("the filter", sd[w].dtype), ("the bias", sd[bias].dtype if bias else torch.float32)):
+    for what, t in (("the image", b.dtype(x)), ("the filter", w_type), ("the bias", sd[bias].dtype if bias else torch.float32)):
         if t != torch.float32:
             raise Unsupported(f"{op} with {what} in {t}: only float32 is lowered")
     x4, w4, o4 = (list(xs), list(ws), list(os_)) if rank == 4 else \
@@ -432,7 +449,7 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
         else:
             raise Unsupported(f"{op} with padding {padding!r} on a {'x'.join(map(str, ws[2:]))} filter: the padding is not symmetric")
     padding = _pair(padding, "padding", op, 0)
-    return {"node": n, "op": op, "x": x, "w": w, "bias": bias, "stride": stride, "padding": padding, "dilation": dilation,
+    return {"node": n, "op": op, "x": x, "w": w, "w_node": w_node, "bias": bias, "stride": stride, "padding": padding, "dilation": dilation,
             "x_shape": xs, "w_shape": w4, "shape": os_, "x4_shape": x4, "out4_shape": o4}
 
 
@@ -529,6 +546,7 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
                 "axes": [["n"], ["c"]] + [[i] for i in sn], "w": None, "bias": None,
                 "outside": "-inf" if kind == "max" else "0", "out_type": "f32"}
     transposed = op.startswith("conv_transpose")
+    w_node = None
     if mod is not None:
         w = f"{n.target}.weight"
         bias = f"{n.target}.bias" if mod.bias is not None else None
@@ -543,12 +561,19 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
         else:
             dilation, groups = _arg(n, 5, "dilation", 1), _arg(n, 6, "groups", 1)
         w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+        w_node = _filter_input(b, wn, op)
         bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
-        if w is None or (bn is not None and bias is None):
-            raise Unsupported(f"F.{op} with a filter or bias that is not the module's parameter")
-    if w not in sd or sd[w].dtype != torch.float32 or (bias and sd[bias].dtype != torch.float32):
+        if (w is None and w_node is None) or (bn is not None and bias is None):
+            raise Unsupported(f"F.{op} with a filter that is neither the module's parameter nor a forward input, or a bias "
+                              "that is not the module's parameter")
+    if w_node is not None:
+        if b.dtype(w_node) != torch.float32 or b.shape(w_node) is None or (bias and sd[bias].dtype != torch.float32):
+            raise Unsupported(f"{op} with a filter or bias that is not float32")
+        ws = list(b.shape(w_node))
+    elif w not in sd or sd[w].dtype != torch.float32 or (bias and sd[bias].dtype != torch.float32):
         raise Unsupported(f"{op} with a filter or bias that is not a float32 parameter")
-    ws = list(sd[w].shape)
+    else:
+        ws = list(sd[w].shape)
     if isinstance(padding, str):
         raise Unsupported(f"{op} with padding {padding!r}: not lowered")
     stride, padding, dilation = (_spatial(v, sp, what, op) for v, what in
@@ -585,7 +610,7 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
     return {"x": x, "stmt": stmt, "tf32_stmt": tf32_stmt, "out_dims": ["N"] + gd + ["K"] + spatial_out, "idx": idx, "dims": dims,
             "x_decl": ["N"] + gd + ["C"] + spatial_in, "x_layout": ["N", "CT"] + spatial_in if g > 1 else None,
             "out_layout": ["N", "KT"] + spatial_out if g > 1 else None,
-            "axes": [["n"], gi + ["k"]] + [[i] for i in sn], "w": w, "w_decl": w_decl, "w_layout": w_layout,
+            "axes": [["n"], gi + ["k"]] + [[i] for i in sn], "w": w, "w_node": w_node, "w_decl": w_decl, "w_layout": w_layout,
             "bias": bias, "bias_decl": gd + ["K"], "bias_layout": ["KT"] if g > 1 else None, "outside": "0",
             "out_type": "f32"}
 
@@ -997,7 +1022,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         return None
 
     for n in tensor_phs:
-        if family == "gemm" or (conv is not None and n is conv["x"]) or (win is not None and n is win["x"]):
+        if family == "gemm" or (conv is not None and n in (conv["x"], conv["w_node"])) or \
+                (win is not None and n in (win["x"], win.get("w_node"))):
             continue  # bound below by their use
         in_sh = b.shape(n)  # not `sh`: the row-wise family's input shape, read again for its output
         read = tensor_read(ph_names[n.name], in_sh, f"input {ph_names[n.name]}")
@@ -1102,9 +1128,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             if win["x_layout"]:
                 layout[x] = win["x_layout"]
             w = None
-            if win["w"] is not None:
-                w = params[win["w"]]
-                used_params.add(win["w"])
+            if win["w"] is not None or win.get("w_node") is not None:
+                if win.get("w_node") is not None:
+                    w = ph_names[win["w_node"].name]
+                else:
+                    w = params[win["w"]]
+                    used_params.add(win["w"])
                 decl[w] = win["w_decl"]
                 if win["w_layout"]:
                     layout[w] = win["w_layout"]
@@ -1126,11 +1155,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             bind(n, expr)
             continue
         if conv is not None and n is conv["node"]:
-            x, w, bias = ph_names[conv["x"].name], params[conv["w"]], conv["bias"]
+            x, bias = ph_names[conv["x"].name], conv["bias"]
+            w = ph_names[conv["w_node"].name] if conv["w_node"] is not None else params[conv["w"]]
             decl[x], decl[w], layout[w] = ["N", "C", "H", "W"], ["K", "C", str(dims["R"]), str(dims["S"])], ["K", "C", "R", "S"]
             if conv["op"] == "conv1d":
                 layout[x], layout[w] = ["N", "C", "W"], ["K", "C", "S"]
-            used_params.add(conv["w"])
+            if conv["w_node"] is None:
+                used_params.add(conv["w"])
             (sh, sw), (ph, pw), (dh, dw) = conv["stride"], conv["padding"], conv["dilation"]
             xr = f"{x}[n, c, {_conv_index('h', sh, 'r', dh, ph)}, {_conv_index('w', sw, 's', dw, pw)}]"
             wr = f"{w}[k, c, r, s]"

@@ -261,6 +261,45 @@ class PrefixSums(nn.Module):
         return torch.tanh(torch.cumsum(x * 0.5, dim=self.dim)) - 1.0
 
 
+class ConvAvgPool(nn.Module):
+    """A convolution, an average pool of its output (any stride, padding and dilation of the
+    conv, the pool's windows not tiling its input), then an elementwise op and a sum."""
+
+    def __init__(self, rank=2, stride=1, padding=0, dilation=1, groups=1, window=4, pool_stride=None, functional=False):
+        super().__init__()
+        conv = (nn.Conv1d, nn.Conv2d, nn.Conv3d)[rank - 1]
+        self.conv = conv(4, 6, 3, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        self.rank, self.window, self.pool_stride, self.functional = rank, window, pool_stride, functional
+        self.pool = (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)[rank - 1](window, pool_stride)
+
+    def forward(self, x):
+        if self.functional:
+            f = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[self.rank - 1]
+            y = f(F.conv2d(x, self.conv.weight, self.conv.bias, self.conv.stride, self.conv.padding, self.conv.dilation,
+                           self.conv.groups),
+                  self.window, self.pool_stride)
+        else:
+            y = self.pool(self.conv(x))
+        return torch.sum(torch.sigmoid(y), dim=1)
+
+
+class ConvAvgPoolLeftAlone(nn.Module):
+    """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
+    output read again."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3)
+        self.b = nn.Conv2d(3, 4, 3)
+        self.c = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        ya = F.avg_pool2d(self.a(x), 2, padding=1)
+        yb = F.avg_pool2d(self.b(x), 2, ceil_mode=True)
+        yc = self.c(x)
+        return ya.sum() + yb.sum() + F.avg_pool2d(yc, 2).sum() + yc.sum()
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False):
         model.train(train)
@@ -395,6 +434,45 @@ class Stitching(unittest.TestCase):
         m.bn.running_var.uniform_(0.5, 2)
         plan = self.stitched(m, [torch.randn(3, 4, 5, 6)], 4, views(8))
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "rowwise", "elementwise"])
+
+    def test_an_average_pool_after_a_convolution_is_folded_into_its_filter(self):
+        # avg_pool(conv(x, W, b)) is one conv at the strides' product with W averaged over the
+        # window: the conv piece reads that filter as an input, its output is the pool's, and
+        # the stitched whole computes what the module does (float64).
+        cases = [((2, 4, 22, 23), {}, (6, 6)),                        # 3x3 then 4x4: floor mode, 20 x 21 -> 5 x 5
+                 ((2, 4, 25, 27), {"stride": 2, "padding": 1, "dilation": 3, "window": 2, "pool_stride": 3}, (9, 9)),
+                 ((2, 4, 16, 15), {"groups": 2, "window": 3, "functional": True}, (5, 5))]
+        for shape, kw, taps in cases:
+            with self.subTest(**kw):
+                torch.manual_seed(3)
+                m = ConvAvgPool(**kw)
+                with torch.no_grad():
+                    want = m.pool(m.conv(torch.randn(*shape))).shape if not kw.get("functional") else \
+                        F.avg_pool2d(m.conv(torch.randn(*shape)), kw["window"]).shape
+                plan = self.stitched(m, [torch.randn(*shape)], 2, ["avgpoolfold"])
+                conv = plan.pieces[0]
+                self.assertIn(conv.family, ("conv", "direct"))
+                self.assertEqual(len(conv.inputs), 2, conv.inputs)  # the image and the folded filter
+                self.assertNotIn("conv.weight", conv.params)
+                self.assertIn("sigmoid", conv.program)
+                self.assertEqual(conv.shape, list(want))
+                self.assertIn("weight preparation", plan.kept[0]["reason"])
+                # The folded filter: the window's extent times the conv's stride, plus the taps' reach.
+                f = [t for t in conv.tensors if t["name"] == "input1"][0]
+                self.assertEqual([conv.dims[d] for d in f["shape"][-2:]], list(taps), f)
+
+    def test_an_average_pool_after_a_1d_or_3d_convolution_is_folded_too(self):
+        for rank, shape in ((1, (2, 4, 30)), (3, (2, 4, 9, 10, 11))):
+            with self.subTest(rank=rank):
+                torch.manual_seed(4)
+                plan = self.stitched(ConvAvgPool(rank=rank, window=2), [torch.randn(*shape)], 2, ["avgpoolfold"])
+                self.assertEqual(len(plan.pieces[0].inputs), 2)
+
+    def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
+        torch.manual_seed(5)
+        plan = stitch.split(ConvAvgPoolLeftAlone(), [torch.randn(2, 3, 12, 12)])
+        self.assertFalse([k for k in plan.kept if k["op"] == "avgpoolfold"], plan.summary())
+        self.assertFalse([n for n in plan.gm.graph.nodes if n.op == "call_module" and "fold" in str(n.target)])
 
     def test_pools_whose_windows_tile_the_image_are_reductions(self):
         torch.manual_seed(16)
