@@ -413,6 +413,8 @@ class AvgPoolFold(nn.Module):
     float64 on the filter alone (K x C x taps values), so the folded filter carries one float32
     rounding, and on every call, so it follows the module's weights."""
 
+    ksol_leaf = True
+
     def __init__(self, window: Sequence[int], conv_stride: Sequence[int], conv_dilation: Sequence[int]):
         super().__init__()
         self.window, self.conv_stride, self.conv_dilation = tuple(window), tuple(conv_stride), tuple(conv_dilation)
@@ -428,8 +430,56 @@ class AvgPoolFold(nn.Module):
         return y.reshape(k, c, *y.shape[2:]).to(w.dtype)
 
 
+class TransposedAvgPoolFold(nn.Module):
+    """A transposed convolution's filter with the average pool after it folded in, where the
+    pool's stride is the convolution's: y[m] = mean over a of o[m*s + a], and o[q] sums x[i] w[t]
+    over i*s - p + t*d = q, so y[m] = sum over j of x[m + j] V[j] with V[j] the mean over the
+    window of the w[t] where j*s = a + p - t*d: a convolution at stride 1 (PaddedConv) whose
+    filter, per spatial dim, is w's taps times a [L, T] matrix (`maps`, the j from the lowest
+    reached, each entry the window's count of t over its extent). The filter is [K, C/g, L...]
+    from w's [C, K/g, T...], computed in float64 on each call."""
+
+    ksol_leaf = True
+
+    def __init__(self, maps: Sequence[torch.Tensor], groups: int):
+        super().__init__()
+        self.groups = groups
+        for i, m in enumerate(maps):
+            self.register_buffer(f"map{i}", m.to(torch.float64), persistent=False)
+        self.rank = len(maps)
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        g, c, kg = self.groups, w.shape[0], w.shape[1]
+        v = w.to(torch.float64).reshape(g, c // g, kg, *w.shape[2:]).transpose(1, 2).reshape(g * kg, c // g, *w.shape[2:])
+        for i in range(self.rank):
+            m = getattr(self, f"map{i}").to(v.device)
+            v = torch.movedim(torch.tensordot(v, m, dims=([2 + i], [1])), -1, 2 + i)
+        return v.to(w.dtype)
+
+
+class PaddedConv(nn.Module):
+    """A convolution at stride 1 of the image zero-padded by `lo` before and `hi` after each
+    spatial extent (hi < 0 drops positions no output reads): TransposedAvgPoolFold's convolution,
+    whose padding is not symmetric. synth lowers it as the direct family's convolution with the
+    image read at m + u - lo."""
+
+    ksol_leaf = True
+
+    def __init__(self, lo: Sequence[int], hi: Sequence[int], groups: int):
+        super().__init__()
+        self.lo, self.hi, self.groups = tuple(lo), tuple(hi), groups
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None) -> torch.Tensor:
+        import torch.nn.functional as F
+        pads = []
+        for lo, hi in zip(reversed(self.lo), reversed(self.hi)):
+            pads += [lo, hi]
+        conv = (F.conv1d, F.conv2d, F.conv3d)[len(self.lo) - 1]
+        return conv(F.pad(x, pads), w, b, groups=self.groups)
+
+
 # Weight preparation: ops on a module's parameters alone, before the pieces read them.
-WEIGHT_PREP = ("avgpoolfold",)
+WEIGHT_PREP = ("avgpoolfold", "transposedavgpoolfold")
 
 
 def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
@@ -444,8 +494,9 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
     y = n.args[0]
     spatial = int(op[-2])
     yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
-    if yop != f"conv{spatial}d" or len(y.users) != 1:
+    if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d") or len(y.users) != 1:
         return None
+    transposed = yop.startswith("conv_transpose")
     if n.op == "call_module":
         m = gm.get_submodule(n.target)
         k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
@@ -463,11 +514,16 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
             return None
         out = {"x": y.args[0], "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
                "stride": c.stride, "padding": c.padding, "dilation": c.dilation, "groups": c.groups}
+        if transposed and (len(y.args) > 1 or y.kwargs):
+            return None  # an output_size argument
     else:
         wn, bn = a(y, 1, "weight"), a(y, 2, "bias")
         key = lambda v: v.target if isinstance(v, torch.fx.Node) and v.op == "get_attr" else None
-        out = {"x": y.args[0], "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0),
-               "dilation": a(y, 5, "dilation", 1), "groups": a(y, 6, "groups", 1)}
+        out = {"x": y.args[0], "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0)}
+        if transposed:
+            out.update(dilation=a(y, 7, "dilation", 1), groups=a(y, 6, "groups", 1))
+        else:
+            out.update(dilation=a(y, 5, "dilation", 1), groups=a(y, 6, "groups", 1))
         if out["w"] is None or (bn is not None and out["bias"] is None) or isinstance(out["padding"], str):
             return None
     state = dict(gm.named_parameters())
@@ -481,8 +537,66 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
             return None
     if not isinstance(out["x"], torch.fx.Node) or not isinstance(out["groups"], int):
         return None
-    out.update(window=k, pool_stride=st)
+    out.update(window=k, pool_stride=st, transposed=transposed)
+    if transposed:
+        # Folded where the pool's stride is the convolution's (upsampling, then averaging what
+        # the upsampling made): a convolution at stride 1 over the image (TransposedAvgPoolFold).
+        xs, ys, ps = _shape(out["x"]), _shape(y), _shape(n)
+        if out["stride"] != st or not xs or not ys or not ps or len(xs) != spatial + 2:
+            return None
+        taps = list(state[out["w"]].shape[2:])
+        maps, lo, hi = [], [], []
+        for i in range(spatial):
+            s_, p_, d_, kp, T, I = out["stride"][i], out["padding"][i], out["dilation"][i], k[i], taps[i], xs[2 + i]
+            jmin, jmax = -(((T - 1) * d_ - p_) // s_), (kp - 1 + p_) // s_
+            m = torch.zeros(jmax - jmin + 1, T, dtype=torch.float64)
+            for t in range(T):
+                for a_ in range(kp):
+                    j, r = divmod(a_ + p_ - t * d_, s_)
+                    if r == 0:
+                        m[j - jmin, t] += 1.0 / kp
+            maps.append(m)
+            lo.append(-jmin)
+            hi.append(ps[2 + i] - I + jmin + (jmax - jmin + 1) - 1)
+        out.update(maps=maps, lo=lo, hi=hi)
     return out
+
+
+def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> None:
+    """An average pool of x * c or x / c (the product read by the pool alone; c a number or a
+    tensor of one value per pooling window: a 0-d parameter, a per-channel [C, 1, 1]) becomes the
+    pool of x times c: the mean is linear, so the pool can meet the convolution before it."""
+    import operator
+    g = gm.graph
+
+    def constant_over_windows(c, x) -> bool:
+        if isinstance(c, bool):
+            return False
+        if isinstance(c, (int, float)):
+            return True
+        cs, xs = _shape(c), _shape(x)
+        if not isinstance(c, torch.fx.Node) or cs is None or xs is None or len(cs) > len(xs) or _dtype(c) != torch.float32:
+            return False
+        cs = [1] * (len(xs) - len(cs)) + cs
+        return all(d == 1 for d in cs[len(xs) - spatial:]) and all(a in (1, b) for a, b in zip(cs, xs))
+
+    while n.args and isinstance(n.args[0], torch.fx.Node):
+        m = n.args[0]
+        op = _canon(m, gm) if m.op in ("call_function", "call_method") else ""
+        if op not in ("mul", "div", "truediv") or len(m.users) != 1 or len(m.args) != 2 or m.kwargs:
+            return
+        x, c = m.args
+        if op == "mul" and isinstance(c, torch.fx.Node) and constant_over_windows(x, c) and not constant_over_windows(c, x):
+            x, c = c, x
+        if not isinstance(x, torch.fx.Node) or not constant_over_windows(c, x):
+            return
+        n.replace_input_with(m, x)
+        with g.inserting_after(n):
+            y = g.call_function(operator.mul if op == "mul" else operator.truediv, (n, c))
+        n.replace_all_uses_with(y, delete_user_cb=lambda u: u is not y)
+        if "tensor_meta" in n.meta:
+            y.meta["tensor_meta"] = n.meta["tensor_meta"]
+        g.erase_node(m)
 
 
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
@@ -550,7 +664,24 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             _replace(n, y)
             changed = True
             continue
+        if op.startswith("avg_pool") and op[-2].isdigit():
+            _sink_scalars(n, gm, int(op[-2]))
         fold = _conv_of_pool(n, gm, op) if kind_of(op) == "pool" else None
+        if fold is not None and fold["transposed"]:
+            # avg_pool(conv_transpose(x, W, b)) at the conv's stride = a convolution at stride 1
+            # of x, padded (PaddedConv), by W folded (TransposedAvgPoolFold).
+            conv = n.args[0]
+            i = sum(1 for m in g.nodes if m.op == "call_module" and m.target.startswith("_ksol_tavgpool_fold"))
+            gm.add_submodule(f"_ksol_tavgpool_fold{i}", TransposedAvgPoolFold(fold["maps"], fold["groups"]))
+            gm.add_submodule(f"_ksol_padded_conv{i}", PaddedConv(fold["lo"], fold["hi"], fold["groups"]))
+            with g.inserting_before(n):
+                w = g.call_module(f"_ksol_tavgpool_fold{i}", (g.get_attr(fold["w"]),))
+                b = g.get_attr(fold["bias"]) if fold["bias"] is not None else None
+                y = g.call_module(f"_ksol_padded_conv{i}", (fold["x"], w, b))
+            _replace(n, y)
+            g.erase_node(conv)
+            changed = True
+            continue
         if fold is not None:
             # avg_pool(conv(x, W, b)) = conv(x, W', b) at the two strides' product (AvgPoolFold):
             # the conv's output, pool-window times the pool's, is never made.

@@ -457,7 +457,7 @@ def _conv_args(b: "_Builder", n: torch.fx.Node, sd, op: str = "conv2d") -> Dict:
 # output element, one thread each: 1-D to 3-D convolutions the conv family does not take (3-D,
 # grouped or depthwise), transposed ones, max and average pools over overlapping or padded
 # windows, and argmax/argmin over a dim.
-WINDOWS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+WINDOWS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "paddedconv",
            "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "argmax", "argmin")
 
 
@@ -547,7 +547,20 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
                 "outside": "-inf" if kind == "max" else "0", "out_type": "f32"}
     transposed = op.startswith("conv_transpose")
     w_node = None
-    if mod is not None:
+    if op == "paddedconv":
+        # stitch.PaddedConv: stride 1 over the image padded by lo before each extent (the
+        # positions after it follow from the output's extent); its filter a forward input.
+        wn, bn = n.args[1], n.args[2] if len(n.args) > 2 else None
+        w = wn.target if isinstance(wn, torch.fx.Node) and wn.op == "get_attr" else None
+        w_node = _filter_input(b, wn, op)
+        bias = bn.target if isinstance(bn, torch.fx.Node) and bn.op == "get_attr" else None
+        if (w is None and w_node is None) or (bn is not None and bias is None):
+            raise Unsupported(f"{op} with a filter that is neither a parameter nor a forward input, or a bias that is not a parameter")
+        if any(v < 0 for v in mod.lo):
+            raise Unsupported(f"{op} with a negative padding before the image: not lowered")
+        stride, padding, dilation, groups = 1, tuple(mod.lo), 1, mod.groups
+        mod = None
+    elif mod is not None:
         w = f"{n.target}.weight"
         bias = f"{n.target}.bias" if mod.bias is not None else None
         stride, padding, dilation, groups = mod.stride, mod.padding, mod.dilation, mod.groups

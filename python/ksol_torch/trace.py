@@ -25,6 +25,14 @@ import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
 
+class _Tracer(torch.fx.Tracer):
+    """fx's tracer, with the modules stitch.py writes into a graph (a class attribute
+    `ksol_leaf`) kept whole, as torch.nn's are: a piece's graph traced again names them."""
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return getattr(type(m), "ksol_leaf", False) or super().is_leaf_module(m, qualname)
+
+
 def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     """torch.fx.symbolic_trace, where a forward may make a one-value constant on its input's
     device (`torch.tensor(0.0, device=x.device)`): fx cannot pass the traced device to the
@@ -46,7 +54,9 @@ def symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
             torch.tensor = tensor
             torch.fx.Proxy.__iter__ = _iter_proxy
         try:
-            return torch.fx.symbolic_trace(model)
+            tracer = _Tracer()
+            graph = tracer.trace(model)
+            return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
         finally:
             _TRACE_DEPTH[0] -= 1
             if real is not None:

@@ -283,6 +283,23 @@ class ConvAvgPool(nn.Module):
         return torch.sum(torch.sigmoid(y), dim=1)
 
 
+class ConvTransposeAvgPool(nn.Module):
+    """A transposed convolution, a scaling, an average pool at its stride, a bias and a scaling
+    (level2/50's chain)."""
+
+    def __init__(self, rank=3, k=3, stride=2, padding=1, output_padding=0, dilation=1, groups=1, window=None):
+        super().__init__()
+        ct = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)[rank - 1]
+        self.conv = ct(4, 6, k, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, groups=groups)
+        self.pool = (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)[rank - 1](window or stride)
+        self.bias = nn.Parameter(torch.randn(6, *([1] * rank)))
+        self.scale = nn.Parameter(torch.tensor(0.5))  # one value: pooled or not, the same product
+        self.channel_scale = nn.Parameter(torch.randn(6, *([1] * rank)))
+
+    def forward(self, x):
+        return (self.pool(self.conv(x) * self.scale / self.channel_scale * 0.5) + self.bias) * 3.0
+
+
 class ConvAvgPoolLeftAlone(nn.Module):
     """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
     output read again."""
@@ -292,12 +309,15 @@ class ConvAvgPoolLeftAlone(nn.Module):
         self.a = nn.Conv2d(3, 4, 3)
         self.b = nn.Conv2d(3, 4, 3)
         self.c = nn.Conv2d(3, 4, 3)
+        self.d = nn.Conv2d(3, 4, 3)
+        self.ramp = nn.Parameter(torch.linspace(0.5, 2.0, 10).reshape(1, 1, 1, 10))  # varies within a window
 
     def forward(self, x):
         ya = F.avg_pool2d(self.a(x), 2, padding=1)
         yb = F.avg_pool2d(self.b(x), 2, ceil_mode=True)
         yc = self.c(x)
-        return ya.sum() + yb.sum() + F.avg_pool2d(yc, 2).sum() + yc.sum()
+        yd = F.avg_pool2d(self.d(x) * self.ramp, 2)
+        return ya.sum() + yb.sum() + F.avg_pool2d(yc, 2).sum() + yc.sum() + yd.sum()
 
 
 class Stitching(unittest.TestCase):
@@ -467,6 +487,33 @@ class Stitching(unittest.TestCase):
                 torch.manual_seed(4)
                 plan = self.stitched(ConvAvgPool(rank=rank, window=2), [torch.randn(*shape)], 2, ["avgpoolfold"])
                 self.assertEqual(len(plan.pieces[0].inputs), 2)
+
+    def test_an_average_pool_at_a_transposed_convolutions_stride_is_a_convolution(self):
+        # The pool of what a stride-s transposed convolution made, at stride s: a convolution at
+        # stride 1 of the padded image by the folded filter (one direct piece with the epilogue),
+        # the scaling between the two moved after the pool.
+        cases = [(3, (2, 4, 5, 6, 7), {}),
+                 (2, (2, 4, 9, 8), {"k": 4, "stride": 2, "padding": 1, "output_padding": 1}),
+                 (2, (2, 4, 7, 9), {"k": 3, "stride": 3, "padding": 2, "dilation": 2, "groups": 2}),
+                 (1, (2, 4, 11), {"k": 5, "stride": 2, "padding": 0, "window": None}),
+                 (2, (2, 4, 6, 7), {"k": 3, "stride": 2, "padding": 1, "window": 3})]  # pool window 3, stride 2
+        for rank, shape, kw in cases:
+            with self.subTest(rank=rank, **kw):
+                torch.manual_seed(6)
+                m = ConvTransposeAvgPool(rank=rank, **kw)
+                if kw.get("window") == 3:
+                    m.pool = (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)[rank - 1](3, 2)
+                plan = self.stitched(m, [torch.randn(*shape)], 1, ["transposedavgpoolfold"])
+                self.assertEqual(plan.pieces[0].family, "direct")
+                self.assertEqual(len(plan.pieces[0].inputs), 2)
+                self.assertNotIn("/", plan.pieces[0].program.split("{")[1].split("}")[0].split("=")[1])
+
+    def test_an_average_pool_at_another_stride_than_the_transposed_convolutions_is_not_folded(self):
+        torch.manual_seed(7)
+        m = ConvTransposeAvgPool(rank=2, stride=2)
+        m.pool = nn.AvgPool2d(3)
+        plan = stitch.split(m, [torch.randn(2, 4, 6, 6)])
+        self.assertFalse([k for k in plan.kept if "fold" in k["op"]], plan.summary())
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
