@@ -614,7 +614,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
     logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences;
     an average pool after a convolution into that convolution with the pool folded into its
-    filter (AvgPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
+    filter (AvgPoolFold), after a transposed one at its stride into a stride-1 convolution
+    (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
