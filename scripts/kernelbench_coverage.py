@@ -38,9 +38,9 @@ PYTHON = os.environ.get("KSOL_PYTHON") or ("/usr/bin/python3" if os.path.exists(
 NO_DATA = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr", "size", "dim",
            "detach", "clone", "expand", "expand_as", "view_as", "reshape_as", "unflatten", "dropout", "identity"}
 
-# Ops on the module's parameters alone that a rewrite puts before a piece (stitch.WEIGHT_PREP):
-# op -> what it computes. They read no activation; never a reason for `partial`.
-WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter"}
+# Ops on the module's parameters alone that a rewrite puts before a piece (stitch.WEIGHT_PREP,
+# kept with a reason that starts so): they read no activation; never a reason for `partial`.
+WEIGHT_PREP = "weight preparation:"
 
 # Ops kept as vendor calls by choice although a DSL piece could be written for them: op -> why.
 VENDOR_BY_CHOICE = {}
@@ -65,7 +65,7 @@ def stitch_one(path: str, timeout: float) -> dict:
 def classify(r: dict) -> dict:
     if not r.get("ok"):
         return {"status": "failed", "why": r.get("error", "?")[:200], "kept": [], "pieces": []}
-    kept = [k for k in r.get("kept", []) if k["op"] not in NO_DATA and k["op"] not in WEIGHT_PREP]
+    kept = [k for k in r.get("kept", []) if k["op"] not in NO_DATA and not k.get("reason", "").startswith(WEIGHT_PREP)]
     pieces = [p["family"] for p in r.get("pieces", [])]
     blocking = [k for k in kept if k["op"] not in VENDOR_BY_CHOICE]
     if not kept:

@@ -153,8 +153,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             continue
         op = _canon(n, gm)
         if op in WEIGHT_PREP:
-            kept.append({"node": n.name, "op": op, "reason": "weight preparation: the average pool after a convolution folded "
-                         "into its filter (float64 over the filter's values, each call)"})
+            kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] +
+                         " (float64 over the parameter's values, each call)"})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
@@ -478,8 +478,154 @@ class PaddedConv(nn.Module):
         return conv(F.pad(x, pads), w, b, groups=self.groups)
 
 
+class FeatureReduceFold(nn.Module):
+    """A sum or mean over a linear layer's output features folded into its weights: the sum over
+    n of x . W[n] + b[n] is x . (sum of W's rows) + sum of b. Returns, in float64 then cast back,
+    the [K] vector of W's [N, K] rows summed (dim 0; `dim` 1 for a [K, N] matrix operand) or, for
+    a bias or a per-feature term, its one value as a [1] tensor; divided by N for a mean."""
+
+    ksol_leaf = True
+
+    def __init__(self, dim: int, mean: bool):
+        super().__init__()
+        self.dim, self.mean = dim, mean
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        v = w.to(torch.float64)
+        v = v.mean(self.dim) if self.mean else v.sum(self.dim)
+        return v.reshape(-1).to(w.dtype)
+
+
 # Weight preparation: ops on a module's parameters alone, before the pieces read them.
-WEIGHT_PREP = ("avgpoolfold", "transposedavgpoolfold")
+WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter",
+               "transposedavgpoolfold": "the average pool after a transposed convolution folded into its filter",
+               "featurereducefold": "the sum or mean over a linear layer's features folded into its weights"}
+
+
+def _param_key(v, gm: torch.fx.GraphModule) -> Optional[str]:
+    """The state key a get_attr node reads where it is a float32 parameter or buffer."""
+    if not isinstance(v, torch.fx.Node) or v.op != "get_attr":
+        return None
+    state = dict(gm.named_parameters())
+    state.update(dict(gm.named_buffers()))
+    t = state.get(v.target)
+    return v.target if t is not None and t.dtype == torch.float32 else None
+
+
+def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
+    """A sum or mean over the last dim of a linear layer's output (nn.Linear, F.linear, or a
+    matmul by a parameter or its transpose), through products and quotients by numbers or 0-d
+    tensors and sums and differences with numbers or per-feature parameters, read by nothing
+    else: rewritten as the rows' dot product with the folded weight (FeatureReduceFold), the
+    constants' own reductions added and the scalings applied after it. Returns whether it was."""
+    import operator
+    a = synth._arg
+    if op not in ("sum", "mean") or n.op not in ("call_function", "call_method") or not n.args:
+        return False
+    y = n.args[0]
+    ys = _shape(y)
+    dim, keep = a(n, 1, "dim"), a(n, 2, "keepdim", False)
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    if not isinstance(y, torch.fx.Node) or not ys or len(ys) < 2 or not isinstance(dim, int) or dim % len(ys) != len(ys) - 1 or \
+            a(n, 3, "dtype") is not None or _dtype(y) != torch.float32:
+        return False
+    mean, feats = op == "mean", ys[-1]
+    after, terms = [], []  # scalings to apply after the reduction; (sign, constant) to add after it
+    while True:
+        if len(y.users) != 1:
+            return False
+        yop = _canon(y, gm) if y.op in ("call_function", "call_method") else ""
+        if yop not in ("mul", "div", "truediv", "add", "sub") or len(y.args) != 2 or y.kwargs:
+            break
+        u, c = y.args
+        if yop in ("mul", "add") and not isinstance(u, torch.fx.Node):
+            u, c = c, u
+        if not isinstance(u, torch.fx.Node):
+            return False
+        cs = _shape(c) if isinstance(c, torch.fx.Node) else None
+        if isinstance(c, bool):
+            return False
+        number = isinstance(c, (int, float))
+        if yop in ("mul", "div", "truediv"):
+            if not (number or (cs == [] and _dtype(c) == torch.float32)):
+                return False
+            after.append((yop, c))
+        else:
+            key = _param_key(c, gm) if not number else None
+            if not number and (key is None or cs not in ([feats], [1, feats], [], [1])):
+                return False
+            terms.append((-1.0 if yop == "sub" else 1.0, c, key))
+        y = u
+    yop = _canon(y, gm) if y.op in ("call_module", "call_function", "call_method") else ""
+    x, w, w_dim, bias = None, None, 0, None
+    if yop == "linear":
+        if y.op == "call_module":
+            m = gm.get_submodule(y.target)
+            x, w, bias = y.args[0], f"{y.target}.weight", f"{y.target}.bias" if m.bias is not None else None
+        else:
+            x, wn, bn = y.args[0], a(y, 1, "weight"), a(y, 2, "bias")
+            w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
+            if bn is not None and bias is None:
+                return False
+    elif yop in ("matmul", "mm") and len(y.args) == 2:
+        x, bn_ = y.args
+        if _param_key(bn_, gm) is not None:
+            w, w_dim = bn_.target, 1
+        elif isinstance(bn_, torch.fx.Node) and (_canon(bn_, gm) in ("t", "T") or
+                                                 (bn_.target is getattr and len(bn_.args) == 2 and bn_.args[1] == "T")) \
+                and _param_key(bn_.args[0], gm) is not None and len(bn_.users) == 1:
+            w = bn_.args[0].target
+    if x is None or w is None or not isinstance(x, torch.fx.Node) or _dtype(x) != torch.float32:
+        return False
+    state = dict(gm.named_parameters())
+    if w not in state or state[w].dim() != 2 or (bias and bias not in state):
+        return False
+    g = gm.graph
+    i = sum(1 for m in g.nodes if m.op == "call_module" and m.target.startswith("_ksol_feature_fold"))
+    names = []
+
+    def prep(key_node, dim):
+        name = f"_ksol_feature_fold{i}_{len(names)}"
+        names.append(name)
+        gm.add_submodule(name, FeatureReduceFold(dim, mean))
+        return g.call_module(name, (key_node,))
+
+    # The weights' folds go before the forward's first op, so that the ops on x follow each other
+    # (a chain continues only through the value just made).
+    first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+    with g.inserting_before(first):
+        wv = prep(g.get_attr(w), w_dim)
+        bv = prep(g.get_attr(bias), 0) if bias is not None else None
+        folded = []
+        for sign, c, key in terms:
+            cs = _shape(c) if isinstance(c, torch.fx.Node) else None
+            if cs and cs[-1] == feats:
+                folded.append(prep(g.get_attr(key), -1))  # a per-feature term: its own sum or mean
+            elif isinstance(c, torch.fx.Node):
+                folded.append(c if mean else g.call_function(operator.mul, (c, float(feats))))  # one value, N times in a sum
+            else:
+                folded.append(c * (1 if mean else feats))
+    with g.inserting_before(n):
+        r = g.call_method("sum", (g.call_function(operator.mul, (x, wv)), -1), {"keepdim": keep})
+        if bv is not None:
+            r = g.call_function(operator.add, (r, bv))
+        for (sign, _, _), v in zip(terms, folded):
+            r = g.call_function(operator.sub if sign < 0 else operator.add, (r, v))
+        for yop, c in after:
+            r = g.call_function(operator.mul if yop == "mul" else operator.truediv, (r, c))
+    old = n.args[0]
+    _replace(n, r)
+    # The chain from the reduction's input down to the linear layer (each read by the next alone).
+    dead = [old]
+    while dead:
+        d = dead.pop()
+        if d.users:
+            continue
+        ins = [v for v in d.all_input_nodes]
+        g.erase_node(d)
+        dead.extend(v for v in ins if v.op not in ("placeholder", "get_attr"))
+    return True
 
 
 def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
@@ -615,7 +761,9 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences;
     an average pool after a convolution into that convolution with the pool folded into its
     filter (AvgPoolFold), after a transposed one at its stride into a stride-1 convolution
-    (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a pooling whose windows tile its input (kernel = stride, no padding)
+    (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a sum or
+    mean over a linear layer's features into a dot product with its folded weights
+    (FeatureReduceFold); a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -650,6 +798,9 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                     _replace(u, y)
             if n in g.nodes and not n.users:
                 g.erase_node(n)
+            changed = True
+            continue
+        if _fold_feature_reduction(n, gm, op):
             changed = True
             continue
         full = _full_reduction(n, op)

@@ -220,15 +220,16 @@ class FullReductions(nn.Module):
 
 
 class ReductionsOverOnes(nn.Module):
-    """KernelBench level 2's 18: a GEMM, a sum over its rows, then reductions over the one element
-    left (the max's values, a mean, two logsumexps), and one without keepdim."""
+    """KernelBench level 2's 18 with a ReLU after the GEMM (which keeps the sum from folding into
+    the weights): a GEMM, a sum over its rows, then reductions over the one element left (the
+    max's values, a mean, two logsumexps), and one without keepdim."""
 
     def __init__(self):
         super().__init__()
         self.linear = nn.Linear(6, 10)
 
     def forward(self, x):
-        y = torch.sum(self.linear(x), dim=1, keepdim=True)
+        y = torch.sum(torch.relu(self.linear(x)), dim=1, keepdim=True)
         y = torch.max(y, dim=1, keepdim=True)[0]
         y = torch.logsumexp(torch.mean(y, dim=1, keepdim=True), dim=1, keepdim=True)
         return torch.logsumexp(y, dim=1, keepdim=True) * 2.0 + y.amax(dim=1)
@@ -298,6 +299,40 @@ class ConvTransposeAvgPool(nn.Module):
 
     def forward(self, x):
         return (self.pool(self.conv(x) * self.scale / self.channel_scale * 0.5) + self.bias) * 3.0
+
+
+class LinearFeatureSum(nn.Module):
+    """A reduction over a linear layer's output features, through scalings and per-feature
+    terms: `kind` 0 nn.Linear, / 2, sum keepdim, * 1.5; 1 matmul by the weight's transpose, minus
+    a per-feature parameter, plus a number, mean, times a 0-d parameter; 2 F.linear with a bias
+    on a 3-D input, sum without keepdim."""
+
+    def __init__(self, kind: int):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(12, 10)
+        self.shift = nn.Parameter(torch.randn(10))
+        self.scale = nn.Parameter(torch.tensor(0.75))
+
+    def forward(self, x):
+        if self.kind == 0:
+            return torch.sum(self.fc(x) / 2, dim=1, keepdim=True) * 1.5
+        if self.kind == 1:
+            return torch.mean(torch.matmul(x, self.fc.weight.T) - self.shift + 0.25, dim=-1) * self.scale
+        return F.linear(x, self.fc.weight, self.fc.bias).sum(-1)
+
+
+class LinearFeatureSumLeftAlone(nn.Module):
+    """Reductions over a linear layer's output that are not folded: through a sigmoid, over the
+    batch, of an output read again."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(12, 10), nn.Linear(12, 10), nn.Linear(12, 10)
+
+    def forward(self, x):
+        yc = self.c(x)
+        return torch.sigmoid(self.a(x)).sum(1, keepdim=True) + self.b(x).sum(0).sum() + yc.sum(1, keepdim=True) + yc[:, :1]
 
 
 class ConvAvgPoolLeftAlone(nn.Module):
@@ -514,6 +549,22 @@ class Stitching(unittest.TestCase):
         m.pool = nn.AvgPool2d(3)
         plan = stitch.split(m, [torch.randn(2, 4, 6, 6)])
         self.assertFalse([k for k in plan.kept if "fold" in k["op"]], plan.summary())
+
+    def test_a_sum_over_a_linear_layers_features_is_a_dot_product_with_its_folded_weights(self):
+        # One row-wise piece over x (its rows' dot product with the weights' rows summed), the
+        # bias's and the per-feature terms' own reductions and the scalings after it.
+        for kind, shape, preps in ((0, (6, 12), 2), (1, (6, 12), 2), (2, (2, 3, 12), 2)):
+            with self.subTest(kind=kind):
+                torch.manual_seed(8)
+                plan = self.stitched(LinearFeatureSum(kind), [torch.randn(*shape)], 1, ["featurereducefold"] * preps)
+                self.assertEqual(plan.pieces[0].family, "rowwise")
+                self.assertFalse([n for n in plan.gm.graph.nodes if _canon(n, plan.gm) in ("linear", "matmul")])
+
+    def test_reductions_of_a_linear_layers_output_that_do_not_fold(self):
+        torch.manual_seed(9)
+        plan = stitch.split(LinearFeatureSumLeftAlone(), [torch.randn(6, 12)])
+        self.assertFalse([k for k in plan.kept if k["op"] == "featurereducefold"], plan.summary())
+        self.assertEqual(sum(1 for n in plan.gm.graph.nodes if _canon(n, plan.gm) == "linear"), 3)
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
