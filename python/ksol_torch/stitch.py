@@ -496,10 +496,101 @@ class FeatureReduceFold(nn.Module):
         return v.reshape(-1).to(w.dtype)
 
 
+class FeaturePoolFold(nn.Module):
+    """An average pool over a linear layer's output features folded into its weights: pooled
+    feature j is the mean of features j*s .. j*s + k - 1, so its weight row (and bias) is the
+    mean of theirs. Returns, in float64 then cast back, the folded [K, N'] matrix (`transpose`:
+    the operand of x @ W') or the [N'] bias."""
+
+    ksol_leaf = True
+
+    def __init__(self, window: int, stride: int, transpose: bool):
+        super().__init__()
+        self.window, self.stride, self.transpose = window, stride, transpose
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        v = w.to(torch.float64).unfold(0, self.window, self.stride).mean(-1)
+        if self.transpose:
+            v = v.t().contiguous()
+        return v.to(w.dtype)
+
+
 # Weight preparation: ops on a module's parameters alone, before the pieces read them.
 WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter",
                "transposedavgpoolfold": "the average pool after a transposed convolution folded into its filter",
-               "featurereducefold": "the sum or mean over a linear layer's features folded into its weights"}
+               "featurereducefold": "the sum or mean over a linear layer's features folded into its weights",
+               "featurepoolfold": "the average pool over a linear layer's features folded into its weights"}
+
+
+def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
+    """An avg_pool1d over the features of nn.Linear's or F.linear's output (a [.., C, N] output, or
+    a [B, N] one unsqueezed to [B, 1, N]), read by nothing else, with no padding, floor mode and
+    the window's size as divisor: rewritten as x @ W' + b' with W' and b' the window means of the
+    weight's rows and of the bias (FeaturePoolFold), unsqueezed as the pool's output was.
+    Returns whether it was."""
+    import operator
+    a = synth._arg
+    if op != "avg_pool1d" or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return False
+    if n.op == "call_module":
+        m = gm.get_submodule(n.target)
+        k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
+    else:
+        k, st, pad, ceil = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0), a(n, 4, "ceil_mode", False)
+    k, pad = _tuple(k, 1), _tuple(pad, 1)
+    st = k if st is None or st == [] or st == () else _tuple(st, 1)
+    if k is None or st is None or pad != (0,) or ceil:
+        return False
+    u = n.args[0]
+    y, unsq = u, False
+    if _canon(u, gm) == "unsqueeze" and len(u.users) == 1 and u.args and isinstance(u.args[0], torch.fx.Node):
+        d = a(u, 1, "dim")
+        ys = _shape(u.args[0])
+        if ys and len(ys) == 2 and d in (1, -2):
+            y, unsq = u.args[0], True
+    if _canon(y, gm) != "linear" or len(y.users) != 1 or _dtype(y) != torch.float32:
+        return False
+    if y.op == "call_module":
+        mod = gm.get_submodule(y.target)
+        x, w, bias = y.args[0], f"{y.target}.weight", f"{y.target}.bias" if mod.bias is not None else None
+    else:
+        x, wn, bn = y.args[0], a(y, 1, "weight"), a(y, 2, "bias")
+        w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
+        if w is None or (bn is not None and bias is None):
+            return False
+    ys = _shape(y)
+    if not isinstance(x, torch.fx.Node) or not ys or (not unsq and len(ys) != 3) or _dtype(x) != torch.float32 or \
+            ys[-1] < k[0]:
+        return False
+    g = gm.graph
+    i = sum(1 for m in g.nodes if m.op == "call_module" and m.target.startswith("_ksol_feature_pool"))
+    first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+    with g.inserting_before(first):
+        gm.add_submodule(f"_ksol_feature_pool{i}_w", FeaturePoolFold(k[0], st[0], True))
+        wt = g.call_module(f"_ksol_feature_pool{i}_w", (g.get_attr(w),))
+        bt = None
+        if bias is not None:
+            gm.add_submodule(f"_ksol_feature_pool{i}_b", FeaturePoolFold(k[0], st[0], False))
+            bt = g.call_module(f"_ksol_feature_pool{i}_b", (g.get_attr(bias),))
+    # The pool's [B, 1, N'] squeezed back to [B, N'] right after it is the product itself.
+    sq = next(iter(n.users)) if unsq and len(n.users) == 1 else None
+    if sq is not None and not (_canon(sq, gm) == "squeeze" and len(sq.args) == 2 and sq.args[1] in (1, -2) and not sq.kwargs):
+        sq = None
+    with g.inserting_before(n):
+        r = g.call_function(torch.matmul, (x, wt))
+        if bt is not None:
+            r = g.call_function(operator.add, (r, bt))
+        if unsq and sq is None:
+            r = g.call_method("unsqueeze", (r, 1))
+    if sq is not None:
+        _replace(sq, r)
+        g.erase_node(n)
+    else:
+        _replace(n, r)
+    if unsq:
+        g.erase_node(u)
+    g.erase_node(y)
+    return True
 
 
 def _param_key(v, gm: torch.fx.GraphModule) -> Optional[str]:
@@ -763,7 +854,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     filter (AvgPoolFold), after a transposed one at its stride into a stride-1 convolution
     (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a sum or
     mean over a linear layer's features into a dot product with its folded weights
-    (FeatureReduceFold); a pooling whose windows tile its input (kernel = stride, no padding)
+    (FeatureReduceFold), an average pool over them into the layer with its rows averaged
+    (FeaturePoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -800,7 +892,7 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                 g.erase_node(n)
             changed = True
             continue
-        if _fold_feature_reduction(n, gm, op):
+        if _fold_feature_reduction(n, gm, op) or _fold_feature_pool(n, gm, op):
             changed = True
             continue
         full = _full_reduction(n, op)

@@ -1035,7 +1035,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         return None
 
     for n in tensor_phs:
-        if family == "gemm" or (conv is not None and n in (conv["x"], conv["w_node"])) or \
+        if (family == "gemm" and n in (ga["a"], ga["b"])) or (conv is not None and n in (conv["x"], conv["w_node"])) or \
                 (win is not None and n in (win["x"], win.get("w_node"))):
             continue  # bound below by their use
         in_sh = b.shape(n)  # not `sh`: the row-wise family's input shape, read again for its output

@@ -335,6 +335,24 @@ class LinearFeatureSumLeftAlone(nn.Module):
         return torch.sigmoid(self.a(x)).sum(1, keepdim=True) + self.b(x).sum(0).sum() + yc.sum(1, keepdim=True) + yc[:, :1]
 
 
+class LinearFeaturePool(nn.Module):
+    """An average pool over a linear layer's output features: `kind` 0 a [B, N] output unsqueezed,
+    pooled by 4 and squeezed, then GELU; 1 a [B, C, N] output pooled by 3 at stride 2 (the last
+    window short of N, floor mode); 2 F.linear without a bias, unsqueezed and pooled, not squeezed."""
+
+    def __init__(self, kind: int):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(12, 16, bias=kind != 2)
+
+    def forward(self, x):
+        if self.kind == 0:
+            return F.gelu(F.avg_pool1d(self.fc(x).unsqueeze(1), 4).squeeze(1)) * 2.0
+        if self.kind == 1:
+            return F.avg_pool1d(self.fc(x), 3, stride=2)
+        return F.avg_pool1d(F.linear(x, self.fc.weight).unsqueeze(1), 2) + 1.0
+
+
 class ConvAvgPoolLeftAlone(nn.Module):
     """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
     output read again."""
@@ -565,6 +583,16 @@ class Stitching(unittest.TestCase):
         plan = stitch.split(LinearFeatureSumLeftAlone(), [torch.randn(6, 12)])
         self.assertFalse([k for k in plan.kept if k["op"] == "featurereducefold"], plan.summary())
         self.assertEqual(sum(1 for n in plan.gm.graph.nodes if _canon(n, plan.gm) == "linear"), 3)
+
+    def test_an_average_pool_over_a_linear_layers_features_is_the_layer_with_rows_averaged(self):
+        for kind, shape, pieces, kept in ((0, (6, 12), 1, ["featurepoolfold"] * 2),
+                                          (1, (2, 5, 12), 1, ["featurepoolfold"] * 2),
+                                          (2, (6, 12), 2, ["featurepoolfold", "unsqueeze"])):
+            with self.subTest(kind=kind):
+                torch.manual_seed(10)
+                plan = self.stitched(LinearFeaturePool(kind), [torch.randn(*shape)], pieces, kept)
+                self.assertEqual(plan.pieces[0].family, "gemm")
+                self.assertFalse([n for n in plan.gm.graph.nodes if "pool" in _canon(n, plan.gm) and "fold" not in _canon(n, plan.gm)])
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
