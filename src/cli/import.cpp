@@ -84,11 +84,14 @@ int run_import(const ImportArgs& a, bool json_out) {
     int dsl = 0, n = 0;
     for (auto& q : p["pieces"]) {
       if (q["family"] == "view") continue;
-      ++n;
-      dsl += q["dsl"].get<bool>();
+      // Weight preparation (a fold on the parameters alone) is listed, not counted as a piece.
+      const bool weights = q["family"] == "weights";
+      n += !weights;
+      dsl += !weights && q["dsl"].get<bool>();
       std::string ops;
       for (auto& o : q["ops"]) ops += (ops.empty() ? "" : "+") + o.get<std::string>();
-      pieces += (pieces.empty() ? "" : " | ") + q["family"].get<std::string>() + ":" + ops + (q["dsl"].get<bool>() ? "" : "(kept)");
+      pieces += (pieces.empty() ? "" : " | ") + q["family"].get<std::string>() + ":" + ops +
+                (q["dsl"].get<bool>() || weights ? "" : "(kept)");
     }
     double fl = p["flops"].get<double>(), by = p["bytes"].get<double>();
     rows.push_back({p["problem"], ins, p["traced"].get<bool>() ? sig(fl / 1e9) : "-", sig(by / 1e6),
@@ -100,7 +103,8 @@ int run_import(const ImportArgs& a, bool json_out) {
     rows.insert(rows.begin(), {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)"});
     print_columns(std::cout, rows);
     std::cout << "MB = compulsory bytes (inputs, parameters, outputs once each); screen: ok, or why the problem is degenerate"
-                 " (reported apart), or why it was skipped.\n";
+                 " (reported apart), or why it was skipped; weights: a rewrite's preparation of the parameters alone (a pool"
+                 " or a reduction folded into a filter), not a piece.\n";
     if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
   }
   return bad ? exit_status::error : exit_status::ok;
