@@ -217,8 +217,8 @@ def _pool_windows(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str, sh: List[
     spatial extent a multiple of its window (an adaptive pool: every input extent a multiple of
     the output's); None otherwise."""
     spatial = len(sh) - 2
-    if spatial < 1:
-        return None
+    if spatial < 1 or (op[-2].isdigit() and int(op[-2]) != spatial):
+        return None  # an unbatched image ([C, H, W] under a 2-D pool), or a pool of another rank
     kind = "max" if "max" in op else "mean"
     a = synth._arg
     if op.startswith("adaptive"):
@@ -552,9 +552,9 @@ def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> b
         return False
     if y.op == "call_module":
         mod = gm.get_submodule(y.target)
-        x, w, bias = y.args[0], f"{y.target}.weight", f"{y.target}.bias" if mod.bias is not None else None
+        x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if mod.bias is not None else None
     else:
-        x, wn, bn = y.args[0], a(y, 1, "weight"), a(y, 2, "bias")
+        x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
         w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
         if w is None or (bn is not None and bias is None):
             return False
@@ -622,7 +622,7 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
             a(n, 3, "dtype") is not None or _dtype(y) != torch.float32:
         return False
     mean, feats = op == "mean", ys[-1]
-    after, terms = [], []  # scalings to apply after the reduction; (sign, constant) to add after it
+    steps = []  # from the reduction inward: ("scale", op, c) and ("term", sign, c, key), replayed outward
     while True:
         if len(y.users) != 1:
             return False
@@ -641,25 +641,27 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
         if yop in ("mul", "div", "truediv"):
             if not (number or (cs == [] and _dtype(c) == torch.float32)):
                 return False
-            after.append((yop, c))
+            steps.append(("scale", yop, c))
         else:
             key = _param_key(c, gm) if not number else None
             if not number and (key is None or cs not in ([feats], [1, feats], [], [1])):
                 return False
-            terms.append((-1.0 if yop == "sub" else 1.0, c, key))
+            steps.append(("term", -1.0 if yop == "sub" else 1.0, c, key))
         y = u
     yop = _canon(y, gm) if y.op in ("call_module", "call_function", "call_method") else ""
     x, w, w_dim, bias = None, None, 0, None
+    if not _shape(y) or len(_shape(y)) < 2:
+        return False  # a 1-D layer output: the per-feature terms' [1, N] would have widened it
     if yop == "linear":
         if y.op == "call_module":
             m = gm.get_submodule(y.target)
-            x, w, bias = y.args[0], f"{y.target}.weight", f"{y.target}.bias" if m.bias is not None else None
+            x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if m.bias is not None else None
         else:
-            x, wn, bn = y.args[0], a(y, 1, "weight"), a(y, 2, "bias")
+            x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
             w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
             if bn is not None and bias is None:
                 return False
-    elif yop in ("matmul", "mm") and len(y.args) == 2:
+    elif yop in ("matmul", "mm") and len(y.args) == 2 and not y.kwargs:
         x, bn_ = y.args
         if _param_key(bn_, gm) is not None:
             w, w_dim = bn_.target, 1
@@ -688,23 +690,25 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
     with g.inserting_before(first):
         wv = prep(g.get_attr(w), w_dim)
         bv = prep(g.get_attr(bias), 0) if bias is not None else None
-        folded = []
-        for sign, c, key in terms:
-            cs = _shape(c) if isinstance(c, torch.fx.Node) else None
-            if cs and cs[-1] == feats:
-                folded.append(prep(g.get_attr(key), -1))  # a per-feature term: its own sum or mean
-            elif isinstance(c, torch.fx.Node):
-                folded.append(c if mean else g.call_function(operator.mul, (c, float(feats))))  # one value, N times in a sum
-            else:
-                folded.append(c * (1 if mean else feats))
+        # A per-feature term's own sum or mean, beside the weights'.
+        own = {id(st): prep(g.get_attr(st[3]), -1) for st in steps
+               if st[0] == "term" and isinstance(st[2], torch.fx.Node) and (_shape(st[2]) or [0])[-1] == feats}
     with g.inserting_before(n):
         r = g.call_method("sum", (g.call_function(operator.mul, (x, wv)), -1), {"keepdim": keep})
         if bv is not None:
             r = g.call_function(operator.add, (r, bv))
-        for (sign, _, _), v in zip(terms, folded):
+        for st in reversed(steps):  # innermost first, as the forward applied them
+            if st[0] == "scale":
+                r = g.call_function(operator.mul if st[1] == "mul" else operator.truediv, (r, st[2]))
+                continue
+            sign, c = st[1], st[2]
+            if id(st) in own:
+                v = own[id(st)]
+            elif isinstance(c, torch.fx.Node):
+                v = c if mean else g.call_function(operator.mul, (c, float(feats)))  # one value, N times in a sum
+            else:
+                v = c * (1 if mean else feats)
             r = g.call_function(operator.sub if sign < 0 else operator.add, (r, v))
-        for yop, c in after:
-            r = g.call_function(operator.mul if yop == "mul" else operator.truediv, (r, c))
     old = n.args[0]
     _replace(n, r)
     # The chain from the reduction's input down to the linear layer (each read by the next alone).
@@ -749,14 +753,14 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
         c = gm.get_submodule(y.target)
         if c.padding_mode != "zeros" or isinstance(c.padding, str):
             return None
-        out = {"x": y.args[0], "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
+        out = {"x": a(y, 0, "input"), "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
                "stride": c.stride, "padding": c.padding, "dilation": c.dilation, "groups": c.groups}
         if transposed and (len(y.args) > 1 or y.kwargs):
             return None  # an output_size argument
     else:
         wn, bn = a(y, 1, "weight"), a(y, 2, "bias")
         key = lambda v: v.target if isinstance(v, torch.fx.Node) and v.op == "get_attr" else None
-        out = {"x": y.args[0], "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0)}
+        out = {"x": a(y, 0, "input"), "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0)}
         if transposed:
             out.update(dilation=a(y, 7, "dilation", 1), groups=a(y, 6, "groups", 1))
         else:
@@ -786,6 +790,8 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
         for i in range(spatial):
             s_, p_, d_, kp, T, I = out["stride"][i], out["padding"][i], out["dilation"][i], k[i], taps[i], xs[2 + i]
             jmin, jmax = -(((T - 1) * d_ - p_) // s_), (kp - 1 + p_) // s_
+            if jmax < jmin:
+                return None  # every pooled position falls between the taps: no filter to fold
             m = torch.zeros(jmax - jmin + 1, T, dtype=torch.float64)
             for t in range(T):
                 for a_ in range(kp):
@@ -803,6 +809,7 @@ def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> N
     """An average pool of x * c or x / c (the product read by the pool alone; c a number or a
     tensor of one value per pooling window: a 0-d parameter, a per-channel [C, 1, 1]) becomes the
     pool of x times c: the mean is linear, so the pool can meet the convolution before it."""
+    import math
     import operator
     g = gm.graph
 
@@ -810,7 +817,7 @@ def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> N
         if isinstance(c, bool):
             return False
         if isinstance(c, (int, float)):
-            return True
+            return math.isfinite(c) and c != 0  # x * 0 or x / 0 pooled: inf and nan would not move with it
         cs, xs = _shape(c), _shape(x)
         if not isinstance(c, torch.fx.Node) or cs is None or xs is None or len(cs) > len(xs) or _dtype(c) != torch.float32:
             return False

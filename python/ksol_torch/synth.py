@@ -500,7 +500,7 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
                 "out_layout": [f"Y{j}" for j in range(len(sh))], "axes": None, "w": None, "bias": None, "outside": None,
                 "out_type": "i64"}
     sp = len(xs) - 2
-    if sp < 1 or sp > 3 or len(sh) != len(xs):
+    if sp < 1 or sp > 3 or len(sh) != len(xs) or (op[-2].isdigit() and int(op[-2]) != sp):
         raise Unsupported(f"{op} on a tensor of shape {xs}: only batched 1-D to 3-D images are lowered")
     sn = ["d", "h", "w"][3 - sp:]       # the output's spatial indices
     tn = ["t", "r", "s"][3 - sp:]       # the window's

@@ -353,6 +353,31 @@ class LinearFeaturePool(nn.Module):
         return F.avg_pool1d(F.linear(x, self.fc.weight).unsqueeze(1), 2) + 1.0
 
 
+class FoldEdges(nn.Module):
+    """Cases the folds once got wrong: `kind` 0 a constant added after a scaling of a linear
+    layer's output, then summed (the constant is not scaled); 1 a one-value parameter added, then
+    summed (N of it); 2 a layer called with input=; 3 a transposed conv whose pooled positions all
+    fall between its taps; 4 an unbatched image under a 2-D pool."""
+
+    def __init__(self, kind: int):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(8, 6)
+        self.t = nn.Parameter(torch.tensor(0.5))
+        self.ct = nn.ConvTranspose1d(2, 3, 1, stride=2, padding=1)
+
+    def forward(self, x):
+        if self.kind == 0:
+            return (self.fc(x) * 2 + 1).sum(-1) + (self.fc(x) / 3 - 1).mean(-1)
+        if self.kind == 1:
+            return (self.fc(x) + self.t).sum(-1)
+        if self.kind == 2:
+            return self.fc(input=x).sum(-1, keepdim=True)
+        if self.kind == 3:
+            return F.avg_pool1d(self.ct(x), 1, 2)
+        return F.avg_pool2d(torch.relu(x), 2)
+
+
 class ConvAvgPoolLeftAlone(nn.Module):
     """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
     output read again."""
@@ -593,6 +618,29 @@ class Stitching(unittest.TestCase):
                 plan = self.stitched(LinearFeaturePool(kind), [torch.randn(*shape)], pieces, kept)
                 self.assertEqual(plan.pieces[0].family, "gemm")
                 self.assertFalse([n for n in plan.gm.graph.nodes if "pool" in _canon(n, plan.gm) and "fold" not in _canon(n, plan.gm)])
+
+    def test_the_folds_edge_cases(self):
+        # Each against the module in float64 (stitched): kind 0's two calls of fc fold each (weight
+        # and bias); kind 1's N times the parameter is an elementwise piece after the row-wise one;
+        # kind 3 is not folded (no tap to fold), kind 4's pool is kept (an unbatched image).
+        for kind, shape, pieces, kept in ((0, (4, 8), 3, ["featurereducefold"] * 4), (1, (4, 8), 2, ["featurereducefold"] * 2),
+                                          (2, (4, 8), 1, ["featurereducefold"] * 2), (3, (2, 2, 9), 2, []),
+                                          (4, (4, 8, 8), 1, ["avg_pool2d"])):
+            with self.subTest(kind=kind):
+                torch.manual_seed(11)
+                self.stitched(FoldEdges(kind), [torch.randn(*shape)], pieces, kept)
+
+    def test_a_constant_added_after_a_scaling_is_not_scaled(self):
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 6)
+
+            def forward(self, x):
+                return (self.fc(x) * 2 + 1).sum(-1)
+        torch.manual_seed(12)
+        plan = self.stitched(M(), [torch.randn(4, 8)], 1, ["featurereducefold"] * 2)
+        self.assertEqual(plan.pieces[0].family, "rowwise")
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
