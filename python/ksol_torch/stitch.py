@@ -437,24 +437,27 @@ class TransposedAvgPoolFold(nn.Module):
     window of the w[t] where j*s = a + p - t*d: a convolution at stride 1 (PaddedConv) whose
     filter, per spatial dim, is w's taps times a [L, T] matrix (`maps`, the j from the lowest
     reached, each entry the window's count of t over its extent). The filter is [K, C/g, L...]
-    from w's [C, K/g, T...], computed in float64 on each call."""
+    from w's [C, K/g, T...], computed in float64 on each call (one product by the maps'
+    Kronecker product)."""
 
     ksol_leaf = True
 
     def __init__(self, maps: Sequence[torch.Tensor], groups: int):
         super().__init__()
         self.groups = groups
-        for i, m in enumerate(maps):
-            self.register_buffer(f"map{i}", m.to(torch.float64), persistent=False)
-        self.rank = len(maps)
+        self.out_taps = tuple(m.shape[0] for m in maps)
+        # The per-dim maps as one [L0*L1*L2, T0*T1*T2] matrix (their Kronecker product), on the
+        # filter's device: one matrix product per call, no copy.
+        k = maps[0].to(torch.float64)
+        for m in maps[1:]:
+            k = torch.kron(k, m.to(torch.float64))
+        self.register_buffer("map", k, persistent=False)
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         g, c, kg = self.groups, w.shape[0], w.shape[1]
-        v = w.to(torch.float64).reshape(g, c // g, kg, *w.shape[2:]).transpose(1, 2).reshape(g * kg, c // g, *w.shape[2:])
-        for i in range(self.rank):
-            m = getattr(self, f"map{i}").to(v.device)
-            v = torch.movedim(torch.tensordot(v, m, dims=([2 + i], [1])), -1, 2 + i)
-        return v.to(w.dtype)
+        v = w.to(torch.float64).reshape(g, c // g, kg, -1).transpose(1, 2).reshape(g * kg * (c // g), -1)
+        v = torch.matmul(v, self.map.to(v.device).t())
+        return v.reshape(g * kg, c // g, *self.out_taps).to(w.dtype)
 
 
 class PaddedConv(nn.Module):
@@ -792,7 +795,7 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
             jmin, jmax = -(((T - 1) * d_ - p_) // s_), (kp - 1 + p_) // s_
             if jmax < jmin:
                 return None  # every pooled position falls between the taps: no filter to fold
-            m = torch.zeros(jmax - jmin + 1, T, dtype=torch.float64)
+            m = torch.zeros(jmax - jmin + 1, T, dtype=torch.float64, device=state[out["w"]].device)
             for t in range(T):
                 for a_ in range(kp):
                     j, r = divmod(a_ + p_ - t * d_, s_)
