@@ -518,11 +518,37 @@ class FeaturePoolFold(nn.Module):
         return v.to(w.dtype)
 
 
+class GlobalPoolFold(nn.Module):
+    """The mean over every output position of a convolution (transposed or not, groups 1) folded
+    into a product of its image's sums: a tap t adds x[i] w[t] to one output position for each
+    input position i of its box R_t (the i whose output, or whose read, lies inside the image:
+    a box per spatial dim), so the mean is sum over c, t of B[n, c, t] w[k, c, t] / |O| + b[k]
+    with B[n, c, t] the sum of x[n, c] over R_t. `mask` is the [I0*I1*I2, T0*T1*T2] indicator of
+    the boxes (a constant of the shapes): B is x viewed [N*C, I...] times it. Called with no
+    argument it returns the mask; with the filter, the filter as [C*T..., K] over |O| (float64,
+    each call), which multiplies B viewed [N, C*T...]."""
+
+    ksol_leaf = True
+
+    def __init__(self, mask: torch.Tensor, transposed: bool, outputs: int):
+        super().__init__()
+        self.transposed, self.outputs = transposed, outputs
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, w: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if w is None:
+            return self.mask
+        v = w.to(torch.float64).reshape(w.shape[0], w.shape[1], -1)  # [C, K, T] transposed, [K, C, T] not
+        v = v.permute(0, 2, 1) if self.transposed else v.permute(1, 2, 0)
+        return (v.reshape(-1, v.shape[-1]) / self.outputs).to(w.dtype)
+
+
 # Weight preparation: ops on a module's parameters alone, before the pieces read them.
 WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter",
                "transposedavgpoolfold": "the average pool after a transposed convolution folded into its filter",
                "featurereducefold": "the sum or mean over a linear layer's features folded into its weights",
-               "featurepoolfold": "the average pool over a linear layer's features folded into its weights"}
+               "featurepoolfold": "the average pool over a linear layer's features folded into its weights",
+               "globalpoolfold": "the mean over a convolution's output positions folded into its image's sums and its filter"}
 
 
 def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
@@ -855,6 +881,89 @@ def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
     n.graph.erase_node(n)
 
 
+# The largest indicator matrix GlobalPoolFold keeps (elements): an image of I0*I1*I2 positions
+# under a filter of T0*T1*T2 taps.
+_MAX_POOL_MASK = 1 << 26
+
+
+def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
+    """A mean over every spatial dim of a convolution's output (nn.Conv*/ConvTranspose* or F.conv*,
+    groups 1, zero padding, batched; its output read by this chain alone), through products and
+    quotients by numbers or tensors constant over the spatial dims (moved after the mean):
+    rewritten as GlobalPoolFold's two products, B = x viewed [N*C, I...] @ mask, then B viewed
+    [N, C*T...] @ the folded filter + bias, viewed as the mean's output. Returns whether it was."""
+    import math
+    import operator
+    a = synth._arg
+    if op != "mean" or n.op not in ("call_function", "call_method") or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return False
+    ys = _shape(n.args[0])
+    dims, keep = a(n, 1, "dim"), a(n, 2, "keepdim", False)
+    if not ys or len(ys) < 3 or a(n, 3, "dtype") is not None or not isinstance(dims, (list, tuple)) or \
+            sorted(d % len(ys) for d in dims) != list(range(2, len(ys))):
+        return False
+    spatial = len(ys) - 2
+    _sink_scalars(n, gm, spatial)
+    y = n.args[0]
+    yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
+    if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d") or len(y.users) != 1 or _dtype(y) != torch.float32:
+        return False
+    transposed = yop.startswith("conv_transpose")
+    if y.op == "call_module":
+        c = gm.get_submodule(y.target)
+        if c.padding_mode != "zeros" or isinstance(c.padding, str) or (transposed and (len(y.args) > 1 or y.kwargs)):
+            return False
+        x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if c.bias is not None else None
+        stride, padding, dilation, groups = c.stride, c.padding, c.dilation, c.groups
+    else:
+        x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
+        w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
+        stride, padding = a(y, 3, "stride", 1), a(y, 4, "padding", 0)
+        dilation, groups = (a(y, 7, "dilation", 1), a(y, 6, "groups", 1)) if transposed else (a(y, 5, "dilation", 1), a(y, 6, "groups", 1))
+        if w is None or (bn is not None and bias is None) or isinstance(padding, str):
+            return False
+    stride, padding, dilation = _tuple(stride, spatial), _tuple(padding, spatial), _tuple(dilation, spatial)
+    xs = _shape(x) if isinstance(x, torch.fx.Node) else None
+    state = dict(gm.named_parameters())
+    if groups != 1 or None in (stride, padding, dilation) or not xs or len(xs) != len(ys) or w not in state or \
+            _dtype(x) != torch.float32:
+        return False
+    taps = list(state[w].shape[2:])
+    if math.prod(xs[2:]) * math.prod(taps) > _MAX_POOL_MASK:
+        return False
+    mask = None
+    for j in range(spatial):
+        I, O, T, s_, p_, d_ = xs[2 + j], ys[2 + j], taps[j], stride[j], padding[j], dilation[j]
+        e = torch.zeros(I, T, dtype=torch.float32, device=state[w].device)
+        for t in range(T):
+            for i in range(I):
+                if transposed:
+                    q = i * s_ - p_ + t * d_  # the output position i's tap t writes
+                    e[i, t] = 1.0 if 0 <= q < O else 0.0
+                else:
+                    q, r = divmod(i + p_ - t * d_, s_)  # the output position that reads i through tap t
+                    e[i, t] = 1.0 if r == 0 and 0 <= q < O else 0.0
+        mask = e if mask is None else torch.kron(mask, e)
+    g = gm.graph
+    i = sum(1 for m in g.nodes if m.op == "call_module" and m.target.startswith("_ksol_global_pool"))
+    name = f"_ksol_global_pool{i}"
+    gm.add_submodule(name, GlobalPoolFold(mask, transposed, math.prod(ys[2:])))
+    first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+    nb, ch, k = xs[0], xs[1], ys[1]
+    with g.inserting_before(first):
+        mk = g.call_module(name, ())
+        wf = g.call_module(name, (g.get_attr(w),))
+    with g.inserting_before(n):
+        b_ = g.call_function(torch.matmul, (g.call_method("reshape", (x, nb * ch, math.prod(xs[2:]))), mk))
+        r = g.call_function(torch.matmul, (g.call_method("reshape", (b_, nb, ch * math.prod(taps))), wf))
+        if bias is not None:
+            r = g.call_function(operator.add, (r, g.get_attr(bias)))
+        r = g.call_method("reshape", (r, *( [nb, k] + [1] * spatial if keep else [nb, k])))
+    _replace(n, r)
+    g.erase_node(y)
+    return True
+
+
 def decompose(gm: torch.fx.GraphModule) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
@@ -865,7 +974,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a sum or
     mean over a linear layer's features into a dot product with its folded weights
     (FeatureReduceFold), an average pool over them into the layer with its rows averaged
-    (FeaturePoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
+    (FeaturePoolFold); after those, a mean over every spatial dim of a convolution's output into
+    the image's sums over each tap's box times the filter (GlobalPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
@@ -1066,6 +1176,10 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                 y = g.call_function(operator.add, (y, per_channel("bias")))
         _replace(n, y)
         changed = True
+    # The means over every spatial dim, the global pools' among them (written above), folded.
+    for n in list(g.nodes):
+        if n.op in ("call_function", "call_method") and _fold_global_pool(n, gm, _canon(n, gm)):
+            changed = True
     if changed:
         g.lint()
         gm.recompile()

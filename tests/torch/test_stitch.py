@@ -378,6 +378,39 @@ class FoldEdges(nn.Module):
         return F.avg_pool2d(torch.relu(x), 2)
 
 
+class ConvGlobalMean(nn.Module):
+    """A mean over every output position of a convolution: `kind` 0 a strided, padded transposed
+    conv with output_padding, scaled, mean keepdim (level2/44's chain); 1 a stride-1 transposed
+    conv, mean; 2 a strided, padded, dilated conv2d, mean over [-1, -2] without keepdim; 3 a
+    conv1d then AdaptiveAvgPool1d(1); 4 a conv3d then a mean; 5 grouped (not folded); 6 a mean
+    over one spatial dim (not folded)."""
+
+    def __init__(self, kind: int):
+        super().__init__()
+        self.kind = kind
+        if kind in (0, 1):
+            self.conv = nn.ConvTranspose2d(4, 6, 3, stride=2 if kind == 0 else 1, padding=1 if kind == 0 else 0,
+                                           output_padding=1 if kind == 0 else 0)
+        elif kind in (2, 5, 6):
+            self.conv = nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2 if kind == 5 else 1)
+        elif kind == 3:
+            self.conv = nn.Conv1d(4, 6, 5, stride=2)
+        else:
+            self.conv = nn.Conv3d(4, 6, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.kind == 0:
+            return torch.mean(y * 0.5, dim=(2, 3), keepdim=True)
+        if self.kind == 2:
+            return y.mean(dim=[-1, -2])
+        if self.kind == 3:
+            return F.adaptive_avg_pool1d(y, 1) + 1.0
+        if self.kind == 6:
+            return y.mean(dim=3)
+        return y.mean(dim=(2, 3, 4) if self.kind == 4 else (2, 3))
+
+
 class ConvAvgPoolLeftAlone(nn.Module):
     """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
     output read again."""
@@ -641,6 +674,23 @@ class Stitching(unittest.TestCase):
         torch.manual_seed(12)
         plan = self.stitched(M(), [torch.randn(4, 8)], 1, ["featurereducefold"] * 2)
         self.assertEqual(plan.pieces[0].family, "rowwise")
+
+    def test_a_mean_over_a_convolutions_positions_is_two_products(self):
+        # x's sums over each tap's box (x viewed [N*C, I...] times the boxes' indicator), then
+        # those by the filter over |O| plus the bias: two GEMM pieces, no convolution.
+        for kind, shape in ((0, (2, 4, 7, 6)), (1, (2, 4, 5, 5)), (2, (2, 4, 11, 9)), (3, (2, 4, 19)), (4, (2, 4, 5, 6, 4))):
+            with self.subTest(kind=kind):
+                torch.manual_seed(13)
+                plan = stitch.split(ConvGlobalMean(kind), [torch.randn(*shape)])
+                self.assertEqual(sorted(k["op"] for k in plan.kept if k["op"] not in ("reshape",)),
+                                 ["globalpoolfold"] * 2, plan.summary())
+                self.assertEqual([p.family for p in plan.pieces][:2], ["gemm", "gemm"])
+                self.stitched(ConvGlobalMean(kind), [torch.randn(*shape)], len(plan.pieces),
+                              [k["op"] for k in plan.kept])
+        for kind, shape in ((5, (2, 4, 11, 9)), (6, (2, 4, 11, 9))):
+            with self.subTest(kind=kind):
+                plan = stitch.split(ConvGlobalMean(kind), [torch.randn(*shape)])
+                self.assertFalse([k for k in plan.kept if k["op"] == "globalpoolfold"], plan.summary())
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
