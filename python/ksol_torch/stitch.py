@@ -834,20 +834,25 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
     return out
 
 
-def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> None:
+def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int, shifts: bool = False) -> None:
     """An average pool of x * c or x / c (the product read by the pool alone; c a number or a
     tensor of one value per pooling window: a 0-d parameter, a per-channel [C, 1, 1]) becomes the
-    pool of x times c: the mean is linear, so the pool can meet the convolution before it."""
+    pool of x times c: the mean is linear, so the pool can meet the convolution before it. With
+    `shifts` (a pool without padding, whose windows hold only the image's positions) x + c and
+    x - c move after it too (a batch_norm's affine in eval mode)."""
     import math
     import operator
     g = gm.graph
+    # Every op moved keeps the pool input's shape (c broadcasts to it without widening it), so the
+    # nodes decompose wrote along the way, whose shapes _values gives later, have it too.
+    full = _shape(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
 
     def constant_over_windows(c, x) -> bool:
         if isinstance(c, bool):
             return False
         if isinstance(c, (int, float)):
             return math.isfinite(c) and c != 0  # x * 0 or x / 0 pooled: inf and nan would not move with it
-        cs, xs = _shape(c), _shape(x)
+        cs, xs = _shape(c), full
         if not isinstance(c, torch.fx.Node) or cs is None or xs is None or len(cs) > len(xs) or _dtype(c) != torch.float32:
             return False
         cs = [1] * (len(xs) - len(cs)) + cs
@@ -856,20 +861,33 @@ def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> N
     while n.args and isinstance(n.args[0], torch.fx.Node):
         m = n.args[0]
         op = _canon(m, gm) if m.op in ("call_function", "call_method") else ""
-        if op not in ("mul", "div", "truediv") or len(m.users) != 1 or len(m.args) != 2 or m.kwargs:
+        ops = ("mul", "div", "truediv") + (("add", "sub") if shifts else ())
+        if op not in ops or len(m.users) != 1 or len(m.args) != 2 or m.kwargs:
             return
         x, c = m.args
-        if op == "mul" and isinstance(c, torch.fx.Node) and constant_over_windows(x, c) and not constant_over_windows(c, x):
+        if op in ("mul", "add") and isinstance(c, torch.fx.Node) and constant_over_windows(x, c) and \
+                not constant_over_windows(c, x):
             x, c = c, x
-        if not isinstance(x, torch.fx.Node) or not constant_over_windows(c, x):
+        if op in ("add", "sub") and isinstance(c, (int, float)) and not isinstance(c, bool):
+            pass  # a shift by any finite number moves (0 too)
+        elif not isinstance(x, torch.fx.Node) or not constant_over_windows(c, x):
             return
+        if not isinstance(x, torch.fx.Node) or (isinstance(c, float) and not math.isfinite(c)):
+            return
+        fn = {"mul": operator.mul, "add": operator.add, "sub": operator.sub}.get(op, operator.truediv)
         n.replace_input_with(m, x)
         with g.inserting_after(n):
-            y = g.call_function(operator.mul if op == "mul" else operator.truediv, (n, c))
+            y = g.call_function(fn, (n, c))
         n.replace_all_uses_with(y, delete_user_cb=lambda u: u is not y)
         if "tensor_meta" in n.meta:
             y.meta["tensor_meta"] = n.meta["tensor_meta"]
         g.erase_node(m)
+
+
+def _shaped(n: torch.fx.Node, shape: List[int]) -> None:
+    """Gives a new float32 node the shape it will have (ShapeProp's metadata), before _values runs."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+    n.meta["tensor_meta"] = _extract_tensor_metadata(torch.empty(shape, dtype=torch.float32, device="meta"))
 
 
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
@@ -903,7 +921,7 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
             sorted(d % len(ys) for d in dims) != list(range(2, len(ys))):
         return False
     spatial = len(ys) - 2
-    _sink_scalars(n, gm, spatial)
+    _sink_scalars(n, gm, spatial, shifts=True)
     y = n.args[0]
     yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
     if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d") or len(y.users) != 1 or _dtype(y) != torch.float32:
@@ -1029,7 +1047,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             changed = True
             continue
         if op.startswith("avg_pool") and op[-2].isdigit():
-            _sink_scalars(n, gm, int(op[-2]))
+            pad = gm.get_submodule(n.target).padding if n.op == "call_module" else synth._arg(n, 3, "padding", 0)
+            _sink_scalars(n, gm, int(op[-2]), shifts=_tuple(pad, int(op[-2])) == (0,) * int(op[-2]))
         fold = _conv_of_pool(n, gm, op) if kind_of(op) == "pool" else None
         if fold is not None and fold["transposed"]:
             # avg_pool(conv_transpose(x, W, b)) at the conv's stride = a convolution at stride 1
@@ -1146,6 +1165,9 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
                   if args[k] is not None and (k in ("weight", "bias") or not args["batch_stats"])}
             if not args["batch_stats"] and op == "batch_norm":
                 inv = g.call_function(torch.rsqrt, (g.call_function(operator.add, (ch["var"], args["eps"])),))
+                _shaped(inv, chan)
+            for v in ch.values():
+                _shaped(v, chan)  # their shapes now: a pool after them may move past them
 
         def per_channel(k):
             return ch[k]

@@ -411,6 +411,30 @@ class ConvGlobalMean(nn.Module):
         return y.mean(dim=(2, 3, 4) if self.kind == 4 else (2, 3))
 
 
+class ConvNormPool(nn.Module):
+    """A convolution, a scaling and an eval-mode batch_norm (a per-channel affine), then a pool:
+    `kind` 0 a transposed conv under a global average pool (level2/77's chain); 1 a conv2d under
+    a 2x2 average pool; 2 the same pool with padding 1 (the shift does not move: padded windows
+    average zeros that the shift never reached)."""
+
+    def __init__(self, kind: int):
+        super().__init__()
+        self.kind = kind
+        self.conv = nn.ConvTranspose3d(3, 5, 3) if kind == 0 else nn.Conv2d(3, 5, 3)
+        self.bn = nn.BatchNorm3d(5) if kind == 0 else nn.BatchNorm2d(5)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(0.5, 2)
+            self.bn.bias.uniform_(-1, 1)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x) * 2.0)
+        if self.kind == 0:
+            return F.adaptive_avg_pool3d(y, 1)
+        return F.avg_pool2d(y, 2, padding=1 if self.kind == 2 else 0)
+
+
 class ConvAvgPoolLeftAlone(nn.Module):
     """Average pools after convolutions that are not folded: a padded pool, ceil mode, the conv's
     output read again."""
@@ -691,6 +715,18 @@ class Stitching(unittest.TestCase):
             with self.subTest(kind=kind):
                 plan = stitch.split(ConvGlobalMean(kind), [torch.randn(*shape)])
                 self.assertFalse([k for k in plan.kept if k["op"] == "globalpoolfold"], plan.summary())
+
+    def test_a_batch_norms_affine_moves_after_a_pool_without_padding(self):
+        for kind, shape, fold in ((0, (2, 3, 4, 5, 4), "globalpoolfold"), (1, (2, 3, 10, 12), "avgpoolfold"), (2, (2, 3, 10, 12), None)):
+            with self.subTest(kind=kind):
+                torch.manual_seed(14)
+                m = ConvNormPool(kind).eval()
+                plan = stitch.split(m, [torch.randn(*shape)])
+                folds = [k["op"] for k in plan.kept if "fold" in k["op"]]
+                self.assertEqual(bool(folds), fold is not None, plan.summary())
+                if fold:
+                    self.assertIn(fold, folds)
+                self.stitched(m, [torch.randn(*shape)], len(plan.pieces), [k["op"] for k in plan.kept])
 
     def test_average_pools_that_do_not_fold_are_left_to_the_pool_rewrites(self):
         torch.manual_seed(5)
