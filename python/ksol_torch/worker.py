@@ -1532,11 +1532,30 @@ def _versions():
     return v
 
 
+def exit_with_parent(poll_s: float = 1.0, code: int = 4):
+    """Ends this process within `poll_s` of its parent's death. A coordinator that is killed
+    outright (SIGKILL: a deadline's, an out-of-memory killer's) closes no pipe the worker is not
+    reading while it evaluates, and a minutes-long evaluation would hold the GPU's memory for
+    whatever runs next; a coordinator that is only signalled stays alive, finishes the evaluation
+    in flight and closes the worker itself. A daemon thread, started before any request (the
+    thread checks count it as the worker's own)."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(code)
+
+    threading.Thread(target=watch, name="ksol-parent-watch", daemon=True).start()
+
+
 def serve(stdin=sys.stdin, stdout=None):
     # Ctrl-C reaches the whole process group: the coordinator finishes the evaluation in flight,
     # then closes this worker (end of input), which must not die under it and have the
     # candidate blamed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     _STATE["log"] = True
     # Replies go to the real stdout; anything a candidate prints goes to stderr instead.
     out = stdout or os.fdopen(os.dup(1), "w")

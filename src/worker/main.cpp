@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -106,8 +108,19 @@ int main(int argc, char** argv) {
   ksol::launcher::protect_process();
   // Ctrl-C in a terminal reaches the whole process group: the coordinator finishes the evaluation
   // in flight and then closes this worker (docs/PROTOCOL.md), which must not die under it and
-  // have the candidate blamed. A worker whose coordinator is gone sees end of input and exits.
+  // have the candidate blamed. A worker whose coordinator is gone sees end of input and exits;
+  // one whose coordinator was killed outright while it evaluates exits within a second (its
+  // parent changes), so that it does not hold the GPU for whatever runs next.
   signal(SIGINT, SIG_IGN);
+  {
+    const pid_t parent = getppid();
+    std::thread([parent] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (getppid() != parent) _exit(4);
+      }
+    }).detach();
+  }
   // Keep the real stdout for the protocol and point fd 1 at stderr for everything else.
   int proto_fd = dup(1);
   dup2(2, 1);
