@@ -15,8 +15,9 @@ Each problem's output goes to OUT/<id>.log, every line behind the seconds since 
 started. `--archive FILE` also writes OUT as one .tar.gz after each problem and at the end (a
 call killed before the end still returns what finished). Resumable: a problem whose
 OUT/<id>.json exists is not run again (nor one recorded as timed out in OUT/<id>.timeout.json,
-unless --retry); a run cut short by --deadline or a signal leaves
-nothing, so the next call runs it. --gpus N runs N problems at once, one per GPU
+unless --retry); a run cut short by --deadline or a signal leaves no result, so the next call runs
+it, after the problems not yet tried (OUT/<id>.cut.json says how long it had run): one problem
+that outlasts a call's deadline does not keep the others from starting. --gpus N runs N problems at once, one per GPU
 (CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
 OUT/summary.txt.
 """
@@ -136,11 +137,13 @@ def run_all(a, todo):
                     continue
                 if rc is None:
                     stop(job)
-                    if cut:  # the next call runs it: leave nothing behind
+                    if cut:  # the next call runs it, after the problems not yet tried: no result left behind
                         for f in (job["pid"] + ".json",):
                             if os.path.exists(os.path.join(a.out, f)):
                                 os.remove(os.path.join(a.out, f))
-                        print(f"{job['pid']}: cut after {spent:.0f} s (not recorded: the next call runs it)", flush=True)
+                        with open(os.path.join(a.out, job["pid"] + ".cut.json"), "w") as fh:
+                            json.dump({"problem": job["path"], "cut_after_s": round(spent, 1)}, fh)
+                        print(f"{job['pid']}: cut after {spent:.0f} s (not recorded: the next call runs it, last)", flush=True)
                     else:
                         with open(os.path.join(a.out, job["pid"] + ".timeout.json"), "w") as fh:
                             json.dump({"problem": job["path"], "timeout_s": a.timeout}, fh)
@@ -148,6 +151,8 @@ def run_all(a, todo):
                 else:
                     job["log"].close()
                     ok = os.path.exists(os.path.join(a.out, job["pid"] + ".json"))
+                    if ok and os.path.exists(os.path.join(a.out, job["pid"] + ".cut.json")):
+                        os.remove(os.path.join(a.out, job["pid"] + ".cut.json"))
                     print(f"{job['pid']}: exit status {rc} after {spent:.0f} s{'' if ok else ' (no JSON: see its .log)'}", flush=True)
                 jobs.remove(job)
                 free.append(job["gpu"])
@@ -161,6 +166,20 @@ def run_all(a, todo):
             if os.path.exists(os.path.join(a.out, job["pid"] + ".json")):
                 os.remove(os.path.join(a.out, job["pid"] + ".json"))
         raise
+
+
+def order(a, todo):
+    """`todo` in the rule's order, the problems an earlier call cut short (OUT/<id>.cut.json) last,
+    the shortest cut first; a problem that finishes loses its marker."""
+    def cut_s(pid):
+        try:
+            with open(os.path.join(a.out, pid + ".cut.json")) as fh:
+                return float(json.load(fh).get("cut_after_s", 0.0))
+        except (OSError, ValueError):
+            return None
+    fresh = [t for t in todo if cut_s(t[0]) is None]
+    cut = sorted((t for t in todo if cut_s(t[0]) is not None), key=lambda t: cut_s(t[0]))
+    return fresh + cut
 
 
 def write_archive(a):
@@ -302,6 +321,7 @@ def main():
             if os.path.exists(os.path.join(a.out, pid + ".timeout.json")) and not a.retry:
                 continue
             todo.append((pid, path))
+        todo = order(a, todo)
         print(f"{len(todo)} problem(s) to run, {len(probs) - len(todo)} done or skipped; {a.ksol}", flush=True)
         run_all(a, todo)
     text = table(a, ids)

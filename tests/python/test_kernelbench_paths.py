@@ -51,3 +51,22 @@ class Run(TempDir):
         with tarfile.open(self.path("kb.tgz")) as tf:
             self.assertIn("out/level1-5.json", tf.getnames())
         self.assertFalse(os.path.exists(self.path("kb.tgz.tmp")))
+
+    def test_a_problem_cut_short_before_runs_after_the_others(self):
+        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py"), ("level2", "5_Chain.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        # level1-5 was cut short by an earlier call's deadline: it runs last, and its marker goes
+        # once it finishes.
+        self.write(os.path.join("out", "level1-5.cut.json"), '{"cut_after_s": 300}')
+        order = self.path("order.txt")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
+                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(order) as fh:
+            ran = [os.path.basename(l.strip()) for l in fh]
+        self.assertEqual(ran, ["10_Other.py", "5_Chain.py", "5_Scale.py"])
+        self.assertFalse(os.path.exists(self.path("out", "level1-5.cut.json")))
