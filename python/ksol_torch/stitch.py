@@ -579,14 +579,10 @@ def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> b
             y, unsq = u.args[0], True
     if _canon(y, gm) != "linear" or len(y.users) != 1 or _dtype(y) != torch.float32:
         return False
-    if y.op == "call_module":
-        mod = gm.get_submodule(y.target)
-        x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if mod.bias is not None else None
-    else:
-        x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
-        w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
-        if w is None or (bn is not None and bias is None):
-            return False
+    ops = _linear_operands(y, gm)
+    if ops is None:
+        return False
+    x, w, bias = ops
     ys = _shape(y)
     if not isinstance(x, torch.fx.Node) or not ys or (not unsq and len(ys) != 3) or _dtype(x) != torch.float32 or \
             ys[-1] < k[0]:
@@ -630,6 +626,20 @@ def _param_key(v, gm: torch.fx.GraphModule) -> Optional[str]:
     state.update(dict(gm.named_buffers()))
     t = state.get(v.target)
     return v.target if t is not None and t.dtype == torch.float32 else None
+
+
+def _linear_operands(y: torch.fx.Node, gm: torch.fx.GraphModule):
+    """An nn.Linear's or F.linear's input node and the state keys of its weight and bias (None
+    where it has none), or None where the weight or bias is not a float32 parameter."""
+    a = synth._arg
+    if y.op == "call_module":
+        mod = gm.get_submodule(y.target)
+        return a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if mod.bias is not None else None
+    x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
+    w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
+    if w is None or (bn is not None and bias is None):
+        return None
+    return x, w, bias
 
 
 def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
@@ -682,14 +692,10 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
     if not _shape(y) or len(_shape(y)) < 2:
         return False  # a 1-D layer output: the per-feature terms' [1, N] would have widened it
     if yop == "linear":
-        if y.op == "call_module":
-            m = gm.get_submodule(y.target)
-            x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if m.bias is not None else None
-        else:
-            x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
-            w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
-            if bn is not None and bias is None:
-                return False
+        ops = _linear_operands(y, gm)
+        if ops is None:
+            return False
+        x, w, bias = ops
     elif yop in ("matmul", "mm") and len(y.args) == 2 and not y.kwargs:
         x, bn_ = y.args
         if _param_key(bn_, gm) is not None:
