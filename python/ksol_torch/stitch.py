@@ -2,8 +2,10 @@
 the whole again with each piece replaced by a kernel (re-stitching).
 
 `split(model, inputs)` traces the forward (torch.fx), first rewrites the ops no family takes whole
-into the ops of their definition (`decompose`: group_norm, batch_norm, an average pool after a
-convolution folded into its filter, pools whose windows tile their input, softmax and logsumexp over non-trailing dims, some losses), groups the ops the DSL
+into the ops of their definition (`decompose`: group_norm, batch_norm, pools whose windows tile
+their input, softmax and logsumexp over non-trailing dims, some losses) and folds the linear chains
+it can into their weights (average pools and means after convolutions, sums, means and average
+pools over a linear layer's features: weight preparation in float64 on each call), groups the ops the DSL
 expresses into maximal chains (an elementwise chain, a row-wise chain, a reduction over leading or
 middle dims, a GEMM, a convolution or a pool with its elementwise epilogue) and writes each
 chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
@@ -551,6 +553,63 @@ WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into 
                "globalpoolfold": "the mean over a convolution's output positions folded into its image's sums and its filter"}
 
 
+def _conv_operands(y: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> Optional[Dict]:
+    """A conv{spatial}d's or conv_transpose{spatial}d's operands (nn module or F call): its input
+    node "x", the state keys of its weight "w" and bias "bias" (None where it has none), "stride",
+    "padding" and "dilation" as tuples, "groups", and "transposed"; None where it is neither, its
+    padding is not zeros or a string, a transposed one has an output_size, or the weight or bias is
+    not a float32 parameter."""
+    a = synth._arg
+    yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
+    if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d"):
+        return None
+    transposed = yop.startswith("conv_transpose")
+    if y.op == "call_module":
+        c = gm.get_submodule(y.target)
+        if c.padding_mode != "zeros" or isinstance(c.padding, str) or (transposed and (len(y.args) > 1 or y.kwargs)):
+            return None  # transposed: an output_size argument
+        out = {"x": a(y, 0, "input"), "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
+               "stride": c.stride, "padding": c.padding, "dilation": c.dilation, "groups": c.groups}
+    else:
+        wn, bn = a(y, 1, "weight"), a(y, 2, "bias")
+        out = {"x": a(y, 0, "input"), "w": _param_key(wn, gm), "bias": _param_key(bn, gm) if bn is not None else None,
+               "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0),
+               "dilation": a(y, 7 if transposed else 5, "dilation", 1), "groups": a(y, 6, "groups", 1)}
+        if out["w"] is None or (bn is not None and out["bias"] is None) or isinstance(out["padding"], str):
+            return None
+    state = dict(gm.named_parameters())
+    state.update(dict(gm.named_buffers()))
+    for key in ("w", "bias"):
+        if out[key] is not None and (out[key] not in state or state[out[key]].dtype != torch.float32):
+            return None
+    for key in ("stride", "padding", "dilation"):
+        out[key] = _tuple(out[key], spatial)
+        if out[key] is None:
+            return None
+    if not isinstance(out["x"], torch.fx.Node) or not isinstance(out["groups"], int):
+        return None
+    out["transposed"] = transposed
+    return out
+
+
+def _avg_pool_args(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int) -> Optional[tuple]:
+    """An avg_pool{spatial}d's (kernel, stride, padding) as tuples where it divides by its window's
+    size over whole windows (floor mode, no divisor_override); None otherwise."""
+    a = synth._arg
+    if n.op == "call_module":
+        m = gm.get_submodule(n.target)
+        k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
+        extra = getattr(m, "divisor_override", None) is not None
+    else:
+        k, st, pad, ceil = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0), a(n, 4, "ceil_mode", False)
+        extra = a(n, 6, "divisor_override") is not None
+    k, pad = _tuple(k, spatial), _tuple(pad, spatial)
+    st = k if st is None or st == [] or st == () else _tuple(st, spatial)
+    if k is None or st is None or pad is None or ceil or extra:
+        return None
+    return k, st, pad
+
+
 def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bool:
     """An avg_pool1d over the features of nn.Linear's or F.linear's output (a [.., C, N] output, or
     a [B, N] one unsqueezed to [B, 1, N]), read by nothing else, with no padding, floor mode and
@@ -561,15 +620,10 @@ def _fold_feature_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> b
     a = synth._arg
     if op != "avg_pool1d" or not n.args or not isinstance(n.args[0], torch.fx.Node):
         return False
-    if n.op == "call_module":
-        m = gm.get_submodule(n.target)
-        k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
-    else:
-        k, st, pad, ceil = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0), a(n, 4, "ceil_mode", False)
-    k, pad = _tuple(k, 1), _tuple(pad, 1)
-    st = k if st is None or st == [] or st == () else _tuple(st, 1)
-    if k is None or st is None or pad != (0,) or ceil:
+    pool = _avg_pool_args(n, gm, 1)
+    if pool is None or pool[2] != (0,):
         return False
+    k, st, _ = pool
     u = n.args[0]
     y, unsq = u, False
     if _canon(u, gm) == "unsqueeze" and len(u.users) == 1 and u.args and isinstance(u.args[0], torch.fx.Node):
@@ -764,56 +818,20 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
     divisor; the convolution of the pool's rank, zero padding, its filter (and bias) the module's
     float32 parameters. Returns the conv's operands (x, weight key, bias key, stride, padding,
     dilation, groups) and the pool's (window, stride), or None."""
-    a = synth._arg
     if not op.startswith("avg_pool") or op.startswith("adaptive") or not n.args or not isinstance(n.args[0], torch.fx.Node):
         return None
     y = n.args[0]
     spatial = int(op[-2])
-    yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
-    if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d") or len(y.users) != 1:
+    if len(y.users) != 1:
         return None
-    transposed = yop.startswith("conv_transpose")
-    if n.op == "call_module":
-        m = gm.get_submodule(n.target)
-        k, st, pad, ceil = m.kernel_size, m.stride, m.padding, m.ceil_mode
-        extra = getattr(m, "divisor_override", None) is not None
-    else:
-        k, st, pad, ceil = a(n, 1, "kernel_size"), a(n, 2, "stride"), a(n, 3, "padding", 0), a(n, 4, "ceil_mode", False)
-        extra = a(n, 6, "divisor_override") is not None
-    k = _tuple(k, spatial)
-    st = k if st is None or st == [] or st == () else _tuple(st, spatial)
-    if k is None or st is None or _tuple(pad, spatial) != (0,) * spatial or ceil or extra:
+    pool = _avg_pool_args(n, gm, spatial)
+    out = _conv_operands(y, gm, spatial)
+    if pool is None or pool[2] != (0,) * spatial or out is None:
         return None
-    if y.op == "call_module":
-        c = gm.get_submodule(y.target)
-        if c.padding_mode != "zeros" or isinstance(c.padding, str):
-            return None
-        out = {"x": a(y, 0, "input"), "w": f"{y.target}.weight", "bias": f"{y.target}.bias" if c.bias is not None else None,
-               "stride": c.stride, "padding": c.padding, "dilation": c.dilation, "groups": c.groups}
-        if transposed and (len(y.args) > 1 or y.kwargs):
-            return None  # an output_size argument
-    else:
-        wn, bn = a(y, 1, "weight"), a(y, 2, "bias")
-        key = lambda v: v.target if isinstance(v, torch.fx.Node) and v.op == "get_attr" else None
-        out = {"x": a(y, 0, "input"), "w": key(wn), "bias": key(bn), "stride": a(y, 3, "stride", 1), "padding": a(y, 4, "padding", 0)}
-        if transposed:
-            out.update(dilation=a(y, 7, "dilation", 1), groups=a(y, 6, "groups", 1))
-        else:
-            out.update(dilation=a(y, 5, "dilation", 1), groups=a(y, 6, "groups", 1))
-        if out["w"] is None or (bn is not None and out["bias"] is None) or isinstance(out["padding"], str):
-            return None
-    state = dict(gm.named_parameters())
-    state.update(dict(gm.named_buffers()))
-    for key in ("w", "bias"):
-        if out[key] is not None and (out[key] not in state or state[out[key]].dtype != torch.float32):
-            return None
-    for key in ("stride", "padding", "dilation"):
-        out[key] = _tuple(out[key], spatial)
-        if out[key] is None:
-            return None
-    if not isinstance(out["x"], torch.fx.Node) or not isinstance(out["groups"], int):
-        return None
-    out.update(window=k, pool_stride=st, transposed=transposed)
+    k, st, _ = pool
+    transposed = out["transposed"]
+    state = {**dict(gm.named_parameters()), **dict(gm.named_buffers())}
+    out.update(window=k, pool_stride=st)
     if transposed:
         # Folded where the pool's stride is the convolution's (upsampling, then averaging what
         # the upsampling made): a convolution at stride 1 over the image (TransposedAvgPoolFold).
@@ -929,28 +947,14 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
     spatial = len(ys) - 2
     _sink_scalars(n, gm, spatial, shifts=True)
     y = n.args[0]
-    yop = _canon(y, gm) if y.op in ("call_module", "call_function") else ""
-    if yop not in (f"conv{spatial}d", f"conv_transpose{spatial}d") or len(y.users) != 1 or _dtype(y) != torch.float32:
+    conv = _conv_operands(y, gm, spatial) if len(y.users) == 1 and _dtype(y) == torch.float32 else None
+    if conv is None:
         return False
-    transposed = yop.startswith("conv_transpose")
-    if y.op == "call_module":
-        c = gm.get_submodule(y.target)
-        if c.padding_mode != "zeros" or isinstance(c.padding, str) or (transposed and (len(y.args) > 1 or y.kwargs)):
-            return False
-        x, w, bias = a(y, 0, "input"), f"{y.target}.weight", f"{y.target}.bias" if c.bias is not None else None
-        stride, padding, dilation, groups = c.stride, c.padding, c.dilation, c.groups
-    else:
-        x, wn, bn = a(y, 0, "input"), a(y, 1, "weight"), a(y, 2, "bias")
-        w, bias = _param_key(wn, gm), _param_key(bn, gm) if bn is not None else None
-        stride, padding = a(y, 3, "stride", 1), a(y, 4, "padding", 0)
-        dilation, groups = (a(y, 7, "dilation", 1), a(y, 6, "groups", 1)) if transposed else (a(y, 5, "dilation", 1), a(y, 6, "groups", 1))
-        if w is None or (bn is not None and bias is None) or isinstance(padding, str):
-            return False
-    stride, padding, dilation = _tuple(stride, spatial), _tuple(padding, spatial), _tuple(dilation, spatial)
-    xs = _shape(x) if isinstance(x, torch.fx.Node) else None
-    state = dict(gm.named_parameters())
-    if groups != 1 or None in (stride, padding, dilation) or not xs or len(xs) != len(ys) or w not in state or \
-            _dtype(x) != torch.float32:
+    x, w, bias, transposed = conv["x"], conv["w"], conv["bias"], conv["transposed"]
+    stride, padding, dilation = conv["stride"], conv["padding"], conv["dilation"]
+    xs = _shape(x)
+    state = {**dict(gm.named_parameters()), **dict(gm.named_buffers())}
+    if conv["groups"] != 1 or not xs or len(xs) != len(ys) or _dtype(x) != torch.float32:
         return False
     taps = list(state[w].shape[2:])
     if math.prod(xs[2:]) * math.prod(taps) > _MAX_POOL_MASK:
@@ -1053,8 +1057,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             changed = True
             continue
         if op.startswith("avg_pool") and op[-2].isdigit():
-            pad = gm.get_submodule(n.target).padding if n.op == "call_module" else synth._arg(n, 3, "padding", 0)
-            _sink_scalars(n, gm, int(op[-2]), shifts=_tuple(pad, int(op[-2])) == (0,) * int(op[-2]))
+            pool = _avg_pool_args(n, gm, int(op[-2]))
+            _sink_scalars(n, gm, int(op[-2]), shifts=pool is not None and pool[2] == (0,) * int(op[-2]))
         fold = _conv_of_pool(n, gm, op) if kind_of(op) == "pool" else None
         if fold is not None and fold["transposed"]:
             # avg_pool(conv_transpose(x, W, b)) at the conv's stride = a convolution at stride 1
