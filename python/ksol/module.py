@@ -81,8 +81,8 @@ def _whole_program(run, prob, model, example, device_type: str, call_path: str):
 
 def _stitched(run, model, example, device_type: str, call_path: str):
     """The stitched module of the run's pieces (stitch.py's plan of the problem, each piece's
-    nodes replaced by a call of its library's kernel, abi.open_kernel's) and its kernels, or
-    RunDirError when the plan is not the run's."""
+    nodes replaced by a call of its library's kernel, abi.open_kernel's, but for the pieces the
+    run kept as PyTorch calls) and its kernels, or RunDirError when the plan is not the run's."""
     from ksol_torch import abi, stitch
 
     plan = stitch.split(model, example)
@@ -92,6 +92,8 @@ def _stitched(run, model, example, device_type: str, call_path: str):
         raise RunDirError(f"{run.problem}: the module's plan has pieces {want}, the run's are {got}: the file changed since the run")
     kernels = {}
     for piece, rec in zip(plan.pieces, run.pieces):
+        if rec.keep:  # its ops stay PyTorch calls
+            continue
         path = rd.library(run, f"piece-{rec.index}", rec.so)
         table = abi.piece_table(plan, piece)
         try:

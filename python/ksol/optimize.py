@@ -102,7 +102,7 @@ def _keep_libraries(run: rd.RunResult) -> dict:
     """Copies the libraries the run verified into <run>/lib/ (ksol leaves them in its compile
     cache, which is not kept with the folder): {name: path in the folder}."""
     kept = {}
-    names = {"pytorch": [], "kernel": [("best", "")]}.get(run.answer, [(f"piece-{p.index}", p.so) for p in run.pieces])
+    names = {"pytorch": [], "kernel": [("best", "")]}.get(run.answer, [(f"piece-{p.index}", p.so) for p in run.pieces if not p.keep])
     os.makedirs(os.path.join(run.run_dir, rd.LIB_DIR), exist_ok=True)
     for name, recorded in names:
         src = rd.library(run, name, recorded)

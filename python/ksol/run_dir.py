@@ -56,6 +56,7 @@ class Piece:
     kernel: str
     program: str = dataclasses.field(repr=False)  # the DSL program
     so: str = ""            # where the run's library was ("" when not recorded)
+    keep: bool = False      # the piece's ops stay PyTorch calls (they were faster than its kernels)
 
 
 @dataclasses.dataclass
@@ -90,8 +91,10 @@ class RunResult:
             best = f"{self.best_baseline}, {base:.1f} us" if self.best_baseline else "no baseline timed"
             hint = "; torch.compile(module) is the faster form" if self.best_baseline.startswith("compile") else ""
             return f"ksol returned PyTorch itself ({best}): {self.reason}{hint}"
+        kept = sum(p.keep for p in self.pieces)
         what = f"its kernel {self.kernel}" if self.answer == "kernel" else \
-            f"a stitched module of {len(self.pieces)} DSL piece(s) ({self.kernel}) and PyTorch calls"
+            f"a stitched module of {len(self.pieces) - kept} DSL piece(s) ({self.kernel}) and PyTorch calls" + \
+            (f" ({kept} piece(s) kept as PyTorch's, which were faster)" if kept else "")
         return (f"ksol returned {what}: {self.kernel_us or 0:.1f} us, {self.speedup:.3f}x over "
                 f"{self.best_baseline} ({base:.1f} us) on {self.gpu or 'the GPU'}")
 
@@ -152,17 +155,17 @@ def read_run(run_dir: str) -> RunResult:
     cli_mode = doc.get("precision", {}).get("mode") if isinstance(doc.get("precision"), dict) else None
     precision = manifest.get("precision") or cli_mode or "fp32"
     pieces = [Piece(i, list(p.get("nodes", [])), [int(d) for d in p.get("dims", [])], p.get("family", ""),
-                    p.get("kernel", ""), p.get("program", ""), p.get("so", ""))
+                    p.get("kernel", ""), p.get("program", ""), p.get("so", ""), bool(p.get("keep", False)))
               for i, p in enumerate(item.get("pieces", []))]
     use_baseline = bool(item.get("use_baseline", True))
     best = item.get("best") or {}
     if use_baseline:
         answer, kernel_us, kernel = "pytorch", None, ""
     elif item.get("stop_reason") == "stitched":
-        if not pieces:
-            raise RunDirError(f"{run_dir}/results.json returns a stitched module but lists no pieces")
+        if not pieces or all(p.keep for p in pieces):
+            raise RunDirError(f"{run_dir}/results.json returns a stitched module but lists no piece ksol computes")
         answer, kernel_us = "stitched", float(item.get("stitched", {}).get("median_us", 0.0))
-        kernel = ", ".join(p.kernel for p in pieces)
+        kernel = ", ".join(p.kernel for p in pieces if not p.keep)
     else:
         if not best:
             raise RunDirError(f"{run_dir}/results.json returns a kernel but names no best program")

@@ -162,19 +162,19 @@ def piece_table(plan, piece) -> List[Tuple[str, Tuple[int, ...], torch.dtype]]:
 def stitched_module(plan, libraries: Dict[int, Tuple[Library, List[int]]]) -> torch.fx.GraphModule:
     """The stitched module of `plan` (stitch.split's) as generated code (stitch.compiled): each
     piece's output from one call of its library through ctypes, `libraries[piece.id]` =
-    (library, dims); the ops the plan keeps run as traced. Shares the module's parameters with
-    `plan.gm`."""
+    (library, dims); the ops the plan keeps run as traced, and so do the pieces `libraries`
+    lacks (kept as PyTorch calls). Shares the module's parameters with `plan.gm`."""
     kernels = {p.id: CtypesKernel(libraries[p.id][0], [(p.shape, torch.float32)], libraries[p.id][1], f"piece {p.id}")
-               for p in plan.pieces}
+               for p in plan.pieces if p.id in libraries}
     return stitched_module_of_kernels(plan, kernels)
 
 
 def stitched_module_of_kernels(plan, kernels: Dict) -> torch.fx.GraphModule:
     """stitched_module with each piece's output from `kernels[piece.id]` (open_kernel's), called
-    on the piece's inputs and parameters."""
+    on the piece's inputs and parameters; a piece with no kernel stays PyTorch calls."""
     from . import stitch
 
     def runner(piece, tensors):
         return kernels[piece.id](tensors)[0]
 
-    return stitch.compiled(plan, runner)
+    return stitch.compiled(plan, runner, keep={p.id for p in plan.pieces if p.id not in kernels})

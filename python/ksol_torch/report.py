@@ -237,7 +237,9 @@ def _form(item: Dict) -> str:
     if stop == "not_lowered":
         return "not lowered"
     if stop == "stitched":
-        return f"stitched ({len(item.get('pieces', []))} piece(s))"
+        ps = item.get("pieces", [])
+        kept = sum(1 for p in ps if p.get("keep"))
+        return f"stitched ({len(ps) - kept} piece(s)" + (f", {kept} kept as PyTorch's)" if kept else ")")
     if stop == "killed":
         return "killed"
     return "one DSL program"

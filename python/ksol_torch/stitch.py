@@ -25,7 +25,7 @@ with a float64 DSL evaluator and check the stitched whole against the module in 
 GPU the runner is the piece's compiled library.
 """
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Collection, Dict, List, Optional, Sequence
 
 import torch
 import torch.fx
@@ -1325,10 +1325,12 @@ class _PieceCall(nn.Module):
         return self.runner(self.piece, list(tensors)).reshape(self.piece.shape)
 
 
-def compiled(plan: Plan, runner: Callable) -> torch.fx.GraphModule:
+def compiled(plan: Plan, runner: Callable, keep: Collection[int] = ()) -> torch.fx.GraphModule:
     """The stitched module as generated Python code (torch.fx), built once: each piece's nodes
     replaced by one call of its runner, the kept ops as traced. What the worker times: no
-    interpreter walks the graph on each call. Shares the module's parameters with `plan.gm`."""
+    interpreter walks the graph on each call. Shares the module's parameters with `plan.gm`.
+    The pieces whose ids are in `keep` stay PyTorch calls too (their nodes as traced): where
+    PyTorch's own call of a piece (cuBLAS, cuDNN) is faster than every schedule of its program."""
     g = torch.fx.Graph()
     vm: Dict[torch.fx.Node, torch.fx.Node] = {}
     g.output(g.graph_copy(plan.gm.graph, vm))
@@ -1336,6 +1338,8 @@ def compiled(plan: Plan, runner: Callable) -> torch.fx.GraphModule:
     gm = torch.fx.GraphModule(plan.gm, g)
     cur = {name: vm[n] for name, n in old.items() if n in vm}  # each value's node now (a piece's output: its call)
     for i, p in enumerate(plan.pieces):
+        if p.id in keep:
+            continue
         last = cur[p.nodes[-1]]
         name = f"_ksol_piece{i}"
         gm.add_submodule(name, _PieceCall(p, runner))

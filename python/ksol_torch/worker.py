@@ -909,7 +909,8 @@ def _stitched_candidate(pieces, model, inputs, plan=None):
     those programs). Returns the candidate and the aten ops the kept calls make, which the
     dispatch watch then allows: those calls are ksol's, declared in the plan, not the pieces'.
     `plan`: the module's split, where the caller made it already (a screen builds many
-    candidates of one module)."""
+    candidates of one module). A piece given as {"nodes", "keep": true} stays PyTorch calls;
+    at least one piece must be a library, or the candidate is the module itself."""
     from . import stitch as stitch_mod
 
     plan = plan or stitch_mod.split(model, inputs)
@@ -917,8 +918,12 @@ def _stitched_candidate(pieces, model, inputs, plan=None):
     got = [list(p.get("nodes", [])) for p in pieces]
     if got != want:
         raise GateFailure("load", "binding", f"the request's pieces {got} are not the module's {want}")
+    if pieces and all(spec.get("keep") for spec in pieces):
+        raise GateFailure("load", "binding", "every piece is kept as PyTorch calls: no candidate to evaluate")
     libs = {}
     for piece, spec in zip(plan.pieces, pieces):
+        if spec.get("keep"):  # PyTorch's own calls of the piece's ops: no library
+            continue
         try:
             libs[piece.id] = (abi.Library(spec["so"]), [int(d) for d in spec.get("dims", [])])
         except (OSError, AttributeError) as e:

@@ -798,6 +798,28 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
           // An agent per piece: the pieces' programs share a name, and random search keeps its
           // permutation by program name.
+          // PyTorch's own calls of the piece's ops (cuBLAS, cuDNN, its elementwise kernels) are
+          // a candidate too: the module timed whole with them in the piece's place. Where that
+          // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
+          // offered where every other piece is kept already: that module is the forward itself.
+          json keep_spec = {{"nodes", pieces[i]["nodes"]}, {"family", pieces[i].value("family", "")}, {"keep", true}};
+          double keep_us = 0;
+          json keep_rec;
+          {
+            json alt = pieces;
+            alt[i] = keep_spec;
+            bool any_kernel = false;
+            for (const json& q : alt) any_kernel = any_kernel || !q.value("keep", false);
+            if (any_kernel) {
+              search::Outcome ko = search::stitched_outcome(run(alt), "keep", module_sol_us);
+              keep_us = ko.ok() ? ko.score_us() : 0.0;
+              keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
+              std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
+                        << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with its seed)"
+                                    : ko.error.substr(0, 300))
+                        << "\n";
+            }
+          }
           std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
           search::PieceEvaluator::Build build;
           if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
@@ -821,6 +843,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
             cur_us = b->outcome.score_us();
             rec["best"] = {{"kernel", b->outcome.kernel}, {"schedule", b->schedule}, {"module_us", cur_us}};
             kept.push_back({"piece-" + std::to_string(i), piece_tasks[i], b->program});
+          }
+          if (!keep_rec.is_null()) rec["pytorch"] = keep_rec;
+          if (keep_us > 0 && keep_us < cur_us) {
+            pieces[i] = keep_spec;
+            cur_us = keep_us;
+            rec["kept_as_pytorch"] = true;
+            std::erase_if(kept, [&](const KeptProgram& kp) { return kp.name == "piece-" + std::to_string(i); });
           }
           searched.push_back(rec);
         }

@@ -168,8 +168,11 @@ bool stitched(const json& r) { return r.contains("stitched") && r["stitched"].is
 
 std::string stitched_summary(const json& r) {
   const json& st = r["stitched"];
-  std::string s = "Stitched from " + std::to_string(array_at(r, "pieces").size()) + " DSL piece(s) around the ops kept as PyTorch calls: " +
-                  (gets(st, "status").empty() ? std::string("?") : gets(st, "status"));
+  size_t kept = 0;
+  for (auto& p : array_at(r, "pieces")) kept += p.is_object() && p.value("keep", false) ? 1 : 0;
+  std::string s = "Stitched from " + std::to_string(array_at(r, "pieces").size() - kept) + " DSL piece(s) around the ops kept as PyTorch calls" +
+                  (kept ? " (" + std::to_string(kept) + " more piece(s) kept as PyTorch's: the module was faster with them)" : std::string()) +
+                  ": " + (gets(st, "status").empty() ? std::string("?") : gets(st, "status"));
   if (gets(st, "status") == "ok")
     s += "; the module " + num(getd(st, "seeds_median_us")) + " us with its pieces at their seed schedules, " + num(getd(st, "median_us")) +
          " us at the end (median).";
@@ -228,7 +231,9 @@ std::vector<PieceRow> piece_rows(const json& r) {
     std::vector<std::string> nodes;
     for (auto& n : array_at(ps[i], "nodes"))
       if (n.is_string()) nodes.push_back(n.get<std::string>());
-    rows.push_back({std::to_string(i), gets(ps[i], "family"), join(nodes, ", "), gets(ps[i], "kernel"), "-", "not searched", "-", gets(ps[i], "program")});
+    const bool keep = ps[i].is_object() && ps[i].value("keep", false);
+    rows.push_back({std::to_string(i), gets(ps[i], "family"), join(nodes, ", "), keep ? "PyTorch's calls (faster)" : gets(ps[i], "kernel"), "-",
+                    "not searched", "-", keep ? std::string() : gets(ps[i], "program")});
   }
   for (auto& rec : array_at(r, "piece_search")) {
     int i = rec.contains("piece") && rec["piece"].is_number_integer() ? rec["piece"].get<int>() : -1;
@@ -236,6 +241,7 @@ std::vector<PieceRow> piece_rows(const json& r) {
     rows[i].candidates = std::to_string(rec.value("candidates", 0));
     rows[i].stop = gets(rec, "stop_reason");
     if (rec.contains("best") && rec["best"].is_object()) rows[i].module_us = num(getd(rec["best"], "module_us"));
+    if (rec.value("kept_as_pytorch", false) && rec.contains("pytorch")) rows[i].module_us = num(getd(rec["pytorch"], "module_us"));
   }
   return rows;
 }

@@ -301,21 +301,36 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   // A generation of a piece is its candidates screened together (without a screen, one each).
   EXPECT_TRUE(std::regex_search(last_output, std::regex("\\[piece 0\\] [^\n]*: gen 1: 2 tried"))) << last_output;
   EXPECT_EQ(r2["pieces"].size(), 2u);
+  // PyTorch's own calls are each piece's candidate too. On the emulator they are far faster than
+  // any emulated kernel, so the first piece stays PyTorch's; the second is not offered, since with
+  // both kept the module would be the forward itself.
+  ASSERT_TRUE(r2["piece_search"][0].contains("pytorch")) << r2.dump(1);
+  EXPECT_GT(r2["piece_search"][0]["pytorch"].value("module_us", 0.0), 0.0) << r2.dump(1);
+  EXPECT_TRUE(r2["piece_search"][0].value("kept_as_pytorch", false)) << r2.dump(1);
+  EXPECT_TRUE(r2["pieces"][0].value("keep", false)) << r2.dump(1);
+  EXPECT_FALSE(r2["pieces"][0].contains("so")) << r2.dump(1);
+  EXPECT_FALSE(r2["piece_search"][1].contains("pytorch")) << r2.dump(1);
+  EXPECT_FALSE(r2["pieces"][1].value("keep", false)) << r2.dump(1);
   // The stitched module's report folder: the JSON, the Markdown and HTML showing the stitched
-  // result, and the piece's program where its search found a faster schedule.
+  // result, and the piece's program where its search found a faster schedule (not for a kept piece).
   for (const char* f : {"results.json", "report.md", "report.html"}) EXPECT_TRUE(std::filesystem::exists(dir / "stitched" / f)) << f;
   EXPECT_EQ(nlohmann::json::parse(ksol::read_file((dir / "stitched" / "results.json").string())), st);
   std::string md = ksol::read_file((dir / "stitched" / "report.md").string());
   EXPECT_NE(md.find("| stitched |"), std::string::npos) << md;
-  EXPECT_NE(md.find("Stitched from 2 DSL piece(s) around the ops kept as PyTorch calls: ok"), std::string::npos) << md;
+  EXPECT_NE(md.find("Stitched from 1 DSL piece(s) around the ops kept as PyTorch calls (1 more piece(s) kept as PyTorch's: the module "
+                    "was faster with them): ok"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("PyTorch's calls (faster)"), std::string::npos) << md;
   EXPECT_NE(md.find("Reason: --emulate"), std::string::npos) << md;
   EXPECT_NE(md.find("Emulated:"), std::string::npos) << md;
-  EXPECT_NE(ksol::read_file((dir / "stitched" / "report.html").string()).find("Stitched from 2 DSL piece(s)"), std::string::npos);
-  bool improved = r2["piece_search"][0].contains("best");
-  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-0.ksol"), improved) << r2.dump(1);
-  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-0.cu"), improved) << r2.dump(1);
+  EXPECT_NE(ksol::read_file((dir / "stitched" / "report.html").string()).find("Stitched from 1 DSL piece(s)"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "stitched" / "piece-0.ksol")) << r2.dump(1);
+  bool improved = r2["piece_search"][1].contains("best");
+  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-1.ksol"), improved) << r2.dump(1);
+  EXPECT_EQ(std::filesystem::exists(dir / "stitched" / "piece-1.cu"), improved) << r2.dump(1);
   if (improved) {
-    EXPECT_EQ(ksol::read_file((dir / "stitched" / "piece-0.ksol").string()), r2["pieces"][0]["program"].get<std::string>());
+    EXPECT_EQ(ksol::read_file((dir / "stitched" / "piece-1.ksol").string()), r2["pieces"][1]["program"].get<std::string>());
   }
   std::filesystem::remove_all(dir);
 }

@@ -37,6 +37,16 @@ class ReadRun(TempDir):
                          [(0, ["relu", "mul"], [8, 16], "/cache/a.so"), (1, ["add"], [4], "")])
         self.assertIn("a stitched module of 2 DSL piece(s)", r.summary())
 
+    def test_a_piece_kept_as_pytorch(self):
+        kept = {"nodes": ["add"], "family": "elementwise", "keep": True}
+        r = self.run_of(item_stitched([dict(PIECE, so="/cache/a.so"), kept]))
+        self.assertEqual([(p.index, p.keep, p.so) for p in r.pieces], [(0, False, "/cache/a.so"), (1, True, "")])
+        self.assertEqual(r.kernel, PIECE["kernel"])
+        self.assertIn("a stitched module of 1 DSL piece(s) (elementwise_model_f32_t256_v1_i1) and PyTorch calls "
+                      "(1 piece(s) kept as PyTorch's, which were faster)", r.summary())
+        with self.assertRaisesRegex(ksol.RunDirError, "lists no piece ksol computes"):
+            self.run_of(item_stitched([kept]))
+
     def test_pytorch_returned(self):
         r = self.run_of(item_not_lowered())
         self.assertEqual((r.answer, r.kernel_us, r.speedup), ("pytorch", None, 1.0))

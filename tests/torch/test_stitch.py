@@ -480,7 +480,29 @@ class Stitching(unittest.TestCase):
         kept_targets = {n.name for n in cm.graph.nodes}
         for p in plan.pieces:
             self.assertFalse(set(p.nodes) & kept_targets, "a piece's nodes are gone from the compiled graph")
+        # Each piece kept as PyTorch calls instead (the search's candidate of PyTorch's own calls):
+        # the same values, its nodes still in the graph, its runner never called.
+        for p in plan.pieces:
+            calls.clear()
+            km = stitch.compiled(plan, counting, keep={p.id}).double()
+            with torch.no_grad():
+                torch.testing.assert_close(km(*wide), want, rtol=1e-10, atol=1e-12)
+            self.assertEqual(sorted(calls), [q.id for q in plan.pieces if q.id != p.id])
+            self.assertTrue(set(p.nodes) <= {n.name for n in km.graph.nodes}, p.nodes)
         return plan
+
+    def test_a_request_that_keeps_every_piece_is_refused(self):
+        # With every piece kept as PyTorch calls the candidate would be the forward itself.
+        from ksol_torch import worker
+        torch.manual_seed(0)
+        model, x = ConvEpilogue(groups=2), torch.randn(2, 4, 10, 10)
+        plan = stitch.split(model, [x])
+        self.assertTrue(plan.pieces)
+        spec = [{"nodes": p.nodes, "keep": True} for p in plan.pieces]
+        with self.assertRaises(worker.GateFailure) as e:
+            worker._stitched_candidate(spec, model, [x], plan)
+        self.assertEqual((e.exception.gate, e.exception.error_class), ("load", "binding"))
+        self.assertIn("every piece is kept", e.exception.message)
 
     def test_a_convolution_and_its_epilogue_are_one_conv_piece(self):
         torch.manual_seed(0)
