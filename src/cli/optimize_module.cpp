@@ -796,8 +796,6 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (first.ok() && a.search.max_candidates > 1) {
         agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
         for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
-          // An agent per piece: the pieces' programs share a name, and random search keeps its
-          // permutation by program name.
           // PyTorch's own calls of the piece's ops (cuBLAS, cuDNN, its elementwise kernels) are
           // a candidate too: the module timed whole with them in the piece's place. Where that
           // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
@@ -815,11 +813,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
               keep_us = ko.ok() ? ko.score_us() : 0.0;
               keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
               std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
-                        << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with its seed)"
+                        << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with ksol's pieces so far)"
                                     : ko.error.substr(0, 300))
                         << "\n";
             }
           }
+          // An agent per piece: the pieces' programs share a name, and random search keeps its
+          // permutation by program name.
           std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
           search::PieceEvaluator::Build build;
           if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
