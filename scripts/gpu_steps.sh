@@ -44,7 +44,9 @@
 #   kbpaths       scripts/kernelbench_paths.py on the same 40 (both paths, --path best; carry .kb):
 #                 KB_DONE (default docs/results/kernelbench-paths) holds earlier calls' JSONs, which
 #                 are copied in first so their problems are skipped; KB_ONLY="level1-15,level2-40"
-#                 runs those again; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS, KB_CANDIDATES; $OUT/kbp.tgz has it all
+#                 runs those again; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS, KB_CANDIDATES; $OUT/kbp.tgz has it all;
+#                 KB_SET=all takes the problems from every one of both levels (with KB_DONE
+#                 docs/results/kernelbench-paths-more for the further problems' JSONs)
 #   simtgemm      examples/tuned/gemm_f32.ksol (SIMT f32 GEMM, one buffer) beside the same program with
 #                 stages = 2 (two buffers, B by cp.async) and at tile K 16, and GEMM_EXTRA (.ksol or .cu
 #                 bound to gemm_f32), against cuBLAS through every gate at the KernelBench GEMM shapes
@@ -220,6 +222,6 @@ print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" >
     done_dir=${KB_DONE:-docs/results/kernelbench-paths}; run=${KB_RUN:-/tmp/kbp}; rm -rf "$run"; mkdir -p "$run"
     cp "$done_dir"/*.json "$run/" 2>/dev/null || true
     python3 scripts/kernelbench_paths.py --out "$run" --budget-seconds "${KB_SECONDS:-30}" --budget-candidates "${KB_CANDIDATES:-34}" --deadline "${KB_DEADLINE:-530}" \
-      --min-left "${KB_MIN_LEFT:-100}" ${KB_ONLY:+--only "$KB_ONLY"} --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
+      --min-left "${KB_MIN_LEFT:-100}" --set "${KB_SET:-rule}" ${KB_ONLY:+--only "$KB_ONLY"} --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
   *) sed -n '2,/^set /{/^set /d;p}' "$0"; exit 2 ;;
 esac

@@ -6,7 +6,8 @@ path's speedup over torch.compile as that path measured it, and the path returne
     python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S]
 
 The problems: level 1 and level 2 of a KernelBench copy (`--kb`, default .kb/KernelBench, else
-.cache/kernelbench/KernelBench: never committed), every problem whose number is a multiple of 5.
+.cache/kernelbench/KernelBench: never committed), every problem whose number is a multiple of 5
+(`--set all`: every problem of the two levels, for the further ones; `--only` picks some).
 Each runs as
 
     ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
@@ -37,8 +38,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def problems(kb: str):
-    """(id, path) of the rule's 40 problems: level1 then level2, by number."""
+def problems(kb: str, every: bool = False):
+    """(id, path) of the rule's 40 problems (`every`: all problems of both levels), level1 then
+    level2, by number."""
     out = []
     for level in ("level1", "level2"):
         d = os.path.join(kb, level)
@@ -46,7 +48,7 @@ def problems(kb: str):
             sys.exit(f"error: {d} is not a folder: --kb names a KernelBench copy with level1/ and level2/")
         for f in os.listdir(d):
             m = re.match(r"(\d+)_.*\.py$", f)
-            if m and int(m.group(1)) % 5 == 0:
+            if m and (every or int(m.group(1)) % 5 == 0):
                 out.append((level, int(m.group(1)), os.path.join(d, f)))
     out.sort()
     return [(f"{level}-{n}", path) for level, n, path in out]
@@ -294,6 +296,9 @@ def main():
     ap.add_argument("--deadline", type=float, default=0, help="seconds from now after which nothing runs: problems cut then are "
                                                               "not recorded (the next call runs them)")
     ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline")
+    ap.add_argument("--set", choices=("rule", "all"), default="rule",
+                    help="rule: the 40 problems (every fifth of each level; the default); all: every problem of levels 1 "
+                         "and 2 (the further problems; keep their OUT apart from the rule's)")
     ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40")
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
@@ -302,8 +307,8 @@ def main():
                          "returns few files)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    probs = problems(a.kb)
-    if len(probs) != 40:
+    probs = problems(a.kb, a.set == "all")
+    if a.set == "rule" and len(probs) != 40:
         print(f"warning: {len(probs)} problems under {a.kb} (the rule gives 40)", file=sys.stderr)
     ids = [pid for pid, _ in probs]
     if not a.table_only:

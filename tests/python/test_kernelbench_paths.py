@@ -70,3 +70,22 @@ class Run(TempDir):
             ran = [os.path.basename(l.strip()) for l in fh]
         self.assertEqual(ran, ["10_Other.py", "5_Chain.py", "5_Scale.py"])
         self.assertFalse(os.path.exists(self.path("out", "level1-5.cut.json")))
+
+    def test_the_further_problems_with_set_all(self):
+        # The rule's 40 are every fifth problem; --set all takes every problem of both levels.
+        for level, name in (("level1", "5_Scale.py"), ("level1", "7_Other.py"), ("level2", "14_Fold.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        order = self.path("order.txt")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
+                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        for chosen, want in (("rule", ["5_Scale.py"]), ("all", ["7_Other.py", "14_Fold.py"])):
+            r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out-" + chosen), "--kb", self.path("kb"), "--ksol", fake,
+                                "--set", chosen] + (["--only", "level1-7,level2-14"] if chosen == "all" else []),
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(order) as fh:
+                ran = [os.path.basename(l.strip()) for l in fh]
+            os.remove(order)
+            self.assertEqual(ran, want, chosen)
