@@ -678,25 +678,45 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
           prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
           sup = codegen::can_implement(prog, search::binding_of(pt));
         }
-        if (!sup.ok) throw std::runtime_error("piece " + tag.substr(2) + " has no generator yet: " + sup.reason);
+        // A piece ksol cannot build stays PyTorch's calls, with the reason; the others go on.
+        auto keep_piece = [&](const std::string& why) {
+          std::cerr << "piece " << tag.substr(2) << ": " << why << "; its ops stay PyTorch calls\n";
+          pieces.push_back(search::kept_piece(piece, why));
+          piece_tasks.push_back(pt);
+          piece_progs.push_back(prog);
+        };
+        if (!sup.ok) {
+          keep_piece("no generator yet: " + sup.reason);
+          continue;
+        }
         CompileResult cr = compile(codegen::compile_job(pt, prog, pt.name + "/seed.ksol"));
         std::cerr << "piece " << tag.substr(2) << " (" << piece.value("family", std::string("?")) << ", nodes "
                   << join(piece["nodes"].get<std::vector<std::string>>(), ", ") << "): " << codegen::kernel_name(prog) << ": "
                   << (cr.ok ? "compiles" : "does not compile (" + cr.stage + ")") << "\n";
-        if (!cr.ok) throw std::runtime_error("piece " + tag.substr(2) + " does not compile: " + cr.message.substr(0, 2000));
+        if (!cr.ok) {
+          keep_piece("does not compile: " + cr.message.substr(0, 2000));
+          continue;
+        }
         std::vector<int64_t> dims;
         for (auto& d : pt.dims) dims.push_back(static_cast<int64_t>(std::llround(pt.sizes[0].dims.at(d))));
         std::string so = cr.so_path;
         if (a.emulate) {
           std::string why;
           so = host_library(pt, prog, &why);
-          if (so.empty()) throw std::runtime_error("piece " + tag.substr(2) + " does not build for the emulator: " + why.substr(0, 2000));
+          if (so.empty()) {
+            keep_piece("does not build for the emulator: " + why.substr(0, 2000));
+            continue;
+          }
         }
         pieces.push_back({{"nodes", piece["nodes"]}, {"so", so}, {"dims", dims}, {"family", piece.value("family", "")},
                           {"kernel", codegen::kernel_name(prog)}, {"program", piece["program"]}});
         piece_tasks.push_back(pt);
         piece_progs.push_back(prog);
       }
+      std::vector<std::string> whys;
+      for (size_t i = 0; i < pieces.size(); ++i)
+        if (pieces[i].value("keep", false)) whys.push_back("piece " + std::to_string(i) + ": " + pieces[i].value("why", std::string()));
+      if (!pieces.empty() && whys.size() == pieces.size()) throw std::runtime_error("no piece builds: " + join(whys, "; "));
     } catch (const std::exception& e) {
       std::error_code ec;
       fs::remove(plan_json, ec);
@@ -787,8 +807,28 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         return search::StitchedRun{r.ok, r.ok ? r.body.value("result", json::object()) : json::object(), r.message, r.seconds};
       };
       search::StitchedRun seeds_run = run(pieces);
-      const double module_sol_us = seeds_run.ok ? ev.sol_us(seeds_run.result) : 0.0;
+      double module_sol_us = seeds_run.ok ? ev.sol_us(seeds_run.result) : 0.0;
       search::Outcome first = search::stitched_outcome(seeds_run, "seeds", module_sol_us);
+      // A module that fails a gate at its seed schedules: each of its pieces kept as PyTorch's
+      // calls in turn (while another stays ksol's), the fastest of those that pass going on.
+      if (!first.ok() && !stop_requested()) {
+        search::KeptRescue kr = search::keep_a_failing_piece(
+            pieces, first.error, run, [&](const json& result) { return ev.sol_us(result); }, [] { return stop_requested(); });
+        if (!kr.tries.empty()) {
+          item["seeds_rescue"] = {{"seeds_error", first.error.substr(0, 2000)}, {"tries", kr.tries}};
+          for (const json& t : kr.tries)
+            std::cerr << "piece " << t["piece"].get<size_t>() << " as PyTorch calls: "
+                      << (t.contains("module_us") ? "the module passes, " + std::to_string(t["module_us"].get<double>()) + " us"
+                                                  : t.value("error", std::string()).substr(0, 300))
+                      << "\n";
+        }
+        if (kr.ok) {
+          pieces = kr.pieces;
+          first = kr.outcome;
+          module_sol_us = kr.sol_us;
+          item["pieces"] = pieces;
+        }
+      }
       // Each piece searched in turn (the expert or random agent, the same loop and gates), the
       // module evaluated whole for every candidate, the other pieces at their best so far.
       json searched = json::array();
@@ -796,11 +836,15 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (first.ok() && a.search.max_candidates > 1) {
         agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
         for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
+          if (pieces[i].value("keep", false)) {  // not built, or failing: PyTorch's calls already
+            searched.push_back({{"piece", i}, {"candidates", 0}, {"stop_reason", "kept as PyTorch calls"}, {"kept_as_pytorch", true}});
+            continue;
+          }
           // PyTorch's own calls of the piece's ops (cuBLAS, cuDNN, its elementwise kernels) are
           // a candidate too: the module timed whole with them in the piece's place. Where that
           // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
           // offered where every other piece is kept already: that module is the forward itself.
-          json keep_spec = {{"nodes", pieces[i]["nodes"]}, {"family", pieces[i].value("family", "")}, {"keep", true}};
+          json keep_spec = search::kept_piece(pieces[i]);
           double keep_us = 0;
           json keep_rec;
           {

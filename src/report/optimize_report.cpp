@@ -171,7 +171,7 @@ std::string stitched_summary(const json& r) {
   size_t kept = 0;
   for (auto& p : array_at(r, "pieces")) kept += p.is_object() && p.value("keep", false) ? 1 : 0;
   std::string s = "Stitched from " + std::to_string(array_at(r, "pieces").size() - kept) + " DSL piece(s) around the ops kept as PyTorch calls" +
-                  (kept ? " (" + std::to_string(kept) + " more piece(s) kept as PyTorch's: the module was faster with them)" : std::string()) +
+                  (kept ? " (" + std::to_string(kept) + " more piece(s) left as PyTorch's calls: see the pieces)" : std::string()) +
                   ": " + (gets(st, "status").empty() ? std::string("?") : gets(st, "status"));
   if (gets(st, "status") == "ok")
     s += "; the module " + num(getd(st, "seeds_median_us")) + " us with its pieces at their seed schedules, " + num(getd(st, "median_us")) +
@@ -232,8 +232,13 @@ std::vector<PieceRow> piece_rows(const json& r) {
     for (auto& n : array_at(ps[i], "nodes"))
       if (n.is_string()) nodes.push_back(n.get<std::string>());
     const bool keep = ps[i].is_object() && ps[i].value("keep", false);
-    rows.push_back({std::to_string(i), gets(ps[i], "family"), join(nodes, ", "), keep ? "PyTorch's calls (faster)" : gets(ps[i], "kernel"), "-",
-                    "not searched", "-", keep ? std::string() : gets(ps[i], "program")});
+    // A kept piece: PyTorch's calls, and why (not built, or failing a gate at its seed; else
+    // they were the faster candidate).
+    const std::string why = gets(ps[i], "why");
+    const std::string kernel = !keep ? gets(ps[i], "kernel")
+                               : why.empty() ? std::string("PyTorch's calls (faster)")
+                                             : "PyTorch's calls (" + (why.size() > 160 ? why.substr(0, 160) + "..." : why) + ")";
+    rows.push_back({std::to_string(i), gets(ps[i], "family"), join(nodes, ", "), kernel, "-", "not searched", "-", keep ? std::string() : gets(ps[i], "program")});
   }
   for (auto& rec : array_at(r, "piece_search")) {
     int i = rec.contains("piece") && rec["piece"].is_number_integer() ? rec["piece"].get<int>() : -1;

@@ -35,6 +35,39 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
   return o;
 }
 
+nlohmann::json kept_piece(const nlohmann::json& piece, const std::string& why) {
+  nlohmann::json k = {{"nodes", piece.at("nodes")}, {"family", piece.value("family", "")}, {"keep", true}};
+  if (!why.empty()) k["why"] = why;
+  return k;
+}
+
+KeptRescue keep_a_failing_piece(const nlohmann::json& pieces, const std::string& error,
+                                const std::function<StitchedRun(const nlohmann::json&)>& run,
+                                const std::function<double(const nlohmann::json&)>& sol_us, const std::function<bool()>& stop) {
+  KeptRescue out;
+  size_t own = 0;
+  for (const nlohmann::json& q : pieces) own += q.value("keep", false) ? 0 : 1;
+  if (own < 2) return out;  // keeping the only one would leave the forward itself
+  for (size_t i = 0; i < pieces.size() && !(stop && stop()); ++i) {
+    if (pieces[i].value("keep", false)) continue;
+    nlohmann::json alt = pieces;
+    alt[i] = kept_piece(pieces[i], "the module failed a gate with this piece at its seed schedule and passed with PyTorch's calls in its place (" +
+                                       error.substr(0, 300) + ")");
+    StitchedRun r = run(alt);
+    const double sol = r.ok ? sol_us(r.result) : 0.0;
+    Outcome o = stitched_outcome(r, "seeds", sol);
+    out.tries.push_back(o.ok() ? nlohmann::json{{"piece", i}, {"module_us", o.score_us()}}
+                               : nlohmann::json{{"piece", i}, {"error", o.error.substr(0, 500)}});
+    if (o.ok() && (!out.ok || o.score_us() < out.outcome.score_us())) {
+      out.ok = true;
+      out.pieces = alt;
+      out.outcome = o;
+      out.sol_us = sol;
+    }
+  }
+  return out;
+}
+
 nlohmann::json PieceEvaluator::with_piece(const std::string& so_path, const std::string& kernel) const {
   nlohmann::json p = pieces_;
   p.at(index_)["so"] = so_path;

@@ -73,4 +73,24 @@ class PieceEvaluator : public Evaluator {
 // the module's speed-of-light time; a result faster than it allows is "suspect", never a result.
 Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double sol_us = 0);
 
+// A piece left as PyTorch's own calls of its ops: {"nodes", "family", "keep": true} and, where
+// given, "why" (not built, failing a gate); the worker builds no library for it.
+nlohmann::json kept_piece(const nlohmann::json& piece, const std::string& why = "");
+
+// The module with one of its pieces kept as PyTorch's calls, where it failed a gate with every
+// piece at its seed (`error`): each piece ksol computes is kept in turn, while another one stays
+// ksol's, and the fastest module that passes every gate is the answer (`ok`), the kept piece
+// saying why. `run` evaluates a stitched module, `sol_us` is the module's SOL time from a run's
+// result, `stop` ends the tries early. `tries`: each try's piece and module time or error.
+struct KeptRescue {
+  bool ok = false;
+  nlohmann::json pieces;
+  Outcome outcome;
+  double sol_us = 0;
+  nlohmann::json tries = nlohmann::json::array();
+};
+KeptRescue keep_a_failing_piece(const nlohmann::json& pieces, const std::string& error,
+                                const std::function<StitchedRun(const nlohmann::json&)>& run,
+                                const std::function<double(const nlohmann::json&)>& sol_us, const std::function<bool()>& stop);
+
 }  // namespace ksol::search

@@ -317,8 +317,8 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   EXPECT_EQ(nlohmann::json::parse(ksol::read_file((dir / "stitched" / "results.json").string())), st);
   std::string md = ksol::read_file((dir / "stitched" / "report.md").string());
   EXPECT_NE(md.find("| stitched |"), std::string::npos) << md;
-  EXPECT_NE(md.find("Stitched from 1 DSL piece(s) around the ops kept as PyTorch calls (1 more piece(s) kept as PyTorch's: the module "
-                    "was faster with them): ok"),
+  EXPECT_NE(md.find("Stitched from 1 DSL piece(s) around the ops kept as PyTorch calls (1 more piece(s) left as PyTorch's calls: see "
+                    "the pieces): ok"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("PyTorch's calls (faster)"), std::string::npos) << md;
@@ -332,6 +332,46 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   if (improved) {
     EXPECT_EQ(ksol::read_file((dir / "stitched" / "piece-1.ksol").string()), r2["pieces"][1]["program"].get<std::string>());
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A piece ksol cannot build stays PyTorch's calls, with the reason, and the others go on: the
+// emulator's flow with an nvcc that refuses the max pool's kernel (a fresh compile cache, so no
+// earlier build of it is found there).
+TEST(Import, APieceThatDoesNotCompileStaysPyTorchCalls) {
+  std::string why, py = ksol::find_torch_python(&why);
+  if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
+  auto dir = std::filesystem::temp_directory_path() / ("ksol-keep-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string nvcc = (dir / "nvcc").string();
+  ksol::write_file_atomic(nvcc,
+                          "#!/bin/sh\n"
+                          "for a; do case \"$a\" in *.cu) if grep -q 'void __launch_bounds__(kThreads) direct_' \"$a\"; then\n"
+                          "  echo 'a test nvcc: this kernel is refused' >&2; exit 1; fi;; esac; done\n"
+                          "exec nvcc \"$@\"\n");
+  std::filesystem::permissions(nvcc, std::filesystem::perms::owner_all);
+  const std::string json_path = (dir / "r.json").string();
+  ksol::ProcessResult r = ksol::run_process({"env", "KSOL_NVCC=" + nvcc, "KSOL_CACHE_DIR=" + (dir / "cache").string(), ksol_bin(), "optimize",
+                                             src("tests/torch/problems/03_conv_bn_relu.py"), "--emulate", "--budget-candidates", "2",
+                                             "--json-out", json_path, "--report", (dir / "report").string()},
+                                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("piece 1: does not compile"), std::string::npos) << r.output;
+  const auto item = nlohmann::json::parse(ksol::read_file(json_path))["results"][0];
+  ASSERT_EQ(item["stop_reason"], "stitched") << item.dump(1);
+  ASSERT_EQ(item["pieces"].size(), 2u) << item.dump(1);
+  EXPECT_FALSE(item["pieces"][0].value("keep", false)) << item.dump(1);
+  EXPECT_TRUE(item["pieces"][1].value("keep", false)) << item.dump(1);
+  EXPECT_NE(item["pieces"][1].value("why", std::string()).find("this kernel is refused"), std::string::npos) << item.dump(1);
+  // The module with the ReLU's library passes every gate; the kept piece is not searched, and
+  // the ReLU's PyTorch calls are not offered (with both kept it would be the forward itself).
+  EXPECT_EQ(item["stitched"]["status"], "ok") << item.dump(1);
+  ASSERT_EQ(item["piece_search"].size(), 2u) << item.dump(1);
+  EXPECT_FALSE(item["piece_search"][0].contains("pytorch")) << item.dump(1);
+  EXPECT_EQ(item["piece_search"][1]["candidates"], 0) << item.dump(1);
+  EXPECT_EQ(item["piece_search"][1]["stop_reason"], "kept as PyTorch calls") << item.dump(1);
+  EXPECT_NE(ksol::read_file((dir / "report" / "report.md").string()).find("PyTorch's calls (does not compile"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

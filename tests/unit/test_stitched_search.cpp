@@ -198,3 +198,52 @@ TEST(StitchedSearch, AScreenTimesABatchAndOnlyContendersAreEvaluated) {
   EXPECT_LT(best.outcome.score_us(), r.trajectory[0].outcome.score_us()) << "the expert found nothing faster than the seed";
   EXPECT_DOUBLE_EQ(best.outcome.score_us(), cost(best.outcome.kernel));
 }
+
+// A module that fails a gate at its seeds: each piece ksol computes is kept as PyTorch's calls in
+// turn, and the fastest module that passes goes on, the kept piece saying why.
+TEST(StitchedSearch, APieceThatFailsAtItsSeedIsKeptAsPyTorchCalls) {
+  json pieces = json::array({{{"nodes", {"conv"}}, {"so", "/nowhere/a.so"}, {"family", "conv"}, {"kernel", "a"}},
+                             {{"nodes", {"relu"}}, {"so", "/nowhere/b.so"}, {"family", "elementwise"}, {"kernel", "b"}},
+                             {{"nodes", {"pool"}}, {"so", "/nowhere/c.so"}, {"family", "direct"}, {"kernel", "c"}}});
+  std::vector<json> seen;
+  // The pool's library computes wrong values: only the module with the pool kept passes.
+  auto run = [&](const json& ps) {
+    seen.push_back(ps);
+    search::StitchedRun r;
+    r.ok = true;
+    if (!ps[2].value("keep", false)) {
+      r.result = {{"status", "failed"}, {"failed_gate", "correctness"}, {"error_class", "wrong_result"}, {"message", "output 0: out of tolerance"}};
+      return r;
+    }
+    const double us = 120.0;
+    r.result = {{"status", "ok"}, {"timing", {{"median_us", us}, {"ci_low_us", us}, {"ci_high_us", us}}}};
+    return r;
+  };
+  auto sol = [](const json&) { return 10.0; };
+  search::KeptRescue kr = search::keep_a_failing_piece(pieces, "correctness: out of tolerance", run, sol, nullptr);
+  ASSERT_TRUE(kr.ok) << kr.tries.dump(1);
+  ASSERT_EQ(seen.size(), 3u);  // each piece kept in turn, one at a time
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(seen[i][i].value("keep", false));
+    EXPECT_FALSE(seen[i][i].contains("so"));
+    for (size_t j = 0; j < 3; ++j)
+      if (j != i) EXPECT_EQ(seen[i][j], pieces[j]);
+  }
+  EXPECT_TRUE(kr.pieces[2].value("keep", false));
+  EXPECT_EQ(kr.pieces[2]["nodes"], pieces[2]["nodes"]);
+  EXPECT_NE(kr.pieces[2].value("why", std::string()).find("out of tolerance"), std::string::npos) << kr.pieces.dump(1);
+  EXPECT_EQ(kr.pieces[0], pieces[0]);
+  EXPECT_DOUBLE_EQ(kr.outcome.score_us(), 120.0);
+  EXPECT_DOUBLE_EQ(kr.sol_us, 10.0);
+  ASSERT_EQ(kr.tries.size(), 3u);
+  EXPECT_TRUE(kr.tries[0].contains("error"));
+  EXPECT_DOUBLE_EQ(kr.tries[2]["module_us"].get<double>(), 120.0);
+
+  // A piece kept already is not tried again, and the last piece ksol computes is never kept.
+  json two = json::array({search::kept_piece(pieces[0], "does not compile"), pieces[1]});
+  seen.clear();
+  EXPECT_FALSE(search::keep_a_failing_piece(two, "e", run, sol, nullptr).ok);
+  EXPECT_TRUE(seen.empty());
+  // Stopped: no try.
+  EXPECT_TRUE(search::keep_a_failing_piece(pieces, "e", run, sol, [] { return true; }).tries.empty());
+}
