@@ -959,3 +959,40 @@ class Stitching(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PreparedWeights(unittest.TestCase):
+    """A weight preparation (a fold's leaf module) is computed once while its tensors stay what
+    they were, and again as soon as one changes."""
+
+    def test_computed_once_while_the_weight_is_unchanged(self):
+        fold = stitch.FeatureReduceFold(0, mean=False)
+        w = nn.Parameter(torch.randn(6, 4))
+        with torch.no_grad():
+            a = fold(w)
+            self.assertIs(fold(w), a)                      # unchanged: the same tensor, not recomputed
+            w.mul_(2)                                      # an in-place write bumps the version counter
+            b = fold(w)
+            self.assertIsNot(b, a)
+            torch.testing.assert_close(b, (w.double().sum(0)).float())
+            w.data = torch.randn(6, 4)                     # new storage under the same Parameter
+            c = fold(w)
+            torch.testing.assert_close(c, w.double().sum(0).float())
+            self.assertIs(fold(w), c)
+            other = nn.Parameter(w.detach().clone())       # another tensor with the same values
+            self.assertIsNot(fold(other), c)
+        # Where gradients flow, every call computes it (and its graph).
+        g1, g2 = fold(w), fold(w)
+        self.assertIsNot(g1, g2)
+        self.assertTrue(g1.requires_grad)
+        g1.sum().backward()
+        torch.testing.assert_close(w.grad, torch.ones(6, 4))
+
+    def test_its_own_buffers_are_part_of_what_it_depends_on(self):
+        mask = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+        fold = stitch.GlobalPoolFold(mask, transposed=False, outputs=4)
+        with torch.no_grad():
+            m = fold()
+            self.assertIs(fold(), m)
+            fold.double()                                  # the mask is cast: the cached one is stale
+            self.assertEqual(fold().dtype, torch.float64)
