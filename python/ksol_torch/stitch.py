@@ -2,12 +2,12 @@
 the whole again with each piece replaced by a kernel (re-stitching).
 
 `split(model, inputs)` traces the forward (torch.fx), first rewrites the ops no family takes whole
-into the ops of their definition (`decompose`: group_norm, batch_norm, pools whose windows tile
-their input, softmax and logsumexp over non-trailing dims, some losses) and folds the linear chains
-it can into their weights (average pools and means after convolutions, sums, means and average
-pools over a linear layer's features: weight preparation in float64, computed again when a weight
-changes), groups the ops the DSL
-expresses into maximal chains (an elementwise chain, a row-wise chain, a reduction over leading or
+into the ops of their definition (`decompose`: group_norm, batch_norm, global pools and others
+whose windows tile their input in long rows, softmax and logsumexp over non-trailing dims, some
+losses) and folds the linear chains it can into their weights (average pools and means after
+convolutions, sums, means and average pools over a linear layer's features: weight preparation
+in float64, computed again when a weight changes), groups the ops the DSL expresses into maximal
+chains (an elementwise chain, a row-wise chain, a reduction over leading or
 middle dims, a GEMM, a convolution or a pool with its elementwise epilogue) and writes each
 chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
@@ -1044,7 +1044,8 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     (FeatureReduceFold), an average pool over them into the layer with its rows averaged
     (FeaturePoolFold); after those, a mean over every spatial dim of a convolution's output into
     the image's sums over each tap's box times the filter (GlobalPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
-    into reductions over the window dims of a view of its input; group_norm into a layer_norm over each group's
+    into reductions over the window dims of a view of its input where the rows are long (a global
+    pool, a 1-D window of 32 or more, an adaptive pool; smaller windows stay pools: the direct family); group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
     per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
@@ -1138,9 +1139,16 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             win = _pool_windows(n, gm, op, sh) if sh else None
             if win is None:
                 continue
+            kind, k = win
+            # A pool of small windows stays a pool: the direct family makes each output in one
+            # pass with its epilogue, where reductions over its window dims would be rows of a few
+            # elements, one pass per window dim. Reduced: a global pool (one reduction over the
+            # spatial dims), a 1-D pool of 32 or more elements a window (rows long enough for a
+            # row-wise program), and an adaptive pool, which the direct family does not take.
+            if not op.startswith("adaptive") and list(k) != sh[2:] and not (len(k) == 1 and k[0] >= 32):
+                continue
             # [N, C, D, H, W] viewed as [N, C, D/kd, kd, H/kh, kh, W/kw, kw]; each window dim reduced
             # from the last: the first a row-wise reduction, the others column reductions.
-            kind, k = win
             view, window_dims = list(sh[:2]), []
             for d, w in zip(sh[2:], k):
                 view += [d // w, w] if w > 1 else [d]  # a window of 1 along a dim is no reduction

@@ -157,8 +157,8 @@ class ImageNorms(nn.Module):
 
 
 class ConvPoolTiles(nn.Module):
-    """KernelBench level 2's conv, max pool, activation, global average pool: pools whose windows
-    tile the image are reductions over the window dims of a view (kernel = stride, no padding)."""
+    """KernelBench level 2's conv, max pool, activation, global average pool: a global pool is one
+    reduction over the spatial dims; pools of small windows stay pools (the direct family)."""
 
     def __init__(self):
         super().__init__()
@@ -756,12 +756,22 @@ class Stitching(unittest.TestCase):
         self.assertFalse([k for k in plan.kept if k["op"] == "avgpoolfold"], plan.summary())
         self.assertFalse([n for n in plan.gm.graph.nodes if n.op == "call_module" and "fold" in str(n.target)])
 
-    def test_pools_whose_windows_tile_the_image_are_reductions(self):
+    def test_global_and_long_pools_are_reductions_small_windows_stay_pools(self):
         torch.manual_seed(16)
-        plan = self.stitched(ConvPoolTiles(), [torch.randn(2, 3, 10, 14)], 8, ["reshape"] * 3 + ["unsqueeze"])
-        self.assertEqual([p.family for p in plan.pieces], ["conv"] + ["rowwise"] * 2 + ["elementwise"] + ["rowwise"] * 3 + ["elementwise"])
-        # The max pool's window columns (dim 3 of [N, C, H/2, 2, W/2]) are a batched column reduction.
-        self.assertIn("output0[b, c] = max(input0[b, r, c]) over r", plan.pieces[2].program)
+        plan = self.stitched(ConvPoolTiles(), [torch.randn(2, 3, 10, 14)], 6, ["reshape", "unsqueeze"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "direct", "rowwise", "direct", "rowwise", "elementwise"])
+        # The 2x2 max pool is one direct piece, the ReLU its epilogue (reductions over its window
+        # dims would be rows of two elements); the global pool one row-wise mean.
+        self.assertEqual(plan.pieces[1].nodes, ["pool", "relu"])
+        self.assertIn("max(input0[n, c, h*2+r, w*2+s]) over r:2, s:2", plan.pieces[1].program)
+        self.assertIn("mean(v1[r, c]) over c", plan.pieces[2].program)
+        # A 1-D pool of 32 or more elements a window is a row-wise reduction over them; an adaptive
+        # pool (which the direct family does not take) is reductions over its window dims.
+        long = self.stitched(nn.Sequential(nn.AvgPool1d(32), nn.Tanh()), [torch.randn(2, 3, 64)], 1, ["reshape"])
+        self.assertEqual([p.family for p in long.pieces], ["rowwise"])
+        adaptive = self.stitched(nn.AdaptiveMaxPool2d((2, 3)), [torch.randn(2, 3, 4, 6)], 2, ["reshape"])
+        self.assertEqual([p.family for p in adaptive.pieces], ["rowwise", "rowwise"])
+        self.assertIn("output0[b, c] = max(input0[b, r, c]) over r", adaptive.pieces[1].program)
         # Overlapping or padded windows are a direct piece, the ReLU its epilogue.
         m = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.ReLU())
         plan = self.stitched(m, [torch.randn(2, 3, 8, 8)], 1, [])
