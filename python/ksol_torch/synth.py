@@ -757,11 +757,17 @@ def _rowwise_schedule(dims: Dict[str, int], stmts: List[str]) -> List[str]:
     argmax, which one block per row computes) are split over blocks (reduction = two_pass).
     KernelBench's LayerNorm (16 rows of 4M floats) ran its one-block-per-row seed at 1.7% of HBM
     SOL on an H100, its two_pass children at 29% (docs/results/2026-12-06-h100-kernelbench-paths-2.txt);
-    this seed at 43.8%, 1.11x over torch.compile (2026-12-06-h100-kernelbench-paths-3.txt)."""
+    this seed at 43.8%, 1.11x over torch.compile (2026-12-06-h100-kernelbench-paths-3.txt).
+    Rows of 1024 elements or fewer get a warp each (eight to a block of 256): a block of 256
+    threads would leave most of them idle on a short row (a group norm's 16 features) and
+    synchronize the block for each of the row's reductions."""
     rows, row = dims.get("R", 1), dims.get("C", 1)
     body = "".join(stmts)
     split = rows < 256 and row >= 65536 and "scan(" not in body and "argmax(" not in body
-    return [f"threads = {512 if split else 256}", f"vector = {4 if row % 4 == 0 else 1}", "rows_per_block = 1",
+    vector = f"vector = {4 if row % 4 == 0 else 1}"
+    if not split and row <= 1024:
+        return ["threads = 256", vector, "rows_per_block = 8", "reduction = warp", "cache_row = none"]
+    return [f"threads = {512 if split else 256}", vector, "rows_per_block = 1",
             f"reduction = {'two_pass' if split else 'block'}", "cache_row = none"]
 
 

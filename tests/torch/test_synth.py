@@ -75,9 +75,14 @@ class Synth(unittest.TestCase):
         few_long = schedule(nn.LayerNorm([2, 32768], elementwise_affine=False), torch.randn(4, 2, 32768))
         self.assertIn("reduction = two_pass", few_long)
         self.assertIn("vector = 4", few_long)
-        many = schedule(nn.LayerNorm(1024), torch.randn(300, 1024))
+        many = schedule(nn.LayerNorm(2048), torch.randn(300, 2048))
         self.assertIn("reduction = block", many)
         self.assertIn("vector = 4", many)
+        # Rows of 1024 or fewer get a warp each, eight rows to a block.
+        short = schedule(nn.LayerNorm(16, elementwise_affine=False), torch.randn(4096, 16))  # a group norm group
+        self.assertIn("reduction = warp", short)
+        self.assertIn("rows_per_block = 8", short)
+        self.assertIn("reduction = warp", schedule(nn.LayerNorm(1024), torch.randn(300, 1024)))
         odd = schedule(nn.Softmax(dim=1), torch.randn(3, 70001))
         self.assertIn("reduction = two_pass", odd)
         self.assertIn("vector = 1", odd)
