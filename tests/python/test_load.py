@@ -28,6 +28,10 @@ if torch is not None:
         def forward(self, x):
             return torch.relu(torch.cumsum(x, dim=0)) * self.scale  # over the rows: kept as a PyTorch call
 
+    class TanhCumsumReLUScale(CumsumReLUScale):
+        def forward(self, x):
+            return super().forward(torch.tanh(x))  # two pieces: the tanh, and relu(.) * scale
+
 
 @needs_torch
 @needs_cc
@@ -120,6 +124,27 @@ class LoadStitched(TempDir):
         with self.assertRaises(ksol.RunDirError) as c:
             ksol.load(self.path("run"))
         self.assertIn("the module's plan has pieces [['relu', 'mul']], the run's are [['relu']]", str(c.exception))
+
+
+    def test_a_piece_kept_as_pytorch_calls(self):
+        # The run kept the tanh as PyTorch's (its calls were faster): no library is loaded for it.
+        torch.manual_seed(0)
+        net = TanhCumsumReLUScale().eval()
+        files = write_problem(net, [torch.randn(8, 16)], self.path("run"), "TanhCumsumReLUScale")
+        kept = {"nodes": ["tanh"], "family": "elementwise", "keep": True}
+        piece = {"nodes": ["relu", "mul"], "so": build_library("relu_scale_piece.c", self.path("piece.so")), "dims": [8, 16],
+                 "family": "elementwise", "kernel": "elementwise_model_f32_t256_v1_i1", "program": "..."}
+        write_run(self.path("run"), files.path, item_stitched([kept, piece]), emulated=True)
+        m = ksol.load(self.path("run"))
+        self.assertEqual(m.ksol_result.answer, "stitched")
+        self.assertEqual(len(m.ksol_kernels), 1)
+        x = torch.randn(8, 16)
+        with torch.no_grad():
+            self.assertTrue(torch.allclose(m(x), net(x), rtol=1e-6, atol=0))
+        code = m.stitched.code
+        self.assertIn("_ksol_piece1", code)
+        self.assertNotIn("_ksol_piece0", code)
+        self.assertIn("torch.tanh", code)
 
 
 @needs_torch
