@@ -6,8 +6,8 @@ into the ops of their definition (`decompose`: group_norm, batch_norm, global po
 whose windows tile their input in long rows, softmax and logsumexp over non-trailing dims, some
 losses) and folds the linear chains it can into their weights (average pools and means after
 convolutions, sums, means and average pools over a linear layer's features: weight preparation
-in float64, computed again when a weight changes), groups the ops the DSL expresses into maximal
-chains (an elementwise chain, a row-wise chain, a reduction over leading or
+in float64 on each call), groups the ops the DSL expresses into maximal chains (an elementwise
+chain, a row-wise chain, a reduction over leading or
 middle dims, a GEMM, a convolution or a pool with its elementwise epilogue) and writes each
 chain as one DSL program with synth.py, on the tensors it reads there. A chain is a piece only when nothing outside it reads its intermediate values (one
 output) and synth accepts it; a refused chain gives way to the longest run from its start that
@@ -157,7 +157,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
         op = _canon(n, gm)
         if op in WEIGHT_PREP:
             kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] +
-                         " (float64 over the parameter's values, again whenever they change)"})
+                         " (float64 over the parameter's values, each call)"})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
@@ -407,40 +407,6 @@ def _full_reduction(n: torch.fx.Node, op: str):
     return None
 
 
-def _storage(t: torch.Tensor):
-    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-
-
-def _prepared(forward):
-    """A weight preparation's forward, computed once while its tensors stay what they were: the
-    same objects, on the same storage (held here, so its address cannot be reused), unchanged
-    (PyTorch's version counter, which every in-place write bumps), same shape, strides and
-    offset. Where gradients would flow through it (grad mode on and a tensor that requires
-    grad), or a tensor keeps no version counter (an inference tensor), it runs on every call."""
-
-    def run(self, *ts):
-        # Its arguments and its own buffers (a mask or map it was built with, moved or cast with it).
-        deps = list(ts) + list(self.buffers(recurse=False))
-        tensors = [t for t in deps if isinstance(t, torch.Tensor)]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            return forward(self, *ts)
-        try:
-            key = tuple((t._version, t.data_ptr(), t.dtype, t.device, tuple(t.shape), t.stride(), t.storage_offset())
-                        if isinstance(t, torch.Tensor) else t for t in deps)
-        except RuntimeError:  # an inference tensor has no version counter
-            return forward(self, *ts)
-        held = self.__dict__.get("_ksol_prepared")
-        if held is not None and held[0] == key and len(held[1]) == len(deps) and all(a is b for a, b in zip(held[1], deps)):
-            return held[3]
-        out = forward(self, *ts)
-        self.__dict__["_ksol_prepared"] = (key, deps, [_storage(t) for t in tensors], out)
-        return out
-
-    run.__doc__ = forward.__doc__
-    run.__name__ = forward.__name__
-    return run
-
-
 class AvgPoolFold(nn.Module):
     """A convolution's filter with the average pool that follows it folded in: the pool's mean of
     k outputs (stride s, dilation d) is one convolution at stride s * pool stride whose filter
@@ -448,7 +414,7 @@ class AvgPoolFold(nn.Module):
     positions r * d + a * s = t, summed where several meet): a transposed convolution of each
     [tap...] filter slice by a box of the pool's window, at stride d and dilation s. It runs in
     float64 on the filter alone (K x C x taps values), so the folded filter carries one float32
-    rounding, and again whenever the filter changes (_prepared), so it follows the module's weights."""
+    rounding, and on every call, so it follows the module's weights."""
 
     ksol_leaf = True
 
@@ -456,7 +422,6 @@ class AvgPoolFold(nn.Module):
         super().__init__()
         self.window, self.conv_stride, self.conv_dilation = tuple(window), tuple(conv_stride), tuple(conv_dilation)
 
-    @_prepared
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         import math
         import torch.nn.functional as F
@@ -475,7 +440,7 @@ class TransposedAvgPoolFold(nn.Module):
     window of the w[t] where j*s = a + p - t*d: a convolution at stride 1 (PaddedConv) whose
     filter, per spatial dim, is w's taps times a [L, T] matrix (`maps`, the j from the lowest
     reached, each entry the window's count of t over its extent). The filter is [K, C/g, L...]
-    from w's [C, K/g, T...], computed in float64 when w changes (one product by the maps'
+    from w's [C, K/g, T...], computed in float64 on each call (one product by the maps'
     Kronecker product)."""
 
     ksol_leaf = True
@@ -491,7 +456,6 @@ class TransposedAvgPoolFold(nn.Module):
             k = torch.kron(k, m.to(torch.float64))
         self.register_buffer("map", k, persistent=False)
 
-    @_prepared
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         g, c, kg = self.groups, w.shape[0], w.shape[1]
         v = w.to(torch.float64).reshape(g, c // g, kg, -1).transpose(1, 2).reshape(g * kg * (c // g), -1)
@@ -532,7 +496,6 @@ class FeatureReduceFold(nn.Module):
         super().__init__()
         self.dim, self.mean = dim, mean
 
-    @_prepared
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         v = w.to(torch.float64)
         v = v.mean(self.dim) if self.mean else v.sum(self.dim)
@@ -551,7 +514,6 @@ class FeaturePoolFold(nn.Module):
         super().__init__()
         self.window, self.stride, self.transpose = window, stride, transpose
 
-    @_prepared
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         v = w.to(torch.float64).unfold(0, self.window, self.stride).mean(-1)
         if self.transpose:
@@ -567,7 +529,7 @@ class GlobalPoolFold(nn.Module):
     with B[n, c, t] the sum of x[n, c] over R_t. `mask` is the [I0*I1*I2, T0*T1*T2] indicator of
     the boxes (a constant of the shapes): B is x viewed [N*C, I...] times it. Called with no
     argument it returns the mask; with the filter, the filter as [C*T..., K] over |O| (float64,
-    when the filter changes), which multiplies B viewed [N, C*T...]."""
+    each call), which multiplies B viewed [N, C*T...]."""
 
     ksol_leaf = True
 
@@ -576,7 +538,6 @@ class GlobalPoolFold(nn.Module):
         self.transposed, self.outputs = transposed, outputs
         self.register_buffer("mask", mask, persistent=False)
 
-    @_prepared
     def forward(self, w: Optional[torch.Tensor] = None) -> torch.Tensor:
         if w is None:
             return self.mask
@@ -585,7 +546,9 @@ class GlobalPoolFold(nn.Module):
         return (v.reshape(-1, v.shape[-1]) / self.outputs).to(w.dtype)
 
 
-# Weight preparation: ops on a module's parameters alone, before the pieces read them.
+# Weight preparation: ops on a module's parameters alone, before the pieces read them. They run on
+# every call: a result kept while PyTorch's version counter stays the same would go stale after a
+# write through `.data` (an optimizer or an EMA update of that style), which bumps no counter.
 WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter",
                "transposedavgpoolfold": "the average pool after a transposed convolution folded into its filter",
                "featurereducefold": "the sum or mean over a linear layer's features folded into its weights",
