@@ -89,7 +89,8 @@ def _no_gpu(doc: dict, notice: str, run_dir: str, name: str) -> NoGPUError:
     if doc.get("lowered"):
         did = f"its forward is one DSL program ({doc.get('family', '?')}) that compiles"
     elif doc.get("pieces"):
-        did = f"it was cut into {len(doc['pieces'])} DSL piece(s) that compile, around ops kept as PyTorch calls"
+        built = sum(1 for p in doc["pieces"] if not p.get("keep"))
+        did = f"it was cut into {built} DSL piece(s) that compile, around ops kept as PyTorch calls"
     else:
         did = "no part of its forward is a DSL program ksol has (PyTorch would be returned)"
     return NoGPUError(f"no GPU ({reason}): ksol traced {name} and {did}, but timing and running its kernels needs an NVIDIA "

@@ -729,12 +729,21 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
 
   if (no_gpu) {
+    size_t built = 0;
+    for (const json& p : pieces) built += p.value("keep", false) ? 0 : 1;
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
               << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
-              << (pieces.empty() ? "" : ", cut into " + std::to_string(pieces.size()) + " DSL piece(s) that compile") << ", nothing was timed.\n";
+              << (pieces.empty() ? "" : ", cut into " + std::to_string(built) + " DSL piece(s) that compile")
+              << (built < pieces.size() ? " and " + std::to_string(pieces.size() - built) + " left as PyTorch calls (they do not build)" : "")
+              << ", nothing was timed.\n";
     if (json_out) {
+      // A piece that does not build has no kernel: it says why and that it stays PyTorch calls.
       json kernels = json::array();
-      for (const json& p : pieces) kernels.push_back({{"nodes", p["nodes"]}, {"family", p["family"]}, {"kernel", p["kernel"]}});
+      for (const json& p : pieces) {
+        json k = {{"nodes", p["nodes"]}, {"family", p.value("family", "")}, {"kernel", p.value("kernel", "")}};
+        if (p.value("keep", false)) k["keep"] = true, k["why"] = p.value("why", "");
+        kernels.push_back(k);
+      }
       std::cout << json{{"gpu", false}, {"reason", hello.body.value("reason", std::string("no GPU"))}, {"module", a.file},
                         {"precision", {{"mode", a.precision}}}, {"lowered", lowered},
                         {"family", lowered ? syn.value("family", std::string()) : std::string()}, {"pieces", kernels}}

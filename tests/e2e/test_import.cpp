@@ -372,6 +372,22 @@ TEST(Import, APieceThatDoesNotCompileStaysPyTorchCalls) {
   EXPECT_EQ(item["piece_search"][1]["candidates"], 0) << item.dump(1);
   EXPECT_EQ(item["piece_search"][1]["stop_reason"], "kept as PyTorch calls") << item.dump(1);
   EXPECT_NE(ksol::read_file((dir / "report" / "report.md").string()).find("PyTorch's calls (does not compile"), std::string::npos);
+
+  // Without a GPU (and without --emulate): exit 77, and --json lists the kept piece with its reason.
+  ksol::ProcessResult ng = ksol::run_process({"env", "CUDA_VISIBLE_DEVICES=", "KSOL_NVCC=" + nvcc, "KSOL_CACHE_DIR=" + (dir / "cache").string(),
+                                              ksol_bin(), "--store", "", "optimize", src("tests/torch/problems/03_conv_bn_relu.py"), "--json"},
+                                             900);
+  ASSERT_EQ(ng.exit_code, 77) << ng.output;
+  EXPECT_NE(ng.output.find("cut into 1 DSL piece(s) that compile and 1 left as PyTorch calls (they do not build)"), std::string::npos)
+      << ng.output;
+  const size_t at = ng.output.find("\n{\n");
+  ASSERT_NE(at, std::string::npos) << ng.output;
+  const nlohmann::json doc = nlohmann::json::parse(ng.output.substr(at + 1, ng.output.rfind('}') - at));
+  ASSERT_EQ(doc["pieces"].size(), 2u) << doc.dump(1);
+  EXPECT_FALSE(doc["pieces"][0]["kernel"].get<std::string>().empty()) << doc.dump(1);
+  EXPECT_TRUE(doc["pieces"][1].value("keep", false)) << doc.dump(1);
+  EXPECT_EQ(doc["pieces"][1]["kernel"], "") << doc.dump(1);
+  EXPECT_NE(doc["pieces"][1].value("why", std::string()).find("this kernel is refused"), std::string::npos) << doc.dump(1);
   std::filesystem::remove_all(dir);
 }
 

@@ -52,3 +52,13 @@ class NoGPU(TempDir):
         self.assertEqual(p.returncode, 77, p.stdout + p.stderr)
         self.assertIn("no GPU (no CUDA device visible to PyTorch", p.stderr)
         self.assertNotIn("Traceback", p.stderr)
+
+
+class NoGPUMessage(TempDir):
+    def test_pieces_left_as_pytorch_calls_are_not_counted_as_compiled(self):
+        from ksol.optimize import _no_gpu
+        doc = {"reason": "no CUDA device", "lowered": False,
+               "pieces": [{"nodes": ["relu"], "family": "elementwise", "kernel": "elementwise_model_f32_t256_v4_i1"},
+                          {"nodes": ["max_pool2d"], "family": "direct", "kernel": "", "keep": True, "why": "does not compile"}]}
+        e = _no_gpu(doc, "", self.path("run"), "Net")
+        self.assertIn("it was cut into 1 DSL piece(s) that compile", str(e))
