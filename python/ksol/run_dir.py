@@ -94,7 +94,7 @@ class RunResult:
         kept = sum(p.keep for p in self.pieces)
         what = f"its kernel {self.kernel}" if self.answer == "kernel" else \
             f"a stitched module of {len(self.pieces) - kept} DSL piece(s) ({self.kernel}) and PyTorch calls" + \
-            (f" ({kept} piece(s) kept as PyTorch's, which were faster)" if kept else "")
+            (f" ({kept} piece(s) left as PyTorch's calls: faster, or not built)" if kept else "")
         return (f"ksol returned {what}: {self.kernel_us or 0:.1f} us, {self.speedup:.3f}x over "
                 f"{self.best_baseline} ({base:.1f} us) on {self.gpu or 'the GPU'}")
 

@@ -713,10 +713,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         piece_tasks.push_back(pt);
         piece_progs.push_back(prog);
       }
-      std::vector<std::string> whys;
-      for (size_t i = 0; i < pieces.size(); ++i)
-        if (pieces[i].value("keep", false)) whys.push_back("piece " + std::to_string(i) + ": " + pieces[i].value("why", std::string()));
-      if (!pieces.empty() && whys.size() == pieces.size()) throw std::runtime_error("no piece builds: " + join(whys, "; "));
+      if (!pieces.empty() && search::computed_pieces(pieces) == 0) {
+        std::vector<std::string> whys;
+        for (size_t i = 0; i < pieces.size(); ++i) whys.push_back("piece " + std::to_string(i) + ": " + pieces[i].value("why", std::string()));
+        throw std::runtime_error("no piece builds: " + join(whys, "; "));
+      }
     } catch (const std::exception& e) {
       std::error_code ec;
       fs::remove(plan_json, ec);
@@ -729,8 +730,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
 
   if (no_gpu) {
-    size_t built = 0;
-    for (const json& p : pieces) built += p.value("keep", false) ? 0 : 1;
+    const size_t built = search::computed_pieces(pieces);
     std::cerr << "ksol optimize: evaluation needs a GPU (" << hello.body.value("reason", std::string("no GPU"))
               << "); the module was traced" << (lowered ? ", lowered and its program compiled" : "")
               << (pieces.empty() ? "" : ", cut into " + std::to_string(built) + " DSL piece(s) that compile")
@@ -853,23 +853,17 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
           // a candidate too: the module timed whole with them in the piece's place. Where that
           // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
           // offered where every other piece is kept already: that module is the forward itself.
-          json keep_spec = search::kept_piece(pieces[i]);
           double keep_us = 0;
           json keep_rec;
-          {
-            json alt = pieces;
-            alt[i] = keep_spec;
-            bool any_kernel = false;
-            for (const json& q : alt) any_kernel = any_kernel || !q.value("keep", false);
-            if (any_kernel) {
-              search::Outcome ko = search::stitched_outcome(run(alt), "keep", module_sol_us);
-              keep_us = ko.ok() ? ko.score_us() : 0.0;
-              keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
-              std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
-                        << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with ksol's pieces so far)"
-                                    : ko.error.substr(0, 300))
-                        << "\n";
-            }
+          const json alt = search::keeping_piece(pieces, i);
+          if (!alt.is_null()) {
+            search::Outcome ko = search::stitched_outcome(run(alt), "keep", module_sol_us);
+            keep_us = ko.ok() ? ko.score_us() : 0.0;
+            keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
+            std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
+                      << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with ksol's pieces so far)"
+                                  : ko.error.substr(0, 300))
+                      << "\n";
           }
           // An agent per piece: the pieces' programs share a name, and random search keeps its
           // permutation by program name.
@@ -899,7 +893,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
           }
           if (!keep_rec.is_null()) rec["pytorch"] = keep_rec;
           if (keep_us > 0 && keep_us < cur_us) {
-            pieces[i] = keep_spec;
+            pieces[i] = alt[i];
             cur_us = keep_us;
             rec["kept_as_pytorch"] = true;
             std::erase_if(kept, [&](const KeptProgram& kp) { return kp.name == "piece-" + std::to_string(i); });

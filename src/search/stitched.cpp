@@ -41,18 +41,28 @@ nlohmann::json kept_piece(const nlohmann::json& piece, const std::string& why) {
   return k;
 }
 
+size_t computed_pieces(const nlohmann::json& pieces) {
+  size_t n = 0;
+  for (const nlohmann::json& q : pieces) n += q.value("keep", false) ? 0 : 1;
+  return n;
+}
+
+nlohmann::json keeping_piece(const nlohmann::json& pieces, size_t i, const std::string& why) {
+  if (computed_pieces(pieces) - (pieces.at(i).value("keep", false) ? 0 : 1) == 0) return nullptr;
+  nlohmann::json alt = pieces;
+  alt[i] = kept_piece(pieces[i], why);
+  return alt;
+}
+
 KeptRescue keep_a_failing_piece(const nlohmann::json& pieces, const std::string& error,
                                 const std::function<StitchedRun(const nlohmann::json&)>& run,
                                 const std::function<double(const nlohmann::json&)>& sol_us, const std::function<bool()>& stop) {
   KeptRescue out;
-  size_t own = 0;
-  for (const nlohmann::json& q : pieces) own += q.value("keep", false) ? 0 : 1;
-  if (own < 2) return out;  // keeping the only one would leave the forward itself
   for (size_t i = 0; i < pieces.size() && !(stop && stop()); ++i) {
     if (pieces[i].value("keep", false)) continue;
-    nlohmann::json alt = pieces;
-    alt[i] = kept_piece(pieces[i], "the module failed a gate with this piece at its seed schedule and passed with PyTorch's calls in its place (" +
-                                       error.substr(0, 300) + ")");
+    nlohmann::json alt = keeping_piece(
+        pieces, i, "the module failed a gate with this piece at its seed schedule and passed with PyTorch's calls in its place (" + error.substr(0, 300) + ")");
+    if (alt.is_null()) break;  // the only piece ksol computes: keeping it leaves the forward itself
     StitchedRun r = run(alt);
     const double sol = r.ok ? sol_us(r.result) : 0.0;
     Outcome o = stitched_outcome(r, "seeds", sol);

@@ -76,6 +76,11 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
 // A piece left as PyTorch's own calls of its ops: {"nodes", "family", "keep": true} and, where
 // given, "why" (not built, failing a gate); the worker builds no library for it.
 nlohmann::json kept_piece(const nlohmann::json& piece, const std::string& why = "");
+// How many of `pieces` ksol computes (not kept as PyTorch's calls).
+size_t computed_pieces(const nlohmann::json& pieces);
+// `pieces` with piece `i` kept as PyTorch's calls (kept_piece), or null where no other piece
+// would stay ksol's: that module would be the forward itself.
+nlohmann::json keeping_piece(const nlohmann::json& pieces, size_t i, const std::string& why = "");
 
 // The module with one of its pieces kept as PyTorch's calls, where it failed a gate with every
 // piece at its seed (`error`): each piece ksol computes is kept in turn, while another one stays

@@ -20,6 +20,13 @@
 namespace {
 std::string ksol_bin() { return std::string(KSOL_BUILD_DIR) + "/ksol"; }
 std::string src(const std::string& rel) { return ksol::source_root() + "/" + rel; }
+// An empty folder of the temp dir for one test, named by `name` and this process.
+std::filesystem::path fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("ksol-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 }  // namespace
 
 TEST(Import, FrontEndUnitTests) {
@@ -341,9 +348,7 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
 TEST(Import, APieceThatDoesNotCompileStaysPyTorchCalls) {
   std::string why, py = ksol::find_torch_python(&why);
   if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
-  auto dir = std::filesystem::temp_directory_path() / ("ksol-keep-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  auto dir = fresh_dir("keep");
   const std::string nvcc = (dir / "nvcc").string();
   ksol::write_file_atomic(nvcc,
                           "#!/bin/sh\n"
@@ -397,9 +402,7 @@ TEST(Import, APieceThatDoesNotCompileStaysPyTorchCalls) {
 TEST(Import, OptimizeModuleReusesAnEarlierRunsBaselines) {
   std::string why, py = ksol::find_torch_python(&why);
   if (py.empty()) GTEST_SKIP() << "needs PyTorch: " << why;
-  auto dir = std::filesystem::temp_directory_path() / ("ksol-reuse-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  auto dir = fresh_dir("reuse");
   const std::string problem = (dir / "chain.py").string();
   std::filesystem::copy_file(src("tests/torch/synth_problems/01_activation_chain.py"), problem);
   int n = 0;

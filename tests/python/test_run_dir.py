@@ -43,7 +43,7 @@ class ReadRun(TempDir):
         self.assertEqual([(p.index, p.keep, p.so) for p in r.pieces], [(0, False, "/cache/a.so"), (1, True, "")])
         self.assertEqual(r.kernel, PIECE["kernel"])
         self.assertIn("a stitched module of 1 DSL piece(s) (elementwise_model_f32_t256_v1_i1) and PyTorch calls "
-                      "(1 piece(s) kept as PyTorch's, which were faster)", r.summary())
+                      "(1 piece(s) left as PyTorch's calls: faster, or not built)", r.summary())
         with self.assertRaisesRegex(ksol.RunDirError, "lists no piece ksol computes"):
             self.run_of(item_stitched([kept]))
 
