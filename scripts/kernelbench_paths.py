@@ -18,7 +18,10 @@ call killed before the end still returns what finished). Resumable: a problem wh
 OUT/<id>.json exists is not run again (nor one recorded as timed out in OUT/<id>.timeout.json,
 unless --retry); a run cut short by --deadline or a signal leaves no result, so the next call runs
 it, after the problems not yet tried (OUT/<id>.cut.json says how long it had run): one problem
-that outlasts a call's deadline does not keep the others from starting. --gpus N runs N problems at once, one per GPU
+that outlasts a call's deadline does not keep the others from starting. With --deadline, a problem
+starts only where the seconds left cover what it is expected to need: --min-left, the median wall
+time of the problems the call has finished, and an earlier cut's time (one the deadline would cut
+only costs device time). --gpus N runs N problems at once, one per GPU
 (CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
 OUT/summary.txt.
 """
@@ -29,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -114,20 +118,41 @@ def stop(job):
     job["log"].close()
 
 
+def needed(a, pid, took):
+    """The seconds `pid` is expected to need, and why: --min-left at least, the median wall time of
+    the problems this call finished (each one cut at the deadline is that time lost), and at least
+    as long as an earlier call ran it before cutting it (OUT/<id>.cut.json)."""
+    need, why = a.min_left, "--min-left"
+    if took:
+        med = statistics.median(took)
+        if med > need:
+            need, why = med, f"the median of the {len(took)} problem(s) this call finished"
+    cut = cut_s(a, pid)
+    if cut is not None and cut > need:
+        need, why = cut, "an earlier call cut it after that long"
+    return need, why
+
+
 def run_all(a, todo):
     free = list(range(a.gpus)) if a.gpus > 1 else [None]
     jobs, end = [], a.deadline
+    took = []  # the wall seconds of the problems this call finished
     interrupted = []
     signal.signal(signal.SIGTERM, lambda *_: interrupted.append(1))
     try:
         while todo or jobs:
             while todo and free and not interrupted:
                 left = end - time.time() if end else math.inf
-                if left < a.min_left:
-                    print(f"{len(todo)} problem(s) not started: {left:.0f} s left before the deadline", flush=True)
+                # A problem the deadline would cut leaves no result: only one expected to finish starts.
+                fits = [t for t in todo if left >= needed(a, t[0], took)[0]]
+                if not fits:
+                    need, why = needed(a, todo[0][0], took)
+                    print(f"{len(todo)} problem(s) not started: {left:.0f} s left before the deadline, "
+                          f"{todo[0][0]} needs about {need:.0f} s ({why})", flush=True)
                     todo = []
                     break
-                pid, path = todo.pop(0)
+                pid, path = fits[0]
+                todo.remove(fits[0])
                 jobs.append(start(a, pid, path, free.pop(0)))
                 print(f"{pid}: started{'' if jobs[-1]['gpu'] is None else ' on GPU ' + str(jobs[-1]['gpu'])}", flush=True)
             time.sleep(1)
@@ -152,6 +177,7 @@ def run_all(a, todo):
                         print(f"{job['pid']}: timed out after {spent:.0f} s (recorded)", flush=True)
                 else:
                     job["log"].close()
+                    took.append(spent)
                     ok = os.path.exists(os.path.join(a.out, job["pid"] + ".json"))
                     if ok and os.path.exists(os.path.join(a.out, job["pid"] + ".cut.json")):
                         os.remove(os.path.join(a.out, job["pid"] + ".cut.json"))
@@ -170,17 +196,20 @@ def run_all(a, todo):
         raise
 
 
+def cut_s(a, pid):
+    """How long an earlier call ran `pid` before its deadline cut it (OUT/<id>.cut.json), or None."""
+    try:
+        with open(os.path.join(a.out, pid + ".cut.json")) as fh:
+            return float(json.load(fh).get("cut_after_s", 0.0))
+    except (OSError, ValueError):
+        return None
+
+
 def order(a, todo):
     """`todo` in the rule's order, the problems an earlier call cut short (OUT/<id>.cut.json) last,
     the shortest cut first; a problem that finishes loses its marker."""
-    def cut_s(pid):
-        try:
-            with open(os.path.join(a.out, pid + ".cut.json")) as fh:
-                return float(json.load(fh).get("cut_after_s", 0.0))
-        except (OSError, ValueError):
-            return None
-    fresh = [t for t in todo if cut_s(t[0]) is None]
-    cut = sorted((t for t in todo if cut_s(t[0]) is not None), key=lambda t: cut_s(t[0]))
+    fresh = [t for t in todo if cut_s(a, t[0]) is None]
+    cut = sorted((t for t in todo if cut_s(a, t[0]) is not None), key=lambda t: cut_s(a, t[0]))
     return fresh + cut
 
 
@@ -295,7 +324,8 @@ def main():
     ap.add_argument("--gpus", type=int, default=1, help="problems at once, one per GPU")
     ap.add_argument("--deadline", type=float, default=0, help="seconds from now after which nothing runs: problems cut then are "
                                                               "not recorded (the next call runs them)")
-    ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline")
+    ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline (nor with fewer than the median "
+                         "wall time of the problems this call finished, or an earlier cut's time)")
     ap.add_argument("--set", choices=("rule", "all"), default="rule",
                     help="rule: the 40 problems (every fifth of each level; the default); all: every problem of levels 1 "
                          "and 2 (the further problems; keep their OUT apart from the rule's)")

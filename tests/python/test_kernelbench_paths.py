@@ -89,3 +89,46 @@ class Run(TempDir):
                 ran = [os.path.basename(l.strip()) for l in fh]
             os.remove(order)
             self.assertEqual(ran, want, chosen)
+
+    def test_no_problem_starts_that_the_deadline_would_cut(self):
+        # Each problem takes about 3 s. After the first, the 5.5 s deadline leaves less than the
+        # median of what finished: the next does not start (it would only be cut), though more
+        # than --min-left is left.
+        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py"), ("level2", "5_Chain.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        order = self.path("order.txt")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\nsleep 3\n"
+                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--deadline", "5.5", "--min-left", "1"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(order) as fh:
+            ran = [os.path.basename(l.strip()) for l in fh]
+        self.assertEqual(ran, ["5_Scale.py"], r.stdout)
+        self.assertIn("2 problem(s) not started", r.stdout)
+        # The poll that sees a problem end comes once a second: about 3-4 s.
+        self.assertRegex(r.stdout, r"level1-10 needs about [34] s \(the median of the 1 problem\(s\) this call finished\)")
+        self.assertEqual([f for f in os.listdir(self.path("out")) if f.endswith(".cut.json")], [])
+
+    def test_a_problem_cut_before_waits_for_as_long_as_it_ran(self):
+        # An earlier call cut level1-5 after 50 s: with 20 s left it does not start again; the
+        # fresh problem, with nothing finished yet to go by, does.
+        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        os.makedirs(self.path("kb", "level2"))
+        self.write(os.path.join("out", "level1-5.cut.json"), '{"cut_after_s": 50}')
+        order = self.path("order.txt")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
+                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--deadline", "20", "--min-left", "1"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(order) as fh:
+            ran = [os.path.basename(l.strip()) for l in fh]
+        self.assertEqual(ran, ["10_Other.py"], r.stdout)
+        self.assertIn("level1-5 needs about 50 s (an earlier call cut it after that long)", r.stdout)
+        self.assertTrue(os.path.exists(self.path("out", "level1-5.cut.json")))
