@@ -26,10 +26,30 @@ class Archive(TempDir):
 
 
 class Run(TempDir):
+    def problems(self, *names):
+        """Problem files under kb/ ("level1/5_Scale.py", ...); both levels' folders exist."""
+        for level in ("level1", "level2"):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+        for name in names:
+            self.write(os.path.join("kb", name), "# a problem file\n")
+
+    def recording_ksol(self, then=""):
+        """A stand-in for ksol that appends the problem file it is given to order.txt, runs `then`
+        and writes its --json-out file."""
+        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + self.path("order.txt") + "\n" + then +
+                          "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        return fake
+
+    def ran(self):
+        """The problem files the stand-in was given, in order (order.txt read and removed)."""
+        with open(self.path("order.txt")) as fh:
+            out = [os.path.basename(l.strip()) for l in fh]
+        os.remove(self.path("order.txt"))
+        return out
+
     def test_each_problems_log_line_carries_its_seconds(self):
-        os.makedirs(self.path("kb", "level1"))
-        os.makedirs(self.path("kb", "level2"))
-        self.write(os.path.join("kb", "level1", "5_Scale.py"), "# a problem file\n")
+        self.problems("level1/5_Scale.py")
         # A stand-in for ksol: prints two lines, writes the --json-out file, exits 0.
         fake = self.write("ksol", "#!/bin/sh\necho first; sleep 0.3; echo second\n"
                                   "for a; do last=$a; done; echo '{\"ksol\": \"ksol 0.1.0+abc\", \"results\": [{}]}' > \"$last\"\n")
@@ -53,60 +73,38 @@ class Run(TempDir):
         self.assertFalse(os.path.exists(self.path("kb.tgz.tmp")))
 
     def test_a_problem_cut_short_before_runs_after_the_others(self):
-        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py"), ("level2", "5_Chain.py")):
-            os.makedirs(self.path("kb", level), exist_ok=True)
-            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        self.problems("level1/5_Scale.py", "level1/10_Other.py", "level2/5_Chain.py")
         # level1-5 was cut short by an earlier call's deadline: it runs last, and its marker goes
         # once it finishes.
         self.write(os.path.join("out", "level1-5.cut.json"), '{"cut_after_s": 300}')
-        order = self.path("order.txt")
-        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
-                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
-        os.chmod(fake, 0o755)
+        fake = self.recording_ksol()
         r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(order) as fh:
-            ran = [os.path.basename(l.strip()) for l in fh]
-        self.assertEqual(ran, ["10_Other.py", "5_Chain.py", "5_Scale.py"])
+        self.assertEqual(self.ran(), ["10_Other.py", "5_Chain.py", "5_Scale.py"])
         self.assertFalse(os.path.exists(self.path("out", "level1-5.cut.json")))
 
     def test_the_further_problems_with_set_all(self):
         # The rule's 40 are every fifth problem; --set all takes every problem of both levels.
-        for level, name in (("level1", "5_Scale.py"), ("level1", "7_Other.py"), ("level2", "14_Fold.py")):
-            os.makedirs(self.path("kb", level), exist_ok=True)
-            self.write(os.path.join("kb", level, name), "# a problem file\n")
-        order = self.path("order.txt")
-        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
-                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
-        os.chmod(fake, 0o755)
+        self.problems("level1/5_Scale.py", "level1/7_Other.py", "level2/14_Fold.py")
+        fake = self.recording_ksol()
         for chosen, want in (("rule", ["5_Scale.py"]), ("all", ["7_Other.py", "14_Fold.py"])):
             r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out-" + chosen), "--kb", self.path("kb"), "--ksol", fake,
                                 "--set", chosen] + (["--only", "level1-7,level2-14"] if chosen == "all" else []),
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
-            with open(order) as fh:
-                ran = [os.path.basename(l.strip()) for l in fh]
-            os.remove(order)
-            self.assertEqual(ran, want, chosen)
+            self.assertEqual(self.ran(), want, chosen)
 
     def test_no_problem_starts_that_the_deadline_would_cut(self):
         # Each problem takes about 3 s. After the first, the 5.5 s deadline leaves less than the
         # median of what finished: the next does not start (it would only be cut), though more
         # than --min-left is left.
-        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py"), ("level2", "5_Chain.py")):
-            os.makedirs(self.path("kb", level), exist_ok=True)
-            self.write(os.path.join("kb", level, name), "# a problem file\n")
-        order = self.path("order.txt")
-        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\nsleep 3\n"
-                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
-        os.chmod(fake, 0o755)
+        self.problems("level1/5_Scale.py", "level1/10_Other.py", "level2/5_Chain.py")
+        fake = self.recording_ksol(then="sleep 3\n")
         r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
                             "--deadline", "5.5", "--min-left", "1"], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(order) as fh:
-            ran = [os.path.basename(l.strip()) for l in fh]
-        self.assertEqual(ran, ["5_Scale.py"], r.stdout)
+        self.assertEqual(self.ran(), ["5_Scale.py"], r.stdout)
         self.assertIn("2 problem(s) not started", r.stdout)
         # The poll that sees a problem end comes once a second: about 3-4 s.
         self.assertRegex(r.stdout, r"level1-10 needs about [34] s \(the median of the 1 problem\(s\) this call finished\)")
@@ -115,20 +113,12 @@ class Run(TempDir):
     def test_a_problem_cut_before_waits_for_as_long_as_it_ran(self):
         # An earlier call cut level1-5 after 50 s: with 20 s left it does not start again; the
         # fresh problem, with nothing finished yet to go by, does.
-        for level, name in (("level1", "5_Scale.py"), ("level1", "10_Other.py")):
-            os.makedirs(self.path("kb", level), exist_ok=True)
-            self.write(os.path.join("kb", level, name), "# a problem file\n")
-        os.makedirs(self.path("kb", "level2"))
+        self.problems("level1/5_Scale.py", "level1/10_Other.py")
         self.write(os.path.join("out", "level1-5.cut.json"), '{"cut_after_s": 50}')
-        order = self.path("order.txt")
-        fake = self.write("ksol", "#!/bin/sh\necho \"$2\" >> " + order + "\n"
-                                  "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
-        os.chmod(fake, 0o755)
+        fake = self.recording_ksol()
         r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
                             "--deadline", "20", "--min-left", "1"], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(order) as fh:
-            ran = [os.path.basename(l.strip()) for l in fh]
-        self.assertEqual(ran, ["10_Other.py"], r.stdout)
+        self.assertEqual(self.ran(), ["10_Other.py"], r.stdout)
         self.assertIn("level1-5 needs about 50 s (an earlier call cut it after that long)", r.stdout)
         self.assertTrue(os.path.exists(self.path("out", "level1-5.cut.json")))
