@@ -751,6 +751,38 @@ def _mma_tile(filters: int) -> List[str]:
     return ["tile = [128, 128, 16]", "thread_tile = [2, 2]"]
 
 
+# Rows of this many elements or more fit no row cache (cache_row: a block's registers hold about
+# 16K floats, its shared memory 57K), so every pass over one reads it from memory again.
+LONG_ROW = 65536
+
+
+def _long_rows(rows: int, row: int) -> bool:
+    """Rows too few to give every SM a block and too long to cache: the seed splits each over
+    blocks (reduction = two_pass)."""
+    return rows < 256 and row >= LONG_ROW
+
+
+def _normalized(b: "_Builder", x: str, eps, long_rows: bool) -> str:
+    """Appends to b the statements of (x - mean) / sqrt(var + eps) over each row of the element
+    expression x and returns it at [r, c]. On rows no cache holds (`long_rows`: LONG_ROW or more)
+    the mean and the mean square are one pass's two sums in float64, var = E[x^2] - E[x]^2 (at
+    least 0): one read of the row for both, where the mean, then the squares about it, are two
+    passes and two reads; float64 keeps the difference exact to about 1e-16 of E[x^2] (float32
+    sums would lose 1e-7 of it). Otherwise the mean, then the mean of the squares about it, in
+    float32, each pass reading the cached row where the schedule caches it."""
+    t = b.fresh()
+    b.stmts.append(f"{t}[r, c] = {x}")
+    if long_rows:
+        m1, m2, rs, mu = b.fresh(), b.fresh(), b.fresh(), b.fresh()
+        b.stmts += [f"{m1}[r] = mean(f64({t}[r, c])) over c", f"{m2}[r] = mean(f64({t}[r, c]) * f64({t}[r, c])) over c",
+                    f"{rs}[r] = f32(rsqrt(max({m2}[r] - {m1}[r] * {m1}[r], 0.0) + {_num(eps)}))", f"{mu}[r] = f32({m1}[r])"]
+        return f"({t}[r, c] - {mu}[r]) * {rs}[r]"
+    mu, d, var = b.fresh(), b.fresh(), b.fresh()
+    b.stmts += [f"{mu}[r] = mean({t}[r, c]) over c", f"{d}[r, c] = {t}[r, c] - {mu}[r]",
+                f"{var}[r] = mean({d}[r, c] * {d}[r, c]) over c"]
+    return f"{d}[r, c] * rsqrt({var}[r] + {_num(eps)})"
+
+
 def _rowwise_schedule(dims: Dict[str, int], stmts: List[str]) -> List[str]:
     """A row-wise program's first schedule, for its shape: 16-byte accesses where the rows are
     whole float4s; rows too few to give every SM a block and long enough to split (no scan or
@@ -763,7 +795,7 @@ def _rowwise_schedule(dims: Dict[str, int], stmts: List[str]) -> List[str]:
     synchronize the block for each of the row's reductions."""
     rows, row = dims.get("R", 1), dims.get("C", 1)
     body = "".join(stmts)
-    split = rows < 256 and row >= 65536 and "scan(" not in body and "argmax(" not in body
+    split = _long_rows(rows, row) and "scan(" not in body and "argmax(" not in body
     vector = f"vector = {4 if row % 4 == 0 else 1}"
     if not split and row <= 1024:
         return ["threads = 256", vector, "rows_per_block = 8", "reduction = warp", "cache_row = none"]
@@ -1255,10 +1287,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                         or not _arg(n, 5, "use_input_stats", True):
                     raise Unsupported("F.instance_norm with an affine or running statistics: not lowered")
                 eps = _arg(n, 7, "eps", 1e-5)
-            t, mu, d, var = b.fresh(), b.fresh(), b.fresh(), b.fresh()
-            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{mu}[r] = mean({t}[r, c]) over c", f"{d}[r, c] = {t}[r, c] - {mu}[r]",
-                        f"{var}[r] = mean({d}[r, c] * {d}[r, c]) over c"]
-            bind(n, f"{d}[r, c] * rsqrt({var}[r] + {_num(eps)})")
+            bind(n, _normalized(b, operand(n.args[0]), eps, dims["C"] >= LONG_ROW))
             continue
         if op == "layer_norm" and family == "rowwise":  # over the row, normalized_shape (_row_of)
             if mod is not None:
@@ -1277,10 +1306,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             for k in (w, bias):
                 if k is not None and list(sd[k].shape) != row:
                     raise Unsupported(f"the layer_norm parameter {k} has shape {list(sd[k].shape)}, not the row's {row}")
-            t, mu, d, var = b.fresh(), b.fresh(), b.fresh(), b.fresh()
-            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{mu}[r] = mean({t}[r, c]) over c", f"{d}[r, c] = {t}[r, c] - {mu}[r]",
-                        f"{var}[r] = mean({d}[r, c] * {d}[r, c]) over c"]
-            expr = f"{d}[r, c] * rsqrt({var}[r] + {_num(eps)})"
+            expr = _normalized(b, operand(n.args[0]), eps, dims["C"] >= LONG_ROW)
             if w is not None:
                 decl[params[w]], layout[params[w]] = ["C"], row_dims
                 used_params.add(w)

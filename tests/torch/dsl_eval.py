@@ -154,7 +154,7 @@ def run(text, inputs, dims=None):
         "clamp": lambda x, lo, hi: torch.clamp(x, min=lo, max=hi),
         "max": lambda a, b: torch.maximum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
         "min": lambda a, b: torch.minimum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)),
-        "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x, "tf32": tf32,
+        "_r": read, "math": math, "i64": lambda x: x, "f32": lambda x: x, "f64": lambda x: x, "tf32": tf32,
     }
 
     def position(i):

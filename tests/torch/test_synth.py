@@ -122,6 +122,35 @@ class Synth(unittest.TestCase):
         self.assertEqual(out["dims"], {"R": 6, "C": 20, "C0": 4, "C1": 5})
         self.assertEqual(out["tensors"][0]["shape"], ["R", "C0", "C1"])
 
+    def test_a_norm_over_long_rows_reads_each_row_once_for_its_statistics(self):
+        # Rows of 65536 or more fit no row cache: the mean and the mean square are one pass's two
+        # float64 sums, so the statistics read the row once (the mean, then the squares about it,
+        # would read it twice). Few such rows are split over blocks (reduction = two_pass).
+        torch.manual_seed(3)
+        out = self.check_module(nn.LayerNorm([2, 32768]).eval(), [torch.randn(3, 2, 32768) * 4 + 100], "rowwise")
+        self.assertEqual(out["dims"]["C"], 65536)
+        body = out["program"].split("schedule {")[0]
+        self.assertEqual(body.count("mean(f64("), 2, body)
+        self.assertIn("reduction = two_pass", out["program"])
+        # Shorter rows keep the mean, then the mean of the squares about it, in float32.
+        short = synth.synthesize(nn.LayerNorm(2048).eval(), [torch.randn(8, 2048)])["program"]
+        self.assertNotIn("f64(", short)
+        self.assertEqual(short.count("mean("), 2)
+        # Many long rows (one block each) too, and instance norm of long planes.
+        many = synth.synthesize(nn.LayerNorm(65536, elementwise_affine=False).eval(), [torch.randn(300, 65536)])["program"]
+        self.assertIn("reduction = block", many)
+        self.assertEqual(many.count("mean(f64("), 2)
+
+        class Inst(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.InstanceNorm2d(2)
+
+            def forward(self, x):
+                return self.norm(x * 3.0 + 1.0)
+        inst = self.check_module(Inst().eval(), [torch.randn(2, 2, 256, 256)], "rowwise")
+        self.assertIn("mean(f64(", inst["program"])
+
     def test_a_one_dim_softmax_is_one_row(self):
         class M(torch.nn.Module):
             def forward(self, x):

@@ -1159,6 +1159,19 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
         {{"cache_row", "registers"}, {"online", "1"}, {"threads", "64"}},
         {{"math", "fast"}, {"vector", "4"}}},
        {{"R", 37}, {"C", 45}}},
+      // A norm's statistics as one pass's two float64 sums (ksol_torch's lowering of rows no
+      // cache holds): double accumulators through every reduction kind.
+      {"kernel ln(X: f32[R, C], W: f32[C], B: f32[C]) -> (Y: f32[R, C]) {\n  t[r, c] = X[r, c] * 2.0 + 3.0\n"
+       "  m1[r] = mean(f64(t[r, c])) over c\n  m2[r] = mean(f64(t[r, c]) * f64(t[r, c])) over c\n"
+       "  rs[r] = f32(rsqrt(max(m2[r] - m1[r] * m1[r], 0.0) + 1e-05))\n  mu[r] = f32(m1[r])\n"
+       "  Y[r, c] = (t[r, c] - mu[r]) * rs[r] * W[c] + B[c]\n}\n",
+       {{},
+        {{"reduction", "warp"}, {"rows_per_block", "8"}},
+        {{"reduction", "two_pass"}, {"cache_row", "none"}},
+        {{"reduction", "two_pass"}, {"cache_row", "none"}, {"items_per_thread", "2"}, {"threads", "64"}},
+        {{"cache_row", "registers"}, {"vector", "4"}, {"threads", "64"}},
+        {{"vector", "1"}, {"threads", "64"}}},
+       {{"R", 5}, {"C", 1001}}},
       // One value read everywhere (s: f32[], read s[]): a scalar parameter.
       {"kernel sc(X: f32[M, N], s: f32[], b: f32[N]) -> (Y: f32[M, N]) {\n  Y[m, n] = X[m, n] * s[] + b[n]\n}\n",
        {{}, {{"vector", "4"}, {"items_per_thread", "2"}}, {{"vector", "1"}}},
