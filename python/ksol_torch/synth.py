@@ -767,9 +767,11 @@ def _normalized(b: "_Builder", x: str, eps, long_rows: bool) -> str:
     expression x and returns it at [r, c]. On rows no cache holds (`long_rows`: LONG_ROW or more)
     the mean and the mean square are one pass's two sums in float64, var = E[x^2] - E[x]^2 (at
     least 0): one read of the row for both, where the mean, then the squares about it, are two
-    passes and two reads; float64 keeps the difference exact to about 1e-16 of E[x^2] (float32
-    sums would lose 1e-7 of it). Otherwise the mean, then the mean of the squares about it, in
-    float32, each pass reading the cached row where the schedule caches it."""
+    passes and two reads. The difference's error is the sums' rounding times E[x^2]/var: float64
+    (about 1e-16 an addition) keeps it small unless the mean lies many thousands of standard
+    deviations from 0, where float32 sums would fail at a few. Otherwise the mean, then the mean
+    of the squares about it, in float32, each pass reading the cached row where the schedule
+    caches it."""
     t = b.fresh()
     b.stmts.append(f"{t}[r, c] = {x}")
     if long_rows:
