@@ -345,6 +345,10 @@ def main():
         a.ksol = a.ksol or default_ksol()
         a.deadline = time.time() + a.deadline if a.deadline else 0
         only = {s.strip() for s in a.only.split(",") if s.strip()}
+        unknown = sorted(only - set(ids))
+        if unknown:
+            sys.exit(f"error: --only names {', '.join(unknown)}, not among the {len(ids)} problems of --set {a.set} under "
+                     f"{a.kb} (ids are level1-N or level2-N; the further problems need --set all)")
         todo = []
         for pid, path in probs:
             if only:

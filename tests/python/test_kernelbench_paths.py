@@ -122,3 +122,15 @@ class Run(TempDir):
         self.assertEqual(self.ran(), ["10_Other.py"], r.stdout)
         self.assertIn("level1-5 needs about 50 s (an earlier call cut it after that long)", r.stdout)
         self.assertTrue(os.path.exists(self.path("out", "level1-5.cut.json")))
+
+    def test_an_only_id_that_names_no_problem_is_an_error(self):
+        # level1-7 is a further problem (not every fifth): without --set all it is no problem of the
+        # run, and a misspelt id is none of either set; nothing runs.
+        self.problems("level1/5_Scale.py", "level1/7_Other.py")
+        fake = self.recording_ksol()
+        for only in ("level1-7", "level1-5,levl1-5"):
+            r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                                "--only", only], capture_output=True, text=True, timeout=120)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("error: --only names " + only.split(",")[-1] + ", not among the 1 problems of --set rule", r.stderr)
+            self.assertFalse(os.path.exists(self.path("order.txt")))
