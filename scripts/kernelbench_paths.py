@@ -329,7 +329,7 @@ def main():
     ap.add_argument("--set", choices=("rule", "all"), default="rule",
                     help="rule: the 40 problems (every fifth of each level; the default); all: every problem of levels 1 "
                          "and 2 (the further problems; keep their OUT apart from the rule's)")
-    ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40")
+    ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40 (each one of --set's problems, else an error)")
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
     ap.add_argument("--archive", default="", metavar="FILE",
