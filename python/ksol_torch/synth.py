@@ -751,8 +751,9 @@ def _mma_tile(filters: int) -> List[str]:
     return ["tile = [128, 128, 16]", "thread_tile = [2, 2]"]
 
 
-# Rows of this many elements or more fit no row cache (cache_row: a block's registers hold about
-# 16K floats, its shared memory 57K), so every pass over one reads it from memory again.
+# Rows of this many elements or more fit no row cache (cache_row: a block's registers hold at most
+# 32K floats, src/codegen/rowwise.cpp's register budget; its shared memory about 57K), so every
+# pass over one reads it from memory again.
 LONG_ROW = 65536
 
 
