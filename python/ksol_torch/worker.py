@@ -112,7 +112,7 @@ def _thread_origin(t):
 
 # What serve() needs from the evaluation it ran: the threads alive once the baselines were timed.
 # Whether phases are logged: under serve(), the worker's stderr is a log file.
-_STATE = {"threads_after_baselines": None, "log": False}
+_STATE = {"threads_after_baselines": None, "log": False, "phase": None}
 
 
 def _threads():
@@ -217,6 +217,7 @@ class _Phases:
     def start(self, phase):
         self.end()
         self.current, self.t0 = phase, _perf_ns()
+        _STATE["phase"] = phase
         _log(f"{self.name}: {phase} ...")
 
     def end(self):
@@ -225,6 +226,22 @@ class _Phases:
             self.seconds[self.current] = round(self.seconds.get(self.current, 0.0) + dt, 3)
             _log(f"{self.name}: {self.current} {dt:.2f} s")
             self.current = None
+
+
+def _error_text(e: BaseException) -> str:
+    """An exception that escaped an evaluation, as the reply's error: its type and message, the
+    phase it happened in and the innermost line of ksol's own code on its way (worker.py:1103 in
+    evaluate), so that an out-of-memory error, say, says which step asked for the memory. The
+    whole traceback goes to the worker's log and the reply's "trace"."""
+    where = []
+    if _STATE.get("phase"):
+        where.append(f"in phase {_STATE['phase']}")
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.dirname(os.path.abspath(f.filename)) == here]
+    if frames:
+        f = frames[-1]
+        where.append(f"at {os.path.basename(f.filename)}:{f.lineno} in {f.name}")
+    return f"{type(e).__name__} ({', '.join(where)}): {e}" if where else f"{type(e).__name__}: {e}"
 
 
 class GateFailure(Exception):
@@ -401,6 +418,35 @@ def _draw(prob, seed: int, dist: str, device: str):
     return out
 
 
+def _draw_into(dst, prob, seed: int, dist: str, device: str) -> None:
+    """_draw's case written into the tensors of `dst` (the same values, copied with copy_): the
+    transform goes slice by slice straight into them, and each drawn tensor is let go once it is
+    written, so the device holds one tensor of the draw's size less than _draw's list of
+    transformed copies would (a 16 GB input: 32 GB, not 48, beside the float64 reference's)."""
+    raw = _get_inputs(prob, seed, device)
+    gens = {}
+    for k in range(len(raw)):
+        x, raw[k] = raw[k], None
+        if not isinstance(x, torch.Tensor):
+            continue
+        t = dst[k]
+        if dist == "normal" or not x.is_floating_point():
+            t.copy_(x)
+            continue
+        if x.device not in gens:
+            gens[x.device] = torch.Generator(device=x.device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+        gen = gens[x.device]
+        n = x.numel()
+        if n > _TRANSFORM_SLICE and t.is_contiguous() and tuple(t.shape) == tuple(x.shape):
+            flat_in, flat_out = x.reshape(-1), t.view(-1)
+            for s in range(0, n, _TRANSFORM_SLICE):
+                flat_out[s:s + _TRANSFORM_SLICE].copy_(_transform_whole(flat_in[s:s + _TRANSFORM_SLICE], dist, gen))
+            del flat_in
+        else:
+            t.copy_(_transform(x, dist, gen))
+        del x
+
+
 def _flat(out):
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _flat(o)]
@@ -442,6 +488,40 @@ def _park(inputs):
     if not any(x.is_cuda for x in tensors) or sum(x.numel() * x.element_size() for x in tensors) < _PARK_BYTES:
         return inputs
     return [_to(x, device="cpu") if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+# Elements compared at a time when an input's copy from before the call lies on the host.
+_EQUAL_SLICE = 1 << 26
+
+
+def _before_call(inputs):
+    """Copies of `inputs`' tensors for the check that the call left them as they were: on the
+    device, or on the host where the copies would take more than half of the GPU's free memory
+    (a 16 GB input beside the case's other copies and the candidate's own buffers)."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    size = sum(x.numel() * x.element_size() for x in tensors)
+    host = False
+    if size >= _PARK_BYTES and any(x.is_cuda for x in tensors):
+        try:
+            free = torch.cuda.mem_get_info(next(x for x in tensors if x.is_cuda).device)[0]
+        except Exception:
+            free = 0
+        host = size * 2 > free
+    return [(_to(x, device="cpu") if host and x.is_cuda else x.clone()) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _unchanged(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal(a, b), where `a` may be a host copy of the device tensor `b`: compared slice by
+    slice on b's device, so no whole copy of either is made."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.device == b.device and a.numel() <= _EQUAL_SLICE:
+        return torch.equal(a, b)
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for s in range(0, fa.numel(), _EQUAL_SLICE):
+        if not torch.equal(fa[s:s + _EQUAL_SLICE].to(b.device), fb[s:s + _EQUAL_SLICE]):
+            return False
+    return True
 
 
 def _out_of_memory():
@@ -1096,20 +1176,16 @@ def _evaluate(req):
         for seed in seeds:
             for dist in DISTRIBUTIONS:
                 ref = out = before = None  # the last case's tensors go before this case's are made
-                new = _draw(prob, seed, dist, device)
-                for k, x in enumerate(new):
-                    if isinstance(x, torch.Tensor):
-                        keep[k].copy_(x)
-                new = None
+                _draw_into(keep, prob, seed, dist, device)
                 ref = ref_out(keep)
                 if any(not torch.isfinite(r).all() for r in ref) and dist != "normal":
                     cases.append(f"seed {seed}, {dist}: skipped (the reference is not finite on these inputs)")
                     continue
-                before = [x.clone() if isinstance(x, torch.Tensor) else x for x in keep]
+                before = _before_call(keep)
                 label = f"seed {seed}, {dist}"
                 out = call(keep, label)
                 for k, (a, b) in enumerate(zip(before, keep)):
-                    if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                    if isinstance(a, torch.Tensor) and not _unchanged(a, b):
                         raise GateFailure("correctness", "input_mutated", f"input {k} changed during the call ({label})")
                 worst = max(worst, _compare(out, ref, want_types, keep, accumulation, rtol_scale, label, u_acc))
                 cases.append(label)
@@ -1589,6 +1665,7 @@ def serve(stdin=sys.stdin, stdout=None):
         elif op == "screen":
             before = _threads()
             try:
+                _STATE["phase"] = None
                 rep = {"id": rid, "ok": True, "result": screen(req)}
             except _Culprit as e:
                 # As ksol-worker does: the device is unusable, and the reply names the candidate
@@ -1597,7 +1674,7 @@ def serve(stdin=sys.stdin, stdout=None):
                 out.flush()
                 os._exit(3)
             except Exception as e:
-                rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+                rep = {"id": rid, "ok": False, "error": _error_text(e), "trace": traceback.format_exc()[-2000:]}
                 broken = _device_broken()
                 if broken:
                     rep["fatal"] = True
@@ -1616,9 +1693,11 @@ def serve(stdin=sys.stdin, stdout=None):
             before = _threads()
             _STATE["threads_after_baselines"] = None
             try:
+                _STATE["phase"] = None
                 rep = {"id": rid, "ok": True, "result": evaluate(req)}
             except Exception as e:
-                rep = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+                rep = {"id": rid, "ok": False, "error": _error_text(e), "trace": traceback.format_exc()[-2000:]}
+                _log(f"the evaluation raised {rep['error'][:300]}\n{rep['trace']}")
             failed = not rep.get("ok") or rep.get("result", {}).get("status") != "ok"
             broken = _device_broken() if failed else ""
             if broken:

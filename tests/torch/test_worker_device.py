@@ -120,6 +120,81 @@ class Transforms(unittest.TestCase):
         self.assertIs(worker._transform(x, "spiky", torch.Generator()), x)
 
 
+class CaseTensors(unittest.TestCase):
+    """A correctness case drawn into the tensors the candidate is called on, and the copy of them
+    from before the call that the input-mutation check compares against."""
+
+    def setUp(self):
+        self.prob = problem_mod.load(PROBLEM)
+
+    def test_a_case_drawn_into_its_tensors_is_the_draw(self):
+        # Whole and slice by slice (1000 elements over 8 x 32 = 256: one slice; 50: six): the
+        # tensors hold what _draw gives under the same slicing, whatever they held before.
+        for slice_ in (1000, 50):
+            with mock.patch.object(worker, "_TRANSFORM_SLICE", slice_):
+                for dist in worker.DISTRIBUTIONS:
+                    want = worker._draw(self.prob, 7, dist, "cpu")
+                    dst = [torch.full_like(want[0], 7.0)]
+                    worker._draw_into(dst, self.prob, 7, dist, "cpu")
+                    self.assertTrue(torch.equal(dst[0], want[0]), (slice_, dist))
+                    # A destination that is not contiguous takes the transformed tensor whole.
+                    odd = [torch.full((32, 8), 7.0).t()]
+                    worker._draw_into(odd, self.prob, 7, dist, "cpu")
+                    self.assertTrue(torch.equal(odd[0], want[0]), (slice_, dist))
+        # The sliced draw is its own (the generator draws slice by slice), so the test above
+        # compares like with like.
+        with mock.patch.object(worker, "_TRANSFORM_SLICE", 50):
+            sliced = worker._draw(self.prob, 7, "spiky", "cpu")[0]
+        self.assertFalse(torch.equal(sliced, worker._draw(self.prob, 7, "spiky", "cpu")[0]))
+
+    def test_the_unchanged_check_compares_slice_by_slice(self):
+        a = sample((40, 25), 4)
+        with mock.patch.object(worker, "_EQUAL_SLICE", 64):
+            self.assertTrue(worker._unchanged(a.clone(), a))
+            b = a.clone()
+            b.view(-1)[-1] += 1.0  # in the last, short slice
+            self.assertFalse(worker._unchanged(a, b))
+            b = a.clone()
+            b.view(-1)[70] = float("nan")
+            self.assertFalse(worker._unchanged(a, b))
+            self.assertFalse(worker._unchanged(a, a.reshape(25, 40)))
+            self.assertFalse(worker._unchanged(a, a.double()))
+        self.assertTrue(worker._unchanged(a.clone(), a))
+        self.assertFalse(worker._unchanged(a, a + 1))
+
+    def test_the_copy_from_before_the_call_is_a_copy(self):
+        x, n = sample((4, 4), 2), 3
+        got = worker._before_call([x, n])
+        self.assertIsNot(got[0], x)
+        self.assertTrue(torch.equal(got[0], x))
+        self.assertEqual(got[1], n)
+
+    def test_a_candidate_that_writes_into_its_input_fails_with_slices_too(self):
+        for slice_ in (worker._EQUAL_SLICE, 16):
+            with mock.patch.object(worker, "_EQUAL_SLICE", slice_):
+                r = worker.evaluate({"problem": PROBLEM, "device": "cpu", "seeds": [1, 2, 3],
+                                     "candidate": os.path.join(HERE, "candidates", "gemm_relu_mutates_input.py")})
+            self.assertEqual((r["status"], r.get("error_class")), ("failed", "input_mutated"), r.get("message"))
+            self.assertIn("input 0 changed during the call (seed 1, normal)", r["message"])
+
+
+class ErrorText(unittest.TestCase):
+    def test_an_escaped_error_says_its_phase_and_line(self):
+        worker._STATE["phase"] = "correctness"
+        try:
+            try:
+                worker._unchanged(None, torch.zeros(1))
+            except Exception as e:
+                text = worker._error_text(e)
+        finally:
+            worker._STATE["phase"] = None
+        self.assertRegex(text, r"^AttributeError \(in phase correctness, at worker\.py:\d+ in _unchanged\): ")
+        try:
+            raise ValueError("plain")
+        except ValueError as e:
+            self.assertEqual(worker._error_text(e), "ValueError: plain")  # no phase, no ksol frame
+
+
 class DeviceDraws(unittest.TestCase):
     def setUp(self):
         self.prob = problem_mod.load(PROBLEM)
