@@ -226,6 +226,11 @@ def same_task_as_fx(cap, fx_item: Optional[Dict]) -> str:
             "so that kernel is the whole forward, which the fx path searched as one DSL program")
 
 
+def _moved(torch, values: List, device: str) -> List:
+    """`values` with each tensor on `device` (the same values; the others as they are)."""
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
+
+
 def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float, min_gain: float = 0.01,
              fx_item: Optional[Dict] = None) -> Dict:
     """The Inductor path after the capture: `search(problem_file, run_dir, seconds)` runs one
@@ -284,13 +289,15 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
     _write(os.path.join(report_dir, REPORT), doc)
 
     # The searches, the budget split evenly over the kernels that lower. Each runs in processes of
-    # its own, which need the GPU's memory: the recorded launches wait on the host, and what this
-    # process's allocator keeps cached goes back to the GPU; a kernel's launches come back for its
-    # checks and are dropped after them.
+    # its own, which need the GPU's memory: the recorded launches and the model's inputs wait on
+    # the host, and what this process's allocator keeps cached goes back to the GPU; a kernel's
+    # launches come back for its checks and are dropped after them, the inputs after the searches.
     share = budget_seconds / max(1, len(work))
     for item in work:
         for r in item["recs"]:
             r.to("cpu")
+    if work:
+        env.inputs = _moved(env.torch, env.inputs, "cpu")
     candidates, makers = [], {}
     for item in work:
         rec = item["rec"]
@@ -313,6 +320,8 @@ def run_path(env, cap, doc: Dict, report_dir: str, search, budget_seconds: float
         makers[(rec["graph"], rec["kernel"])] = made
         candidates.append(ch.Candidate(name, rec["inductor_us"] - rec["replacement_us"]))
         _write(os.path.join(report_dir, REPORT), doc)
+
+    env.inputs = _moved(env.torch, env.inputs, env.device)
 
     # The whole model, replacements added one at a time.
     by_name = {f"g{gi}.{k}": (gi, k) for gi, k in makers}

@@ -289,6 +289,27 @@ class ScriptedCapture(TempDir):
         (k,) = doc["kernels"]
         self.assertEqual((k["status"], doc["answer"]), ("verified", "inductor+ksol"), k.get("reason"))
 
+    def test_the_models_inputs_wait_on_the_host_while_the_searches_run(self):
+        # The searches run in processes of their own and need the GPU's memory (a 16 GB input held
+        # here left a kernel's search too little): the inputs go to the host before the first
+        # search and come back after the last, before the whole model is timed again.
+        moves, seen, real = [], [], ip._moved
+
+        def moved(torch_, values, device):
+            moves.append(device)
+            return real(torch_, values, device)
+
+        def search(problem_file, run_dir, seconds):
+            seen.append(list(moves))
+            return self.search_with()(problem_file, run_dir, seconds)
+
+        with mock.patch.object(ip, "_moved", side_effect=moved):
+            doc, _ = self.run_path(search=search)
+        self.assertEqual(seen, [["cpu"]])
+        self.assertEqual(moves, ["cpu", "cpu"])  # back to env.device, which is the host here
+        (k,) = doc["kernels"]
+        self.assertEqual((k["status"], doc["answer"]), ("verified", "inductor+ksol"), k.get("reason"))
+
     def test_a_kernel_is_searched_where_the_fx_path_stitched_pieces(self):
         doc, _ = self.run_path(fx_item=item_stitched([{"nodes": ["add"], "family": "elementwise"}]))
         (k,) = doc["kernels"]
