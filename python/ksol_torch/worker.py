@@ -344,14 +344,23 @@ def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor
     give, bit for bit: every step is the same IEEE operation, a product with the sign is exact."""
     if dist == "normal" or not x.is_floating_point():
         return x
-    n = x.numel()
-    if n > _TRANSFORM_SLICE:
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        flat_in, flat_out = x.reshape(-1), out.view(-1)
-        for s in range(0, n, _TRANSFORM_SLICE):
-            flat_out[s:s + _TRANSFORM_SLICE] = _transform_whole(flat_in[s:s + _TRANSFORM_SLICE], dist, gen)
-        return out
+    if x.numel() > _TRANSFORM_SLICE:
+        return _transform_sliced(torch.empty(x.shape, dtype=x.dtype, device=x.device), x, dist, gen)
     return _transform_whole(x, dist, gen)
+
+
+def _transform_sliced(out: torch.Tensor, x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
+    """_transform of `x` slice by slice into `out` (contiguous, x's shape and type, on any device):
+    one slice's float64 temporaries at a time, on x's device."""
+    flat_in, flat_out = x.reshape(-1), out.view(-1)
+    for s in range(0, x.numel(), _TRANSFORM_SLICE):
+        flat_out[s:s + _TRANSFORM_SLICE] = _transform_whole(flat_in[s:s + _TRANSFORM_SLICE], dist, gen)
+    return out
+
+
+def _case_generator(device, seed: int, dist: str) -> torch.Generator:
+    """The generator of a case's transform on `device`: seeded from (seed, dist)."""
+    return torch.Generator(device=device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
 
 
 def _transform_whole(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
@@ -411,7 +420,7 @@ def _draw(prob, seed: int, dist: str, device: str):
     for x in raw:
         if isinstance(x, torch.Tensor):
             if dist != "normal" and x.is_floating_point() and x.device not in gens:
-                gens[x.device] = torch.Generator(device=x.device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+                gens[x.device] = _case_generator(x.device, seed, dist)
             out.append(_transform(x, dist, gens.get(x.device)).to(device))
         else:
             out.append(x)
@@ -434,16 +443,11 @@ def _draw_into(dst, prob, seed: int, dist: str, device: str) -> None:
             t.copy_(x)
             continue
         if x.device not in gens:
-            gens[x.device] = torch.Generator(device=x.device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
-        gen = gens[x.device]
-        n = x.numel()
-        if n > _TRANSFORM_SLICE and t.is_contiguous() and tuple(t.shape) == tuple(x.shape):
-            flat_in, flat_out = x.reshape(-1), t.view(-1)
-            for s in range(0, n, _TRANSFORM_SLICE):
-                flat_out[s:s + _TRANSFORM_SLICE].copy_(_transform_whole(flat_in[s:s + _TRANSFORM_SLICE], dist, gen))
-            del flat_in
+            gens[x.device] = _case_generator(x.device, seed, dist)
+        if x.numel() > _TRANSFORM_SLICE and t.is_contiguous() and tuple(t.shape) == tuple(x.shape) and t.dtype == x.dtype:
+            _transform_sliced(t, x, dist, gens[x.device])
         else:
-            t.copy_(_transform(x, dist, gen))
+            t.copy_(_transform(x, dist, gens[x.device]))
         del x
 
 
