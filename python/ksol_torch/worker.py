@@ -230,8 +230,8 @@ class _Phases:
 
 def _error_text(e: BaseException) -> str:
     """An exception that escaped an evaluation, as the reply's error: its type and message, the
-    phase it happened in and the innermost line of ksol's own code on its way (worker.py:1103 in
-    evaluate), so that an out-of-memory error, say, says which step asked for the memory. The
+    phase it happened in and the innermost line of ksol's own code on its way ("at worker.py:LINE
+    in _evaluate"), so that an out-of-memory error, say, says which step asked for the memory. The
     whole traceback goes to the worker's log and the reply's "trace"."""
     where = []
     if _STATE.get("phase"):
@@ -429,9 +429,10 @@ def _draw(prob, seed: int, dist: str, device: str):
 
 def _draw_into(dst, prob, seed: int, dist: str, device: str) -> None:
     """_draw's case written into the tensors of `dst` (the same values, copied with copy_): the
-    transform goes slice by slice straight into them, and each drawn tensor is let go once it is
-    written, so the device holds one tensor of the draw's size less than _draw's list of
-    transformed copies would (a 16 GB input: 32 GB, not 48, beside the float64 reference's)."""
+    heavy and spiky transforms go slice by slice straight into them, and each drawn tensor is let
+    go once it is written. For those two draws the device holds one tensor of the draw's size
+    less than _draw's list of transformed copies (a 16 GB input: 32 GB, not 48); the normal draw
+    needs the same as before (the draw and `dst`)."""
     raw = _get_inputs(prob, seed, device)
     gens = {}
     for k in range(len(raw)):
