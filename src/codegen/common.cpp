@@ -906,7 +906,8 @@ void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const
   w.line("const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);");
 }
 
-std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail) {
+std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail,
+                               const std::string& dim_type) {
   std::string s;
   for (const std::string& t : abi.tensors) {
     const dsl::Param* prm = p.param(t);
@@ -914,7 +915,7 @@ std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, cons
     for (const dsl::Param& in : p.inputs) input = input || in.name == t;
     s += std::string(input ? "const " : "") + cuda_type(prm->type) + "* __restrict__ " + names[t] + ", ";
   }
-  for (size_t i = 0; i < p.dims.size(); ++i) s += (i ? ", " : "") + std::string("int64_t ") + names[p.dims[i]];
+  for (size_t i = 0; i < p.dims.size(); ++i) s += (i ? ", " : "") + dim_type + " " + names[p.dims[i]];
   if (p.dims.empty() && !open_tail && s.size() >= 2) s.resize(s.size() - 2);
   return s + (open_tail && !p.dims.empty() ? ", " : "");
 }

@@ -203,9 +203,10 @@ std::string pack_source();
 // (through `names`) and the stream to `stream`. Leaves the function open.
 void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names);
 // A kernel's parameter list for the dense tensors and dims of the ABI (inputs const, every
-// pointer __restrict__, dims int64_t), and the matching argument list; `open_tail` ends both with
-// ", " for parameters that follow.
-std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail);
+// pointer __restrict__, dims of `dim_type`), and the matching argument list; `open_tail` ends both
+// with ", " for parameters that follow.
+std::string kernel_params_decl(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail,
+                               const std::string& dim_type = "int64_t");
 std::string kernel_params_pass(const dsl::Program& p, const AbiLayout& abi, const Names& names, bool open_tail);
 // The SIMT main loop's step over one staged slice: each thread's fragments of As and Bs (kTM x
 // kTN outputs, kTY x kTX threads) and their outer product into acc with fmaf, as the gemm (simt)

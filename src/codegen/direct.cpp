@@ -362,6 +362,9 @@ class Generator {
     w.line("namespace {");
     w.line("constexpr int kThreads = " + std::to_string(threads_) + ";  // threads per block");
     w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one output per thread below it");
+    w.line("#ifndef KSOL_DIRECT_INDEX32_MAX");
+    w.line("#define KSOL_DIRECT_INDEX32_MAX 2147483647LL  // the largest value the loop kernel's 32-bit indices take");
+    w.line("#endif");
     w.line();
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
@@ -378,13 +381,16 @@ class Generator {
   std::string name_, loop_name_;
   std::map<size_t, std::string> row_arrays_;  // the mma kernel's decoded rows per staged element
   std::map<std::string, std::array<std::string, 3>> phase_names_;  // per phase's tap: phase, tap0, taps
+  // The type of the index arithmetic being emitted: the thread-per-output kernel's template
+  // parameter Idx while it is written (32-bit where the host finds every value fits), else int64_t.
+  std::string ix_ = "int64_t";
 
   std::string extent(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
 
-  // The code of one index of a read, as an int64_t expression of the index variables.
+  // The code of one index of a read, as an expression of the index variables in ix_.
   std::string index_code(const IndexExpr& ix) const {
     auto term = [&](const std::string& v, int64_t c) {
-      return c == 1 ? names_[v] : "(int64_t)" + std::to_string(c) + " * " + names_[v];
+      return c == 1 ? names_[v] : "(" + ix_ + ")" + std::to_string(c) + " * " + names_[v];
     };
     std::string s = term(ix.var, ix.scale);
     if (!ix.plus.empty()) s += (ix.plus_scale < 0 ? " - " : " + ") + term(ix.plus, ix.plus_scale < 0 ? -ix.plus_scale : ix.plus_scale);
@@ -420,7 +426,7 @@ class Generator {
   std::string plain_offset(const Expr& r, const Param& prm) const {
     std::string off;
     for (size_t k = 0; k < r.indices.size(); ++k)
-      off = k == 0 ? "(int64_t)" + names_[r.indices[k].var] : "(" + off + ") * " + extent(prm.extents[k]) + " + " + names_[r.indices[k].var];
+      off = k == 0 ? "(" + ix_ + ")" + names_[r.indices[k].var] : "(" + off + ") * " + extent(prm.extents[k]) + " + " + names_[r.indices[k].var];
     return off.empty() ? "0" : off;
   }
 
@@ -435,10 +441,10 @@ class Generator {
       if (ix.divisor != 1) {
         const std::string num = names_.fresh("num");
         const std::string d = std::to_string(ix.divisor);
-        w.line("const int64_t " + num + " = " + index_code(ix) + ";");
-        w.line("const int64_t " + at + " = " + num + " >= 0 && " + num + " % " + d + " == 0 ? " + num + " / " + d + " : -1;");
+        w.line("const " + ix_ + " " + num + " = " + index_code(ix) + ";");
+        w.line("const " + ix_ + " " + at + " = " + num + " >= 0 && " + num + " % " + d + " == 0 ? " + num + " / " + d + " : -1;");
       } else {
-        w.line("const int64_t " + at + " = " + index_code(ix) + ";");
+        w.line("const " + ix_ + " " + at + " = " + index_code(ix) + ";");
       }
       ok += (ok.empty() ? "" : " && ") + at + " >= 0 && " + at + " < " + n;
       off = k == 0 ? at : "(" + off + ") * " + n + " + " + at;
@@ -491,20 +497,26 @@ class Generator {
     return em;
   }
 
+  // The thread-per-output kernel, a template over its index type Idx: the host launches it with
+  // int where every index, offset and the grid-stride loop fit 32 bits (index32_fits), which
+  // spares each output element's decode and each read's offset the 64-bit divisions and
+  // multiplications, and with int64_t otherwise.
   void kernel(Writer& w) {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
-    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true) +
-           "int64_t total)");
-    w.open("for (int64_t flat = (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total; flat += (int64_t)gridDim.x * kThreads)");
+    ix_ = "Idx";
+    w.line("template <typename Idx>");
+    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
+           "Idx total)");
+    w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
     w.comment("The element's indices, the last fastest.");
-    w.line("int64_t rest = flat;");
+    w.line("Idx rest = flat;");
     for (size_t k = d.indices.size(); k-- > 0;) {
       const std::string n = extent(d.extents[k]);
       if (k == 0) {
-        w.line("const int64_t " + names_[d.indices[k]] + " = rest;");
+        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
       } else {
-        w.line("const int64_t " + names_[d.indices[k]] + " = rest % " + n + ";");
+        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + n + ";");
         w.line("rest /= " + n + ";");
       }
     }
@@ -519,7 +531,7 @@ class Generator {
       w.line(at + " acc = " + init + ";");
     }
     for (size_t j = 0; j < s_.over.size(); ++j)
-      w.open("for (int64_t " + names_[s_.over[j]] + " = 0; " + names_[s_.over[j]] + " < " + extent(s_.over_extents[j]) +
+      w.open("for (Idx " + names_[s_.over[j]] + " = 0; " + names_[s_.over[j]] + " < " + extent(s_.over_extents[j]) +
              "; ++" + names_[s_.over[j]] + ")");
     std::map<const Expr*, std::string> value = loads(w, d.body);
     ExprEmitter em = emitter(value, "");
@@ -548,6 +560,48 @@ class Generator {
     w.line(names_[out.name] + "[flat] = " + output_value(w, reduced, reduced_type) + ";");
     w.close();
     w.close();
+    ix_ = "int64_t";
+  }
+
+  // The host's condition (int64_t arithmetic on the ABI's dims) under which the thread-per-output
+  // kernel's indices fit Idx = int: the grid-stride loop's flat + step (at most 2 * total +
+  // kThreads), every tensor's element count (an offset is computed only for a position inside its
+  // tensor, so it stays below that count), and every compound index's value, bounded by
+  // |scale| * extent + |plus_scale| * extent + |offset| over the extents of its variables.
+  // KSOL_DIRECT_INDEX32_MAX (2^31 - 1 unless defined before the source) lowers the limit, so that
+  // a test can run the 64-bit instantiation on small shapes.
+  std::string index32_fits(const std::string& total) const {
+    const Definition& d = *s_.reduce;
+    std::map<std::string, std::string> ext;  // index variable -> its extent
+    for (size_t k = 0; k < d.indices.size(); ++k) ext[d.indices[k]] = extent(d.extents[k]);
+    for (size_t j = 0; j < s_.over.size(); ++j) ext[s_.over[j]] = extent(s_.over_extents[j]);
+    std::vector<std::string> terms = {"2 * " + total + " + kThreads"};
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const Param& prm : *list) {
+        std::string n;
+        for (const std::string& e : prm.extents) n += (n.empty() ? "(int64_t)" : " * ") + extent(e);
+        if (!n.empty()) terms.push_back(n);
+      }
+    std::vector<const Expr*> reads = reads_in(d.body);
+    if (s_.out != &d)
+      for (const Expr* r : reads_in(s_.out->body)) reads.push_back(r);
+    for (const Expr* r : reads) {
+      for (const IndexExpr& ix : r->indices) {
+        if (!dsl::index_is_compound(ix) && ix.offset == 0) continue;
+        std::string b;
+        for (const auto& [v, c] : {std::pair{ix.var, ix.scale}, std::pair{ix.plus, ix.plus_scale}}) {
+          if (v.empty()) continue;
+          auto it = ext.find(v);
+          if (it == ext.end()) return "false";  // an index variable of unknown extent: 64-bit
+          b += (b.empty() ? "" : " + ") + std::to_string(c < 0 ? -c : c) + " * (int64_t)" + it->second;
+        }
+        b += " + " + std::to_string(ix.offset < 0 ? -ix.offset : ix.offset);
+        terms.push_back(b);
+      }
+    }
+    std::string fits;
+    for (const std::string& t : terms) fits += (fits.empty() ? "" : " && ") + ("(" + t + ") <= KSOL_DIRECT_INDEX32_MAX");
+    return fits;
   }
 
   // The output's value from the reduction's value `reduced` (of type `type`): converted, or
@@ -864,7 +918,12 @@ class Generator {
       w.close();
     }
     w.line("const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);");
-    w.line(loop_name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    w.open("if (" + index32_fits("total") + ")");
+    w.line(loop_name_ + "<int><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    w.close();
+    w.open("else");
+    w.line(loop_name_ + "<int64_t><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    w.close();
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }

@@ -160,9 +160,13 @@ TEST(CodegenDirect, InterpreterDividesIndicesAndPadsWithMinusInfinity) {
 }
 
 // Every case generated, built for the host's CUDA emulator and run, against the interpreter in
-// float64 with the correctness gate's tolerance.
+// float64 with the correctness gate's tolerance: the thread-per-output kernel with 32-bit indices
+// (what these shapes get), and with 64-bit ones (KSOL_DIRECT_INDEX32_MAX 0 makes every shape too
+// large for 32 bits).
 TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
+  for (const char* prefix : {"", "#define KSOL_DIRECT_INDEX32_MAX 0LL\n"})
   for (const Case& c : kCases) {
+    SCOPED_TRACE(std::string(c.name) + (*prefix ? " (64-bit indices)" : " (32-bit indices)"));
     const dsl::Program p = parse(c.program);
     auto numel = [&](const dsl::Param& prm) {
       int64_t n = 1;
@@ -194,7 +198,10 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
     buffers.emplace_back(numel(out) * dtype_size(out_dtype), 0xFF);
     std::vector<int64_t> dv;
     for (const std::string& d : p.dims) dv.push_back(c.dims.at(d));
-    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+    const std::string source = codegen::generate_cuda(p, {});
+    EXPECT_NE(source.find("<int><<<"), std::string::npos) << c.name;
+    EXPECT_NE(source.find("<int64_t><<<"), std::string::npos) << c.name;
+    codegen::HostBuild build = codegen::build_for_host(prefix + source);
     ASSERT_TRUE(build.ok) << c.name << "\n" << build.message;
     codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
     ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
