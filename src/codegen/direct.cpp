@@ -480,7 +480,7 @@ class Generator {
       w.open("");  // a block of its own: the position locals are per read
       const auto [ok, off] = positions(w, *r, *prm);
       const std::string fill = prm->lowest_outside ? "-INFINITY" : literal(0, prm->type);
-      w.line(v + " = (" + ok + ") ? " + names_[prm->name] + "[" + off + "] : " + (prm->lowest_outside ? "(" + t + ")" : "") + fill + ";");
+      w.line(v + " = (" + (ix_ == "Idx" ? "!kChecked || " : "") + ok + ") ? " + names_[prm->name] + "[" + off + "] : " + (prm->lowest_outside ? "(" + t + ")" : "") + fill + ";");
       w.close();
       return v;
     }
@@ -497,15 +497,17 @@ class Generator {
     return em;
   }
 
-  // The thread-per-output kernel, a template over its index type Idx: the host launches it with
-  // int where every index, offset and the grid-stride loop fit 32 bits (index32_fits), which
-  // spares each output element's decode and each read's offset the 64-bit divisions and
-  // multiplications, and with int64_t otherwise.
+  // The thread-per-output kernel, a template over its index type Idx and over kChecked. The host
+  // launches it with Idx = int where every index, offset and the grid-stride loop fit 32 bits
+  // (index32_fits), which spares each output element's decode and each read's offset the 64-bit
+  // divisions and multiplications, and with int64_t otherwise; with kChecked false where every
+  // read stays inside its tensor at every output and reduced index (inside_everywhere: no
+  // padding, no taps past the image), which drops the per-read bounds checks.
   void kernel(Writer& w) {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
     ix_ = "Idx";
-    w.line("template <typename Idx>");
+    w.line("template <typename Idx, bool kChecked>");
     w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
            "Idx total)");
     w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
@@ -602,6 +604,47 @@ class Generator {
     std::string fits;
     for (const std::string& t : terms) fits += (fits.empty() ? "" : " && ") + ("(" + t + ") <= KSOL_DIRECT_INDEX32_MAX");
     return fits;
+  }
+
+  // The host's condition under which every read of the thread-per-output kernel is inside its
+  // tensor for all values of its index variables: per plain variable, its extent within the
+  // tensor's; per other index, its least and greatest value (from the signs of its coefficients and its variables' extents) in
+  // [0, extent). "false" where a read has a divided index (a transposed convolution's taps between
+  // input pixels must be skipped) or a variable of unknown extent.
+  std::string inside_everywhere() const {
+    const Definition& d = *s_.reduce;
+    std::map<std::string, std::string> ext;  // index variable -> its extent
+    for (size_t k = 0; k < d.indices.size(); ++k) ext[d.indices[k]] = extent(d.extents[k]);
+    for (size_t j = 0; j < s_.over.size(); ++j) ext[s_.over[j]] = extent(s_.over_extents[j]);
+    std::vector<const Expr*> reads = reads_in(d.body);
+    if (s_.out != &d)
+      for (const Expr* r : reads_in(s_.out->body)) reads.push_back(r);
+    std::string all;
+    for (const Expr* r : reads) {
+      const Param* prm = p_.param(r->name);
+      if (!prm || p_.def(r->name) || !compound(*r)) continue;
+      for (size_t k = 0; k < r->indices.size(); ++k) {
+        const IndexExpr& ix = r->indices[k];
+        if (!dsl::index_is_compound(ix) && ix.offset == 0) {  // a plain variable: inside where its extent is
+          auto it = ext.find(ix.var);
+          if (it == ext.end()) return "false";
+          if (it->second != extent(prm->extents[k]))
+            all += (all.empty() ? "" : " && ") + ("(int64_t)" + it->second + " <= (int64_t)" + extent(prm->extents[k]));
+          continue;
+        }
+        if (ix.divisor != 1) return "false";
+        std::string lo = std::to_string(ix.offset), hi = lo;
+        for (const auto& [v, c] : {std::pair{ix.var, ix.scale}, std::pair{ix.plus, ix.plus_scale}}) {
+          if (v.empty()) continue;
+          auto it = ext.find(v);
+          if (it == ext.end()) return "false";
+          const std::string span = std::to_string(c) + " * ((int64_t)" + it->second + " - 1)";
+          (c < 0 ? lo : hi) += " + " + span;
+        }
+        all += (all.empty() ? "" : " && ") + ("(" + lo + ") >= 0 && (" + hi + ") < (int64_t)" + extent(prm->extents[k]));
+      }
+    }
+    return all.empty() ? "true" : all;
   }
 
   // The output's value from the reduction's value `reduced` (of type `type`): converted, or
@@ -918,11 +961,21 @@ class Generator {
       w.close();
     }
     w.line("const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);");
+    const std::string inside = inside_everywhere();
     w.open("if (" + index32_fits("total") + ")");
-    w.line(loop_name_ + "<int><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    if (inside == "false") {
+      w.line(loop_name_ + "<int, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    } else {
+      w.open("if (" + inside + ")");
+      w.line(loop_name_ + "<int, false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+      w.close();
+      w.open("else");
+      w.line(loop_name_ + "<int, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+      w.close();
+    }
     w.close();
     w.open("else");
-    w.line(loop_name_ + "<int64_t><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    w.line(loop_name_ + "<int64_t, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
     w.close();
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();

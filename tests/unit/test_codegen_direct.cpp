@@ -34,7 +34,8 @@ struct Case {
 // 3-D convolution with a bias; a transposed 1-D convolution (stride 2, padding 1, dilation 2);
 // a transposed 2-D one (stride 2, padding 1) with an epilogue; a grouped 2-D convolution through
 // 5-D views; max pools padded with -inf (2-D, 3-D); an average pool (padding counted, as
-// PyTorch's default); an argmax over the middle index, converted to i64; a min over two indices.
+// PyTorch's default); a depthwise convolution and a max pool whose reads all stay inside (the
+// kernel without bounds checks), the same pool with a ceil-mode row past the image (checked); an argmax over the middle index, converted to i64; a min over two indices.
 const std::vector<Case> kCases = {
     {"conv3d",
      "kernel conv3d(X: f32[N, C, D, H, W] outside 0, F: f32[K, C, T, R, S], b: f32[K]) -> (Y: f32[N, K, O, P, Q]) {\n"
@@ -67,6 +68,18 @@ const std::vector<Case> kCases = {
      "kernel avgpool(X: f32[N, C, H, W] outside 0) -> (Y: f32[N, C, P, Q]) {\n"
      "  Y[n, c, h, w] = mean(X[n, c, h*2+r-1, w*2+s-1]) over r:3, s:3\n}\n",
      {{"N", 2}, {"C", 2}, {"H", 5}, {"W", 6}, {"P", 3}, {"Q", 3}}},
+    {"depthwise_valid",
+     "kernel dw_valid(X: f32[N, G, C, H, W] outside 0, F: f32[G, K, C, R, S]) -> (Y: f32[N, G, K, P, Q]) {\n"
+     "  Y[n, g, k, h, w] = sum(X[n, g, c, h+r, w+s] * F[g, k, c, r, s]) over c, r, s\n}\n",
+     {{"N", 2}, {"G", 3}, {"C", 1}, {"H", 5}, {"W", 7}, {"K", 1}, {"R", 2}, {"S", 3}, {"P", 4}, {"Q", 5}}},
+    {"max_pool_inside",
+     "kernel maxpool_in(X: f32[N, C, H, W] outside -inf) -> (Y: f32[N, C, P, Q]) {\n"
+     "  Y[n, c, h, w] = max(X[n, c, h*2+r, w*2+s]) over r:2, s:2\n}\n",
+     {{"N", 2}, {"C", 2}, {"H", 5}, {"W", 5}, {"P", 2}, {"Q", 2}}},
+    {"max_pool_ceil",
+     "kernel maxpool_in(X: f32[N, C, H, W] outside -inf) -> (Y: f32[N, C, P, Q]) {\n"
+     "  Y[n, c, h, w] = max(X[n, c, h*2+r, w*2+s]) over r:2, s:2\n}\n",
+     {{"N", 2}, {"C", 2}, {"H", 5}, {"W", 5}, {"P", 3}, {"Q", 2}}},
     {"argmax",
      "kernel argmax_mid(X: f32[B, R, C]) -> (Y: i64[B, C]) {\n"
      "  am[b, c] = argmax(X[b, r, c]) over r\n"
@@ -199,8 +212,8 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
     std::vector<int64_t> dv;
     for (const std::string& d : p.dims) dv.push_back(c.dims.at(d));
     const std::string source = codegen::generate_cuda(p, {});
-    EXPECT_NE(source.find("<int><<<"), std::string::npos) << c.name;
-    EXPECT_NE(source.find("<int64_t><<<"), std::string::npos) << c.name;
+    EXPECT_NE(source.find("<int, true><<<"), std::string::npos) << c.name;
+    EXPECT_NE(source.find("<int64_t, true><<<"), std::string::npos) << c.name;
     codegen::HostBuild build = codegen::build_for_host(prefix + source);
     ASSERT_TRUE(build.ok) << c.name << "\n" << build.message;
     codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
