@@ -9,7 +9,9 @@
 // It is the simple form of a 3-D, 1-D, grouped or transposed convolution and of a pool: no tiling,
 // no shared memory, no reuse of a read between threads but what the caches give; a transposed
 // convolution of stride s visits s^d taps per useful one. What it buys is that every such
-// reduction the front end meets has a kernel of its own that is correct, not that it is fast.
+// reduction the front end meets has a kernel of its own that is correct. What keeps its
+// instructions few: 32-bit index arithmetic where the shape allows, and no bounds checks where
+// every read stays inside its tensor (both chosen by the host per call).
 //
 // A contraction among them (a sum of the products of two input reads, f32 data in tf32(...) on
 // both or bf16/f16 data in f32(...) on both, one read, the filter, at plain indices) also has a
@@ -962,20 +964,24 @@ class Generator {
     }
     w.line("const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);");
     const std::string inside = inside_everywhere();
-    w.open("if (" + index32_fits("total") + ")");
-    if (inside == "false") {
-      w.line(loop_name_ + "<int, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
-    } else {
-      w.open("if (" + inside + ")");
-      w.line(loop_name_ + "<int, false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    auto launches = [&](const std::string& idx) {
+      if (inside == "false") {
+        w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+        return;
+      }
+      w.open("if (inside)");
+      w.line(loop_name_ + "<" + idx + ", false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
       w.close();
       w.open("else");
-      w.line(loop_name_ + "<int, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+      w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
       w.close();
-    }
+    };
+    if (inside != "false") w.line("const bool inside = " + inside + ";");
+    w.open("if (" + index32_fits("total") + ")");
+    launches("int");
     w.close();
     w.open("else");
-    w.line(loop_name_ + "<int64_t, true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+    launches("int64_t");
     w.close();
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();

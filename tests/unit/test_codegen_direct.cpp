@@ -214,6 +214,8 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
     const std::string source = codegen::generate_cuda(p, {});
     EXPECT_NE(source.find("<int, true><<<"), std::string::npos) << c.name;
     EXPECT_NE(source.find("<int64_t, true><<<"), std::string::npos) << c.name;
+    if (std::string(c.name) == "depthwise_valid" || std::string(c.name) == "max_pool_inside")
+      EXPECT_NE(source.find("<int64_t, false><<<"), std::string::npos) << c.name;
     codegen::HostBuild build = codegen::build_for_host(prefix + source);
     ASSERT_TRUE(build.ok) << c.name << "\n" << build.message;
     codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dv);
