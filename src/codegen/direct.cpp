@@ -49,7 +49,7 @@ const std::vector<std::string> kInternal = {
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
-    "slices", "stage", "ahead", "into", "s", "src"};
+    "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "ksol_chunks"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -241,6 +241,7 @@ std::string contraction_of(const dsl::Program& p, const Shape& s, Contraction* c
 struct Sched {
   bool mma = false;
   int64_t threads = 256;              // the thread-per-output kernel's
+  int64_t items = 1;                  // the thread-per-output kernel's consecutive outputs per thread
   int64_t bm = 128, bn = 128, bk = 32;  // mma: rows x columns x reduction slice
   int64_t fm = 4, fn = 2;             // mma: fragments per warp
   int64_t stages = 1;                 // mma: 1 slice staged in registers, or 2-4 shared buffers filled by cp.async
@@ -286,6 +287,7 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     if (tile != std::vector<int64_t>{128, 128, 16} || tt != std::vector<int64_t>{4, 2})
       throw Refused((tile != std::vector<int64_t>{128, 128, 16} ? tile_text : tt_text) +
                     ": the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and thread_tile [4, 2])");
+    s.items = k.one_of("items", std::vector<int64_t>{1, 2, 4, 8});
     return s;
   }
   const Contraction& ct = c ? *c : local;
@@ -301,6 +303,9 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
       throw Refused("fragments = slice: the TF32 mma.sync kernel's; WMMA's " + std::string(dsl::type_name(ct.in_type)) +
                     " fragments load a k-step at a time (fragments = auto)");
     s.slice_fragments = slice;
+    if (k.one_of("items", std::vector<int64_t>{1, 2, 4, 8}) != 1)
+      throw Refused("items = " + std::to_string(k.integer("items")) + ": the loop kernel's; mainloop = mma falls back to it "
+                    "with one output per thread (leave items 1)");
     // A staged image element keeps its row's decoded indices and liveness beside its value.
     check_mma_tile(tile, tt, ct.tf32, ct.in_type, "rows", "columns", static_cast<int64_t>(ct.rows.size()) + 1, s.stages, slice);
   } catch (const Refused& r) {
@@ -318,7 +323,7 @@ void check(const dsl::Program& p, const Binding& b) {
 std::string kernel_name_of(const dsl::Program& p) {
   const Sched s = read_sched(p, analyse(p), nullptr);
   const std::string stem = name_stem(p, "direct");
-  if (!s.mma) return stem + "_t" + std::to_string(s.threads);
+  if (!s.mma) return stem + "_t" + std::to_string(s.threads) + (s.items > 1 ? "_i" + std::to_string(s.items) : "");
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
          std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") +
@@ -402,9 +407,10 @@ class Generator {
 
   // Emits the loads of every input read in `e` into locals (each read's value, or the tensor's
   // `outside` value where its indices leave it) and returns the emitter's read map.
-  std::map<const Expr*, std::string> loads(Writer& w, const Expr& e) {
+  std::map<const Expr*, std::string> loads(Writer& w, const Expr& e, const std::function<bool(const Expr&)>& which = {}) {
     std::map<const Expr*, std::string> value;
     for (const Expr* r : reads_in(e)) {
+      if (which && !which(*r)) continue;
       const Param* prm = p_.param(r->name);
       if (!prm || p_.def(r->name)) continue;
       bool is_input = false;
@@ -505,10 +511,118 @@ class Generator {
   // divisions and multiplications, and with int64_t otherwise; with kChecked false where every
   // read stays inside its tensor at every output and reduced index (inside_everywhere: no
   // padding, no taps past the image), which drops the per-read bounds checks.
+  // The reduction's step: folds `value` into the accumulator `a` (argmax: best value `b`, its
+  // index `ba`).
+  void fold(Writer& w, const std::string& a, const std::string& b, const std::string& ba) {
+    const Definition& d = *s_.reduce;
+    switch (d.reduce) {
+      case ReduceOp::max: w.line("if (value != value || value > " + a + ") " + a + " = (" + a + " != " + a + ") ? " + a + " : value;"); break;
+      case ReduceOp::min: w.line("if (value != value || value < " + a + ") " + a + " = (" + a + " != " + a + ") ? " + a + " : value;"); break;
+      case ReduceOp::argmax:
+        w.comment("The first maximum; a NaN counts as the maximum (PyTorch's argmax).");
+        w.line("const bool nan_best = " + b + " != " + b + ";");
+        w.open("if (" + ba + " < 0 || (value != value && !nan_best) || (!nan_best && value > " + b + "))");
+        w.line(b + " = value;");
+        w.line(ba + " = (int)" + names_[d.over] + ";");
+        w.close();
+        break;
+      default: w.line(a + " += value;"); break;
+    }
+  }
+
+  // Whether a read's indices use the output's last index.
+  bool reads_last(const Expr& r) const {
+    const std::string& last = s_.reduce->indices.back();
+    for (const IndexExpr& ix : r.indices)
+      if (ix.var == last || ix.plus == last) return true;
+    return false;
+  }
+
+  // The loop kernel with items > 1: each thread computes `items` consecutive outputs along the
+  // last index (one decode, the reads that do not use the last index loaded once per reduced
+  // step for all of them); a row's last group stops at its end. `total` is the count of groups.
+  void kernel_items(Writer& w) {
+    const Definition& d = *s_.reduce;
+    const Param& out = p_.outputs.front();
+    const std::string last = names_[d.indices.back()], last_n = extent(d.extents.back());
+    w.line("template <typename Idx, bool kChecked>");
+    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
+           "Idx total)");
+    w.line("constexpr int kItems = " + std::to_string(sched_.items) + ";");
+    w.line("const Idx ksol_chunks = (" + last_n + " + kItems - 1) / kItems;  // groups per row of the last index");
+    w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
+    w.comment("The group's indices, the last fastest: its row (every index but the last) and its first element.");
+    w.line("Idx rest = flat;");
+    w.line("const Idx ksol_chunk = rest % ksol_chunks;");
+    w.line("rest /= ksol_chunks;");
+    w.line("const Idx ksol_row = rest;");
+    for (size_t k = d.indices.size() - 1; k-- > 0;) {
+      const std::string n = extent(d.extents[k]);
+      if (k == 0) {
+        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
+      } else {
+        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + n + ";");
+        w.line("rest /= " + n + ";");
+      }
+    }
+    const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
+    const std::string at = cuda_type(acc_type);
+    const bool arg = d.reduce == ReduceOp::argmax;
+    if (arg) {
+      w.line(at + " best[kItems];");
+      w.line("int best_at[kItems];");
+    } else {
+      w.line(at + " acc[kItems];");
+    }
+    std::string init = d.reduce == ReduceOp::max ? "-INFINITY" : d.reduce == ReduceOp::min ? "INFINITY" : "0";
+    w.line("#pragma unroll");
+    w.open("for (int ksol_item = 0; ksol_item < kItems; ++ksol_item)");
+    if (arg) w.line("best[ksol_item] = 0, best_at[ksol_item] = -1;");
+    else w.line("acc[ksol_item] = " + init + ";");
+    w.close();
+    for (size_t j = 0; j < s_.over.size(); ++j)
+      w.open("for (Idx " + names_[s_.over[j]] + " = 0; " + names_[s_.over[j]] + " < " + extent(s_.over_extents[j]) +
+             "; ++" + names_[s_.over[j]] + ")");
+    std::map<const Expr*, std::string> shared = loads(w, d.body, [&](const Expr& r) { return !reads_last(r); });
+    w.line("#pragma unroll");
+    w.open("for (int ksol_item = 0; ksol_item < kItems; ++ksol_item)");
+    w.line("const Idx " + last + " = ksol_chunk * kItems + ksol_item;");
+    w.open("if (" + last + " < " + last_n + ")");
+    std::map<const Expr*, std::string> value = loads(w, d.body, [&](const Expr& r) { return reads_last(r); });
+    value.insert(shared.begin(), shared.end());
+    ExprEmitter em = emitter(value, "");
+    w.line("const " + at + " value = " + cast_code(em(d.body), d.body.type, acc_type) + ";");
+    fold(w, "acc[ksol_item]", "best[ksol_item]", "best_at[ksol_item]");
+    w.close();
+    w.close();
+    for (size_t j = 0; j < s_.over.size(); ++j) w.close();
+    w.line("#pragma unroll");
+    w.open("for (int ksol_item = 0; ksol_item < kItems; ++ksol_item)");
+    w.line("const Idx " + last + " = ksol_chunk * kItems + ksol_item;");
+    w.open("if (" + last + " < " + last_n + ")");
+    if (d.reduce == ReduceOp::mean) {
+      std::string count;
+      for (const std::string& e : s_.over_extents) count += (count.empty() ? "" : " * ") + extent(e);
+      w.line("acc[ksol_item] = acc[ksol_item] / (" + at + ")(" + count + ");");
+    }
+    const std::string reduced = arg ? "best_at[ksol_item]" : "acc[ksol_item]";
+    const Type reduced_type = arg ? Type::i32 : acc_type;
+    w.line(names_[out.name] + "[ksol_row * " + last_n + " + " + last + "] = " + output_value(w, reduced, reduced_type) + ";");
+    w.close();
+    w.close();
+    w.close();
+    w.close();
+  }
+
   void kernel(Writer& w) {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
     ix_ = "Idx";
+    if (sched_.items > 1) {
+      kernel_items(w);
+      ix_ = "int64_t";
+      return;
+    }
     w.line("template <typename Idx, bool kChecked>");
     w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
            "Idx total)");
@@ -540,19 +654,7 @@ class Generator {
     std::map<const Expr*, std::string> value = loads(w, d.body);
     ExprEmitter em = emitter(value, "");
     w.line("const " + at + " value = " + cast_code(em(d.body), d.body.type, acc_type) + ";");
-    switch (d.reduce) {
-      case ReduceOp::max: w.line("if (value != value || value > acc) acc = (acc != acc) ? acc : value;"); break;
-      case ReduceOp::min: w.line("if (value != value || value < acc) acc = (acc != acc) ? acc : value;"); break;
-      case ReduceOp::argmax:
-        w.comment("The first maximum; a NaN counts as the maximum (PyTorch's argmax).");
-        w.line("const bool nan_best = best != best;");
-        w.open("if (best_at < 0 || (value != value && !nan_best) || (!nan_best && value > best))");
-        w.line("best = value;");
-        w.line("best_at = (int)" + names_[d.over] + ";");
-        w.close();
-        break;
-      default: w.line("acc += value;"); break;
-    }
+    fold(w, "acc", "best", "best_at");
     for (size_t j = 0; j < s_.over.size(); ++j) w.close();
     if (d.reduce == ReduceOp::mean) {
       std::string count;
@@ -962,18 +1064,26 @@ class Generator {
       w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
       w.close();
     }
-    w.line("const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);");
+    std::string units = "total";
+    if (sched_.items > 1) {
+      const std::string last_n = extent(s_.reduce->extents.back());
+      w.comment("Groups of " + std::to_string(sched_.items) + " consecutive outputs along the last index, a thread each.");
+      w.line("const int64_t groups = total / " + last_n + " * ((" + last_n + " + " + std::to_string(sched_.items - 1) + ") / " +
+             std::to_string(sched_.items) + ");");
+      units = "groups";
+    }
+    w.line("const int64_t blocks = std::min<int64_t>((" + units + " + kThreads - 1) / kThreads, kMaxBlocks);");
     const std::string inside = inside_everywhere();
     auto launches = [&](const std::string& idx) {
       if (inside == "false") {
-        w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+        w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + units + ");");
         return;
       }
       w.open("if (inside)");
-      w.line(loop_name_ + "<" + idx + ", false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+      w.line(loop_name_ + "<" + idx + ", false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + units + ");");
       w.close();
       w.open("else");
-      w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "total);");
+      w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + units + ");");
       w.close();
     };
     if (inside != "false") w.line("const bool inside = " + inside + ";");
@@ -1002,6 +1112,7 @@ const FamilyGenerator& direct_family() {
           {"thread_tile", "[4, 2]", {"[1, 1]", "[2, 1]", "[2, 2]", "[4, 2]", "[4, 4]"}},
           {"stages", "auto", {"auto", "2", "3"}},
           {"fragments", "auto", {"auto", "slice"}},
+          {"items", "1", {"1", "2", "4", "8"}},
       },
       &check,
       &generate,

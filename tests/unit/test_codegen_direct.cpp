@@ -104,7 +104,9 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"split_k", "2"}})),
             "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile, stages, "
-            "fragments");
+            "fragments, items");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"items", "4"}})), "direct_convt1d_f32_t256_i4");
+  EXPECT_EQ(refusal(codegen::with_schedule(p, {{"items", "3"}})), "items = 3 must be one of 1, 2, 4, 8");
   // f32 products: the thread-per-output kernel; the tensor cores' knobs are refused with why.
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"mainloop", "mma"}})),
             "mainloop = mma: the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
@@ -112,9 +114,10 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[64, 64, 32]"}})),
             "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and "
             "thread_tile [4, 2])");
-  // A schedule names every knob: the loop kernel's space is its thread counts at the mma knobs' defaults.
+  // A schedule names every knob: the loop kernel's space is its thread counts times its outputs per
+  // thread, at the mma knobs' defaults.
   codegen::Space space = codegen::schedule_space(p, {});
-  EXPECT_EQ(space.legal.size(), 4u);
+  EXPECT_EQ(space.legal.size(), 16u);
   for (const codegen::Schedule& sch : space.legal)
     EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, sch)).find("_mma_"), std::string::npos);
   // The conv family keeps its 2-D convolution; the text forms print the new indices back.
@@ -174,13 +177,15 @@ TEST(CodegenDirect, InterpreterDividesIndicesAndPadsWithMinusInfinity) {
 
 // Every case generated, built for the host's CUDA emulator and run, against the interpreter in
 // float64 with the correctness gate's tolerance: the thread-per-output kernel with 32-bit indices
-// (what these shapes get), and with 64-bit ones (KSOL_DIRECT_INDEX32_MAX 0 makes every shape too
-// large for 32 bits).
+// (what these shapes get) at one output per thread and at four consecutive ones (most shapes' last
+// extents are not multiples of 4, so rows end inside a group), and with 64-bit indices
+// (KSOL_DIRECT_INDEX32_MAX 0 makes every shape too large for 32 bits) at two.
 TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
-  for (const char* prefix : {"", "#define KSOL_DIRECT_INDEX32_MAX 0LL\n"})
+  const std::string no32 = "#define KSOL_DIRECT_INDEX32_MAX 0LL\n";
+  for (const auto& [prefix, items] : {std::pair{std::string(), "1"}, std::pair{std::string(), "4"}, std::pair{no32, "2"}})
   for (const Case& c : kCases) {
-    SCOPED_TRACE(std::string(c.name) + (*prefix ? " (64-bit indices)" : " (32-bit indices)"));
-    const dsl::Program p = parse(c.program);
+    SCOPED_TRACE(std::string(c.name) + (prefix.empty() ? " (32-bit indices" : " (64-bit indices") + ", items " + items + ")");
+    const dsl::Program p = codegen::with_schedule(parse(c.program), {{"items", items}});
     auto numel = [&](const dsl::Param& prm) {
       int64_t n = 1;
       for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : c.dims.at(e);
@@ -432,6 +437,10 @@ TEST(CodegenDirect, TensorCoreContractionsNamesAndRefusals) {
             "threads = 128: the loop kernel's; mainloop = mma falls back to it at 256 threads (leave threads 256) (mainloop = "
             "auto takes mma for this program; mainloop = loop runs a thread per output)");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"threads", "128"}, {"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t128");
+  EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"items", "4"}})),
+            "items = 4: the loop kernel's; mainloop = mma falls back to it with one output per thread (leave items 1) (mainloop = "
+            "auto takes mma for this program; mainloop = loop runs a thread per output)");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(c3, {{"items", "4"}, {"mainloop", "loop"}})), "direct_conv3d_tf32_f32_t256_i4");
   EXPECT_EQ(refusal(codegen::with_schedule(c3, {{"tile", "[64, 48, 32]"}})),
             "tile = [64, 48, 32] is not whole warps of thread_tile = [4, 2] (64 rows x 32 columns each, in mainloop = mma) "
             "(mainloop = auto takes mma for this program; mainloop = loop runs a thread per output)");
