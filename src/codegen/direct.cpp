@@ -530,6 +530,33 @@ class Generator {
     }
   }
 
+  // The loop kernel's opening: the template over Idx and kChecked, the grid-stride loop over
+  // `total` units (elements, or groups with items > 1) and `rest` = the unit's index.
+  void open_loop_kernel(Writer& w) {
+    w.line("template <typename Idx, bool kChecked>");
+    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
+           "Idx total)");
+    if (sched_.items > 1) {
+      w.line("constexpr int kItems = " + std::to_string(sched_.items) + ";");
+      w.line("const Idx ksol_chunks = (" + extent(s_.reduce->extents.back()) + " + kItems - 1) / kItems;  // groups per row of the last index");
+    }
+    w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
+    w.line("Idx rest = flat;");
+  }
+
+  // Decodes the reduction's first `count` output indices from `rest`, the last fastest.
+  void decode_rest(Writer& w, size_t count) {
+    const Definition& d = *s_.reduce;
+    for (size_t k = count; k-- > 0;) {
+      if (k == 0) {
+        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
+      } else {
+        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + extent(d.extents[k]) + ";");
+        w.line("rest /= " + extent(d.extents[k]) + ";");
+      }
+    }
+  }
+
   // Whether a read's indices use the output's last index.
   bool reads_last(const Expr& r) const {
     const std::string& last = s_.reduce->indices.back();
@@ -545,26 +572,12 @@ class Generator {
     const Definition& d = *s_.reduce;
     const Param& out = p_.outputs.front();
     const std::string last = names_[d.indices.back()], last_n = extent(d.extents.back());
-    w.line("template <typename Idx, bool kChecked>");
-    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
-           "Idx total)");
-    w.line("constexpr int kItems = " + std::to_string(sched_.items) + ";");
-    w.line("const Idx ksol_chunks = (" + last_n + " + kItems - 1) / kItems;  // groups per row of the last index");
-    w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
+    open_loop_kernel(w);
     w.comment("The group's indices, the last fastest: its row (every index but the last) and its first element.");
-    w.line("Idx rest = flat;");
     w.line("const Idx ksol_chunk = rest % ksol_chunks;");
     w.line("rest /= ksol_chunks;");
     w.line("const Idx ksol_row = rest;");
-    for (size_t k = d.indices.size() - 1; k-- > 0;) {
-      const std::string n = extent(d.extents[k]);
-      if (k == 0) {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
-      } else {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + n + ";");
-        w.line("rest /= " + n + ";");
-      }
-    }
+    decode_rest(w, d.indices.size() - 1);
     const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
     const std::string at = cuda_type(acc_type);
     const bool arg = d.reduce == ReduceOp::argmax;
@@ -623,21 +636,9 @@ class Generator {
       ix_ = "int64_t";
       return;
     }
-    w.line("template <typename Idx, bool kChecked>");
-    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
-           "Idx total)");
-    w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
+    open_loop_kernel(w);
     w.comment("The element's indices, the last fastest.");
-    w.line("Idx rest = flat;");
-    for (size_t k = d.indices.size(); k-- > 0;) {
-      const std::string n = extent(d.extents[k]);
-      if (k == 0) {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
-      } else {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + n + ";");
-        w.line("rest /= " + n + ";");
-      }
-    }
+    decode_rest(w, d.indices.size());
     const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
     const std::string at = cuda_type(acc_type);
     const bool arg = d.reduce == ReduceOp::argmax;
