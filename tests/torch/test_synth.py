@@ -622,6 +622,22 @@ class Synth(unittest.TestCase):
             self.assertIsNone(out["program"], text)
             self.assertIn(text, out["reason"])
 
+    def test_direct_convolutions_keep_f32_products_where_the_tensor_cores_do_not_run(self):
+        # TF32 products only where the direct family's mma kernel takes the shape (16 or more
+        # filters a group and reduction positions an output). A depthwise convolution (one filter
+        # a group) runs on the loop kernel: IEEE float32 products, and the loop kernel's seed.
+        self.assertTrue(synth._direct_mma_takes({"K": 64, "C": 3, "T0": 3, "T1": 5, "T2": 7}))
+        self.assertTrue(synth._direct_mma_takes({"K": 16, "C": 16}))
+        self.assertFalse(synth._direct_mma_takes({"K": 1, "C": 1, "T0": 3, "T1": 7, "G": 128}))
+        self.assertFalse(synth._direct_mma_takes({"K": 64, "C": 1, "T0": 3, "T1": 3}))
+        self.assertFalse(synth._direct_mma_takes({"K": 8, "C": 64, "T0": 3}))
+        model, inputs, fp = lowered("synth_problems", "12_conv_depthwise.py")
+        out = synth.synthesize(model, inputs, conv_products="tf32")
+        self.assertEqual(out["family"], "direct")
+        self.assertNotIn("conv_products", out)
+        self.assertEqual(out["program"], fp["program"])
+        self.assertIn("schedule {\n  threads = 256\n}", out["program"])
+
     def test_windowed_reductions_are_direct_programs(self):
         # Convolutions the conv family does not take (3-D, grouped, transposed), pools over
         # overlapping or padded windows and argmin over a middle dim: one reduction per output

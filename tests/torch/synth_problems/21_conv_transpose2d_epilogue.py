@@ -16,8 +16,8 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(2, 3, 5, 6), torch.randn(2, 4, 10, 18)]
+    return [torch.randn(2, 3, 5, 6), torch.randn(2, 16, 10, 18)]
 
 
 def get_init_inputs():
-    return [3, 4]
+    return [3, 16]

@@ -18,4 +18,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [4, 6, 2]
+    return [4, 32, 2]
