@@ -44,7 +44,7 @@
 #   kbpaths       scripts/kernelbench_paths.py on the same 40 (both paths, --path best; carry .kb):
 #                 KB_DONE (default docs/results/kernelbench-paths) holds earlier calls' JSONs, which
 #                 are copied in first so their problems are skipped; KB_ONLY="level1-15,level2-40"
-#                 runs those again; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS, KB_CANDIDATES; $OUT/kbp.tgz has it all;
+#                 runs those again, in that order; KB_DEADLINE, KB_MIN_LEFT, KB_SECONDS, KB_CANDIDATES; $OUT/kbp.tgz has it all;
 #                 KB_SET=all takes the problems from every one of both levels (with KB_DONE
 #                 docs/results/kernelbench-paths-more for the further problems' JSONs)
 #   simtgemm      examples/tuned/gemm_f32.ksol (SIMT f32 GEMM, one buffer) beside the same program with

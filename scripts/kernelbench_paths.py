@@ -329,7 +329,7 @@ def main():
     ap.add_argument("--set", choices=("rule", "all"), default="rule",
                     help="rule: the 40 problems (every fifth of each level; the default); all: every problem of levels 1 "
                          "and 2 (the further problems; keep their OUT apart from the rule's)")
-    ap.add_argument("--only", default="", help="ids to run whatever OUT holds, e.g. level1-5,level2-40 (each one of --set's problems, else an error)")
+    ap.add_argument("--only", default="", help="ids to run whatever OUT holds, in this order, e.g. level1-5,level2-40 (each one of --set's problems, else an error)")
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
     ap.add_argument("--archive", default="", metavar="FILE",
@@ -344,17 +344,16 @@ def main():
     if not a.table_only:
         a.ksol = a.ksol or default_ksol()
         a.deadline = time.time() + a.deadline if a.deadline else 0
-        only = {s.strip() for s in a.only.split(",") if s.strip()}
-        unknown = sorted(only - set(ids))
+        only = [s.strip() for s in a.only.split(",") if s.strip()]
+        unknown = sorted(set(only) - set(ids))
         if unknown:
             sys.exit(f"error: --only names {', '.join(unknown)}, not among the {len(ids)} problems of --set {a.set} under "
                      f"{a.kb} (ids are level1-N or level2-N; the further problems need --set all)")
         todo = []
-        for pid, path in probs:
-            if only:
-                if pid in only:
-                    todo.append((pid, path))
-                continue
+        path_of = dict(probs)
+        if only:  # in the order given
+            todo = [(pid, path_of[pid]) for pid in dict.fromkeys(only)]
+        for pid, path in probs if not only else ():
             if os.path.exists(os.path.join(a.out, pid + ".json")):
                 continue
             if os.path.exists(os.path.join(a.out, pid + ".timeout.json")) and not a.retry:

@@ -95,6 +95,16 @@ class Run(TempDir):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(self.ran(), want, chosen)
 
+    def test_only_runs_its_problems_in_the_order_given(self):
+        # The cut one still waits for the end.
+        self.problems("level1/5_Scale.py", "level1/10_Other.py", "level2/5_Chain.py")
+        self.write(os.path.join("out", "level1-10.cut.json"), '{"cut_after_s": 30}')
+        fake = self.recording_ksol()
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--only", "level2-5,level1-10,level1-5,level2-5"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.ran(), ["5_Chain.py", "5_Scale.py", "10_Other.py"])
+
     def test_no_problem_starts_that_the_deadline_would_cut(self):
         # Each problem takes about 5 s. After the first, the 9 s deadline leaves less than the
         # median of what finished: the next does not start (it would only be cut), though more
