@@ -49,7 +49,7 @@ const std::vector<std::string> kInternal = {
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
-    "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "ksol_chunks"};
+    "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "ksol_chunks", "Idx", "kChecked", "inside", "groups"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -497,7 +497,8 @@ class Generator {
   ExprEmitter emitter(const std::map<const Expr*, std::string>& value, const std::string& acc_name) {
     ExprEmitter em;
     em.helpers = &helpers_;
-    em.dim = [&](const std::string& d) { return names_[d]; };
+    // A dim used as a value is int64_t, whatever type the loop kernel's indices have.
+    em.dim = [&](const std::string& d) { return ix_ == "int64_t" ? names_[d] : "((int64_t)" + names_[d] + ")"; };
     em.read = [value, acc_name, this](const Expr& r) -> std::string {
       if (r.name == s_.reduce->name) return acc_name;
       return value.at(&r);
@@ -615,7 +616,7 @@ class Generator {
     w.open("if (" + last + " < " + last_n + ")");
     if (d.reduce == ReduceOp::mean) {
       std::string count;
-      for (const std::string& e : s_.over_extents) count += (count.empty() ? "" : " * ") + extent(e);
+      for (const std::string& e : s_.over_extents) count += (count.empty() ? "(int64_t)" : " * ") + extent(e);
       w.line("acc[ksol_item] = acc[ksol_item] / (" + at + ")(" + count + ");");
     }
     const std::string reduced = arg ? "best_at[ksol_item]" : "acc[ksol_item]";
@@ -659,7 +660,7 @@ class Generator {
     for (size_t j = 0; j < s_.over.size(); ++j) w.close();
     if (d.reduce == ReduceOp::mean) {
       std::string count;
-      for (const std::string& e : s_.over_extents) count += (count.empty() ? "" : " * ") + extent(e);
+      for (const std::string& e : s_.over_extents) count += (count.empty() ? "(int64_t)" : " * ") + extent(e);
       w.line("acc = acc / (" + at + ")(" + count + ");");
     }
     const std::string reduced = arg ? "best_at" : "acc";

@@ -243,6 +243,42 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
   }
 }
 
+// The loop kernel's 32-bit indices do not narrow what the program computes: a dim used as a value
+// stays 64-bit (H * H = 2^32 here, where every index fits 32 bits), and so does a mean's count.
+TEST(CodegenDirect, DimsAsValuesStay64BitUnderNarrowIndices) {
+  const dsl::Program p = parse(
+      "kernel dv(A: f32[N, H] outside 0, F: f32[R]) -> (Y: i64[N, P]) {\n"
+      "  acc[n, p] = sum(A[n, p+r] * F[r]) over r\n"
+      "  Y[n, p] = H * H + i64(acc[n, p])\n}\n");
+  const std::string source = codegen::generate_cuda(p, {});
+  EXPECT_NE(source.find("((int64_t)H) * ((int64_t)H)"), std::string::npos) << source;
+  codegen::HostBuild build = codegen::build_for_host(source);
+  ASSERT_TRUE(build.ok) << build.message;
+  const int64_t H = 65536;
+  std::vector<HostVec<uint8_t>> buffers;
+  HostVec<uint8_t> a(H * 4, 0), f(4, 0), y(8, 0xFF);
+  reinterpret_cast<float*>(a.data())[0] = 3.0f;
+  reinterpret_cast<float*>(f.data())[0] = 2.0f;
+  buffers.push_back(a), buffers.push_back(f), buffers.push_back(y);
+  codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, {1, H, 1, 1});  // N, H, R, P
+  ASSERT_TRUE(r.ok) << r.message;
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(reinterpret_cast<const int64_t*>(buffers.back().data())[0], H * H + 6);
+  const std::string mean = codegen::generate_cuda(parse(
+      "kernel m(A: f32[N, I], B: f32[N, J]) -> (Y: f32[N]) {\n  Y[n] = mean(A[n, i] * B[n, j]) over i, j\n}\n"), {});
+  EXPECT_NE(mean.find("(float)((int64_t)I * J)"), std::string::npos) << mean;
+}
+
+// Names the loop kernel and its launch use (the template's Idx and kChecked, the host's inside and
+// groups) are renamed where a program uses them.
+TEST(CodegenDirect, ProgramNamesDoNotClashWithTheLoopKernels) {
+  const dsl::Program p = codegen::with_schedule(parse(
+      "kernel clash(inside: f32[Idx, groups] outside 0, kChecked: f32[R]) -> (Y: f32[Idx, P]) {\n"
+      "  Y[n, p] = sum(inside[n, p+r] * kChecked[r]) over r\n}\n"), {{"items", "2"}});
+  codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+  EXPECT_TRUE(build.ok) << build.message;
+}
+
 // The generated sources through nvcc.
 TEST(CodegenDirect, GeneratedSourcesCompile) {
   std::vector<CompileJob> jobs;
