@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "compile/compiler.h"
@@ -187,6 +189,42 @@ TEST(Compile, CacheKeepsTheCostAndCancelledCompilesLeaveNothing) {
   EXPECT_EQ(twice[0].cache_hit + twice[1].cache_hit, 1);
   EXPECT_EQ(twice[0].so_path, twice[1].so_path);
   EXPECT_NEAR(twice[0].cost_seconds, twice[1].cost_seconds, 1e-3 * twice[0].cost_seconds);
+}
+
+// A process started by run_process ends with the process that started it, even one killed
+// outright (SIGKILL: a deadline's timeout), instead of running on as an orphan.
+TEST(Process, ChildrenDieWithTheirParent) {
+  const fs::path dir = fs::temp_directory_path() / ("ksol-pdeath-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string pid_file = (dir / "child.pid").string();
+  pid_t parent = fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {  // the stand-in parent: starts a long child and waits for it
+    run_process({"sh", "-c", "echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file + " && exec sleep 30"}, 60);
+    _exit(0);
+  }
+  std::string child;
+  for (int i = 0; i < 500 && child.empty(); ++i) {
+    if (fs::exists(pid_file)) child = trim(read_file(pid_file));
+    if (child.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(child.empty()) << "the stand-in parent's child never started";
+  kill(parent, SIGKILL);
+  waitpid(parent, nullptr, 0);
+  bool alive = true;
+  for (int i = 0; i < 200 && alive; ++i) {
+    std::string stat;
+    try {
+      stat = read_file("/proc/" + child + "/stat");
+    } catch (const std::exception&) {
+    }
+    size_t close = stat.rfind(')');
+    alive = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (alive) kill(std::stoi(child), SIGKILL);
+  EXPECT_FALSE(alive) << "pid " << child << " outlived its parent";
+  fs::remove_all(dir);
 }
 
 TEST(Process, CancelKillsTheProcessGroup) {
