@@ -191,6 +191,23 @@ TEST(Compile, CacheKeepsTheCostAndCancelledCompilesLeaveNothing) {
   EXPECT_NEAR(twice[0].cost_seconds, twice[1].cost_seconds, 1e-3 * twice[0].cost_seconds);
 }
 
+// Whether process `pid` still runs (not gone, not a zombie waiting for its reaper) after up to
+// `seconds` of waiting for it to end.
+bool still_runs_after(const std::string& pid, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    std::string stat;
+    try {
+      stat = read_file("/proc/" + pid + "/stat");
+    } catch (const std::exception&) {
+    }
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') return false;
+    if (seconds_since(t0) > seconds) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // A process started by run_process ends with the process that started it, even one killed
 // outright (SIGKILL: a deadline's timeout), instead of running on as an orphan.
 TEST(Process, ChildrenDieWithTheirParent) {
@@ -211,17 +228,7 @@ TEST(Process, ChildrenDieWithTheirParent) {
   ASSERT_FALSE(child.empty()) << "the stand-in parent's child never started";
   kill(parent, SIGKILL);
   waitpid(parent, nullptr, 0);
-  bool alive = true;
-  for (int i = 0; i < 200 && alive; ++i) {
-    std::string stat;
-    try {
-      stat = read_file("/proc/" + child + "/stat");
-    } catch (const std::exception&) {
-    }
-    size_t close = stat.rfind(')');
-    alive = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool alive = still_runs_after(child, 2.0);
   if (alive) kill(std::stoi(child), SIGKILL);
   EXPECT_FALSE(alive) << "pid " << child << " outlived its parent";
   fs::remove_all(dir);
@@ -242,17 +249,7 @@ TEST(Process, CancelKillsTheProcessGroup) {
   // The shell's background child went with it: gone, or a zombie waiting for its reaper.
   const std::string bg = trim(r.output);
   ASSERT_FALSE(bg.empty());
-  bool alive = true;
-  for (int i = 0; i < 100 && alive; ++i) {
-    std::string stat;
-    try {
-      stat = read_file("/proc/" + bg + "/stat");
-    } catch (const std::exception&) {
-    }
-    size_t close = stat.rfind(')');
-    alive = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool alive = still_runs_after(bg, 1.0);
   EXPECT_FALSE(alive) << "pid " << bg << " still runs";
 
   // A flag already set: nothing is started.
