@@ -558,6 +558,13 @@ class Generator {
     }
   }
 
+  // A mean's divisor: the product of the reduced extents, in int64_t whatever the index type.
+  std::string mean_count() const {
+    std::string count;
+    for (const std::string& e : s_.over_extents) count += (count.empty() ? "(int64_t)" : " * ") + extent(e);
+    return count;
+  }
+
   // Whether a read's indices use the output's last index.
   bool reads_last(const Expr& r) const {
     const std::string& last = s_.reduce->indices.back();
@@ -614,11 +621,7 @@ class Generator {
     w.open("for (int ksol_item = 0; ksol_item < kItems; ++ksol_item)");
     w.line("const Idx " + last + " = ksol_chunk * kItems + ksol_item;");
     w.open("if (" + last + " < " + last_n + ")");
-    if (d.reduce == ReduceOp::mean) {
-      std::string count;
-      for (const std::string& e : s_.over_extents) count += (count.empty() ? "(int64_t)" : " * ") + extent(e);
-      w.line("acc[ksol_item] = acc[ksol_item] / (" + at + ")(" + count + ");");
-    }
+    if (d.reduce == ReduceOp::mean) w.line("acc[ksol_item] = acc[ksol_item] / (" + at + ")(" + mean_count() + ");");
     const std::string reduced = arg ? "best_at[ksol_item]" : "acc[ksol_item]";
     const Type reduced_type = arg ? Type::i32 : acc_type;
     w.line(names_[out.name] + "[ksol_row * " + last_n + " + " + last + "] = " + output_value(w, reduced, reduced_type) + ";");
@@ -658,11 +661,7 @@ class Generator {
     w.line("const " + at + " value = " + cast_code(em(d.body), d.body.type, acc_type) + ";");
     fold(w, "acc", "best", "best_at");
     for (size_t j = 0; j < s_.over.size(); ++j) w.close();
-    if (d.reduce == ReduceOp::mean) {
-      std::string count;
-      for (const std::string& e : s_.over_extents) count += (count.empty() ? "(int64_t)" : " * ") + extent(e);
-      w.line("acc = acc / (" + at + ")(" + count + ");");
-    }
+    if (d.reduce == ReduceOp::mean) w.line("acc = acc / (" + at + ")(" + mean_count() + ");");
     const std::string reduced = arg ? "best_at" : "acc";
     const Type reduced_type = arg ? Type::i32 : acc_type;
     w.line(names_[out.name] + "[flat] = " + output_value(w, reduced, reduced_type) + ";");
