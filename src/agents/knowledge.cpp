@@ -39,7 +39,8 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"gemm", "tile", K::list, {}, {3}},
       {"gemm", "cluster", K::list, {}, {2}},
       {"gemm", "stages", K::integer, {}, {}},
-      {"gemm", "mainloop", K::choice, {"cooperative", "pingpong", "simt"}, {}},
+      {"gemm", "mainloop", K::choice, {"cooperative", "pingpong", "simt", "mma"}, {}},
+      {"gemm", "warp_tile", K::list, {}, {2}},  // or auto (mainloop = mma)
       {"gemm", "epilogue", K::choice, {"tma", "default"}, {}},
       {"gemm", "raster", K::choice, {"along_m", "along_n"}, {}},
       {"gemm", "swizzle", K::integer, {}, {}},

@@ -611,7 +611,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     // the end of the command.
     std::string why_not;
     try {
-      task = lowered_task(syn, a.file);
+      task = lowered_task(syn, a.file, "", a.precision == "strict");
       seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
       codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
       if (!sup.ok && syn.contains("program_fallback")) {
@@ -669,7 +669,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (!plan.value("ok", false)) throw std::runtime_error(plan.value("error", std::string("the stitch front end failed")));
       for (auto& piece : plan.at("pieces")) {
         std::string tag = "_p" + std::to_string(piece.value("id", 0));
-        Task pt = lowered_task(piece, a.file, tag);
+        Task pt = lowered_task(piece, a.file, tag, a.precision == "strict");
         dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
         codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
         if (!sup.ok && piece.contains("program_fallback")) {

@@ -53,7 +53,11 @@ const std::vector<std::string> kInternal = {
     "stride_d", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop", "EpilogueDescriptor", "BiasLoad",
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
     "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end",
-    "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc"};
+    "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc", "ksol_gemm_mma", "ksol_run_mma",
+    "ksol_mma_smem", "ksol_split3", "ksol_mma_tf32", "ksol_tf32_bits", "ksol_bits", "smem_f", "kWM", "kWN", "kWarpsM",
+    "kWarpsN", "kMI", "kNI", "kLdA", "kLdB", "kTileA", "kTileB", "kStageFloats", "kSmemBytes", "wm0", "wn0", "mi", "ni",
+    "ah", "al", "bh", "bl", "kt", "nt", "k_tiles_", "load_tile", "compute", "as", "bs", "c", "ok", "hb", "h", "hi", "lo",
+    "stage", "rr", "s"};
 
 struct GemmKnobs {
   int64_t tm = 128, tn = 128, tk = 64;
@@ -74,6 +78,8 @@ struct GemmKnobs {
   // aligned, unaligned bases): "simt" (auto) runs the SIMT kernel, "pad" copies them into
   // zero-padded buffers for the aligned kernel. The SIMT mainloop has no such case ("" there).
   std::string unaligned = "simt";
+  // warp_tile (mainloop = mma): each warp's part of the block's tile; 0 = auto.
+  int64_t wm = 0, wn = 0;
 };
 
 // The program read as a GEMM.
@@ -298,10 +304,71 @@ int64_t auto_stages(const GemmKnobs& s, const Analysis& a, int elem) {
   return (kSharedLimitBytes - epilogue_smem(s, a)) / stage_bytes(s, elem);
 }
 
+// warp_tile is mainloop = mma's: refused with any other mainloop unless auto.
+void no_warp_tile(const Knobs& k, const GemmKnobs& s) {
+  const dsl::ScheduleValue& v = k.value("warp_tile");
+  if (!(v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto"))
+    throw Refused("warp_tile divides the block's tile among the warps of mainloop = mma; mainloop = " + s.mainloop +
+                  " has no warp tiles of its own (warp_tile = auto)");
+}
+
+// Shared memory of one stage of mainloop = mma: A's tile as kBM rows of kBK floats padded by 4,
+// B's as kBN rows of kBK (B[n, k]) padded by 4 or kBK rows of kBN padded by 8 (B[k, n]); the pads
+// keep a warp's fragment reads on 32 distinct banks.
+int64_t mma_stage_bytes(const GemmKnobs& s, const Analysis& a) {
+  return (s.tm * (s.tk + 4) + (a.b_trans ? s.tn * (s.tk + 4) : s.tk * (s.tn + 8))) * 4;
+}
+
+// The knobs of mainloop = mma: warp-level mma.sync (m16n8k8, TF32 operands, f32 accumulators) fed
+// by cp.async stages, storing through the elementwise epilogue like the SIMT kernel.
+GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::string& tile_text, const std::string& cluster_text) {
+  if (a.in_type != Type::f32)
+    throw Refused(std::string("mainloop = mma multiplies f32 operands (TF32 products, or each f32 product as three TF32 "
+                              "products); ") + dsl::type_name(a.in_type) + " operands take mainloop = cooperative or pingpong");
+  auto side = [](int64_t v) { return v == 32 || v == 64 || v == 128 || v == 256; };
+  if (!side(s.tm) || !side(s.tn)) throw Refused(tile_text + ": mainloop = mma takes tile M and N in {32, 64, 128, 256}");
+  if (s.tk != 16 && s.tk != 32) throw Refused(tile_text + ": mainloop = mma takes tile K 16 or 32 (k-steps of 8)");
+  if (s.stages == 0) s.stages = 3;
+  if (s.stages < 2 || s.stages > 6)
+    throw Refused("stages = " + std::to_string(s.stages) + ": mainloop = mma keeps 2 to 6 cp.async stages (or auto: 3)");
+  if (s.stages * mma_stage_bytes(s, a) > kSharedLimitBytes)
+    throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " + std::to_string(s.stages * mma_stage_bytes(s, a)) +
+                  " bytes of shared memory: over the 232448 bytes (227 KB) of an sm_90 block");
+  if (s.cm != 1 || s.cn != 1)
+    throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = mma runs one block per tile (cluster = [1, 1])");
+  if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = mma stores directly (epilogue = default or auto)");
+  if (s.em) throw Refused("epilogue_tile is the subtile of the TMA epilogue; mainloop = mma stores directly (epilogue_tile = auto)");
+  if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": mainloop = mma's tile order is not swizzled (swizzle = 1)");
+  if (s.split_k != 1) throw Refused("split_k = " + std::to_string(s.split_k) + ": mainloop = mma does not split K (split_k = 1)");
+  if (s.stream_k != 0) throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = mma does not split K (stream_k = 0)");
+  if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; mainloop = mma computes C directly (swap_ab = 0)");
+  if (s.bias_prefetch == 1)
+    throw Refused("bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; mainloop = mma reads it directly (bias_prefetch = 0)");
+  s.bias_prefetch = 0;
+  const dsl::ScheduleValue& v = k.value("warp_tile");
+  if (v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto") {
+    s.wm = std::min<int64_t>(s.tm, 64);
+    s.wn = std::min<int64_t>(s.tn, 32);
+  } else {
+    const std::vector<int64_t> wt = list_knob(k, "warp_tile", 2);
+    s.wm = wt[0], s.wn = wt[1];
+    const std::string text = "warp_tile = " + list_text(wt);
+    if (!(s.wm == 16 || s.wm == 32 || s.wm == 64) || !(s.wn == 8 || s.wn == 16 || s.wn == 32 || s.wn == 64))
+      throw Refused(text + ": a warp's tile has M in {16, 32, 64} and N in {8, 16, 32, 64} (m16n8k8 instructions)");
+    if (s.tm % s.wm != 0 || s.tn % s.wn != 0) throw Refused(text + " does not divide " + tile_text);
+  }
+  const int64_t warps = (s.tm / s.wm) * (s.tn / s.wn);
+  if (warps > 16)
+    throw Refused(tile_text + " in warp tiles of " + list_text({s.wm, s.wn}) + " takes " + std::to_string(warps) +
+                  " warps; a block of mainloop = mma has at most 16 (512 threads)");
+  return s;
+}
+
 GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   Knobs k(p, family());
   GemmKnobs s;
-  s.mainloop = k.one_of("mainloop", std::vector<std::string>{"cooperative", "pingpong", "simt"});
+  s.mainloop = k.one_of("mainloop", std::vector<std::string>{"cooperative", "pingpong", "simt", "mma"});
+  if (s.mainloop != "mma") no_warp_tile(k, s);
   s.epilogue = k.one_of("epilogue", std::vector<std::string>{"auto", "tma", "default"});
   s.raster = k.one_of("raster", std::vector<std::string>{"along_m", "along_n"});
   s.swizzle = k.one_of("swizzle", {1, 2, 4, 8});
@@ -326,9 +393,10 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   s.fast_math = k.one_of("math", std::vector<std::string>{"precise", "fast"}) == "fast";
   if (s.fast_math) check_fast_math(p);
   s.unaligned = k.one_of("unaligned", std::vector<std::string>{"auto", "pad", "simt"});
-  if (s.mainloop == "simt") {
+  if (s.mainloop == "simt" || s.mainloop == "mma") {
     if (s.unaligned != "auto")
-      throw Refused("unaligned = " + s.unaligned + " chooses what the tensor-core mainloops do with shapes TMA cannot take; mainloop = simt takes every shape (unaligned = auto)");
+      throw Refused("unaligned = " + s.unaligned + " chooses what the TMA mainloops do with shapes TMA cannot take; mainloop = " +
+                    s.mainloop + " takes every shape (unaligned = auto)");
     s.unaligned = "";
   } else if (s.unaligned == "auto") {
     s.unaligned = "simt";
@@ -371,17 +439,19 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     s.bias_prefetch = 0;
     return s;
   }
+  if (s.mainloop == "mma") return mma_knobs(k, a, s, tile_text, cluster_text);
 
   // Tensor cores.
   if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
-                  "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt");
+                  "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt, or "
+                  "mma (each product as three TF32 products)");
   if (a.tf32 && !a.b_trans)
     throw Refused("mainloop = " + s.mainloop + ": a TF32 GEMM on the tensor cores takes B as B[n, k] (K-major, both "
                   "operands straight from shared memory); with a row-major B[K, N] CUTLASS's TF32 mainloop (its "
                   "register-sourced, swapped-operand path) gave wrong results on the H200 "
-                  "(docs/results/2026-12-01-h200-issue4-g2.txt), so mainloop must be simt");
+                  "(docs/results/2026-12-01-h200-issue4-g2.txt), so mainloop must be simt or mma");
   const int elem = type_bytes(a.in_type);
   // The swapped kernel has been run through the gates on a GPU for 16-bit, unbatched programs only.
   if (s.swap_ab && (a.tf32 || !a.batch_dim.empty()))
@@ -463,7 +533,12 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
 std::string name_of(const GemmKnobs& s, const Analysis& a) {
   std::string n = std::string(a.batch_dim.empty() ? "gemm_" : "bgemm_") + (a.tf32 ? "tf32" : dsl::type_name(a.in_type)) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
                   "x" + std::to_string(s.tk);
-  if (s.mainloop == "simt") {
+  if (s.mainloop == "mma") {
+    // f32 products run as three TF32 products each (3xTF32); a TF32 program's as one.
+    n += a.tf32 ? "_mma" : "_mma3xtf32";
+    n += "_w" + std::to_string(s.wm) + "x" + std::to_string(s.wn) + "_s" + std::to_string(s.stages);
+    if (a.b_trans) n += "_bnk";
+  } else if (s.mainloop == "simt") {
     n += "_simt";
     if (s.stages == 2) n += "_db";  // double-buffered
     if (s.split_k > 1) n += "_sk" + std::to_string(s.split_k);  // K split up to this many ways
@@ -494,7 +569,10 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
 void check(const dsl::Program& p, const Binding& b) {
   if (p.family != "gemm") throw Refused("the program is in the " + p.family + " family, not gemm");
   Analysis a = Analyser(p).run();
-  read_knobs(p, a);
+  const GemmKnobs s = read_knobs(p, a);
+  if (b.ieee_f32 && s.mainloop == "mma" && !a.tf32)
+    throw Refused("mainloop = mma runs each f32 product as three TF32 products, and this task takes IEEE float32 "
+                  "operations only (--precision strict); use mainloop = simt");
   resolve_binding(p, b);
 }
 
@@ -516,7 +594,8 @@ class Generator {
   }
 
   std::string run() {
-    const bool tma = s_.mainloop != "simt";
+    const bool tma = s_.mainloop == "cooperative" || s_.mainloop == "pingpong";
+    const bool mma = s_.mainloop == "mma";
     Writer w;
     w.comment(name_of(s_, a_) + ": generated by ksol from the DSL program '" + p_.name + "' (gemm family).");
     for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
@@ -541,13 +620,17 @@ class Generator {
     w.line();
     Helpers helpers;
     if (a_.tf32) helpers.use("tf32_round", Type::f32);
-    if (b_async()) helpers.use("cp_async", Type::f32);
+    if (b_async() || mma) helpers.use("cp_async", Type::f32);
+    if (mma) helpers.use("mma_tf32", Type::f32);
     // The epilogue as a device function of (acc, row, col) for the SIMT kernel.
     std::string epi_body = simt_epilogue(helpers);
     std::string act_body;
     if (tma && !a_.fu.identity) act_body = cutlass_activation_code(a_.fu, helpers, s_.fast_math);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
-    simt_kernel(w, epi_body);
+    if (mma)
+      mma_kernel(w, epi_body);
+    else
+      simt_kernel(w, epi_body);
     if (tma) cutlass_kernel(w, act_body);
     if (tma && s_.unaligned == "pad") pad_path(w);
     ksol_run(w, tma);
@@ -1123,6 +1206,221 @@ class Generator {
     w.line();
   }
 
+  // mainloop = mma: each warp computes a kWM x kWN part of the block's tile with mma.sync.m16n8k8
+  // (TF32 operands, f32 accumulators) from shared-memory stages that cp.async fills kStages - 1
+  // tiles ahead; the accumulators go through the elementwise epilogue straight to C. f32 products
+  // run as three TF32 products each: x = hi + lo with hi = x rounded to TF32 and lo = the rest
+  // rounded to TF32, and a * b = a_lo * b_hi + a_hi * b_lo + a_hi * b_hi (the a_lo * b_lo term,
+  // about 2^-22 of the product, dropped).
+  void mma_kernel(Writer& w, const std::string& epi) {
+    const bool three = !a_.tf32;
+    const bool batched = !a_.batch_dim.empty();
+    const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
+    const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
+    const std::string Ab = batched ? "(" + A + " + bat * " + M + " * " + K + ")" : A;
+    const std::string Bb = batched ? "(" + B + " + bat * " + K + " * " + N + ")" : B;
+    const std::string Cb = batched ? "(" + C + " + bat * " + M + " * " + N + ")" : C;
+    const bool along_m = s_.raster == "along_m";
+    w.comment("Tensor-core GEMM (mma.sync.m16n8k8, TF32 operands, f32 accumulators): a " + std::to_string(s_.tm) + " x " +
+              std::to_string(s_.tn) + " output tile per block, " + std::to_string(s_.wm) + " x " + std::to_string(s_.wn) +
+              " per warp; K advances " + std::to_string(s_.tk) + " at a time through " + std::to_string(s_.stages) +
+              " shared-memory stages filled by cp.async. " +
+              (three ? "Each f32 product is three TF32 products (a_lo * b_hi + a_hi * b_lo + a_hi * b_hi, x = hi + lo "
+                       "with both parts TF32): about 2^-21 of the product lost against f32's 2^-24."
+                     : "The operands are rounded to TF32 as the program says (one product each)."));
+    w.line("constexpr int kBM = " + std::to_string(s_.tm) + ", kBN = " + std::to_string(s_.tn) + ", kBK = " + std::to_string(s_.tk) + ";");
+    w.line("constexpr int kWM = " + std::to_string(s_.wm) + ", kWN = " + std::to_string(s_.wn) + ";");
+    w.line("constexpr int kWarpsM = kBM / kWM, kWarpsN = kBN / kWN, kThreads = 32 * kWarpsM * kWarpsN;");
+    w.line("constexpr int kMI = kWM / 16, kNI = kWN / 8;  // a warp's m16 x n8 instruction tiles");
+    w.line("constexpr int kStages = " + std::to_string(s_.stages) + ";");
+    w.comment(std::string("A's tile: kBM rows of kBK floats (as in memory), padded by 4. B's: ") +
+              (a_.b_trans ? "kBN rows of kBK (B[n, k]), padded by 4." : "kBK rows of kBN (B[k, n]), padded by 8.") +
+              " A warp's fragment reads then fall on 32 distinct banks.");
+    w.line("constexpr int kLdA = kBK + 4, kLdB = " + std::string(a_.b_trans ? "kBK + 4" : "kBN + 8") + ";");
+    w.line("constexpr int kTileA = kBM * kLdA, kTileB = " + std::string(a_.b_trans ? "kBN" : "kBK") + " * kLdB;");
+    w.line("constexpr int kStageFloats = kTileA + kTileB;");
+    w.line("constexpr int kSmemBytes = kStages * kStageFloats * int(sizeof(float));");
+    if (three) {
+      w.comment("x as two TF32 operands: hi (x rounded to TF32) and lo (x - hi rounded to TF32); lo is 0 where hi is "
+                "infinite or NaN, so that an infinite input gives an infinite product as in f32.");
+      w.open("__device__ __forceinline__ void ksol_split3(float x, unsigned& hi, unsigned& lo)");
+      w.line("hi = ksol_tf32_bits(x);");
+      w.line("const unsigned hb = hi & 0xffffe000u;");
+      w.line("float h;");
+      w.line("__builtin_memcpy(&h, &hb, 4);");
+      w.line("lo = (hb & 0x7f800000u) == 0x7f800000u ? 0u : ksol_tf32_bits(x - h);");
+      w.close();
+    }
+    w.comment("kVec: K (and N for B[k, n]) multiples of 4 and 16-byte aligned bases, so the tiles are copied in 16-byte "
+              "quads; otherwise one element per copy. Either way a copy outside the matrices fills zeros.");
+    w.open("template <bool kVec> __global__ void __launch_bounds__(kThreads) ksol_gemm_mma(" + simt_params() + ")");
+    w.line("extern __shared__ uint4 ksol_mma_smem[];");
+    w.line("float* smem_f = reinterpret_cast<float*>(ksol_mma_smem);");
+    w.line("const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;");
+    w.line("const int wm0 = (warp / kWarpsN) * kWM, wn0 = (warp % kWarpsN) * kWN;");
+    if (batched) w.line("const int64_t bat = blockIdx.z;");
+    w.line(std::string("const int64_t tile_m = int64_t(") + (along_m ? "blockIdx.x" : "blockIdx.y") + ") * kBM;");
+    w.line(std::string("const int64_t tile_n = int64_t(") + (along_m ? "blockIdx.y" : "blockIdx.x") + ") * kBN;");
+    std::string KE = K;
+    if (const std::string masked = masked_tile_condition(); !masked.empty()) {
+      w.comment("The epilogue's other branch covers the whole tile and does not read the sum: no K tiles there.");
+      w.line("const int64_t k_live = (" + masked + ") ? 0 : " + K + ";");
+      KE = "k_live";
+    }
+    w.line("float acc[kMI][kNI][4];");
+    w.line("#pragma unroll");
+    w.line("for (int mi = 0; mi < kMI; ++mi)");
+    w.line("  #pragma unroll");
+    w.line("  for (int ni = 0; ni < kNI; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.0f;");
+    // One stage's copies: A's rows along k; B's rows along k (B[n, k]) or along n (B[k, n]).
+    w.open("auto load_tile = [&](int stage, int64_t k0)");
+    w.line("float* as = smem_f + stage * kStageFloats;");
+    w.line("float* bs = as + kTileA;");
+    w.open("if constexpr (kVec)");
+    w.line("#pragma unroll");
+    w.open("for (int q = tid; q < kBM * (kBK / 4); q += kThreads)");
+    w.line("const int r = q / (kBK / 4), c = (q % (kBK / 4)) * 4;");
+    w.line("const int64_t row = tile_m + r, k = k0 + c;");
+    w.line("const bool ok = row < " + M + " && k < " + KE + ";");
+    w.line("ksol_cp_async16(as + r * kLdA + c, ok ? " + Ab + " + row * " + K + " + k : " + A + ", ok);");
+    w.close();
+    w.line("#pragma unroll");
+    if (a_.b_trans) {
+      w.open("for (int q = tid; q < kBN * (kBK / 4); q += kThreads)");
+      w.line("const int r = q / (kBK / 4), c = (q % (kBK / 4)) * 4;");
+      w.line("const int64_t col = tile_n + r, k = k0 + c;");
+      w.line("const bool ok = col < " + N + " && k < " + KE + ";");
+      w.line("ksol_cp_async16(bs + r * kLdB + c, ok ? " + Bb + " + col * " + K + " + k : " + B + ", ok);");
+    } else {
+      w.open("for (int q = tid; q < kBK * (kBN / 4); q += kThreads)");
+      w.line("const int r = q / (kBN / 4), c = (q % (kBN / 4)) * 4;");
+      w.line("const int64_t k = k0 + r, col = tile_n + c;");
+      w.line("const bool ok = k < " + KE + " && col < " + N + ";");
+      w.line("ksol_cp_async16(bs + r * kLdB + c, ok ? " + Bb + " + k * " + N + " + col : " + B + ", ok);");
+    }
+    w.close();
+    w.reopen("else");
+    w.line("#pragma unroll");
+    w.open("for (int e = tid; e < kBM * kBK; e += kThreads)");
+    w.line("const int r = e / kBK, c = e % kBK;");
+    w.line("const int64_t row = tile_m + r, k = k0 + c;");
+    w.line("const bool ok = row < " + M + " && k < " + KE + ";");
+    w.line("ksol_cp_async4(as + r * kLdA + c, ok ? " + Ab + " + row * " + K + " + k : " + A + ", ok);");
+    w.close();
+    w.line("#pragma unroll");
+    if (a_.b_trans) {
+      w.open("for (int e = tid; e < kBN * kBK; e += kThreads)");
+      w.line("const int r = e / kBK, c = e % kBK;");
+      w.line("const int64_t col = tile_n + r, k = k0 + c;");
+      w.line("const bool ok = col < " + N + " && k < " + KE + ";");
+      w.line("ksol_cp_async4(bs + r * kLdB + c, ok ? " + Bb + " + col * " + K + " + k : " + B + ", ok);");
+    } else {
+      w.open("for (int e = tid; e < kBK * kBN; e += kThreads)");
+      w.line("const int r = e / kBN, c = e % kBN;");
+      w.line("const int64_t k = k0 + r, col = tile_n + c;");
+      w.line("const bool ok = k < " + KE + " && col < " + N + ";");
+      w.line("ksol_cp_async4(bs + r * kLdB + c, ok ? " + Bb + " + k * " + N + " + col : " + B + ", ok);");
+    }
+    w.close();
+    w.close();
+    w.close(("};"));
+    // One stage's products.
+    w.open("auto compute = [&](int stage)");
+    w.line("const float* as = smem_f + stage * kStageFloats;");
+    w.line("const float* bs = as + kTileA;");
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < kBK; kk += 8)");
+    w.line(three ? "unsigned ah[kMI][4], al[kMI][4], bh[kNI][2], bl[kNI][2];" : "unsigned ah[kMI][4], bh[kNI][2];");
+    w.comment("Lane (g, t) holds A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4] of an m16 tile and B[t][g], "
+              "B[t + 4][g] of an n8 tile (k x n).");
+    w.line("#pragma unroll");
+    w.open("for (int mi = 0; mi < kMI; ++mi)");
+    w.line("#pragma unroll");
+    w.open("for (int rr = 0; rr < 4; ++rr)");
+    w.line("const float x = as[(wm0 + mi * 16 + g + (rr & 1) * 8) * kLdA + kk + t + (rr >> 1) * 4];");
+    w.line(three ? "ksol_split3(x, ah[mi][rr], al[mi][rr]);" : "ah[mi][rr] = ksol_tf32_bits(x);");
+    w.close();
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int ni = 0; ni < kNI; ++ni)");
+    w.line("#pragma unroll");
+    w.open("for (int rr = 0; rr < 2; ++rr)");
+    w.line(a_.b_trans ? "const float x = bs[(wn0 + ni * 8 + g) * kLdB + kk + t + rr * 4];"
+                      : "const float x = bs[(kk + t + rr * 4) * kLdB + wn0 + ni * 8 + g];");
+    w.line(three ? "ksol_split3(x, bh[ni][rr], bl[ni][rr]);" : "bh[ni][rr] = ksol_tf32_bits(x);");
+    w.close();
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int mi = 0; mi < kMI; ++mi)");
+    w.line("#pragma unroll");
+    w.open("for (int ni = 0; ni < kNI; ++ni)");
+    if (three) {
+      w.line("ksol_mma_tf32(acc[mi][ni], al[mi], bh[ni]);");
+      w.line("ksol_mma_tf32(acc[mi][ni], ah[mi], bl[ni]);");
+    }
+    w.line("ksol_mma_tf32(acc[mi][ni], ah[mi], bh[ni]);");
+    w.close();
+    w.close();
+    w.close();
+    w.close("};");
+    w.comment("The pipeline: tiles 0 .. kStages - 2 in flight, then per tile: wait for it, a barrier (its copies seen by "
+              "every thread, and the stage the next copy refills done with), the copy kStages - 1 tiles ahead, the "
+              "products. Every thread commits one group per tile, empty past the end, so the wait counts stay exact.");
+    w.line("const int64_t k_tiles_ = (" + KE + " + kBK - 1) / kBK;");
+    w.line("#pragma unroll");
+    w.open("for (int s = 0; s < kStages - 1; ++s)");
+    w.line("if (s < k_tiles_) load_tile(s, int64_t(s) * kBK);");
+    w.line("ksol_cp_commit();");
+    w.close();
+    w.open("for (int64_t kt = 0; kt < k_tiles_; ++kt)");
+    w.line("ksol_cp_wait<kStages - 2>();");
+    w.line("__syncthreads();");
+    w.line("const int64_t nt = kt + kStages - 1;");
+    w.line("if (nt < k_tiles_) load_tile(int(nt % kStages), nt * kBK);");
+    w.line("ksol_cp_commit();");
+    w.line("compute(int(kt % kStages));");
+    w.close();
+    w.line("ksol_cp_wait<0>();");
+    w.comment("Lane (g, t) holds D[g][2t], D[g][2t + 1], D[g + 8][2t], D[g + 8][2t + 1] of each m16 x n8 tile.");
+    w.line("#pragma unroll");
+    w.open("for (int mi = 0; mi < kMI; ++mi)");
+    w.line("#pragma unroll");
+    w.open("for (int ni = 0; ni < kNI; ++ni)");
+    w.line("#pragma unroll");
+    w.open("for (int e = 0; e < 4; ++e)");
+    w.line("const int64_t row = tile_m + wm0 + mi * 16 + g + (e >> 1) * 8, col = tile_n + wn0 + ni * 8 + 2 * t + (e & 1);");
+    w.line("if (row >= " + M + " || col >= " + N + ") continue;");
+    w.line("const float v = acc[mi][ni][e];");
+    w.line(Cb + "[row * " + N + " + col] = " + epi + ";");
+    w.close();
+    w.close();
+    w.close();
+    w.close();
+    w.line();
+    w.open("static int ksol_run_mma(" + simt_params() + ", cudaStream_t stream)");
+    w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
+    w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
+    w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
+    const std::string nb = batched ? id(a_.batch_dim) : "";
+    if (batched) {
+      w.line("if (" + nb + " == 0) return 0;");
+      w.line("if (" + nb + " > 65535) return 3;");
+    }
+    w.line(std::string("const dim3 grid{unsigned(") + (along_m ? "tiles_m" : "tiles_n") + "), unsigned(" +
+           (along_m ? "tiles_n" : "tiles_m") + "), " + (batched ? "unsigned(" + nb + ")" : "1u") + "};");
+    w.line("const bool vec = " + K + " % 4 == 0 && " + (a_.b_trans ? "" : N + " % 4 == 0 && ") + "reinterpret_cast<uintptr_t>(" +
+           A + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + B + ") % 16 == 0;");
+    w.open("if (kSmemBytes > 48 * 1024)");
+    w.line("if (cudaFuncSetAttribute(ksol_gemm_mma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) return 4;");
+    w.line("if (cudaFuncSetAttribute(ksol_gemm_mma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) return 4;");
+    w.close();
+    w.line("if (vec) ksol_gemm_mma<true><<<grid, kThreads, kSmemBytes, stream>>>(" + simt_args() + ");");
+    w.line("else ksol_gemm_mma<false><<<grid, kThreads, kSmemBytes, stream>>>(" + simt_args() + ");");
+    w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
+    w.close();
+    w.line();
+  }
+
   void cutlass_kernel(Writer& w, const std::string& act) {
     const std::string ta = cutlass_type(a_.in_type), td = cutlass_type(p_.outputs[0].type);
     const bool coop = s_.mainloop == "cooperative";
@@ -1449,7 +1747,7 @@ class Generator {
       }
       w.close();
     }
-    w.line("return ksol_run_simt(" + simt_args() + ", stream);");
+    w.line(std::string("return ") + (s_.mainloop == "mma" ? "ksol_run_mma(" : "ksol_run_simt(") + simt_args() + ", stream);");
     w.close();
   }
 
@@ -1471,7 +1769,9 @@ const FamilyGenerator& family() {
             "[128, 256, 64]", "[256, 64, 64]", "[256, 128, 64]", "[64, 64, 16]", "[128, 128, 32]", "[128, 256, 32]", "[256, 128, 32]", "[128, 128, 8]"}},
           {"cluster", "[1, 1]", {"[1, 1]", "[2, 1]", "[1, 2]", "[2, 2]"}},
           {"stages", "auto", {"auto", "1", "3", "4", "6"}},
-          {"mainloop", "cooperative", {"cooperative", "pingpong", "simt"}},
+          {"mainloop", "cooperative", {"cooperative", "pingpong", "simt", "mma"}},
+          // Right after mainloop: other mainloops refuse a warp_tile as soon as both are read.
+          {"warp_tile", "auto", {"auto", "[32, 64]"}},
           {"epilogue", "auto", {"auto", "default"}},
           {"raster", "along_n", {"along_n", "along_m"}},
           {"swizzle", "1", {"1", "2", "8"}},

@@ -301,7 +301,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(parse(kLinearF32), {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
             "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
-            "mainloop must be simt");
+            "mainloop must be simt, or mma (each product as three TF32 products)");
   const dsl::Program g = parse(kGemmBf16);
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(scheduled(g, {{"tile", "[96, 128, 64]"}})),
@@ -371,8 +371,8 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(g, {{"swizzle", "3"}})), "swizzle = 3 must be one of 1, 2, 4, 8");
   EXPECT_EQ(refusal(scheduled(g, {{"raster", "diagonal"}})), "raster = diagonal must be one of along_m, along_n");
   EXPECT_EQ(refusal(scheduled(g, {{"threads", "128"}})),
-            "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, epilogue, "
-            "raster, swizzle, split_k, stream_k, swap_ab, bias_prefetch, math, epilogue_tile, unaligned");
+            "unknown schedule key 'threads' for the gemm family; it accepts tile, cluster, stages, mainloop, warp_tile, "
+            "epilogue, raster, swizzle, split_k, stream_k, swap_ab, bias_prefetch, math, epilogue_tile, unaligned");
   {
     // swap_ab = 1: CUTLASS computes C^T = B^T A^T. Its tile and cluster are the program's swapped,
     // its A is B (N-major: ColumnMajor) and its B is A (K-major: ColumnMajor), C^T is column-major
@@ -426,7 +426,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(f, {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
             "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
-            "mainloop must be simt");
+            "mainloop must be simt, or mma (each product as three TF32 products)");
   // TF32: the program rounds both factors; the tensor-core path takes it with a K tile of 32.
   const dsl::Program tf = parse(kGemmTf32);
   EXPECT_EQ(refusal(tf), "(accepted)");
@@ -440,7 +440,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
             "mainloop = cooperative: a TF32 GEMM on the tensor cores takes B as B[n, k] (K-major, both operands "
             "straight from shared memory); with a row-major B[K, N] CUTLASS's TF32 mainloop (its register-sourced, "
             "swapped-operand path) gave wrong results on the H200 (docs/results/2026-12-01-h200-issue4-g2.txt), so "
-            "mainloop must be simt");
+            "mainloop must be simt or mma");
   EXPECT_EQ(refusal(scheduled(tk, {{"mainloop", "simt"}, {"tile", "[64, 64, 16]"}})), "(accepted)");
   EXPECT_EQ(refusal(scheduled(tf, {{"tile", "[128, 128, 64]"}})),
             "tile = [128, 128, 64]: tile K must be 32 for TF32 operands (one 128-byte swizzle row of f32 per stage)");
@@ -516,7 +516,7 @@ TEST(CodegenGemm, UnalignedShapesRunTheSimtKernelOrArePaddedForTheTensorCores) {
   EXPECT_NE(bias.find("segs.nseg = 3;"), std::string::npos);
   EXPECT_NE(bias.find("ksol_run_tma(Ap_, Bp_, biasp_, Cp_, M, Np_, Kp_, stream)"), std::string::npos) << bias;
   EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"unaligned", "pad"}})),
-            "unaligned = pad chooses what the tensor-core mainloops do with shapes TMA cannot take; mainloop = simt takes every "
+            "unaligned = pad chooses what the TMA mainloops do with shapes TMA cannot take; mainloop = simt takes every "
             "shape (unaligned = auto)");
   EXPECT_EQ(refusal(scheduled(g, {{"unaligned", "never"}})), "unaligned = never must be one of auto, pad, simt");
 }
@@ -528,7 +528,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   // 5904 tensor-core schedules (3936 with epilogue_tile = auto, 1968 with [128, 64] or [64, 64]),
   // each with unaligned = auto (the SIMT fallback) and pad, and 48 SIMT ones (unaligned = auto only).
   EXPECT_EQ(s.legal.size(), 2u * 5904 + 48);
-  EXPECT_EQ(s.size(), 14u * 4 * 5 * 3 * 2 * 2 * 3 * 2 * 2 * 2 * 3 * 2);
+  EXPECT_EQ(s.size(), 14u * 4 * 5 * 4 * 2 * 2 * 2 * 3 * 2 * 2 * 2 * 3 * 2);
   EXPECT_EQ(s.legal.size() + s.refused(), s.size());
   for (const Schedule& sch : s.legal) {
     dsl::Program p = codegen::with_schedule(parse(kGemmBf16), sch);
@@ -544,7 +544,10 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   }
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
   std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused() << " refused\n";
-  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}
+  // simt: tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}; mma (3xTF32): warp_tile
+  // {auto, [32, 64]} x epilogue x raster x the tiles with K 32 or 16 and their stages that fit
+  // ([64, 64, 16] and [128, 128, 32]: auto, 3, 4, 6; [128, 256, 32] and [256, 128, 32]: auto, 3, 4).
+  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2 + 2u * 2 * 2 * (2 * 4 + 2 * 3));
   // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
   codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
   std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused() << " refused\n";
@@ -556,14 +559,76 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   EXPECT_EQ(tensor + 3u * 2 * 2 * 2 * 2, t.legal.size());
 }
 
+namespace {
+
+struct HostCase {
+  const char* program;
+  Schedule changes;
+  std::map<std::string, int64_t> dims;
+};
+
+// One generated GEMM on the CPU (host emulation) against the IR interpreter: the f32 rounding of K
+// products of magnitude up to 4 in any order, then the output's rounding.
+void expect_host_matches_interpreter(const HostCase& c) {
+  const dsl::Program p = scheduled(parse(c.program), c.changes);
+  ASSERT_EQ(refusal(p), "(accepted)");
+  const std::string name = codegen::kernel_name(p);
+  uint64_t state = 99;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
+  };
+  auto dtype = [](dsl::Type t) { return *parse_dtype(dsl::type_name(t)); };
+  auto numel = [&](const dsl::Param& prm) {
+    int64_t n = 1;
+    for (const std::string& e : prm.extents) n *= c.dims.at(e);
+    return n;
+  };
+  codegen::HostArrays in;
+  OutputBytes buffers;
+  for (const dsl::Param& prm : p.inputs) {
+    std::vector<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm.type)) + 1);
+    std::vector<double>& v = in[prm.name];
+    for (int64_t i = 0; i < numel(prm); ++i) {
+      store_from_double(dtype(prm.type), bytes.data(), i, next());
+      v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
+    }
+    bytes.resize(numel(prm) * dtype_size(dtype(prm.type)));
+    buffers.emplace_back(bytes.begin(), bytes.end());
+  }
+  const dsl::Param& out = p.outputs[0];
+  buffers.emplace_back(numel(out) * dtype_size(dtype(out.type)), 0xFF);
+  std::vector<int64_t> dims;
+  for (const std::string& d : p.dims) dims.push_back(c.dims.at(d));
+  codegen::HostArrays want = codegen::interpret(p, c.dims, in, codegen::Arithmetic::typed);
+  codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
+  ASSERT_TRUE(build.ok) << name << "\n" << build.message;
+  codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims);
+  ASSERT_TRUE(r.ok) << name << ": " << r.message;
+  ASSERT_EQ(r.rc, 0) << name;
+  const std::vector<double>& w = want.at(out.name);
+  const DType dt = dtype(out.type);
+  const double u = dtype_unit_roundoff(dt);
+  const double kdim = static_cast<double>(std::max<int64_t>(1, c.dims.at("K")));
+  int bad = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    double got = load_as_double(dt, buffers.back().data(), static_cast<int64_t>(i));
+    // The interpreter rounds each product then adds; the kernel fuses them: f32 rounding over K
+    // terms of magnitude up to 4, then the output's rounding (two ulps: the rounded values may
+    // fall on either side of a tie).
+    double bound = 2 * u * std::fabs(w[i]) + kdim * 4 * 4 * std::ldexp(1.0, -23) * 2 + 1e-30;
+    if (!(std::fabs(got - w[i]) <= bound) && bad++ < 5)
+      ADD_FAILURE() << name << ": element " << i << " is " << got << ", the interpreter says " << w[i];
+  }
+  EXPECT_EQ(bad, 0) << name;
+}
+
+}  // namespace
+
 // The SIMT kernel on the CPU (host emulation) against the IR interpreter, on small odd sizes
 // (partial tiles in M, N and K).
 TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
-  struct Case {
-    const char* program;
-    Schedule changes;
-    std::map<std::string, int64_t> dims;
-  };
+  using Case = HostCase;
   // A product whose epilogue keeps the sum where `cond` holds of the output's position, else 0.
   std::deque<std::string> masked_programs;
   auto masked = [&](const char* cond) {
@@ -638,59 +703,80 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
        "  acc[m, n] = sum(a[m, k] * b[n, k]) over k\n  y[m, n] = select(m + 3 > n, acc[m, n] * 2, -1)\n}\n",
        {{"tile", "[32, 32, 16]"}, {"mainloop", "simt"}, {"stages", "2"}}, {{"M", 64}, {"N", 96}, {"K", 40}}},
   };
-  for (const Case& c : cases) {
-    const dsl::Program p = scheduled(parse(c.program), c.changes);
-    ASSERT_EQ(refusal(p), "(accepted)");
-    const std::string name = codegen::kernel_name(p);
-    uint64_t state = 99;
-    auto next = [&] {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return static_cast<double>(static_cast<int64_t>(state >> 11) % 2000001 - 1000000) / 500000.0;
-    };
-    auto dtype = [](dsl::Type t) { return *parse_dtype(dsl::type_name(t)); };
-    auto numel = [&](const dsl::Param& prm) {
-      int64_t n = 1;
-      for (const std::string& e : prm.extents) n *= c.dims.at(e);
-      return n;
-    };
-    codegen::HostArrays in;
-    OutputBytes buffers;
-    for (const dsl::Param& prm : p.inputs) {
-      std::vector<uint8_t> bytes(numel(prm) * dtype_size(dtype(prm.type)) + 1);
-      std::vector<double>& v = in[prm.name];
-      for (int64_t i = 0; i < numel(prm); ++i) {
-        store_from_double(dtype(prm.type), bytes.data(), i, next());
-        v.push_back(load_as_double(dtype(prm.type), bytes.data(), i));
-      }
-      bytes.resize(numel(prm) * dtype_size(dtype(prm.type)));
-      buffers.emplace_back(bytes.begin(), bytes.end());
-    }
-    const dsl::Param& out = p.outputs[0];
-    buffers.emplace_back(numel(out) * dtype_size(dtype(out.type)), 0xFF);
-    std::vector<int64_t> dims;
-    for (const std::string& d : p.dims) dims.push_back(c.dims.at(d));
-    codegen::HostArrays want = codegen::interpret(p, c.dims, in, codegen::Arithmetic::typed);
-    codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
-    ASSERT_TRUE(build.ok) << name << "\n" << build.message;
-    codegen::HostRun r = codegen::run_on_host(build.so_path, buffers, dims);
-    ASSERT_TRUE(r.ok) << name << ": " << r.message;
-    ASSERT_EQ(r.rc, 0) << name;
-    const std::vector<double>& w = want.at(out.name);
-    const DType dt = dtype(out.type);
-    const double u = dtype_unit_roundoff(dt);
-    const double kdim = static_cast<double>(std::max<int64_t>(1, c.dims.at("K")));
-    int bad = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      double got = load_as_double(dt, buffers.back().data(), static_cast<int64_t>(i));
-      // The interpreter rounds each product then adds; the kernel fuses them: f32 rounding over K
-      // terms of magnitude up to 4, then the output's rounding (two ulps: the rounded values may
-      // fall on either side of a tie).
-      double bound = 2 * u * std::fabs(w[i]) + kdim * 4 * 4 * std::ldexp(1.0, -23) * 2 + 1e-30;
-      if (!(std::fabs(got - w[i]) <= bound) && bad++ < 5)
-        ADD_FAILURE() << name << ": element " << i << " is " << got << ", the interpreter says " << w[i];
-    }
-    EXPECT_EQ(bad, 0) << name;
-  }
+  for (const Case& c : cases) expect_host_matches_interpreter(c);
+}
+
+// mainloop = mma: its name says 3xTF32 for f32 products; a task of IEEE float32 operations only
+// refuses it there (a TF32 program asked for its rounding itself); warp_tile is its knob alone.
+TEST(CodegenGemm, MmaNamesItsProductsAndIsRefusedForIeeeOnlyTasks) {
+  const dsl::Program p = scheduled(parse(kGemmF32), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}});
+  EXPECT_EQ(codegen::kernel_name(p), "gemm_f32_128x128x16_mma3xtf32_w64x32_s3_rn");
+  EXPECT_EQ(refusal(p), "(accepted)");
+  Binding ieee;
+  ieee.ieee_f32 = true;
+  EXPECT_EQ(refusal(p, ieee),
+            "mainloop = mma runs each f32 product as three TF32 products, and this task takes IEEE float32 operations "
+            "only (--precision strict); use mainloop = simt");
+  EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"tile", "[64, 64, 16]"}}), ieee), "(accepted)");  // simt
+  const dsl::Program t = scheduled(parse(kGemmTf32), {{"mainloop", "mma"}, {"tile", "[64, 128, 32]"}, {"warp_tile", "[32, 64]"},
+                                                      {"stages", "4"}, {"raster", "along_m"}});
+  EXPECT_EQ(codegen::kernel_name(t), "gemm_tf32_64x128x32_mma_w32x64_s4_bnk_rm");
+  EXPECT_EQ(refusal(t, ieee), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"tile", "[64, 64, 16]"}, {"warp_tile", "[32, 32]"}})),
+            "warp_tile divides the block's tile among the warps of mainloop = mma; mainloop = simt has no warp tiles of "
+            "its own (warp_tile = auto)");
+  auto mma = [&](Schedule more) {
+    Schedule s = {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}};
+    for (auto& kv : more) s.push_back(kv);
+    return refusal(scheduled(parse(kGemmF32), s));
+  };
+  EXPECT_EQ(mma({{"tile", "[128, 128, 8]"}}), "tile = [128, 128, 8]: mainloop = mma takes tile K 16 or 32 (k-steps of 8)");
+  EXPECT_EQ(mma({{"tile", "[96, 128, 16]"}}), "tile = [96, 128, 16]: mainloop = mma takes tile M and N in {32, 64, 128, 256}");
+  EXPECT_EQ(mma({{"warp_tile", "[64, 48]"}}),
+            "warp_tile = [64, 48]: a warp's tile has M in {16, 32, 64} and N in {8, 16, 32, 64} (m16n8k8 instructions)");
+  EXPECT_EQ(mma({{"tile", "[256, 256, 16]"}}),
+            "tile = [256, 256, 16] in warp tiles of [64, 32] takes 32 warps; a block of mainloop = mma has at most 16 (512 threads)");
+  EXPECT_EQ(mma({{"split_k", "2"}}), "split_k = 2: mainloop = mma does not split K (split_k = 1)");
+  EXPECT_EQ(mma({{"tile", "[256, 256, 32]"}, {"warp_tile", "[64, 64]"}, {"stages", "6"}}),
+            "stages = 6 of tile = [256, 256, 32] take 423936 bytes of shared memory: over the 232448 bytes (227 KB) of an sm_90 block");
+  EXPECT_EQ(refusal(scheduled(parse(kGemmBf16), {{"mainloop", "mma"}})),
+            "mainloop = mma multiplies f32 operands (TF32 products, or each f32 product as three TF32 products); bf16 "
+            "operands take mainloop = cooperative or pingpong");
+}
+
+// mainloop = mma on the CPU: mma.sync emulated, cp.async copies deferred until their wait (so a
+// stage read before its copies landed reads stale data and fails). f32 products as three TF32
+// products stay within the f32 bound below (one TF32 product a term would miss it by ~2^-11 of
+// each product); partial tiles in M, N and K, the 16-byte and the element copies, B[k, n] and
+// B[n, k], 2 to 4 stages, batched, K = 0, an epilogue and a masked triangle.
+TEST(CodegenGemm, MmaKernelMatchesTheInterpreterOnTheHost) {
+  const char* const masked = "kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
+                             "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 1, acc[m, n], 0)\n}\n";
+  const char* const batched_epilogue =
+      "kernel bg(A: f32[BATCH, M, K], B: f32[BATCH, N, K], R: f32[BATCH, M, N], s: f32[M]) -> (C: f32[BATCH, M, N]) {\n"
+      "  acc[b, m, n] = sum(A[b, m, k] * B[b, n, k]) over k\n  C[b, m, n] = relu(acc[b, m, n] * s[m] + R[b, m, n])\n}\n";
+  const Schedule mma = {{"mainloop", "mma"}, {"tile", "[64, 64, 16]"}, {"stages", "auto"}, {"cluster", "[1, 1]"},
+                        {"swizzle", "1"}, {"split_k", "1"}};
+  auto with = [&](Schedule more) {
+    Schedule s = mma;
+    for (auto& kv : more) s.push_back(kv);
+    return s;
+  };
+  const std::vector<HostCase> cases = {
+      {kGemmF32, with({}), {{"M", 37}, {"N", 70}, {"K", 19}}},
+      {kGemmF32, with({{"tile", "[128, 128, 32]"}}), {{"M", 130}, {"N", 132}, {"K", 100}}},
+      {kGemmF32, with({{"tile", "[32, 64, 16]"}, {"raster", "along_m"}}), {{"M", 33}, {"N", 65}, {"K", 0}}},
+      {kLinearF32, with({{"stages", "2"}}), {{"M", 45}, {"N", 37}, {"K", 50}}},
+      {kLinearF32, with({{"tile", "[128, 64, 16]"}, {"warp_tile", "[32, 32]"}, {"stages", "4"}}),
+       {{"M", 130}, {"N", 70}, {"K", 100}}},
+      {kLinearF32, with({{"tile", "[256, 128, 16]"}, {"warp_tile", "[64, 64]"}, {"stages", "2"}}),
+       {{"M", 260}, {"N", 132}, {"K", 20}}},
+      {kGemmTf32, with({{"tile", "[64, 32, 16]"}, {"warp_tile", "[16, 8]"}}), {{"M", 37}, {"N", 72}, {"K", 24}}},
+      {kBatchedF32, with({{"tile", "[32, 32, 32]"}, {"warp_tile", "[16, 16]"}}), {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 44}}},
+      {batched_epilogue, with({{"tile", "[32, 64, 16]"}, {"stages", "3"}}), {{"BATCH", 2}, {"M", 37}, {"N", 68}, {"K", 41}}},
+      {masked, with({{"tile", "[32, 32, 16]"}, {"warp_tile", "[16, 16]"}}), {{"M", 70}, {"N", 68}, {"K", 52}}},
+  };
+  for (const HostCase& c : cases) expect_host_matches_interpreter(c);
 }
 
 // Two emulated SIMT GEMMs of different tiles loaded into one process, as the Python worker loads
