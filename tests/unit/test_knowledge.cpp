@@ -360,7 +360,7 @@ TEST(Moves, ParseAndCheckAgainstFamilies) {
 
   m = parse_move("set mainloop warp", &err, &col);
   ASSERT_TRUE(m);
-  EXPECT_EQ(check_move(*m, "gemm", &col), "'mainloop' of family 'gemm' is one of cooperative, pingpong, simt");
+  EXPECT_EQ(check_move(*m, "gemm", &col), "'mainloop' of family 'gemm' is one of cooperative, pingpong, simt, mma");
   EXPECT_EQ(col, 13);
 
   m = parse_move("double tile", &err, &col);
