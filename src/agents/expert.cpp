@@ -287,6 +287,7 @@ std::vector<codegen::Schedule> apply_moves(const Method& m, const dsl::Program& 
 std::vector<Proposal> ExpertAgent::propose(const dsl::Program& parent, const Profile& prof, const codegen::Binding& b,
                                            const std::set<std::string>& exclude, std::vector<std::string>* log) {
   Features f = features_of(parent, prof);
+  f.num["ieee_f32"] = b.ieee_f32 ? 1 : 0;
   derive_features(k_, &f);
   ChooseOptions o;
   o.max = 8;

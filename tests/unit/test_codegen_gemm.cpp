@@ -544,10 +544,11 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   }
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
   std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused() << " refused\n";
-  // simt: tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}; mma (3xTF32): warp_tile
-  // {auto, [32, 64]} x epilogue x raster x the tiles with K 32 or 16 and their stages that fit
-  // ([64, 64, 16] and [128, 128, 32]: auto, 3, 4, 6; [128, 256, 32] and [256, 128, 32]: auto, 3, 4).
-  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2 + 2u * 2 * 2 * (2 * 4 + 2 * 3));
+  // simt: tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}; mma (3xTF32): epilogue x
+  // raster x the tiles with K 32 or 16 and the stages that fit ([64, 64, 16] and [128, 128, 32]:
+  // auto, 3, 4, 6; [128, 256, 32] and [256, 128, 32]: auto, 3, 4) at warp_tile auto, and at
+  // [32, 64] where that is at most 8 warps (the first two tiles).
+  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2 + 2u * 2 * (2 * 4 + 2 * 3 + 2 * 4));
   // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
   codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
   std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused() << " refused\n";
@@ -710,7 +711,11 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
 // refuses it there (a TF32 program asked for its rounding itself); warp_tile is its knob alone.
 TEST(CodegenGemm, MmaNamesItsProductsAndIsRefusedForIeeeOnlyTasks) {
   const dsl::Program p = scheduled(parse(kGemmF32), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}});
-  EXPECT_EQ(codegen::kernel_name(p), "gemm_f32_128x128x16_mma3xtf32_w64x32_s3_rn");
+  EXPECT_EQ(codegen::kernel_name(p), "gemm_f32_128x128x16_mma3xtf32_w64x64_s3_rn");
+  // Without a tile: the family's default with K 16.
+  EXPECT_EQ(codegen::kernel_name(parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                                       "  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\nschedule {\n  mainloop = mma\n}\n")),
+            "gemm_f32_128x128x16_mma3xtf32_w64x64_s3_rn");
   EXPECT_EQ(refusal(p), "(accepted)");
   Binding ieee;
   ieee.ieee_f32 = true;
@@ -734,8 +739,11 @@ TEST(CodegenGemm, MmaNamesItsProductsAndIsRefusedForIeeeOnlyTasks) {
   EXPECT_EQ(mma({{"tile", "[96, 128, 16]"}}), "tile = [96, 128, 16]: mainloop = mma takes tile M and N in {32, 64, 128, 256}");
   EXPECT_EQ(mma({{"warp_tile", "[64, 48]"}}),
             "warp_tile = [64, 48]: a warp's tile has M in {16, 32, 64} and N in {8, 16, 32, 64} (m16n8k8 instructions)");
-  EXPECT_EQ(mma({{"tile", "[256, 256, 16]"}}),
+  EXPECT_EQ(mma({{"tile", "[256, 256, 16]"}, {"warp_tile", "[64, 32]"}}),
             "tile = [256, 256, 16] in warp tiles of [64, 32] takes 32 warps; a block of mainloop = mma has at most 16 (512 threads)");
+  EXPECT_EQ(mma({{"tile", "[256, 256, 16]"}}),
+            "tile = [256, 256, 16] in warp tiles of [64, 64]: 16 warps of 128 accumulators a thread spill (at most 128 "
+            "registers a thread past 8 warps); use a smaller tile or fewer warps");
   EXPECT_EQ(mma({{"split_k", "2"}}), "split_k = 2: mainloop = mma does not split K (split_k = 1)");
   EXPECT_EQ(mma({{"tile", "[256, 256, 32]"}, {"warp_tile", "[64, 64]"}, {"stages", "6"}}),
             "stages = 6 of tile = [256, 256, 32] take 423936 bytes of shared memory: over the 232448 bytes (227 KB) of an sm_90 block");

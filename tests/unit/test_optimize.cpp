@@ -654,6 +654,7 @@ TEST(Optimize, TheExpertMovesAnF32GemmOntoTheTensorCoresUnlessIeeeOnly) {
       EXPECT_GE(mma, 8u) << join(log, "\n");
     } else {
       EXPECT_EQ(mma, 0u) << join(log, "\n");
+      for (auto& pr : props) EXPECT_NE(pr.method, "fp32_tensor_core_emulation") << join(log, "\n");
     }
   }
 }
