@@ -222,7 +222,7 @@ print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" >
     # ';'-separated), beside examples/tuned/gemm_f32.ksol (SIMT), against cuBLAS through every gate
     # at the simtgemm shapes and 128 x 32768 x 32768 (level2/55).
     d=$OUT/mmagemm; mkdir -p "$d"; cands=(--candidate examples/tuned/gemm_f32.ksol); i=0
-    IFS=';' read -ra tiles <<< "${MMA_TILES:-[128, 128, 16]/auto/3;[128, 128, 32]/auto/3;[128, 256, 16]/[64, 64]/3;[256, 128, 16]/[64, 64]/3}"
+    IFS=";" read -ra tiles <<< "${MMA_TILES:-[128, 128, 16]/[64, 32]/3;[128, 256, 16]/[64, 64]/3;[256, 128, 16]/[64, 64]/3;[128, 256, 32]/[64, 64]/3}"
     for t in "${tiles[@]}"; do
       IFS='/' read -r tile wt st <<< "$t"; i=$((i + 1))
       sed -e "s/tile = \[64, 64, 16\]/tile = $tile\n  warp_tile = $wt/" -e "s/stages = auto/stages = $st/" \
