@@ -1365,17 +1365,18 @@ class Generator {
     w.line(three ? "ksol_split3(x, bh[ni][rr], bl[ni][rr]);" : "bh[ni][rr] = ksol_tf32_bits(x);");
     w.close();
     w.close();
-    w.line("#pragma unroll");
-    w.open("for (int mi = 0; mi < kMI; ++mi)");
-    w.line("#pragma unroll");
-    w.open("for (int ni = 0; ni < kNI; ++ni)");
-    if (three) {
-      w.line("ksol_mma_tf32(acc[mi][ni], al[mi], bh[ni]);");
-      w.line("ksol_mma_tf32(acc[mi][ni], ah[mi], bl[ni]);");
+    // Three passes over the warp's instruction tiles (small products first): an accumulator's
+    // next product waits for its last one, so each pass puts kMI * kNI independent ones between.
+    const std::vector<std::pair<std::string, std::string>> passes =
+        three ? std::vector<std::pair<std::string, std::string>>{{"al", "bh"}, {"ah", "bl"}, {"ah", "bh"}}
+              : std::vector<std::pair<std::string, std::string>>{{"ah", "bh"}};
+    for (const auto& [fa, fb] : passes) {
+      w.line("#pragma unroll");
+      w.open("for (int mi = 0; mi < kMI; ++mi)");
+      w.line("#pragma unroll");
+      w.line("for (int ni = 0; ni < kNI; ++ni) ksol_mma_tf32(acc[mi][ni], " + fa + "[mi], " + fb + "[ni]);");
+      w.close();
     }
-    w.line("ksol_mma_tf32(acc[mi][ni], ah[mi], bh[ni]);");
-    w.close();
-    w.close();
     w.close();
     w.close("};");
     w.comment("The pipeline: tiles 0 .. kStages - 2 in flight, then per tile: wait for it, a barrier (its copies seen by "
