@@ -304,10 +304,11 @@ def synthesize(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence
     the result then says "conv_products": "tf32". `gemm_products` is the same for a GEMM's: "tf32"
     schedules CUTLASS's TF32 mainloop, and the result also holds "program_fallback", the program
     on CUDA cores, for where the generator refuses that (a B read [k, n], an epilogue CUTLASS has
-    no exact fusion for)."""
-    for what, v in (("conv_products", conv_products), ("gemm_products", gemm_products)):
-        if v not in ("fp32", "tf32"):
-            raise ValueError(f"{what} {v!r}: fp32 or tf32")
+    no exact fusion for); "3xtf32" keeps float32 products but schedules them on the tensor cores as
+    three TF32 products each (mainloop = mma), with the CUDA-core program as the fallback."""
+    for what, v, ok in (("conv_products", conv_products, ("fp32", "tf32")), ("gemm_products", gemm_products, ("fp32", "3xtf32", "tf32"))):
+        if v not in ok:
+            raise ValueError(f"{what} {v!r}: {' or '.join(ok)}")
     out = {"program": None, "reason": "", "family": None, "tensors": [], "dims": {}, "constants": []}
     try:
         out.update(_synthesize(model, inputs, draw, conv_products, gemm_products))
@@ -1183,7 +1184,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             aread = f"{an}[{bi}m, k]"
             if gemm_products == "tf32":
                 aread, bread = f"tf32({aread})", f"tf32({bread})"
-                extra["gemm_products"] = "tf32"
+            extra["gemm_products"] = gemm_products
             b.stmts.append(f"acc[{bi}m, n] = sum({aread} * {bread}) over k")
             expr = f"acc[{bi}m, n]"
             if ga["bias"] is not None:
@@ -1487,6 +1488,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         "gemm": ["tile = [128, 128, 8]", "stages = 1", "split_k = 16", "mainloop = simt"],
         # TF32 products: CUTLASS's sm90 mainloop (the fallback program keeps the SIMT schedule).
         "gemm_tf32": ["tile = [128, 128, 32]", "cluster = [1, 1]", "stages = auto", "mainloop = cooperative"],
+        # float32 products as three TF32 products each on the tensor cores (docs/DSL.md, mainloop =
+        # mma), at the tile that ran fastest on an H100 at 8192^3 (128 x 256 x 16 in 64 x 64 warp tiles).
+        "gemm_3xtf32": ["tile = [128, 256, 16]", "warp_tile = [64, 64]", "stages = 3", "mainloop = mma"],
         # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
         # the convolution's filter count; f32 products the CUDA-core kernel's.
         "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
@@ -1494,8 +1498,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         "direct": _direct_schedule(dims, extra.get("conv_products") == "tf32"),
     }
     fallback = None
-    if family == "gemm" and extra.get("gemm_products") == "tf32":
-        fallback, schedule = schedule["gemm"], schedule["gemm_tf32"]
+    if family == "gemm" and extra.get("gemm_products") in ("tf32", "3xtf32"):
+        fallback, schedule = schedule["gemm"], schedule["gemm_" + extra["gemm_products"]]
     else:
         schedule = schedule[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)

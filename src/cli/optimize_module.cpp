@@ -642,6 +642,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     if (syn.value("gemm_products", std::string("fp32")) == "tf32")
       std::cerr << "the GEMM's products are TF32: precision " << a.precision
                 << " lets matmul use TF32, as eager and torch.compile then do (--precision strict keeps IEEE float32 everywhere)\n";
+    if (syn.value("gemm_products", std::string("fp32")) == "3xtf32")
+      std::cerr << "the GEMM's float32 products run as three TF32 products each on the tensor cores (mainloop = mma), "
+                   "judged by the float32 bound (--precision strict keeps them IEEE float32 FMAs)\n";
     std::cerr << syn["program"].get<std::string>();
     // Gate 1 before any GPU work: the seed's generated CUDA compiles.
     CompileResult cr = compile(codegen::compile_job(*task, *seed, task->name + "/seed.ksol"));
