@@ -303,8 +303,8 @@ def synthesize(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence
     writes tf32(X[...]) * tf32(F[...]), which the conv and direct families run on the tensor cores;
     the result then says "conv_products": "tf32". `gemm_products` is the same for a GEMM's: "tf32"
     schedules CUTLASS's TF32 mainloop, and the result also holds "program_fallback", the program
-    on CUDA cores, for where the generator refuses that (a B read [k, n], an epilogue CUTLASS has
-    no exact fusion for); "3xtf32" keeps float32 products but schedules them on the tensor cores as
+    on the warp-level mma kernel, for where the generator refuses that (a B read [k, n], an
+    epilogue CUTLASS has no exact fusion for); "3xtf32" keeps float32 products but schedules them on the tensor cores as
     three TF32 products each (mainloop = mma), with the CUDA-core program as the fallback."""
     for what, v, ok in (("conv_products", conv_products, ("fp32", "tf32")), ("gemm_products", gemm_products, ("fp32", "3xtf32", "tf32"))):
         if v not in ok:
@@ -1498,8 +1498,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         "direct": _direct_schedule(dims, extra.get("conv_products") == "tf32"),
     }
     fallback = None
-    if family == "gemm" and extra.get("gemm_products") in ("tf32", "3xtf32"):
-        fallback, schedule = schedule["gemm"], schedule["gemm_" + extra["gemm_products"]]
+    if family == "gemm" and extra.get("gemm_products") == "tf32":
+        # Where CUTLASS's mainloop refuses the program (a B read [k, n], an epilogue it has no
+        # exact fusion for), the warp-level mma kernel takes it, one TF32 product each.
+        fallback, schedule = schedule["gemm_3xtf32"], schedule["gemm_tf32"]
+    elif family == "gemm" and extra.get("gemm_products") == "3xtf32":
+        fallback, schedule = schedule["gemm"], schedule["gemm_3xtf32"]
     else:
         schedule = schedule[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)

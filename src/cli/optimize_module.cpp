@@ -615,8 +615,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
       codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
       if (!sup.ok && syn.contains("program_fallback")) {
-        // The tensor cores' schedule is refused for this program: the same one on CUDA cores.
-        std::cerr << "the lowered program's schedule is refused (" << sup.reason << "); its CUDA-core schedule instead\n";
+        // The seed schedule is refused for this program: the same program at its fallback schedule.
+        std::cerr << "the lowered program's schedule is refused (" << sup.reason << "); its fallback schedule instead\n";
         syn["program"] = syn["program_fallback"];
         seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
         sup = codegen::can_implement(*seed, search::binding_of(*task));
@@ -676,7 +676,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
         codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
         if (!sup.ok && piece.contains("program_fallback")) {
-          std::cerr << "piece " << tag.substr(2) << ": its schedule is refused (" << sup.reason << "); its CUDA-core schedule instead\n";
+          std::cerr << "piece " << tag.substr(2) << ": its schedule is refused (" << sup.reason << "); its fallback schedule instead\n";
           piece["program"] = piece["program_fallback"];
           prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
           sup = codegen::can_implement(prog, search::binding_of(pt));
