@@ -1287,56 +1287,40 @@ class Generator {
     w.line("for (int mi = 0; mi < kMI; ++mi)");
     w.line("  #pragma unroll");
     w.line("  for (int ni = 0; ni < kNI; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.0f;");
+    // One loop of cp.async copies of a `rows` x `cols` tile into `dst` (row stride `ld`), in 16-byte
+    // quads or single floats: `at` gives the tile's row r and column c their global indices, `ok`
+    // bounds them, `src` is the source address and `base` the tensor's (read by no copy).
+    auto copy_loop = [&](bool quads, const std::string& rows, const std::string& cols, const std::string& dst,
+                         const std::string& ld, const std::string& at, const std::string& ok, const std::string& src,
+                         const std::string& base) {
+      const std::string per = quads ? "(" + cols + " / 4)" : cols;
+      w.line("#pragma unroll");
+      w.open("for (int q = tid; q < " + rows + " * " + per + "; q += kThreads)");
+      w.line("const int r = q / " + per + ", c = (q % " + per + ")" + (quads ? " * 4" : "") + ";");
+      w.line(at);
+      w.line("const bool ok = " + ok + ";");
+      w.line(std::string(quads ? "ksol_cp_async16(" : "ksol_cp_async4(") + dst + " + r * " + ld + " + c, ok ? " + src + " : " +
+             base + ", ok);");
+      w.close();
+    };
     // One stage's copies: A's rows along k; B's rows along k (B[n, k]) or along n (B[k, n]).
+    auto copies = [&](bool quads) {
+      copy_loop(quads, "kBM", "kBK", "as", "kLdA", "const int64_t row = tile_m + r, k = k0 + c;", "row < " + M + " && k < " + KE,
+                Ab + " + row * " + K + " + k", A);
+      if (a_.b_trans)
+        copy_loop(quads, "kBN", "kBK", "bs", "kLdB", "const int64_t col = tile_n + r, k = k0 + c;", "col < " + N + " && k < " + KE,
+                  Bb + " + col * " + K + " + k", B);
+      else
+        copy_loop(quads, "kBK", "kBN", "bs", "kLdB", "const int64_t k = k0 + r, col = tile_n + c;", "k < " + KE + " && col < " + N,
+                  Bb + " + k * " + N + " + col", B);
+    };
     w.open("auto load_tile = [&](int stage, int64_t k0)");
     w.line("float* as = smem_f + stage * kStageFloats;");
     w.line("float* bs = as + kTileA;");
     w.open("if constexpr (kVec)");
-    w.line("#pragma unroll");
-    w.open("for (int q = tid; q < kBM * (kBK / 4); q += kThreads)");
-    w.line("const int r = q / (kBK / 4), c = (q % (kBK / 4)) * 4;");
-    w.line("const int64_t row = tile_m + r, k = k0 + c;");
-    w.line("const bool ok = row < " + M + " && k < " + KE + ";");
-    w.line("ksol_cp_async16(as + r * kLdA + c, ok ? " + Ab + " + row * " + K + " + k : " + A + ", ok);");
-    w.close();
-    w.line("#pragma unroll");
-    if (a_.b_trans) {
-      w.open("for (int q = tid; q < kBN * (kBK / 4); q += kThreads)");
-      w.line("const int r = q / (kBK / 4), c = (q % (kBK / 4)) * 4;");
-      w.line("const int64_t col = tile_n + r, k = k0 + c;");
-      w.line("const bool ok = col < " + N + " && k < " + KE + ";");
-      w.line("ksol_cp_async16(bs + r * kLdB + c, ok ? " + Bb + " + col * " + K + " + k : " + B + ", ok);");
-    } else {
-      w.open("for (int q = tid; q < kBK * (kBN / 4); q += kThreads)");
-      w.line("const int r = q / (kBN / 4), c = (q % (kBN / 4)) * 4;");
-      w.line("const int64_t k = k0 + r, col = tile_n + c;");
-      w.line("const bool ok = k < " + KE + " && col < " + N + ";");
-      w.line("ksol_cp_async16(bs + r * kLdB + c, ok ? " + Bb + " + k * " + N + " + col : " + B + ", ok);");
-    }
-    w.close();
+    copies(true);
     w.reopen("else");
-    w.line("#pragma unroll");
-    w.open("for (int e = tid; e < kBM * kBK; e += kThreads)");
-    w.line("const int r = e / kBK, c = e % kBK;");
-    w.line("const int64_t row = tile_m + r, k = k0 + c;");
-    w.line("const bool ok = row < " + M + " && k < " + KE + ";");
-    w.line("ksol_cp_async4(as + r * kLdA + c, ok ? " + Ab + " + row * " + K + " + k : " + A + ", ok);");
-    w.close();
-    w.line("#pragma unroll");
-    if (a_.b_trans) {
-      w.open("for (int e = tid; e < kBN * kBK; e += kThreads)");
-      w.line("const int r = e / kBK, c = e % kBK;");
-      w.line("const int64_t col = tile_n + r, k = k0 + c;");
-      w.line("const bool ok = col < " + N + " && k < " + KE + ";");
-      w.line("ksol_cp_async4(bs + r * kLdB + c, ok ? " + Bb + " + col * " + K + " + k : " + B + ", ok);");
-    } else {
-      w.open("for (int e = tid; e < kBK * kBN; e += kThreads)");
-      w.line("const int r = e / kBN, c = e % kBN;");
-      w.line("const int64_t k = k0 + r, col = tile_n + c;");
-      w.line("const bool ok = k < " + KE + " && col < " + N + ";");
-      w.line("ksol_cp_async4(bs + r * kLdB + c, ok ? " + Bb + " + k * " + N + " + col : " + B + ", ok);");
-    }
-    w.close();
+    copies(false);
     w.close();
     w.close(("};"));
     // One stage's products.
