@@ -41,8 +41,6 @@
 #                 same run); then the GPU tier's warp-level kernels test
 #   kernelbench   ksol optimize FILE.py on the 40 KernelBench problems of docs/TORCH.md's rule
 #                 (carry .cache/kernelbench), then the KernelBench-compatible summary
-#   mmagemm       gemm_f32 with mainloop = mma (3xTF32) at MMA_TILES beside the tuned SIMT program,
-#                 against cuBLAS through every gate at KernelBench's GEMM shapes (MMA_SECONDS)
 #   kbpaths       scripts/kernelbench_paths.py on the same 40 (both paths, --path best; carry .kb):
 #                 KB_DONE (default docs/results/kernelbench-paths) holds earlier calls' JSONs, which
 #                 are copied in first so their problems are skipped; KB_ONLY="level1-15,level2-40"
@@ -217,21 +215,6 @@ print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" >
     timeout 300 ksol --store "$d/g.db" eval --task gemm_f32 --shape sq4096:M=4096,N=4096,K=4096 \
       --shape kb70:M=1024,N=8192,K=8192 --shape kb10:M=16384,N=768,K=2048 --compare cublas "${cands[@]}" \
       > "$d/eval.txt" 2>&1; echo "rc=$?"; tail -25 "$d/eval.txt" ;;
-  mmagemm)
-    # gemm_f32's program with mainloop = mma (3xTF32) at MMA_TILES (tile/warp_tile/stages triples,
-    # ';'-separated), beside examples/tuned/gemm_f32.ksol (SIMT), against cuBLAS through every gate
-    # at the simtgemm shapes and 128 x 32768 x 32768 (level2/55).
-    d=$OUT/mmagemm; mkdir -p "$d"; cands=(--candidate examples/tuned/gemm_f32.ksol); i=0
-    IFS=";" read -ra tiles <<< "${MMA_TILES:-[128, 128, 16]/[64, 32]/3;[128, 256, 16]/[64, 64]/3;[256, 128, 16]/[64, 64]/3;[128, 256, 32]/[64, 64]/3}"
-    for t in "${tiles[@]}"; do
-      IFS='/' read -r tile wt st <<< "$t"; i=$((i + 1))
-      sed -e "s/tile = \[64, 64, 16\]/tile = $tile\n  warp_tile = $wt/" -e "s/stages = auto/stages = $st/" \
-          -e "s/mainloop = simt/mainloop = mma/" tasks/dense/gemm_f32/program.ksol > "$d/mma$i.ksol"
-      cands+=(--candidate "$d/mma$i.ksol")
-    done
-    timeout ${MMA_SECONDS:-300} ksol --store "$d/g.db" eval --task gemm_f32 --shape sq4096:M=4096,N=4096,K=4096 \
-      --shape kb70:M=1024,N=8192,K=8192 --shape kb10:M=16384,N=768,K=2048 --shape kb55:M=128,N=32768,K=32768 \
-      --compare cublas "${cands[@]}" > "$d/eval.txt" 2>&1; echo "rc=$?"; tail -40 "$d/eval.txt" ;;
   kbpaths)
     # KB_RUN (default /tmp/kbp, outside OUT: only the archive comes back) holds this call's problems
     # and the carried ones (the summary is over both); the archive, written after each problem, is

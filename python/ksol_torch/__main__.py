@@ -116,12 +116,7 @@ def _products(precision, device) -> dict:
     after the problem's file has run (it may set PyTorch's switches)."""
     from . import worker
 
-    gemm = worker.matmul_products(precision, device)
-    # float32 GEMM products may run as three TF32 products on the tensor cores (the gemm family's
-    # mainloop = mma) on a CUDA device, except under strict (IEEE float32 operations only).
-    if gemm == "fp32" and precision not in (None, "strict") and str(device).startswith("cuda"):
-        gemm = "3xtf32"
-    return {"conv_products": worker.conv_products(precision, device), "gemm_products": gemm}
+    return {"conv_products": worker.conv_products(precision, device), "gemm_products": worker.matmul_products(precision, device)}
 
 
 def _synth_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:

@@ -304,11 +304,10 @@ def synthesize(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence
     the result then says "conv_products": "tf32". `gemm_products` is the same for a GEMM's: "tf32"
     schedules CUTLASS's TF32 mainloop, and the result also holds "program_fallback", the program
     on the warp-level mma kernel, for where the generator refuses that (a B read [k, n], an
-    epilogue CUTLASS has no exact fusion for); "3xtf32" keeps float32 products but schedules them on the tensor cores as
-    three TF32 products each (mainloop = mma), with the CUDA-core program as the fallback."""
-    for what, v, ok in (("conv_products", conv_products, ("fp32", "tf32")), ("gemm_products", gemm_products, ("fp32", "3xtf32", "tf32"))):
-        if v not in ok:
-            raise ValueError(f"{what} {v!r}: {' or '.join(ok)}")
+    epilogue CUTLASS has no exact fusion for)."""
+    for what, v in (("conv_products", conv_products), ("gemm_products", gemm_products)):
+        if v not in ("fp32", "tf32"):
+            raise ValueError(f"{what} {v!r}: fp32 or tf32")
     out = {"program": None, "reason": "", "family": None, "tensors": [], "dims": {}, "constants": []}
     try:
         out.update(_synthesize(model, inputs, draw, conv_products, gemm_products))
@@ -1184,7 +1183,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             aread = f"{an}[{bi}m, k]"
             if gemm_products == "tf32":
                 aread, bread = f"tf32({aread})", f"tf32({bread})"
-            extra["gemm_products"] = gemm_products
+                extra["gemm_products"] = "tf32"
             b.stmts.append(f"acc[{bi}m, n] = sum({aread} * {bread}) over k")
             expr = f"acc[{bi}m, n]"
             if ga["bias"] is not None:
@@ -1486,11 +1485,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # gemm_f32 ran 0.89x-0.90x of cuBLAS at 2048^3-8192^3 and 512 x 512 x 32768, 0.99x at its
         # small size (docs/results/2026-12-01-h200-simt-gemm-s11.txt); the search moves on from it.
         "gemm": ["tile = [128, 128, 8]", "stages = 1", "split_k = 16", "mainloop = simt"],
-        # TF32 products: CUTLASS's sm90 mainloop (the fallback program keeps the SIMT schedule).
+        # TF32 products: CUTLASS's sm90 mainloop (the fallback program: gemm_mma below).
         "gemm_tf32": ["tile = [128, 128, 32]", "cluster = [1, 1]", "stages = auto", "mainloop = cooperative"],
-        # float32 products as three TF32 products each on the tensor cores (docs/DSL.md, mainloop =
-        # mma), at the tile that ran fastest on an H100 at 8192^3 (128 x 256 x 16 in 64 x 64 warp tiles).
-        "gemm_3xtf32": ["tile = [128, 256, 16]", "warp_tile = [64, 64]", "stages = 3", "mainloop = mma"],
+        # TF32 products CUTLASS's mainloop refuses: the warp-level mma kernel (mma.sync).
+        "gemm_mma": ["tile = [128, 256, 16]", "warp_tile = [64, 64]", "stages = 3", "mainloop = mma"],
         # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
         # the convolution's filter count; f32 products the CUDA-core kernel's.
         "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
@@ -1500,10 +1498,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     fallback = None
     if family == "gemm" and extra.get("gemm_products") == "tf32":
         # Where CUTLASS's mainloop refuses the program (a B read [k, n], an epilogue it has no
-        # exact fusion for), the warp-level mma kernel takes it, one TF32 product each.
-        fallback, schedule = schedule["gemm_3xtf32"], schedule["gemm_tf32"]
-    elif family == "gemm" and extra.get("gemm_products") == "3xtf32":
-        fallback, schedule = schedule["gemm"], schedule["gemm_3xtf32"]
+        # exact fusion for), the warp-level mma kernel takes it, one TF32 product each, where its
+        # 128 x 256 tiles fill the GPU; fewer outputs keep the SIMT kernel, which splits K. On an
+        # H100 the mma kernel ran linear_tf32's 8192^3 at 104 TFLOP/s (the SIMT kernel's f32 rate is
+        # about 46) but its 512 x 512 x 32768 in 2611 us, 8 blocks (docs/results/2026-12-07-h100-3xtf32-gemm.txt).
+        batch = math.prod(v for d, v in dims.items() if d not in ("M", "N", "K"))
+        blocks = -(-dims.get("M", 1) // 128) * -(-dims.get("N", 1) // 256) * batch
+        fallback, schedule = schedule["gemm_mma" if blocks >= 132 else "gemm"], schedule["gemm_tf32"]
     else:
         schedule = schedule[family]
     notes = "".join(f"# The forward's argument {c['argument']} is the constant {c['value']!r}: {c['reason']}.\n" for c in constants)

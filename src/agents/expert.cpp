@@ -55,23 +55,6 @@ double elem_bytes_of(const dsl::Program& p) {
 }
 
 // The values one move offers for its key, given the current value and the family's grid.
-// The sum of a gemm program multiplies f32 operands without rounding them to TF32.
-bool gemm_f32_products(const dsl::Program& p) {
-  for (const dsl::Definition& d : p.defs) {
-    if (d.reduce != dsl::ReduceOp::sum) continue;
-    bool f32 = true, rounded = false;
-    std::function<void(const dsl::Expr&)> walk = [&](const dsl::Expr& e) {
-      if (e.kind == dsl::Expr::Kind::call && e.name == "tf32") rounded = true;
-      if (e.kind == dsl::Expr::Kind::read)
-        if (const dsl::Param* prm = p.param(e.name); prm && prm->type != dsl::Type::f32) f32 = false;
-      for (const dsl::Expr& a : e.args) walk(a);
-    };
-    walk(d.body);
-    return f32 && !rounded;
-  }
-  return false;
-}
-
 std::vector<std::string> move_values(const Move& m, const std::string& cur, const std::vector<std::string>& grid) {
   std::vector<std::string> out;
   long long c = is_int(cur) ? std::stoll(cur) : 0;
@@ -178,8 +161,6 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
                                                     : value_of(s, "mainloop") == "simt" ? 0 : 1;
     // The math unit a conv's products may use: the tensor cores for 16-bit data or TF32 products.
     if (p.family == "conv") f.str["math"] = codegen::detail::conv_allows_tensor_cores(p) ? "tensor" : "fma";
-    // gemm: 1 where the sum multiplies f32 operands unrounded (f32 products, not tf32(...)).
-    if (p.family == "gemm") f.num["f32_products"] = gemm_f32_products(p) ? 1 : 0;
     std::vector<double> tt = numbers_in(value_of(s, "thread_tile"));
     if (p.family == "conv" && tt.size() == 2) f.num["thread_outputs"] = tt[0] * tt[1];
   }
@@ -287,7 +268,6 @@ std::vector<codegen::Schedule> apply_moves(const Method& m, const dsl::Program& 
 std::vector<Proposal> ExpertAgent::propose(const dsl::Program& parent, const Profile& prof, const codegen::Binding& b,
                                            const std::set<std::string>& exclude, std::vector<std::string>* log) {
   Features f = features_of(parent, prof);
-  f.num["ieee_f32"] = b.ieee_f32 ? 1 : 0;
   derive_features(k_, &f);
   ChooseOptions o;
   o.max = 8;

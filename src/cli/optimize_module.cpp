@@ -611,7 +611,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     // the end of the command.
     std::string why_not;
     try {
-      task = lowered_task(syn, a.file, "", a.precision == "strict");
+      task = lowered_task(syn, a.file);
       seed = dsl::parse_program(syn["program"].get<std::string>(), task->name + ".ksol");
       codegen::Support sup = codegen::can_implement(*seed, search::binding_of(*task));
       if (!sup.ok && syn.contains("program_fallback")) {
@@ -642,9 +642,6 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     if (syn.value("gemm_products", std::string("fp32")) == "tf32")
       std::cerr << "the GEMM's products are TF32: precision " << a.precision
                 << " lets matmul use TF32, as eager and torch.compile then do (--precision strict keeps IEEE float32 everywhere)\n";
-    if (syn.value("gemm_products", std::string("fp32")) == "3xtf32")
-      std::cerr << "the GEMM's float32 products run as three TF32 products each on the tensor cores (mainloop = mma), "
-                   "judged by the float32 bound (--precision strict keeps them IEEE float32 FMAs)\n";
     std::cerr << syn["program"].get<std::string>();
     // Gate 1 before any GPU work: the seed's generated CUDA compiles.
     CompileResult cr = compile(codegen::compile_job(*task, *seed, task->name + "/seed.ksol"));
@@ -672,7 +669,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (!plan.value("ok", false)) throw std::runtime_error(plan.value("error", std::string("the stitch front end failed")));
       for (auto& piece : plan.at("pieces")) {
         std::string tag = "_p" + std::to_string(piece.value("id", 0));
-        Task pt = lowered_task(piece, a.file, tag, a.precision == "strict");
+        Task pt = lowered_task(piece, a.file, tag);
         dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
         codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
         if (!sup.ok && piece.contains("program_fallback")) {

@@ -17,9 +17,6 @@ namespace ksol::codegen {
 struct Binding {
   std::vector<std::string> tensor_order;
   std::vector<std::string> dim_order;
-  // IEEE float32 operations only (the PyTorch front end's --precision strict): f32 products are
-  // f32 FMAs, never emulated on the tensor cores (the gemm family's mainloop = mma is refused).
-  bool ieee_f32 = false;
 };
 
 // The answer to "can this family implement this program with this schedule?"; `reason` says

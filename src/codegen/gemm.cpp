@@ -54,9 +54,9 @@ const std::vector<std::string> kInternal = {
     "FusionCallbacks", "ksol", "ksol_run_pad", "ksol_pad_in", "ksol_unpad_out", "KsolPadSeg", "g_pad", "g_pad_bytes",
     "Kp_", "Np_", "seg", "segs", "nseg", "pad_bytes", "off", "Ap_", "Bp_", "Cp_", "biasp_", "base", "esize", "fast_end",
     "ksol_cp_async4", "ksol_cp_async16", "ksol_cp_commit", "ksol_cp_wait", "okc", "ksol_gemm_mma", "ksol_run_mma",
-    "ksol_mma_smem", "ksol_split3", "ksol_mma_tf32", "ksol_tf32_bits", "ksol_bits", "smem_f", "kWM", "kWN", "kWarpsM",
+    "ksol_mma_smem", "ksol_mma_tf32", "ksol_tf32_bits", "ksol_bits", "smem_f", "kWM", "kWN", "kWarpsM",
     "kWarpsN", "kMI", "kNI", "kLdA", "kLdB", "kTileA", "kTileB", "kStageFloats", "kSmemBytes", "wm0", "wn0", "mi", "ni",
-    "ah", "al", "bh", "bl", "kt", "nt", "k_tiles_", "load_tile", "compute", "as", "bs", "c", "ok", "hb", "h", "hi", "lo",
+    "ah", "bh", "kt", "nt", "k_tiles_", "load_tile", "compute", "as", "bs", "c", "ok",
     "stage", "rr", "s", "k", "smem_set"};
 
 struct GemmKnobs {
@@ -323,8 +323,14 @@ int64_t mma_stage_bytes(const GemmKnobs& s, const Analysis& a) {
 // by cp.async stages, storing through the elementwise epilogue like the SIMT kernel.
 GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::string& tile_text, const std::string& cluster_text) {
   if (a.in_type != Type::f32)
-    throw Refused(std::string("mainloop = mma multiplies f32 operands (TF32 products, or each f32 product as three TF32 "
-                              "products); ") + dsl::type_name(a.in_type) + " operands take mainloop = cooperative or pingpong");
+    throw Refused(std::string("mainloop = mma multiplies f32 operands rounded to TF32; ") + dsl::type_name(a.in_type) +
+                  " operands take mainloop = cooperative or pingpong");
+  // f32 products as three TF32 products (3xTF32) lose about 2^-21 of each product against f32's
+  // 2^-24: on gemm_f32's heavy-tailed inputs they missed its f32 bound by 1.8-2.9x on an H100
+  // (docs/results/2026-12-07-h100-3xtf32-gemm.txt), so f32 products stay on CUDA cores.
+  if (!a.tf32)
+    throw Refused("mainloop = mma multiplies TF32 products (write tf32(A[m, k]) * tf32(B[k, n])); this program asks for "
+                  "f32 products, which run on CUDA cores (mainloop = simt)");
   auto side = [](int64_t v) { return v == 32 || v == 64 || v == 128 || v == 256; };
   if (!side(s.tm) || !side(s.tn)) throw Refused(tile_text + ": mainloop = mma takes tile M and N in {32, 64, 128, 256}");
   if (s.tk != 16 && s.tk != 32) throw Refused(tile_text + ": mainloop = mma takes tile K 16 or 32 (k-steps of 8)");
@@ -453,8 +459,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   if (a.in_type == Type::f32 && !a.tf32)
     throw Refused("mainloop = " + s.mainloop +
                   ": f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 mantissa bits; the "
-                  "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt, or "
-                  "mma (each product as three TF32 products)");
+                  "program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so mainloop must be simt");
   if (a.tf32 && !a.b_trans)
     throw Refused("mainloop = " + s.mainloop + ": a TF32 GEMM on the tensor cores takes B as B[n, k] (K-major, both "
                   "operands straight from shared memory); with a row-major B[K, N] CUTLASS's TF32 mainloop (its "
@@ -542,8 +547,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
   std::string n = std::string(a.batch_dim.empty() ? "gemm_" : "bgemm_") + (a.tf32 ? "tf32" : dsl::type_name(a.in_type)) + "_" + std::to_string(s.tm) + "x" + std::to_string(s.tn) +
                   "x" + std::to_string(s.tk);
   if (s.mainloop == "mma") {
-    // f32 products run as three TF32 products each (3xTF32); a TF32 program's as one.
-    n += a.tf32 ? "_mma" : "_mma3xtf32";
+    n += "_mma";
     n += "_w" + std::to_string(s.wm) + "x" + std::to_string(s.wn) + "_s" + std::to_string(s.stages);
     if (a.b_trans) n += "_bnk";
   } else if (s.mainloop == "simt") {
@@ -577,10 +581,7 @@ std::string name_of(const GemmKnobs& s, const Analysis& a) {
 void check(const dsl::Program& p, const Binding& b) {
   if (p.family != "gemm") throw Refused("the program is in the " + p.family + " family, not gemm");
   Analysis a = Analyser(p).run();
-  const GemmKnobs s = read_knobs(p, a);
-  if (b.ieee_f32 && s.mainloop == "mma" && !a.tf32)
-    throw Refused("mainloop = mma runs each f32 product as three TF32 products, and this task takes IEEE float32 "
-                  "operations only (--precision strict); use mainloop = simt");
+  read_knobs(p, a);
   resolve_binding(p, b);
 }
 
@@ -1216,12 +1217,8 @@ class Generator {
 
   // mainloop = mma: each warp computes a kWM x kWN part of the block's tile with mma.sync.m16n8k8
   // (TF32 operands, f32 accumulators) from shared-memory stages that cp.async fills kStages - 1
-  // tiles ahead; the accumulators go through the elementwise epilogue straight to C. f32 products
-  // run as three TF32 products each: x = hi + lo with hi = x rounded to TF32 and lo = the rest
-  // rounded to TF32, and a * b = a_lo * b_hi + a_hi * b_lo + a_hi * b_hi (the a_lo * b_lo term,
-  // about 2^-22 of the product, dropped).
+  // tiles ahead; the accumulators go through the elementwise epilogue straight to C.
   void mma_kernel(Writer& w, const std::string& epi) {
-    const bool three = !a_.tf32;
     const bool batched = !a_.batch_dim.empty();
     const std::string A = id(a_.a->name), B = id(a_.b->name), C = id(p_.outputs[0].name);
     const std::string M = id(a_.m_dim), N = id(a_.n_dim), K = id(a_.k_dim);
@@ -1232,10 +1229,7 @@ class Generator {
     w.comment("Tensor-core GEMM (mma.sync.m16n8k8, TF32 operands, f32 accumulators): a " + std::to_string(s_.tm) + " x " +
               std::to_string(s_.tn) + " output tile per block, " + std::to_string(s_.wm) + " x " + std::to_string(s_.wn) +
               " per warp; K advances " + std::to_string(s_.tk) + " at a time through " + std::to_string(s_.stages) +
-              " shared-memory stages filled by cp.async. " +
-              (three ? "Each f32 product is three TF32 products (a_lo * b_hi + a_hi * b_lo + a_hi * b_hi, x = hi + lo "
-                       "with both parts TF32): about 2^-21 of the product lost against f32's 2^-24."
-                     : "The operands are rounded to TF32 as the program says (one product each)."));
+              " shared-memory stages filled by cp.async; the operands rounded to TF32 as the program says.");
     w.line("constexpr int kBM = " + std::to_string(s_.tm) + ", kBN = " + std::to_string(s_.tn) + ", kBK = " + std::to_string(s_.tk) + ";");
     w.line("constexpr int kWM = " + std::to_string(s_.wm) + ", kWN = " + std::to_string(s_.wn) + ";");
     w.line("constexpr int kWarpsM = kBM / kWM, kWarpsN = kBN / kWN, kThreads = 32 * kWarpsM * kWarpsN;");
@@ -1248,24 +1242,10 @@ class Generator {
     w.line("constexpr int kTileA = kBM * kLdA, kTileB = " + std::string(a_.b_trans ? "kBN" : "kBK") + " * kLdB;");
     w.line("constexpr int kStageFloats = kTileA + kTileB;");
     w.line("constexpr int kSmemBytes = kStages * kStageFloats * int(sizeof(float));");
-    if (three) {
-      w.comment("x as two TF32 operands: hi (x rounded to TF32) and lo (x - hi rounded to TF32); lo is 0 where hi is "
-                "infinite or NaN (x - hi would be NaN). An infinite input still meets the other operand's lo in "
-                "a_lo * b_hi or a_hi * b_lo, so where that lo is 0 or of the other sign the sum is NaN where f32 "
-                "gives an infinity (docs/DSL.md).");
-      w.open("__device__ __forceinline__ void ksol_split3(float x, unsigned& hi, unsigned& lo)");
-      w.line("hi = ksol_tf32_bits(x);");
-      w.line("const unsigned hb = hi & 0xffffe000u;");
-      w.line("float h;");
-      w.line("__builtin_memcpy(&h, &hb, 4);");
-      w.line("lo = (hb & 0x7f800000u) == 0x7f800000u ? 0u : ksol_tf32_bits(x - h);");
-      w.close();
-    }
     w.comment("kVec: K (and N for B[k, n]) multiples of 4 and 16-byte aligned bases, so the tiles are copied in 16-byte "
               "quads; otherwise one element per copy. Either way a copy outside the matrices fills zeros.");
     // Warp tiles of up to 64 accumulators a thread in blocks of up to 8 warps ask for two blocks
-    // an SM (at most 128 registers a thread): on an H100 a 128 x 128 x 16 tile in warp tiles of
-    // 64 x 32 ran 8192^3 1.23x faster so (138 registers without the bound, a 32-byte spill with it).
+    // an SM (at most 128 registers a thread), as the SIMT kernel's 8 x 8 threads do.
     const bool two = s_.wm * s_.wn / 32 <= 64 && (s_.tm / s_.wm) * (s_.tn / s_.wn) <= 8;
     w.open(std::string("template <bool kVec> __global__ void __launch_bounds__(kThreads") + (two ? ", 2" : "") +
            ") ksol_gemm_mma(" + simt_params() + ")");
@@ -1329,7 +1309,7 @@ class Generator {
     w.line("const float* bs = as + kTileA;");
     w.line("#pragma unroll");
     w.open("for (int kk = 0; kk < kBK; kk += 8)");
-    w.line(three ? "unsigned ah[kMI][4], al[kMI][4], bh[kNI][2], bl[kNI][2];" : "unsigned ah[kMI][4], bh[kNI][2];");
+    w.line("unsigned ah[kMI][4], bh[kNI][2];");
     w.comment("Lane (g, t) holds A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4] of an m16 tile and B[t][g], "
               "B[t + 4][g] of an n8 tile (k x n).");
     w.line("#pragma unroll");
@@ -1337,7 +1317,7 @@ class Generator {
     w.line("#pragma unroll");
     w.open("for (int rr = 0; rr < 4; ++rr)");
     w.line("const float x = as[(wm0 + mi * 16 + g + (rr & 1) * 8) * kLdA + kk + t + (rr >> 1) * 4];");
-    w.line(three ? "ksol_split3(x, ah[mi][rr], al[mi][rr]);" : "ah[mi][rr] = ksol_tf32_bits(x);");
+    w.line("ah[mi][rr] = ksol_tf32_bits(x);");
     w.close();
     w.close();
     w.line("#pragma unroll");
@@ -1346,21 +1326,14 @@ class Generator {
     w.open("for (int rr = 0; rr < 2; ++rr)");
     w.line(a_.b_trans ? "const float x = bs[(wn0 + ni * 8 + g) * kLdB + kk + t + rr * 4];"
                       : "const float x = bs[(kk + t + rr * 4) * kLdB + wn0 + ni * 8 + g];");
-    w.line(three ? "ksol_split3(x, bh[ni][rr], bl[ni][rr]);" : "bh[ni][rr] = ksol_tf32_bits(x);");
+    w.line("bh[ni][rr] = ksol_tf32_bits(x);");
     w.close();
     w.close();
-    // Three passes over the warp's instruction tiles (small products first): an accumulator's
-    // next product waits for its last one, so each pass puts kMI * kNI independent ones between.
-    const std::vector<std::pair<std::string, std::string>> passes =
-        three ? std::vector<std::pair<std::string, std::string>>{{"al", "bh"}, {"ah", "bl"}, {"ah", "bh"}}
-              : std::vector<std::pair<std::string, std::string>>{{"ah", "bh"}};
-    for (const auto& [fa, fb] : passes) {
-      w.line("#pragma unroll");
-      w.open("for (int mi = 0; mi < kMI; ++mi)");
-      w.line("#pragma unroll");
-      w.line("for (int ni = 0; ni < kNI; ++ni) ksol_mma_tf32(acc[mi][ni], " + fa + "[mi], " + fb + "[ni]);");
-      w.close();
-    }
+    w.line("#pragma unroll");
+    w.open("for (int mi = 0; mi < kMI; ++mi)");
+    w.line("#pragma unroll");
+    w.line("for (int ni = 0; ni < kNI; ++ni) ksol_mma_tf32(acc[mi][ni], ah[mi], bh[ni]);");
+    w.close();
     w.close();
     w.close("};");
     w.comment("The pipeline: tiles 0 .. kStages - 2 in flight, then per tile: wait for it, a barrier (its copies seen by "

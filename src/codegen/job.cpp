@@ -12,7 +12,6 @@ Binding binding_for(const Task& t) {
   Binding b;
   for (auto& ts : t.tensors) b.tensor_order.push_back(ts.name);
   b.dim_order = t.dims;
-  b.ieee_f32 = t.ieee_f32;
   return b;
 }
 

@@ -20,7 +20,6 @@ std::shared_future<std::shared_ptr<const LegalSpace>> legal_space(const dsl::Pro
   std::string key = dsl::print_source(p);
   for (auto& t : b.tensor_order) key += "|t:" + t;
   for (auto& d : b.dim_order) key += "|d:" + d;
-  if (b.ieee_f32) key += "|ieee_f32";
   std::lock_guard<std::mutex> g(mu);
   if (auto it = made.find(key); it != made.end()) return it->second;
   auto fut = std::async(std::launch::async, [p, b] {

@@ -19,14 +19,13 @@ DType lowered_dtype(const std::string& s) {
 }
 }  // namespace
 
-Task lowered_task(const nlohmann::json& syn, const std::string& file, const std::string& name_suffix, bool ieee_f32) {
+Task lowered_task(const nlohmann::json& syn, const std::string& file, const std::string& name_suffix) {
   Task t;
   t.name = fs::path(file).stem().string() + name_suffix;
   t.dir = fs::absolute(file).parent_path().string();
   t.spec_path = fs::absolute(file).string();
   t.spec_text = read_file(file);
-  t.spec_hash = sha256_hex(t.spec_text + syn.value("program", "") + (ieee_f32 ? "|ieee_f32" : ""));
-  t.ieee_f32 = ieee_f32;
+  t.spec_hash = sha256_hex(t.spec_text + syn.value("program", ""));
   t.family = syn.value("family", "");
   t.description = "lowered from " + file;
   SizeSet s;

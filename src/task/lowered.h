@@ -12,9 +12,6 @@ namespace ksol {
 // `syn`: the program's JSON (program, family, tensors, dims, dim_order, and optionally flops and
 // bytes); `file`: the module's file, which names the task and is hashed into its spec. Throws
 // std::runtime_error for a tensor type that is not lowered (only f32 is).
-// ieee_f32: the task takes IEEE float32 operations only (Task::ieee_f32; --precision strict),
-// which is part of its spec hash, so that its store rows stay apart from the default mode's.
-Task lowered_task(const nlohmann::json& syn, const std::string& file, const std::string& name_suffix = "",
-                  bool ieee_f32 = false);
+Task lowered_task(const nlohmann::json& syn, const std::string& file, const std::string& name_suffix = "");
 
 }  // namespace ksol

@@ -61,9 +61,6 @@ struct Task {
   std::string spec_hash;  // sha256 of task.toml and every source it names
   std::string name, family, description;
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 | fp64
-  // fp32 products as IEEE FMAs only (codegen::Binding::ieee_f32); otherwise an fp32 task also
-  // takes products emulated on the tensor cores (3xTF32) that meet its fp32 bound.
-  bool ieee_f32 = false;
   bool special_values = false;
   std::vector<std::string> dims;
   std::vector<TensorSpec> tensors;

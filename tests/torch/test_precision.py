@@ -108,17 +108,6 @@ class Policy(unittest.TestCase):
         with Flags(ON):  # a problem file that set matmul precision "high"
             self.assertEqual(worker.matmul_products("default", "cuda"), "tf32")
 
-    def test_synth_gets_3xtf32_gemm_products_except_under_strict(self):
-        # What `python3 -m ksol_torch synth|stitch` hands synth: float32 GEMM products may run as
-        # three TF32 products (mainloop = mma) on a CUDA device unless the mode is strict.
-        from ksol_torch import __main__ as cli
-        with Flags(CONV_ONLY):
-            self.assertEqual(cli._products("default", "cuda")["gemm_products"], "3xtf32")
-            self.assertEqual(cli._products("strict", "cuda")["gemm_products"], "fp32")
-            self.assertEqual(cli._products("default", "cpu")["gemm_products"], "fp32")
-            self.assertEqual(cli._products(None, "cuda")["gemm_products"], "fp32")
-            self.assertEqual(cli._products("tf32", "cuda")["gemm_products"], "tf32")
-
     def test_the_bound_scales_with_the_unit(self):
         # An error of 1e-4 relative on a 32-term dot product: out of float32's bound, inside TF32's.
         ref = torch.linspace(1.0, 2.0, 1000, dtype=torch.float64)

@@ -411,23 +411,20 @@ class Synth(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "conv_products 'bf16': fp32 or tf32"):
             synth.synthesize(model, inputs, conv_products="bf16")
 
-    def test_gemm_products_as_3xtf32_keep_f32_products_on_the_mma_kernel(self):
-        # float32 products that may run on the tensor cores (3xTF32): the program's sum is the same,
-        # its schedule mainloop = mma, the fallback the CUDA-core schedule; "fp32" stays on CUDA cores.
-        model, inputs, fp = lowered("synth_problems", "03_linear_epilogue.py")
-        out = synth.synthesize(model, inputs, gemm_products="3xtf32")
-        self.assertEqual(out.get("gemm_products"), "3xtf32")
-        self.assertEqual(out["program"].split("schedule {")[0], fp["program"].split("schedule {")[0])
-        self.assertIn("mainloop = mma", out["program"])
-        self.assertIn("mainloop = simt", out["program_fallback"])
-        self.assertNotIn("mainloop = mma", fp["program"])
-        with self.assertRaisesRegex(ValueError, "gemm_products 'bf16': fp32 or 3xtf32 or tf32"):
-            synth.synthesize(model, inputs, gemm_products="bf16")
+    def test_a_tf32_gemm_that_fills_the_gpu_falls_back_to_the_mma_kernel(self):
+        # A TF32 GEMM of at least 132 output tiles of 128 x 256 (here 4096 x 8192: 512): the fallback
+        # is the warp-level mma kernel; the same GEMM with 512 rows (32 tiles) keeps the SIMT kernel.
+        for rows, mainloop in ((4096, "mma"), (512, "simt")):
+            model, x = nn.Linear(1024, 8192, device="meta"), torch.empty(rows, 1024, device="meta")
+            out = synth.synthesize(model, [x], gemm_products="tf32")
+            self.assertIsNotNone(out["program"], out["reason"])
+            self.assertIn("mainloop = cooperative", out["program"])
+            self.assertIn(f"mainloop = {mainloop}", out["program_fallback"].split("schedule {")[1])
 
-    def test_gemm_products_in_tf32_take_cutlass_with_an_mma_fallback(self):
+    def test_gemm_products_in_tf32_take_cutlass_with_a_cuda_core_fallback(self):
         # Where matmul may use TF32: both operands in tf32(), CUTLASS's mainloop, and the same program
-        # on the warp-level mma kernel for where the generator refuses that; in float64 the module on
-        # TF32-rounded input and weight.
+        # on CUDA cores (a GEMM of few output tiles: the SIMT kernel splits K) for where the generator
+        # refuses that; in float64 the module on TF32-rounded input and weight.
         import copy
         model, inputs, fp = lowered("synth_problems", "03_linear_epilogue.py")
         out = synth.synthesize(model, inputs, gemm_products="tf32")
@@ -436,7 +433,7 @@ class Synth(unittest.TestCase):
         self.assertIn("mainloop = cooperative", out["program"])
         fb = out["program_fallback"]
         self.assertEqual(fb.split("schedule {")[0], out["program"].split("schedule {")[0])
-        self.assertIn("mainloop = mma", fb.split("schedule {")[1])
+        self.assertEqual(fb.split("schedule {")[1], fp["program"].split("schedule {")[1])
         self.assertNotIn("program_fallback", fp)
         sd = model.state_dict()
         pnames = synth.param_names(sd)
@@ -449,7 +446,7 @@ class Synth(unittest.TestCase):
             want = rounded(dsl_eval.tf32(inputs[0].double()))
         ref = dsl_eval.as_declared(out["program"], out["dims"], {"output0": want})["output0"]
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
-        with self.assertRaisesRegex(ValueError, "gemm_products 'bf16': fp32 or 3xtf32 or tf32"):
+        with self.assertRaisesRegex(ValueError, "gemm_products 'bf16': fp32 or tf32"):
             synth.synthesize(model, inputs, gemm_products="bf16")
 
     def test_direct_convolutions_take_tf32_products_too(self):

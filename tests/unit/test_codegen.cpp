@@ -634,7 +634,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(gemm),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
             "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
-            "mainloop must be simt, or mma (each product as three TF32 products)");
+            "mainloop must be simt");
 }
 
 // --- generated sources ---------------------------------------------------------------------------

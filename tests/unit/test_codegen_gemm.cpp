@@ -301,7 +301,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(parse(kLinearF32), {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
             "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
-            "mainloop must be simt, or mma (each product as three TF32 products)");
+            "mainloop must be simt");
   const dsl::Program g = parse(kGemmBf16);
   const dsl::Program bg = parse(kGemmBiasGeluTanh);
   EXPECT_EQ(refusal(scheduled(g, {{"tile", "[96, 128, 64]"}})),
@@ -426,7 +426,7 @@ TEST(CodegenGemm, RefusesWithExactReasons) {
   EXPECT_EQ(refusal(scheduled(f, {{"mainloop", "cooperative"}, {"tile", "[128, 128, 64]"}})),
             "mainloop = cooperative: f32 operands reach the tensor cores only as TF32, which rounds the inputs to 10 "
             "mantissa bits; the program asks for f32 products (write tf32(A[m, k]) * tf32(B[k, n]) for TF32), so "
-            "mainloop must be simt, or mma (each product as three TF32 products)");
+            "mainloop must be simt");
   // TF32: the program rounds both factors; the tensor-core path takes it with a K tile of 32.
   const dsl::Program tf = parse(kGemmTf32);
   EXPECT_EQ(refusal(tf), "(accepted)");
@@ -544,11 +544,7 @@ TEST(CodegenGemm, ScheduleSpaceOfTheBf16Gemm) {
   }
   codegen::Space f = codegen::schedule_space(parse(kGemmF32), {});
   std::cout << "gemm f32 schedule space: " << f.legal.size() << " legal, " << f.refused() << " refused\n";
-  // simt: tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}; mma (3xTF32): epilogue x
-  // raster x the tiles with K 32 or 16 and the stages that fit ([64, 64, 16] and [128, 128, 32]:
-  // auto, 3, 4, 6; [128, 256, 32] and [256, 128, 32]: auto, 3, 4) at warp_tile auto, and at
-  // [32, 64] where that is at most 8 warps (the first two tiles).
-  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2 + 2u * 2 * (2 * 4 + 2 * 3 + 2 * 4));
+  EXPECT_EQ(f.legal.size(), 3u * 2 * 2 * 2 * 2);  // simt tiles x stages {auto, 1} x epilogue x raster x split_k {1, 2}
   // TF32: the three tensor-core tiles with K = 32 beside the same SIMT schedules.
   codegen::Space t = codegen::schedule_space(parse(kGemmTf32), {});
   std::cout << "gemm tf32 schedule space: " << t.legal.size() << " legal, " << t.refused() << " refused\n";
@@ -707,33 +703,38 @@ TEST(CodegenGemm, SimtKernelMatchesTheInterpreterOnTheHost) {
   for (const Case& c : cases) expect_host_matches_interpreter(c);
 }
 
-// mainloop = mma: its name says 3xTF32 for f32 products; a task of IEEE float32 operations only
-// refuses it there (a TF32 program asked for its rounding itself); warp_tile is its knob alone.
-TEST(CodegenGemm, MmaNamesItsProductsAndIsRefusedForIeeeOnlyTasks) {
-  const dsl::Program p = scheduled(parse(kGemmF32), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}});
-  EXPECT_EQ(codegen::kernel_name(p), "gemm_f32_128x128x16_mma3xtf32_w64x64_s3_rn");
-  // Without a tile: the family's default with K 16.
-  EXPECT_EQ(codegen::kernel_name(parse("kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
-                                       "  C[m, n] = sum(A[m, k] * B[k, n]) over k\n}\nschedule {\n  mainloop = mma\n}\n")),
-            "gemm_f32_128x128x16_mma3xtf32_w64x64_s3_rn");
+// TF32 programs for mainloop = mma: B[k, n], B[n, k] with an epilogue, batched.
+const char* const kMmaTf32 = "kernel mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                             "  C[m, n] = sum(tf32(A[m, k]) * tf32(B[k, n])) over k\n}\n";
+const char* const kMmaLinearTf32 = "kernel linear(x: f32[M, K], w: f32[N, K], b: f32[N]) -> (y: f32[M, N]) {\n"
+                                   "  acc[m, n] = sum(tf32(w[n, k]) * tf32(x[m, k])) over k\n"
+                                   "  y[m, n] = silu(acc[m, n] + b[n])\n}\n";
+const char* const kMmaBatchedTf32 = "kernel bmm(A: f32[BATCH, M, K], B: f32[BATCH, K, N]) -> (C: f32[BATCH, M, N]) {\n"
+                                    "  C[b, m, n] = sum(tf32(A[b, m, k]) * tf32(B[b, k, n])) over k\n}\n";
+
+// mainloop = mma takes TF32 products only: f32 products stay on CUDA cores (three TF32 products
+// each missed gemm_f32's bound on heavy-tailed inputs). warp_tile is its knob alone.
+TEST(CodegenGemm, MmaTakesTf32ProductsWithExactRefusals) {
+  const dsl::Program p = scheduled(parse(kMmaTf32), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}});
+  EXPECT_EQ(codegen::kernel_name(p), "gemm_tf32_128x128x16_mma_w64x64_s3_rn");
   EXPECT_EQ(refusal(p), "(accepted)");
-  Binding ieee;
-  ieee.ieee_f32 = true;
-  EXPECT_EQ(refusal(p, ieee),
-            "mainloop = mma runs each f32 product as three TF32 products, and this task takes IEEE float32 operations "
-            "only (--precision strict); use mainloop = simt");
-  EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"tile", "[64, 64, 16]"}}), ieee), "(accepted)");  // simt
+  // Without a tile: the family's default with K 16.
+  EXPECT_EQ(codegen::kernel_name(parse(std::string(kMmaTf32) + "schedule {\n  mainloop = mma\n}\n")),
+            "gemm_tf32_128x128x16_mma_w64x64_s3_rn");
   const dsl::Program t = scheduled(parse(kGemmTf32), {{"mainloop", "mma"}, {"tile", "[64, 128, 32]"}, {"warp_tile", "[32, 64]"},
                                                       {"stages", "4"}, {"raster", "along_m"}});
   EXPECT_EQ(codegen::kernel_name(t), "gemm_tf32_64x128x32_mma_w32x64_s4_bnk_rm");
-  EXPECT_EQ(refusal(t, ieee), "(accepted)");
+  EXPECT_EQ(refusal(t), "(accepted)");
+  EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}})),
+            "mainloop = mma multiplies TF32 products (write tf32(A[m, k]) * tf32(B[k, n])); this program asks for f32 "
+            "products, which run on CUDA cores (mainloop = simt)");
   EXPECT_EQ(refusal(scheduled(parse(kGemmF32), {{"tile", "[64, 64, 16]"}, {"warp_tile", "[32, 32]"}})),
             "warp_tile divides the block's tile among the warps of mainloop = mma; mainloop = simt has no warp tiles of "
             "its own (warp_tile = auto)");
   auto mma = [&](Schedule more) {
     Schedule s = {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}};
     for (auto& kv : more) s.push_back(kv);
-    return refusal(scheduled(parse(kGemmF32), s));
+    return refusal(scheduled(parse(kMmaTf32), s));
   };
   EXPECT_EQ(mma({{"tile", "[128, 128, 8]"}}), "tile = [128, 128, 8]: mainloop = mma takes tile K 16 or 32 (k-steps of 8)");
   EXPECT_EQ(mma({{"tile", "[96, 128, 16]"}}), "tile = [96, 128, 16]: mainloop = mma takes tile M and N in {32, 64, 128, 256}");
@@ -748,21 +749,20 @@ TEST(CodegenGemm, MmaNamesItsProductsAndIsRefusedForIeeeOnlyTasks) {
   EXPECT_EQ(mma({{"tile", "[256, 256, 32]"}, {"warp_tile", "[64, 64]"}, {"stages", "6"}}),
             "stages = 6 of tile = [256, 256, 32] take 423936 bytes of shared memory: over the 232448 bytes (227 KB) of an sm_90 block");
   EXPECT_EQ(refusal(scheduled(parse(kGemmBf16), {{"mainloop", "mma"}})),
-            "mainloop = mma multiplies f32 operands (TF32 products, or each f32 product as three TF32 products); bf16 "
-            "operands take mainloop = cooperative or pingpong");
+            "mainloop = mma multiplies f32 operands rounded to TF32; bf16 operands take mainloop = cooperative or pingpong");
 }
 
 // mainloop = mma on the CPU: mma.sync emulated, cp.async copies deferred until their wait (so a
-// stage read before its copies landed reads stale data and fails). f32 products as three TF32
-// products stay within the f32 bound below (one TF32 product a term would miss it by ~2^-11 of
-// each product); partial tiles in M, N and K, the 16-byte and the element copies, B[k, n] and
-// B[n, k], 2 to 4 stages, batched, K = 0, an epilogue and a masked triangle.
+// stage read before its copies landed reads stale data and fails); partial tiles in M, N and K,
+// the 16-byte and the element copies, B[k, n] and B[n, k], 2 to 4 stages, batched, K = 0, an
+// epilogue and a masked triangle.
 TEST(CodegenGemm, MmaKernelMatchesTheInterpreterOnTheHost) {
   const char* const masked = "kernel model(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {\n"
-                             "  acc[m, n] = sum(a[m, k] * b[k, n]) over k\n  y[m, n] = select(n <= m - 1, acc[m, n], 0)\n}\n";
+                             "  acc[m, n] = sum(tf32(a[m, k]) * tf32(b[k, n])) over k\n"
+                             "  y[m, n] = select(n <= m - 1, acc[m, n], 0)\n}\n";
   const char* const batched_epilogue =
       "kernel bg(A: f32[BATCH, M, K], B: f32[BATCH, N, K], R: f32[BATCH, M, N], s: f32[M]) -> (C: f32[BATCH, M, N]) {\n"
-      "  acc[b, m, n] = sum(A[b, m, k] * B[b, n, k]) over k\n  C[b, m, n] = relu(acc[b, m, n] * s[m] + R[b, m, n])\n}\n";
+      "  acc[b, m, n] = sum(tf32(A[b, m, k]) * tf32(B[b, n, k])) over k\n  C[b, m, n] = relu(acc[b, m, n] * s[m] + R[b, m, n])\n}\n";
   const Schedule mma = {{"mainloop", "mma"}, {"tile", "[64, 64, 16]"}, {"stages", "auto"}, {"cluster", "[1, 1]"},
                         {"swizzle", "1"}, {"split_k", "1"}};
   auto with = [&](Schedule more) {
@@ -771,16 +771,16 @@ TEST(CodegenGemm, MmaKernelMatchesTheInterpreterOnTheHost) {
     return s;
   };
   const std::vector<HostCase> cases = {
-      {kGemmF32, with({}), {{"M", 37}, {"N", 70}, {"K", 19}}},
-      {kGemmF32, with({{"tile", "[128, 128, 32]"}}), {{"M", 130}, {"N", 132}, {"K", 100}}},
-      {kGemmF32, with({{"tile", "[32, 64, 16]"}, {"raster", "along_m"}}), {{"M", 33}, {"N", 65}, {"K", 0}}},
-      {kLinearF32, with({{"stages", "2"}}), {{"M", 45}, {"N", 37}, {"K", 50}}},
-      {kLinearF32, with({{"tile", "[128, 64, 16]"}, {"warp_tile", "[32, 32]"}, {"stages", "4"}}),
+      {kMmaTf32, with({}), {{"M", 37}, {"N", 70}, {"K", 19}}},
+      {kMmaTf32, with({{"tile", "[128, 128, 32]"}, {"warp_tile", "[64, 32]"}}), {{"M", 130}, {"N", 132}, {"K", 100}}},
+      {kMmaTf32, with({{"tile", "[32, 64, 16]"}, {"raster", "along_m"}}), {{"M", 33}, {"N", 65}, {"K", 0}}},
+      {kMmaLinearTf32, with({{"stages", "2"}}), {{"M", 45}, {"N", 37}, {"K", 50}}},
+      {kMmaLinearTf32, with({{"tile", "[128, 64, 16]"}, {"warp_tile", "[32, 32]"}, {"stages", "4"}}),
        {{"M", 130}, {"N", 70}, {"K", 100}}},
-      {kLinearF32, with({{"tile", "[256, 128, 16]"}, {"warp_tile", "[64, 64]"}, {"stages", "2"}}),
+      {kMmaLinearTf32, with({{"tile", "[256, 128, 16]"}, {"warp_tile", "[64, 64]"}, {"stages", "2"}}),
        {{"M", 260}, {"N", 132}, {"K", 20}}},
       {kGemmTf32, with({{"tile", "[64, 32, 16]"}, {"warp_tile", "[16, 8]"}}), {{"M", 37}, {"N", 72}, {"K", 24}}},
-      {kBatchedF32, with({{"tile", "[32, 32, 32]"}, {"warp_tile", "[16, 16]"}}), {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 44}}},
+      {kMmaBatchedTf32, with({{"tile", "[32, 32, 32]"}, {"warp_tile", "[16, 16]"}}), {{"BATCH", 3}, {"M", 65}, {"N", 36}, {"K", 44}}},
       {batched_epilogue, with({{"tile", "[32, 64, 16]"}, {"stages", "3"}}), {{"BATCH", 2}, {"M", 37}, {"N", 68}, {"K", 41}}},
       {masked, with({{"tile", "[32, 32, 16]"}, {"warp_tile", "[16, 16]"}}), {{"M", 70}, {"N", 68}, {"K", 52}}},
   };

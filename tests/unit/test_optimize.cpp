@@ -626,39 +626,6 @@ TEST(Optimize, TheExpertHasMovesForGemmsWhenComputeBound) {
   }
 }
 
-TEST(Optimize, TheExpertMovesAnF32GemmOntoTheTensorCoresUnlessIeeeOnly) {
-  // gemm_f32's SIMT seed, compute-bound: R42 offers 3xTF32 on the tensor cores (mainloop = mma)
-  // first; a task of IEEE float32 operations only gets no such move, and gemm_bf16 (tensor math)
-  // gets the wgmma card instead.
-  SeedCase s = setup("gemm_f32");
-  for (bool ieee : {false, true}) {
-    agents::ExpertAgent a(knowledge(), 1);
-    agents::Profile p;
-    p.precision = s.task.precision;
-    p.bound = "compute";
-    p.bottleneck = "compute";
-    p.pct_sol = 0.8;
-    p.dims = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
-    codegen::Binding b = search::binding_of(s.task);
-    b.ieee_f32 = ieee;
-    std::vector<std::string> log;
-    auto props = a.propose(s.seed, p, b, {}, &log);
-    ASSERT_FALSE(props.empty()) << join(log, "\n");
-    size_t mma = 0;
-    for (auto& pr : props) {
-      EXPECT_TRUE(codegen::can_implement(pr.program, b).ok) << pr.method;
-      mma += codegen::kernel_name(pr.program).find("_mma3xtf32_") != std::string::npos;
-    }
-    if (!ieee) {
-      EXPECT_EQ(props[0].method, "fp32_tensor_core_emulation") << join(log, "\n");
-      EXPECT_GE(mma, 8u) << join(log, "\n");
-    } else {
-      EXPECT_EQ(mma, 0u) << join(log, "\n");
-      for (auto& pr : props) EXPECT_NE(pr.method, "fp32_tensor_core_emulation") << join(log, "\n");
-    }
-  }
-}
-
 TEST(Optimize, TheExpertHasMovesForConvInEveryBottleneck) {
   // The conv family (implicit GEMM on CUDA cores) has its own cells (R51-R53): from the seed,
   // every class gets legal moves, compute-bound ones grow the register block first.
