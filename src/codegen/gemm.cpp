@@ -733,6 +733,23 @@ class Generator {
     return em(out.body);
   }
 
+  // Opens a kernel's launcher `fn` (the SIMT or mma kernel's): its tile counts over kBM x kBN,
+  // nothing to do for an empty output, 3 past the grid's limits. Returns the batch dim's
+  // identifier ("" unbatched).
+  std::string open_launcher(Writer& w, const std::string& fn, bool along_m) {
+    const std::string M = id(a_.m_dim), N = id(a_.n_dim);
+    w.open("static int " + fn + "(" + simt_params() + ", cudaStream_t stream)");
+    w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
+    w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
+    w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
+    const std::string nb = a_.batch_dim.empty() ? "" : id(a_.batch_dim);
+    if (!nb.empty()) {
+      w.line("if (" + nb + " == 0) return 0;");
+      w.line("if (" + nb + " > 65535) return 3;");
+    }
+    return nb;
+  }
+
   // Parameters of the SIMT kernel: every tensor and every dim, by their identifiers.
   std::string simt_params() const {
     std::string s;
@@ -1133,15 +1150,7 @@ class Generator {
       w.close();
     }
     w.line();
-    w.open("static int ksol_run_simt(" + simt_params() + ", cudaStream_t stream)");
-    w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
-    w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
-    w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
-    const std::string nb = batched ? id(a_.batch_dim) : "";
-    if (batched) {
-      w.line("if (" + nb + " == 0) return 0;");
-      w.line("if (" + nb + " > 65535) return 3;");
-    }
+    const std::string nb = open_launcher(w, "ksol_run_simt", along_m);
     std::string split_args;
     if (split) {
       w.comment("Split K runs only grids that leave an SM without a block (fewer blocks than SMs), in the fewest slices "
@@ -1370,15 +1379,7 @@ class Generator {
     w.close();
     w.close();
     w.line();
-    w.open("static int ksol_run_mma(" + simt_params() + ", cudaStream_t stream)");
-    w.line("const int64_t tiles_m = (" + M + " + kBM - 1) / kBM, tiles_n = (" + N + " + kBN - 1) / kBN;");
-    w.line("if (tiles_m == 0 || tiles_n == 0) return 0;");
-    w.line(std::string("if (") + (along_m ? "tiles_n" : "tiles_m") + " > 65535) return 3;");
-    const std::string nb = batched ? id(a_.batch_dim) : "";
-    if (batched) {
-      w.line("if (" + nb + " == 0) return 0;");
-      w.line("if (" + nb + " > 65535) return 3;");
-    }
+    const std::string nb = open_launcher(w, "ksol_run_mma", along_m);
     w.line(std::string("const dim3 grid{unsigned(") + (along_m ? "tiles_m" : "tiles_n") + "), unsigned(" +
            (along_m ? "tiles_n" : "tiles_m") + "), " + (batched ? "unsigned(" + nb + ")" : "1u") + "};");
     w.line("const bool vec = " + K + " % 4 == 0 && " + (a_.b_trans ? "" : N + " % 4 == 0 && ") + "reinterpret_cast<uintptr_t>(" +
