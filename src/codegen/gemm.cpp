@@ -321,7 +321,9 @@ int64_t mma_stage_bytes(const GemmKnobs& s, const Analysis& a) {
 
 // The knobs of mainloop = mma: warp-level mma.sync (m16n8k8, TF32 operands, f32 accumulators) fed
 // by cp.async stages, storing through the elementwise epilogue like the SIMT kernel.
-GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::string& tile_text, const std::string& cluster_text) {
+// The products mainloop = mma takes: TF32 ones (the program's tf32(...) factors), checked as soon
+// as the mainloop is read.
+void mma_products(const Analysis& a) {
   if (a.in_type != Type::f32)
     throw Refused(std::string("mainloop = mma multiplies f32 operands rounded to TF32; ") + dsl::type_name(a.in_type) +
                   " operands take mainloop = cooperative or pingpong");
@@ -331,6 +333,9 @@ GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::s
   if (!a.tf32)
     throw Refused("mainloop = mma multiplies TF32 products (write tf32(A[m, k]) * tf32(B[k, n])); this program asks for "
                   "f32 products, which run on CUDA cores (mainloop = simt)");
+}
+
+GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::string& tile_text, const std::string& cluster_text) {
   auto side = [](int64_t v) { return v == 32 || v == 64 || v == 128 || v == 256; };
   if (!side(s.tm) || !side(s.tn)) throw Refused(tile_text + ": mainloop = mma takes tile M and N in {32, 64, 128, 256}");
   if (s.tk != 16 && s.tk != 32) throw Refused(tile_text + ": mainloop = mma takes tile K 16 or 32 (k-steps of 8)");
@@ -381,6 +386,7 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
   GemmKnobs s;
   s.mainloop = k.one_of("mainloop", std::vector<std::string>{"cooperative", "pingpong", "simt", "mma"});
   if (s.mainloop != "mma") no_warp_tile(k, s);
+  if (s.mainloop == "mma") mma_products(a);
   s.epilogue = k.one_of("epilogue", std::vector<std::string>{"auto", "tma", "default"});
   s.raster = k.one_of("raster", std::vector<std::string>{"along_m", "along_n"});
   s.swizzle = k.one_of("swizzle", {1, 2, 4, 8});
