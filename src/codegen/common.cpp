@@ -881,6 +881,12 @@ std::string pack_source() {
 }
 
 void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names) {
+  std::string order = "ksol_run's call: tensors (";
+  for (size_t i = 0; i < abi.tensors.size(); ++i) order += (i ? ", " : "") + abi.tensors[i];
+  order += "), dims (";
+  for (size_t i = 0; i < abi.dims.size(); ++i) order += (i ? ", " : "") + abi.dims[i];
+  w.comment(order + ") in this order: the task's, or without a task the program's own (inputs, then outputs; dims "
+            "in the order the header first names them).");
   w.open("extern \"C\" int ksol_run(const ksol_call* call)");
   w.line("if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != " +
          std::to_string(abi.tensors.size()) + " || call->num_dims != " + std::to_string(abi.dims.size()) + ")");
