@@ -187,6 +187,8 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_bias_relu_f32_64x64x16_t
 
 }  // namespace
 
+// ksol_run's call: tensors (X, F, b, Y), dims (N, C, H, W, K) in this order: the task's, or without
+// a task the program's own (inputs, then outputs; dims in the order the header first names them).
 extern "C" int ksol_run(const ksol_call* call) {
   if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 4 || call->num_dims != 5)
     return 1;

@@ -285,6 +285,8 @@ static int ksol_run_tma(
   return cudaGetLastError() == cudaSuccess ? 0 : 8;
 }
 
+// ksol_run's call: tensors (X, F, b, Y), dims (N, H, W, C, K) in this order: the task's, or without
+// a task the program's own (inputs, then outputs; dims in the order the header first names them).
 extern "C" int ksol_run(const ksol_call* call) {
   if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 4 || call->num_dims != 5)
     return 1;

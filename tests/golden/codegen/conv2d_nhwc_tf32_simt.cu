@@ -192,6 +192,9 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
 
 }  // namespace
 
+// ksol_run's call: tensors (X, F, Z, Y), dims (N, H, W, C, K, P, Q) in this order: the task's, or
+// without a task the program's own (inputs, then outputs; dims in the order the header first names
+// them).
 extern "C" int ksol_run(const ksol_call* call) {
   if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 4 || call->num_dims != 7)
     return 1;

@@ -91,6 +91,8 @@ bool pack_aligned(const T* p) {
 }
 }  // namespace
 
+// ksol_run's call: tensors (G, U, Y), dims (T, H) in this order: the task's, or without a task the
+// program's own (inputs, then outputs; dims in the order the header first names them).
 extern "C" int ksol_run(const ksol_call* call) {
   if (!call || call->abi_version != KSOL_ABI_VERSION || call->num_tensors != 3 || call->num_dims != 2)
     return 1;
