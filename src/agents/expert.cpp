@@ -159,8 +159,11 @@ Features features_of(const dsl::Program& p, const Profile& prof) {
     // on them; thread_tile outputs per thread on CUDA cores.
     f.num["uses_tensor_cores"] = p.family == "conv" ? (codegen::detail::conv_uses_tensor_cores(p) ? 1 : 0)
                                                     : value_of(s, "mainloop") == "simt" ? 0 : 1;
-    // The math unit a conv's products may use: the tensor cores for 16-bit data or TF32 products.
+    // The math unit a conv's or a GEMM's products may use: the tensor cores for 16-bit data or
+    // TF32 products. For a GEMM it replaces the schedule's math knob (precise or fast), which no
+    // rule reads; with that knob in its place no card requiring "math == tensor" was offered.
     if (p.family == "conv") f.str["math"] = codegen::detail::conv_allows_tensor_cores(p) ? "tensor" : "fma";
+    if (p.family == "gemm") f.str["math"] = codegen::detail::gemm_allows_tensor_cores(p) ? "tensor" : "fma";
     std::vector<double> tt = numbers_in(value_of(s, "thread_tile"));
     if (p.family == "conv" && tt.size() == 2) f.num["thread_outputs"] = tt[0] * tt[1];
   }

@@ -59,6 +59,9 @@ bool conv_uses_tensor_cores(const dsl::Program& p);
 // The conv program's data and products are ones the tensor cores take (16-bit data, or f32 data
 // in TF32 products), whatever its mainloop; false for a program the generator refuses.
 bool conv_allows_tensor_cores(const dsl::Program& p);
+// gemm: the program's products may run on the tensor cores (16-bit operands, or f32 ones the
+// program rounds with tf32(...)); false for f32 products and for programs the family refuses.
+bool gemm_allows_tensor_cores(const dsl::Program& p);
 
 // A schedule value from its text: digits make an integer, anything else a name.
 dsl::ScheduleValue schedule_value(const std::string& text);

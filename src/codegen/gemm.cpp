@@ -591,6 +591,19 @@ void check(const dsl::Program& p, const Binding& b) {
   resolve_binding(p, b);
 }
 
+}  // namespace
+
+bool gemm_allows_tensor_cores(const dsl::Program& p) {
+  try {
+    const Analysis a = Analyser(p).run();
+    return a.in_type != Type::f32 || a.tf32;
+  } catch (const Refused&) {
+    return false;
+  }
+}
+
+namespace {
+
 std::string kernel_name_of(const dsl::Program& p) {
   Analysis a = Analyser(p).run();
   return name_of(read_knobs(p, a), a);

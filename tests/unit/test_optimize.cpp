@@ -626,6 +626,41 @@ TEST(Optimize, TheExpertHasMovesForGemmsWhenComputeBound) {
   }
 }
 
+TEST(Optimize, TheExpertMovesATf32GemmOntoTheTensorCores) {
+  // TF32 products with a row-major B[k, n] on CUDA cores (synth's fallback for a small GEMM),
+  // compute-bound: R42 offers the tensor cores, and of its schedules the mma kernel's are the ones
+  // the generator takes (CUTLASS's TF32 mainloop refuses B[k, n]); f32 products get no such move.
+  SeedCase s = setup("gemm_f32");
+  std::string text = read_file(s.task.dir + "/program.ksol");
+  text.replace(text.find("A[m, k] * B[k, n]"), 17, "tf32(A[m, k]) * tf32(B[k, n])");
+  const dsl::Program tf = dsl::parse_program(text, "tf32.ksol");
+  ASSERT_TRUE(codegen::can_implement(tf, search::binding_of(s.task)).ok);
+  for (const dsl::Program* p : std::vector<const dsl::Program*>{&tf, &s.seed}) {
+    agents::ExpertAgent a(knowledge(), 1);
+    agents::Profile prof;
+    prof.precision = p == &tf ? "tf32" : "fp32";
+    prof.bound = "compute";
+    prof.bottleneck = "compute";
+    prof.pct_sol = 0.1;
+    prof.dims = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+    std::vector<std::string> log;
+    auto props = a.propose(*p, prof, search::binding_of(s.task), {}, &log);
+    ASSERT_FALSE(props.empty()) << join(log, "\n");
+    size_t mma = 0;
+    for (auto& pr : props) {
+      EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
+      mma += codegen::kernel_name(pr.program).find("_mma_") != std::string::npos;
+    }
+    if (p == &tf) {
+      EXPECT_EQ(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_GE(mma, 2u) << join(log, "\n");
+    } else {
+      EXPECT_NE(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_EQ(mma, 0u);
+    }
+  }
+}
+
 TEST(Optimize, TheExpertHasMovesForConvInEveryBottleneck) {
   // The conv family (implicit GEMM on CUDA cores) has its own cells (R51-R53): from the seed,
   // every class gets legal moves, compute-bound ones grow the register block first.
