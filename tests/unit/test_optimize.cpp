@@ -54,6 +54,37 @@ SeedCase setup(const std::string& name) {
   return s;
 }
 
+// A TF32 program on CUDA cores (tf) and its f32 seed, compute-bound: R42/R55 offer the tensor
+// cores first for the TF32 one, with at least `min_mma` legal schedules on the warp-level mma
+// kernel; the f32 one gets no such move. Every proposal is legal.
+void expect_tensor_core_moves_for_tf32_only(const SeedCase& s, const dsl::Program& tf, double pct_sol,
+                                            const std::map<std::string, double>& dims, size_t min_mma) {
+  for (const dsl::Program* p : std::vector<const dsl::Program*>{&tf, &s.seed}) {
+    agents::ExpertAgent a(knowledge(), 1);
+    agents::Profile prof;
+    prof.precision = p == &tf ? "tf32" : "fp32";
+    prof.bound = "compute";
+    prof.bottleneck = "compute";
+    prof.pct_sol = pct_sol;
+    prof.dims = dims;
+    std::vector<std::string> log;
+    auto props = a.propose(*p, prof, search::binding_of(s.task), {}, &log);
+    ASSERT_FALSE(props.empty()) << join(log, "\n");
+    size_t mma = 0;
+    for (auto& pr : props) {
+      EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
+      mma += codegen::kernel_name(pr.program).find("_mma_") != std::string::npos;
+    }
+    if (p == &tf) {
+      EXPECT_EQ(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_GE(mma, min_mma) << join(log, "\n");
+    } else {
+      EXPECT_NE(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
+      EXPECT_EQ(mma, 0u);
+    }
+  }
+}
+
 double optimum(const search::ScriptedEvaluator& ev) { return ev.base_us; }
 
 search::OptimizeResult run(const std::string& agent_name, const Synthetic& sy, search::ScriptedEvaluator& ev, int budget,
@@ -635,30 +666,7 @@ TEST(Optimize, TheExpertMovesATf32GemmOntoTheTensorCores) {
   text.replace(text.find("A[m, k] * B[k, n]"), 17, "tf32(A[m, k]) * tf32(B[k, n])");
   const dsl::Program tf = dsl::parse_program(text, "tf32.ksol");
   ASSERT_TRUE(codegen::can_implement(tf, search::binding_of(s.task)).ok);
-  for (const dsl::Program* p : std::vector<const dsl::Program*>{&tf, &s.seed}) {
-    agents::ExpertAgent a(knowledge(), 1);
-    agents::Profile prof;
-    prof.precision = p == &tf ? "tf32" : "fp32";
-    prof.bound = "compute";
-    prof.bottleneck = "compute";
-    prof.pct_sol = 0.1;
-    prof.dims = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
-    std::vector<std::string> log;
-    auto props = a.propose(*p, prof, search::binding_of(s.task), {}, &log);
-    ASSERT_FALSE(props.empty()) << join(log, "\n");
-    size_t mma = 0;
-    for (auto& pr : props) {
-      EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
-      mma += codegen::kernel_name(pr.program).find("_mma_") != std::string::npos;
-    }
-    if (p == &tf) {
-      EXPECT_EQ(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
-      EXPECT_GE(mma, 2u) << join(log, "\n");
-    } else {
-      EXPECT_NE(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
-      EXPECT_EQ(mma, 0u);
-    }
-  }
+  expect_tensor_core_moves_for_tf32_only(s, tf, 0.1, {{"M", 4096}, {"N", 4096}, {"K", 4096}}, 2);
 }
 
 TEST(Optimize, TheExpertHasMovesForConvInEveryBottleneck) {
@@ -696,30 +704,7 @@ TEST(Optimize, TheExpertMovesATf32ConvOntoTheTensorCores) {
   const dsl::Program tf = codegen::with_schedule(dsl::parse_program(text, "tf32.ksol"), {{"mainloop", "simt"}});
   ASSERT_FALSE(codegen::detail::conv_uses_tensor_cores(tf));
   ASSERT_TRUE(codegen::detail::conv_allows_tensor_cores(tf));
-  for (const dsl::Program* p : std::vector<const dsl::Program*>{&tf, &s.seed}) {
-    agents::ExpertAgent a(knowledge(), 1);
-    agents::Profile prof;
-    prof.precision = p == &tf ? "tf32" : "fp32";
-    prof.bound = "compute";
-    prof.bottleneck = "compute";
-    prof.pct_sol = 0.3;
-    prof.dims = {{"N", 8}, {"C", 64}, {"H", 56}, {"W", 56}, {"K", 64}};
-    std::vector<std::string> log;
-    auto props = a.propose(*p, prof, search::binding_of(s.task), {}, &log);
-    ASSERT_FALSE(props.empty()) << join(log, "\n");
-    bool mma = false;
-    for (auto& pr : props) {
-      EXPECT_TRUE(codegen::can_implement(pr.program, search::binding_of(s.task)).ok) << pr.method;
-      mma = mma || codegen::kernel_name(pr.program).find("_mma_") != std::string::npos;
-    }
-    if (p == &tf) {
-      EXPECT_EQ(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
-      EXPECT_TRUE(mma) << join(log, "\n");
-    } else {
-      EXPECT_NE(props[0].method, "tensor_cores_wgmma") << join(log, "\n");
-      EXPECT_FALSE(mma);
-    }
-  }
+  expect_tensor_core_moves_for_tf32_only(s, tf, 0.3, {{"N", 8}, {"C", 64}, {"H", 56}, {"W", 56}, {"K", 64}}, 1);
 }
 
 TEST(Optimize, TheExpertPipelinesATf32ConvOnTheTensorCores) {
