@@ -312,6 +312,19 @@ void no_warp_tile(const Knobs& k, const GemmKnobs& s) {
                   " has no warp tiles of its own (warp_tile = auto)");
 }
 
+// The knobs of CUTLASS's kernels that the kernels ksol writes itself (mainloop = simt or mma, one
+// block a tile, stores straight from registers) have no use for: refused unless at their defaults.
+void refuse_cutlass_knobs(const GemmKnobs& s, const std::string& cluster_text) {
+  const std::string ml = "mainloop = " + s.mainloop;
+  if (s.cm != 1 || s.cn != 1)
+    throw Refused(cluster_text + ": clusters multicast TMA loads; " + ml + " runs one block per tile (cluster = [1, 1])");
+  if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; " + ml + " stores directly (epilogue = default or auto)");
+  if (s.em) throw Refused("epilogue_tile is the subtile of the TMA epilogue; " + ml + " stores directly (epilogue_tile = auto)");
+  if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; " + ml + " computes C directly (swap_ab = 0)");
+  if (s.bias_prefetch == 1)
+    throw Refused("bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; " + ml + " reads it directly (bias_prefetch = 0)");
+}
+
 // Shared memory of one stage of mainloop = mma: A's tile as kBM rows of kBK floats padded by 4,
 // B's as kBN rows of kBK (B[n, k]) padded by 4 or kBK rows of kBN padded by 8 (B[k, n]); the pads
 // keep a warp's fragment reads on 32 distinct banks.
@@ -345,16 +358,10 @@ GemmKnobs mma_knobs(const Knobs& k, const Analysis& a, GemmKnobs s, const std::s
   if (s.stages * mma_stage_bytes(s, a) > kSharedLimitBytes)
     throw Refused("stages = " + std::to_string(s.stages) + " of " + tile_text + " take " + std::to_string(s.stages * mma_stage_bytes(s, a)) +
                   " bytes of shared memory: over the 232448 bytes (227 KB) of an sm_90 block");
-  if (s.cm != 1 || s.cn != 1)
-    throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = mma runs one block per tile (cluster = [1, 1])");
-  if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = mma stores directly (epilogue = default or auto)");
-  if (s.em) throw Refused("epilogue_tile is the subtile of the TMA epilogue; mainloop = mma stores directly (epilogue_tile = auto)");
+  refuse_cutlass_knobs(s, cluster_text);
   if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": mainloop = mma's tile order is not swizzled (swizzle = 1)");
   if (s.split_k != 1) throw Refused("split_k = " + std::to_string(s.split_k) + ": mainloop = mma does not split K (split_k = 1)");
   if (s.stream_k != 0) throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = mma does not split K (stream_k = 0)");
-  if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; mainloop = mma computes C directly (swap_ab = 0)");
-  if (s.bias_prefetch == 1)
-    throw Refused("bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; mainloop = mma reads it directly (bias_prefetch = 0)");
   s.bias_prefetch = 0;
   const dsl::ScheduleValue& v = k.value("warp_tile");
   if (v.kind == dsl::ScheduleValue::Kind::ident && v.ident == "auto") {
@@ -445,17 +452,10 @@ GemmKnobs read_knobs(const dsl::Program& p, const Analysis& a) {
     if (s.stages * buffer > kStaticSharedBytes)
       throw Refused(tile_text + " with stages = " + std::to_string(s.stages) + " needs " + std::to_string(s.stages * buffer) +
                     " bytes of shared memory; the SIMT kernel's static tiles take at most 49152");
-    if (s.cm != 1 || s.cn != 1)
-      throw Refused(cluster_text + ": clusters multicast TMA loads; mainloop = simt runs one block per tile (cluster = [1, 1])");
-    if (s.epilogue == "tma") throw Refused("epilogue = tma stores through the TMA; mainloop = simt stores directly (epilogue = default or auto)");
-    if (s.em) throw Refused("epilogue_tile is the subtile of the TMA epilogue; mainloop = simt stores directly (epilogue_tile = auto)");
+    refuse_cutlass_knobs(s, cluster_text);
     if (s.swizzle != 1) throw Refused("swizzle = " + std::to_string(s.swizzle) + ": the SIMT kernel's tile order is not swizzled (swizzle = 1)");
     if (s.stream_k != 0)
       throw Refused("stream_k needs the CUTLASS stream-K scheduler; mainloop = simt splits K with split_k");
-    if (s.swap_ab != 0) throw Refused("swap_ab = 1 swaps CUTLASS's operands; mainloop = simt computes C directly (swap_ab = 0)");
-    if (s.bias_prefetch == 1)
-      throw Refused("bias_prefetch = 1 loads the bias with the TMA epilogue's producer warp; mainloop = simt reads it "
-                    "directly (bias_prefetch = 0)");
     s.bias_prefetch = 0;
     return s;
   }
