@@ -184,11 +184,14 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
   const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-mma-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmp);
-  // The TF32 task also through the cp.async pipeline in dynamic shared memory past 48 KB (3 x 33 KB).
+  // The TF32 task also through the cp.async pipeline in dynamic shared memory past 48 KB (3 x 33 KB);
+  // the gemm family's mma kernel at its default warp tile and at a smaller one with more stages.
   const std::vector<std::pair<std::string, ksol::codegen::Schedule>> runs = {
       {"conv2d_nhwc_tf32", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}}},
       {"conv2d_nhwc_tf32", {{"mainloop", "mma"}, {"tile", "[128, 128, 32]"}, {"thread_tile", "[4, 2]"}, {"stages", "3"}}},
-      {"conv2d_nhwc_bf16", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}}}};
+      {"conv2d_nhwc_bf16", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"thread_tile", "[4, 2]"}}},
+      {"linear_tf32", {{"mainloop", "mma"}, {"tile", "[128, 128, 16]"}, {"split_k", "1"}}},
+      {"linear_tf32", {{"mainloop", "mma"}, {"tile", "[64, 128, 32]"}, {"warp_tile", "[32, 64]"}, {"stages", "4"}, {"split_k", "1"}}}};
   for (const auto& [t, sched] : runs) {
     const ksol::Task task = ksol::load_task(ksol::resolve_task_path(t));
     const std::string path = task.dir + "/program.ksol";
