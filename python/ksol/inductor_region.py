@@ -19,6 +19,7 @@ write contiguous tensors), symbolic sizes. Where a binding is chosen by shape am
 the capture on the GPU checks it by value: the written problem's Model, run on the inputs the
 Inductor kernel was launched with, must give what the kernel wrote (inductor_capture.py).
 """
+import copy
 import dataclasses
 import math
 import re
@@ -105,7 +106,9 @@ def bind(program: Program, launch: Launch, recompose: bool = True) -> Region:
         raise RegionError(f"{name} has no Graph fragment in the output code (Inductor's comments are off?)")
     if not pv.sorted:
         raise RegionError(f"{name}'s nodes come from several graphs (Unsorted Source Nodes): no one fragment")
-    frag = pv.fragment
+    # A copy: the region rewrites nodes (a convolution whose bias the kernel adds, recomposed ops), and
+    # the program's own fragment must bind the same way each time it is asked.
+    frag = copy.deepcopy(pv.fragment)
     for b in launch.args:
         if b.role == "size" and not isinstance(b.value.literal, int):
             raise RegionError(f"{name}: {b.param} is {b.value.text}, a symbolic size (dynamic shapes are not replaced)")

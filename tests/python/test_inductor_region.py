@@ -148,6 +148,14 @@ class Bind(unittest.TestCase):
         self.assertEqual(r.notes, ["%convolution: the convolution buf1 holds (triton_poi_fused_convolution_div_leaky_relu_0 adds "
                                    "its bias), plus the bias viewed [32, 1, 1, 1]"])
 
+    def test_binding_twice_gives_the_same_region(self):
+        # The path binds a kernel once to list it and again to make its task: the second binding
+        # must not see the first one's rewrites (it once kept the bias [32], not [32, 1, 1, 1]).
+        p = iw.parse_file(fixture("conv_bias_epilogue"))
+        for launch in p.launches():
+            first = ir.describe(ir.bind(p, launch))
+            self.assertEqual(ir.describe(ir.bind(p, launch)), first)
+
     def test_convolution_node_without_its_output_is_refused(self):
         # The extern call adds the bias itself: the fragment's convolution is not the kernel's to redo.
         t = text_of("conv_bias_epilogue").replace("groups=1, bias=None)", "groups=1, bias=arg1_1)")
