@@ -19,7 +19,8 @@ using dsl::Type;
 
 const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxBlocks", "e0", "j",
                                             "group", "flat", "item", "base", "step", "groups", "total",
-                                            "vector_end", "packs_ok", "pack_aligned", "blocks", "work"};
+                                            "vector_end", "packs_ok", "pack_aligned", "blocks", "work", "dv", "kFast",
+                                            "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider"};
 
 struct Knobs4 {
   int threads = 256, vector = 1, items = 1, unroll = 1;
@@ -204,6 +205,7 @@ class Generator {
     w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one step per thread below it");
     w.line();
     w.raw(pack_source());
+    if (!divisors_.empty()) divider_source(w);
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
@@ -215,6 +217,62 @@ class Generator {
   Names names_;
   Helpers helpers_;
   std::string name_;
+  // The products of extents that indices are divided by, in order of first use (dv.v[i] divides
+  // by divisors_[i]).
+  std::vector<std::string> divisors_;
+
+  // An element's index n divided by, or taken modulo, the product of extents d: through d's divider
+  // in dv, so that a space under 2^31 elements (kFast) divides by a multiply and a shift.
+  std::string div_by(const std::string& n, const std::string& d) {
+    return "ksol_div<kFast>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "])";
+  }
+  std::string mod_by(const std::string& n, const std::string& d) {
+    return "ksol_mod<kFast>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "])";
+  }
+  size_t divisor(const std::string& d) {
+    auto it = std::find(divisors_.begin(), divisors_.end(), d);
+    if (it != divisors_.end()) return static_cast<size_t>(it - divisors_.begin());
+    divisors_.push_back(d);
+    return divisors_.size() - 1;
+  }
+
+  // The divider type and its two uses. For 0 <= n < 2^31 and 1 <= d <= 2^31, with s the least
+  // shift that 2^s >= d and m = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, m) + n) >> s
+  // (the round-up method of Granlund and Montgomery); the sum stays under 2^32.
+  void divider_source(Writer& w) {
+    w.comment("Index division by a product of extents: kFast (every index under 2^31) multiplies by a "
+              "divider's magic number and shifts, where 64-bit division would take dozens of instructions.");
+    w.open("struct KsolDiv");
+    w.line("int64_t d;   // the divisor");
+    w.line("uint32_t m;  // its magic number (kFast)");
+    w.line("uint32_t s;  // its shift (kFast)");
+    w.close("};");
+    w.open("struct KsolDivs");
+    w.line("KsolDiv v[" + std::to_string(divisors_.size()) + "];");
+    w.close("};");
+    w.line("template <bool kFast>");
+    w.open("__device__ __forceinline__ int64_t ksol_div(int64_t n, const KsolDiv& v)");
+    w.open("if constexpr (kFast)");
+    w.line("const uint32_t u = static_cast<uint32_t>(n);");
+    w.line("return static_cast<int64_t>((__umulhi(u, v.m) + u) >> v.s);");
+    w.close();
+    w.line("return n / v.d;");
+    w.close();
+    w.line("template <bool kFast>");
+    w.open("__device__ __forceinline__ int64_t ksol_mod(int64_t n, const KsolDiv& v)");
+    w.line("return n - ksol_div<kFast>(n, v) * v.d;");
+    w.close();
+    w.comment("The divider of d (host side): magic number and shift where 1 <= d <= 2^31 - 1 (the kFast launch's "
+              "divisors), the divisor alone otherwise.");
+    w.open("KsolDiv ksol_divider(int64_t d)");
+    w.line("KsolDiv v{d, 0, 0};");
+    w.line("if (d < 1 || d > 2147483647) return v;");
+    w.line("while ((int64_t(1) << v.s) < d) ++v.s;");
+    w.line("v.m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << v.s) - uint64_t(d))) / uint64_t(d) + 1);");
+    w.line("return v;");
+    w.close();
+    w.line();
+  }
 
   static std::string list(const std::vector<std::string>& v) {
     std::string s = "[";
@@ -255,14 +313,14 @@ class Generator {
 
   // The flat offset of a parameter's element at the group's first element e0; `coords` names
   // the index variables of e0 (needed by general reads only).
-  std::string offset_of(const Load& l, const std::map<int, std::string>& coords) const {
+  std::string offset_of(const Load& l, const std::map<int, std::string>& coords) {
     const std::vector<std::string>& ext = l.param->extents;
     const int k = static_cast<int>(l.axes.size());
     switch (layout_of(l)) {
       case Layout::flat: return "e0";
-      case Layout::suffix: return "e0 % " + extent_product(ext);
+      case Layout::suffix: return mod_by("e0", extent_product(ext));
       case Layout::prefix:
-        return "e0 / " + extent_product(std::vector<std::string>(a_.axis_dims.begin() + k, a_.axis_dims.end()));
+        return div_by("e0", extent_product(std::vector<std::string>(a_.axis_dims.begin() + k, a_.axis_dims.end())));
       case Layout::general: break;
     }
     std::string s;
@@ -291,16 +349,17 @@ class Generator {
     return d.is_output ? names_.derived(d.name, "value") : names_[d.name];
   }
 
-  void device_function(Writer& w) {
+  void device_function(Writer& out) {
     if (a_.all_flat)
-      w.comment("Computes the kVec consecutive elements from flat index e0 on (every tensor is read in the "
-                "space's own layout, so they may straddle rows).");
+      out.comment("Computes the kVec consecutive elements from flat index e0 on (every tensor is read in the "
+                  "space's own layout, so they may straddle rows).");
     else
-      w.comment("Computes the kVec consecutive elements from flat index e0 on; when kVec > 1 they lie in one "
-                "innermost row, so they share every index but the innermost.");
-    w.line("template <int kVec>");
-    std::string decl = params_decl();
-    w.open("__device__ __forceinline__ void " + name_ + "_elements(" + decl + "int64_t e0)");
+      out.comment("Computes the kVec consecutive elements from flat index e0 on; when kVec > 1 they lie in one "
+                  "innermost row, so they share every index but the innermost.");
+    // The body first (one level in), since it decides whether indices are divided (the dividers dv).
+    Writer scope = out.nested();
+    scope.open("");
+    Writer w = scope.nested();
     // The indices of e0, for reads that are neither the space's layout nor a broadcast of it.
     std::map<int, std::string> coords;
     for (const Load& l : a_.loads)
@@ -309,8 +368,8 @@ class Generator {
     if (!coords.empty()) w.comment("Indices of element e0.");
     for (auto& [axis, id] : coords) {
       std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
-      std::string v = later.empty() ? "e0" : "e0 / " + extent_product(later);
-      if (axis > 0) v += " % " + dim(axis);
+      std::string v = later.empty() ? "e0" : div_by("e0", extent_product(later));
+      if (axis > 0) v = mod_by(v, dim(axis));
       id = names_.fresh(a_.axis_vars[axis] + "_at");
       w.line("const int64_t " + id + " = " + v + ";");
     }
@@ -358,8 +417,8 @@ class Generator {
         if (current->indices[k] == v) axis = axes[k];
       if (axis < 0) throw Refused("the index '" + v + "' used as a value is not one of " + current->name + "'s");
       std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
-      std::string code = later.empty() ? "(e0 + j)" : "(e0 + j) / " + extent_product(later);
-      if (axis > 0) code = "(" + code + ") % " + dim(axis);
+      std::string code = later.empty() ? "(e0 + j)" : div_by("(e0 + j)", extent_product(later));
+      if (axis > 0) code = mod_by(code, dim(axis));
       return code;
     };
     em.read = [&](const Expr& r) -> std::string {
@@ -384,15 +443,23 @@ class Generator {
       if (d->is_output) w.line(out_pack[d->name] + ".v[j] = " + local + ";");
     }
     w.close();
-    for (const Param& out : p_.outputs) w.line("store_pack(" + names_[out.name] + " + e0, " + out_pack[out.name] + ");");
-    w.close();
-    w.line();
+    for (const Param& o : p_.outputs) w.line("store_pack(" + names_[o.name] + " + e0, " + out_pack[o.name] + ");");
+    const bool divides = !divisors_.empty();
+    out.line(divides ? "template <int kVec, bool kFast>" : "template <int kVec>");
+    out.open("__device__ __forceinline__ void " + name_ + "_elements(" + params_decl() +
+             (divides ? "const KsolDivs& dv, " : "") + "int64_t e0)");
+    out.raw(w.text());
+    out.close();
+    out.line();
   }
 
   void kernel(Writer& w) {
-    std::string decl = params_decl();
-    std::string pass = params_pass();
+    const bool divides = !divisors_.empty();
+    std::string decl = params_decl() + (divides ? "const KsolDivs dv, " : "");
+    std::string pass = params_pass() + (divides ? "dv, " : "");
+    const std::string fast = divides ? ", kFast" : "";
     const bool tail = s_.vector > 1;
+    if (divides) w.line("template <bool kFast>");
     w.open("__global__ void __launch_bounds__(kThreads) " + name_ + "(" + decl +
            (tail ? "int64_t vector_end, int64_t total)" : "int64_t total)"));
     if (tail) {
@@ -408,7 +475,7 @@ class Generator {
       w.line("#pragma unroll");
       w.open("for (int item = 0; item < kItems; ++item)");
       w.line("const int64_t group = base + item * kThreads + threadIdx.x;");
-      w.line(std::string(guarded ? "if (group < groups) " : "") + name_ + "_elements<kVector>(" + pass + "group * kVector);");
+      w.line(std::string(guarded ? "if (group < groups) " : "") + name_ + "_elements<kVector" + fast + ">(" + pass + "group * kVector);");
       w.close();
     };
     if (s_.items > 1) {
@@ -427,7 +494,7 @@ class Generator {
     if (tail) {
       w.line("for (int64_t flat = vector_end + (int64_t)blockIdx.x * kThreads + threadIdx.x; flat < total;");
       w.open("     flat += (int64_t)gridDim.x * kThreads)");
-      w.line(name_ + "_elements<1>(" + pass + "flat);");
+      w.line(name_ + "_elements<1" + fast + ">(" + pass + "flat);");
       w.close();
     }
     w.close();
@@ -484,7 +551,20 @@ class Generator {
     } else {
       w.line("const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks);");
     }
-    w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + (tail ? "vector_end, total);" : "total);"));
+    const std::string args = tail ? "vector_end, total);" : "total);";
+    if (divisors_.empty()) {
+      w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + args);
+    } else {
+      w.line("KsolDivs dv;");
+      for (size_t i = 0; i < divisors_.size(); ++i)
+        w.line("dv.v[" + std::to_string(i) + "] = ksol_divider(" + divisors_[i] + ");");
+      w.comment("Every index (and so every divisor) under 2^31: dividers by multiply and shift.");
+      w.open("if (total <= 2147483647)");
+      w.line(name_ + "<true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "dv, " + args);
+      w.reopen("else");
+      w.line(name_ + "<false><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "dv, " + args);
+      w.close();
+    }
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }

@@ -215,6 +215,14 @@ schedule {
 }
 )";
 
+// An elementwise space of rank 4 whose reads sit at general positions (the indices of each element
+// come from dividing its flat index) and that uses two indices as a signed value.
+const char* const kGeneral4 = R"(
+kernel bc4(X: f32[C, D], W: f32[A, B, D]) -> (Y: f32[A, B, C, D]) {
+  Y[a, b, c, d] = X[c, d] + W[a, b, d] * f32(c - b)
+}
+)";
+
 const char* const kBroadcast = R"(
 kernel bias_act(A: f32[M, N], b: f32[N], s: f32[M], X: f32[N, M]) -> (C: f32[M, N], D: f32[M, N]) {
   t[m, n] = A[m, n] + b[n]
@@ -1048,6 +1056,56 @@ TEST(HostEmulation, ReportsDeadlocksAndWritesOutsideATensor) {
   EXPECT_NE(r.message.find("Segmentation fault"), std::string::npos) << r.message;
 }
 
+// The elementwise family's index dividers (magic number and shift where every index is under
+// 2^31) against plain division, as generated: divisors from 1 to 2^31 - 1, numerators up to 2^31 - 1.
+TEST(HostEmulation, IndexDividersMatchDivision) {
+  const std::string src = codegen::generate_cuda(parse(kGeneral4), {});
+  const size_t from = src.find("struct KsolDiv {");
+  const size_t to = src.find("template <int kVec, bool kFast>");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  // ksol_run returns 0, or writes the first wrong (n, d) into its tensor and returns 3.
+  const std::string check = R"(
+extern "C" int ksol_run(const ksol_call* c) {
+  int64_t* bad = static_cast<int64_t*>(c->tensors[0]);
+  const int64_t top = 2147483647;
+  std::vector<int64_t> ds = {1, 2, 3, 5, 7, 10, 62, 64, 100, 641, 1000, 3844, 6700417, 65535, 65536, 65537,
+                             123457, (1 << 20) + 1, (1 << 30) - 1, 1 << 30, (1 << 30) + 1, top - 1, top};
+  uint64_t state = 42;
+  for (int i = 0; i < 200; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    ds.push_back(1 + static_cast<int64_t>(state >> 33) % top);
+  }
+  for (const int64_t d : ds) {
+    const KsolDiv v = ksol_divider(d);
+    std::vector<int64_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, top / d * d - 1, top / d * d, top - 1, top};
+    for (int i = 0; i < 2000; ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      ns.push_back(static_cast<int64_t>(state >> 33) % (top + 1));
+    }
+    for (const int64_t n : ns) {
+      if (n < 0 || n > top) continue;
+      if (ksol_div<true>(n, v) != n / d || ksol_mod<true>(n, v) != n % d || ksol_div<false>(n, v) != n / d) {
+        bad[0] = n;
+        bad[1] = d;
+        return 3;
+      }
+    }
+  }
+  return 0;
+}
+)";
+  codegen::HostBuild b = codegen::build_for_host("#include <ksol/abi.h>\n#include <cstdint>\n#include <vector>\n" +
+                                                 src.substr(from, to - from) + check);
+  ASSERT_TRUE(b.ok) << b.message;
+  OutputBytes buffers = {HostVec<uint8_t>(16, 0)};
+  codegen::HostRun r = codegen::run_on_host(b.so_path, buffers, {});
+  ASSERT_TRUE(r.ok) << r.message;
+  int64_t bad[2];
+  std::memcpy(bad, buffers[0].data(), sizeof bad);
+  EXPECT_EQ(r.rc, 0) << "n = " << bad[0] << ", d = " << bad[1];
+}
+
 // The generated CUDA for every covered task, run on the CPU, through the correctness gate's
 // comparators on every distribution; each program also with a second schedule.
 TEST(HostEmulation, GeneratedCodePassesTheTasksCorrectnessChecks) {
@@ -1199,6 +1257,12 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        {{}, {{"reduction", "two_pass"}}, {{"vector", "4"}, {"threads", "32"}, {"items_per_thread", "2"}}},
        {{"B", 3}, {"R", 77}, {"C", 45}}},
       {kColMinBatched, {{}, {{"reduction", "block"}, {"vector", "1"}}}, {{"B", 5}, {"R", 300}, {"C", 7}}},
+      // Reads at general positions and indices as (signed) values: every index from the flat one
+      // through the dividers, with extents of 1 among them (a bias over [1, N, M, 1]).
+      {kGeneral4,
+       {{}, {{"vector", "4"}}, {{"vector", "1"}, {"items_per_thread", "2"}, {"threads", "64"}}},
+       {{"A", 2}, {"B", 3}, {"C", 5}, {"D", 4}}},
+      {kGeneral4, {{}, {{"vector", "2"}}}, {{"A", 1}, {"B", 37}, {"C", 29}, {"D", 1}}},
   };
   for (const Case& c : cases) {
     const dsl::Program base = parse(c.program);
