@@ -236,7 +236,7 @@ class Generator {
     return divisors_.size() - 1;
   }
 
-  // The divider type and its two uses. For 0 <= n < 2^31 and 1 <= d <= 2^31, with s the least
+  // The divider type and its two uses. For 0 <= n < 2^31 and 1 <= d < 2^31, with s the least
   // shift that 2^s >= d and m = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, m) + n) >> s
   // (the round-up method of Granlund and Montgomery); the sum stays under 2^32.
   void divider_source(Writer& w) {
