@@ -864,6 +864,44 @@ Writer Writer::nested() const {
   return w;
 }
 
+// For 0 <= n < 2^31 and 1 <= d < 2^31, with s the least shift that 2^s >= d and
+// m = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, m) + n) >> s (the round-up method of
+// Granlund and Montgomery); the sum stays under 2^32.
+void index_divider_source(Writer& w, size_t count) {
+  w.comment("Index division by a product of extents: kFast (every index under 2^31) multiplies by a "
+            "divider's magic number and shifts, where 64-bit division would take dozens of instructions.");
+  w.open("struct KsolDiv");
+  w.line("int64_t d;   // the divisor");
+  w.line("uint32_t m;  // its magic number (kFast)");
+  w.line("uint32_t s;  // its shift (kFast)");
+  w.close("};");
+  w.open("struct KsolDivs");
+  w.line("KsolDiv v[" + std::to_string(count) + "];");
+  w.close("};");
+  w.line("template <bool kFast>");
+  w.open("__device__ __forceinline__ int64_t ksol_div(int64_t n, const KsolDiv& v)");
+  w.open("if constexpr (kFast)");
+  w.line("const uint32_t u = static_cast<uint32_t>(n);");
+  w.line("return static_cast<int64_t>((__umulhi(u, v.m) + u) >> v.s);");
+  w.close();
+  w.line("return n / v.d;");
+  w.close();
+  w.line("template <bool kFast>");
+  w.open("__device__ __forceinline__ int64_t ksol_mod(int64_t n, const KsolDiv& v)");
+  w.line("return n - ksol_div<kFast>(n, v) * v.d;");
+  w.close();
+  w.comment("The divider of d (host side): magic number and shift where 1 <= d <= 2^31 - 1 (the kFast launch's "
+            "divisors), the divisor alone otherwise.");
+  w.open("KsolDiv ksol_divider(int64_t d)");
+  w.line("KsolDiv v{d, 0, 0};");
+  w.line("if (d < 1 || d > 2147483647) return v;");
+  w.line("while ((int64_t(1) << v.s) < d) ++v.s;");
+  w.line("v.m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << v.s) - uint64_t(d))) / uint64_t(d) + 1);");
+  w.line("return v;");
+  w.close();
+  w.line();
+}
+
 std::string pack_source() {
   return "// kVec consecutive elements moved as one aligned access (at most 16 bytes: one 128-bit load).\n"
          "template <typename T, int kVec>\n"

@@ -202,6 +202,12 @@ class Writer {
 
 // The Pack type with load_pack / store_pack: kVec consecutive elements as one aligned access.
 std::string pack_source();
+// Index division by products of extents that the host knows at launch: the struct KsolDiv (a
+// divisor, its magic number and shift), KsolDivs (`count` of them, a kernel parameter), the
+// host's ksol_divider(d), and ksol_div<kFast>(n, v) / ksol_mod<kFast>(n, v). With kFast (every
+// n and d under 2^31) a division is a multiply-high, an add and a shift (Granlund and
+// Montgomery's round-up method); otherwise the 64-bit division.
+void index_divider_source(Writer& w, size_t count);
 // The ABI prologue of ksol_run: checks the call, binds every dim and tensor to a named local
 // (through `names`) and the stream to `stream`. Leaves the function open.
 void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names);

@@ -49,7 +49,8 @@ const std::vector<std::string> kInternal = {
     "lane", "wm0", "wn0", "c_frag", "a_frag", "b_frag", "ra", "rb", "k0", "kk", "l", "e", "fr", "fc", "t", "i", "j",
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
-    "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "ksol_chunks", "Idx", "kChecked", "inside", "groups"};
+    "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "Idx", "kChecked", "inside", "groups",
+    "dv", "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -373,6 +374,7 @@ class Generator {
     w.line("#define KSOL_DIRECT_INDEX32_MAX 2147483647LL  // the largest value the loop kernel's 32-bit indices take");
     w.line("#endif");
     w.line();
+    if (!divisors_.empty()) index_divider_source(w, divisors_.size());
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
@@ -391,8 +393,31 @@ class Generator {
   // The type of the index arithmetic being emitted: the thread-per-output kernel's template
   // parameter Idx while it is written (32-bit where the host finds every value fits), else int64_t.
   std::string ix_ = "int64_t";
+  // The loop kernel's divisors (host expressions), dv.v[i] dividing by divisors_[i]: the extents
+  // an output's flat index is decoded by, and with items > 1 the groups per row.
+  std::vector<std::string> divisors_;
 
   std::string extent(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
+
+  // The loop kernel's `n / d` and `n % d` in Idx, by d's divider: a multiply-high and a shift in the
+  // 32-bit instantiation (n and d under 2^31 there), the plain division in the 64-bit one.
+  std::string idx_div(const std::string& n, const std::string& d) {
+    return "Idx(ksol_div<sizeof(Idx) == 4>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "]))";
+  }
+  std::string idx_mod(const std::string& n, const std::string& d) {
+    return "Idx(ksol_mod<sizeof(Idx) == 4>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "]))";
+  }
+  size_t divisor(const std::string& d) {
+    auto it = std::find(divisors_.begin(), divisors_.end(), d);
+    if (it != divisors_.end()) return static_cast<size_t>(it - divisors_.begin());
+    divisors_.push_back(d);
+    return divisors_.size() - 1;
+  }
+  // The groups per row of the last index with items > 1, as the host computes it.
+  std::string chunks_on_host() const {
+    const std::string last_n = extent(s_.reduce->extents.back());
+    return "((" + last_n + " + " + std::to_string(sched_.items - 1) + ") / " + std::to_string(sched_.items) + ")";
+  }
 
   // The code of one index of a read, as an expression of the index variables in ix_.
   std::string index_code(const IndexExpr& ix) const {
@@ -534,13 +559,15 @@ class Generator {
   // The loop kernel's opening: the template over Idx and kChecked, the grid-stride loop over
   // `total` units (elements, or groups with items > 1) and `rest` = the unit's index.
   void open_loop_kernel(Writer& w) {
+    // The divisors of the decode below, in its order: the groups per row (items > 1), then the
+    // extents of every output index but the first.
+    const Definition& d = *s_.reduce;
+    if (sched_.items > 1) divisor(chunks_on_host());
+    for (size_t k = sched_.items > 1 ? d.indices.size() - 1 : d.indices.size(); k-- > 1;) divisor(extent(d.extents[k]));
     w.line("template <typename Idx, bool kChecked>");
     w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
-           "Idx total)");
-    if (sched_.items > 1) {
-      w.line("constexpr int kItems = " + std::to_string(sched_.items) + ";");
-      w.line("const Idx ksol_chunks = (" + extent(s_.reduce->extents.back()) + " + kItems - 1) / kItems;  // groups per row of the last index");
-    }
+           (divisors_.empty() ? "" : "const KsolDivs dv, ") + "Idx total)");
+    if (sched_.items > 1) w.line("constexpr int kItems = " + std::to_string(sched_.items) + ";");
     w.open("for (Idx flat = (Idx)blockIdx.x * kThreads + (Idx)threadIdx.x; flat < total; flat += (Idx)gridDim.x * kThreads)");
     w.line("Idx rest = flat;");
   }
@@ -552,8 +579,8 @@ class Generator {
       if (k == 0) {
         w.line("const Idx " + names_[d.indices[k]] + " = rest;");
       } else {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest % " + extent(d.extents[k]) + ";");
-        w.line("rest /= " + extent(d.extents[k]) + ";");
+        w.line("const Idx " + names_[d.indices[k]] + " = " + idx_mod("rest", extent(d.extents[k])) + ";");
+        w.line("rest = " + idx_div("rest", extent(d.extents[k])) + ";");
       }
     }
   }
@@ -582,8 +609,8 @@ class Generator {
     const std::string last = names_[d.indices.back()], last_n = extent(d.extents.back());
     open_loop_kernel(w);
     w.comment("The group's indices, the last fastest: its row (every index but the last) and its first element.");
-    w.line("const Idx ksol_chunk = rest % ksol_chunks;");
-    w.line("rest /= ksol_chunks;");
+    w.line("const Idx ksol_chunk = " + idx_mod("rest", chunks_on_host()) + ";");
+    w.line("rest = " + idx_div("rest", chunks_on_host()) + ";");
     w.line("const Idx ksol_row = rest;");
     decode_rest(w, d.indices.size() - 1);
     const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
@@ -1075,6 +1102,12 @@ class Generator {
     }
     w.line("const int64_t blocks = std::min<int64_t>((" + units + " + kThreads - 1) / kThreads, kMaxBlocks);");
     const std::string inside = inside_everywhere();
+    if (!divisors_.empty()) {
+      w.line("KsolDivs dv;");
+      for (size_t i = 0; i < divisors_.size(); ++i)
+        w.line("dv.v[" + std::to_string(i) + "] = ksol_divider(" + divisors_[i] + ");");
+      units = "dv, " + units;
+    }
     auto launches = [&](const std::string& idx) {
       if (inside == "false") {
         w.line(loop_name_ + "<" + idx + ", true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + units + ");");
