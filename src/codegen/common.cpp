@@ -902,6 +902,18 @@ void index_divider_source(Writer& w, size_t count) {
   w.line();
 }
 
+size_t IndexDivisors::index_of(const std::string& d) {
+  auto it = std::find(v_.begin(), v_.end(), d);
+  if (it != v_.end()) return static_cast<size_t>(it - v_.begin());
+  v_.push_back(d);
+  return v_.size() - 1;
+}
+
+void IndexDivisors::host_dividers(Writer& w) const {
+  w.line("KsolDivs dv;");
+  for (size_t i = 0; i < v_.size(); ++i) w.line("dv.v[" + std::to_string(i) + "] = ksol_divider(" + v_[i] + ");");
+}
+
 std::string pack_source() {
   return "// kVec consecutive elements moved as one aligned access (at most 16 bytes: one 128-bit load).\n"
          "template <typename T, int kVec>\n"

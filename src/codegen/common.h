@@ -208,6 +208,27 @@ std::string pack_source();
 // n and d under 2^31) a division is a multiply-high, an add and a shift (Granlund and
 // Montgomery's round-up method); otherwise the 64-bit division.
 void index_divider_source(Writer& w, size_t count);
+// The divisors a kernel divides its indices by (host expressions, each listed once in order of
+// first use: dv.v[i] divides by list()[i]), the kernel's division code and the host's dividers.
+class IndexDivisors {
+ public:
+  // ksol_div<fast>(n, dv.v[i]) / ksol_mod<fast>(n, dv.v[i]) for d's index i; `fast` is the
+  // template argument (a constant expression: kFast, sizeof(Idx) == 4).
+  std::string div(const std::string& n, const std::string& d, const std::string& fast) {
+    return "ksol_div<" + fast + ">(" + n + ", dv.v[" + std::to_string(index_of(d)) + "])";
+  }
+  std::string mod(const std::string& n, const std::string& d, const std::string& fast) {
+    return "ksol_mod<" + fast + ">(" + n + ", dv.v[" + std::to_string(index_of(d)) + "])";
+  }
+  size_t index_of(const std::string& d);  // adds d the first time it is asked for
+  const std::vector<std::string>& list() const { return v_; }
+  bool empty() const { return v_.empty(); }
+  // Host code: `KsolDivs dv;` and each divider, for a launch that passes dv.
+  void host_dividers(Writer& w) const;
+
+ private:
+  std::vector<std::string> v_;
+};
 // The ABI prologue of ksol_run: checks the call, binds every dim and tensor to a named local
 // (through `names`) and the stream to `stream`. Leaves the function open.
 void open_ksol_run(Writer& w, const dsl::Program& p, const AbiLayout& abi, const Names& names);

@@ -374,7 +374,7 @@ class Generator {
     w.line("#define KSOL_DIRECT_INDEX32_MAX 2147483647LL  // the largest value the loop kernel's 32-bit indices take");
     w.line("#endif");
     w.line();
-    if (!divisors_.empty()) index_divider_source(w, divisors_.size());
+    if (!divisors_.empty()) index_divider_source(w, divisors_.list().size());
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
@@ -393,26 +393,16 @@ class Generator {
   // The type of the index arithmetic being emitted: the thread-per-output kernel's template
   // parameter Idx while it is written (32-bit where the host finds every value fits), else int64_t.
   std::string ix_ = "int64_t";
-  // The loop kernel's divisors (host expressions), dv.v[i] dividing by divisors_[i]: the extents
-  // an output's flat index is decoded by, and with items > 1 the groups per row.
-  std::vector<std::string> divisors_;
+  // The loop kernel's divisors: the extents an output's flat index is decoded by, and with items > 1
+  // the groups per row.
+  IndexDivisors divisors_;
 
   std::string extent(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
 
   // The loop kernel's `n / d` and `n % d` in Idx, by d's divider: a multiply-high and a shift in the
   // 32-bit instantiation (n and d under 2^31 there), the plain division in the 64-bit one.
-  std::string idx_div(const std::string& n, const std::string& d) {
-    return "Idx(ksol_div<sizeof(Idx) == 4>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "]))";
-  }
-  std::string idx_mod(const std::string& n, const std::string& d) {
-    return "Idx(ksol_mod<sizeof(Idx) == 4>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "]))";
-  }
-  size_t divisor(const std::string& d) {
-    auto it = std::find(divisors_.begin(), divisors_.end(), d);
-    if (it != divisors_.end()) return static_cast<size_t>(it - divisors_.begin());
-    divisors_.push_back(d);
-    return divisors_.size() - 1;
-  }
+  std::string idx_div(const std::string& n, const std::string& d) { return "Idx(" + divisors_.div(n, d, "sizeof(Idx) == 4") + ")"; }
+  std::string idx_mod(const std::string& n, const std::string& d) { return "Idx(" + divisors_.mod(n, d, "sizeof(Idx) == 4") + ")"; }
   // The groups per row of the last index with items > 1, as the host computes it.
   std::string chunks_on_host() const {
     const std::string last_n = extent(s_.reduce->extents.back());
@@ -562,8 +552,8 @@ class Generator {
     // The divisors of the decode below, in its order: the groups per row (items > 1), then the
     // extents of every output index but the first.
     const Definition& d = *s_.reduce;
-    if (sched_.items > 1) divisor(chunks_on_host());
-    for (size_t k = sched_.items > 1 ? d.indices.size() - 1 : d.indices.size(); k-- > 1;) divisor(extent(d.extents[k]));
+    if (sched_.items > 1) divisors_.index_of(chunks_on_host());
+    for (size_t k = sched_.items > 1 ? d.indices.size() - 1 : d.indices.size(); k-- > 1;) divisors_.index_of(extent(d.extents[k]));
     w.line("template <typename Idx, bool kChecked>");
     w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
            (divisors_.empty() ? "" : "const KsolDivs dv, ") + "Idx total)");
@@ -1103,9 +1093,7 @@ class Generator {
     w.line("const int64_t blocks = std::min<int64_t>((" + units + " + kThreads - 1) / kThreads, kMaxBlocks);");
     const std::string inside = inside_everywhere();
     if (!divisors_.empty()) {
-      w.line("KsolDivs dv;");
-      for (size_t i = 0; i < divisors_.size(); ++i)
-        w.line("dv.v[" + std::to_string(i) + "] = ksol_divider(" + divisors_[i] + ");");
+      divisors_.host_dividers(w);
       units = "dv, " + units;
     }
     auto launches = [&](const std::string& idx) {

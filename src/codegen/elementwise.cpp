@@ -205,7 +205,7 @@ class Generator {
     w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one step per thread below it");
     w.line();
     w.raw(pack_source());
-    if (!divisors_.empty()) index_divider_source(w, divisors_.size());
+    if (!divisors_.empty()) index_divider_source(w, divisors_.list().size());
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
 
@@ -217,24 +217,13 @@ class Generator {
   Names names_;
   Helpers helpers_;
   std::string name_;
-  // The products of extents that indices are divided by, in order of first use (dv.v[i] divides
-  // by divisors_[i]).
-  std::vector<std::string> divisors_;
+  // The products of extents that indices are divided by.
+  IndexDivisors divisors_;
 
   // An element's index n divided by, or taken modulo, the product of extents d: through d's divider
   // in dv, so that a space under 2^31 elements (kFast) divides by a multiply and a shift.
-  std::string div_by(const std::string& n, const std::string& d) {
-    return "ksol_div<kFast>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "])";
-  }
-  std::string mod_by(const std::string& n, const std::string& d) {
-    return "ksol_mod<kFast>(" + n + ", dv.v[" + std::to_string(divisor(d)) + "])";
-  }
-  size_t divisor(const std::string& d) {
-    auto it = std::find(divisors_.begin(), divisors_.end(), d);
-    if (it != divisors_.end()) return static_cast<size_t>(it - divisors_.begin());
-    divisors_.push_back(d);
-    return divisors_.size() - 1;
-  }
+  std::string div_by(const std::string& n, const std::string& d) { return divisors_.div(n, d, "kFast"); }
+  std::string mod_by(const std::string& n, const std::string& d) { return divisors_.mod(n, d, "kFast"); }
 
 
   static std::string list(const std::vector<std::string>& v) {
@@ -518,9 +507,7 @@ class Generator {
     if (divisors_.empty()) {
       w.line(name_ + "<<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + args);
     } else {
-      w.line("KsolDivs dv;");
-      for (size_t i = 0; i < divisors_.size(); ++i)
-        w.line("dv.v[" + std::to_string(i) + "] = ksol_divider(" + divisors_[i] + ");");
+      divisors_.host_dividers(w);
       w.comment("Every index (and so every divisor) under 2^31: dividers by multiply and shift.");
       w.open("if (total <= 2147483647)");
       w.line(name_ + "<true><<<(unsigned)blocks, kThreads, 0, stream>>>(" + pass + "dv, " + args);
