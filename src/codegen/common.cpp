@@ -875,9 +875,11 @@ void index_divider_source(Writer& w, size_t count) {
   w.line("uint32_t m;  // its magic number (kFast)");
   w.line("uint32_t s;  // its shift (kFast)");
   w.close("};");
-  w.open("struct KsolDivs");
-  w.line("KsolDiv v[" + std::to_string(count) + "];");
-  w.close("};");
+  if (count > 0) {
+    w.open("struct KsolDivs");
+    w.line("KsolDiv v[" + std::to_string(count) + "];");
+    w.close("};");
+  }
   w.line("template <bool kFast>");
   w.open("__device__ __forceinline__ int64_t ksol_div(int64_t n, const KsolDiv& v)");
   w.open("if constexpr (kFast)");

@@ -203,7 +203,7 @@ class Writer {
 // The Pack type with load_pack / store_pack: kVec consecutive elements as one aligned access.
 std::string pack_source();
 // Index division by products of extents that the host knows at launch: the struct KsolDiv (a
-// divisor, its magic number and shift), KsolDivs (`count` of them, a kernel parameter), the
+// divisor, its magic number and shift), KsolDivs (`count` of them, a kernel parameter; none for 0), the
 // host's ksol_divider(d), and ksol_div<kFast>(n, v) / ksol_mod<kFast>(n, v). With kFast (every
 // n and d under 2^31) a division is a multiply-high, an add and a shift (Granlund and
 // Montgomery's round-up method); otherwise the 64-bit division.

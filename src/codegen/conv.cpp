@@ -49,7 +49,7 @@ const std::vector<std::string> kInternal = {
     "taps_r", "taps_s", "taps", "pixels", "plane", "depth", "tile_m", "tile_n", "img", "base_h", "base_w", "live",
     "ra", "rb", "acc", "a_frag", "b_frag", "k0", "kk", "e", "l", "i", "j", "pix", "img_n", "rest", "ch", "rs",
     "tap_r", "tap_s", "hi", "wi", "v", "filt", "out", "tiles_m", "tiles_n", "grid", "oh", "ow", "chans", "r",
-    "narrow", "ksol_decode", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "Cs", "warp", "lane", "wm0", "wn0",
+    "narrow", "ksol_decode", "ksol_dplane", "ksol_dq", "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider", "dv", "kFM", "kFN", "kWM", "kWN", "kKS", "kPA", "kPB", "Cs", "warp", "lane", "wm0", "wn0",
     "a_frag", "b_frag", "c_frag", "wmma", "nvcuda", "fr", "fc", "t", "image",
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
@@ -626,8 +626,12 @@ class Generator {
   std::string Q() const { return ext(a_.out->extents[a_.nhwc ? 2 : 3]); }
   std::string batch() const { return ext(a_.out->extents[0]); }
 
-  std::string params_decl() const { return kernel_params_decl(p_, abi_, names_, false); }
-  std::string params_pass() const { return kernel_params_pass(p_, abi_, names_, false); }
+  // Every kernel's parameters: the ABI's tensors and dims, then the dividers of the plane (P * Q) and
+  // of Q that ksol_decode divides a pixel by (made by the host).
+  std::string params_decl() const {
+    return kernel_params_decl(p_, abi_, names_, true) + "const KsolDiv ksol_dplane, const KsolDiv ksol_dq";
+  }
+  std::string params_pass() const { return kernel_params_pass(p_, abi_, names_, true) + "ksol_dplane, ksol_dq"; }
 
   // `code` times a stride or dilation: itself when that is 1.
   static std::string times(int64_t k, const std::string& code) { return k == 1 ? code : code + " * " + std::to_string(k); }
@@ -825,20 +829,21 @@ class Generator {
 
   // ksol_decode: an output pixel's image, offset in the plane and row.
   void decode_fn(Writer& w) {
-    w.comment("Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for "
-              "every thread), else in 64.");
-    w.open("__device__ __forceinline__ void ksol_decode(int64_t pix, int64_t plane, int64_t q, bool narrow, int64_t& n, "
-           "int64_t& rest, int64_t& oh)");
+    index_divider_source(w, 0);
+    w.comment("Output pixel pix as (image n, offset in the plane, row), by the dividers of the plane and of Q: a "
+              "multiply-high and a shift when `narrow` (fewer than 2^31 pixels; the same for every thread), else "
+              "64-bit division.");
+    w.open("__device__ __forceinline__ void ksol_decode(int64_t pix, const KsolDiv& plane, const KsolDiv& q, bool narrow, "
+           "int64_t& n, int64_t& rest, int64_t& oh)");
     w.open("if (narrow)");
-    w.line("const int p = int(pix), pl = int(plane), n32 = p / pl, r32 = p - n32 * pl;");
-    w.line("n = n32;");
-    w.line("rest = r32;");
-    w.line("oh = r32 / int(q);");
+    w.line("n = ksol_div<true>(pix, plane);");
+    w.line("rest = pix - n * plane.d;");
+    w.line("oh = ksol_div<true>(rest, q);");
     w.close();
     w.open("else");
-    w.line("n = pix / plane;");
-    w.line("rest = pix - n * plane;");
-    w.line("oh = rest / q;");
+    w.line("n = pix / plane.d;");
+    w.line("rest = pix - n * plane.d;");
+    w.line("oh = rest / q.d;");
     w.close();
     w.close();
     w.line();
@@ -886,7 +891,7 @@ class Generator {
       w.line("const int64_t pix = tile_m + tid % kPX + l * kPX;");
       w.line("const bool live = pix < pixels;");
       w.line("int64_t img_n, rest, oh;");
-      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+      w.line("ksol_decode(live ? pix : 0, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);");
       w.line("const int h0 = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
       w.line("const int w0 = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
       w.line(m + " m = 0;");
@@ -912,7 +917,7 @@ class Generator {
       w.line("const int64_t pix = " + pix + ";");
       w.line("const bool live = " + live + ";");
       w.line("int64_t img_n, rest, oh;");
-      w.line("ksol_decode(live ? pix : 0, plane, " + Q() + ", narrow, img_n, rest, oh);");
+      w.line("ksol_decode(live ? pix : 0, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);");
       w.line(img + " = live ? int(img_n) : -1;");
       w.line(h + " = " + times(a_.stride_h, "int(oh)") + plus_offset(a_.off_h) + ";");
       w.line(wv + " = " + times(a_.stride_w, "int(rest - oh * " + Q() + ")") + plus_offset(a_.off_w) + ";");
@@ -998,7 +1003,7 @@ class Generator {
   // row decoded, the column too where the epilogue reads one.
   void pixel_out(Writer& w) {
     w.line("int64_t img_n, rest, oh;");
-    w.line("ksol_decode(pix, plane, " + Q() + ", narrow, img_n, rest, oh);");
+    w.line("ksol_decode(pix, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);");
     if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
     const std::string out_type = cuda_type(a_.out->type);
     if (a_.nhwc)
@@ -1263,6 +1268,7 @@ class Generator {
     reach(a_.stride_h, a_.dil_h, P(), R());
     reach(a_.stride_w, a_.dil_w, Q(), S());
     w.line("const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};");
+    w.line("const KsolDiv ksol_dplane = ksol_divider(" + P() + " * " + Q() + "), ksol_dq = ksol_divider(" + Q() + ");");
     if (flat_template()) {
       w.comment("Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each have "
                 "fewer than 2^31 elements.");

@@ -41,20 +41,50 @@ constexpr int kTY = kBM / kTM, kTX = kBN / kTN, kThreads = kTX * kTY;
 // Slice elements each thread loads: of the image (kLA) and of the filter (kLB).
 constexpr int kLA = (kBK * kBM + kThreads - 1) / kThreads, kLB = (kBK * kBN + kThreads - 1) / kThreads;
 
-// Output pixel pix as (image n, offset in the plane, row): in 32 bits when `narrow` (the same for
-// every thread), else in 64.
+// Index division by a product of extents: kFast (every index under 2^31) multiplies by a divider's
+// magic number and shifts, where 64-bit division would take dozens of instructions.
+struct KsolDiv {
+  int64_t d;   // the divisor
+  uint32_t m;  // its magic number (kFast)
+  uint32_t s;  // its shift (kFast)
+};
+template <bool kFast>
+__device__ __forceinline__ int64_t ksol_div(int64_t n, const KsolDiv& v) {
+  if constexpr (kFast) {
+    const uint32_t u = static_cast<uint32_t>(n);
+    return static_cast<int64_t>((__umulhi(u, v.m) + u) >> v.s);
+  }
+  return n / v.d;
+}
+template <bool kFast>
+__device__ __forceinline__ int64_t ksol_mod(int64_t n, const KsolDiv& v) {
+  return n - ksol_div<kFast>(n, v) * v.d;
+}
+// The divider of d (host side): magic number and shift where 1 <= d <= 2^31 - 1 (the kFast launch's
+// divisors), the divisor alone otherwise.
+KsolDiv ksol_divider(int64_t d) {
+  KsolDiv v{d, 0, 0};
+  if (d < 1 || d > 2147483647) return v;
+  while ((int64_t(1) << v.s) < d) ++v.s;
+  v.m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << v.s) - uint64_t(d))) / uint64_t(d) + 1);
+  return v;
+}
+
+// Output pixel pix as (image n, offset in the plane, row), by the dividers of the plane and of Q: a
+// multiply-high and a shift when `narrow` (fewer than 2^31 pixels; the same for every thread), else
+// 64-bit division.
 __device__ __forceinline__ void ksol_decode(
-    int64_t pix, int64_t plane, int64_t q, bool narrow, int64_t& n, int64_t& rest, int64_t& oh) {
+    int64_t pix, const KsolDiv& plane, const KsolDiv& q, bool narrow, int64_t& n, int64_t& rest,
+    int64_t& oh) {
   if (narrow) {
-    const int p = int(pix), pl = int(plane), n32 = p / pl, r32 = p - n32 * pl;
-    n = n32;
-    rest = r32;
-    oh = r32 / int(q);
+    n = ksol_div<true>(pix, plane);
+    rest = pix - n * plane.d;
+    oh = ksol_div<true>(rest, q);
   }
   else {
-    n = pix / plane;
-    rest = pix - n * plane;
-    oh = rest / q;
+    n = pix / plane.d;
+    rest = pix - n * plane.d;
+    oh = rest / q.d;
   }
 }
 
@@ -69,7 +99,7 @@ template <bool kFlat>
 __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
     const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ F,
     const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ Y, int64_t N, int64_t H, int64_t W,
-    int64_t C, int64_t K) {
+    int64_t C, int64_t K, const KsolDiv ksol_dplane, const KsolDiv ksol_dq) {
   __shared__ float As[kBK][kBM + 1];  // the image slice, gathered: As[tap][pixel]
   __shared__ float Bs[kBK][kBN + 1];  // the filter slice, transposed: Bs[tap][filter]
   const int tid = threadIdx.x, tx = tid % kTX, ty = tid / kTX;
@@ -108,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
     const int64_t pix = tile_m + e / kBK;
     const bool live = e < kBK * kBM && pix < pixels;
     int64_t img_n, rest, oh;
-    ksol_decode(live ? pix : 0, plane, W, narrow, img_n, rest, oh);
+    ksol_decode(live ? pix : 0, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);
     img[l] = live ? int(img_n) : -1;
     base_h[l] = int(oh) - 1;
     base_w[l] = int(rest - oh * W) - 1;
@@ -188,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) ksol_conv_simt(
     const int64_t pix = tile_m + ty + i * kTY;
     if (pix >= pixels) continue;
     int64_t img_n, rest, oh;
-    ksol_decode(pix, plane, W, narrow, img_n, rest, oh);
+    ksol_decode(pix, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);
     __nv_bfloat16* out = Y + pix * K;
     #pragma unroll
     for (int j = 0; j < kTN; ++j) {
@@ -319,14 +349,15 @@ extern "C" int ksol_run(const ksol_call* call) {
   // its image in 32 bits.
   if (C * 3 * 3 > 2147483647 - kBK || H > 1000000000 || W > 1000000000 || H > 1000000000 || W > 1000000000 || (H * W > 0 && C > 2147483647 / (H * W))) return 3;
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), 1u};
+  const KsolDiv ksol_dplane = ksol_divider(H * W), ksol_dq = ksol_divider(W);
   // Element offsets from the tensors' starts in 32 bits where the image tensor and the filter each
   // have fewer than 2^31 elements.
   const bool flat = N * C * H * W <= 2147483647 && K * C * 3 * 3 <= 2147483647;
   if (flat) {
-    ksol_conv_simt<true><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
+    ksol_conv_simt<true><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K, ksol_dplane, ksol_dq);
   }
   else {
-    ksol_conv_simt<false><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K);
+    ksol_conv_simt<false><<<grid, kThreads, 0, stream>>>(X, F, b, Y, N, H, W, C, K, ksol_dplane, ksol_dq);
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
