@@ -858,9 +858,9 @@ void Writer::comment(const std::string& text) {
 
 void Writer::raw(const std::string& text) { text_ += text; }
 
-Writer Writer::nested() const {
+Writer Writer::nested(int deeper) const {
   Writer w;
-  w.depth_ = depth_;
+  w.depth_ = depth_ + deeper;
   return w;
 }
 

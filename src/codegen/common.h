@@ -192,7 +192,7 @@ class Writer {
   void reopen(const std::string& head);  // "} head {": the next branch of an if at the same depth
   void comment(const std::string& text);  // wrapped `// ` lines at the current indentation
   void raw(const std::string& text);      // pre-indented text, copied as is
-  Writer nested() const;                  // an empty writer at this one's indentation
+  Writer nested(int deeper = 0) const;    // an empty writer at this one's indentation (plus `deeper` levels)
   const std::string& text() const { return text_; }
 
  private:

@@ -309,9 +309,7 @@ class Generator {
       out.comment("Computes the kVec consecutive elements from flat index e0 on; when kVec > 1 they lie in one "
                   "innermost row, so they share every index but the innermost.");
     // The body first (one level in), since it decides whether indices are divided (the dividers dv).
-    Writer scope = out.nested();
-    scope.open("");
-    Writer w = scope.nested();
+    Writer w = out.nested(1);
     // The indices of e0, for reads that are neither the space's layout nor a broadcast of it.
     std::map<int, std::string> coords;
     for (const Load& l : a_.loads)
