@@ -1091,7 +1091,8 @@ int64_t check_mma_stages(int64_t stages, Type type) {
 }
 
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& tt, bool tf32, Type type,
-                       const char* rows, const char* cols, int64_t a_regs, int64_t stages, bool slice_fragments) {
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages, bool slice_fragments,
+                       int64_t extra_static) {
   auto text = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -1124,13 +1125,22 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   // mma.sync's slices keep two reduction positions a row (kSR = bk / 2 rows of 2 * bm + pad).
   const int64_t slices = tf32 ? bk / 2 * (2 * bm + pad + 2 * bn + pad) * elem : bk * (bm + pad + bn + pad) * elem;
   const int64_t staging = tf32 ? 0 : warps * 16 * 20 * 4;
-  const int64_t bytes = stages * slices + staging;  // stages >= 2 is TF32 only: no staging tile
+  // stages >= 2 is TF32 only: no staging tile
+  const int64_t bytes = stages * slices + staging + extra_static;
   const std::string staged = stages >= 2 ? " with stages = " + std::to_string(stages) : "";
   // Register-staged slices are static shared arrays (48 KB without the opt-in); the pipeline's
   // buffers are dynamic shared memory, up to sm_90's opt-in maximum.
   if (stages < 2 && bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
                   mode + "); static shared memory is at most 49152 (no opt-in; stages = 2 to 4 take dynamic shared memory)");
+  if (stages >= 2 && extra_static > 48 * 1024)
+    throw Refused(tile_text + " with " + tt_text + " keeps " + std::to_string(extra_static) + " bytes of static shared memory "
+                  "besides its slices; static shared memory is at most 49152");
+  // mma_launch opts in to more dynamic shared memory only where the buffers alone pass 48 KB.
+  if (stages >= 2 && stages * slices <= 48 * 1024 && bytes > 48 * 1024)
+    throw Refused(tile_text + " with " + tt_text + staged + ": its buffers (" + std::to_string(stages * slices) +
+                  " bytes) and its static arrays (" + std::to_string(extra_static) + ") pass 49152 bytes together "
+                  "while the buffers alone take no opt-in");
   if (bytes > kSharedLimitBytes)
     throw Refused(tile_text + " with " + tt_text + staged + " stages " + std::to_string(bytes) +
                   " bytes of shared memory per block (" + mode + "); dynamic shared memory is at most " +
@@ -1331,7 +1341,7 @@ void wmma_slice_product(Writer& w, const std::string& frag_type, bool tf32, bool
 }
 
 void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
-                          const std::function<void(Writer&)>& row, bool sync) {
+                          const std::function<void(Writer&)>& row, bool sync, const std::function<void(Writer&)>& row_end) {
   if (sync) {
     // Straight from the accumulators: lane (g, t) holds rows g and g + 8 of each 16 x 8 tile, at its
     // columns 2t and 2t + 1.
@@ -1350,6 +1360,7 @@ void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void
     element(w);
     w.close();
     w.close();
+    if (row_end) row_end(w);
     w.close();
     w.close();
     return;

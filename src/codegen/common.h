@@ -291,9 +291,11 @@ void staged_slice_loop(Writer& w, const std::string& a_at, const std::function<v
 // Returns the warps a block; Refused with the rule broken otherwise.
 // With `stages` >= 2 (the cp.async pipeline, TF32 only) there are S padded slices and nothing is
 // staged in registers (a_regs each A element). `slice_fragments` (fragments = slice) counts the
-// slice's other k-steps' operand registers too.
+// slice's other k-steps' operand registers too. `extra_static`: bytes of the kernel's own static
+// shared arrays besides the slices, which count against the same limits.
 int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64_t>& thread_tile, bool tf32, dsl::Type type,
-                       const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1, bool slice_fragments = false);
+                       const char* rows, const char* cols, int64_t a_regs, int64_t stages = 1, bool slice_fragments = false,
+                       int64_t extra_static = 0);
 // The mma kernels' `stages` (0 for auto): 1 (auto too) stages the next slice in registers, 2 to 4
 // fill as many shared buffers by cp.async, for 32-bit elements only (`type`, the staged data's).
 // Returns the count; Refused with the rule broken otherwise.
@@ -372,9 +374,11 @@ void mma_fragment_products(Writer& w);
 // columns; `row` (rows_fastest only) is emitted once per fragment row i, where fr is known and fc
 // is not, for what depends on the row alone (its decode), which `element` then uses. `sync`
 // (mma.sync): straight from the registers, a lane's two rows of each 16-row piece in turn, `row`
-// emitted once for each.
+// emitted once for each, and `row_end` (sync only) after each row's last element, where every
+// lane of the warp arrives (a shuffle across its lanes may go there).
 void wmma_store_fragments(Writer& w, bool rows_fastest, const std::function<void(Writer&)>& element,
-                          const std::function<void(Writer&)>& row = nullptr, bool sync = false);
+                          const std::function<void(Writer&)>& row = nullptr, bool sync = false,
+                          const std::function<void(Writer&)>& row_end = nullptr);
 // The #include lines the types of the program need.
 std::string includes(const dsl::Program& p);
 // The end of a generated source, after its constants: the helper functions used, the kernels

@@ -5,9 +5,11 @@
 // (a, b constant offsets: -1 for a 3x3 filter with padding 1; p*2+r-1 reads at stride 2,
 // p+r*2-2 at dilation 2); f32 data with f32 products, f32 data rounded to TF32
 // (tf32(X[...]) * tf32(F[...])), or bf16 / f16 data converted to f32 (f32(X[...]) * f32(F[...]));
-// sums in f32; optionally the sum into an intermediate and one elementwise output definition
-// after it (the epilogue: Y[n, k, p, q] = relu(acc[n, k, p, q] + b[k])), applied to the
-// accumulators in registers before the store.
+// sums in f32; optionally the sum into an intermediate and one output definition after it, the
+// epilogue: elementwise (Y[n, k, p, q] = relu(acc[n, k, p, q] + b[k])), applied to the
+// accumulators in registers before the store, or a sum, max, min or mean over the filters of such
+// an expression (Y[n, p, q] = min(acc[n, k, p, q] + b[k]) over k), combined across the block's
+// threads, which then store one value a pixel (a block then holds every filter: K <= its tile's).
 //
 // Three code paths (the `mainloop` knob; `auto` takes the tensor cores where they apply: tma,
 // else mma, else simt):
@@ -55,7 +57,8 @@ const std::vector<std::string> kInternal = {
     "ksol_run_tma", "ksol_conv_simt", "TileShape", "ClusterShape", "CollectiveEpilogue", "CollectiveMainloop",
     "ProblemShape", "ConvKernel", "Conv", "KsolEpilogueFn", "cutlass", "cute", "kStages", "slices", "stage", "ahead",
     "into", "s", "src", "ok", "img_h", "img_w", "kPX", "img_p", "img_o", "tap_ok", "tap_bit", "kq", "deep", "tap_off",
-    "m", "h0", "w0", "img0", "f0", "f_left", "f_rows", "f_p", "f_step", "kFlat", "flat", "f_at", "f_o"};
+    "m", "h0", "w0", "img0", "f0", "f_left", "f_rows", "f_p", "f_step", "kFlat", "flat", "f_at", "f_o", "ksol_red",
+    "part", "sl", "red_t"};
 
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
@@ -71,6 +74,12 @@ struct Analysis {
   int64_t stride_h = 1, stride_w = 1;  // the output index's coefficients there (h*2+r-1)
   int64_t dil_h = 1, dil_w = 1;        // the filter index's (h+r*2-2)
   CutlassFusion fu;                 // the epilogue as a CUTLASS fusion (the tma path)
+  // The epilogue's reduction over the filters (Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k),
+  // none for an elementwise epilogue.
+  dsl::ReduceOp reduce = dsl::ReduceOp::none;
+  // The indices the epilogue's expression ranges over: the output's, or a reduction's as it reads
+  // the sum (the filter index among them).
+  std::vector<std::string> space;
 };
 
 std::string join(const std::vector<std::string>& v) {
@@ -92,16 +101,17 @@ bool reads_param(const Expr& e, const std::string& name) {
   return false;
 }
 
-// The epilogue reads the sum at the output's indices and dense inputs at those indices or some of
-// them in order (b[k], Z[n, k, h, w]), never the image or the filter; the DSL's recogniser has
-// checked the same, this states what the generator relies on.
+// The epilogue reads the sum at the indices of its space (the output's, or a reduction's with the
+// filter index) and dense inputs at those indices or some of them in order (b[k], Z[n, k, h, w]),
+// never the image or the filter; the DSL's recogniser has checked the same, this states what the
+// generator relies on.
 void epilogue_reads(const dsl::Program& p, const Analysis& a) {
   const Definition& e = *a.epi;
   for (const Expr* r : reads_in(e.body)) {
     if (r->name == a.def->name) {
       for (size_t i = 0; i < r->indices.size(); ++i)
-        if (r->indices[i].var != e.indices[i] || !r->indices[i].plus.empty() || r->indices[i].offset != 0)
-          throw Refused("the epilogue must read the sum as " + a.def->name + "[" + join(e.indices) + "], not " +
+        if (r->indices[i].var != a.space[i] || !r->indices[i].plus.empty() || r->indices[i].offset != 0)
+          throw Refused("the epilogue must read the sum as " + a.def->name + "[" + join(a.space) + "], not " +
                         format_expr(*r));
       continue;
     }
@@ -111,10 +121,10 @@ void epilogue_reads(const dsl::Program& p, const Analysis& a) {
     if (prm->format != "dense") throw Refused("the epilogue reads '" + r->name + "', which is " + prm->format);
     size_t next = 0;
     for (const dsl::IndexExpr& ix : r->indices) {
-      while (next < e.indices.size() && e.indices[next] != ix.var) ++next;
-      if (next == e.indices.size() || !ix.plus.empty() || ix.offset != 0)
-        throw Refused("the epilogue reads " + format_expr(*r) + "; an epilogue input is read at the output's indices [" +
-                      join(e.indices) + "] or some of them in that order");
+      while (next < a.space.size() && a.space[next] != ix.var) ++next;
+      if (next == a.space.size() || !ix.plus.empty() || ix.offset != 0)
+        throw Refused("the epilogue reads " + format_expr(*r) + "; an epilogue input is read at the indices [" +
+                      join(a.space) + "] or some of them in that order");
       ++next;
     }
   }
@@ -130,14 +140,18 @@ Analysis analyse(const dsl::Program& p) {
                      "Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s (NHWC)";
   if (p.defs.empty() || p.defs.size() > 2 || p.outputs.size() != 1)
     throw Refused(std::string("the conv family generates one output from a sum, ") + form +
-                  ", and at most one elementwise definition after it");
+                  ", and at most one definition after it (elementwise, or a reduction over the filters)");
   const Definition& d = p.defs.front();
   a.def = &d;
   a.out = &p.outputs.front();
   if (p.defs.size() == 2) {
     a.epi = &p.defs[1];
-    if (!a.epi->is_output || a.epi->reduce != dsl::ReduceOp::none)
-      throw Refused("the definition after the sum, '" + a.epi->name + "', must be the output's elementwise definition");
+    a.reduce = a.epi->reduce;
+    const bool reduces = a.reduce == dsl::ReduceOp::sum || a.reduce == dsl::ReduceOp::max ||
+                         a.reduce == dsl::ReduceOp::min || a.reduce == dsl::ReduceOp::mean;
+    if (!a.epi->is_output || !(a.reduce == dsl::ReduceOp::none || (reduces && a.epi->over_rest.empty())))
+      throw Refused("the definition after the sum, '" + a.epi->name + "', must be the output's definition: elementwise, "
+                    "or a sum, max, min or mean over the filters");
   } else if (!d.is_output) {
     throw Refused("the sum '" + d.name + "' is not the output and no definition follows it");
   }
@@ -263,9 +277,29 @@ Analysis analyse(const dsl::Program& p) {
   if (!a.image->zero_outside)
     throw Refused("'" + a.image->name + "' is read outside its extents; declare it 'outside 0' (zero padding)");
   if (d.type != Type::f32) throw Refused("the sum '" + d.name + "' must be f32");
+  if (a.epi && a.reduce == dsl::ReduceOp::none) {
+    a.space = a.epi->indices;
+  } else if (a.epi) {
+    for (const Expr* r : reads_in(a.epi->body))
+      if (r->name == d.name) {
+        for (const dsl::IndexExpr& ix : r->indices) a.space.push_back(ix.var);
+        break;
+      }
+    if (a.space.size() != 4 || a.space[ki] != a.epi->over)
+      throw Refused("'" + a.epi->name + "' reduces over '" + a.epi->over + "'; after a conv the reduction is over the filters, "
+                    "as " + a.out->name + "[n, h, w] = min(" + d.name + (a.nhwc ? "[n, h, w, k]" : "[n, k, h, w]") +
+                    " + b[k]) over k");
+    if (a.out->type != Type::f32)
+      throw Refused("'" + a.out->name + "' is " + type_name(a.out->type) + "; a reduction over the filters gives f32");
+  }
   if (a.epi) {
     epilogue_reads(p, a);
-    a.fu = cutlass_fusion(p, *a.epi, d.name);
+    if (a.reduce == dsl::ReduceOp::none) {
+      a.fu = cutlass_fusion(p, *a.epi, d.name);
+    } else {
+      a.fu.fusable = false;
+      a.fu.not_fusable = "a reduction over the filters";
+    }
   } else {
     a.fu.fusable = true;
   }
@@ -330,7 +364,16 @@ std::string why_not_mma(const Analysis& a) {
   if (a.in_type == Type::f32 && !a.tf32)
     return "the program asks for f32 products, and the tensor cores take f32 data only as TF32 (write "
            "tf32(X[...]) * tf32(F[...]) for TF32)";
+  if (a.reduce != dsl::ReduceOp::none && !a.tf32)
+    return "a reduction over the filters is the TF32 mma.sync kernel's and the CUDA cores'; the WMMA kernel of " +
+           std::string(dsl::type_name(a.in_type)) + " data has none";
   return "";
+}
+
+// The bytes of the reduction's partials a block keeps (ksol_red[kBM][slots + 1]: each pixel's
+// partial of each thread (simt) or warp (mma) along the filters), 0 without a reduction.
+int64_t reduce_bytes(const Analysis& a, int64_t pixels, int64_t slots) {
+  return a.reduce == dsl::ReduceOp::none ? 0 : 4 * pixels * (slots + 1);
 }
 
 // The mma kernel's reduction step: 8 for TF32 fragments, 16 for bf16/f16.
@@ -426,7 +469,9 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
       if (s.slice_fragments && !a.tf32)
         throw Refused("fragments = slice: the TF32 mma.sync kernel's; WMMA's " + std::string(dsl::type_name(a.in_type)) +
                       " fragments load a k-step at a time (fragments = auto)");
-      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages, s.slice_fragments);
+      const int64_t warps_n = tt[1] > 0 ? tile[1] / (16 * tt[1]) : 0;
+      s.threads = 32 * check_mma_tile(tile, tt, a.tf32, a.in_type, "pixels", "filters", 5, s.mma_stages, s.slice_fragments,
+                                      reduce_bytes(a, tile[0], warps_n));
     } catch (const Refused& r) {
       if (mainloop == "mma") throw;
       throw Refused(std::string(r.what()) + " (mainloop = auto takes mma for this program; mainloop = simt runs it "
@@ -452,7 +497,7 @@ Sched read_tiles(const dsl::Program& p, const Analysis& a) {
                   " threads per block; a block has 32 to 1024 threads, whole warps");
   // The image slice [SLICE][PIXELS (+ 1 for NHWC)] and the filter slice [SLICE][FILTERS + 1]
   // (padded so that their transposing stores fall in different banks).
-  s.shared_bytes = 4 * s.bk * (s.bm + s.bn + 1 + (a.nhwc ? 1 : 0));
+  s.shared_bytes = 4 * s.bk * (s.bm + s.bn + 1 + (a.nhwc ? 1 : 0)) + reduce_bytes(a, s.bm, s.bn / s.tn);
   if (s.shared_bytes > kStaticSharedBytes)
     throw Refused(tile_text + " stages " + std::to_string(s.shared_bytes) +
                   " bytes of shared memory per block; static shared memory is at most 49152 (no opt-in)");
@@ -571,6 +616,8 @@ class Generator {
     if (s_.mma_stages >= 2) helpers.use("cp_async", Type::f32);
     if (s_.mma && a_.tf32) helpers.use("mma_tf32", Type::f32);
     const std::string value = epilogue(helpers);
+    if (a_.reduce == dsl::ReduceOp::max) helpers.use("max_nan", Type::f32);
+    if (a_.reduce == dsl::ReduceOp::min) helpers.use("min_nan", Type::f32);
     std::string act;
     if (s_.tma && !a_.fu.identity) act = cutlass_activation_code(a_.fu, helpers, false);
     if (!helpers.empty()) w.raw(helpers.source() + "\n");
@@ -622,9 +669,11 @@ class Generator {
   std::string W() const { return ext(a_.image->extents[a_.nhwc ? 2 : 3]); }
   std::string R() const { return ext(a_.filter->extents[a_.nhwc ? 1 : 2]); }
   std::string S() const { return ext(a_.filter->extents[a_.nhwc ? 2 : 3]); }
-  std::string K() const { return ext(a_.out->extents[a_.nhwc ? 3 : 1]); }
-  std::string P() const { return ext(a_.out->extents[a_.nhwc ? 1 : 2]); }
-  std::string Q() const { return ext(a_.out->extents[a_.nhwc ? 2 : 3]); }
+  // A reduction over the filters has the output [N, P, Q]; K is then the filter's first extent.
+  bool reduced() const { return a_.reduce != dsl::ReduceOp::none; }
+  std::string K() const { return reduced() ? ext(a_.filter->extents[0]) : ext(a_.out->extents[a_.nhwc ? 3 : 1]); }
+  std::string P() const { return ext(a_.out->extents[reduced() ? 1 : a_.nhwc ? 1 : 2]); }
+  std::string Q() const { return ext(a_.out->extents[reduced() ? 2 : a_.nhwc ? 2 : 3]); }
   std::string batch() const { return ext(a_.out->extents[0]); }
 
   // Every kernel's parameters: the ABI's tensors and dims, then the dividers of the plane (P * Q) and
@@ -807,7 +856,7 @@ class Generator {
       const Param* prm = p_.param(r.name);
       std::vector<size_t> pos;
       for (const dsl::IndexExpr& ix : r.indices)
-        pos.push_back(static_cast<size_t>(std::find(e.indices.begin(), e.indices.end(), ix.var) - e.indices.begin()));
+        pos.push_back(static_cast<size_t>(std::find(a_.space.begin(), a_.space.end(), ix.var) - a_.space.begin()));
       std::string off;
       size_t i = 0;
       // n, h, w first, as in Z[n, h, w, k]: the pixel's index.
@@ -1003,14 +1052,56 @@ class Generator {
   // The output pointer of pixel `pix` (in scope, below `pixels`): its image, plane offset and
   // row decoded, the column too where the epilogue reads one.
   void pixel_out(Writer& w) {
-    w.line("int64_t img_n, rest, oh;");
-    w.line("ksol_decode(pix, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);");
-    if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
+    pixel_coords(w);
+    if (a_.reduce != dsl::ReduceOp::none) return;  // reduce_store() stores at the pixel's index
     const std::string out_type = cuda_type(a_.out->type);
     if (a_.nhwc)
       w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
     else
       w.line(out_type + "* out = " + Y() + " + img_n * " + K() + " * plane + rest;");
+  }
+
+  // The coordinates of pixel `pix` (in scope) the epilogue reads at: its image, plane offset and
+  // row, the column too where the epilogue reads one.
+  void pixel_coords(Writer& w) {
+    w.line("int64_t img_n, rest, oh;");
+    w.line("ksol_decode(pix, ksol_dplane, ksol_dq, narrow, img_n, rest, oh);");
+    if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
+  }
+
+  // The reduction's step, its identity and its partials' combination.
+  std::string combine(const std::string& x, const std::string& y) const {
+    if (a_.reduce == dsl::ReduceOp::max) return "max_nan(" + x + ", " + y + ")";
+    if (a_.reduce == dsl::ReduceOp::min) return "min_nan(" + x + ", " + y + ")";
+    return x + " + " + y;
+  }
+  std::string reduce_identity() const {
+    if (a_.reduce == dsl::ReduceOp::max) return "-INFINITY";
+    if (a_.reduce == dsl::ReduceOp::min) return "INFINITY";
+    return "0.0f";
+  }
+
+  // Inside a loop over a pixel's filters: the epilogue's value at filter `filt` (in scope) folded
+  // into `part` (a filter past K continues the loop).
+  void reduce_filt(Writer& w, const std::string& value, const std::string& acc) {
+    w.line("if (filt >= " + K() + ") continue;");
+    w.line("const float v = " + acc + ";");
+    w.line("part = " + combine("part", value) + ";");
+  }
+
+  // After every thread has put its partials in ksol_red[pixel][slot]: one thread a pixel combines
+  // the pixel's `slots` partials in slot order and stores the value at the pixel's index (the
+  // output [N, P, Q] is laid out as the pixels are numbered).
+  void reduce_store(Writer& w, const std::string& slots) {
+    w.line("__syncthreads();");
+    w.open("for (int r = tid; r < kBM; r += kThreads)");
+    w.line("const int64_t pix = tile_m + r;");
+    w.line("if (pix >= pixels) break;");
+    w.line("float red_t = ksol_red[r][0];");
+    w.line("for (int sl = 1; sl < " + slots + "; ++sl) red_t = " + combine("red_t", "ksol_red[r][sl]") + ";");
+    if (a_.reduce == dsl::ReduceOp::mean) w.line("red_t = red_t / float(" + K() + ");");
+    w.line(Y() + "[pix] = red_t;");
+    w.close();
   }
 
   // The store of the accumulator `acc` at filter `filt` (in scope) of the pixel pixel_out()
@@ -1059,6 +1150,30 @@ class Generator {
     load(w, "0");
     staged_slice_loop(w, a_at(), [&](Writer& x, const std::string& k) { load(x, k); }, [](Writer& x) { simt_slice_fma(x); },
                       a_.tf32);
+    if (a_.reduce != dsl::ReduceOp::none) {
+      w.comment("The reduction over the filters: each thread folds its filters of each of its pixels into one partial, "
+                "the block's kTX partials of a pixel meet in shared memory, and one thread a pixel combines and stores "
+                "them (the block holds every filter).");
+      w.line("__shared__ float ksol_red[kBM][kTX + 1];");
+      w.line("#pragma unroll");
+      w.open("for (int i = 0; i < kTM; ++i)");
+      w.line("const int64_t pix = tile_m + ty + i * kTY;");
+      w.line("float part = " + reduce_identity() + ";");
+      w.open("if (pix < pixels)");
+      pixel_coords(w);
+      w.line("#pragma unroll");
+      w.open("for (int j = 0; j < kTN; ++j)");
+      w.line("const int64_t filt = tile_n + tx + j * kTX;");
+      reduce_filt(w, value, "acc[i][j]");
+      w.close();
+      w.close();
+      w.line("ksol_red[ty + i * kTY][tx] = part;");
+      w.close();
+      reduce_store(w, "kTX");
+      w.close();
+      w.line();
+      return;
+    }
     w.line("#pragma unroll");
     w.open("for (int i = 0; i < kTM; ++i)");
     w.line("const int64_t pix = tile_m + ty + i * kTY;");
@@ -1105,6 +1220,35 @@ class Generator {
     loop.issue = [&](Writer& x, const std::string& k, const std::string& stage) { issue_async(x, k, stage); };
     loop.load = [&](Writer& x, const std::string& k) { load(x, k); };
     mma_slice_loop(w, loop);
+    if (a_.reduce != dsl::ReduceOp::none) {
+      // why_not_mma: TF32 only, so the accumulators are in the registers.
+      w.comment("The reduction over the filters: each lane folds its filters of each of its rows into one partial, the "
+                "four lanes of a row combine theirs by shuffles, each warp's partial of a pixel meets the other kWN - 1 "
+                "in shared memory, and one thread a pixel combines and stores them (the block holds every filter).");
+      w.line("__shared__ float ksol_red[kBM][kWN + 1];");
+      wmma_store_fragments(
+          w, true,
+          [&](Writer& e) {
+            e.line("if (pix >= pixels) continue;");
+            e.line("const int64_t filt = tile_n + wn0 + j * 16 + fc;");
+            reduce_filt(e, value, "frag_v");
+          },
+          [&](Writer& r) {
+            r.line("const int64_t pix = tile_m + wm0 + i * 16 + fr;");
+            pixel_coords(r);
+            r.line("float part = " + reduce_identity() + ";");
+          },
+          true,
+          [&](Writer& r) {
+            r.line("part = " + combine("part", "__shfl_xor_sync(0xffffffffu, part, 1)") + ";");
+            r.line("part = " + combine("part", "__shfl_xor_sync(0xffffffffu, part, 2)") + ";");
+            r.line("if (lane % 4 == 0) ksol_red[wm0 + i * 16 + fr][warp / kWM] = part;");
+          });
+      reduce_store(w, "kWN");
+      w.close();
+      w.line();
+      return;
+    }
     if (a_.tf32)
       w.comment(std::string("Each accumulator straight from the registers: a warp's store covers 8 consecutive pixels ") +
                 (a_.nhwc ? "x 4 filters two apart" : "of 4 filters (a 32-byte sector each)") +
@@ -1228,7 +1372,13 @@ class Generator {
     open_ksol_run(w, p_, abi_, names_);
     w.comment("With C = 0 the kernel still runs: its sums are empty and it writes zeros.");
     w.line("const int64_t pixels = " + batch() + " * " + P() + " * " + Q() + ";");
-    w.line("if (pixels == 0 || " + K() + " == 0) return 0;");
+    if (reduced()) {
+      w.comment("An empty reduction over the filters (K = 0) is not generated.");
+      w.line("if (pixels == 0) return 0;");
+      w.line("if (" + K() + " == 0) return 3;");
+    } else {
+      w.line("if (pixels == 0 || " + K() + " == 0) return 0;");
+    }
     if (s_.tma) {
       std::string aligned = "reinterpret_cast<uintptr_t>(" + X() + ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + F() +
                             ") % 16 == 0 && reinterpret_cast<uintptr_t>(" + Y() + ") % 16 == 0";
@@ -1247,6 +1397,10 @@ class Generator {
       w.close();
     }
     w.line("const int64_t tiles_m = (pixels + kBM - 1) / kBM, tiles_n = (" + K() + " + kBN - 1) / kBN;");
+    if (a_.reduce != dsl::ReduceOp::none) {
+      w.comment("The reduction over the filters is combined within a block: every filter in one tile.");
+      w.line("if (tiles_n > 1) return 3;");
+    }
     w.comment("The kernels keep an element's image index in 32 bits.");
     w.line("if (tiles_m > 2147483647 || tiles_n > 65535 || " + batch() + " > 2147483647) return 3;");
     w.comment("The kernel counts reduction positions, image rows and columns and an element's offset within its image "

@@ -256,9 +256,11 @@ class Recogniser {
     return "conv";
   }
 
-  // After the conv's sum into an intermediate, one elementwise output definition over the same
-  // space, Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]): it reads the sum at its own indices and
-  // other inputs at those indices or some of them (a per-filter bias b[k], a residual Z[n, k, h, w]).
+  // After the conv's sum into an intermediate, one output definition: elementwise over the same
+  // space, Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]), or a reduction over one of the sum's
+  // indices of such an expression, Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k (the generator
+  // takes it over the filters). It reads the sum at the conv's indices and other inputs at those
+  // indices or some of them (a per-filter bias b[k], a residual Z[n, k, h, w]).
   void epilogue(const Definition& conv, const Param& image, const Param& filter) const {
     const std::string hint = "; a conv's epilogue is one output definition such as Y[n, k, h, w] = relu(" + conv.name +
                              "[n, k, h, w] + b[k])";
@@ -271,9 +273,10 @@ class Recogniser {
       }
       if (before)
         src_.fail(other.loc, "'" + other.name + "' comes before the conv '" + conv.name + "'; a conv prologue is" + kNoFamily);
-      if (other.reduce != ReduceOp::none)
+      if (other.reduce != ReduceOp::none && !reduces_conv(other, conv))
         src_.fail(other.loc, "'" + other.name + "' is a reduction besides the conv '" + conv.name +
-                                 "'; a conv combined with another reduction is" + kNoFamily);
+                                 "'; after a conv, a reduction is the output's definition over one of the conv's indices, "
+                                 "as Y[n, h, w] = min(" + conv.name + "[n, k, h, w] + b[k]) over k");
       if (epi)
         src_.fail(other.loc, "'" + other.name + "' is a second definition after the conv '" + conv.name + "'" + hint);
       epi = &other;
@@ -281,7 +284,10 @@ class Recogniser {
     if (!epi) return;
     if (!epi->is_output)
       src_.fail(epi->loc, "'" + epi->name + "' after the conv '" + conv.name + "' is an intermediate" + hint);
-    if (epi->extents != conv.extents)
+    // The space the epilogue's expression ranges over: its own indices, or a reduction's with the
+    // reduced index back in the conv's position.
+    const std::vector<std::string> space = epi->reduce == ReduceOp::none ? epi->indices : conv_space(*epi, conv);
+    if (epi->reduce == ReduceOp::none && epi->extents != conv.extents)
       src_.fail(epi->loc, "the conv epilogue keeps the output space " + list_text(conv.extents) + ", but '" + epi->name +
                               "' ranges over " + list_text(epi->extents));
     for (const Expr* r : reads_of(epi->body)) {
@@ -289,13 +295,48 @@ class Recogniser {
         src_.fail(r->loc, "the conv epilogue reads the conv's " + std::string(r->name == image.name ? "image" : "filter") +
                               " '" + r->name + "'; it may read the sum '" + conv.name + "' and inputs other than the image and the "
                               "filter (pass a residual as an input of its own, Z[n, k, h, w])");
-      if (r->name == conv.name && !reads_at(*r, epi->indices))
-        src_.fail(r->loc, "the conv epilogue reads the sum '" + conv.name + "' at other indices than its own " +
-                              list_text(epi->indices));
-      if (r->name != conv.name && !reads_broadcast(*r, epi->indices))
-        src_.fail(r->loc, "the conv epilogue reads '" + r->name + "' at indices other than " + list_text(epi->indices) +
+      if (r->name == conv.name && !reads_at(*r, space))
+        src_.fail(r->loc, "the conv epilogue reads the sum '" + conv.name + "' at other indices than " + list_text(space));
+      if (r->name != conv.name && !reads_broadcast(*r, space))
+        src_.fail(r->loc, "the conv epilogue reads '" + r->name + "' at indices other than " + list_text(space) +
                               " or some of them in that order");
     }
+  }
+
+  // Whether `d` reduces over one index of the conv's space and keeps the others in their order:
+  // Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k, the sum read at the conv's own indices.
+  static bool reduces_conv(const Definition& d, const Definition& conv) {
+    if (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min && d.reduce != ReduceOp::mean)
+      return false;
+    if (!d.over_rest.empty() || d.indices.size() + 1 != conv.indices.size()) return false;
+    for (const Expr* r : reads_of(d.body)) {
+      if (r->name != conv.name) continue;
+      if (r->indices.size() != conv.indices.size()) return false;
+      std::vector<std::string> kept;
+      bool reduced = false;
+      for (const IndexExpr& ix : r->indices) {
+        if (ix.offset != 0 || !ix.plus.empty()) return false;
+        if (ix.var == d.over) {
+          if (reduced) return false;
+          reduced = true;
+        } else {
+          kept.push_back(ix.var);
+        }
+      }
+      return reduced && kept == d.indices;
+    }
+    return false;
+  }
+
+  // A reduction epilogue's expression space: the indices it reads the sum at.
+  static std::vector<std::string> conv_space(const Definition& d, const Definition& conv) {
+    for (const Expr* r : reads_of(d.body))
+      if (r->name == conv.name) {
+        std::vector<std::string> v;
+        for (const IndexExpr& ix : r->indices) v.push_back(ix.var);
+        return v;
+      }
+    return d.indices;
   }
 
   std::string stencil(const std::vector<size_t>& reductions, const Expr& offset_read) const {

@@ -366,6 +366,142 @@ TEST(CodegenConv, EpiloguesOnTheHostMatchTheInterpreter) {
 
 namespace {
 
+// Convs whose output is a reduction over the filters of an epilogue expression: the minimum of
+// conv + bias (NCHW, TF32), the mean of tanh(conv) times a residual plus a column term (f32
+// products: CUDA cores; the residual is read at the pixel's full coordinates), the maximum of
+// conv - bias (NHWC, TF32) and the sum of relu(conv) (NHWC, CUDA cores).
+const char* kMinBias =
+    "kernel conv2d_min_bias(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], b: f32[K]) -> (Y: f32[N, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])) over c, r, s\n"
+    "  Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k\n}\n";
+const char* kMeanResidual =
+    "kernel conv2d_mean_res(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3], Z: f32[N, K, H, W], g: f32[W])\n"
+    "    -> (Y: f32[N, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+    "  Y[n, h, w] = mean(tanh(acc[n, k, h, w]) * Z[n, k, h, w] + g[w]) over k\n}\n";
+const char* kNhwcMax =
+    "kernel conv2d_nhwc_max(X: f32[N, H, W, C] outside 0, F: f32[K, 3, 3, C], b: f32[K]) -> (Y: f32[N, H, W]) {\n"
+    "  acc[n, h, w, k] = sum(tf32(X[n, h+r-1, w+s-1, c]) * tf32(F[k, r, s, c])) over c, r, s\n"
+    "  Y[n, h, w] = max(acc[n, h, w, k] - b[k]) over k\n}\n";
+const char* kNhwcSum =
+    "kernel conv2d_nhwc_sum(X: f32[N, H, W, C] outside 0, F: f32[K, 3, 3, C]) -> (Y: f32[N, H, W]) {\n"
+    "  acc[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s\n"
+    "  Y[n, h, w] = sum(relu(acc[n, h, w, k])) over k\n}\n";
+
+// Sizes whose filters span several threads (simt) or warps (mma) of a 32-filter tile.
+const std::vector<std::map<std::string, int64_t>> kManyFilters = {
+    {{"N", 1}, {"C", 3}, {"H", 5}, {"W", 7}, {"K", 20}},
+    {{"N", 2}, {"C", 2}, {"H", 3}, {"W", 3}, {"K", 32}},
+};
+
+}  // namespace
+
+// A reduction over the filters as the conv's epilogue: the recogniser takes it as a conv, the
+// tensor-core and CUDA-core kernels combine each pixel's filters within a block, and what CUTLASS
+// or the WMMA kernel cannot do is refused with the reason.
+TEST(CodegenConv, ReductionsOverTheFiltersAreAcceptedOrRefused) {
+  const dsl::Program p = parse(kMinBias);
+  ASSERT_EQ(p.family, "conv");
+  EXPECT_EQ(refusal(p), "(accepted)");
+  EXPECT_EQ(codegen::kernel_name(p), "conv_conv2d_min_bias_f32_tf32_mma_128x128x16_w4x2");
+  EXPECT_EQ(codegen::kernel_name(parse(kNhwcSum)), "conv_conv2d_nhwc_sum_f32_64x64x16_t4x4");
+  // NHWC with TF32: not CUTLASS's (no fusion reduces over the filters), the mma kernel's.
+  const dsl::Program nhwc = parse(kNhwcMax);
+  EXPECT_EQ(codegen::kernel_name(nhwc), "conv_conv2d_nhwc_max_f32_tf32_mma_128x128x16_w4x2");
+  EXPECT_EQ(refusal(scheduled(nhwc, {{"mainloop", "tma"}})),
+            "mainloop = tma: the epilogue has no exact CUTLASS fusion (a reduction over the filters); it must be "
+            "out(f(acc)) or out(f(acc + bias[k])); use mainloop = simt");
+  // 16-bit data: the WMMA kernel has no reduction; auto takes the CUDA cores.
+  const dsl::Program half = parse(
+      "kernel conv2d_bf16_max(X: bf16[N, H, W, C] outside 0, F: bf16[K, 3, 3, C]) -> (Y: f32[N, H, W]) {\n"
+      "  acc[n, h, w, k] = sum(f32(X[n, h+r-1, w+s-1, c]) * f32(F[k, r, s, c])) over c, r, s\n"
+      "  Y[n, h, w] = max(acc[n, h, w, k]) over k\n}\n");
+  EXPECT_EQ(codegen::kernel_name(half), "conv_conv2d_bf16_max_f32_64x64x16_t4x4");
+  EXPECT_EQ(refusal(scheduled(half, {{"mainloop", "mma"}})),
+            "mainloop = mma: a reduction over the filters is the TF32 mma.sync kernel's and the CUDA cores'; the WMMA "
+            "kernel of bf16 data has none; use mainloop = simt");
+  // The output of a reduction is f32.
+  EXPECT_EQ(refusal(parse(
+                "kernel conv2d_min_bf16(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, H, W]) {\n"
+                "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+                "  Y[n, h, w] = min(bf16(acc[n, k, h, w])) over k\n}\n")),
+            "'Y' is bf16; a reduction over the filters gives f32");
+  // The partials' shared memory counts against the static limit: 256 pixels x (64 + 1) slots.
+  EXPECT_EQ(refusal(scheduled(parse(kNhwcSum), {{"tile", "[256, 64, 8]"}, {"thread_tile", "[1, 1]"}})),
+            "tile = [256, 64, 8] with thread_tile = [1, 1] makes 16384 threads per block; a block has 32 to 1024 threads, "
+            "whole warps");
+  EXPECT_NE(refusal(scheduled(parse(kNhwcSum), {{"tile", "[128, 128, 16]"}, {"thread_tile", "[8, 2]"}})), "(accepted)");
+  // One block holds every filter: more filters than the tile's make ksol_run return 3.
+  const std::string src = codegen::generate_cuda(scheduled(p, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}), {});
+  EXPECT_NE(src.find("if (tiles_n > 1) return 3;"), std::string::npos);
+  codegen::HostBuild build = codegen::build_for_host(src);
+  ASSERT_TRUE(build.ok) << build.message;
+  std::vector<int64_t> dims = {1, 2, 4, 4, 33};  // N, C, H, W, K: 33 filters, a tile of 32
+  OutputBytes run;
+  run.emplace_back(1 * 2 * 4 * 4 * 4, 0);
+  run.emplace_back(33 * 2 * 9 * 4, 0);
+  run.emplace_back(33 * 4, 0);
+  run.emplace_back(1 * 4 * 4 * 4, 0);
+  codegen::HostRun r = codegen::run_on_host(build.so_path, run, dims);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.rc, 3);
+  // nvcc for sm_90 takes each kernel: the mma.sync one (registers and the cp.async pipeline) and
+  // the CUDA cores' of both layouts.
+  std::vector<CompileJob> jobs;
+  for (const dsl::Program& q : {p, scheduled(p, {{"stages", "3"}}), nhwc, parse(kNhwcSum), parse(kMeanResidual), half}) {
+    const codegen::CompileNeeds needs = codegen::compile_needs(q);
+    CompileJob j;
+    j.source_path = codegen::kernel_name(q) + ".cu";
+    j.source_text = codegen::generate_cuda(q, {});
+    j.arch = needs.arch;
+    j.extra_flags = needs.extra_flags;
+    j.libs = needs.libs;
+    EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
+    jobs.push_back(j);
+  }
+  std::vector<CompileResult> res = compile_all(jobs);
+  for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
+}
+
+// The reductions generated and run on the CPU against the interpreter in float64: the TF32
+// mma.sync kernel (one and several warps along the filters, the cp.async pipeline) and the CUDA
+// cores, NCHW and NHWC, odd sizes and empty sums. Planted: each pixel's partials of the other
+// warps or threads dropped, the shuffle across a row's lanes dropped.
+TEST(CodegenConv, ReductionsOverTheFiltersOnTheHostMatchTheInterpreter) {
+  auto drop = [](const std::string& from, const std::string& to) {
+    return [from, to](const std::string& src) {
+      std::string s = src;
+      const size_t at = s.find(from);
+      if (at != std::string::npos) s.replace(at, from.size(), to);
+      return s;
+    };
+  };
+  std::vector<std::map<std::string, int64_t>> sizes = int_sizes();
+  sizes.insert(sizes.end(), kManyFilters.begin(), kManyFilters.end());
+  check_on_host({
+      {kMinBias,
+       {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "mma"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[2, 1]"}, {"stages", "3"}},
+        {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 4]"}}},
+       sizes},
+      {kMeanResidual, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[2, 4]"}}, {{"tile", "[16, 64, 16]"}, {"thread_tile", "[1, 2]"}}},
+       sizes},
+      {kNhwcMax,
+       {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}},
+       sizes},
+      {kNhwcSum, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 2]"}}}, sizes},
+      {kMinBias, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}}, kManyFilters,
+       drop("ksol_red[r][sl]", "ksol_red[r][0]")},
+      {kMinBias, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}}, kManyFilters,
+       drop("__shfl_xor_sync(0xffffffffu, part, 2)", "part")},
+      {kNhwcSum, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 2]"}}}, kManyFilters,
+       drop("ksol_red[r][sl]", "ksol_red[r][0]")},
+  });
+}
+
+namespace {
+
 // Stride 2 with padding 1: the output's P x Q is its own dims, (H + 2 - 3) / 2 + 1 for the
 // frameworks' size; the image's bounds are H x W.
 const char* kStride2 =
@@ -448,7 +584,8 @@ TEST(CodegenConv, EpilogueSourcesCompileAndRefusals) {
   ASSERT_EQ(both.family, "conv");
   EXPECT_EQ(refusal(both), "the conv family generates one output from a sum, Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * "
                            "F[k, c, r, s]) over c, r, s (NCHW) or Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, "
-                           "c]) over c, r, s (NHWC), and at most one elementwise definition after it");
+                           "c]) over c, r, s (NHWC), and at most one definition after it (elementwise, or a reduction over "
+            "the filters)");
   // A bf16 output through a cast is generated; the sum stays f32.
   dsl::Program half = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, K, H, W]) {\n"
