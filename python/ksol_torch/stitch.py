@@ -102,8 +102,10 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
     # Chains: a lowerable op continues the current chain when it reads the chain's last value;
-    # a GEMM or a 2-D convolution always starts one (those families are the op and its
-    # epilogue), a row-wise op after either too.
+    # a GEMM or a convolution always starts one (those families are the op and its epilogue), a
+    # row-wise op after a GEMM too. After a convolution a row-wise op stays in the chain: a
+    # reduction over its channels is the conv family's epilogue (synth), and any other row-wise
+    # op is refused there and starts the next piece of the chain.
     chains: List[List[torch.fx.Node]] = []
     cur: List[torch.fx.Node] = []
     for n in calls:
@@ -114,7 +116,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             continue
         a = _anchor(n, gm)
         starts = not cur or cur[-1] not in n.all_input_nodes or a in ("gemm", "conv") or \
-            (a == "rowwise" and any(_anchor(c, gm) in ("gemm", "conv") for c in cur))
+            (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in cur))
         if starts:
             if cur:
                 chains.append(cur)

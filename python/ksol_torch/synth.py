@@ -739,6 +739,26 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
     return {"node": n, "shape": sh, "first": first, "lead": lead, "keepdim": keep}
 
 
+# A reduction over a conv's channels is its epilogue in one kernel when one block holds every
+# filter: the conv family's tiles go to 128 filters.
+CONV_REDUCTION_FILTERS = 128
+
+
+def _conv_reduction(b: "_Builder", convs, column: Optional[Dict], rowwise, gemm, gm) -> Optional[Dict]:
+    """The column reduction (_column_reduction) that ends the forward when it is a 2-D
+    convolution's epilogue: a sum, mean, max or min over the channels (dim 1) of a tensor of the
+    convolution's output shape, only elementwise ops between them, at most
+    CONV_REDUCTION_FILTERS channels. None where there is no such reduction."""
+    if len(convs) != 1 or column is None or gemm or rowwise != [column["node"]]:
+        return None
+    if _canon(convs[0], gm) != "conv2d" or column["first"] != 1 or column["lead"] != 1:
+        return None
+    out = b.shape(convs[0])
+    if out is None or len(out) != 4 or list(column["shape"]) != list(out) or out[1] > CONV_REDUCTION_FILTERS:
+        return None
+    return column
+
+
 def _direct_mma_takes(dims: Dict[str, int]) -> bool:
     """Whether the direct family's tensor-core kernel takes a convolution of these dims: 16 or
     more filters a group and reduction positions (channels a group times taps) an output, as its
@@ -874,11 +894,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
     column = _column_reduction(b, ops, rowwise, ret)
     convs = [n for n, op in ops if op in CONVS and n not in window_nodes]
+    conv_red = _conv_reduction(b, convs, column, rowwise, gemm, gm)
     if windows and (gemm or rowwise or convs or column is not None):
         raise Unsupported(f"a {_canon(windows[0][0], gm)} with a GEMM, a convolution or a row-wise op is more than one DSL program")
     if len(windows) > 1:
         raise Unsupported(f"more than one windowed reduction ({', '.join(_canon(n, gm) for n, _ in windows)})")
-    if convs and (gemm or rowwise):
+    if convs and (gemm or rowwise) and conv_red is None:
         raise Unsupported("a convolution with a GEMM or a row-wise op is more than one DSL program")
     if len(convs) > 1:
         raise Unsupported("more than one convolution")
@@ -917,7 +938,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             raise Unsupported("the convolution must read a forward input (a conv program has no statements before it)")
         if len(conv["x"].users) > 1:
             raise Unsupported("the convolution's image is read again after it: a conv epilogue reads neither image nor filter")
-        if out_shape != conv["shape"]:
+        if out_shape != conv["shape"] and conv_red is None:
             raise Unsupported(f"the output {out_shape} is not the convolution's {conv['shape']}")
         # The image keeps its own dims; the output's spatial extents P, Q are dims of their own
         # (stride, padding and dilation make them differ from H, W); the filter's R, S are fixed
@@ -928,7 +949,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         o4 = conv["out4_shape"]
         dims = {"N": nb, "C": c, "H": hh, "W": ww, "K": o4[1], "P": o4[2], "Q": o4[3],
                 "R": conv["w_shape"][2], "S": conv["w_shape"][3]}
-        full = list(out_shape)
+        full = list(conv["shape"])  # the epilogue's space (a reduction over the channels ends it)
     elif gemm:
         ga = _gemm_args(b, gemm[0], _canon(gemm[0], gm), sd)
         if out_shape != ga["shape"]:
@@ -1264,6 +1285,13 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{v}[r, c] = scan({t}[r, c]) over c"]
             bind(n, f"{v}[r, c]")
             continue
+        if conv_red is not None and n is conv_red["node"]:  # the conv's epilogue: over its channels
+            fn = {"amax": "max", "amin": "min"}.get(op, op)
+            b.stmts.append(f"output0[n, h, w] = {fn}({operand(n.args[0])}) over k")
+            env[n.name] = "output0[n, h, w]"
+            for u in n.users:  # torch.min(x, 1) is read through its values (_column_reduction checked)
+                env[u.name] = "output0[n, h, w]"
+            continue
         if family == "colwise" and n is column["node"]:  # the program's one definition
             fn = {"amax": "max", "amin": "min"}.get(op, op)
             b.stmts.append(f"output0{at} = {fn}({operand(n.args[0])}) over r")
@@ -1420,8 +1448,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     if unused:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
     final = operand(ret)
-    if family == "colwise":
-        if final != f"output0{at}":
+    if family == "colwise" or conv_red is not None:
+        if final != (f"output0{at}" if family == "colwise" else "output0[n, h, w]"):
             raise Unsupported("a column reduction is the program's one definition: nothing may follow it")
     elif family in ("conv", "direct") and final == "acc" + idx:
         b.stmts[-1] = "output0" + b.stmts[-1][len("acc"):]  # no epilogue: the sum is the output
@@ -1434,6 +1462,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         decl["output0"] = win["out_dims"]
         if win["out_layout"]:
             layout["output0"] = win["out_layout"]
+    elif family == "conv" and conv_red is not None:
+        decl["output0"] = ["N", "P", "Q"]
+        if conv_red["keepdim"]:
+            dims["U"] = 1
+            layout["output0"] = ["N", "U", "P", "Q"]
     elif family == "conv":
         decl["output0"] = ["N", "K", "P", "Q"]
         if conv["op"] == "conv1d":
@@ -1492,6 +1525,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # TF32 products take the tensor cores' kernel (mainloop auto: mma for NCHW) at a tile for
         # the convolution's filter count; f32 products the CUDA-core kernel's.
         "conv": (["mainloop = auto"] + _mma_tile(dims.get("K", 128))) if extra.get("conv_products") == "tf32"
+                else ["tile = [64, 128, 16]", "thread_tile = [4, 4]"] if conv_red is not None and dims["K"] > 64
                 else ["tile = [64, 64, 16]", "thread_tile = [4, 4]"],
         "direct": _direct_schedule(dims, extra.get("conv_products") == "tf32"),
     }

@@ -512,6 +512,35 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].inputs, ["x"])
         self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
 
+    def test_a_reduction_over_a_convs_channels_joins_its_piece(self):
+        # conv -> min over the channels -> tanh: the reduction is the conv piece's epilogue, the
+        # tanh after it a piece of its own. A softmax over the channels reads the conv's output
+        # twice (its maximum, then each exp): the conv piece ends before it.
+        class ConvMin(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+
+            def forward(self, x):
+                return torch.tanh(torch.min(self.conv(x), dim=1, keepdim=True)[0])
+
+        class ConvSoftmax(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+
+            def forward(self, x):
+                return torch.softmax(self.conv(x) * 2.0, dim=1)
+
+        torch.manual_seed(3)
+        plan = self.stitched(ConvMin(), [torch.randn(2, 3, 9, 10)], 2, [])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
+        self.assertEqual(plan.pieces[0].nodes, ["conv", "min_1", "getitem"])
+        self.assertIn("over k", plan.pieces[0].program)
+        plan = self.stitched(ConvSoftmax(), [torch.randn(2, 3, 9, 10)], 4, [])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "rowwise", "rowwise", "elementwise"])
+        self.assertEqual(plan.pieces[0].nodes, ["conv", "mul"])
+
     def test_a_conv_piece_takes_the_products_it_is_given(self):
         torch.manual_seed(0)
         plan = stitch.split(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], conv_products="tf32")
@@ -626,13 +655,18 @@ class Stitching(unittest.TestCase):
                 with torch.no_grad():
                     want = m.pool(m.conv(torch.randn(*shape))).shape if not kw.get("functional") else \
                         F.avg_pool2d(m.conv(torch.randn(*shape)), kw["window"]).shape
-                plan = self.stitched(m, [torch.randn(*shape)], 2, ["avgpoolfold"])
+                # The sum over the channels after it is the conv family's epilogue too (one piece);
+                # a grouped convolution is the direct family's, and the sum a piece of its own.
+                fused = not kw.get("groups")
+                plan = self.stitched(m, [torch.randn(*shape)], 1 if fused else 2, ["avgpoolfold"])
                 conv = plan.pieces[0]
-                self.assertIn(conv.family, ("conv", "direct"))
+                self.assertEqual(conv.family, "conv" if fused else "direct")
                 self.assertEqual(len(conv.inputs), 2, conv.inputs)  # the image and the folded filter
                 self.assertNotIn("conv.weight", conv.params)
                 self.assertIn("sigmoid", conv.program)
-                self.assertEqual(conv.shape, list(want))
+                self.assertEqual(conv.shape, [want[0]] + list(want[2:]) if fused else list(want))
+                if fused:
+                    self.assertIn("output0[n, h, w] = sum(", conv.program)
                 self.assertIn("weight preparation", plan.kept[0]["reason"])
                 # The folded filter: the window's extent times the conv's stride, plus the taps' reach.
                 f = [t for t in conv.tensors if t["name"] == "input1"][0]
@@ -932,11 +966,12 @@ class Stitching(unittest.TestCase):
         # torch.tensor(0.5, device=x.device) traces, and fx's _tensor_constant<i> are not
         # parameters of the piece's table: the program reads them as numbers.
         torch.manual_seed(3)
-        plan = self.stitched(ConstantsInTheForward(), [torch.randn(2, 4, 10, 10)], 2, [])
-        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
-        self.assertEqual(plan.pieces[1].params, [])
-        self.assertIn("min(input0[i0, i1, i2, i3], 0.5)", plan.pieces[1].program)
-        self.assertIn("(-0.25)", plan.pieces[1].program)
+        # The elementwise min and max of the constants are the conv's epilogue.
+        plan = self.stitched(ConstantsInTheForward(), [torch.randn(2, 4, 10, 10)], 1, [])
+        self.assertEqual([p.family for p in plan.pieces], ["conv"])
+        self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
+        self.assertIn("(min((acc[n, k, h, w] + w_conv_bias[k]), 0.5))", plan.pieces[0].program)
+        self.assertIn("(-0.25)", plan.pieces[0].program)
 
     def test_a_python_number_the_same_in_every_draw_is_a_constant_of_the_pieces(self):
         torch.manual_seed(8)

@@ -382,6 +382,29 @@ class Synth(unittest.TestCase):
         self.assertEqual(out["dims"], {"N": 2, "C": 3, "H": 9, "W": 8, "K": 5, "P": 9, "Q": 8, "R": 3, "S": 3})
         self.assertEqual([t["shape"] for t in out["tensors"]], [["N", "C", "H", "W"], ["K", "C", "R", "S"], ["K"], ["N", "K", "P", "Q"]])
 
+    def test_a_reduction_over_a_convs_channels_is_its_epilogue(self):
+        out = self.check_against_module("synth_problems", "27_conv_channel_min.py", "conv")
+        self.assertIn("output0[n, h, w] = min((((acc[n, k, h, w] + w_conv_bias[k]) * 0.5))) over k", out["program"])
+        self.assertIn("-> (output0: f32[N, P, Q])", out["program"])
+        self.assertEqual(out["tensors"][-1]["shape"], ["N", "U", "P", "Q"])  # keepdim: [N, 1, P, Q]
+
+        class Reduce(torch.nn.Module):
+            def __init__(self, how, filters=6):
+                super().__init__()
+                self.conv, self.how = torch.nn.Conv2d(3, filters, 3, stride=2), how
+
+            def forward(self, x):
+                y = torch.relu(self.conv(x))
+                return {"sum": lambda: y.sum(dim=1), "mean": lambda: y.mean(1, keepdim=True),
+                        "amax": lambda: torch.amax(y, dim=-3), "max": lambda: y.max(dim=1).values}[self.how]()
+
+        x = torch.randn(2, 3, 9, 8)
+        for how, op in (("sum", "sum"), ("mean", "mean"), ("amax", "max"), ("max", "max")):
+            out = self.check_module(Reduce(how).eval(), [x], "conv")
+            self.assertIn(f"output0[n, h, w] = {op}(", out["program"])
+        # More channels than one block holds: not the conv's epilogue.
+        self.assertIn("more than one DSL program", synth.synthesize(Reduce("sum", 129).eval(), [x])["reason"])
+
     def test_conv_products_in_tf32_round_both_factors(self):
         # What a precision mode that lets cuDNN use TF32 lowers a convolution to: both factors in
         # tf32(), the tensor cores' kernel at its own tile; in float64 it is the module on a
