@@ -1467,6 +1467,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         if conv_red["keepdim"]:
             dims["U"] = 1
             layout["output0"] = ["N", "U", "P", "Q"]
+        # The filter count is a number of the program (the table keeps its dim K): the conv
+        # family then refuses the tiles that hold fewer filters than one block must.
+        for nm in list(decl):
+            if "K" in decl[nm]:
+                layout.setdefault(nm, list(decl[nm]))
+                decl[nm] = [str(dims["K"]) if d == "K" else d for d in decl[nm]]
     elif family == "conv":
         decl["output0"] = ["N", "K", "P", "Q"]
         if conv["op"] == "conv1d":

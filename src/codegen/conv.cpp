@@ -533,6 +533,13 @@ std::string why_not_taps(const Analysis& a, const Sched& s) {
 
 Sched read_sched(const dsl::Program& p, const Analysis& a) {
   Sched s = read_tiles(p, a);
+  // A reduction over the filters is combined within a block: a filter count fixed in the program
+  // (F: f32[64, C, 3, 3]) refuses the tiles that hold fewer (ksol_run checks a K of a dim).
+  if (const std::string& k = a.filter->extents[0]; a.reduce != dsl::ReduceOp::none && dsl::extent_is_number(k) &&
+                                                   (k.size() > 9 || std::stoll(k) > s.bn))
+    throw Refused("tile = [" + std::to_string(s.bm) + ", " + std::to_string(s.bn) + ", " + std::to_string(s.bk) +
+                  "] holds " + std::to_string(s.bn) + " filters; the reduction over the filters needs all " + k +
+                  " in one block");
   Knobs k(p, family());
   const std::string gather = k.one_of("gather", std::vector<std::string>{"auto", "taps", "decode"});
   if (s.tma && gather != "auto")

@@ -386,6 +386,10 @@ class Synth(unittest.TestCase):
         out = self.check_against_module("synth_problems", "27_conv_channel_min.py", "conv")
         self.assertIn("output0[n, h, w] = min((((acc[n, k, h, w] + w_conv_bias[k]) * 0.5))) over k", out["program"])
         self.assertIn("-> (output0: f32[N, P, Q])", out["program"])
+        # The filter count is a number of the program, so the tiles with fewer filters are refused;
+        # the table keeps its dim K.
+        self.assertIn("w_conv_weight: f32[6, C, 3, 3], w_conv_bias: f32[6]", out["program"])
+        self.assertEqual(out["tensors"][1]["shape"], ["K", "C", "R", "S"])
         self.assertEqual(out["tensors"][-1]["shape"], ["N", "U", "P", "Q"])  # keepdim: [N, 1, P, Q]
 
         class Reduce(torch.nn.Module):

@@ -27,6 +27,7 @@
 #include "task/task.h"
 #include "doc_examples.h"
 #include "host_reference.h"
+#include "program_job.h"
 
 namespace fs = std::filesystem;
 using namespace ksol;
@@ -810,17 +811,11 @@ TEST(Codegen, EveryExampleOfTheCardCompiles) {
   int cutlass = 0;
   for (const std::string& text : card_examples()) {
     const dsl::Program p = parse(text);
-    const codegen::CompileNeeds needs = codegen::compile_needs(p);
-    if (needs.arch == "sm_90a") {
+    if (codegen::compile_needs(p).arch == "sm_90a") {
       ++cutlass;
       continue;
     }
-    CompileJob j;
-    j.source_path = codegen::kernel_name(p) + ".cu";
-    j.source_text = codegen::generate_cuda(p, {});
-    j.arch = needs.arch;
-    j.extra_flags = needs.extra_flags;
-    j.libs = needs.libs;
+    CompileJob j = program_job(p);
     EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
     jobs.push_back(j);
   }

@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "dsl/ir.h"
 #include "host_reference.h"
+#include "program_job.h"
 #include "task/inputs.h"
 #include "task/task.h"
 
@@ -431,6 +432,16 @@ TEST(CodegenConv, ReductionsOverTheFiltersAreAcceptedOrRefused) {
             "tile = [256, 64, 8] with thread_tile = [1, 1] makes 16384 threads per block; a block has 32 to 1024 threads, "
             "whole warps");
   EXPECT_NE(refusal(scheduled(parse(kNhwcSum), {{"tile", "[128, 128, 16]"}, {"thread_tile", "[8, 2]"}})), "(accepted)");
+  // A filter count fixed in the program refuses the tiles that hold fewer filters.
+  const dsl::Program fixed = parse(
+      "kernel conv2d_min64(X: f32[N, C, H, W] outside 0, F: f32[64, C, 3, 3], b: f32[64]) -> (Y: f32[N, H, W]) {\n"
+      "  acc[n, k, h, w] = sum(tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])) over c, r, s\n"
+      "  Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k\n}\n");
+  EXPECT_EQ(refusal(scheduled(fixed, {{"mainloop", "mma"}, {"tile", "[128, 32, 16]"}, {"thread_tile", "[2, 1]"}})),
+            "tile = [128, 32, 16] holds 32 filters; the reduction over the filters needs all 64 in one block");
+  EXPECT_EQ(refusal(scheduled(fixed, {{"mainloop", "simt"}, {"tile", "[64, 32, 16]"}, {"thread_tile", "[4, 4]"}})),
+            "tile = [64, 32, 16] holds 32 filters; the reduction over the filters needs all 64 in one block");
+  EXPECT_EQ(refusal(scheduled(fixed, {{"mainloop", "mma"}, {"tile", "[128, 64, 16]"}, {"thread_tile", "[2, 2]"}})), "(accepted)");
   // One block holds every filter: more filters than the tile's make ksol_run return 3.
   const std::string src = codegen::generate_cuda(scheduled(p, {{"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}), {});
   EXPECT_NE(src.find("if (tiles_n > 1) return 3;"), std::string::npos);
@@ -449,13 +460,7 @@ TEST(CodegenConv, ReductionsOverTheFiltersAreAcceptedOrRefused) {
   // the CUDA cores' of both layouts.
   std::vector<CompileJob> jobs;
   for (const dsl::Program& q : {p, scheduled(p, {{"stages", "3"}}), nhwc, parse(kNhwcSum), parse(kMeanResidual), half}) {
-    const codegen::CompileNeeds needs = codegen::compile_needs(q);
-    CompileJob j;
-    j.source_path = codegen::kernel_name(q) + ".cu";
-    j.source_text = codegen::generate_cuda(q, {});
-    j.arch = needs.arch;
-    j.extra_flags = needs.extra_flags;
-    j.libs = needs.libs;
+    CompileJob j = program_job(q);
     EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
     jobs.push_back(j);
   }
@@ -740,13 +745,7 @@ TEST(CodegenConv, TensorCoreSourcesCompile) {
   for (const char* text : {kNhwcBf16BiasRelu, kNhwcTf32Stride2}) {
     const dsl::Program p = parse(text);
     ASSERT_EQ(refusal(p), "(accepted)");
-    const codegen::CompileNeeds needs = codegen::compile_needs(p);
-    CompileJob j;
-    j.source_path = codegen::kernel_name(p) + ".cu";
-    j.source_text = codegen::generate_cuda(p, {});
-    j.arch = needs.arch;
-    j.extra_flags = needs.extra_flags;
-    j.libs = needs.libs;
+    CompileJob j = program_job(p);
     EXPECT_NE(j.source_text.find("cutlass::conv::collective::CollectiveBuilder<"), std::string::npos);
     EXPECT_NE(j.source_text.find("__global__ void __launch_bounds__(kThreads) ksol_conv_simt("), std::string::npos);
     EXPECT_TRUE(static_scan(j.source_text).empty()) << j.source_path;
@@ -1059,13 +1058,7 @@ TEST(CodegenConv, TensorCoreFragmentSourcesCompile) {
   for (const auto& [text, sched] : cases) {
     const dsl::Program p = scheduled(parse(text), sched);
     ASSERT_EQ(refusal(p), "(accepted)") << text;
-    const codegen::CompileNeeds needs = codegen::compile_needs(p);
-    CompileJob j;
-    j.source_path = codegen::kernel_name(p) + ".cu";
-    j.source_text = codegen::generate_cuda(p, {});
-    j.arch = needs.arch;
-    j.extra_flags = needs.extra_flags;
-    j.libs = needs.libs;
+    CompileJob j = program_job(p);
     const bool tf32 = std::string(text).find("tf32(") != std::string::npos;
     EXPECT_NE(j.source_text.find(tf32 ? "ksol_mma_tf32(c_acc[i][j], a_frag[i], b_frag[j]);" : "nvcuda::wmma::mma_sync("),
               std::string::npos) << j.source_path;
