@@ -383,6 +383,32 @@ def _dtype(n) -> Optional[torch.dtype]:
     return getattr(meta, "dtype", None)
 
 
+def _channels_first(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[tuple]:
+    """(x, op) where `n` is a float32 sum, mean, amax or amin over the channels (dim 1) and more
+    dims of a 2-D convolution's output, x, reached from the convolution through ops of one user
+    each that keep its shape (its elementwise epilogue); else None. Over the channels first, that
+    part is the conv program's epilogue (synth), and the convolution's output is never made."""
+    x = n.args[0] if n.args else None
+    sh = _shape(x)
+    if not isinstance(x, torch.fx.Node) or not sh or len(sh) != 4 or op not in ("sum", "mean", "amax", "amin"):
+        return None
+    if _dtype(x) != torch.float32 or _dtype(n) != torch.float32:
+        return None
+    try:
+        red = synth._reduced_dims(n, op, 4)
+    except synth.Unsupported:  # a dtype argument: the reduction stays as written
+        return None
+    if red is None or 1 not in red[0] or len(red[0]) < 2:
+        return None
+    y = x
+    while _canon(y, gm) != "conv2d":
+        if y.op not in ("call_module", "call_function", "call_method") or len(y.users) != 1 or not y.args or \
+                not isinstance(y.args[0], torch.fx.Node) or _shape(y.args[0]) != sh:
+            return None
+        y = y.args[0]
+    return x, op
+
+
 def _full_reduction(n: torch.fx.Node, op: str):
     """(x, op, trailing dims) where `n` is a sum, mean, amax or amin of every element of a float32
     tensor of two or more dims, to one 0-d float32 value (no dtype argument), and its trailing dims
@@ -1007,8 +1033,10 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     (TransposedAvgPoolFold, PaddedConv), a scaling between them moved after the pool; a sum or
     mean over a linear layer's features into a dot product with its folded weights
     (FeatureReduceFold), an average pool over them into the layer with its rows averaged
-    (FeaturePoolFold); after those, a mean over every spatial dim of a convolution's output into
-    the image's sums over each tap's box times the filter (GlobalPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
+    (FeaturePoolFold); a sum, mean, amax or amin over a 2-D convolution's channels and more dims
+    into one over the channels first (the conv's epilogue), then the rest; after those, a mean over
+    every spatial dim of a convolution's output into the image's sums over each tap's box times the
+    filter (GlobalPoolFold); a pooling whose windows tile its input (kernel = stride, no padding)
     into reductions over the window dims of a view of its input where the rows are long (a global
     pool, a 1-D window of 32 or more, an adaptive pool; smaller windows stay pools: the direct family); group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
@@ -1047,6 +1075,16 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             changed = True
             continue
         if _fold_feature_reduction(n, gm, op) or _fold_feature_pool(n, gm, op):
+            changed = True
+            continue
+        first = _channels_first(n, gm, op)
+        if first is not None:
+            # Over a convolution's channels first (kept as a dim of 1, which the reduction then
+            # takes as it took the channels): the conv program's epilogue reduces over its filters.
+            x, red = first
+            with g.inserting_before(n):
+                t = g.call_method(red, (x, 1), {"keepdim": True})
+            n.replace_input_with(x, t)
             changed = True
             continue
         full = _full_reduction(n, op)

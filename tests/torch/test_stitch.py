@@ -541,6 +541,32 @@ class Stitching(unittest.TestCase):
         self.assertEqual([p.family for p in plan.pieces], ["conv", "rowwise", "rowwise", "elementwise"])
         self.assertEqual(plan.pieces[0].nodes, ["conv", "mul"])
 
+    def test_a_reduction_over_a_convs_channels_and_positions_takes_the_channels_first(self):
+        # sum over [1, 2, 3] of sigmoid(conv): the sum over the channels (kept as a dim of 1) is the
+        # conv piece's epilogue, the rest a row-wise sum of its [N, 1, P, Q]; a mean with keepdim
+        # the same. Without a convolution before it the reduction is one piece, as written.
+        class ConvReduce(nn.Module):
+            def __init__(self, how):
+                super().__init__()
+                self.conv, self.how = nn.Conv2d(3, 8, 3), how
+
+            def forward(self, x):
+                y = torch.sigmoid(self.conv(x))
+                return torch.sum(y, dim=[1, 2, 3]) if self.how == "sum" else y.mean(dim=(1, 2, 3), keepdim=True)
+
+        class Reduce(nn.Module):
+            def forward(self, x):
+                return torch.sum(torch.sigmoid(x), dim=[1, 2, 3])
+
+        torch.manual_seed(4)
+        for how in ("sum", "mean"):
+            plan = self.stitched(ConvReduce(how), [torch.randn(2, 3, 9, 10)], 2, [])
+            self.assertEqual([p.family for p in plan.pieces], ["conv", "rowwise"], how)
+            self.assertIn(f"output0[n, h, w] = {how}(", plan.pieces[0].program)
+            self.assertEqual(plan.pieces[0].shape, [2, 1, 7, 8])
+        plan = self.stitched(Reduce(), [torch.randn(2, 3, 9, 10)], 1, [])
+        self.assertEqual(plan.pieces[0].nodes, ["sigmoid", "sum_1"])
+
     def test_a_conv_piece_takes_the_products_it_is_given(self):
         torch.manual_seed(0)
         plan = stitch.split(ConvLayerNorm(), [torch.randn(2, 3, 7, 8)], conv_products="tf32")
