@@ -3,14 +3,17 @@
 (the fx lowering and the Inductor path, `--path best`), then per problem and in geomean: each
 path's speedup over torch.compile as that path measured it, and the path returned.
 
-    python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S]
+    python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S] [--precision MODE]
 
 The problems: level 1 and level 2 of a KernelBench copy (`--kb`, default .kb/KernelBench, else
 .cache/kernelbench/KernelBench: never committed), every problem whose number is a multiple of 5
 (`--set all`: every problem of the two levels, for the further ones; `--only` picks some).
 Each runs as
 
-    ksol optimize FILE --path best --budget-seconds S --budget-candidates N --report OUT/<id> --json-out OUT/<id>.json
+    ksol optimize FILE --path best --budget-seconds S --budget-candidates N --precision MODE --report OUT/<id> --json-out OUT/<id>.json
+
+(`--precision`, default `default`: the contract eager, torch.compile and the candidates all run
+under; one OUT holds one mode, and a call refuses an OUT whose results were made under another.)
 
 Each problem's output goes to OUT/<id>.log, every line behind the seconds since the problem
 started. `--archive FILE` also writes OUT as one .tar.gz after each problem and at the end (a
@@ -75,7 +78,22 @@ def default_ksol() -> str:
 # --- one problem ----------------------------------------------------------------------------------------
 def command(a, pid: str, path: str):
     return [a.ksol, "optimize", path, "--path", "best", "--budget-seconds", str(a.budget_seconds), "--budget-candidates",
-            str(a.budget_candidates), "--report", os.path.join(a.out, pid), "--json-out", os.path.join(a.out, pid + ".json")]
+            str(a.budget_candidates), "--precision", a.precision, "--report", os.path.join(a.out, pid), "--json-out",
+            os.path.join(a.out, pid + ".json")]
+
+
+def other_modes(a, ids):
+    """The results in OUT made under another precision mode than --precision: (id, mode) each."""
+    found = []
+    for pid in ids:
+        jp = os.path.join(a.out, pid + ".json")
+        if not os.path.exists(jp):
+            continue
+        with open(jp) as fh:
+            mode = (json.load(fh).get("precision") or {}).get("mode", "default")
+        if mode != a.precision:
+            found.append((pid, mode))
+    return found
 
 
 class Log:
@@ -331,6 +349,8 @@ def main():
                          "and 2 (the further problems; keep their OUT apart from the rule's)")
     ap.add_argument("--only", default="", help="ids to run whatever OUT holds, in this order, e.g. level1-5,level2-40 (each one of --set's problems, else an error)")
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
+    ap.add_argument("--precision", choices=("default", "strict", "tf32"), default="default",
+                    help="ksol optimize's --precision for every problem (default: default); OUT holds one mode")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
     ap.add_argument("--archive", default="", metavar="FILE",
                     help="also write OUT as one .tar.gz, after each problem and at the end (for a machine that "
@@ -342,6 +362,11 @@ def main():
         print(f"warning: {len(probs)} problems under {a.kb} (the rule gives 40)", file=sys.stderr)
     ids = [pid for pid, _ in probs]
     if not a.table_only:
+        mixed = other_modes(a, ids)
+        if mixed:
+            sys.exit(f"error: {a.out} holds results made under another precision than --precision {a.precision} (" +
+                     ", ".join(f"{pid}: {mode}" for pid, mode in mixed[:5]) + (", ..." if len(mixed) > 5 else "") +
+                     "): give each mode an --out of its own")
         a.ksol = a.ksol or default_ksol()
         a.deadline = time.time() + a.deadline if a.deadline else 0
         only = [s.strip() for s in a.only.split(",") if s.strip()]

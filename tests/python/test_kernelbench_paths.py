@@ -133,6 +133,23 @@ class Run(TempDir):
         self.assertIn("level1-5 needs about 50 s (an earlier call cut it after that long)", r.stdout)
         self.assertTrue(os.path.exists(self.path("out", "level1-5.cut.json")))
 
+    def test_the_precision_mode_goes_to_ksol_and_one_folder_holds_one_mode(self):
+        # Each problem's ksol optimize gets --precision; a folder whose results were made under
+        # another mode is refused before anything runs.
+        self.problems("level1/5_Scale.py", "level1/10_Other.py")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$@\" >> " + self.path("args.txt") + "\n"
+                          "for a; do last=$a; done; echo '{\"results\": [{}], \"precision\": {\"mode\": \"strict\"}}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--precision", "strict", "--only", "level1-5"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("args.txt")) as fh:
+            self.assertIn("--precision strict", fh.read())
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--only", "level1-10"], capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("holds results made under another precision than --precision default (level1-5: strict)", r.stderr)
+
     def test_an_only_id_that_names_no_problem_is_an_error(self):
         # level1-7 is a further problem (not every fifth): without --set all it is no problem of the
         # run, and a misspelt id is none of either set; nothing runs.
