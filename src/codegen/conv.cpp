@@ -1060,7 +1060,6 @@ class Generator {
   // row decoded, the column too where the epilogue reads one.
   void pixel_out(Writer& w) {
     pixel_coords(w);
-    if (a_.reduce != dsl::ReduceOp::none) return;  // reduce_store() stores at the pixel's index
     const std::string out_type = cuda_type(a_.out->type);
     if (a_.nhwc)
       w.line(out_type + "* out = " + Y() + " + pix * " + K() + ";");
