@@ -1,0 +1,23 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A 3x3 convolution, the minimum over its channels, then tanh twice: a conv piece whose
+    epilogue reduces over the filters ([N, 1, P, Q] out), then an elementwise piece."""
+
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3)
+
+    def forward(self, x):
+        y = torch.min(self.conv(x), dim=1, keepdim=True)[0]
+        return torch.tanh(torch.tanh(y))
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 12, 11)]
+
+
+def get_init_inputs():
+    return [4, 20]
