@@ -389,6 +389,12 @@ const char* kNhwcSum =
     "  acc[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s\n"
     "  Y[n, h, w] = sum(relu(acc[n, h, w, k])) over k\n}\n";
 
+// Stride 2 and dilation 2 in w, the output's P x Q dims of their own: the maximum over the filters.
+const char* kStridedMax =
+    "kernel conv2d_strided_max(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: f32[N, P, Q]) {\n"
+    "  acc[n, k, h, w] = sum(tf32(X[n, c, h*2+r-1, w+s*2-2]) * tf32(F[k, c, r, s])) over c, r, s\n"
+    "  Y[n, h, w] = max(acc[n, k, h, w]) over k\n}\n";
+
 // Sizes whose filters span several threads (simt) or warps (mma) of a 32-filter tile.
 const std::vector<std::map<std::string, int64_t>> kManyFilters = {
     {{"N", 1}, {"C", 3}, {"H", 5}, {"W", 7}, {"K", 20}},
@@ -470,7 +476,7 @@ TEST(CodegenConv, ReductionsOverTheFiltersAreAcceptedOrRefused) {
 
 // The reductions generated and run on the CPU against the interpreter in float64: the TF32
 // mma.sync kernel (one and several warps along the filters, the cp.async pipeline) and the CUDA
-// cores, NCHW and NHWC, odd sizes and empty sums. Planted: each pixel's partials of the other
+// cores, NCHW and NHWC, a strided and dilated one with P x Q of its own, odd sizes and empty sums. Planted: each pixel's partials of the other
 // warps or threads dropped, the shuffle across a row's lanes dropped.
 TEST(CodegenConv, ReductionsOverTheFiltersOnTheHostMatchTheInterpreter) {
   auto drop = [](const std::string& from, const std::string& to) {
@@ -496,6 +502,11 @@ TEST(CodegenConv, ReductionsOverTheFiltersOnTheHostMatchTheInterpreter) {
         {{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}},
        sizes},
       {kNhwcSum, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 2]"}}}, sizes},
+      {kStridedMax,
+       {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[2, 2]"}}},
+       {{{"N", 2}, {"C", 3}, {"H", 9}, {"W", 7}, {"K", 20}, {"P", 5}, {"Q", 5}},
+        {{"N", 1}, {"C", 5}, {"H", 8}, {"W", 8}, {"K", 3}, {"P", 4}, {"Q", 6}}}},
       {kMinBias, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}}, kManyFilters,
        drop("ksol_red[r][sl]", "ksol_red[r][0]")},
       {kMinBias, {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}}}, kManyFilters,
