@@ -7,7 +7,9 @@ a [..., M, K] operand's leading dims merged into M, equal batch dims merged into
 index) followed by elementwise ops, or a 2-D
 convolution of a forward input (nn.Conv2d, F.conv2d: groups 1, zero padding, any stride, padding
 and dilation) with its bias and the elementwise ops after it as the conv family's one epilogue
-definition (its output's spatial dims are P, Q; its filter's R, S are fixed extents; a conv1d is
+definition, which may end in a sum, mean, max or min over the channels (output0[n, h, w] = min(...)
+over k, the filter count then a number of the program: one block holds every filter) (its
+output's spatial dims are P, Q; its filter's R, S are fixed extents; a conv1d is
 the same over an image of height 1; its products are TF32 where `conv_products` says so: the
 precision mode lets cuDNN use TF32 for float32 convolutions, see worker.conv_products; so are
 those of the convolutions the direct family takes: 1-D and 3-D, grouped, transposed, where its
