@@ -706,12 +706,13 @@ def _gemm_args(b: "_Builder", n: torch.fx.Node, op: str, sd) -> Dict:
     return out
 
 
-def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
+def _column_reduction(b: "_Builder", ops, rowwise, ret, after_ok: bool = False) -> Optional[Dict]:
     """The forward's one reduction over consecutive dims that are not the trailing ones (the
     leading dims, or dims in the middle), when it is a column reduction the rowwise family
     computes: a sum, mean, max or min that ends the forward, with only elementwise ops before it.
-    Returns its node, input shape, the first reduced dim, the count of reduced dims and keepdim;
-    None where no reduction is one (Unsupported where one is but the rest of the forward is not a
+    Returns its node, input shape, the first reduced dim, the count of reduced dims, keepdim and
+    whether ops follow it (`after`: allowed with `after_ok`, for a convolution's epilogue); None
+    where no reduction is one (Unsupported where one is but the rest of the forward is not a
     column reduction)."""
     found = []
     for n, op in ops:
@@ -730,15 +731,17 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
         raise Unsupported(f"{where} with other row-wise ops: a column reduction is a program of one definition")
     if op not in ("sum", "mean", "max", "min", "amax", "amin"):
         raise Unsupported(f"{where}: a column reduction is a sum, mean, max or min")
-    last = ret
-    if ret is not n:
-        src = ret.args[0] if ret.args else None
-        if not (src is n and op in ("max", "min") and _canon(ret, b.gm) in ("getitem", "getattr") and ret.args[1] in (0, "values")):
-            raise Unsupported(f"{where} is followed by other ops: a column reduction is a program of one definition")
+    def values_of(u) -> bool:  # torch.max(x, dim)'s values: getitem 0 or .values
+        return op in ("max", "min") and _canon(u, b.gm) in ("getitem", "getattr") and u.args[1] in (0, "values")
+
+    after = ret is not n and not (ret.args and ret.args[0] is n and values_of(ret))
+    if after and not after_ok:
+        raise Unsupported(f"{where} is followed by other ops: a column reduction is a program of one definition")
     for u in n.users:
-        if u is not last and u.op != "output":
+        if u is not ret and u.op != "output" and not (after and (values_of(u) if op in ("max", "min") and
+                                                                 _arg(n, 1, "dim") is not None else True)):
             raise Unsupported(f"{op} over a dim is read for more than its values: only its values are lowered")
-    return {"node": n, "shape": sh, "first": first, "lead": lead, "keepdim": keep}
+    return {"node": n, "shape": sh, "first": first, "lead": lead, "keepdim": keep, "after": after}
 
 
 # A reduction over a conv's channels is its epilogue in one kernel when one block holds every
@@ -894,7 +897,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                           (f" ({conv_why[0][1]})" if conv_why else ""))
     gemm = [n for n, op in ops if op in GEMM]
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
-    column = _column_reduction(b, ops, rowwise, ret)
+    column = _column_reduction(b, ops, rowwise, ret, after_ok=any(op in CONVS for _, op in ops))
     convs = [n for n, op in ops if op in CONVS and n not in window_nodes]
     conv_red = _conv_reduction(b, convs, column, rowwise, gemm, gm)
     if windows and (gemm or rowwise or convs or column is not None):
@@ -1289,10 +1292,14 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             continue
         if conv_red is not None and n is conv_red["node"]:  # the conv's epilogue: over its channels
             fn = {"amax": "max", "amin": "min"}.get(op, op)
-            b.stmts.append(f"output0[n, h, w] = {fn}({operand(n.args[0])}) over k")
-            env[n.name] = "output0[n, h, w]"
+            # Into the output, or into an intermediate the ops after it read (the output's definition).
+            red = b.fresh() if conv_red["after"] else "output0"
+            b.stmts.append(f"{red}[n, h, w] = {fn}({operand(n.args[0])}) over k")
+            env[n.name] = f"{red}[n, h, w]"
             for u in n.users:  # torch.min(x, 1) is read through its values (_column_reduction checked)
-                env[u.name] = "output0[n, h, w]"
+                if op in ("max", "min") and _arg(n, 1, "dim") is not None and _canon(u, gm) in ("getitem", "getattr"):
+                    env[u.name] = f"{red}[n, h, w]"
+            conv_red["value"] = f"{red}[n, h, w]"
             continue
         if family == "colwise" and n is column["node"]:  # the program's one definition
             fn = {"amax": "max", "amin": "min"}.get(op, op)
@@ -1450,7 +1457,16 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     if unused:
         raise Unsupported(f"the state_dict entries {', '.join(unused)} are not used by the lowered program")
     final = operand(ret)
-    if family == "colwise" or conv_red is not None:
+    if conv_red is not None and conv_red["after"]:
+        # The ops after the reduction read its value alone (a tensor there would be read at the
+        # conv's indices, which the output's definition does not range over).
+        reads = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]", final))
+        if reads != {conv_red["value"]}:
+            raise Unsupported("the ops after a reduction over a convolution's channels read only its value (and numbers)")
+        if final == conv_red["value"]:
+            raise Unsupported("nothing after the reduction moves data")  # a view: the reduction is the output
+        b.stmts.append(f"output0[n, h, w] = {final}")
+    elif family == "colwise" or conv_red is not None:
         if final != (f"output0{at}" if family == "colwise" else "output0[n, h, w]"):
             raise Unsupported("a column reduction is the program's one definition: nothing may follow it")
     elif family in ("conv", "direct") and final == "acc" + idx:

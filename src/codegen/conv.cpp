@@ -63,7 +63,8 @@ const std::vector<std::string> kInternal = {
 // The program read as a convolution: which parameter plays which part, and the extents' names.
 struct Analysis {
   const Definition* def = nullptr;  // the sum
-  const Definition* epi = nullptr;  // the output's definition after the sum, or nullptr
+  const Definition* epi = nullptr;  // the output's definition after the sum (or the reduction), or nullptr
+  const Definition* post = nullptr;  // after a reduction over the filters: the output's definition of it
   const Param* image = nullptr;     // X[N, C, H, W] or X[N, H, W, C]
   const Param* filter = nullptr;    // F[K, C, R, S] or F[K, R, S, C]
   const Param* out = nullptr;       // Y[N, K, P, Q] or Y[N, P, Q, K]
@@ -138,20 +139,32 @@ Analysis analyse(const dsl::Program& p) {
   Analysis a;
   const char* form = "Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s (NCHW) or "
                      "Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, c]) over c, r, s (NHWC)";
-  if (p.defs.empty() || p.defs.size() > 2 || p.outputs.size() != 1)
+  if (p.defs.empty() || p.defs.size() > 3 || (p.defs.size() == 3 && p.defs[1].reduce == dsl::ReduceOp::none) ||
+      p.outputs.size() != 1)
     throw Refused(std::string("the conv family generates one output from a sum, ") + form +
-                  ", and at most one definition after it (elementwise, or a reduction over the filters)");
+                  ", and at most one definition after it (elementwise, or a reduction over the filters, which one "
+                  "elementwise output definition may follow)");
   const Definition& d = p.defs.front();
   a.def = &d;
   a.out = &p.outputs.front();
-  if (p.defs.size() == 2) {
+  if (p.defs.size() >= 2) {
     a.epi = &p.defs[1];
     a.reduce = a.epi->reduce;
     const bool reduces = a.reduce == dsl::ReduceOp::sum || a.reduce == dsl::ReduceOp::max ||
                          a.reduce == dsl::ReduceOp::min || a.reduce == dsl::ReduceOp::mean;
-    if (!a.epi->is_output || !(a.reduce == dsl::ReduceOp::none || (reduces && a.epi->over_rest.empty())))
+    if (p.defs.size() == 3) a.post = &p.defs[2];
+    if (a.epi->is_output == (a.post != nullptr) || !(a.reduce == dsl::ReduceOp::none || (reduces && a.epi->over_rest.empty())))
       throw Refused("the definition after the sum, '" + a.epi->name + "', must be the output's definition: elementwise, "
-                    "or a sum, max, min or mean over the filters");
+                    "or a sum, max, min or mean over the filters (then the output's, or an intermediate the output's "
+                    "definition reads)");
+    if (a.post) {
+      if (!a.post->is_output || a.post->reduce != dsl::ReduceOp::none || a.post->indices != a.epi->indices)
+        throw Refused("'" + a.post->name + "' must be the output's elementwise definition over the reduction's indices");
+      for (const Expr* r : reads_in(a.post->body))
+        if (r->name != a.epi->name)
+          throw Refused("'" + a.post->name + "' reads '" + r->name + "'; after the reduction over the filters the output's "
+                        "definition reads the reduction alone");
+    }
   } else if (!d.is_output) {
     throw Refused("the sum '" + d.name + "' is not the output and no definition follows it");
   }
@@ -289,8 +302,9 @@ Analysis analyse(const dsl::Program& p) {
       throw Refused("'" + a.epi->name + "' reduces over '" + a.epi->over + "'; after a conv the reduction is over the filters, "
                     "as " + a.out->name + "[n, h, w] = min(" + d.name + (a.nhwc ? "[n, h, w, k]" : "[n, k, h, w]") +
                     " + b[k]) over k");
-    if (a.out->type != Type::f32)
-      throw Refused("'" + a.out->name + "' is " + type_name(a.out->type) + "; a reduction over the filters gives f32");
+    if ((a.post ? a.epi->type : a.out->type) != Type::f32)
+      throw Refused("'" + (a.post ? a.epi->name : a.out->name) + "' is " +
+                    type_name(a.post ? a.epi->type : a.out->type) + "; a reduction over the filters gives f32");
   }
   if (a.epi) {
     epilogue_reads(p, a);
@@ -623,6 +637,7 @@ class Generator {
     if (s_.mma_stages >= 2) helpers.use("cp_async", Type::f32);
     if (s_.mma && a_.tf32) helpers.use("mma_tf32", Type::f32);
     const std::string value = epilogue(helpers);
+    post_ = post_value(helpers);
     if (a_.reduce == dsl::ReduceOp::max) helpers.use("max_nan", Type::f32);
     if (a_.reduce == dsl::ReduceOp::min) helpers.use("min_nan", Type::f32);
     std::string act;
@@ -665,6 +680,8 @@ class Generator {
   std::string name_, simt_name_;
   // Whether the epilogue reads an input at h or w apart from the plane's offset (g[h]).
   bool uses_h_ = false, uses_w_ = false;
+  // The stored value after a reduction over the filters (post_value).
+  std::string post_;
 
   // The code of an extent: a dim's identifier or a fixed extent's number.
   std::string ext(const std::string& e) const { return dsl::extent_is_number(e) ? e : names_[e]; }
@@ -1075,6 +1092,17 @@ class Generator {
     if (uses_w_) w.line("const int64_t ow = rest - oh * " + Q() + ";");
   }
 
+  // After the reduction over the filters: the output's value from the pixel's reduced value
+  // red_t, by the output's definition (red_t itself without one).
+  std::string post_value(Helpers& helpers) const {
+    if (!a_.post) return "red_t";
+    ExprEmitter em;
+    em.helpers = &helpers;
+    em.dim = [&](const std::string& d) { return names_[d]; };
+    em.read = [&](const Expr&) -> std::string { return "red_t"; };  // analyse: it reads the reduction alone
+    return em(a_.post->body);
+  }
+
   // The reduction's step, its identity and its partials' combination.
   std::string combine(const std::string& x, const std::string& y) const {
     if (a_.reduce == dsl::ReduceOp::max) return "max_nan(" + x + ", " + y + ")";
@@ -1106,7 +1134,7 @@ class Generator {
     w.line("float red_t = ksol_red[r][0];");
     w.line("for (int sl = 1; sl < " + slots + "; ++sl) red_t = " + combine("red_t", "ksol_red[r][sl]") + ";");
     if (a_.reduce == dsl::ReduceOp::mean) w.line("red_t = red_t / float(" + K() + ");");
-    w.line(Y() + "[pix] = red_t;");
+    w.line(Y() + "[pix] = " + post_ + ";");
     w.close();
   }
 

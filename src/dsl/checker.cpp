@@ -228,12 +228,21 @@ class Checker {
   // A conv's sum into an intermediate (acc[n, k, h, w] = sum(X[n, c, h+r-1, ...] ...)) reads h only
   // in sums, so its extent comes from the output whose definition reads acc at a plain h: the
   // epilogue's Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]) gives position 3 of acc Y's third extent.
+  // Through intermediates too: m[n, h, w] = min(acc[n, k, h, w]) over k, then Y[n, h, w] =
+  // tanh(m[n, h, w]) gives acc's h Y's second extent.
   void extent_from_output(size_t def, size_t pos, Loc at) {
+    std::string extent, where;
+    if (output_extent(def, pos, extent, where)) bind(p_.defs[def].indices[pos], extent, at, where);
+  }
+
+  // The extent of position `pos` of definition `def` from a later definition that reads it there
+  // at a plain index: an output's extent, or (an intermediate's) that later definition's own.
+  bool output_extent(size_t def, size_t pos, std::string& extent, std::string& where) const {
     const Definition& d = p_.defs[def];
     for (size_t l = def + 1; l < p_.defs.size(); ++l) {
       const Definition& later = p_.defs[l];
       const Param* out = output(later.name);
-      if (!out || out->extents.size() != later.indices.size()) continue;
+      if (out && out->extents.size() != later.indices.size()) continue;
       for (const Expr* r : reads_in(later.body)) {
         if (r->name != d.name || r->indices.size() != d.indices.size()) continue;
         const IndexExpr& ix = r->indices[pos];
@@ -241,12 +250,17 @@ class Checker {
         auto m = std::find(later.indices.begin(), later.indices.end(), ix.var);
         if (m == later.indices.end()) continue;
         const size_t k = static_cast<size_t>(m - later.indices.begin());
-        bind(d.indices[pos], out->extents[k], at,
-             "position " + std::to_string(k + 1) + " of " + later.name + ", which reads " + d.name + " at line " +
-                 std::to_string(r->loc.line));
-        return;
+        if (!out) {
+          if (output_extent(l, k, extent, where)) return true;
+          continue;
+        }
+        extent = out->extents[k];
+        where = "position " + std::to_string(k + 1) + " of " + later.name + ", which reads " + d.name + " at line " +
+                std::to_string(r->loc.line);
+        return true;
       }
     }
+    return false;
   }
 
   static void collect_reads(const Expr& e, std::vector<const Expr*>& out) {

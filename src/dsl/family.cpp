@@ -63,6 +63,12 @@ const Expr* strip_casts(const Expr& e) {
   return x->kind == Expr::Kind::read ? x : nullptr;
 }
 
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
 std::string list_text(const std::vector<std::string>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
@@ -266,6 +272,7 @@ class Recogniser {
                              "[n, k, h, w] + b[k])";
     bool before = true;
     const Definition* epi = nullptr;
+    const Definition* post = nullptr;  // after a reduction that is no output: the output's definition
     for (const Definition& other : p_.defs) {
       if (&other == &conv) {
         before = false;
@@ -273,6 +280,10 @@ class Recogniser {
       }
       if (before)
         src_.fail(other.loc, "'" + other.name + "' comes before the conv '" + conv.name + "'; a conv prologue is" + kNoFamily);
+      if (epi && epi->reduce != ReduceOp::none && !epi->is_output && !post) {
+        post = &other;
+        continue;
+      }
       if (other.reduce != ReduceOp::none && !reduces_conv(other, conv))
         src_.fail(other.loc, "'" + other.name + "' is a reduction besides the conv '" + conv.name +
                                  "'; after a conv, a reduction is the output's definition over one of the conv's indices, "
@@ -282,8 +293,22 @@ class Recogniser {
       epi = &other;
     }
     if (!epi) return;
-    if (!epi->is_output)
+    if (post) {
+      // m[n, h, w] = min(acc[n, k, h, w] + b[k]) over k, then Y[n, h, w] = tanh(m[n, h, w]): the
+      // output's definition reads the reduction alone, at its own indices.
+      const std::string what = "; after a conv's reduction '" + epi->name + "', the output's definition reads it alone, as Y[" +
+                               join(epi->indices) + "] = tanh(" + epi->name + "[" + join(epi->indices) + "])";
+      if (!post->is_output || post->reduce != ReduceOp::none)
+        src_.fail(post->loc, "'" + post->name + "' must be the output's elementwise definition" + what);
+      if (post->indices != epi->indices)
+        src_.fail(post->loc, "'" + post->name + "' ranges over " + list_text(post->indices) + ", not the reduction's " +
+                                 list_text(epi->indices) + what);
+      for (const Expr* r : reads_of(post->body))
+        if (r->name != epi->name || !reads_at(*r, epi->indices))
+          src_.fail(r->loc, "'" + post->name + "' reads " + r->name + what);
+    } else if (!epi->is_output) {
       src_.fail(epi->loc, "'" + epi->name + "' after the conv '" + conv.name + "' is an intermediate" + hint);
+    }
     // The space the epilogue's expression ranges over: its own indices, or a reduction's with the
     // reduced index back in the conv's position.
     const std::vector<std::string> space = epi->reduce == ReduceOp::none ? epi->indices : conv_space(*epi, conv);

@@ -513,16 +513,19 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].params, ["conv.weight", "conv.bias"])
 
     def test_a_reduction_over_a_convs_channels_joins_its_piece(self):
-        # conv -> min over the channels -> tanh: the reduction is the conv piece's epilogue, the
-        # tanh after it a piece of its own. A softmax over the channels reads the conv's output
+        # conv -> min over the channels -> tanh: the reduction is the conv piece's epilogue and
+        # the tanh its output's definition; an op after it that reads a tensor (a shift per
+        # position) is a piece of its own. A softmax over the channels reads the conv's output
         # twice (its maximum, then each exp): the conv piece ends before it.
         class ConvMin(nn.Module):
-            def __init__(self):
+            def __init__(self, shifted=False):
                 super().__init__()
                 self.conv = nn.Conv2d(3, 8, 3)
+                self.shift = nn.Parameter(torch.randn(1, 1, 7, 8)) if shifted else None
 
             def forward(self, x):
-                return torch.tanh(torch.min(self.conv(x), dim=1, keepdim=True)[0])
+                y = torch.tanh(torch.min(self.conv(x), dim=1, keepdim=True)[0])
+                return y + self.shift if self.shift is not None else y
 
         class ConvSoftmax(nn.Module):
             def __init__(self):
@@ -533,10 +536,13 @@ class Stitching(unittest.TestCase):
                 return torch.softmax(self.conv(x) * 2.0, dim=1)
 
         torch.manual_seed(3)
-        plan = self.stitched(ConvMin(), [torch.randn(2, 3, 9, 10)], 2, [])
+        plan = self.stitched(ConvMin(), [torch.randn(2, 3, 9, 10)], 1, [])
+        self.assertEqual(plan.pieces[0].nodes, ["conv", "min_1", "getitem", "tanh"])
+        self.assertIn("v1[n, h, w] = min(", plan.pieces[0].program)
+        self.assertIn("output0[n, h, w] = (tanh(v1[n, h, w]))", plan.pieces[0].program)
+        plan = self.stitched(ConvMin(shifted=True), [torch.randn(2, 3, 9, 10)], 2, [])
         self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise"])
-        self.assertEqual(plan.pieces[0].nodes, ["conv", "min_1", "getitem"])
-        self.assertIn("over k", plan.pieces[0].program)
+        self.assertEqual(plan.pieces[0].nodes, ["conv", "min_1", "getitem", "tanh"])
         plan = self.stitched(ConvSoftmax(), [torch.randn(2, 3, 9, 10)], 4, [])
         self.assertEqual([p.family for p in plan.pieces], ["conv", "rowwise", "rowwise", "elementwise"])
         self.assertEqual(plan.pieces[0].nodes, ["conv", "mul"])

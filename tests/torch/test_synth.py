@@ -406,6 +406,18 @@ class Synth(unittest.TestCase):
         for how, op in (("sum", "sum"), ("mean", "mean"), ("amax", "max"), ("max", "max")):
             out = self.check_module(Reduce(how).eval(), [x], "conv")
             self.assertIn(f"output0[n, h, w] = {op}(", out["program"])
+        # Ops after the reduction that read its value alone: the output's definition of it.
+        class MinThenMap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 6, 3)
+
+            def forward(self, x):
+                return torch.tanh(torch.amin(self.conv(x), dim=1)) * 2.0 - 0.5
+
+        out = self.check_module(MinThenMap().eval(), [x], "conv")
+        self.assertIn("v1[n, h, w] = min(", out["program"])
+        self.assertIn("output0[n, h, w] = ", out["program"])
         # More channels than one block holds: not the conv's epilogue.
         self.assertIn("more than one DSL program", synth.synthesize(Reduce("sum", 129).eval(), [x])["reason"])
 

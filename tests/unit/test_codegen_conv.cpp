@@ -395,6 +395,19 @@ const char* kStridedMax =
     "  acc[n, k, h, w] = sum(tf32(X[n, c, h*2+r-1, w+s*2-2]) * tf32(F[k, c, r, s])) over c, r, s\n"
     "  Y[n, h, w] = max(acc[n, k, h, w]) over k\n}\n";
 
+// The reduction into an intermediate that the output's definition reads: tanh twice and a scale
+// (a fixed filter count, TF32), and a bf16 output converted from it (CUDA cores).
+const char* kMinThenTanh =
+    "kernel conv2d_min_tanh(X: f32[N, C, H, W] outside 0, F: f32[20, C, 3, 3], b: f32[20]) -> (Y: f32[N, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(tf32(X[n, c, h+r-1, w+s-1]) * tf32(F[k, c, r, s])) over c, r, s\n"
+    "  m[n, h, w] = min(acc[n, k, h, w] + b[k]) over k\n"
+    "  Y[n, h, w] = tanh(tanh(m[n, h, w])) * 0.5\n}\n";
+const char* kSumThenBf16 =
+    "kernel conv2d_sum_bf16(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, H, W]) {\n"
+    "  acc[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * F[k, c, r, s]) over c, r, s\n"
+    "  m[n, h, w] = sum(sigmoid(acc[n, k, h, w])) over k\n"
+    "  Y[n, h, w] = bf16(m[n, h, w] - 1.0)\n}\n";
+
 // Sizes whose filters span several threads (simt) or warps (mma) of a 32-filter tile.
 const std::vector<std::map<std::string, int64_t>> kManyFilters = {
     {{"N", 1}, {"C", 3}, {"H", 5}, {"W", 7}, {"K", 20}},
@@ -502,6 +515,11 @@ TEST(CodegenConv, ReductionsOverTheFiltersOnTheHostMatchTheInterpreter) {
         {{"mainloop", "mma"}, {"tile", "[32, 64, 16]"}, {"thread_tile", "[1, 2]"}}},
        sizes},
       {kNhwcSum, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 2]"}}}, sizes},
+      {kMinThenTanh,
+       {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
+        {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[2, 2]"}}},
+       {{{"N", 2}, {"C", 3}, {"H", 5}, {"W", 7}}, {{"N", 1}, {"C", 0}, {"H", 3}, {"W", 3}}}},
+      {kSumThenBf16, {{{"tile", "[32, 32, 8]"}, {"thread_tile", "[4, 2]"}}}, sizes},
       {kStridedMax,
        {{{"mainloop", "mma"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[1, 1]"}},
         {{"mainloop", "simt"}, {"tile", "[32, 32, 8]"}, {"thread_tile", "[2, 2]"}}},
@@ -601,7 +619,7 @@ TEST(CodegenConv, EpilogueSourcesCompileAndRefusals) {
   EXPECT_EQ(refusal(both), "the conv family generates one output from a sum, Y[n, k, h, w] = sum(X[n, c, h+r-1, w+s-1] * "
                            "F[k, c, r, s]) over c, r, s (NCHW) or Y[n, h, w, k] = sum(X[n, h+r-1, w+s-1, c] * F[k, r, s, "
                            "c]) over c, r, s (NHWC), and at most one definition after it (elementwise, or a reduction over "
-            "the filters)");
+            "the filters, which one elementwise output definition may follow)");
   // A bf16 output through a cast is generated; the sum stays f32.
   dsl::Program half = parse(
       "kernel c(X: f32[N, C, H, W] outside 0, F: f32[K, C, 3, 3]) -> (Y: bf16[N, K, H, W]) {\n"

@@ -3,8 +3,9 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A 3x3 convolution, the minimum over its channels, then tanh twice: a conv piece whose
-    epilogue reduces over the filters ([N, 1, P, Q] out), then an elementwise piece."""
+    """A 3x3 convolution, the minimum over its channels, then tanh twice: one conv program whose
+    epilogue reduces over the filters into an intermediate that the output's definition reads
+    ([N, 1, P, Q] out)."""
 
     def __init__(self, c_in, c_out):
         super().__init__()
