@@ -265,8 +265,9 @@ class Recogniser {
   // After the conv's sum into an intermediate, one output definition: elementwise over the same
   // space, Y[n, k, h, w] = relu(acc[n, k, h, w] + b[k]), or a reduction over one of the sum's
   // indices of such an expression, Y[n, h, w] = min(acc[n, k, h, w] + b[k]) over k (the generator
-  // takes it over the filters). It reads the sum at the conv's indices and other inputs at those
-  // indices or some of them (a per-filter bias b[k], a residual Z[n, k, h, w]).
+  // takes it over the filters), or such a reduction into an intermediate that one elementwise
+  // output definition reads alone. It reads the sum at the conv's indices and other inputs at
+  // those indices or some of them (a per-filter bias b[k], a residual Z[n, k, h, w]).
   void epilogue(const Definition& conv, const Param& image, const Param& filter) const {
     const std::string hint = "; a conv's epilogue is one output definition such as Y[n, k, h, w] = relu(" + conv.name +
                              "[n, k, h, w] + b[k])";
