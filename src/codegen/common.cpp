@@ -1133,9 +1133,6 @@ int64_t check_mma_tile(const std::vector<int64_t>& tile, const std::vector<int64
   if (stages < 2 && bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + " stages " + std::to_string(bytes) + " bytes of shared memory per block (" +
                   mode + "); static shared memory is at most 49152 (no opt-in; stages = 2 to 4 take dynamic shared memory)");
-  if (stages >= 2 && extra_static > 48 * 1024)
-    throw Refused(tile_text + " with " + tt_text + " keeps " + std::to_string(extra_static) + " bytes of static shared memory "
-                  "besides its slices; static shared memory is at most 49152");
   // mma_launch opts in to more dynamic shared memory only where the buffers alone pass 48 KB.
   if (stages >= 2 && stages * slices <= 48 * 1024 && bytes > 48 * 1024)
     throw Refused(tile_text + " with " + tt_text + staged + ": its buffers (" + std::to_string(stages * slices) +

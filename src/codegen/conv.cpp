@@ -931,8 +931,8 @@ class Generator {
     w.line("const int taps_r = int(" + R() + "), taps_s = int(" + S() + "), taps = taps_r * taps_s;");
     if (a_.nhwc) w.line("const int chans = int(" + C() + ");");
     w.line("const int64_t plane = " + P() + " * " + Q() + ", pixels = " + batch() + " * plane;");
-    w.comment("Pixels are decoded in 32 bits when there are fewer than 2^31 of them (a 64-bit division costs several "
-              "times a 32-bit one, and every staged element and every output row decodes its pixel), else in 64.");
+    w.comment("Pixels are decoded by the host-made dividers (a multiply-high and a shift) when there are fewer than "
+              "2^31 of them (every staged element and every output row decodes its pixel), else by 64-bit division.");
     w.line("const bool narrow = pixels <= 2147483647;");
     w.line("const int depth = int(" + C() + " * taps);");
     w.line("const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;");

@@ -7,6 +7,7 @@
 // 3, 3]), `outside 0` and sums over several indices exist for the conv alone.
 #include <string>
 
+#include "core/util.h"
 #include "dsl/front.h"
 
 namespace ksol::dsl::detail {
@@ -61,12 +62,6 @@ const Expr* strip_casts(const Expr& e) {
   const Expr* x = &e;
   while (x->kind == Expr::Kind::cast || (x->kind == Expr::Kind::call && x->name == "tf32")) x = &x->args[0];
   return x->kind == Expr::Kind::read ? x : nullptr;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
 }
 
 std::string list_text(const std::vector<std::string>& v) {
@@ -298,7 +293,7 @@ class Recogniser {
       // m[n, h, w] = min(acc[n, k, h, w] + b[k]) over k, then Y[n, h, w] = tanh(m[n, h, w]): the
       // output's definition reads the reduction alone, at its own indices.
       const std::string what = "; after a conv's reduction '" + epi->name + "', the output's definition reads it alone, as Y[" +
-                               join(epi->indices) + "] = tanh(" + epi->name + "[" + join(epi->indices) + "])";
+                               join(epi->indices, ", ") + "] = tanh(" + epi->name + "[" + join(epi->indices, ", ") + "])";
       if (!post->is_output || post->reduce != ReduceOp::none)
         src_.fail(post->loc, "'" + post->name + "' must be the output's elementwise definition" + what);
       if (post->indices != epi->indices)

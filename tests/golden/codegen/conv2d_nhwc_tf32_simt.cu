@@ -101,9 +101,9 @@ __global__ void __launch_bounds__(kThreads) conv_conv2d_nhwc_tf32_res_f32_tf32_6
   const int taps_r = int(3), taps_s = int(3), taps = taps_r * taps_s;
   const int chans = int(C);
   const int64_t plane = P * Q, pixels = N * plane;
-  // Pixels are decoded in 32 bits when there are fewer than 2^31 of them (a 64-bit division costs
-  // several times a 32-bit one, and every staged element and every output row decodes its pixel),
-  // else in 64.
+  // Pixels are decoded by the host-made dividers (a multiply-high and a shift) when there are fewer
+  // than 2^31 of them (every staged element and every output row decodes its pixel), else by 64-bit
+  // division.
   const bool narrow = pixels <= 2147483647;
   const int depth = int(C * taps);
   const int64_t tile_m = int64_t(blockIdx.x) * kBM, tile_n = int64_t(blockIdx.y) * kBN;
