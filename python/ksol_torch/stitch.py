@@ -385,9 +385,10 @@ def _dtype(n) -> Optional[torch.dtype]:
 
 def _channels_first(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[tuple]:
     """(x, op) where `n` is a float32 sum, mean, amax or amin over the channels (dim 1) and more
-    dims of a 2-D convolution's output, x, reached from the convolution through ops of one user
-    each that keep its shape (its elementwise epilogue); else None. Over the channels first, that
-    part is the conv program's epilogue (synth), and the convolution's output is never made."""
+    dims of a 2-D convolution's output, x, reached from the convolution (groups 1, at most
+    synth.CONV_REDUCTION_FILTERS channels, read by that chain alone) through ops of one user each
+    that keep its shape (its elementwise epilogue); else None. Over the channels first, that part
+    is the conv program's epilogue (synth), and the convolution's output is never made."""
     x = n.args[0] if n.args else None
     sh = _shape(x)
     if not isinstance(x, torch.fx.Node) or not sh or len(sh) != 4 or op not in ("sum", "mean", "amax", "amin"):
@@ -398,7 +399,7 @@ def _channels_first(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Opti
         red = synth._reduced_dims(n, op, 4)
     except synth.Unsupported:  # a dtype argument: the reduction stays as written
         return None
-    if red is None or 1 not in red[0] or len(red[0]) < 2:
+    if red is None or 1 not in red[0] or len(red[0]) < 2 or sh[1] > synth.CONV_REDUCTION_FILTERS:
         return None
     y = x
     while _canon(y, gm) != "conv2d":
@@ -406,6 +407,9 @@ def _channels_first(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Opti
                 not isinstance(y.args[0], torch.fx.Node) or _shape(y.args[0]) != sh:
             return None
         y = y.args[0]
+    groups = gm.get_submodule(y.target).groups if y.op == "call_module" else synth._arg(y, 6, "groups", 1)
+    if len(y.users) != 1 or groups != 1:
+        return None
     return x, op
 
 

@@ -745,7 +745,7 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret, after_ok: bool = False) 
 
 
 # A reduction over a conv's channels is its epilogue in one kernel when one block holds every
-# filter: the conv family's tiles go to 128 filters.
+# filter: the lowering's tiles (_mma_tile, the simt seed) hold up to 128.
 CONV_REDUCTION_FILTERS = 128
 
 
@@ -760,6 +760,8 @@ def _conv_reduction(b: "_Builder", convs, column: Optional[Dict], rowwise, gemm,
         return None
     out = b.shape(convs[0])
     if out is None or len(out) != 4 or list(column["shape"]) != list(out) or out[1] > CONV_REDUCTION_FILTERS:
+        return None
+    if b.dtype(column["node"]) not in (torch.float32, None):  # the family's reduction gives f32
         return None
     return column
 
@@ -943,8 +945,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             raise Unsupported("the convolution must read a forward input (a conv program has no statements before it)")
         if len(conv["x"].users) > 1:
             raise Unsupported("the convolution's image is read again after it: a conv epilogue reads neither image nor filter")
-        if out_shape != conv["shape"] and conv_red is None:
-            raise Unsupported(f"the output {out_shape} is not the convolution's {conv['shape']}")
+        want = conv["shape"] if conv_red is None else \
+            [conv["shape"][0]] + ([1] if conv_red["keepdim"] else []) + list(conv["shape"][2:])
+        if out_shape != want:
+            raise Unsupported(f"the output {out_shape} is not the convolution's {want}")
         # The image keeps its own dims; the output's spatial extents P, Q are dims of their own
         # (stride, padding and dilation make them differ from H, W); the filter's R, S are fixed
         # extents in the program and dims of the tensor table. A conv1d is the same over an image

@@ -552,9 +552,9 @@ class Stitching(unittest.TestCase):
         # conv piece's epilogue, the rest a row-wise sum of its [N, 1, P, Q]; a mean with keepdim
         # the same. Without a convolution before it the reduction is one piece, as written.
         class ConvReduce(nn.Module):
-            def __init__(self, how):
+            def __init__(self, how, filters=8):
                 super().__init__()
-                self.conv, self.how = nn.Conv2d(3, 8, 3), how
+                self.conv, self.how = nn.Conv2d(3, filters, 3), how
 
             def forward(self, x):
                 y = torch.sigmoid(self.conv(x))
@@ -572,6 +572,9 @@ class Stitching(unittest.TestCase):
             self.assertEqual(plan.pieces[0].shape, [2, 1, 7, 8])
         plan = self.stitched(Reduce(), [torch.randn(2, 3, 9, 10)], 1, [])
         self.assertEqual(plan.pieces[0].nodes, ["sigmoid", "sum_1"])
+        # More channels than one block of the conv holds: the sum stays as written, one piece.
+        plan = self.stitched(ConvReduce("sum", 130), [torch.randn(2, 3, 9, 10)], 2, [])
+        self.assertEqual([p.nodes for p in plan.pieces], [["conv", "sigmoid"], ["sum_1"]])
 
     def test_a_conv_piece_takes_the_products_it_is_given(self):
         torch.manual_seed(0)
