@@ -83,16 +83,19 @@ def command(a, pid: str, path: str):
 
 
 def other_modes(a, ids):
-    """The results in OUT made under another precision mode than --precision: (id, mode) each."""
+    """The results in OUT (a problem's JSON, or its record of a timeout or a cut) made under another
+    precision mode than --precision: (id, mode) each."""
     found = []
     for pid in ids:
-        jp = os.path.join(a.out, pid + ".json")
-        if not os.path.exists(jp):
-            continue
-        with open(jp) as fh:
-            mode = (json.load(fh).get("precision") or {}).get("mode", "default")
-        if mode != a.precision:
-            found.append((pid, mode))
+        for suffix in (".json", ".timeout.json", ".cut.json"):
+            jp = os.path.join(a.out, pid + suffix)
+            if not os.path.exists(jp):
+                continue
+            with open(jp) as fh:
+                mode = (json.load(fh).get("precision") or {}).get("mode", "default")
+            if mode != a.precision:
+                found.append((pid, mode))
+                break
     return found
 
 
@@ -187,11 +190,11 @@ def run_all(a, todo):
                             if os.path.exists(os.path.join(a.out, f)):
                                 os.remove(os.path.join(a.out, f))
                         with open(os.path.join(a.out, job["pid"] + ".cut.json"), "w") as fh:
-                            json.dump({"problem": job["path"], "cut_after_s": round(spent, 1)}, fh)
+                            json.dump({"problem": job["path"], "cut_after_s": round(spent, 1), "precision": {"mode": a.precision}}, fh)
                         print(f"{job['pid']}: cut after {spent:.0f} s (not recorded: the next call runs it, last)", flush=True)
                     else:
                         with open(os.path.join(a.out, job["pid"] + ".timeout.json"), "w") as fh:
-                            json.dump({"problem": job["path"], "timeout_s": a.timeout}, fh)
+                            json.dump({"problem": job["path"], "timeout_s": a.timeout, "precision": {"mode": a.precision}}, fh)
                         print(f"{job['pid']}: timed out after {spent:.0f} s (recorded)", flush=True)
                 else:
                     job["log"].close()

@@ -149,6 +149,13 @@ class Run(TempDir):
                             "--only", "level1-10"], capture_output=True, text=True, timeout=120)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("holds results made under another precision than --precision default (level1-5: strict)", r.stderr)
+        # A timeout recorded under another mode counts too.
+        os.remove(self.path("out", "level1-5.json"))
+        self.write(os.path.join("out", "level1-5.timeout.json"), '{"timeout_s": 9, "precision": {"mode": "strict"}}')
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--only", "level1-10"], capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("(level1-5: strict)", r.stderr)
 
     def test_an_only_id_that_names_no_problem_is_an_error(self):
         # level1-7 is a further problem (not every fifth): without --set all it is no problem of the
