@@ -177,7 +177,8 @@ TEST(Gpu, AFarSlowerBaselineStopsAfterItsFirstCalls) {
 // The warp-level tensor-core kernels (mainloop = mma) through every gate on the GPU: the conv
 // family's on the NHWC TF32 (staged through registers, and pipelined by cp.async) and bf16 tasks
 // at every visible size, and the direct family's through the module path under the default
-// precision (TF32 convolutions): a 3-D and a transposed 2-D convolution (tests/gpu/problems),
+// precision (TF32 convolutions): a 3-D and a transposed 2-D convolution (tests/gpu/problems), and
+// the conv family's with a reduction over the filters as its epilogue,
 // each seed verified against its module in float64.
 TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   std::string why = gpu_absent_reason();
@@ -204,7 +205,9 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
                                               900);
     EXPECT_EQ(r.exit_code, 0) << t << "\n" << r.output;
   }
-  for (const std::string f : {"conv3d_relu.py", "conv_transpose2d_bias.py"}) {
+  // Modules whose seeds are one TF32 program each: the direct family's conv3d and transposed conv,
+  // and a conv whose epilogue reduces over its 48 filters (the lanes' and warps' partials).
+  for (const std::string f : {"conv3d_relu.py", "conv_transpose2d_bias.py", "conv_channel_min_tanh.py"}) {
     const std::string json = tmp + "/" + f + ".json";
     ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
                                                "--budget-candidates", "1", "--fresh-baselines", "--json-out", json},
