@@ -15,7 +15,8 @@ synth accepts, then the longest from the next op, and so on; an op that starts n
 stays a PyTorch call, with synth's reason. A Python number among the forward's inputs is first
 written into the graph as a constant where get_inputs gives it unchanged in every draw
 (synth.fold_scalar_inputs); the stitched module then runs with that constant. Convolutions the
-conv family does not take (grouped, transposed, 3-D), pools over overlapping or padded windows and
+conv family does not take (grouped, strided transposed, 3-D; a 1-D or 2-D transposed one at stride 1
+is the conv family's by its flipped filter), pools over overlapping or padded windows and
 argmax/argmin are direct pieces (a loop nest per output element); ops on 0-d values, layout changes
 and the like stay PyTorch or vendor calls.
 
@@ -516,6 +517,19 @@ class PaddedConv(nn.Module):
         return conv(F.pad(x, pads), w, b, groups=self.groups)
 
 
+class TransposedFilterFlip(nn.Module):
+    """A stride-1 transposed convolution's filter as a convolution's: with groups 1 and no output
+    padding, y[q] = sum of x[i] w[c, k, t] over i - p + t*d = q is the convolution at stride 1 and
+    padding d*(T-1) - p of x by w[c, k, T-1-u] as [K, C, U...] (i = q + u*d - (d*(T-1) - p)). The
+    filter [C, K, T...] comes back transposed and flipped along every tap dim: a permutation of
+    its values, no arithmetic."""
+
+    ksol_leaf = True
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return w.transpose(0, 1).flip(tuple(range(2, w.dim()))).contiguous()
+
+
 class FeatureReduceFold(nn.Module):
     """A sum or mean over a linear layer's output features folded into its weights: the sum over
     n of x . W[n] + b[n] is x . (sum of W's rows) + sum of b. Returns, in float64 then cast back,
@@ -583,6 +597,7 @@ class GlobalPoolFold(nn.Module):
 # write through `.data` (an optimizer or an EMA update of that style), which bumps no counter.
 WEIGHT_PREP = {"avgpoolfold": "the average pool after a convolution folded into its filter",
                "transposedavgpoolfold": "the average pool after a transposed convolution folded into its filter",
+               "transposedfilterflip": "a stride-1 transposed convolution's filter flipped into a convolution's",
                "featurereducefold": "the sum or mean over a linear layer's features folded into its weights",
                "featurepoolfold": "the average pool over a linear layer's features folded into its weights",
                "globalpoolfold": "the mean over a convolution's output positions folded into its image's sums and its filter"}
@@ -847,6 +862,34 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
     return True
 
 
+def _stride_one_transposed(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
+    """A 1-D or 2-D transposed convolution at stride 1 that is a convolution (TransposedFilterFlip):
+    groups 1, no output padding, its padding at most the taps' reach d*(T-1) along each dim, the
+    filter (and bias) float32 parameters. Returns its operands (_conv_operands) with "padding" the
+    convolution's, d*(T-1) - p, or None."""
+    if op not in ("conv_transpose1d", "conv_transpose2d"):
+        return None
+    spatial = int(op[-2])
+    conv = _conv_operands(n, gm, spatial)
+    if conv is None or conv["groups"] != 1 or any(s != 1 for s in conv["stride"]):
+        return None
+    if n.op == "call_module":
+        out_pad = gm.get_submodule(n.target).output_padding
+    else:
+        out_pad = synth._arg(n, 5, "output_padding", 0)
+    out_pad = _tuple(out_pad, spatial)
+    if out_pad is None or any(out_pad):
+        return None
+    state = dict(gm.named_parameters())
+    state.update(dict(gm.named_buffers()))
+    taps = state[conv["w"]].shape[2:]
+    pad = tuple(d * (t - 1) - p for d, t, p in zip(conv["dilation"], taps, conv["padding"]))
+    if len(taps) != spatial or any(v < 0 for v in pad):
+        return None
+    conv["padding"] = pad
+    return conv
+
+
 def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
     """An average pool that reads a convolution's output and nothing else does, foldable into it
     (AvgPoolFold): the pool's window and stride, no padding, floor mode, the window's size as the
@@ -1027,7 +1070,7 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
     return True
 
 
-def decompose(gm: torch.fx.GraphModule) -> bool:
+def decompose(gm: torch.fx.GraphModule, flip: bool = False) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
@@ -1052,7 +1095,9 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     every element into one over the trailing dims, then one over the rows. The
     running statistics a training-mode batch_norm updates are not part of the forward's output,
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
-    propagates shapes again."""
+    propagates shapes again. Last, a 1-D or 2-D transposed convolution at stride 1 that none of
+    those folded into the convolution by its flipped filter (TransposedFilterFlip), and the
+    rewrites run again (`flip`: that second run) over the new convolutions."""
     import math
     import operator
     g = gm.graph
@@ -1101,6 +1146,22 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
             with g.inserting_before(n):
                 y = g.call_method(red, (x, trailing))
                 y = g.call_method(red, (y,))
+            _replace(n, y)
+            changed = True
+            continue
+        flip_of = _stride_one_transposed(n, gm, op) if flip else None
+        if flip_of is not None:
+            # conv_transpose(x, W, b) at stride 1 = conv(x, W flipped, b) padded by d*(T-1) - p
+            # (TransposedFilterFlip): the conv family's program, with its epilogues.
+            import torch.nn.functional as F
+            name = f"_ksol_tflip{sum(1 for m in g.nodes if m.op == 'call_module' and m.target.startswith('_ksol_tflip'))}"
+            gm.add_submodule(name, TransposedFilterFlip())
+            with g.inserting_before(n):
+                w = g.call_module(name, (g.get_attr(flip_of["w"]),))
+                b = g.get_attr(flip_of["bias"]) if flip_of["bias"] is not None else None
+                conv_fn = (F.conv1d, F.conv2d)[int(op[-2]) - 1]
+                y = g.call_function(conv_fn, (flip_of["x"], w, b), {
+                    "stride": 1, "padding": flip_of["padding"], "dilation": flip_of["dilation"], "groups": 1})
             _replace(n, y)
             changed = True
             continue
@@ -1267,6 +1328,13 @@ def decompose(gm: torch.fx.GraphModule) -> bool:
     for n in list(g.nodes):
         if n.op in ("call_function", "call_method") and _fold_global_pool(n, gm, _canon(n, gm)):
             changed = True
+    # The stride-1 transposed convolutions no fold above took (a global pool's folds the
+    # transposed one whole): each the convolution by its flipped filter, then the rewrites again,
+    # which may take the new convolutions (a reduction over their channels first).
+    if not flip and any(n.op in ("call_module", "call_function") and _stride_one_transposed(n, gm, _canon(n, gm))
+                        for n in g.nodes):
+        decompose(gm, flip=True)
+        changed = True
     if changed:
         g.lint()
         gm.recompile()

@@ -869,6 +869,14 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         raise Unsupported("the forward must return one tensor")
     out_shape = b.shape(ret)
     ops = [(n, _canon(n, gm)) for n in calls]
+    from . import stitch  # stitch imports this module: here, not at the top
+    for n, op in ops:
+        if stitch._stride_one_transposed(n, gm, op) is not None:
+            # The stitched module runs it as the conv family's program: a convolution by the filter
+            # flipped (stitch.TransposedFilterFlip), which the module makes from its parameter on
+            # each call, outside any one program.
+            raise Unsupported(f"{op} at stride 1 is a convolution by its filter flipped (a weight preparation the "
+                              "stitched module makes on each call): not one program")
     # A 1-D or 2-D convolution the conv family does not express (groups) is the direct family's, as
     # are 3-D and transposed ones, pools and argmax/argmin; one the direct family refuses too (a
     # padding mode, a dtype) is named with the other ops that have no DSL form, and its reason given.

@@ -301,6 +301,26 @@ class ConvTransposeAvgPool(nn.Module):
         return (self.pool(self.conv(x) * self.scale / self.channel_scale * 0.5) + self.bias) * 3.0
 
 
+class ConvTransposeStrideOne(nn.Module):
+    """A transposed convolution at stride 1 (module or F call) with a bias, then a channel scaling
+    and a tanh; `kw` are its arguments."""
+
+    def __init__(self, rank=2, k=3, functional=False, bias=True, **kw):
+        super().__init__()
+        ct = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)[rank - 1]
+        self.conv = ct(4, 6, k, bias=bias, **kw)
+        self.rank, self.functional, self.kw = rank, functional, kw
+        self.scale = nn.Parameter(torch.randn(6, *([1] * rank)))
+
+    def forward(self, x):
+        if self.functional:
+            f = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self.rank - 1]
+            y = f(x, self.conv.weight, self.conv.bias, **self.kw)
+        else:
+            y = self.conv(x)
+        return torch.tanh(y * self.scale)
+
+
 class LinearFeatureSum(nn.Module):
     """A reduction over a linear layer's output features, through scalings and per-feature
     terms: `kind` 0 nn.Linear, / 2, sum keepdim, * 1.5; 1 matmul by the weight's transpose, minus
@@ -740,6 +760,59 @@ class Stitching(unittest.TestCase):
         m.pool = nn.AvgPool2d(3)
         plan = stitch.split(m, [torch.randn(2, 4, 6, 6)])
         self.assertFalse([k for k in plan.kept if "fold" in k["op"]], plan.summary())
+
+    def test_a_transposed_convolution_at_stride_1_is_the_conv_familys_by_its_flipped_filter(self):
+        # conv_transpose(x, W, b) at stride 1 = conv(x, W as [K, C, T...] flipped, b) padded by
+        # d*(T-1) - p: one conv piece with the epilogue, its filter a weight preparation.
+        cases = [(2, (2, 4, 7, 9), {}, "h+r-2, w+s-2"),
+                 (2, (2, 4, 7, 9), {"k": (3, 5), "padding": (1, 2), "dilation": (2, 1), "functional": True}, "h+r*2-3, w+s-2"),
+                 (2, (2, 4, 6, 5), {"k": 3, "padding": 2, "bias": False}, "h+r, w+s"),
+                 (1, (2, 4, 11), {"k": 4, "padding": 1}, "w+s-2")]
+        for rank, shape, kw, reads in cases:
+            with self.subTest(rank=rank, **kw):
+                torch.manual_seed(11)
+                plan = self.stitched(ConvTransposeStrideOne(rank=rank, **kw), [torch.randn(*shape)], 1, ["transposedfilterflip"])
+                conv = plan.pieces[0]
+                self.assertEqual(conv.family, "conv")
+                self.assertIn(reads, conv.program)
+                self.assertIn("tanh", conv.program)
+                self.assertNotIn("conv.weight", conv.params)
+                self.assertIn("weight preparation", plan.kept[0]["reason"])
+
+    def test_a_reduction_over_a_flipped_convolutions_channels_is_its_epilogue(self):
+        # The rewrites run again over the convolution the flip made: the minimum over its channels
+        # joins its program (one piece); a mean over its positions is folded whole instead
+        # (GlobalPoolFold), the transposed convolution never flipped.
+        class Min(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ct = nn.ConvTranspose2d(4, 6, 3, padding=1)
+
+            def forward(self, x):
+                return torch.tanh(torch.amin(self.ct(x), dim=1, keepdim=True))
+
+        class Mean(Min):
+            def forward(self, x):
+                return torch.mean(self.ct(x), dim=(2, 3)) * 2.0
+
+        torch.manual_seed(13)
+        plan = self.stitched(Min(), [torch.randn(2, 4, 7, 6)], 1, ["transposedfilterflip"])
+        self.assertEqual(plan.pieces[0].family, "conv")
+        self.assertIn("= min(", plan.pieces[0].program)
+        plan = stitch.split(Mean(), [torch.randn(2, 4, 7, 6)])
+        self.assertEqual(sorted(k["op"] for k in plan.kept if k["op"] in stitch.WEIGHT_PREP), ["globalpoolfold", "globalpoolfold"])
+
+    def test_transposed_convolutions_that_are_no_stride_1_convolution_stay_the_direct_familys(self):
+        # A stride of 2, groups, output padding (with dilation 2 at stride 1), padding past the
+        # taps' reach, 3-D: not flipped.
+        cases = [(2, (2, 4, 5, 6), {"stride": 2}), (2, (2, 4, 5, 6), {"groups": 2}),
+                 (2, (2, 4, 5, 6), {"dilation": 2, "output_padding": 1}), (2, (2, 4, 9, 9), {"padding": 3}),
+                 (3, (2, 4, 4, 5, 6), {})]
+        for rank, shape, kw in cases:
+            with self.subTest(rank=rank, **kw):
+                torch.manual_seed(12)
+                plan = self.stitched(ConvTransposeStrideOne(rank=rank, **kw), [torch.randn(*shape)], 1, [])
+                self.assertEqual(plan.pieces[0].family, "direct")
 
     def test_a_sum_over_a_linear_layers_features_is_a_dot_product_with_its_folded_weights(self):
         # One row-wise piece over x (its rows' dot product with the weights' rows summed), the

@@ -488,6 +488,17 @@ class Synth(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "gemm_products 'bf16': fp32 or tf32"):
             synth.synthesize(model, inputs, gemm_products="bf16")
 
+    def test_a_transposed_convolution_at_stride_1_is_no_one_program(self):
+        # The stitched module runs it as a convolution by its flipped filter (weight preparation):
+        # synth refuses it with that reason; at stride 2 it is the direct family's one program.
+        for stride, family in ((1, None), (2, "direct")):
+            with self.subTest(stride=stride):
+                model = torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 5, 3, stride=stride, padding=1), torch.nn.Tanh())
+                out = synth.synthesize(model, [torch.randn(2, 3, 6, 7)])
+                self.assertEqual(out["family"], family, out["reason"])
+                if family is None:
+                    self.assertIn("conv_transpose2d at stride 1 is a convolution by its filter flipped", out["reason"])
+
     def test_direct_convolutions_take_tf32_products_too(self):
         # 3-D and grouped, transposed (divided indices), 1-D: both factors in tf32(); in float64 the
         # program is the module on a TF32-rounded input and convolution weights. Pools keep theirs.
