@@ -159,8 +159,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             continue
         op = _canon(n, gm)
         if op in WEIGHT_PREP:
-            kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] +
-                         " (float64 over the parameter's values, each call)"})
+            how = "a permutation of the parameter's values" if op == "transposedfilterflip" else "float64 over the parameter's values"
+            kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] + f" ({how}, each call)"})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
@@ -864,9 +864,10 @@ def _fold_feature_reduction(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str)
 
 def _stride_one_transposed(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Optional[Dict]:
     """A 1-D or 2-D transposed convolution at stride 1 that is a convolution (TransposedFilterFlip):
-    groups 1, no output padding, its padding at most the taps' reach d*(T-1) along each dim, the
-    filter (and bias) float32 parameters. Returns its operands (_conv_operands) with "padding" the
-    convolution's, d*(T-1) - p, or None."""
+    groups 1, no output padding or output_size, its padding at most the taps' reach d*(T-1) along
+    each dim, the filter (and bias) float32 tensors of the module (parameters or buffers, read by
+    get_attr). Returns its operands (_conv_operands) with "padding" the convolution's, d*(T-1) - p,
+    or None."""
     if op not in ("conv_transpose1d", "conv_transpose2d"):
         return None
     spatial = int(op[-2])
@@ -1097,7 +1098,9 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False) -> bool:
     so the rewritten graph leaves them as they were. Returns whether anything changed; the caller
     propagates shapes again. Last, a 1-D or 2-D transposed convolution at stride 1 that none of
     those folded into the convolution by its flipped filter (TransposedFilterFlip), and the
-    rewrites run again (`flip`: that second run) over the new convolutions."""
+    rewrites run again (`flip`: that second run), where a reduction over the new convolution's
+    channels goes first; the folds that read a filter parameter (AvgPoolFold, GlobalPoolFold) do
+    not take a flipped filter."""
     import math
     import operator
     g = gm.graph
