@@ -17,7 +17,7 @@ from .trace import Graph, OpNode
 
 # Rowwise ops the DSL's map/reduce/normalize families express (docs/DSL.md).
 _DSL_ROWWISE = {"softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "max", "amax", "min", "amin",
-                "logsumexp", "norm", "normalize", "cumsum"}
+                "logsumexp", "norm", "normalize", "cumsum", "cumprod"}
 
 
 @dataclasses.dataclass

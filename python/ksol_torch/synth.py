@@ -51,7 +51,7 @@ class Unsupported(Exception):
 
 
 # Row-wise ops lowered as a row-wise program over the trailing dims of a tensor (_row_of).
-ROWWISE = ("softmax", "log_softmax", "layer_norm", "instance_norm", "cumsum")
+ROWWISE = ("softmax", "log_softmax", "layer_norm", "instance_norm", "cumsum", "cumprod")
 # Reductions lowered where they reduce the trailing dims of a tensor (or all of it: one row), each
 # row to one value (_reduced_dims).
 REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm")
@@ -335,13 +335,13 @@ def _row_of(b: "_Builder", n: torch.fx.Node, op: str) -> List[int]:
         if dim not in (-1, len(sh) - 1):
             raise Unsupported(f"{op} over dim {dim}: only the last dim is lowered")
         return sh[-1:]
-    if op == "cumsum":
+    if op in ("cumsum", "cumprod"):
         dim = _arg(n, 1, "dim")
         if dim not in (-1, len(sh) - 1):
-            raise Unsupported(f"cumsum over dim {dim} of a tensor of shape {sh}: only the last dim is lowered "
+            raise Unsupported(f"{op} over dim {dim} of a tensor of shape {sh}: only the last dim is lowered "
                               "(the row-wise family scans each row along its last index)")
         if _arg(n, 2, "dtype") not in (None, torch.float32):
-            raise Unsupported(f"cumsum to {_arg(n, 2, 'dtype')}: only float32 is lowered")
+            raise Unsupported(f"{op} to {_arg(n, 2, 'dtype')}: only float32 is lowered")
         return sh[-1:]
     if op in REDUCTIONS:
         red = _reduced_dims(n, op, len(sh))
@@ -1300,9 +1300,10 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             b.stmts += [f"{m}[r] = max({t}[r, c]) over c", f"{e}[r, c] = exp({t}[r, c] - {m}[r])", f"{s}[r] = sum({e}[r, c]) over c"]
             bind(n, f"{e}[r, c] / {s}[r]" if op == "softmax" else f"{t}[r, c] - {m}[r] - log({s}[r])")
             continue
-        if op == "cumsum" and family == "rowwise":  # along the last dim (_row_of)
+        if op in ("cumsum", "cumprod") and family == "rowwise":  # along the last dim (_row_of)
             t, v = b.fresh(), b.fresh()
-            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{v}[r, c] = scan({t}[r, c]) over c"]
+            scan = "scan" if op == "cumsum" else "prodscan"
+            b.stmts += [f"{t}[r, c] = {operand(n.args[0])}", f"{v}[r, c] = {scan}({t}[r, c]) over c"]
             bind(n, f"{v}[r, c]")
             continue
         if conv_red is not None and n is conv_red["node"]:  # the conv's epilogue: over its channels

@@ -722,7 +722,7 @@ std::string format_expr(const Expr& e) {
 std::string format_definition(const dsl::Definition& d) {
   std::string s = d.name + "[" + join_names(d.indices) + "] = ";
   if (d.reduce == dsl::ReduceOp::none) return s + format_expr(d.body);
-  s += dsl::reduce_name(d.reduce) + std::string("(") + format_expr(d.body) + ") over " + d.over;
+  s += dsl::reduce_word(d) + std::string("(") + format_expr(d.body) + ") over " + d.over;
   for (const std::string& v : d.over_rest) s += ", " + v;
   return s;
 }

@@ -196,8 +196,9 @@ class Interpreter {
     for (int64_t flat = 0; flat < static_cast<int64_t>(out.values.size()); ++flat) {
       for (size_t k = 0; k < idx.size(); ++k) env[d.indices[k]] = idx[k];
       if (running_scan) {
-        if (idx.back() == 0) carry = 0;
-        carry = round(carry + eval(d.body, env), d.type);
+        if (idx.back() == 0) carry = d.scan_product ? 1 : 0;
+        const double v = eval(d.body, env);
+        carry = round(d.scan_product ? carry * v : carry + v, d.type);
         out.values[flat] = carry;
       } else {
         out.values[flat] = value_at(d, env, over_n);
@@ -246,10 +247,11 @@ class Interpreter {
       case ReduceOp::scan: {
         // The inclusive prefix up to this element's own position along `over`.
         const int64_t upto = env.at(d.over);
-        double acc = 0;
+        double acc = d.scan_product ? 1 : 0;
         for (int64_t t = 0; t <= upto; ++t) {
           env[d.over] = t;
-          acc = round(acc + eval(d.body, env), d.type);
+          const double v = eval(d.body, env);
+          acc = round(d.scan_product ? acc * v : acc + v, d.type);
         }
         env[d.over] = upto;
         return acc;

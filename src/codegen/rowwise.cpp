@@ -876,36 +876,37 @@ class Generator {
              "}\n";
     }
     if (ops_.count(ReduceOp::scan)) {
-      s += "// Exclusive prefix sum over the lanes of a warp, in lane order; `total` gets the warp's sum.\n"
-           "template <typename T>\n"
+      s += "// Exclusive prefix sum (kProd: product) over the lanes of a warp, in lane order; `total` gets the\n"
+           "// warp's sum (product).\n"
+           "template <bool kProd, typename T>\n"
            "__device__ __forceinline__ T warp_exclusive_scan(T v, T& total) {\n"
            "  const int lane32 = threadIdx.x % 32;\n"
            "  T inclusive = v;\n"
            "  for (int offset = 1; offset < 32; offset *= 2) {\n"
            "    const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);\n"
-           "    if (lane32 >= offset) inclusive += up;\n"
+           "    if (lane32 >= offset) inclusive = kProd ? up * inclusive : up + inclusive;\n"
            "  }\n"
            "  total = __shfl_sync(0xffffffffu, inclusive, 31);\n"
            "  const T before = __shfl_up_sync(0xffffffffu, inclusive, 1);\n"
-           "  return lane32 == 0 ? T(0) : before;\n"
+           "  return lane32 == 0 ? T(kProd ? 1 : 0) : before;\n"
            "}\n";
       if (block)
-        s += "// Exclusive prefix sum over the kThreadsPerRow threads of one row, in thread order; `total` gets\n"
-             "// the sum over all of them.\n"
-             "template <typename T>\n"
+        s += "// Exclusive prefix sum (kProd: product) over the kThreadsPerRow threads of one row, in thread\n"
+             "// order; `total` gets the sum (product) over all of them.\n"
+             "template <bool kProd, typename T>\n"
              "__device__ __forceinline__ T row_exclusive_scan(T v, T* partials, int lane, T& total) {\n"
              "  T warp_total;\n"
-             "  const T in_warp = warp_exclusive_scan(v, warp_total);\n"
+             "  const T in_warp = warp_exclusive_scan<kProd>(v, warp_total);\n"
              "  if (lane % 32 == 0) partials[lane / 32] = warp_total;\n"
              "  __syncthreads();\n"
-             "  T before = T(0);\n"
-             "  total = T(0);\n"
+             "  T before = T(kProd ? 1 : 0);\n"
+             "  total = T(kProd ? 1 : 0);\n"
              "  for (int w = 0; w < kWarpsPerRow; ++w) {\n"
-             "    if (w < lane / 32) before += partials[w];\n"
-             "    total += partials[w];\n"
+             "    if (w < lane / 32) before = kProd ? before * partials[w] : before + partials[w];\n"
+             "    total = kProd ? total * partials[w] : total + partials[w];\n"
              "  }\n"
              "  __syncthreads();  // the partials are rewritten by the next step\n"
-             "  return before + in_warp;\n"
+             "  return kProd ? before * in_warp : before + in_warp;\n"
              "}\n";
     }
     if (online_) {
@@ -1495,8 +1496,8 @@ class Generator {
       if (d.is_output && node(d).shape == Shape::element) w.line("//   " + format_definition(d));
     for (const Definition* d : scans) {
       ops_.insert(ReduceOp::scan);
-      w.line(std::string(cuda_type(d->type)) + " " + names_.derived(d->name, "carry") + " = " + literal(0, d->type) +
-             ";  // the sum of the row's earlier steps");
+      w.line(std::string(cuda_type(d->type)) + " " + names_.derived(d->name, "carry") + " = " +
+             literal(d->scan_product ? 1 : 0, d->type) + (d->scan_product ? ";  // the product of the row's earlier steps" : ";  // the sum of the row's earlier steps"));
     }
     std::vector<const Definition*> roots = outs;
     roots.insert(roots.end(), scans.begin(), scans.end());
@@ -1511,8 +1512,9 @@ class Generator {
       load_packs(w, element_params(roots), a_.passes + 1, element, true);
       for (const Definition* d : scans) {
         const std::string t = cuda_type(d->type);
-        w.line(t + " " + names_.derived(d->name, "prefix") + "[kVec];  // this thread's inclusive prefix sums");
-        w.line(t + " " + names_.derived(d->name, "run") + " = " + literal(0, d->type) + ";");
+        w.line(t + " " + names_.derived(d->name, "prefix") + "[kVec];  // this thread's inclusive prefix " +
+               (d->scan_product ? "products" : "sums"));
+        w.line(t + " " + names_.derived(d->name, "run") + " = " + literal(d->scan_product ? 1 : 0, d->type) + ";");
       }
       w.line("#pragma unroll");
       w.open("for (int j = 0; j < kVec; ++j)");
@@ -1522,7 +1524,8 @@ class Generator {
       kept_guard_.clear();
       for (const Definition* d : scans) {
         const std::string run = names_.derived(d->name, "run");
-        w.line(run + " += in_row ? " + body_code(*d, inner) + " : " + literal(0, d->type) + ";");
+        if (d->scan_product) w.line(run + " *= in_row ? " + body_code(*d, inner) + " : " + literal(1, d->type) + ";");
+        else w.line(run + " += in_row ? " + body_code(*d, inner) + " : " + literal(0, d->type) + ";");
         w.line(names_.derived(d->name, "prefix") + "[j] = " + run + ";");
       }
       w.close();
@@ -1533,10 +1536,12 @@ class Generator {
         const std::string before = names_.derived(d->name, "before");
         const std::string run = names_.derived(d->name, "run");
         w.line(t + " " + total + ";");
-        std::string scan = warp() ? "warp_exclusive_scan(" + run + ", " + total + ")"
-                                  : "row_exclusive_scan(" + run + ", " + partials_name(*d) + "[slot], lane, " + total + ")";
-        w.line("const " + t + " " + before + " = " + carry + " + " + scan + ";");
-        w.line(carry + " += " + total + ";");
+        const std::string prod = d->scan_product ? "true" : "false";
+        std::string scan = warp() ? "warp_exclusive_scan<" + prod + ">(" + run + ", " + total + ")"
+                                  : "row_exclusive_scan<" + prod + ">(" + run + ", " + partials_name(*d) + "[slot], lane, " + total + ")";
+        const std::string op = d->scan_product ? " * " : " + ";
+        w.line("const " + t + " " + before + " = " + carry + op + scan + ";");
+        w.line(carry + (d->scan_product ? " *= " : " += ") + total + ";");
       }
       w.open("if (in_row)");
     } else {
@@ -1550,7 +1555,7 @@ class Generator {
     for (const Definition* d : scans) {
       std::string local = value_name(*d);
       w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + names_.derived(d->name, "before") +
-             " + " + names_.derived(d->name, "prefix") + "[j];");
+             (d->scan_product ? " * " : " + ") + names_.derived(d->name, "prefix") + "[j];");
       element[d->name] = local;
     }
     std::vector<const Definition*> need = element_closure(outs);

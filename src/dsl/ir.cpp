@@ -35,6 +35,10 @@ const char* reduce_name(ReduceOp r) {
   return "?";
 }
 
+const char* reduce_word(const Definition& d) {
+  return d.reduce == ReduceOp::scan && d.scan_product ? "prodscan" : reduce_name(d.reduce);
+}
+
 std::string index_text(const IndexExpr& ix) {
   std::string s = ix.var + (ix.scale != 1 ? "*" + std::to_string(ix.scale) : "");
   if (!ix.plus.empty()) {

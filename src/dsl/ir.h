@@ -63,6 +63,10 @@ struct Expr {
 
 enum class ReduceOp { none, sum, max, min, mean, argmax, scan };
 const char* reduce_name(ReduceOp r);
+struct Definition;
+// The keyword a definition's reduction is written with: reduce_name's, or "prodscan" for a scan
+// whose operator is the product.
+const char* reduce_word(const Definition& d);
 // Whether an extent is written as a number (F: f32[K, C, 3, 3]) rather than a dim name.
 bool extent_is_number(const std::string& extent);
 
@@ -81,6 +85,9 @@ struct Definition {
   // where it is inferred from the reads.
   std::vector<std::string> over_written;
   Expr body;                         // the reduced expression (or the value, when reduce == none)
+  // A scan's operator: false the sum (`scan`), true the product (`prodscan`: a cumulative
+  // product, each prefix's product rounded once a step as the sum's is).
+  bool scan_product = false;
   Type type = Type::f32;             // the definition's element type
   bool is_output = false;
   Loc loc;

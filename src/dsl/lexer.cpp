@@ -29,7 +29,7 @@ void Source::fail(Loc at, const std::string& message) const {
 }
 
 bool is_keyword(const std::string& w) {
-  for (const char* k : {"kernel", "schedule", "over", "sum", "max", "min", "mean", "argmax", "scan"})
+  for (const char* k : {"kernel", "schedule", "over", "sum", "max", "min", "mean", "argmax", "scan", "prodscan"})
     if (w == k) return true;
   return false;
 }

@@ -34,10 +34,11 @@ Type type_from_name(const std::string& w) {
 namespace {
 
 bool is_reduction_keyword(const std::string& w) {
-  return w == "sum" || w == "max" || w == "min" || w == "mean" || w == "argmax" || w == "scan";
+  return w == "sum" || w == "max" || w == "min" || w == "mean" || w == "argmax" || w == "scan" || w == "prodscan";
 }
 
 ReduceOp reduce_from_name(const std::string& w) {
+  if (w == "prodscan") return ReduceOp::scan;
   for (ReduceOp r : {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::mean, ReduceOp::argmax, ReduceOp::scan})
     if (w == reduce_name(r)) return r;
   return ReduceOp::none;
@@ -267,6 +268,7 @@ class Parser {
     if (t.kind == Tok::keyword && is_reduction_keyword(t.text) && reduction_follows()) {
       next();
       d.reduce = reduce_from_name(t.text);
+      d.scan_product = t.text == "prodscan";
       expect("(", "after '" + t.text + "'");
       d.body = expr();
       if (is_punct(peek(), ","))

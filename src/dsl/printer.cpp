@@ -114,7 +114,7 @@ std::string print_program(const Program& p) {
       o << detail::format_expr(d.body);
     else
     {
-      o << reduce_name(d.reduce) << " over " << d.over << ":" << d.over_extent;
+      o << reduce_word(d) << " over " << d.over << ":" << d.over_extent;
       for (size_t j = 0; j < d.over_rest.size(); ++j) o << ", " << d.over_rest[j] << ":" << d.over_rest_extents[j];
       o << " (" << detail::format_expr(d.body) << ")";
     }
@@ -146,7 +146,7 @@ std::string print_source(const Program& p) {
     else
     {
       auto written = [&](size_t j) { return j < d.over_written.size() && !d.over_written[j].empty() ? ":" + d.over_written[j] : ""; };
-      o << reduce_name(d.reduce) << "(" << detail::format_expr(d.body) << ") over " << d.over << written(0);
+      o << reduce_word(d) << "(" << detail::format_expr(d.body) << ") over " << d.over << written(0);
       for (size_t j = 0; j < d.over_rest.size(); ++j) o << ", " << d.over_rest[j] << written(j + 1);
     }
     o << "\n";

@@ -172,7 +172,7 @@ def run(text, inputs, dims=None):
         lhs, rhs = s.split("=", 1)
         name = _READ.match(lhs.strip()).group(1)
         rhs = rhs.strip()
-        red = re.fullmatch(r"(sum|max|min|mean|argmax|scan)\((.*)\)\s+over\s+([\w\s,:]+?)", rhs)
+        red = re.fullmatch(r"(sum|max|min|mean|argmax|prodscan|scan)\((.*)\)\s+over\s+([\w\s,:]+?)", rhs)
         if red:
             ax = tuple(order.index(a.strip().partition(":")[0]) for a in red.group(3).split(","))
             v = torch.as_tensor(ev(red.group(2)), dtype=torch.float64)
@@ -183,7 +183,8 @@ def run(text, inputs, dims=None):
             v = {"sum": lambda: v.sum(ax, keepdim=True), "mean": lambda: v.mean(ax, keepdim=True),
                  "max": lambda: v.amax(ax, keepdim=True), "min": lambda: v.amin(ax, keepdim=True),
                  "argmax": lambda: v.argmax(ax[0], keepdim=True).double(),
-                 "scan": lambda: v.cumsum(ax[0])}[op]()  # inclusive, along the one index
+                 "scan": lambda: v.cumsum(ax[0]),  # inclusive, along the one index
+                 "prodscan": lambda: v.cumprod(ax[0])}[op]()
         else:
             v = torch.as_tensor(ev(rhs), dtype=torch.float64)
         values[name] = v

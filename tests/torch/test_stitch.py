@@ -254,11 +254,13 @@ class PrefixSums(nn.Module):
     """cumsum along the last dim between two elementwise chains (KernelBench's scans): one
     row-wise piece whose scan the chains surround; along another dim it stays a PyTorch call."""
 
-    def __init__(self, dim=-1):
+    def __init__(self, dim=-1, product=False):
         super().__init__()
-        self.dim = dim
+        self.dim, self.product = dim, product
 
     def forward(self, x):
+        if self.product:  # a cumulative product of values near 1
+            return torch.tanh(torch.cumprod(x * 0.1 + 1.0, dim=self.dim)) - 1.0
         return torch.tanh(torch.cumsum(x * 0.5, dim=self.dim)) - 1.0
 
 
@@ -663,6 +665,15 @@ class Stitching(unittest.TestCase):
         # Along dim 1 of [5, 3, 9] the rows are not the last index: the scan stays PyTorch's, the chains are pieces.
         plan = self.stitched(PrefixSums(dim=1), [torch.randn(5, 3, 9)], 2, ["cumsum"])
         self.assertIn("only the last dim is lowered", plan.kept[0]["reason"])
+
+    def test_a_prefix_product_over_the_last_dim_and_its_chains_are_one_rowwise_piece(self):
+        torch.manual_seed(5)
+        plan = self.stitched(PrefixSums(product=True), [torch.randn(5, 3, 9)], 1, [])
+        p = plan.pieces[0]
+        self.assertEqual((p.family, p.nodes), ("rowwise", ["mul", "add", "cumprod", "tanh", "sub"]))
+        self.assertRegex(p.program, r"v\d+\[r, c\] = prodscan\(v\d+\[r, c\]\) over c")
+        plan = self.stitched(PrefixSums(dim=1, product=True), [torch.randn(5, 3, 9)], 2, ["cumprod"])
+        self.assertIn("cumprod over dim 1", plan.kept[0]["reason"])
 
     def test_the_max_and_logsumexp_after_a_gemm_are_a_rowwise_piece(self):
         # KernelBench level 2's Gemm + Max / LogSumExp: the values of torch.max over a dim

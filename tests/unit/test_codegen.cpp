@@ -940,6 +940,14 @@ TEST(Interpreter, ArgmaxScanAndCastSemantics) {
   EXPECT_EQ(out["M"][2], -inf);
   EXPECT_EQ(std::vector<double>(out["S"].begin(), out["S"].begin() + 4), (std::vector<double>{1.5, 5, 8.5, 11}));
   EXPECT_TRUE(std::isnan(out["S"][5]));
+  // prodscan: the running product along the row, restarting at each row.
+  dsl::Program prod = parse("kernel t(X: f32[R, C]) -> (Y: f32[R, C]) {\n  Y[r, c] = prodscan(X[r, c] + 1) over c\n}\n");
+  EXPECT_EQ(dsl::print_source(prod).find("Y[r, c] = prodscan((X[r, c] + 1)) over c") != std::string::npos ||
+                dsl::print_source(prod).find("Y[r, c] = prodscan(X[r, c] + 1) over c") != std::string::npos,
+            true)
+      << dsl::print_source(prod);
+  EXPECT_EQ(codegen::interpret(prod, {{"R", 2}, {"C", 3}}, {{"X", {1, 2, 3, -1, 4, 0.5}}})["Y"],
+            (std::vector<double>{2, 6, 24, 0, 0, 0}));
 
   // Typed arithmetic rounds every value to its type; exact keeps float64.
   dsl::Program third = parse("kernel t(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = X[i] / 3\n}\n");
@@ -1195,6 +1203,14 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
        "  P[r, c] = scan(e[r, c]) over c\n}\n",
        {{{"cache_row", "registers"}, {"keep", "registers"}, {"vector", "4"}, {"threads", "64"}},
         {{"cache_row", "registers"}, {"keep", "registers"}, {"math", "fast"}, {"threads", "128"}}},
+       {{"R", 3}, {"C", 999}}},
+      // A cumulative product beside a cumulative sum, and an output of the product's values: the
+      // scans' identity 1 for the product (past the row's end, in the lanes' and warps' exclusive
+      // scans, the carry across steps).
+      {"kernel cp(X: f32[R, C]) -> (P: f32[R, C], S: f32[R, C], Y: f32[R, C]) {\n"
+       "  P[r, c] = prodscan(1 + X[r, c] * 0.01) over c\n  S[r, c] = scan(X[r, c]) over c\n"
+       "  Y[r, c] = P[r, c] * 2 - S[r, c]\n}\n",
+       {{}, {{"reduction", "warp"}, {"rows_per_block", "8"}}, {{"vector", "4"}, {"threads", "64"}}, {{"vector", "1"}, {"threads", "128"}}},
        {{"R", 3}, {"C", 999}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},

@@ -33,35 +33,36 @@ template <int kVec, typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, kVec>& x) {
   *reinterpret_cast<Pack<T, kVec>*>(p) = x;
 }
-// Exclusive prefix sum over the lanes of a warp, in lane order; `total` gets the warp's sum.
-template <typename T>
+// Exclusive prefix sum (kProd: product) over the lanes of a warp, in lane order; `total` gets the
+// warp's sum (product).
+template <bool kProd, typename T>
 __device__ __forceinline__ T warp_exclusive_scan(T v, T& total) {
   const int lane32 = threadIdx.x % 32;
   T inclusive = v;
   for (int offset = 1; offset < 32; offset *= 2) {
     const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane32 >= offset) inclusive += up;
+    if (lane32 >= offset) inclusive = kProd ? up * inclusive : up + inclusive;
   }
   total = __shfl_sync(0xffffffffu, inclusive, 31);
   const T before = __shfl_up_sync(0xffffffffu, inclusive, 1);
-  return lane32 == 0 ? T(0) : before;
+  return lane32 == 0 ? T(kProd ? 1 : 0) : before;
 }
-// Exclusive prefix sum over the kThreadsPerRow threads of one row, in thread order; `total` gets
-// the sum over all of them.
-template <typename T>
+// Exclusive prefix sum (kProd: product) over the kThreadsPerRow threads of one row, in thread
+// order; `total` gets the sum (product) over all of them.
+template <bool kProd, typename T>
 __device__ __forceinline__ T row_exclusive_scan(T v, T* partials, int lane, T& total) {
   T warp_total;
-  const T in_warp = warp_exclusive_scan(v, warp_total);
+  const T in_warp = warp_exclusive_scan<kProd>(v, warp_total);
   if (lane % 32 == 0) partials[lane / 32] = warp_total;
   __syncthreads();
-  T before = T(0);
-  total = T(0);
+  T before = T(kProd ? 1 : 0);
+  total = T(kProd ? 1 : 0);
   for (int w = 0; w < kWarpsPerRow; ++w) {
-    if (w < lane / 32) before += partials[w];
-    total += partials[w];
+    if (w < lane / 32) before = kProd ? before * partials[w] : before + partials[w];
+    total = kProd ? total * partials[w] : total + partials[w];
   }
   __syncthreads();  // the partials are rewritten by the next step
-  return before + in_warp;
+  return kProd ? before * in_warp : before + in_warp;
 }
 
 template <int kVec>
@@ -99,7 +100,8 @@ __global__ void __launch_bounds__(kThreads) rowwise_cumsum_f32_t128_v4_r1_block(
           Y_prefix[j] = Y_run;
         }
         float Y_step_total;
-        const float Y_before = Y_carry + row_exclusive_scan(Y_run, Y_partials[slot], lane, Y_step_total);
+        const float Y_before = Y_carry + row_exclusive_scan<false>(
+            Y_run, Y_partials[slot], lane, Y_step_total);
         Y_carry += Y_step_total;
         if (in_row) {
           Pack<float, kVec> Y_pack;
