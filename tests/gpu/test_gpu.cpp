@@ -178,8 +178,8 @@ TEST(Gpu, AFarSlowerBaselineStopsAfterItsFirstCalls) {
 // family's on the NHWC TF32 (staged through registers, and pipelined by cp.async) and bf16 tasks
 // at every visible size, and the direct family's through the module path under the default
 // precision (TF32 convolutions): a 3-D and a transposed 2-D convolution (tests/gpu/problems), and
-// the conv family's with a reduction over the filters as its epilogue,
-// each seed verified against its module in float64.
+// the conv family's with a reduction over the filters as its epilogue, each seed verified against
+// its module in float64; and a stride-1 transposed convolution as the conv family's piece.
 TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
@@ -219,4 +219,13 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
     EXPECT_EQ(seed.value("status", ""), "ok") << f << "\n" << seed.dump(1);
     EXPECT_NE(seed.value("kernel", "").find("_mma_"), std::string::npos) << seed.dump(1);
   }
+  // A stride-1 transposed conv: the stitched module's one conv piece by the flipped filter (weight
+  // preparation), the TF32 mma kernel, through every gate.
+  ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize",
+                                             ksol::source_root() + "/tests/gpu/problems/conv_transpose2d_stride1.py",
+                                             "--budget-candidates", "1", "--path", "fx", "--fresh-baselines"},
+                                            900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("piece 0 (conv, nodes conv2d, tanh): conv_model_f32_tf32_mma_"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stitched (1 piece(s)): ok"), std::string::npos) << r.output;
 }
