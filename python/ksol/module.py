@@ -58,7 +58,8 @@ def _whole_program(run, prob, model, example, device_type: str, call_path: str):
         syn = synth.synthesize(m, xs)
     if not syn.get("program"):
         raise RunDirError(f"{run.problem}: the module is no longer one DSL program ({syn.get('reason', '?')}), "
-                          "but the run returned one: the file changed since the run")
+                          "but the run returned one: the file, or the version of ksol that lowers it, changed since the "
+                          "run; run `ksol optimize` on it again")
     dims = [int(syn["dims"][d]) for d in syn["dim_order"]]
     with torch.no_grad():
         outs = model(*example)
@@ -89,7 +90,8 @@ def _stitched(run, model, example, device_type: str, call_path: str):
     want = [p.nodes for p in plan.pieces]
     got = [p.nodes for p in run.pieces]
     if got != want:
-        raise RunDirError(f"{run.problem}: the module's plan has pieces {want}, the run's are {got}: the file changed since the run")
+        raise RunDirError(f"{run.problem}: the module's plan has pieces {want}, the run's are {got}: the file, or the version "
+                          "of ksol that cuts it, changed since the run; run `ksol optimize` on it again")
     kernels = {}
     for piece, rec in zip(plan.pieces, run.pieces):
         if rec.keep:  # its ops stay PyTorch calls
