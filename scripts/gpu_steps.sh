@@ -48,7 +48,8 @@
 #                 KB_SET=all takes the problems from every one of both levels (with KB_DONE
 #                 docs/results/kernelbench-paths-more for the further problems' JSONs); KB_PRECISION
 #                 (default, strict, tf32) is ksol optimize's --precision, its KB_DONE default
-#                 docs/results/kernelbench-paths-<mode> for a mode other than default
+#                 docs/results/kernelbench-paths-<mode> for a mode other than default; KB_PATH=fx runs
+#                 the fx lowering alone (--path fx: no Inductor path, e.g. for the strict pass)
 #   simtgemm      examples/tuned/gemm_f32.ksol (SIMT f32 GEMM, one buffer) beside the same program with
 #                 stages = 2 (two buffers, B by cp.async) and at tile K 16, and GEMM_EXTRA (.ksol or .cu
 #                 bound to gemm_f32), against cuBLAS through every gate at the KernelBench GEMM shapes
@@ -225,6 +226,7 @@ print(json.dumps([json.load(open(f)) for f in a+b]))' "$OUT/kb" "${KB_DONE:-}" >
     done_dir=${KB_DONE:-docs/results/kernelbench-paths$suffix}; run=${KB_RUN:-/tmp/kbp}; rm -rf "$run"; mkdir -p "$run"
     cp "$done_dir"/*.json "$run/" 2>/dev/null || true
     python3 scripts/kernelbench_paths.py --out "$run" --precision "$mode" --budget-seconds "${KB_SECONDS:-30}" --budget-candidates "${KB_CANDIDATES:-34}" --deadline "${KB_DEADLINE:-530}" \
-      --min-left "${KB_MIN_LEFT:-100}" --set "${KB_SET:-rule}" ${KB_ONLY:+--only "$KB_ONLY"} --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
+      --min-left "${KB_MIN_LEFT:-100}" --set "${KB_SET:-rule}" ${KB_ONLY:+--only "$KB_ONLY"} --path "${KB_PATH:-best}" \
+      --archive "$OUT/kbp.tgz" | grep -v " not run$" ;;
   *) sed -n '2,/^set /{/^set /d;p}' "$0"; exit 2 ;;
 esac

@@ -3,7 +3,7 @@
 (the fx lowering and the Inductor path, `--path best`), then per problem and in geomean: each
 path's speedup over torch.compile as that path measured it, and the path returned.
 
-    python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S] [--precision MODE]
+    python3 scripts/kernelbench_paths.py --out runs/kb-paths [--kb DIR] [--gpus N] [--deadline S] [--precision MODE] [--path fx]
 
 The problems: level 1 and level 2 of a KernelBench copy (`--kb`, default .kb/KernelBench, else
 .cache/kernelbench/KernelBench: never committed), every problem whose number is a multiple of 5
@@ -13,7 +13,9 @@ Each runs as
     ksol optimize FILE --path best --budget-seconds S --budget-candidates N --precision MODE --report OUT/<id> --json-out OUT/<id>.json
 
 (`--precision`, default `default`: the contract eager, torch.compile and the candidates all run
-under; one OUT holds one mode, and a call refuses an OUT whose results were made under another.)
+under; one OUT holds one mode, and a call refuses an OUT whose results were made under another.
+`--path fx` runs the fx lowering alone, for a comparison of contracts that needs no Inductor path:
+the table then shows that path as not run.)
 
 Each problem's output goes to OUT/<id>.log, every line behind the seconds since the problem
 started. `--archive FILE` also writes OUT as one .tar.gz after each problem and at the end (a
@@ -77,7 +79,7 @@ def default_ksol() -> str:
 
 # --- one problem ----------------------------------------------------------------------------------------
 def command(a, pid: str, path: str):
-    return [a.ksol, "optimize", path, "--path", "best", "--budget-seconds", str(a.budget_seconds), "--budget-candidates",
+    return [a.ksol, "optimize", path, "--path", a.path, "--budget-seconds", str(a.budget_seconds), "--budget-candidates",
             str(a.budget_candidates), "--precision", a.precision, "--report", os.path.join(a.out, pid), "--json-out",
             os.path.join(a.out, pid + ".json")]
 
@@ -354,6 +356,8 @@ def main():
     ap.add_argument("--retry", action="store_true", help="run again the problems recorded as timed out")
     ap.add_argument("--precision", choices=("default", "strict", "tf32"), default="default",
                     help="ksol optimize's --precision for every problem (default: default); OUT holds one mode")
+    ap.add_argument("--path", choices=("best", "fx"), default="best",
+                    help="ksol optimize's --path for every problem: best (default: the fx lowering and the Inductor path) or fx alone")
     ap.add_argument("--table-only", action="store_true", help="print the table of what OUT holds, run nothing")
     ap.add_argument("--archive", default="", metavar="FILE",
                     help="also write OUT as one .tar.gz, after each problem and at the end (for a machine that "

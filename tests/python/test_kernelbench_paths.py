@@ -144,7 +144,9 @@ class Run(TempDir):
                             "--precision", "strict", "--only", "level1-5"], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(self.path("args.txt")) as fh:
-            self.assertIn("--precision strict", fh.read())
+            args = fh.read()
+        self.assertIn("--precision strict", args)
+        self.assertIn("--path best", args)
         r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
                             "--only", "level1-10"], capture_output=True, text=True, timeout=120)
         self.assertNotEqual(r.returncode, 0, r.stdout)
@@ -156,6 +158,19 @@ class Run(TempDir):
                             "--only", "level1-10"], capture_output=True, text=True, timeout=120)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("(level1-5: strict)", r.stderr)
+
+    def test_path_fx_runs_the_fx_lowering_alone(self):
+        # --path fx goes to each ksol optimize; the table then shows the Inductor path as not run.
+        self.problems("level1/5_Scale.py")
+        fake = self.write("ksol", "#!/bin/sh\necho \"$@\" >> " + self.path("args.txt") + "\n"
+                          "for a; do last=$a; done; echo '{\"results\": [{}]}' > \"$last\"\n")
+        os.chmod(fake, 0o755)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--path", "fx"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("args.txt")) as fh:
+            self.assertIn("--path fx", fh.read())
+        self.assertRegex(r.stdout, r"level1-5 .* inductor: not run")
 
     def test_an_only_id_that_names_no_problem_is_an_error(self):
         # level1-7 is a further problem (not every fifth): without --set all it is no problem of the
