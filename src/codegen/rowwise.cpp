@@ -209,7 +209,11 @@ class Analyser {
       bool sums = d.reduce == ReduceOp::sum || d.reduce == ReduceOp::mean || d.reduce == ReduceOp::scan;
       if (sums && is_half(d.type))
         throw Refused("'" + d.name + "' accumulates " + dsl::type_name(d.type) + " values; accumulate in f32 instead, " +
-                      "e.g. " + dsl::reduce_name(d.reduce) + "(f32(...))");
+                      "e.g. " + dsl::reduce_word(d) + "(f32(...))");
+      if (d.reduce == ReduceOp::scan && d.scan_product && (d.type == Type::i32 || d.type == Type::i64))
+        throw Refused("'" + d.name + "' multiplies " + dsl::type_name(d.type) + " values, whose products overflow within a few "
+                      "steps (the kernel's integers wrap where the interpreter saturates); take it in f32 or f64: "
+                      "prodscan(f64(...))");
     }
     check_emittable(d.body);
     a_.nodes[d.name] = n;

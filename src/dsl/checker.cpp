@@ -172,7 +172,7 @@ class Checker {
         const std::string& v = d.over_rest[j];
         if (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min && d.reduce != ReduceOp::mean)
           src_.fail(locs.over_rest[j], std::string("only sum, max, min and mean reduce over several indices; this ") +
-                                           reduce_name(d.reduce) + " reduces over '" + d.over + "' and '" + v + "'");
+                                           reduce_word(d) + " reduces over '" + d.over + "' and '" + v + "'");
         if (std::find(d.indices.begin(), d.indices.end(), v) != d.indices.end())
           src_.fail(locs.over_rest[j], "'" + v + "' is reduced, so it cannot also appear on the left-hand side");
         if (!vars_.insert(v).second) src_.fail(locs.over_rest[j], "'" + v + "' is reduced over twice");
@@ -217,7 +217,7 @@ class Checker {
     if (out && d.type != out->type) {
       std::string head = "output '" + d.name + "' is declared " + type_name(out->type) + " but ";
       if (d.reduce != ReduceOp::none)
-        src_.fail(locs.body, head + "this " + reduce_name(d.reduce) + " gives " + type_name(d.type) +
+        src_.fail(locs.body, head + "this " + reduce_word(d) + " gives " + type_name(d.type) +
                                  "; reduce into an intermediate and convert that in a following definition");
       src_.fail(locs.body, head + "its value is " + type_name(d.type) + "; convert it explicitly: " +
                                type_name(out->type) + "(...)");

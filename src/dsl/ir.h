@@ -86,7 +86,8 @@ struct Definition {
   std::vector<std::string> over_written;
   Expr body;                         // the reduced expression (or the value, when reduce == none)
   // A scan's operator: false the sum (`scan`), true the product (`prodscan`: a cumulative
-  // product, each prefix's product rounded once a step as the sum's is).
+  // product; the interpreter rounds each step's product to the type as it does the sum's, the
+  // generated kernels multiply each thread's run, then the lanes' and warps' in a tree).
   bool scan_product = false;
   Type type = Type::f32;             // the definition's element type
   bool is_output = false;

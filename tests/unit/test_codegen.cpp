@@ -948,6 +948,12 @@ TEST(Interpreter, ArgmaxScanAndCastSemantics) {
       << dsl::print_source(prod);
   EXPECT_EQ(codegen::interpret(prod, {{"R", 2}, {"C", 3}}, {{"X", {1, 2, 3, -1, 4, 0.5}}})["Y"],
             (std::vector<double>{2, 6, 24, 0, 0, 0}));
+  // An integer product overflows within a few steps (the kernel's integers wrap where the
+  // interpreter saturates): the generator refuses it and says how to write it.
+  const codegen::Support ints = codegen::can_implement(
+      parse("kernel t(X: i32[R, C]) -> (Y: i32[R, C]) {\n  Y[r, c] = prodscan(X[r, c]) over c\n}\n"), {});
+  EXPECT_FALSE(ints.ok);
+  EXPECT_NE(ints.reason.find("multiplies i32 values"), std::string::npos) << ints.reason;
 
   // Typed arithmetic rounds every value to its type; exact keeps float64.
   dsl::Program third = parse("kernel t(X: f32[N]) -> (Y: f32[N]) {\n  Y[i] = X[i] / 3\n}\n");
@@ -1205,13 +1211,21 @@ TEST(HostEmulation, FusedProgramsMatchTheInterpreter) {
         {{"cache_row", "registers"}, {"keep", "registers"}, {"math", "fast"}, {"threads", "128"}}},
        {{"R", 3}, {"C", 999}}},
       // A cumulative product beside a cumulative sum, and an output of the product's values: the
-      // scans' identity 1 for the product (past the row's end, in the lanes' and warps' exclusive
-      // scans, the carry across steps).
+      // scans' identity 1 for the product (in the lanes' and warps' exclusive scans, the carry
+      // across steps). Its factors are positive, so that the tolerance's magnitudes (the program
+      // on |inputs|) are the product's own and the bound is the float32 one, not a looser one.
       {"kernel cp(X: f32[R, C]) -> (P: f32[R, C], S: f32[R, C], Y: f32[R, C]) {\n"
-       "  P[r, c] = prodscan(1 + X[r, c] * 0.01) over c\n  S[r, c] = scan(X[r, c]) over c\n"
+       "  P[r, c] = prodscan(1 + X[r, c] * X[r, c] * 0.001) over c\n  S[r, c] = scan(X[r, c]) over c\n"
        "  Y[r, c] = P[r, c] * 2 - S[r, c]\n}\n",
        {{}, {{"reduction", "warp"}, {"rows_per_block", "8"}}, {{"vector", "4"}, {"threads", "64"}}, {{"vector", "1"}, {"threads", "128"}}},
        {{"R", 3}, {"C", 999}}},
+      // Rows of whole packs (C % vector == 0): each thread multiplies its pack's elements in turn.
+      {"kernel cp(X: f32[R, C]) -> (P: f32[R, C], S: f32[R, C], Y: f32[R, C]) {\n"
+       "  P[r, c] = prodscan(1 + X[r, c] * X[r, c] * 0.001) over c\n  S[r, c] = scan(X[r, c]) over c\n"
+       "  Y[r, c] = P[r, c] * 2 - S[r, c]\n}\n",
+       {{{"vector", "4"}, {"threads", "64"}}, {{"vector", "2"}, {"items_per_thread", "4"}, {"threads", "128"}},
+        {{"reduction", "warp"}, {"rows_per_block", "8"}, {"vector", "4"}, {"items_per_thread", "2"}}},
+       {{"R", 3}, {"C", 1000}}},
       {kBroadcast, {{}, {{"vector", "1"}}}, {{"M", 5}, {"N", 64}}},
       {kBroadcast, {{}}, {{"M", 5}, {"N", 63}}},
       // A causal softmax: the row-wise kernels give an element's row and column (row, c0 + j) in
