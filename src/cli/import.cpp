@@ -104,7 +104,7 @@ int run_import(const ImportArgs& a, bool json_out) {
     print_columns(std::cout, rows);
     std::cout << "MB = compulsory bytes (inputs, parameters, outputs once each); screen: ok, or why the problem is degenerate"
                  " (reported apart), or why it was skipped; weights: a rewrite's preparation of the parameters alone (a pool"
-                 " or a reduction folded into a filter), not a piece.\n";
+                 " or a reduction folded into a filter, a transposed conv's filter flipped), not a piece.\n";
     if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
   }
   return bad ? exit_status::error : exit_status::ok;
