@@ -86,7 +86,7 @@ def _stitched(run, model, example, device_type: str, call_path: str):
     run kept as PyTorch calls) and its kernels, or RunDirError when the plan is not the run's."""
     from ksol_torch import abi, stitch
 
-    plan = stitch.split(model, example)
+    plan = stitch.split(model, example, vendor=run.vendor)
     want = [p.nodes for p in plan.pieces]
     got = [p.nodes for p in run.pieces]
     if got != want:

@@ -79,6 +79,7 @@ class RunResult:
     precision: str
     rtol_scale: float
     results: Dict[str, Any] = dataclasses.field(repr=False)   # results.json as read
+    vendor: bool = False        # the stitched module is the vendor-call plan's (convolutions and GEMMs PyTorch's calls)
     manifest: Dict[str, Any] = dataclasses.field(repr=False)  # ksol-python.json as read ({} for a run of the CLI alone)
 
     @property
@@ -94,6 +95,7 @@ class RunResult:
         kept = sum(p.keep for p in self.pieces)
         what = f"its kernel {self.kernel}" if self.answer == "kernel" else \
             f"a stitched module of {len(self.pieces) - kept} DSL piece(s) ({self.kernel}) and PyTorch calls" + \
+            (" (the vendor-call plan: its convolutions and GEMMs are cuDNN's and cuBLAS's)" if self.vendor else "") + \
             (f" ({kept} piece(s) left as PyTorch's calls: faster, or not built)" if kept else "")
         return (f"ksol returned {what}: {self.kernel_us or 0:.1f} us, {self.speedup:.3f}x over "
                 f"{self.best_baseline} ({base:.1f} us) on {self.gpu or 'the GPU'}")
@@ -177,7 +179,7 @@ def read_run(run_dir: str) -> RunResult:
         kernel=kernel, pieces=pieces, emulated=bool(doc.get("emulated", False)),
         gpu=(doc.get("gpu") or {}).get("name", "") if isinstance(doc.get("gpu"), dict) else "",
         precision=precision, rtol_scale=float(manifest.get("rtol_scale", PRECISIONS.get(precision, 16.0))),
-        results=doc, manifest=manifest)
+        results=doc, manifest=manifest, vendor=item.get("plan") == "vendor")
 
 
 def cache_dir(env=None) -> str:

@@ -159,21 +159,21 @@ def _stitch_summary(model, inputs) -> dict:
             "weight_prep": [k["op"] for k in plan.kept if k["op"] in stitch.WEIGHT_PREP]}
 
 
-def _stitch_one(path: str, seed: int, precision=None, device: str = "cuda") -> dict:
+def _stitch_one(path: str, seed: int, precision=None, device: str = "cuda", vendor: bool = False) -> dict:
     """The forward cut into DSL pieces around the ops that stay PyTorch calls (stitch.py); their
-    convolutions' products as _synth_one's."""
+    convolutions' products as _synth_one's; `vendor`: stitch.split's vendor-call plan."""
     from . import problem, stitch
 
     try:
         prob = problem.load(path)
         products = _products(precision, device)
-        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, **products))
+        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, vendor=vendor, **products))
     except problem.ProblemError as e:
         return {"file": path, "ok": False, "error": str(e)}
     except Exception as e:
         line = problem.line_in_file(path, e)
         return {"file": path, "ok": False, "error": f"{path}:{line}:1: error: {type(e).__name__}: {e}"}
-    out = {"file": path, "ok": True, "problem": prob.name, "ops_in_pieces": stitch.fraction_in_pieces(plan)}
+    out = {"file": path, "ok": True, "problem": prob.name, "ops_in_pieces": stitch.fraction_in_pieces(plan), "vendor": vendor}
     out.update(plan.summary())
     return out
 
@@ -204,6 +204,9 @@ def main(argv=None) -> int:
     sti.add_argument("file")
     sti.add_argument("--seed", type=int, default=0)
     sti.add_argument("--out", help="write the JSON here (not to stdout)")
+    sti.add_argument("--vendor", action="store_true",
+                     help="the vendor-call plan: every convolution and GEMM stays PyTorch's call (cuDNN, cuBLAS), the "
+                          "ops around them are the pieces")
     for p in (syn, sti):
         p.add_argument("--precision", choices=("default", "strict", "tf32"),
                        help="the precision mode candidates will run under: convolutions (GEMMs) multiply in TF32 where "
@@ -211,7 +214,8 @@ def main(argv=None) -> int:
         p.add_argument("--device", default="cuda", help="where candidates will run (cuda, or cpu for the emulator)")
     args = ap.parse_args(argv)
     if args.cmd in ("synth", "stitch"):
-        r = (_synth_one if args.cmd == "synth" else _stitch_one)(args.file, args.seed, args.precision, args.device)
+        r = _synth_one(args.file, args.seed, args.precision, args.device) if args.cmd == "synth" else \
+            _stitch_one(args.file, args.seed, args.precision, args.device, args.vendor)
         text = json.dumps(r, indent=1) + "\n"
         if args.out:
             with open(args.out, "w") as fh:

@@ -88,11 +88,17 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS or op in synth.WINDOWS else ""
 
 
+# The ops the vendor-call plan leaves to PyTorch's vendor libraries (cuDNN, cuBLAS).
+VENDOR_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "paddedconv") + _GEMM
+
+
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None,
-          conv_products: str = "fp32", gemm_products: str = "fp32") -> Plan:
+          conv_products: str = "fp32", gemm_products: str = "fp32", vendor: bool = False) -> Plan:
     """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
     (synth.fold_scalar_inputs); `conv_products` and `gemm_products` are synth.synthesize's, for
-    every piece. Raises what torch.fx raises when the forward cannot be traced."""
+    every piece. `vendor`: the vendor-call plan, where every convolution and GEMM (VENDOR_OPS)
+    stays PyTorch's call (cuDNN, cuBLAS) and the pieces are the ops around them. Raises what
+    torch.fx raises when the forward cannot be traced."""
     gm = symbolic_trace(model)
     state = model.state_dict()
     gm._ksol_constants = {n.target for n in gm.graph.nodes if n.op == "get_attr" and n.target not in state}
@@ -107,16 +113,20 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     # row-wise op after a GEMM too. After a convolution a row-wise op stays in the chain: a
     # reduction over its channels is the conv family's epilogue (synth), and any other row-wise
     # op is refused there and starts the next piece of the chain.
+    # A pool (or argmax, argmin) after elementwise ops only continues their chain: the direct
+    # family reads its window through them.
+    vendored = {n for n in calls if vendor and _canon(n, gm) in VENDOR_OPS}
     chains: List[List[torch.fx.Node]] = []
     cur: List[torch.fx.Node] = []
     for n in calls:
-        if not _lowerable(n, gm):
+        if n in vendored or not _lowerable(n, gm):
             if cur:
                 chains.append(cur)
             cur = []
             continue
         a = _anchor(n, gm)
-        starts = not cur or cur[-1] not in n.all_input_nodes or a in ("gemm", "conv") or \
+        window_after_elementwise = a == "conv" and _canon(n, gm) not in VENDOR_OPS and all(not _anchor(c, gm) for c in cur)
+        starts = not cur or cur[-1] not in n.all_input_nodes or (a in ("gemm", "conv") and not window_after_elementwise) or \
             (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in cur))
         if starts:
             if cur:
@@ -161,6 +171,10 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
         if op in WEIGHT_PREP:
             how = "a permutation of the parameter's values" if op == "transposedfilterflip" else "float64 over the parameter's values"
             kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] + f" ({how}, each call)"})
+            continue
+        if n in vendored:
+            lib = "cuBLAS" if op in _GEMM else "cuDNN"
+            kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})"})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")

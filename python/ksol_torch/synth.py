@@ -546,11 +546,14 @@ def _window_args(b: "_Builder", n: torch.fx.Node, sd, op: str) -> Dict:
         reads = ", ".join(_conv_index(o, s, t, d, p) if (s, d) != (1, 1) or p else f"{o}+{t}"
                           for o, s, t, d, p in zip(sn, st, tn, dil, pad))
         over = ", ".join(f"{t}:{kk}" for t, kk in zip(tn, k))
+        # A window that never reads past the image (no padding, no partial window at the end) may
+        # read its input through elementwise ops (_window_prologue): no outside value meets them.
+        inside = all(p == 0 for p in pad) and not ceil
         return {"x": x, "stmt": f"acc[n, c, {', '.join(sn)}] = {kind}({{x}}[n, c, {reads}]) over {over}",
                 "out_dims": ["N", "C"] + spatial_out, "idx": ["n", "c"] + sn, "dims": {**dims, "C": xs[1]},
                 "x_decl": ["N", "C"] + spatial_in, "x_layout": None, "out_layout": None,
                 "axes": [["n"], ["c"]] + [[i] for i in sn], "w": None, "bias": None,
-                "outside": "-inf" if kind == "max" else "0", "out_type": "f32"}
+                "outside": "-inf" if kind == "max" else "0", "out_type": "f32", "prologue_ok": inside}
     transposed = op.startswith("conv_transpose")
     w_node = None
     if op == "paddedconv":
@@ -769,6 +772,34 @@ def _conv_reduction(b: "_Builder", convs, column: Optional[Dict], rowwise, gemm,
     return column
 
 
+def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node) -> Tuple[torch.fx.Node, List[torch.fx.Node]]:
+    """The forward input a pool reads through a chain of elementwise ops, and that chain (first op
+    first), where each op reads the one before it once and otherwise only numbers or one-value
+    constants (no parameter: a read at the window's index is not the output's); Unsupported else."""
+    chain: List[torch.fx.Node] = []
+    v = x
+    while v.op != "placeholder":
+        op = _canon(v, gm) if v.op in ("call_module", "call_function", "call_method") else ""
+        if kind_of(op) != "elementwise" or v.op == "call_module" and any(True for _ in gm.get_submodule(v.target).parameters()):
+            raise Unsupported(f"the pool reads {v.name} ({op or v.op}), which is not an elementwise op of a forward input "
+                              "(the direct family's prologue)")
+        if len(v.users) > 1:
+            raise Unsupported(f"the pool's prologue value {v.name} is read again elsewhere")
+        inputs = [a for a in v.all_input_nodes if not (a.op == "get_attr" and a.target not in sd)]
+        if len(inputs) != 1 or any(a.op == "get_attr" for a in inputs):
+            raise Unsupported(f"the pool's prologue op {v.name} reads a tensor besides its chain's value (a parameter or "
+                              "a second input): not read at the window's index")
+        chain.insert(0, v)
+        v = inputs[0]
+    if len(v.users) > 1:
+        raise Unsupported(f"the pool's input {v.name} is read again after it: the epilogue reads no image")
+    return v, chain
+
+
+# A stand-in for a pool's read in its prologue's expression (synthesize).
+_READ = "\x00read\x00"
+
+
 def _direct_mma_takes(dims: Dict[str, int]) -> bool:
     """Whether the direct family's tensor-core kernel takes a convolution of these dims: 16 or
     more filters a group and reduction positions (channels a group times taps) an output, as its
@@ -945,7 +976,15 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # is the program's (a grouped convolution's channels split into g, k), and the ops after
         # it one elementwise epilogue over that space.
         if win["x"].name not in ph_names:
-            raise Unsupported(f"the {_canon(windows[0][0], gm)} must read a forward input (the direct family has no prologue)")
+            if not win.get("prologue_ok"):
+                raise Unsupported(f"the {_canon(windows[0][0], gm)} must read a forward input (a prologue is lowered before "
+                                  "a pool that reads no padding only)")
+            src, chain = _window_prologue(gm, sd, win["x"])
+            if src.name not in ph_names:
+                raise Unsupported(f"the {_canon(windows[0][0], gm)}'s prologue must read a forward input")
+            # The prologue's ops are bound over the window's read (env[src] is a stand-in for it,
+            # replaced in the window's statement below).
+            win = dict(win, x=src, prologue=chain[-1])
         if len(win["x"].users) > 1:
             raise Unsupported(f"the {_canon(windows[0][0], gm)}'s input is read again after it: the epilogue reads neither image nor filter")
         family, idx = "direct", "[" + ", ".join(win["idx"]) + "]"
@@ -1133,6 +1172,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         return None
 
     for n in tensor_phs:
+        if win is not None and win.get("prologue") is not None and n is win["x"]:
+            env[n.name] = _READ  # the window's read, which its prologue's ops wrap
+            continue
         if (family == "gemm" and n in (ga["a"], ga["b"])) or (conv is not None and n in (conv["x"], conv["w_node"])) or \
                 (win is not None and n in (win["x"], win.get("w_node"))):
             continue  # bound below by their use
@@ -1259,6 +1301,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                 extra["conv_products"] = "tf32"
             else:
                 b.stmts.append(win["stmt"].format(x=x, w=w))
+            if win.get("prologue") is not None:
+                pro = env[win["prologue"].name]
+                b.stmts[-1] = re.sub(r"\b" + re.escape(x) + r"\[[^\]]*\]", lambda m: pro.replace(_READ, m.group(0)), b.stmts[-1])
             expr = "acc" + idx
             if win["bias"] is not None:
                 bn_ = params[win["bias"]]

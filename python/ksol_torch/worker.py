@@ -987,6 +987,11 @@ def _screen(prob, seeds, device, ref_out):
             "degenerate": v.verdict in screen_mod.DEGENERATE}
 
 
+def _vendor_plan(pieces) -> bool:
+    """Whether a request's pieces are the vendor-call plan's (stitch.split's `vendor`): each says so."""
+    return any(isinstance(p, dict) and p.get("vendor") for p in pieces)
+
+
 def _stitched_candidate(pieces, model, inputs, plan=None):
     """The module with its DSL pieces (stitch.py) computed by their libraries, each called with
     its ABI table (its inputs, its parameters, its output); the ops the plan keeps run as PyTorch
@@ -994,11 +999,12 @@ def _stitched_candidate(pieces, model, inputs, plan=None):
     those programs). Returns the candidate and the aten ops the kept calls make, which the
     dispatch watch then allows: those calls are ksol's, declared in the plan, not the pieces'.
     `plan`: the module's split, where the caller made it already (a screen builds many
-    candidates of one module). A piece given as {"nodes", "keep": true} stays PyTorch calls;
+    candidates of one module; the vendor-call plan's where its pieces say "vendor"). A piece given
+    as {"nodes", "keep": true} stays PyTorch calls;
     at least one piece must be a library, or the candidate is the module itself."""
     from . import stitch as stitch_mod
 
-    plan = plan or stitch_mod.split(model, inputs)
+    plan = plan or stitch_mod.split(model, inputs, vendor=_vendor_plan(pieces))
     want = [p.nodes for p in plan.pieces]
     got = [list(p.get("nodes", [])) for p in pieces]
     if got != want:
@@ -1355,7 +1361,8 @@ def _screen_batch(req):
             from . import stitch as stitch_mod
 
             try:
-                plan = stitch_mod.split(model, inputs0)
+                plan = stitch_mod.split(model, inputs0, vendor=any(_vendor_plan(spec["stitch"]) for spec in specs
+                                                                    if spec.get("stitch") is not None))
             except Exception as e:
                 plan_error = f"the module could not be split into its pieces: {type(e).__name__}: {e}"
         for k, spec in enumerate(specs):

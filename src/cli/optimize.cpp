@@ -168,6 +168,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
     m.fresh_baselines = a.fresh_baselines;
     m.precision = a.precision;
     m.path = a.path;
+    m.plan = a.plan;
     if (!a.triton_fn.empty() && a.path_given)
       throw UsageError("--path chooses a module file's paths: a Triton task's reference takes the fx path");
     if (!a.triton_fn.empty())
@@ -190,6 +191,7 @@ int run_optimize(const OptimizeArgs& a, const std::string& store, const std::str
   if (a.precision_given)
     throw UsageError("--precision applies to a PyTorch module file (FILE.py): a built-in task's precision is its task.toml's");
   if (a.path_given) throw UsageError("--path applies to a PyTorch module file (FILE.py): a built-in task has one path");
+  if (a.plan != "auto") throw UsageError("--plan applies to a PyTorch module file (FILE.py): a built-in task is one program");
   std::vector<Seed> seeds;
   std::vector<std::string> names = a.tasks;
   if (names.empty())
@@ -607,6 +609,13 @@ void add_optimize_command(CLI::App& app, const std::string& store, const std::st
                                          "(torch.compile's Triton kernels searched one by one and kept where the whole model gets faster)")
           ->capture_default_str()
           ->check(CLI::IsMember({"best", "fx", "inductor"}));
+  cmd->add_option("--plan", a->plan, "with a module file, the fx path's plan: auto (the default: the module's own plan and, where "
+                                     "the forward has a convolution or GEMM, the vendor-call plan beside it, the faster returned; "
+                                     "each gets half the search budget), own (convolutions and GEMMs as ksol's kernels, fused with "
+                                     "their epilogues) or vendor (every convolution and GEMM left to cuDNN/cuBLAS through PyTorch, "
+                                     "the ops around them ksol's pieces)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "own", "vendor"}));
   CLI::Option* triton_opt = cmd->add_option("--triton-fn", a->triton_fn, "FILE.py is a standalone Triton task (docs/TRITON.md) and this its @triton.jit kernel: verified and timed like a user's kernel, its configs (num_warps, num_stages, block sizes) screened and the fastest verified, its reference() searched as a module for DSL candidates");
   cmd->add_option("--triton-configs", a->triton_configs, "with --triton-fn: most configs screened (one case against the reference and a short timing each)")->capture_default_str()->check(positive_integer())->needs(triton_opt);
   cmd->add_option("--triton-verify", a->triton_verify, "with --triton-fn: the fastest screened configs verified through every gate")->capture_default_str()->check(non_negative_integer())->needs(triton_opt);

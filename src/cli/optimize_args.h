@@ -57,6 +57,7 @@ struct OptimizeArgs {
   int triton_verify = 3;   // --triton-verify: the fastest screened configs verified through every gate
   std::string path = "best";  // --path: a module's paths (best: fx and Inductor, the better answer; fx; inductor)
   bool path_given = false;
+  std::string plan = "auto";  // --plan: the fx path's plan of a module (auto: own and vendor-call, the faster; own; vendor)
   // --budget-total-seconds: the whole run's wall time (baselines, searches and grades), each
   // task's search taking a share of what is left by its headroom. The default keeps the main
   // job (every task with a seed program) within 15 minutes on one H200.

@@ -653,44 +653,58 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   }
 
   // Not one program: the DSL pieces around the ops kept as PyTorch calls (stitch.py), each
-  // through gate 1 here, at the schedule synth writes (no search per piece yet).
-  json pieces = json::array();
-  std::vector<Task> piece_tasks;
-  std::vector<dsl::Program> piece_progs;
-  std::string stitch_why;
-  if (!lowered && syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0) {
-    std::string plan_json = (fs::temp_directory_path() / ("ksol-stitch-" + std::to_string(::getpid()) + ".json")).string();
+  // through gate 1 here, at the schedule synth writes (no search per piece yet). The vendor-call
+  // plan (stitch.py --vendor) keeps every convolution and GEMM as PyTorch's call (cuDNN, cuBLAS)
+  // and cuts the ops around them into pieces; its pieces say so ("vendor"), for the worker's split.
+  struct PlanPieces {
+    json pieces = json::array();
+    std::vector<Task> tasks;
+    std::vector<dsl::Program> progs;
+    std::string why;  // why there are no pieces, where there are none
+  };
+  auto build_plan = [&](bool vendor) {
+    PlanPieces pp;
+    json& pieces = pp.pieces;
+    std::string plan_json =
+        (fs::temp_directory_path() / ("ksol-stitch-" + std::to_string(::getpid()) + (vendor ? "-vendor" : "") + ".json")).string();
     std::vector<std::string> stitch_cmd = {"env", "PYTHONPATH=" + pypath, py, "-m", "ksol_torch", "stitch", file, "--out", plan_json};
     stitch_cmd.insert(stitch_cmd.end(), products.begin(), products.end());
+    if (vendor) stitch_cmd.push_back("--vendor");
     ProcessResult sp = run_process(stitch_cmd, 600);
     try {
       json plan = json::parse(read_file(plan_json));
       fs::remove(plan_json);
       if (!plan.value("ok", false)) throw std::runtime_error(plan.value("error", std::string("the stitch front end failed")));
+      if (vendor && std::none_of(plan["kept"].begin(), plan["kept"].end(), [](const json& k) {
+            return k.value("reason", std::string()).find("vendor-call plan") != std::string::npos;
+          }))
+        throw std::runtime_error("the module has no convolution or GEMM to leave to a vendor library");
       for (auto& piece : plan.at("pieces")) {
         std::string tag = "_p" + std::to_string(piece.value("id", 0));
-        Task pt = lowered_task(piece, a.file, tag);
+        Task pt = lowered_task(piece, a.file, tag + (vendor ? "v" : ""));
         dsl::Program prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
         codegen::Support sup = codegen::can_implement(prog, search::binding_of(pt));
+        const std::string label = std::string(vendor ? "vendor-call plan: " : "") + "piece " + tag.substr(2);
         if (!sup.ok && piece.contains("program_fallback")) {
-          std::cerr << "piece " << tag.substr(2) << ": its schedule is refused (" << sup.reason << "); its fallback schedule instead\n";
+          std::cerr << label << ": its schedule is refused (" << sup.reason << "); its fallback schedule instead\n";
           piece["program"] = piece["program_fallback"];
           prog = dsl::parse_program(piece["program"].get<std::string>(), pt.name + ".ksol");
           sup = codegen::can_implement(prog, search::binding_of(pt));
         }
         // A piece ksol cannot build stays PyTorch's calls, with the reason; the others go on.
         auto keep_piece = [&](const std::string& why) {
-          std::cerr << "piece " << tag.substr(2) << ": " << why << "; its ops stay PyTorch calls\n";
+          std::cerr << label << ": " << why << "; its ops stay PyTorch calls\n";
           pieces.push_back(search::kept_piece(piece, why));
-          piece_tasks.push_back(pt);
-          piece_progs.push_back(prog);
+          if (vendor) pieces.back()["vendor"] = true;
+          pp.tasks.push_back(pt);
+          pp.progs.push_back(prog);
         };
         if (!sup.ok) {
           keep_piece("no generator yet: " + sup.reason);
           continue;
         }
         CompileResult cr = compile(codegen::compile_job(pt, prog, pt.name + "/seed.ksol"));
-        std::cerr << "piece " << tag.substr(2) << " (" << piece.value("family", std::string("?")) << ", nodes "
+        std::cerr << label << " (" << piece.value("family", std::string("?")) << ", nodes "
                   << join(piece["nodes"].get<std::vector<std::string>>(), ", ") << "): " << codegen::kernel_name(prog) << ": "
                   << (cr.ok ? "compiles" : "does not compile (" + cr.stage + ")") << "\n";
         if (!cr.ok) {
@@ -710,23 +724,42 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
         }
         pieces.push_back({{"nodes", piece["nodes"]}, {"so", so}, {"dims", dims}, {"family", piece.value("family", "")},
                           {"kernel", codegen::kernel_name(prog)}, {"program", piece["program"]}});
-        piece_tasks.push_back(pt);
-        piece_progs.push_back(prog);
+        if (vendor) pieces.back()["vendor"] = true;
+        pp.tasks.push_back(pt);
+        pp.progs.push_back(prog);
       }
       if (!pieces.empty() && search::computed_pieces(pieces) == 0) {
         std::vector<std::string> whys;
         for (size_t i = 0; i < pieces.size(); ++i) whys.push_back("piece " + std::to_string(i) + ": " + pieces[i].value("why", std::string()));
         throw std::runtime_error("no piece builds: " + join(whys, "; "));
       }
+      if (vendor && pieces.empty()) throw std::runtime_error("no op around the vendor calls is a piece");
     } catch (const std::exception& e) {
       std::error_code ec;
       fs::remove(plan_json, ec);
-      stitch_why = std::string("stitching refused: ") + e.what() + (sp.exit_code != 0 ? "\n" + sp.output : "");
-      std::cerr << stitch_why << "\n";
-      pieces = json::array();
-      piece_tasks.clear();
-      piece_progs.clear();
+      pp = PlanPieces{};
+      pp.why = std::string(vendor ? "the vendor-call plan: " : "stitching refused: ") + e.what() +
+               (sp.exit_code != 0 ? "\n" + sp.output : "");
     }
+    return pp;
+  };
+  if (a.plan == "vendor" && lowered) {
+    std::cerr << "--plan vendor: the forward's convolutions and GEMMs stay PyTorch's calls, the ops around them are the pieces\n";
+    lowered = false;
+  }
+  PlanPieces own;
+  if (!lowered && (a.plan == "vendor" || (syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0))) {
+    own = build_plan(a.plan == "vendor");
+    if (!own.why.empty()) std::cerr << own.why << "\n";
+  }
+  json& pieces = own.pieces;
+  const std::string stitch_why = own.why;
+  // --plan auto: the vendor-call plan beside the module's own (built on a GPU only: it is an
+  // alternative to time, and nothing to time without one).
+  PlanPieces vend;
+  if (a.plan == "auto" && !no_gpu && !stop_requested()) {
+    vend = build_plan(true);
+    if (vend.pieces.empty()) std::cerr << vend.why.substr(0, 300) << "; one plan only\n";
   }
 
   if (no_gpu) {
@@ -784,6 +817,167 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
               {"precision", {{"mode", a.precision}}}, {"ksol", version_text()}};
   if (a.emulate) doc["emulated"] = true;
   std::string stem = fs::path(a.file).stem().string();
+  // The stitched module of a plan's pieces: at their seed schedules first, then each piece
+  // searched in turn within `share` of the search budget, the module evaluated whole for every
+  // candidate; fills `item` (pieces, piece_search, stitched, kernelbench, kernels) and `kept`.
+  // Returns the final module's time, 0 where it failed.
+  auto stitched_search = [&](PlanPieces& pp, const std::map<std::string, search::Outcome>& base, double share, json& item,
+                             std::vector<KeptProgram>& kept) -> double {
+    json& pieces = pp.pieces;
+    std::vector<Task>& piece_tasks = pp.tasks;
+    std::vector<dsl::Program>& piece_progs = pp.progs;
+    // The stitched module: its pieces at their seed schedules, the kept ops as PyTorch calls.
+    item["stop_reason"] = "stitched";
+    item["candidates"] = 1;
+    item["pieces"] = pieces;
+    auto run = [&](const json& ps) {
+      WorkerReply r = ev.stitched(ps);
+      return search::StitchedRun{r.ok, r.ok ? r.body.value("result", json::object()) : json::object(), r.message, r.seconds};
+    };
+    search::StitchedRun seeds_run = run(pieces);
+    double module_sol_us = seeds_run.ok ? ev.sol_us(seeds_run.result) : 0.0;
+    search::Outcome first = search::stitched_outcome(seeds_run, "seeds", module_sol_us);
+    // A module that fails a gate at its seed schedules: each of its pieces kept as PyTorch's
+    // calls in turn (while another stays ksol's), the fastest of those that pass going on.
+    if (!first.ok() && !stop_requested()) {
+      search::KeptRescue kr = search::keep_a_failing_piece(
+          pieces, first.error, run, [&](const json& result) { return ev.sol_us(result); }, [] { return stop_requested(); });
+      if (!kr.tries.empty()) {
+        item["seeds_rescue"] = {{"seeds_error", first.error.substr(0, 2000)}, {"tries", kr.tries}};
+        for (const json& t : kr.tries)
+          std::cerr << "piece " << t["piece"].get<size_t>() << " as PyTorch calls: "
+                    << (t.contains("module_us") ? "the module passes, " + std::to_string(t["module_us"].get<double>()) + " us"
+                                                : t.value("error", std::string()).substr(0, 300))
+                    << "\n";
+      }
+      if (kr.ok) {
+        pieces = kr.pieces;
+        first = kr.outcome;
+        module_sol_us = kr.sol_us;
+        item["pieces"] = pieces;
+      }
+    }
+    // Each piece searched in turn (the expert or random agent, the same loop and gates), the
+    // module evaluated whole for every candidate, the other pieces at their best so far.
+    json searched = json::array();
+    double cur_us = first.ok() ? first.score_us() : 0.0;
+    if (first.ok() && a.search.max_candidates > 1) {
+      agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
+      for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
+        if (pieces[i].value("keep", false)) {  // not built, or failing: PyTorch's calls already
+          searched.push_back({{"piece", i}, {"candidates", 0}, {"stop_reason", "kept as PyTorch calls"}, {"kept_as_pytorch", true}});
+          continue;
+        }
+        // PyTorch's own calls of the piece's ops (cuBLAS, cuDNN, its elementwise kernels) are
+        // a candidate too: the module timed whole with them in the piece's place. Where that
+        // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
+        // offered where every other piece is kept already: that module is the forward itself.
+        double keep_us = 0;
+        json keep_rec;
+        const json alt = search::keeping_piece(pieces, i);
+        if (!alt.is_null()) {
+          search::Outcome ko = search::stitched_outcome(run(alt), "keep", module_sol_us);
+          keep_us = ko.ok() ? ko.score_us() : 0.0;
+          keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
+          std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
+                    << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with ksol's pieces so far)"
+                                : ko.error.substr(0, 300))
+                    << "\n";
+        }
+        // An agent per piece: the pieces' programs share a name, and random search keeps its
+        // permutation by program name.
+        std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
+        search::PieceEvaluator::Build build;
+        if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
+        search::PieceEvaluator pe(pieces, i, run, base, build, module_sol_us, [&](const std::vector<json>& stitched) {
+          std::vector<json> cands;
+          for (const json& ps : stitched) cands.push_back({{"stitch", ps}});
+          return ev.screen_batch(cands);
+        });
+        search::OptimizeOptions o = a.search;
+        o.prune = 0;
+        o.profile = false;
+        o.target_sol = 0;  // the module's SOL is not split over its pieces
+        if (o.budget_seconds > 0) o.budget_seconds *= share / static_cast<double>(pieces.size());
+        o.progress = [i](const std::string& l) { std::cerr << "[piece " << i << "] " << l << "\n"; };
+        search::OptimizeResult r = search::optimize(piece_tasks[i], piece_progs[i], pe, *agent, o);
+        json rec = {{"piece", i}, {"candidates", r.trajectory.size()}, {"stop_reason", r.stop_reason}};
+        const search::Attempt* b = r.best >= 0 ? &r.trajectory[r.best] : nullptr;
+        if (b && b->outcome.ok() && b->index > 0 && b->outcome.score_us() < cur_us && pe.libraries().count(b->outcome.label)) {
+          pieces[i] = pe.with_piece(pe.libraries().at(b->outcome.label), b->outcome.kernel)[i];
+          pieces[i]["program"] = dsl::print_source(b->program);
+          cur_us = b->outcome.score_us();
+          rec["best"] = {{"kernel", b->outcome.kernel}, {"schedule", b->schedule}, {"module_us", cur_us}};
+          kept.push_back({"piece-" + std::to_string(i), piece_tasks[i], b->program});
+        }
+        if (!keep_rec.is_null()) rec["pytorch"] = keep_rec;
+        if (keep_us > 0 && keep_us < cur_us) {
+          pieces[i] = alt[i];
+          cur_us = keep_us;
+          rec["kept_as_pytorch"] = true;
+          std::erase_if(kept, [&](const KeptProgram& kp) { return kp.name == "piece-" + std::to_string(i); });
+        }
+        searched.push_back(rec);
+      }
+      item["pieces"] = pieces;
+      item["candidates"] = 1 + [&] {
+        size_t n = 0;
+        for (auto& r : searched) n += r["candidates"].get<size_t>();
+        return n;
+      }();
+    }
+    item["piece_search"] = searched;
+    // The answer's time: the final pieces evaluated once more, afresh.
+    search::Outcome fin = searched.empty() ? first : search::stitched_outcome(run(pieces), "final", module_sol_us);
+    const std::string status = fin.ok() ? "ok" : "failed";
+    const double us = fin.ok() ? fin.score_us() : 0.0;
+    item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},
+                        {"message", fin.ok() ? std::string("") : fin.error}};
+    item["kernelbench"] = stop_requested() ? json{{"correct", false}, {"error", "not run: the run was stopped (a signal)"}}
+                          : fin.ok()       ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
+                                           : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
+    if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+    return us;
+  };
+  // The vendor-call plan's stitched module beside the answer so far (`answer_us`: the module's
+  // time as answered, a baseline's or ksol's): where it is faster, its item is the answer (with
+  // the module's own plan's summarised in it) and its programs are kept; else it is summarised
+  // in `item` ("vendor_plan"). Returns whether it became the answer.
+  auto try_vendor_plan = [&](json& item, std::vector<KeptProgram>& kept, const std::map<std::string, search::Outcome>& base,
+                             double answer_us, double share) -> bool {
+    std::string bname;
+    double bus = 0;
+    for (auto& [name, o] : base)
+      if (o.ok() && (bname.empty() || o.score_us() < bus)) bname = name, bus = o.score_us();
+    json v = {{"task", stem}, {"plan", "vendor"}, {"best_baseline", bname}};
+    for (auto& [name, o] : base) v["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
+    if (!ev.problem_screen().empty()) v["screen"] = ev.problem_screen();
+    std::vector<KeptProgram> vkept;
+    const double us = stitched_search(vend, base, share, v, vkept);
+    const json& st = v.value("stitched", json::object());
+    std::cerr << stem << ": the vendor-call plan (" << vend.pieces.size() << " piece(s) around the vendor calls): "
+              << (us > 0 ? std::to_string(us) + " us" : "failed: " + st.value("message", std::string("?")).substr(0, 300))
+              << ", the answer so far " << answer_us << " us\n";
+    json summary = {{"status", us > 0 ? "ok" : "failed"}, {"median_us", us}, {"pieces", v.value("pieces", json::array())},
+                    {"piece_search", v.value("piece_search", json::array())}, {"candidates", v.value("candidates", 0)}};
+    if (us > 0 && (answer_us <= 0 || us < answer_us) && bus > 0 && us < bus && !a.emulate) {
+      v["use_baseline"] = false;
+      v["speedup_vs_best_baseline"] = bus / us;
+      v["reason"] = "";
+      json own_plan = {{"stop_reason", item.value("stop_reason", std::string())}, {"answer_us", answer_us},
+                       {"use_baseline", item.value("use_baseline", true)}};
+      if (item.contains("reason")) own_plan["reason"] = item["reason"];
+      v["own_plan"] = own_plan;
+      item = v;
+      kept = std::move(vkept);
+      return true;
+    }
+    summary["reason"] = a.emulate ? "--emulate: the stitched module's time is the CPU emulator's, never a result"
+                        : us > 0  ? "not faster than the answer (" + std::to_string(answer_us) + " us) or the best baseline"
+                                  : "the stitched module failed: " + st.value("message", std::string("?")).substr(0, 2000);
+    item["vendor_plan"] = summary;
+    return false;
+  };
   if (!lowered) {
     // Nothing to search: the answer is the faster of eager and torch.compile, timed here.
     Task t;
@@ -807,117 +1001,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     // stitched module beats the baselines, since each was verified inside the whole module.
     std::vector<KeptProgram> kept;
     if (!pieces.empty()) {
-      // The stitched module: its pieces at their seed schedules, the kept ops as PyTorch calls.
-      item["stop_reason"] = "stitched";
-      item["candidates"] = 1;
-      item["pieces"] = pieces;
-      auto run = [&](const json& ps) {
-        WorkerReply r = ev.stitched(ps);
-        return search::StitchedRun{r.ok, r.ok ? r.body.value("result", json::object()) : json::object(), r.message, r.seconds};
-      };
-      search::StitchedRun seeds_run = run(pieces);
-      double module_sol_us = seeds_run.ok ? ev.sol_us(seeds_run.result) : 0.0;
-      search::Outcome first = search::stitched_outcome(seeds_run, "seeds", module_sol_us);
-      // A module that fails a gate at its seed schedules: each of its pieces kept as PyTorch's
-      // calls in turn (while another stays ksol's), the fastest of those that pass going on.
-      if (!first.ok() && !stop_requested()) {
-        search::KeptRescue kr = search::keep_a_failing_piece(
-            pieces, first.error, run, [&](const json& result) { return ev.sol_us(result); }, [] { return stop_requested(); });
-        if (!kr.tries.empty()) {
-          item["seeds_rescue"] = {{"seeds_error", first.error.substr(0, 2000)}, {"tries", kr.tries}};
-          for (const json& t : kr.tries)
-            std::cerr << "piece " << t["piece"].get<size_t>() << " as PyTorch calls: "
-                      << (t.contains("module_us") ? "the module passes, " + std::to_string(t["module_us"].get<double>()) + " us"
-                                                  : t.value("error", std::string()).substr(0, 300))
-                      << "\n";
-        }
-        if (kr.ok) {
-          pieces = kr.pieces;
-          first = kr.outcome;
-          module_sol_us = kr.sol_us;
-          item["pieces"] = pieces;
-        }
-      }
-      // Each piece searched in turn (the expert or random agent, the same loop and gates), the
-      // module evaluated whole for every candidate, the other pieces at their best so far.
-      json searched = json::array();
-      double cur_us = first.ok() ? first.score_us() : 0.0;
-      if (first.ok() && a.search.max_candidates > 1) {
-        agents::Knowledge k = agents::load_knowledge(agents::default_knowledge_dir());
-        for (size_t i = 0; i < pieces.size() && !stop_requested(); ++i) {
-          if (pieces[i].value("keep", false)) {  // not built, or failing: PyTorch's calls already
-            searched.push_back({{"piece", i}, {"candidates", 0}, {"stop_reason", "kept as PyTorch calls"}, {"kept_as_pytorch", true}});
-            continue;
-          }
-          // PyTorch's own calls of the piece's ops (cuBLAS, cuDNN, its elementwise kernels) are
-          // a candidate too: the module timed whole with them in the piece's place. Where that
-          // is faster than every schedule the search verifies, the piece stays PyTorch's. Not
-          // offered where every other piece is kept already: that module is the forward itself.
-          double keep_us = 0;
-          json keep_rec;
-          const json alt = search::keeping_piece(pieces, i);
-          if (!alt.is_null()) {
-            search::Outcome ko = search::stitched_outcome(run(alt), "keep", module_sol_us);
-            keep_us = ko.ok() ? ko.score_us() : 0.0;
-            keep_rec = ko.ok() ? json{{"module_us", keep_us}} : json{{"error", ko.error.substr(0, 500)}};
-            std::cerr << "[piece " << i << "] its ops as PyTorch calls: "
-                      << (ko.ok() ? "the module " + std::to_string(keep_us) + " us (" + std::to_string(cur_us) + " us with ksol's pieces so far)"
-                                  : ko.error.substr(0, 300))
-                      << "\n";
-          }
-          // An agent per piece: the pieces' programs share a name, and random search keeps its
-          // permutation by program name.
-          std::unique_ptr<agents::Agent> agent = agents::make_agent(a.search.agent, k, a.search.seed + i);
-          search::PieceEvaluator::Build build;
-          if (a.emulate) build = [](const Task& t, const dsl::Program& p, const std::string&, std::string* why) { return host_library(t, p, why); };
-          search::PieceEvaluator pe(pieces, i, run, base, build, module_sol_us, [&](const std::vector<json>& stitched) {
-            std::vector<json> cands;
-            for (const json& ps : stitched) cands.push_back({{"stitch", ps}});
-            return ev.screen_batch(cands);
-          });
-          search::OptimizeOptions o = a.search;
-          o.prune = 0;
-          o.profile = false;
-          o.target_sol = 0;  // the module's SOL is not split over its pieces
-          if (o.budget_seconds > 0) o.budget_seconds /= static_cast<double>(pieces.size());
-          o.progress = [i](const std::string& l) { std::cerr << "[piece " << i << "] " << l << "\n"; };
-          search::OptimizeResult r = search::optimize(piece_tasks[i], piece_progs[i], pe, *agent, o);
-          json rec = {{"piece", i}, {"candidates", r.trajectory.size()}, {"stop_reason", r.stop_reason}};
-          const search::Attempt* b = r.best >= 0 ? &r.trajectory[r.best] : nullptr;
-          if (b && b->outcome.ok() && b->index > 0 && b->outcome.score_us() < cur_us && pe.libraries().count(b->outcome.label)) {
-            pieces[i] = pe.with_piece(pe.libraries().at(b->outcome.label), b->outcome.kernel)[i];
-            pieces[i]["program"] = dsl::print_source(b->program);
-            cur_us = b->outcome.score_us();
-            rec["best"] = {{"kernel", b->outcome.kernel}, {"schedule", b->schedule}, {"module_us", cur_us}};
-            kept.push_back({"piece-" + std::to_string(i), piece_tasks[i], b->program});
-          }
-          if (!keep_rec.is_null()) rec["pytorch"] = keep_rec;
-          if (keep_us > 0 && keep_us < cur_us) {
-            pieces[i] = alt[i];
-            cur_us = keep_us;
-            rec["kept_as_pytorch"] = true;
-            std::erase_if(kept, [&](const KeptProgram& kp) { return kp.name == "piece-" + std::to_string(i); });
-          }
-          searched.push_back(rec);
-        }
-        item["pieces"] = pieces;
-        item["candidates"] = 1 + [&] {
-          size_t n = 0;
-          for (auto& r : searched) n += r["candidates"].get<size_t>();
-          return n;
-        }();
-      }
-      item["piece_search"] = searched;
-      // The answer's time: the final pieces evaluated once more, afresh.
-      search::Outcome fin = searched.empty() ? first : search::stitched_outcome(run(pieces), "final", module_sol_us);
-      std::string status = fin.ok() ? "ok" : "failed";
-      double us = fin.ok() ? fin.score_us() : 0.0;
-      item["stitched"] = {{"status", status}, {"median_us", us}, {"seeds_median_us", first.ok() ? first.score_us() : 0.0},
-                          {"message", fin.ok() ? std::string("") : fin.error}};
-      item["kernelbench"] = stop_requested() ? json{{"correct", false}, {"error", "not run: the run was stopped (a signal)"}}
-                            : fin.ok()       ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
-                                             : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
-      if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+      const double us = stitched_search(own, base, vend.pieces.empty() ? 1.0 : 0.5, item, kept);
+      const std::string status = us > 0 ? "ok" : "failed";
       std::cerr << stem << ": stitched (" << pieces.size() << " piece(s)): " << status
                 << (status == "ok" ? ", " + std::to_string(us) + " us" : ": " + item["stitched"]["message"].get<std::string>()) << "\n";
       if (status == "ok" && us > 0 && !best.empty() && us < best_us && !a.emulate) {
@@ -931,6 +1016,10 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
                        : status == "ok" ? "the stitched module (" + std::to_string(us) + " us) is not faster than " + item["best_baseline"].get<std::string>()
                                         : "the stitched module failed: " + item["stitched"]["message"].get<std::string>();
       }
+    }
+    if (!vend.pieces.empty() && !stop_requested() && try_vendor_plan(item, kept, base, best.empty() ? 0.0 : best_us, pieces.empty() ? 1.0 : 0.5)) {
+      best = "stitched (the vendor-call plan)";
+      best_us = item["stitched"].value("median_us", 0.0);
     }
     doc["results"] = json::array({item});
     std::string dir = write_report(a, stem, doc, kept);
@@ -948,6 +1037,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   search::OptimizeOptions o = a.search;
   o.profile = false;
   o.progress = [](const std::string& l) { std::cerr << l << "\n"; };
+  if (!vend.pieces.empty() && o.budget_seconds > 0) o.budget_seconds /= 2;  // the other half: the vendor-call plan's
   search::OptimizeResult r = search::optimize(*task, *seed, ev, *agent, o);
   note_reused_baselines(ev.baselines_reused(), doc);
   doc["precision"] = ev.precision();
@@ -968,18 +1058,31 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   if (!ev.problem_screen().empty()) item["screen"] = ev.problem_screen();
   if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
-  doc["results"] = json::array({item});
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});
+  bool vendor_answer = false;
+  if (!vend.pieces.empty() && !stop_requested()) {
+    double answer_us = 0;
+    if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline && b->outcome.ok())
+      answer_us = b->outcome.score_us();
+    else if (auto it = r.baselines.find(r.best_baseline); it != r.baselines.end() && it->second.ok())
+      answer_us = it->second.score_us();
+    vendor_answer = try_vendor_plan(item, kept, r.baselines, answer_us, 0.5);
+  }
+  doc["results"] = json::array({item});
   std::string dir = write_report(a, stem, doc, kept);
   choose_path(a, py, pypath, dir, doc, w);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(2));
   if (json_out) std::cout << doc.dump(2) << "\n";
   else
     std::cout << stem << ": "
-              << answer_text(doc, r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
-                                                 : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " +
-                                                       r.best_baseline)
+              << answer_text(doc, vendor_answer ? "the vendor-call plan's stitched module " +
+                                                      std::to_string(item["stitched"].value("median_us", 0.0)) + " us, " +
+                                                      std::to_string(item.value("speedup_vs_best_baseline", 0.0)) + "x vs " +
+                                                      item.value("best_baseline", std::string())
+                                  : r.use_baseline ? "baseline " + r.best_baseline + " returned (nothing faster verified)"
+                                                   : "c" + std::to_string(r.best) + " " + std::to_string(r.speedup_vs_baseline) + "x vs " +
+                                                         r.best_baseline)
               << "; precision " << precision_text(doc["precision"]) << "; report " << dir << "/report.html\n";
   return stop_requested() ? 128 + (stop_signal() > 0 ? stop_signal() : 2) : exit_status::ok;
 }

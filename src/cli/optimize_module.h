@@ -17,6 +17,7 @@ struct ModuleOptimizeArgs {
   bool emulate = false;     // --emulate: candidates built for the host's CUDA emulator, the worker on the CPU
   std::string precision = "default";  // --precision: the worker's mode for baselines and candidates alike
   std::string path = "best";  // --path: best (fx and Inductor, the better answer), fx, inductor
+  std::string plan = "auto";  // --plan: auto (the module's own plan and the vendor-call plan, the faster), own, vendor
   bool fresh_baselines = false;  // --fresh-baselines: never reuse an earlier run's eager and torch.compile times
 };
 

@@ -38,6 +38,7 @@ Outcome stitched_outcome(const StitchedRun& r, const std::string& label, double 
 nlohmann::json kept_piece(const nlohmann::json& piece, const std::string& why) {
   nlohmann::json k = {{"nodes", piece.at("nodes")}, {"family", piece.value("family", "")}, {"keep", true}};
   if (!why.empty()) k["why"] = why;
+  if (piece.value("vendor", false)) k["vendor"] = true;  // a piece of the vendor-call plan stays one
   return k;
 }
 

@@ -48,6 +48,24 @@ class ConvPool(nn.Module):
         return torch.sigmoid(F.max_pool2d(y, 3, stride=2, padding=1)) * 2.0
 
 
+class ConvPoolChain(nn.Module):
+    """A convolution, elementwise ops, a max pool and an elementwise epilogue (KernelBench level 2's
+    pattern); `padding`: the pool's; `shift`: a per-channel parameter in the ops before the pool."""
+
+    def __init__(self, padding=0, shift=False):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.padding = padding
+        self.shift = nn.Parameter(torch.randn(4, 1, 1)) if shift else None
+
+    def forward(self, x):
+        y = self.conv(x) - 0.5
+        if self.shift is not None:
+            y = y + self.shift
+        y = F.hardswish(y)
+        return F.mish(F.max_pool2d(y, 2, padding=self.padding))
+
+
 class MlpBlock(nn.Module):
     """Two GEMMs with epilogues around a LayerNorm, then a softmax: four pieces, nothing kept."""
 
@@ -478,9 +496,9 @@ class ConvAvgPoolLeftAlone(nn.Module):
 
 
 class Stitching(unittest.TestCase):
-    def stitched(self, model, inputs, pieces, kept_ops, train=False):
+    def stitched(self, model, inputs, pieces, kept_ops, train=False, vendor=False):
         model.train(train)
-        plan = stitch.split(model, inputs)
+        plan = stitch.split(model, inputs, vendor=vendor)
         self.assertEqual(len(plan.pieces), pieces, plan.summary())
         self.assertEqual(sorted(k["op"] for k in plan.kept), sorted(kept_ops), plan.summary())
         for k in plan.kept:
@@ -630,6 +648,32 @@ class Stitching(unittest.TestCase):
         self.assertEqual(sorted(conv.params), ["conv.bias", "conv.weight", "shift"])
         self.assertIn("input0[n, c, h*2+r-1, w*2+s-1]", conv.program)
         self.assertEqual((conv.dims["P"], conv.dims["Q"]), (6, 6))
+
+    def test_the_vendor_plan_keeps_convolutions_and_gemms_and_cuts_the_ops_around_them(self):
+        torch.manual_seed(3)
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[0].family, "elementwise")
+        self.assertEqual(plan.pieces[0].nodes, ["relu", "mul", "sub", "tanh"])
+        self.assertIn("cuDNN", plan.kept[0]["reason"])
+        plan = self.stitched(MlpBlock(), [torch.randn(5, 16)], 2, ["linear", "linear"], vendor=True)
+        self.assertEqual([p.nodes for p in plan.pieces], [["gelu", "ln"], ["mul", "softmax"]])
+        self.assertTrue(all("cuBLAS" in k["reason"] for k in plan.kept))
+        # The default plan of the same module is unchanged.
+        self.assertEqual([p.family for p in stitch.split(MlpBlock(), [torch.randn(5, 16)]).pieces],
+                         ["gemm", "rowwise", "gemm", "rowwise"])
+
+    def test_a_pool_reads_its_input_through_the_elementwise_ops_before_it(self):
+        torch.manual_seed(4)
+        plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[0].family, "direct")
+        self.assertEqual(plan.pieces[0].nodes, ["sub", "hardswish", "max_pool2d", "mish"])
+        # A pool that reads padding keeps its prologue in a piece of its own: the padding's -inf
+        # does not go through the prologue's ops.
+        plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
+        # A prologue that reads a parameter (read at the output's index, not the window's) neither.
+        plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
 
     def test_gemms_layernorm_and_softmax_are_four_pieces(self):
         torch.manual_seed(1)
@@ -1039,12 +1083,12 @@ class Stitching(unittest.TestCase):
 
     def test_a_refused_op_in_a_chain_leaves_the_rest_to_a_piece(self):
         # A local response norm has no DSL form: it stays a call, and the ReLU
-        # after it is still a piece.
+        # after it is still a piece, the pool's prologue.
         torch.manual_seed(5)
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.LocalResponseNorm(2), nn.ReLU(), nn.MaxPool2d(2))
-        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 3, ["local_response_norm"])
-        self.assertEqual([p.family for p in plan.pieces], ["conv", "elementwise", "direct"])
-        self.assertEqual(len(plan.pieces[1].nodes), 1)  # the second ReLU
+        plan = self.stitched(model, [torch.randn(2, 3, 9, 9)], 2, ["local_response_norm"])
+        self.assertEqual([p.family for p in plan.pieces], ["conv", "direct"])
+        self.assertEqual(len(plan.pieces[1].nodes), 2)  # the second ReLU and the pool
         lrn = next(k for k in plan.kept if k["op"] == "local_response_norm")
         self.assertIn("local_response_norm", lrn["reason"])
 
