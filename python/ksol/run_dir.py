@@ -79,8 +79,8 @@ class RunResult:
     precision: str
     rtol_scale: float
     results: Dict[str, Any] = dataclasses.field(repr=False)   # results.json as read
-    vendor: bool = False        # the stitched module is the vendor-call plan's (convolutions and GEMMs PyTorch's calls)
     manifest: Dict[str, Any] = dataclasses.field(repr=False)  # ksol-python.json as read ({} for a run of the CLI alone)
+    vendor: bool = False        # the stitched module is the vendor-call plan's (convolutions and GEMMs PyTorch's calls)
 
     @property
     def uses_ksol_kernels(self) -> bool:

@@ -104,7 +104,7 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     gm._ksol_constants = {n.target for n in gm.graph.nodes if n.op == "get_attr" and n.target not in state}
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
-    decompose(gm)  # the ops written in place of others get their shapes from _values' run
+    decompose(gm, vendor=vendor)  # the ops written in place of others get their shapes from _values' run
     constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
@@ -1085,7 +1085,7 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
     return True
 
 
-def decompose(gm: torch.fx.GraphModule, flip: bool = False) -> bool:
+def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
@@ -1114,7 +1114,7 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False) -> bool:
     those folded into the convolution by its flipped filter (TransposedFilterFlip), and the
     rewrites run again (`flip`: that second run), where a reduction over the new convolution's
     channels goes first; the folds that read a filter parameter (AvgPoolFold, GlobalPoolFold) do
-    not take a flipped filter."""
+    not take a flipped filter. `vendor` (stitch.split's vendor-call plan): no flip."""
     import math
     import operator
     g = gm.graph
@@ -1348,8 +1348,9 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False) -> bool:
     # The stride-1 transposed convolutions no fold above took (a global pool's folds the
     # transposed one whole): each the convolution by its flipped filter, then the rewrites again,
     # which may take the new convolutions (a reduction over their channels first).
-    if not flip and any(n.op in ("call_module", "call_function") and _stride_one_transposed(n, gm, _canon(n, gm))
-                        for n in g.nodes):
+    # Not in the vendor-call plan, where cuDNN runs the transposed convolution as it is.
+    if not flip and not vendor and any(n.op in ("call_module", "call_function") and _stride_one_transposed(n, gm, _canon(n, gm))
+                                       for n in g.nodes):
         decompose(gm, flip=True)
         changed = True
     if changed:

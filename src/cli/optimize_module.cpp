@@ -759,6 +759,13 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   PlanPieces vend;
   if (a.plan == "auto" && !no_gpu && !stop_requested()) {
     vend = build_plan(true);
+    auto nodes_of = [](const json& ps) {
+      std::vector<json> v;
+      for (const json& p : ps) v.push_back(p["nodes"]);
+      return v;
+    };
+    if (!vend.pieces.empty() && !pieces.empty() && nodes_of(vend.pieces) == nodes_of(pieces))
+      vend = PlanPieces{{}, {}, {}, "the vendor-call plan: its pieces are the module's own plan's"};
     if (vend.pieces.empty()) std::cerr << vend.why.substr(0, 300) << "; one plan only\n";
   }
 

@@ -170,7 +170,9 @@ std::string stitched_summary(const json& r) {
   const json& st = r["stitched"];
   size_t kept = 0;
   for (auto& p : array_at(r, "pieces")) kept += p.is_object() && p.value("keep", false) ? 1 : 0;
+  const bool vendor = gets(r, "plan") == "vendor";
   std::string s = "Stitched from " + std::to_string(array_at(r, "pieces").size() - kept) + " DSL piece(s) around the ops kept as PyTorch calls" +
+                  (vendor ? " (the vendor-call plan: every convolution and GEMM is cuDNN's or cuBLAS's call)" : std::string()) +
                   (kept ? " (" + std::to_string(kept) + " more piece(s) left as PyTorch's calls: see the pieces)" : std::string()) +
                   ": " + (gets(st, "status").empty() ? std::string("?") : gets(st, "status"));
   if (gets(st, "status") == "ok")
@@ -178,7 +180,19 @@ std::string stitched_summary(const json& r) {
          " us at the end (median).";
   else
     s += ": " + gets(st, "message") + (getd(st, "seeds_median_us") > 0 ? " (at the seed schedules: " + num(getd(st, "seeds_median_us")) + " us)" : "") + ".";
+  if (vendor && r.contains("own_plan") && r["own_plan"].is_object())
+    s += " The module's own plan (convolutions and GEMMs as ksol's kernels) answered " + num(getd(r["own_plan"], "answer_us")) + " us.";
   return s;
+}
+
+// The vendor-call plan where it was tried and not returned ("vendor_plan"): its stitched module's
+// time and why it lost; "" where it was not tried.
+std::string vendor_plan_line(const json& r) {
+  if (!r.contains("vendor_plan") || !r["vendor_plan"].is_object()) return "";
+  const json& v = r["vendor_plan"];
+  return "the vendor-call plan (convolutions and GEMMs cuDNN's and cuBLAS's, the ops around them " +
+         std::to_string(array_at(v, "pieces").size()) + " DSL piece(s)): " +
+         (gets(v, "status") == "ok" ? num(getd(v, "median_us")) + " us, " : std::string()) + gets(v, "reason");
 }
 
 // The kernels one call launches (a module's results: "kernels", counted on a GPU): "ksol 1,
@@ -462,6 +476,7 @@ std::string optimize_markdown(const json& doc) {
     if (std::string b = baselines_line(r); !b.empty()) o << "Baselines: " << b << ".\n\n";
     if (std::string k = kernels_line(r); !k.empty()) o << "Kernels per call: " << k << ".\n\n";
     if (!gets(r, "reason").empty()) o << "Reason: " << gets(r, "reason") << "\n\n";
+    if (std::string v = vendor_plan_line(r); !v.empty()) o << "Not returned: " << v << ".\n\n";
     for (auto& p : pieces)
       if (!p.program.empty()) o << "Piece " << p.piece << " program:\n\n```ksol\n" << p.program << "```\n\n";
     // A module that was not searched as one program (stitched, or the better baseline) has no trajectory.
@@ -555,6 +570,7 @@ std::string optimize_html(const json& doc) {
     if (std::string b = baselines_line(r); !b.empty()) o << "<p>Baselines: " << html_escape(b) << ".</p>\n";
     if (std::string k = kernels_line(r); !k.empty()) o << "<p>Kernels per call: " << html_escape(k) << ".</p>\n";
     if (!gets(r, "reason").empty()) o << "<p>Reason: " << html_escape(gets(r, "reason")) << "</p>\n";
+    if (std::string v = vendor_plan_line(r); !v.empty()) o << "<p>Not returned: " << html_escape(v) << ".</p>\n";
     for (auto& p : pieces)
       if (!p.program.empty()) o << "<details><summary>piece " << p.piece << " program</summary><pre>" << html_escape(p.program) << "</pre></details>\n";
     if (!r.contains("trajectory")) continue;

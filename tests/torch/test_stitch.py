@@ -658,6 +658,9 @@ class Stitching(unittest.TestCase):
         plan = self.stitched(MlpBlock(), [torch.randn(5, 16)], 2, ["linear", "linear"], vendor=True)
         self.assertEqual([p.nodes for p in plan.pieces], [["gelu", "ln"], ["mul", "softmax"]])
         self.assertTrue(all("cuBLAS" in k["reason"] for k in plan.kept))
+        # A transposed convolution at stride 1 stays cuDNN's as it is (no flipped filter).
+        plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 1, ["conv_transpose2d"], vendor=True)
+        self.assertEqual(plan.pieces[0].family, "elementwise")
         # The default plan of the same module is unchanged.
         self.assertEqual([p.family for p in stitch.split(MlpBlock(), [torch.randn(5, 16)]).pieces],
                          ["gemm", "rowwise", "gemm", "rowwise"])
