@@ -712,14 +712,14 @@ def _gemm_args(b: "_Builder", n: torch.fx.Node, op: str, sd) -> Dict:
     return out
 
 
-def _column_reduction(b: "_Builder", ops, rowwise, ret, after_ok: bool = False) -> Optional[Dict]:
+def _column_reduction(b: "_Builder", ops, rowwise, ret) -> Optional[Dict]:
     """The forward's one reduction over consecutive dims that are not the trailing ones (the
     leading dims, or dims in the middle), when it is a column reduction the rowwise family
     computes: a sum, mean, max or min that ends the forward, with only elementwise ops before it.
     Returns its node, input shape, the first reduced dim, the count of reduced dims, keepdim and
-    whether ops follow it (`after`: allowed with `after_ok`, for a convolution's epilogue); None
-    where no reduction is one (Unsupported where one is but the rest of the forward is not a
-    column reduction)."""
+    whether ops follow it (`after`: the elementwise ops of its value alone, an epilogue, which the
+    program's last definition checks); None where no reduction is one (Unsupported where one is
+    but the rest of the forward is not a column reduction)."""
     found = []
     for n, op in ops:
         if n not in rowwise or op not in REDUCTIONS:
@@ -741,8 +741,6 @@ def _column_reduction(b: "_Builder", ops, rowwise, ret, after_ok: bool = False) 
         return op in ("max", "min") and _canon(u, b.gm) in ("getitem", "getattr") and u.args[1] in (0, "values")
 
     after = ret is not n and not (ret.args and ret.args[0] is n and values_of(ret))
-    if after and not after_ok:
-        raise Unsupported(f"{where} is followed by other ops: a column reduction is a program of one definition")
     for u in n.users:
         if u is not ret and u.op != "output" and not (after and (values_of(u) if op in ("max", "min") and
                                                                  _arg(n, 1, "dim") is not None else True)):
@@ -941,7 +939,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                           (f" ({conv_why[0][1]})" if conv_why else ""))
     gemm = [n for n, op in ops if op in GEMM]
     rowwise = [n for n, op in ops if op in ROWWISE or (op in REDUCTIONS and _reduced_dims(n, op, len(b.shape(n.args[0]) or [])))]
-    column = _column_reduction(b, ops, rowwise, ret, after_ok=any(op in CONVS for _, op in ops))
+    column = _column_reduction(b, ops, rowwise, ret)
     convs = [n for n, op in ops if op in CONVS and n not in window_nodes]
     conv_red = _conv_reduction(b, convs, column, rowwise, gemm, gm)
     if windows and (gemm or rowwise or convs or column is not None):
@@ -1362,12 +1360,15 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                     env[u.name] = f"{red}[n, h, w]"
             conv_red["value"] = f"{red}[n, h, w]"
             continue
-        if family == "colwise" and n is column["node"]:  # the program's one definition
+        if family == "colwise" and n is column["node"]:  # the program's reduction, its output without an epilogue
             fn = {"amax": "max", "amin": "min"}.get(op, op)
-            b.stmts.append(f"output0{at} = {fn}({operand(n.args[0])}) over r")
-            env[n.name] = f"output0{at}"
+            red = b.fresh() if column["after"] else "output0"
+            column["value"] = f"{red}{at}"
+            b.stmts.append(f"{red}{at} = {fn}({operand(n.args[0])}) over r")
+            env[n.name] = f"{red}{at}"
             for u in n.users:  # torch.max(x, 0) is read through its values (_column_reduction checked)
-                env[u.name] = f"output0{at}"
+                if op in ("max", "min") and _arg(n, 1, "dim") is not None and _canon(u, gm) in ("getitem", "getattr"):
+                    env[u.name] = f"{red}{at}"
             continue
         if family == "rowwise" and n in rowwise and op in REDUCTIONS:  # each row to one value (_row_of)
             t, v = b.fresh(), b.fresh()
@@ -1527,6 +1528,15 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         if final == conv_red["value"]:
             raise Unsupported("nothing after the reduction moves data")  # a view: the reduction is the output
         b.stmts.append(f"output0[n, h, w] = {final}")
+    elif family == "colwise" and column["after"]:
+        # The epilogue reads the reduction's value alone (the column family's second definition).
+        reads = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]", final))
+        if reads != {column["value"]}:
+            raise Unsupported("the ops after a column reduction read only its value (and numbers): it is a program of "
+                              "the reduction and one elementwise definition of its value")
+        if final == column["value"]:
+            raise Unsupported("nothing after the reduction moves data")
+        b.stmts.append(f"output0{at} = {final}")
     elif family == "colwise" or conv_red is not None:
         if final != (f"output0{at}" if family == "colwise" else "output0[n, h, w]"):
             raise Unsupported("a column reduction is the program's one definition: nothing may follow it")

@@ -430,10 +430,20 @@ class Recogniser {
   // One sum/mean/max/min over r keeping c, reading matrices at [r, c] and vectors at [r] or [c]:
   // a column reduction, which the rowwise family generates (src/codegen/colwise.cpp). With a
   // leading batch index b kept on the left, Y[b, c] reads its matrices at [b, r, c] (a reduction
-  // over the middle dim of a 3-D tensor) and may read tensors at [b, c] too.
+  // over the middle dim of a 3-D tensor) and may read tensors at [b, c] too. One elementwise
+  // definition may follow at the same index, reading only the reduction's value there (its epilogue).
   bool column_reduction() const {
-    if (p_.defs.size() != 1) return false;
+    if (p_.defs.empty() || p_.defs.size() > 2) return false;
     const Definition& d = p_.defs.front();
+    if (p_.defs.size() == 2) {
+      const Definition& e = p_.defs.back();
+      if (e.reduce != ReduceOp::none || e.indices != d.indices || d.is_output) return false;
+      for (const Expr* x : reads_of(e.body)) {
+        if (x->name != d.name || x->indices.size() != d.indices.size()) return false;
+        for (size_t i = 0; i < x->indices.size(); ++i)
+          if (x->indices[i].var != d.indices[i] || x->indices[i].offset != 0 || !x->indices[i].plus.empty()) return false;
+      }
+    }
     if ((d.indices.size() != 1 && d.indices.size() != 2) ||
         (d.reduce != ReduceOp::sum && d.reduce != ReduceOp::mean && d.reduce != ReduceOp::max && d.reduce != ReduceOp::min))
       return false;
@@ -468,7 +478,7 @@ class Recogniser {
           std::string which = pos == 0 ? "the first index" : "index " + std::to_string(pos + 1);
           std::string kind = std::string(pos == 0 ? "a reduction over the first index" : "a reduction over an index other than the last") +
                              ", but for a column reduction (one definition, Y[c] = sum(X[r, c]) over r or Y[b, c] = "
-                             "sum(X[b, r, c]) over r),";
+                             "sum(X[b, r, c]) over r, and at most an elementwise one of Y alone after it),";
           std::string hint;
           if (d.reduce == ReduceOp::sum && reads_last(d))
             hint = " (a gemm is exactly sum(A[m, k] * B[k, n]) over k, casts and tf32() allowed; scale it in a following "

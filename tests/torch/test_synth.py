@@ -637,8 +637,24 @@ class Synth(unittest.TestCase):
             def forward(self, x):
                 return torch.logsumexp(x, dim=1, keepdim=True)
         self.check_module(Lse(), [torch.randn(3, 4, 1, 1)], "rowwise")
-        for f, text in [(lambda x: x.sum(0) + 1.0, "followed by other ops"),
-                        (lambda x: torch.logsumexp(x, dim=0), "a sum, mean, max or min")]:
+        # Elementwise ops of the reduction's value alone after it: its epilogue, a second definition.
+        class Epi(torch.nn.Module):
+            def forward(self, x):
+                return torch.tanh(x.sum(0) + 1.0) * 2.0
+        out = self.check_module(Epi(), [x], "rowwise")
+        self.assertIn("output0[c] = ", out["program"])
+        self.assertIn("] = sum(input0[r, c]) over r", out["program"])
+        class Other(torch.nn.Module):  # an epilogue that reads another tensor
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.randn(*x.shape[1:]))
+
+            def forward(self, x):
+                return x.sum(0) * self.w
+        out = synth.synthesize(Other(), [x])
+        self.assertIsNone(out["program"])
+        self.assertIn("read only its value", out["reason"])
+        for f, text in [(lambda x: torch.logsumexp(x, dim=0), "a sum, mean, max or min")]:
             class M(torch.nn.Module):
                 def forward(self, x):
                     return f(x)

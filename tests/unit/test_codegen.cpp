@@ -924,6 +924,49 @@ TEST(Codegen, PackedExtremesOf16BitInputsMatchTheInterpreter) {
   }
 }
 
+// A column reduction with an epilogue (one elementwise definition of the reduction's value at its
+// own index): the values of the interpreter, in one pass and in two, batched and not; an epilogue
+// that reads anything else is the rowwise family's to refuse.
+TEST(Codegen, ColumnReductionEpilogueMatchesTheInterpreter) {
+  const std::string text = "kernel colepi(X: f32[B, R, C]) -> (Y: f32[B, C]) {\n"
+                           "  m[b, c] = min(X[b, r, c]) over r\n"
+                           "  Y[b, c] = tanh(tanh(m[b, c])) * 2.0 + m[b, c]\n}\n";
+  for (const char* red : {"block", "two_pass"}) {
+    SCOPED_TRACE(red);
+    const dsl::Program p = scheduled(parse(text), {{"reduction", red}});
+    ASSERT_EQ(p.family, "rowwise");
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const std::string src = codegen::generate_cuda(p, {});
+    EXPECT_NE(src.find("{ const float red = "), std::string::npos) << src;
+    EXPECT_NE(src.find("Y[" + std::string(std::string(red) == "block" ? "b * C + col" : "col") + "] = tanhf(tanhf(red)) * 2.0f + red; }"),
+              std::string::npos)
+        << src;
+    codegen::HostBuild b = codegen::build_for_host(src);
+    ASSERT_TRUE(b.ok) << b.message;
+    const int64_t B = 3, R = 70, C = 37;
+    std::vector<double> x(B * R * C);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i)) * 1.5;
+    std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(x.size() * 4), HostVec<uint8_t>(B * C * 4, 0xFF)};
+    for (size_t i = 0; i < x.size(); ++i) {
+      store_from_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i), x[i]);
+      x[i] = load_as_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i));
+    }
+    codegen::HostArrays want = codegen::interpret(p, {{"B", B}, {"R", R}, {"C", C}}, {{"X", x}});
+    codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {B, R, C});
+    ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+    ASSERT_EQ(want["Y"].size(), static_cast<size_t>(B * C));
+    for (int64_t i = 0; i < B * C; ++i) EXPECT_NEAR(load_as_double(DType::f32, bufs[1].data(), i), want["Y"][i], 1e-5) << i;
+  }
+  // The epilogue reads another tensor: no column reduction, and no other family takes it.
+  try {
+    parse("kernel e2(X: f32[R, C], w: f32[C]) -> (Y: f32[C]) {\n  m[c] = sum(X[r, c]) over r\n  Y[c] = m[c] * w[c]\n}\n");
+    ADD_FAILURE() << "an epilogue that reads another tensor was taken";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("and at most an elementwise one of Y alone after it), is not supported"), std::string::npos)
+        << e.what();
+  }
+}
+
 // --- the interpreter ---------------------------------------------------------------------------
 
 TEST(Interpreter, ArgmaxScanAndCastSemantics) {
