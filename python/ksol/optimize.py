@@ -116,7 +116,7 @@ def _keep_libraries(run: rd.RunResult) -> dict:
 
 def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "default", *, run_dir: Optional[str] = None,
              budget_candidates: Optional[int] = None, agent: str = "expert", verify: bool = True, emulate: bool = False,
-             verbose: bool = False, ksol_bin: Optional[str] = None, path: str = "best"):
+             verbose: bool = False, ksol_bin: Optional[str] = None, path: str = "best", plan: str = "auto"):
     """Optimizes `model` for `model(*inputs)` with ksol, and returns the module ksol's run returned.
 
     The module and its example inputs are written as a KernelBench-format problem in `run_dir`
@@ -135,7 +135,9 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     always returned). `verbose` copies ksol's progress to stderr; it is always in <run>/ksol.log.
     `path` is `ksol optimize --path`: "best" (both paths, the better answer), "fx" or "inductor";
     where the Inductor path's answer is returned, it is the compiled model with ksol's kernels in
-    place of Inductor's (inductor_path.load).
+    place of Inductor's (inductor_path.load). `plan` is `ksol optimize --plan`, the fx path's
+    plan: "auto" (the module's own and the vendor-call plan, convolutions and GEMMs left to
+    cuDNN and cuBLAS, the faster), "own" or "vendor".
 
     Raises BinaryNotFoundError (ksol is not built), UnsupportedError (a module, input or
     precision it cannot take), NoGPUError (no GPU: `ksol optimize` exited with status 77 after
@@ -146,6 +148,8 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     precision = check_precision(precision)
     if path not in ("best", "fx", "inductor"):
         raise UnsupportedError(f"path {path!r}: one of best, fx, inductor (ksol optimize --path)")
+    if plan not in ("auto", "own", "vendor"):
+        raise UnsupportedError(f"plan {plan!r}: one of auto, own, vendor (ksol optimize --plan)")
     bins = find_binaries(ksol_bin)
     if isinstance(inputs, torch.Tensor):
         inputs = [inputs]
@@ -154,7 +158,7 @@ def optimize(model, inputs, budget_seconds: float = 60.0, precision: str = "defa
     run_dir = os.path.abspath(run_dir or _default_run_dir(name))
     files = write_problem(model, inputs, run_dir, name)
     cmd = [bins.ksol, "--json", "optimize", files.path, "--report", run_dir, "--budget-seconds", f"{budget_seconds:g}",
-           "--agent", agent, "--precision", precision, "--path", path]
+           "--agent", agent, "--precision", precision, "--path", path, "--plan", plan]
     if budget_candidates:
         cmd += ["--budget-candidates", str(int(budget_candidates))]
     if emulate:

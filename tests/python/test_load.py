@@ -32,6 +32,14 @@ if torch is not None:
         def forward(self, x):
             return super().forward(torch.tanh(x))  # two pieces: the tanh, and relu(.) * scale
 
+    class LinearReLUScale(CumsumReLUScale):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(32, 16)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x)) * self.scale  # own plan: one GEMM program; vendor-call plan: the linear kept
+
 
 @needs_torch
 @needs_cc
@@ -125,6 +133,30 @@ class LoadStitched(TempDir):
             ksol.load(self.path("run"))
         self.assertIn("the module's plan has pieces [['relu', 'mul']], the run's are [['relu']]", str(c.exception))
 
+
+    def test_the_vendor_call_plans_piece(self):
+        # The run returned the vendor-call plan's stitched module: the linear cuBLAS's through
+        # PyTorch, relu(.) * scale the piece; the module is split that way (its own plan is one
+        # GEMM program, whose pieces a run without "plan": "vendor" would have).
+        torch.manual_seed(0)
+        net = LinearReLUScale().eval()
+        files = write_problem(net, [torch.randn(8, 32)], self.path("run"), "LinearReLUScale")
+        piece = {"nodes": ["relu", "mul"], "so": build_library("relu_scale_piece.c", self.path("piece.so")), "dims": [8, 16],
+                 "family": "elementwise", "kernel": "elementwise_model_f32_t256_v1_i1", "program": "...", "vendor": True}
+        item = item_stitched([piece])
+        item["plan"] = "vendor"
+        write_run(self.path("run"), files.path, item, emulated=True)
+        m = ksol.load(self.path("run"))
+        self.assertTrue(m.ksol_result.vendor)
+        x = torch.randn(8, 32)
+        with torch.no_grad():
+            self.assertTrue(torch.allclose(m(x), net(x), rtol=1e-5, atol=1e-6))
+        self.assertIn("_ksol_piece0", m.stitched.code)
+        del item["plan"]
+        write_run(self.path("run"), files.path, item, emulated=True)
+        with self.assertRaises(ksol.RunDirError) as c:
+            ksol.load(self.path("run"))
+        self.assertIn("the run's are [['relu', 'mul']]", str(c.exception))
 
     def test_a_piece_kept_as_pytorch_calls(self):
         # The run kept the tanh as PyTorch's (its calls were faster): no library is loaded for it.

@@ -36,6 +36,16 @@ class ReadRun(TempDir):
         self.assertEqual([(p.index, p.nodes, p.dims, p.so) for p in r.pieces],
                          [(0, ["relu", "mul"], [8, 16], "/cache/a.so"), (1, ["add"], [4], "")])
         self.assertIn("a stitched module of 2 DSL piece(s)", r.summary())
+        self.assertFalse(r.vendor)
+        self.assertNotIn("vendor-call plan", r.summary())
+
+    def test_the_vendor_call_plans_stitched_module(self):
+        item = item_stitched([dict(PIECE, so="/cache/a.so", vendor=True)])
+        item["plan"] = "vendor"
+        r = self.run_of(item)
+        self.assertTrue(r.vendor)
+        self.assertEqual(r.answer, "stitched")
+        self.assertIn("(the vendor-call plan: its convolutions and GEMMs are cuDNN's and cuBLAS's)", r.summary())
 
     def test_a_piece_kept_as_pytorch(self):
         kept = {"nodes": ["add"], "family": "elementwise", "keep": True}
