@@ -27,6 +27,7 @@ def _import_one(path: str, args) -> dict:
             g = trace.trace(model, inputs)
             shape_mode = f"real ({type(e).__name__} on meta tensors)"
         pieces = _plan_pieces(prob, args.seed, g)
+        vendor = _vendor_plan(prob, args.seed, g, pieces)
         if args.no_screen:
             sc = screen.Screen("skipped", "--no-screen")
         elif g.flops * 3 > args.screen_max_gflop * 1e9 or g.bytes * 6 > args.screen_max_gb * 1e9:
@@ -47,11 +48,36 @@ def _import_one(path: str, args) -> dict:
         "ops": [{"name": o.name, "op": o.op, "kind": o.kind, "shape": o.shape, "dtype": o.dtype, "flops": o.flops}
                 for o in g.ops],
         "pieces": pieces,
+        "vendor_plan": vendor,
         "screen": dataclasses.asdict(sc),
     }
 
 
 _VIEWS = ("view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "getitem", "getattr", "detach", "clone", "dropout")
+
+
+def _vendor_plan(prob, seed: int, g, pieces: list):
+    """The vendor-call plan `ksol optimize --plan auto` tries beside the module's own (stitch.py's
+    `vendor`): the ops it leaves to cuDNN and cuBLAS and its pieces ({"family", "ops"}), or None
+    where there is none to try (no convolution or GEMM, no piece around them, or the own plan's
+    pieces)."""
+    from . import stitch
+    from .trace import _canonical
+
+    if not g.traced:
+        return None
+    try:
+        _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, vendor=True))
+    except Exception:
+        return None
+    vendor = [k["op"] for k in plan.kept if "vendor-call plan" in k["reason"]]
+    own = [r["nodes"] for r in pieces if r.get("dsl")]
+    if not vendor or not plan.pieces or [p.nodes for p in plan.pieces] == own:
+        return None
+    nodes = {n.name: n for n in plan.gm.graph.nodes}
+    return {"vendor": vendor,
+            "pieces": [{"family": p.family, "ops": [o for o in (_canonical(nodes[n], plan.gm) for n in p.nodes) if o not in _VIEWS]}
+                       for p in plan.pieces]}
 
 
 def _plan_pieces(prob, seed: int, g) -> list:

@@ -93,18 +93,33 @@ int run_import(const ImportArgs& a, bool json_out) {
       pieces += (pieces.empty() ? "" : " | ") + q["family"].get<std::string>() + ":" + ops +
                 (q["dsl"].get<bool>() || weights ? "" : "(kept)");
     }
+    // The vendor-call plan ksol optimize tries beside this one: its vendor calls, then its pieces.
+    std::string vendor = "-";
+    if (p.contains("vendor_plan") && p["vendor_plan"].is_object()) {
+      std::vector<std::string> v;
+      for (auto& o : p["vendor_plan"]["vendor"]) v.push_back(o.get<std::string>());
+      vendor = join(v, "+") + "(vendor)";
+      for (auto& q : p["vendor_plan"]["pieces"]) {
+        std::vector<std::string> ops;
+        for (auto& o : q["ops"]) ops.push_back(o.get<std::string>());
+        vendor += " | " + q["family"].get<std::string>() + ":" + join(ops, "+");
+      }
+    }
     double fl = p["flops"].get<double>(), by = p["bytes"].get<double>();
     rows.push_back({p["problem"], ins, p["traced"].get<bool>() ? sig(fl / 1e9) : "-", sig(by / 1e6),
                     p["traced"].get<bool>() && by > 0 ? fixed(fl / by, 2) : "-", std::to_string(dsl) + "/" + std::to_string(n),
-                    p["screen"]["verdict"], pieces});
-    if (!p["traced"].get<bool>()) rows.back().back() = "not traced: " + p["trace_reason"].get<std::string>().substr(0, 80);
+                    p["screen"]["verdict"], pieces, vendor});
+    if (!p["traced"].get<bool>()) rows.back()[7] = "not traced: " + p["trace_reason"].get<std::string>().substr(0, 80);
   }
   if (!json_out) {
-    rows.insert(rows.begin(), {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)"});
+    rows.insert(rows.begin(), {"problem", "inputs", "GFLOP", "MB", "FLOP/B", "DSL pieces", "screen", "pieces (kept: stays a PyTorch/vendor call)",
+                               "vendor-call plan (tried beside it)"});
     print_columns(std::cout, rows);
     std::cout << "MB = compulsory bytes (inputs, parameters, outputs once each); screen: ok, or why the problem is degenerate"
                  " (reported apart), or why it was skipped; weights: a rewrite's preparation of the parameters alone (a pool"
-                 " or a reduction folded into a filter, a transposed conv's filter flipped), not a piece.\n";
+                 " or a reduction folded into a filter, a transposed conv's filter flipped), not a piece; vendor-call plan:"
+                 " the plan `ksol optimize --plan auto` also tries, its convolutions and GEMMs cuDNN's and cuBLAS's calls"
+                 " (vendor) and the ops around them pieces (-: none to try).\n";
     if (!a.out_dir.empty()) std::cout << "problem cards written to " << a.out_dir << "/\n";
   }
   return bad ? exit_status::error : exit_status::ok;

@@ -110,6 +110,8 @@ TEST(Import, KernelbenchTableAndErrors) {
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("01_gemm_relu"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("gemm:linear+relu"), std::string::npos) << ok.output;
+  // The vendor-call plan beside it: the linear cuBLAS's, the ReLU a piece.
+  EXPECT_NE(ok.output.find("linear(vendor) | elementwise:relu"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("zero"), std::string::npos) << ok.output;
   std::string card = ksol::read_file(out + "/01_gemm_relu.json");
   EXPECT_NE(card.find("\"family\": \"gemm\""), std::string::npos) << card;
