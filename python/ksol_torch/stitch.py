@@ -18,7 +18,10 @@ written into the graph as a constant where get_inputs gives it unchanged in ever
 conv family does not take (grouped, strided transposed, 3-D; a 1-D or 2-D transposed one at stride 1
 is the conv family's by its flipped filter), pools over overlapping or padded windows and
 argmax/argmin are direct pieces (a loop nest per output element); ops on 0-d values, layout changes
-and the like stay PyTorch or vendor calls.
+and the like stay PyTorch or vendor calls. `split(..., vendor=True)` is the vendor-call plan: every
+convolution and GEMM stays PyTorch's call (cuDNN, cuBLAS), as torch.compile keeps its extern calls,
+and the pieces are the ops around them (a pool that reads no padding takes the elementwise ops
+before it as its prologue).
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
