@@ -81,7 +81,7 @@ def keep_if_faster(candidates: Sequence[Candidate], time_model: Callable[[List[s
 @dataclasses.dataclass
 class PathResult:
     """What one path returned, in its own process's timings: `answer` is what it would return
-    (fx: "kernel", "stitched", "eager", "compile", "compile_max_autotune"; inductor: "inductor+ksol"
+    (fx: "kernel", "stitched", "stitched-vendor", "eager", "compile", "compile_max_autotune"; inductor: "inductor+ksol"
     for the compiled model with replaced kernels, "compile" for it unchanged), `answer_us` that
     answer's median, `compile_us` torch.compile's (default mode) median as the same path timed it."""
     path: str
@@ -141,8 +141,9 @@ def fx_result(item: Dict, emulated: bool = False) -> PathResult:
     if emulated:
         return PathResult("fx", False, reason="--emulate: the times are the CPU emulator's")
     if not item.get("use_baseline", True):
-        if item.get("stop_reason") == "stitched":
-            return PathResult("fx", True, "stitched", float(item.get("stitched", {}).get("median_us", 0.0)), compile_us)
+        if item.get("stop_reason") == "stitched":  # "stitched-vendor": the vendor-call plan's (--plan)
+            return PathResult("fx", True, "stitched-vendor" if item.get("plan") == "vendor" else "stitched",
+                              float(item.get("stitched", {}).get("median_us", 0.0)), compile_us)
         best = item.get("best") or {}
         return PathResult("fx", True, "kernel", float(best.get("score_us", 0.0)), compile_us)
     name = item.get("best_baseline", "") or ""

@@ -122,6 +122,8 @@ class Choose(unittest.TestCase):
         self.assertEqual((r.answer, r.answer_us), ("compile", 100.0))
         r = ch.fx_result(item_stitched([], median_us=50.0))
         self.assertEqual((r.answer, r.answer_us, r.compile_us, r.speedup), ("stitched", 50.0, 0.0, 0.0))  # compile not timed
+        vendor = dict(item_stitched([], median_us=50.0), plan="vendor")
+        self.assertEqual(ch.fx_result(vendor).answer, "stitched-vendor")
         r = ch.fx_result(item_not_lowered())
         self.assertEqual((r.answer, r.answer_us, r.speedup), ("compile", 20.0, 1.0))
         self.assertFalse(ch.fx_result(item_one_program(), emulated=True).ok)
