@@ -603,7 +603,9 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     std::cerr << syn.value("error", std::string("the front end failed")) << "\n";
     return exit_status::error;
   }
-  bool lowered = syn.contains("program") && syn["program"].is_string();
+  // --plan vendor: the forward is never searched as one program (its convolutions and GEMMs stay
+  // PyTorch's calls), so the one-program lowering is not even compiled.
+  bool lowered = a.plan != "vendor" && syn.contains("program") && syn["program"].is_string();
   std::optional<Task> task;
   std::optional<dsl::Program> seed;
   if (lowered) {
@@ -631,8 +633,11 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       lowered = false;
     }
   }
-  std::cerr << a.file << ": " << (lowered ? "the forward is one DSL program (" + syn.value("family", std::string("?")) + ")"
-                                          : "not one DSL program: " + syn.value("reason", std::string("?")))
+  std::cerr << a.file << ": "
+            << (a.plan == "vendor" ? std::string("--plan vendor: the forward's convolutions and GEMMs stay PyTorch's calls (cuDNN, "
+                                                 "cuBLAS), the ops around them are the pieces")
+                : lowered          ? "the forward is one DSL program (" + syn.value("family", std::string("?")) + ")"
+                                   : "not one DSL program: " + syn.value("reason", std::string("?")))
             << "\n";
   if (lowered) {
     if (syn.value("conv_products", std::string("fp32")) == "tf32")
@@ -743,10 +748,6 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     }
     return pp;
   };
-  if (a.plan == "vendor" && lowered) {
-    std::cerr << "--plan vendor: the forward's convolutions and GEMMs stay PyTorch's calls, the ops around them are the pieces\n";
-    lowered = false;
-  }
   PlanPieces own;
   if (!lowered && (a.plan == "vendor" || (syn.contains("stitch") && syn["stitch"].value("pieces", json::array()).size() > 0))) {
     own = build_plan(a.plan == "vendor");

@@ -210,7 +210,7 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   for (const std::string f : {"conv3d_relu.py", "conv_transpose2d_bias.py", "conv_channel_min_tanh.py"}) {
     const std::string json = tmp + "/" + f + ".json";
     ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
-                                               "--budget-candidates", "1", "--fresh-baselines", "--json-out", json},
+                                               "--budget-candidates", "1", "--fresh-baselines", "--plan", "own", "--json-out", json},
                                               900);
     EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.output;
     EXPECT_NE(r.output.find("the convolution's products are TF32"), std::string::npos) << r.output;
@@ -223,9 +223,21 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   // preparation), the TF32 mma kernel, through every gate.
   ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize",
                                              ksol::source_root() + "/tests/gpu/problems/conv_transpose2d_stride1.py",
-                                             "--budget-candidates", "1", "--path", "fx", "--fresh-baselines"},
+                                             "--budget-candidates", "1", "--path", "fx", "--plan", "own", "--fresh-baselines"},
                                             900);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("piece 0 (conv, nodes conv2d, tanh): conv_model_f32_tf32_mma_"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("stitched (1 piece(s)): ok"), std::string::npos) << r.output;
+  // The vendor-call plan of the conv reduction: cuDNN's conv, then the minimum over its channels
+  // with the two tanh as the column reduction's epilogue, one piece through every gate.
+  const std::string vjson = tmp + "/vendor.json";
+  r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/conv_channel_min_tanh.py",
+                         "--budget-candidates", "1", "--path", "fx", "--plan", "vendor", "--fresh-baselines", "--json-out", vjson},
+                        900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("vendor-call plan: piece 0 (rowwise, nodes min_1, getitem, tanh, tanh_1): colwise_model_f32_"),
+            std::string::npos)
+      << r.output;
+  const nlohmann::json vdoc = nlohmann::json::parse(ksol::read_file(vjson));
+  EXPECT_EQ(vdoc["results"][0]["stitched"].value("status", ""), "ok") << vdoc["results"][0].dump(1);
 }
