@@ -276,8 +276,18 @@ def row_of(a, pid):
     sp = {"fx": fx.get("speedup_vs_compile", 0.0) if fx.get("ok") else 0.0,
           "inductor": ind.get("speedup_vs_compile", 0.0) if ind.get("ok") else 0.0}
     degenerate = bool((item.get("screen") or {}).get("degenerate"))
+    # The fx path's two plans (--plan auto): the other plan's figure, where both were tried.
+    plans = ""
+    if item.get("plan") == "vendor":
+        own = item.get("own_plan") or {}
+        plans = f"vendor-call plan returned (own plan {own.get('answer_us', 0.0):.2f} us); "
+    elif isinstance(item.get("vendor_plan"), dict):
+        v = item["vendor_plan"]
+        plans = (f"vendor-call plan {v.get('median_us', 0.0):.2f} us, not returned; " if v.get("status") == "ok"
+                 else "vendor-call plan failed; ")
     return {"id": pid, "compile_us": compile_us, "fx": fx, "inductor": ind, "chosen": chosen, "sp": sp,
             "delivered": sp.get(chosen, 0.0) or (1.0 if chosen else 0.0), "degenerate": degenerate,
+            "plans": plans, "vendor_tried": bool(plans), "vendor_returned": item.get("plan") == "vendor",
             "note": (path.get("why") or "")[:160]}
 
 
@@ -297,7 +307,8 @@ def table(a, ids) -> str:
         fx, ind = r["fx"], r["inductor"]
         fxa = fx.get("answer", "") if fx.get("ok") else "failed"
         ia = ind.get("answer", "") if ind.get("ok") else "failed"
-        note = ("degenerate; " if r["degenerate"] else "") + (r["note"] if ind.get("ok") else "inductor: " + ind.get("reason", "")[:120])
+        note = ("degenerate; " if r["degenerate"] else "") + r["plans"] + \
+            (r["note"] if ind.get("ok") else "inductor: " + ind.get("reason", "")[:120])
         out.append(f"{r['id']:<24} {r['compile_us']:>10.1f}   {fxa:<15} {r['sp']['fx']:>6.3f}   {ia:<15} {r['sp']['inductor']:>6.3f}  "
                    f"{r['chosen'] or '-':<9} {note}")
     counted = [r for r in rows if "fx" in r and not r["degenerate"]]
@@ -315,7 +326,9 @@ def table(a, ids) -> str:
             f"on the {len(both)} with both: fx {g_fx2:.3f}x, inductor {g_ind2:.3f}x",
             f"returned: fx {wins['fx']}, inductor {wins['inductor']}; as delivered (the returned path) {g_del:.3f}x over "
             f"torch.compile ({n_del} problems)",
-            f"inductor path kept ksol kernels on {sum(1 for r in counted if r['inductor'].get('answer') == 'inductor+ksol')} problem(s)"]
+            f"inductor path kept ksol kernels on {sum(1 for r in counted if r['inductor'].get('answer') == 'inductor+ksol')} problem(s)",
+            f"the fx path's vendor-call plan (--plan auto): tried on {sum(1 for r in counted if r['vendor_tried'])}, its "
+            f"stitched module the fx answer on {sum(1 for r in counted if r['vendor_returned'])}"]
     docs = []
     for pid in ids:
         jp = os.path.join(a.out, pid + ".json")

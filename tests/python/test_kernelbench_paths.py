@@ -25,6 +25,36 @@ class Archive(TempDir):
             self.assertEqual(sorted(tf.getnames()), ["out", "out/level1-5.log", "out/summary.txt"])
 
 
+class Plans(TempDir):
+    def test_the_table_gives_the_other_plans_figure(self):
+        import json
+        for level, name in (("level1", "5_Scale.py"), ("level2", "10_Chain.py"), ("level2", "20_Conv.py")):
+            os.makedirs(self.path("kb", level), exist_ok=True)
+            self.write(os.path.join("kb", level, name), "# a problem file\n")
+        base = {"baseline_us": {"compile": 100.0, "eager": 120.0}, "best_baseline": "compile"}
+        items = {
+            # the vendor-call plan's stitched module returned, the module's own plan's figure beside it
+            "level2-10": dict(base, stop_reason="stitched", use_baseline=False, plan="vendor", speedup_vs_best_baseline=1.25,
+                              stitched={"status": "ok", "median_us": 80.0}, own_plan={"answer_us": 95.5}),
+            # tried and not returned
+            "level2-20": dict(base, stop_reason="not_lowered", use_baseline=True,
+                              vendor_plan={"status": "ok", "median_us": 130.25}),
+            "level1-5": dict(base, stop_reason="not_lowered", use_baseline=True),
+        }
+        os.makedirs(self.path("out"), exist_ok=True)
+        for pid, item in items.items():
+            self.write(os.path.join("out", pid + ".json"), json.dumps({"results": [item]}))
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--table-only"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = {l.split()[0]: l for l in r.stdout.splitlines() if l.startswith("level")}
+        self.assertIn("stitched-vendor", rows["level2-10"])
+        self.assertIn("vendor-call plan returned (own plan 95.50 us)", rows["level2-10"])
+        self.assertIn("vendor-call plan 130.25 us, not returned", rows["level2-20"])
+        self.assertNotIn("vendor-call plan", rows["level1-5"])
+        self.assertIn("the fx path's vendor-call plan (--plan auto): tried on 2, its stitched module the fx answer on 1", r.stdout)
+
+
 class Run(TempDir):
     def problems(self, *names):
         """Problem files under kb/ ("level1/5_Scale.py", ...); both levels' folders exist."""
