@@ -70,7 +70,7 @@ def _vendor_plan(prob, seed: int, g, pieces: list):
         _, _, plan = _meta_then_real(prob, seed, lambda m, i: stitch.split(m, i, vendor=True))
     except Exception:
         return None
-    vendor = [k["op"] for k in plan.kept if "vendor-call plan" in k["reason"]]
+    vendor = [k["op"] for k in plan.kept if k.get("vendor")]
     own = [r["nodes"] for r in pieces if r.get("dsl")]
     if not vendor or not plan.pieces or [p.nodes for p in plan.pieces] == own:
         return None

@@ -63,7 +63,7 @@ class Piece:
 class Plan:
     gm: torch.fx.GraphModule
     pieces: List[Piece]
-    kept: List[Dict]            # {"node", "op", "reason"} for every op left to PyTorch
+    kept: List[Dict]            # {"node", "op", "reason"} for every op left to PyTorch ("vendor": true: a vendor call by the plan)
     constants: List[Dict] = dataclasses.field(default_factory=list)  # numbers written as constants (synth.fold_scalar_inputs)
 
     def summary(self) -> Dict:
@@ -177,7 +177,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             continue
         if n in vendored:
             lib = "cuBLAS" if op in _GEMM else "cuDNN"
-            kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})"})
+            kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})",
+                         "vendor": True})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")

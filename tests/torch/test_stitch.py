@@ -655,6 +655,12 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].family, "elementwise")
         self.assertEqual(plan.pieces[0].nodes, ["relu", "mul", "sub", "tanh"])
         self.assertIn("cuDNN", plan.kept[0]["reason"])
+        self.assertTrue(plan.kept[0]["vendor"])
+        # A conv the own plan keeps because the DSL has no form for it is no vendor call by plan.
+        reflect = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, padding_mode="reflect"), nn.ReLU())
+        own = stitch.split(reflect, [torch.randn(2, 4, 10, 10)]).kept
+        self.assertEqual([k["op"] for k in own], ["conv2d"])
+        self.assertFalse(own[0].get("vendor"))
         plan = self.stitched(MlpBlock(), [torch.randn(5, 16)], 2, ["linear", "linear"], vendor=True)
         self.assertEqual([p.nodes for p in plan.pieces], [["gelu", "ln"], ["mul", "softmax"]])
         self.assertTrue(all("cuBLAS" in k["reason"] for k in plan.kept))
