@@ -370,11 +370,13 @@ TEST(Import, OptimizeModuleRunsTheWholeFlowOnTheEmulator) {
   EXPECT_EQ(r3["trajectory"][0]["status"], "ok") << r3.dump(1);  // the seed passed every gate
   EXPECT_EQ(r3["best"].value("kernel", "").rfind("conv_model_f32_", 0), 0u) << r3.dump(1);
   EXPECT_TRUE(r3["kernelbench"].value("correct", false)) << r3["kernelbench"].dump(1);
-  // --plan auto: the vendor-call plan beside the one program (the conv cuDNN's, the reduction over
-  // its filters and the tanh chain two pieces), through every gate, not returned on the emulator.
+  // --plan auto: the vendor-call plan beside the one program (the conv cuDNN's; the reduction over
+  // its filters with the tanh chain as its epilogue, one column-reduction piece), through every
+  // gate, not returned on the emulator.
   ASSERT_TRUE(r3.contains("vendor_plan")) << r3.dump(1);
   EXPECT_EQ(r3["vendor_plan"].value("status", ""), "ok") << r3["vendor_plan"].dump(1);
-  ASSERT_EQ(r3["vendor_plan"]["pieces"].size(), 2u) << r3["vendor_plan"].dump(1);
+  ASSERT_EQ(r3["vendor_plan"]["pieces"].size(), 1u) << r3["vendor_plan"].dump(1);
+  EXPECT_EQ(r3["vendor_plan"]["pieces"][0].value("kernel", "").rfind("colwise_model_f32_", 0), 0u) << r3["vendor_plan"].dump(1);
   for (const auto& p : r3["vendor_plan"]["pieces"]) EXPECT_TRUE(p.value("vendor", false)) << p.dump(1);
   EXPECT_NE(r3["vendor_plan"].value("reason", "").find("--emulate"), std::string::npos) << r3["vendor_plan"].dump(1);
   EXPECT_NE(ksol::read_file((dir / "reduced" / "report.md").string()).find("Not returned: the vendor-call plan"), std::string::npos);
