@@ -30,6 +30,7 @@ with a float64 DSL evaluator and check the stitched whole against the module in 
 GPU the runner is the piece's compiled library.
 """
 import dataclasses
+import operator
 from typing import Callable, Collection, Dict, List, Optional, Sequence
 
 import torch
@@ -179,6 +180,9 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             lib = "cuBLAS" if op in _GEMM else "cuDNN"
             kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})",
                          "vendor": True})
+            continue
+        if op in ("view", "reshape", "flatten", "squeeze", "unsqueeze") and all(a.op == "get_attr" for a in n.all_input_nodes):
+            kept.append({"node": n.name, "op": op, "reason": "a view of a parameter (no data moves): the pieces read it"})
             continue
         why = reasons.get(n.name) or (f"{op} has no DSL form: it stays a PyTorch call" if not _lowerable(n, gm) else
                                       f"{op} alone is not worth a kernel of its own")
@@ -1357,10 +1361,67 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
                                        for n in g.nodes):
         decompose(gm, flip=True)
         changed = True
+    # The vendor-call plan's convolutions leave their bias to the ops after them (the add joins
+    # their piece), as torch.compile does with its extern convolutions: PyTorch adds a cuDNN
+    # convolution's bias in a pass of its own over the output.
+    if vendor:
+        for n in list(g.nodes):
+            if n.op in ("call_module", "call_function") and _split_vendor_bias(n, gm):
+                changed = True
     if changed:
         g.lint()
         gm.recompile()
     return changed
+
+
+def _split_vendor_bias(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Rewrites conv(x, W, b) as conv(x, W) + b viewed per channel, where the convolution's one
+    reader is an elementwise op or a pool (the ops a piece starts with that read it at its own
+    index or through a window's prologue); False, leaving the graph as it is, elsewhere."""
+    import torch.nn.functional as F
+    op = _canon(n, gm)
+    if op not in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+        return False
+    spatial = int(op[-2])
+    ops = _conv_operands(n, gm, spatial)
+    if ops is None or ops["bias"] is None or len(n.users) != 1:
+        return False
+    user = next(iter(n.users))
+    if not _lowerable(user, gm) or kind_of(_canon(user, gm)) not in ("elementwise", "pool"):
+        return False
+    sh = _shape(n)
+    if not sh or len(sh) != spatial + 2:
+        return False
+    transposed = ops["transposed"]
+    if transposed:
+        if n.op == "call_module":
+            out_pad = gm.get_submodule(n.target).output_padding
+        else:
+            out_pad = synth._arg(n, 5, "output_padding", 0)
+        out_pad = _tuple(out_pad, spatial)
+        if out_pad is None:
+            return False
+    g = gm.graph
+    chan = [sh[1]] + [1] * spatial
+    first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+    with g.inserting_before(first):
+        bias = g.call_method("reshape", (g.get_attr(ops["bias"]), *chan))
+    _shaped(bias, chan)
+    with g.inserting_before(n):
+        w = g.get_attr(ops["w"])
+        if transposed:
+            fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[spatial - 1]
+            y = g.call_function(fn, (ops["x"], w, None), {"stride": ops["stride"], "padding": ops["padding"],
+                                                         "output_padding": out_pad, "groups": ops["groups"],
+                                                         "dilation": ops["dilation"]})
+        else:
+            fn = (F.conv1d, F.conv2d, F.conv3d)[spatial - 1]
+            y = g.call_function(fn, (ops["x"], w, None), {"stride": ops["stride"], "padding": ops["padding"],
+                                                         "dilation": ops["dilation"], "groups": ops["groups"]})
+        z = g.call_function(operator.add, (y, bias))
+    _shaped(y, sh)
+    _replace(n, z)
+    return True
 
 
 def _values(gm: torch.fx.GraphModule, inputs: List) -> Dict[str, object]:

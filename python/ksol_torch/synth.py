@@ -770,11 +770,15 @@ def _conv_reduction(b: "_Builder", convs, column: Optional[Dict], rowwise, gemm,
     return column
 
 
-def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node) -> Tuple[torch.fx.Node, List[torch.fx.Node]]:
+def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node, shape: Callable) -> Tuple[torch.fx.Node, List[torch.fx.Node]]:
     """The forward input a pool reads through a chain of elementwise ops, and that chain (first op
-    first), where each op reads the one before it once and otherwise only numbers or one-value
-    constants (no parameter: a read at the window's index is not the output's); Unsupported else."""
+    first), where each op reads the one before it once and otherwise only numbers, one-value
+    constants and tensors that broadcast along every spatial dim (a per-channel bias [C, 1, 1]: at
+    the window's batch and channel, which are the output's; a tensor that varies along a spatial
+    dim would be read at the output's position, not the window's); Unsupported else. `shape`: a
+    node's shape, or None."""
     chain: List[torch.fx.Node] = []
+    full = shape(x)
     v = x
     while v.op != "placeholder":
         op = _canon(v, gm) if v.op in ("call_module", "call_function", "call_method") else ""
@@ -784,11 +788,15 @@ def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node) -> Tuple[to
         if len(v.users) > 1:
             raise Unsupported(f"the pool's prologue value {v.name} is read again elsewhere")
         inputs = [a for a in v.all_input_nodes if not (a.op == "get_attr" and a.target not in sd)]
-        if len(inputs) != 1 or any(a.op == "get_attr" for a in inputs):
-            raise Unsupported(f"the pool's prologue op {v.name} reads a tensor besides its chain's value (a parameter or "
-                              "a second input): not read at the window's index")
+        main = [a for a in inputs if full is not None and shape(a) == full]
+        side = [a for a in inputs if a not in main]
+        spatial_one = [a for a in side if full is not None and shape(a) is not None and len(shape(a)) <= len(full) and
+                       all(d == 1 for d in ([1] * (len(full) - len(shape(a))) + list(shape(a)))[2:])]
+        if len(main) != 1 or len(spatial_one) != len(side) or main[0].op == "get_attr":
+            raise Unsupported(f"the pool's prologue op {v.name} reads a tensor besides its chain's value that varies "
+                              "along a spatial dim (a parameter or a second input): not read at the window's index")
         chain.insert(0, v)
-        v = inputs[0]
+        v = main[0]
     if len(v.users) > 1:
         raise Unsupported(f"the pool's input {v.name} is read again after it: the epilogue reads no image")
     return v, chain
@@ -977,7 +985,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             if not win.get("prologue_ok"):
                 raise Unsupported(f"the {_canon(windows[0][0], gm)} must read a forward input (a prologue is lowered before "
                                   "a pool that reads no padding only)")
-            src, chain = _window_prologue(gm, sd, win["x"])
+            src, chain = _window_prologue(gm, sd, win["x"], b.shape)
             if src.name not in ph_names:
                 raise Unsupported(f"the {_canon(windows[0][0], gm)}'s prologue must read a forward input")
             # The prologue's ops are bound over the window's read (env[src] is a stand-in for it,

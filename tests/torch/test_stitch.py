@@ -50,13 +50,14 @@ class ConvPool(nn.Module):
 
 class ConvPoolChain(nn.Module):
     """A convolution, elementwise ops, a max pool and an elementwise epilogue (KernelBench level 2's
-    pattern); `padding`: the pool's; `shift`: a per-channel parameter in the ops before the pool."""
+    pattern); `padding`: the pool's; `shift`: a parameter in the ops before the pool, per channel
+    ([4, 1, 1]) or, with shift="column", varying along the image's width ([10])."""
 
-    def __init__(self, padding=0, shift=False):
+    def __init__(self, padding=0, shift=False, bias=True):
         super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3)
+        self.conv = nn.Conv2d(3, 4, 3, bias=bias)
         self.padding = padding
-        self.shift = nn.Parameter(torch.randn(4, 1, 1)) if shift else None
+        self.shift = nn.Parameter(torch.randn(10) if shift == "column" else torch.randn(4, 1, 1)) if shift else None
 
     def forward(self, x):
         y = self.conv(x) - 0.5
@@ -651,11 +652,21 @@ class Stitching(unittest.TestCase):
 
     def test_the_vendor_plan_keeps_convolutions_and_gemms_and_cuts_the_ops_around_them(self):
         torch.manual_seed(3)
-        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d"], vendor=True)
+        # The convolution's bias leaves it for the piece after it (a view of the parameter per
+        # channel, kept: it moves no data), where PyTorch would add it in a pass of its own.
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape"], vendor=True)
         self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].nodes, ["relu", "mul", "sub", "tanh"])
-        self.assertIn("cuDNN", plan.kept[0]["reason"])
-        self.assertTrue(plan.kept[0]["vendor"])
+        self.assertEqual(plan.pieces[0].nodes, ["add", "relu", "mul", "sub", "tanh"])
+        self.assertEqual(plan.pieces[0].inputs, ["conv2d", "reshape"])
+        self.assertIn("input1[i1]", plan.pieces[0].program)
+        vendor = [k for k in plan.kept if k["op"] == "conv2d"]
+        self.assertIn("cuDNN", vendor[0]["reason"])
+        self.assertTrue(vendor[0]["vendor"])
+        view = [k for k in plan.kept if k["op"] == "reshape"]
+        self.assertIn("view of a parameter", view[0]["reason"])
+        self.assertFalse(view[0].get("vendor"))
+        conv = next(n for n in plan.gm.graph.nodes if n.name == "conv2d")
+        self.assertIsNone(conv.args[2])  # no bias left in the convolution
         # A conv the own plan keeps because the DSL has no form for it is no vendor call by plan.
         reflect = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, padding_mode="reflect"), nn.ReLU())
         own = stitch.split(reflect, [torch.randn(2, 4, 10, 10)]).kept
@@ -664,24 +675,47 @@ class Stitching(unittest.TestCase):
         plan = self.stitched(MlpBlock(), [torch.randn(5, 16)], 2, ["linear", "linear"], vendor=True)
         self.assertEqual([p.nodes for p in plan.pieces], [["gelu", "ln"], ["mul", "softmax"]])
         self.assertTrue(all("cuBLAS" in k["reason"] for k in plan.kept))
-        # A transposed convolution at stride 1 stays cuDNN's as it is (no flipped filter).
-        plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 1, ["conv_transpose2d"], vendor=True)
+        # A transposed convolution at stride 1 stays cuDNN's as it is (no flipped filter); its bias
+        # goes to the piece after it too.
+        plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 1, ["conv_transpose2d", "reshape"],
+                             vendor=True)
         self.assertEqual(plan.pieces[0].family, "elementwise")
+        self.assertEqual(plan.pieces[0].nodes[0], "add")
+        # Strided, padded, dilated, grouped and 3-D ones keep their arguments without the bias.
+        for model, x, op in ((nn.Sequential(nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), nn.Tanh()),
+                              torch.randn(2, 4, 11, 9), "conv2d"),
+                             (nn.Sequential(nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU()),
+                              torch.randn(2, 4, 3, 4, 5), "conv_transpose3d"),
+                             (nn.Sequential(nn.Conv1d(4, 6, 5, padding=2), nn.Sigmoid()), torch.randn(2, 4, 17), "conv1d")):
+            plan = self.stitched(model, [x], 1, [op, "reshape"], vendor=True)
+            self.assertEqual(plan.pieces[0].nodes[0], "add")
+        # Without a bias, or where the convolution's reader is not elementwise (a row-wise op),
+        # the convolution stays as it is.
+        plan = self.stitched(ConvPoolChain(bias=False), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[0].nodes, ["sub", "hardswish", "max_pool2d", "mish"])
+        softmax = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softmax(dim=-1))
+        plan = stitch.split(softmax, [torch.randn(2, 3, 12, 12)], vendor=True)
+        self.assertEqual([k["op"] for k in plan.kept], ["conv2d"])
         # The default plan of the same module is unchanged.
         self.assertEqual([p.family for p in stitch.split(MlpBlock(), [torch.randn(5, 16)]).pieces],
                          ["gemm", "rowwise", "gemm", "rowwise"])
 
     def test_a_pool_reads_its_input_through_the_elementwise_ops_before_it(self):
         torch.manual_seed(4)
-        plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
+        plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
         self.assertEqual(plan.pieces[0].family, "direct")
-        self.assertEqual(plan.pieces[0].nodes, ["sub", "hardswish", "max_pool2d", "mish"])
+        self.assertEqual(plan.pieces[0].nodes, ["add", "sub", "hardswish", "max_pool2d", "mish"])
+        self.assertIn("input1[c]", plan.pieces[0].program)
         # A pool that reads padding keeps its prologue in a piece of its own: the padding's -inf
         # does not go through the prologue's ops.
-        plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
-        # A prologue that reads a parameter (read at the output's index, not the window's) neither.
-        plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        # A per-channel parameter is read at the window's channel, the output's: one piece.
+        plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual([p.family for p in plan.pieces], ["direct"])
+        # One that varies along the width would be read at the output's column, not the window's.
+        plan = self.stitched(ConvPoolChain(shift="column"), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"],
+                             vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
 
     def test_gemms_layernorm_and_softmax_are_four_pieces(self):
