@@ -80,6 +80,9 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
         return False
     op = _canon(n, gm)
     k = kind_of(op)
+    if op == "permute":  # a channels-last convolution's output, read by its piece through the permutation
+        src = n.args[0] if n.args else None
+        return isinstance(src, torch.fx.Node) and src.op == "call_module" and isinstance(gm.get_submodule(src.target), ChannelsLastConv)
     if op in ("getitem", "getattr"):  # the values of a max or min over a dim
         src = n.args[0] if n.args else None
         return isinstance(src, torch.fx.Node) and _canon(src, gm) in ("max", "min") and n.args[1] in (0, "values")
@@ -93,22 +96,26 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
 
 
 # The ops the vendor-call plan leaves to PyTorch's vendor libraries (cuDNN, cuBLAS).
-VENDOR_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "paddedconv") + _GEMM
+VENDOR_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "paddedconv",
+              "channelslastconv") + _GEMM
 
 
 def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]], List[List]]] = None,
-          conv_products: str = "fp32", gemm_products: str = "fp32", vendor: bool = False) -> Plan:
+          conv_products: str = "fp32", gemm_products: str = "fp32", vendor: bool = False,
+          keep_layout: Collection[str] = ()) -> Plan:
     """The plan for `model` on `inputs` (see the module's docstring); `draw` draws get_inputs again
     (synth.fold_scalar_inputs); `conv_products` and `gemm_products` are synth.synthesize's, for
     every piece. `vendor`: the vendor-call plan, where every convolution and GEMM (VENDOR_OPS)
-    stays PyTorch's call (cuDNN, cuBLAS) and the pieces are the ops around them. Raises what
-    torch.fx raises when the forward cannot be traced."""
+    stays PyTorch's call (cuDNN, cuBLAS) and the pieces are the ops around them; a convolution
+    whose reader no piece takes through the channels-last permutation is planned again in the
+    module's layout (`keep_layout`: those convolutions' node names). Raises what torch.fx raises
+    when the forward cannot be traced."""
     gm = symbolic_trace(model)
     state = model.state_dict()
     gm._ksol_constants = {n.target for n in gm.graph.nodes if n.op == "get_attr" and n.target not in state}
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
-    decompose(gm, vendor=vendor)  # the ops written in place of others get their shapes from _values' run
+    decompose(gm, vendor=vendor, keep_layout=keep_layout)  # the new ops get their shapes from _values' run
     constants, refused = synth.fold_scalar_inputs(gm, model, inputs, draw)
     values = _values(gm, inputs)
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
@@ -177,10 +184,21 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             kept.append({"node": n.name, "op": op, "reason": "weight preparation: " + WEIGHT_PREP[op] + f" ({how}, each call)"})
             continue
         if n in vendored:
+            if op == "channelslastconv":
+                op = gm.get_submodule(n.target).op
+                kept.append({"node": n.name, "op": op, "layout": "channels_last", "vendor": True,
+                             "reason": f"the vendor-call plan: {op} stays PyTorch's call (cuDNN), channels-last, the piece "
+                                       "after it reading that layout"})
+                continue
             lib = "cuBLAS" if op in _GEMM else "cuDNN"
             kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})",
                          "vendor": True})
             continue
+        if op == "permute" and vendor and _lowerable(n, gm):
+            # A channels-last convolution's output that no piece reads through its permutation:
+            # the plan again with that convolution in the module's layout.
+            source = gm.get_submodule(n.args[0].target).source
+            return split(model, inputs, draw, conv_products, gemm_products, vendor, {*keep_layout, source})
         if op in ("view", "reshape", "flatten", "squeeze", "unsqueeze") and all(a.op == "get_attr" for a in n.all_input_nodes):
             kept.append({"node": n.name, "op": op, "reason": "a view of a parameter (no data moves): the pieces read it"})
             continue
@@ -537,6 +555,27 @@ class PaddedConv(nn.Module):
             pads += [lo, hi]
         conv = (F.conv1d, F.conv2d, F.conv3d)[len(self.lo) - 1]
         return conv(F.pad(x, pads), w, b, groups=self.groups)
+
+
+class ChannelsLastConv(nn.Module):
+    """The vendor-call plan's convolution in the channels-last layout (cuDNN's NHWC kernels, which
+    torch.compile picks for its extern convolutions where they are faster): image and filter
+    converted on each call, no bias (the piece after it adds it), and the output returned as it is
+    laid out, [N, *spatial, K] contiguous, which the graph permutes back to [N, K, *spatial] for
+    the piece that reads it through that permutation (synth._permuted_input). `op` is the F
+    function's name (conv2d, conv3d, conv_transpose2d, conv_transpose3d), `kw` its arguments."""
+
+    ksol_leaf = True
+
+    def __init__(self, op: str, kw: Dict, source: str):
+        super().__init__()
+        self.op, self.kw, self.source = op, dict(kw), source  # source: the convolution's node in the traced forward
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        import torch.nn.functional as F
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        y = getattr(F, self.op)(x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt), None, **self.kw)
+        return y.permute(0, *range(2, y.dim()), 1).contiguous()
 
 
 class TransposedFilterFlip(nn.Module):
@@ -1093,7 +1132,7 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
     return True
 
 
-def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False) -> bool:
+def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False, keep_layout: Collection[str] = ()) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
     each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
@@ -1362,11 +1401,12 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
         decompose(gm, flip=True)
         changed = True
     # The vendor-call plan's convolutions leave their bias to the ops after them (the add joins
-    # their piece), as torch.compile does with its extern convolutions: PyTorch adds a cuDNN
-    # convolution's bias in a pass of its own over the output.
+    # their piece) and run channels-last, as torch.compile does with its extern convolutions:
+    # PyTorch adds a cuDNN convolution's bias in a pass of its own over the output, and cuDNN's
+    # NHWC kernels are the faster ones; those named in `keep_layout` stay in the module's layout.
     if vendor:
         for n in list(g.nodes):
-            if n.op in ("call_module", "call_function") and _split_vendor_bias(n, gm):
+            if n.op in ("call_module", "call_function") and _vendor_conv(n, gm, n.name not in keep_layout):
                 changed = True
     if changed:
         g.lint()
@@ -1374,51 +1414,53 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
     return changed
 
 
-def _split_vendor_bias(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
-    """Rewrites conv(x, W, b) as conv(x, W) + b viewed per channel, where the convolution's one
-    reader is an elementwise op or a pool (the ops a piece starts with that read it at its own
-    index or through a window's prologue); False, leaving the graph as it is, elsewhere."""
+def _vendor_conv(n: torch.fx.Node, gm: torch.fx.GraphModule, channels_last: bool) -> bool:
+    """The vendor-call plan's convolution `n`, where its one reader is an elementwise op or a pool
+    (the ops a piece starts with that read it at its own index or through a window's prologue):
+    conv(x, W, b) becomes conv(x, W) + b viewed per channel (the add joins that piece), and a 2-D
+    or 3-D one, with `channels_last`, runs in that layout (ChannelsLastConv), its output permuted
+    back for the piece. False, leaving the graph as it is, elsewhere."""
     import torch.nn.functional as F
     op = _canon(n, gm)
     if op not in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
         return False
     spatial = int(op[-2])
     ops = _conv_operands(n, gm, spatial)
-    if ops is None or ops["bias"] is None or len(n.users) != 1:
+    if ops is None or len(n.users) != 1:
         return False
     user = next(iter(n.users))
     if not _lowerable(user, gm) or kind_of(_canon(user, gm)) not in ("elementwise", "pool"):
         return False
     sh = _shape(n)
-    if not sh or len(sh) != spatial + 2:
+    channels_last = channels_last and spatial in (2, 3)
+    if not sh or len(sh) != spatial + 2 or (ops["bias"] is None and not channels_last):
         return False
-    transposed = ops["transposed"]
-    if transposed:
-        if n.op == "call_module":
-            out_pad = gm.get_submodule(n.target).output_padding
-        else:
-            out_pad = synth._arg(n, 5, "output_padding", 0)
-        out_pad = _tuple(out_pad, spatial)
-        if out_pad is None:
+    kw = {"stride": ops["stride"], "padding": ops["padding"], "dilation": ops["dilation"], "groups": ops["groups"]}
+    if ops["transposed"]:
+        out_pad = gm.get_submodule(n.target).output_padding if n.op == "call_module" else synth._arg(n, 5, "output_padding", 0)
+        kw["output_padding"] = _tuple(out_pad, spatial)
+        if kw["output_padding"] is None:
             return False
     g = gm.graph
-    chan = [sh[1]] + [1] * spatial
-    first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
-    with g.inserting_before(first):
-        bias = g.call_method("reshape", (g.get_attr(ops["bias"]), *chan))
-    _shaped(bias, chan)
+    bias = None
+    if ops["bias"] is not None:
+        chan = [sh[1]] + [1] * spatial
+        first = next(m for m in g.nodes if m.op not in ("placeholder", "get_attr"))
+        with g.inserting_before(first):
+            bias = g.call_method("reshape", (g.get_attr(ops["bias"]), *chan))
+        _shaped(bias, chan)
+    fn = ("conv_transpose" if ops["transposed"] else "conv") + f"{spatial}d"
     with g.inserting_before(n):
         w = g.get_attr(ops["w"])
-        if transposed:
-            fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[spatial - 1]
-            y = g.call_function(fn, (ops["x"], w, None), {"stride": ops["stride"], "padding": ops["padding"],
-                                                         "output_padding": out_pad, "groups": ops["groups"],
-                                                         "dilation": ops["dilation"]})
+        if channels_last:
+            name = f"_ksol_channels_last{sum(1 for m in g.nodes if m.op == 'call_module' and m.target.startswith('_ksol_channels_last'))}"
+            gm.add_submodule(name, ChannelsLastConv(fn, kw, n.name))
+            yp = g.call_module(name, (ops["x"], w))
+            y = g.call_method("permute", (yp, (0, spatial + 1, *range(1, spatial + 1))))
+            _shaped(yp, [sh[0], *sh[2:], sh[1]])
         else:
-            fn = (F.conv1d, F.conv2d, F.conv3d)[spatial - 1]
-            y = g.call_function(fn, (ops["x"], w, None), {"stride": ops["stride"], "padding": ops["padding"],
-                                                         "dilation": ops["dilation"], "groups": ops["groups"]})
-        z = g.call_function(operator.add, (y, bias))
+            y = g.call_function(getattr(F, fn), (ops["x"], w, None), kw)
+        z = g.call_function(operator.add, (y, bias)) if bias is not None else y
     _shaped(y, sh)
     _replace(n, z)
     return True

@@ -780,7 +780,7 @@ def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node, shape: Call
     chain: List[torch.fx.Node] = []
     full = shape(x)
     v = x
-    while v.op != "placeholder":
+    while v.op != "placeholder" and _permuted_input(v) is None:
         op = _canon(v, gm) if v.op in ("call_module", "call_function", "call_method") else ""
         if kind_of(op) != "elementwise" or v.op == "call_module" and any(True for _ in gm.get_submodule(v.target).parameters()):
             raise Unsupported(f"the pool reads {v.name} ({op or v.op}), which is not an elementwise op of a forward input "
@@ -800,6 +800,32 @@ def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node, shape: Call
     if len(v.users) > 1:
         raise Unsupported(f"the pool's input {v.name} is read again after it: the epilogue reads no image")
     return v, chain
+
+
+def _permuted_input(n: torch.fx.Node) -> Optional[Tuple[torch.fx.Node, List[int]]]:
+    """The forward input and the permutation where `n` is x.permute(perm) of a forward input x that
+    nothing else reads (a channels-last convolution's output, stitch.ChannelsLastConv, read in the
+    logical layout: the program declares x as it is laid out and reads it with its indices
+    permuted); None else."""
+    if n.op != "call_method" or n.target != "permute" or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return None
+    x = n.args[0]
+    perm = list(n.args[1]) if len(n.args) == 2 and isinstance(n.args[1], (tuple, list)) else list(n.args[1:])
+    if x.op != "placeholder" or len(x.users) != 1 or n.kwargs or not all(isinstance(d, int) for d in perm) or \
+            sorted(perm) != list(range(len(perm))):
+        return None
+    return x, perm
+
+
+def _permute_read(read: str, perm: List[int]) -> str:
+    """A read name[i0, i1, ...] of the logical (permuted) tensor as the read of the tensor laid out
+    before the permutation: logical axis a is physical axis perm[a]."""
+    name, inside = read[:read.index("[")], read[read.index("[") + 1:-1]
+    idx = inside.split(", ")
+    phys = [""] * len(perm)
+    for a, d in enumerate(perm):
+        phys[d] = idx[a]
+    return f"{name}[{', '.join(phys)}]"
 
 
 # A stand-in for a pool's read in its prologue's expression (synthesize).
@@ -937,9 +963,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                 if op not in CONVS:
                     conv_why.append((op, str(e)))
     window_nodes = {n for n, _ in windows}
+    # The inputs read through a permutation (a channels-last convolution's output).
+    permuted = {n: _permuted_input(n) for n, op in ops if _permuted_input(n) is not None}
     if b.dtype(ret) not in (torch.float32, None) and not (b.dtype(ret) == torch.int64 and ret in window_nodes):
         raise Unsupported(f"the output is {b.dtype(ret)}")
-    bad = sorted({op for n, op in ops if kind_of(op) in ("pool", "layout", "other", "conv") and n not in window_nodes and op not in CONVS} |
+    bad = sorted({op for n, op in ops if kind_of(op) in ("pool", "layout", "other", "conv") and n not in window_nodes and op not in CONVS
+                  and n not in permuted} |
                  {op for n, op in ops if kind_of(op) == "rowwise" and op not in ROWWISE and op not in REDUCTIONS and n not in window_nodes} |
                  {op for op, _ in conv_why})
     if bad:
@@ -981,16 +1010,27 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # The reduction reads a forward input only (the family has no prologue); its output space
         # is the program's (a grouped convolution's channels split into g, k), and the ops after
         # it one elementwise epilogue over that space.
-        if win["x"].name not in ph_names:
+        if win["x"] in permuted and win["w"] is None and win.get("w_node") is None:
+            # A pool of a forward input laid out otherwise, read through its permutation.
+            win = dict(win, x=permuted[win["x"]][0], perm=permuted[win["x"]][1], permute_node=win["x"])
+        elif win["x"].name not in ph_names:
             if not win.get("prologue_ok"):
                 raise Unsupported(f"the {_canon(windows[0][0], gm)} must read a forward input (a prologue is lowered before "
                                   "a pool that reads no padding only)")
             src, chain = _window_prologue(gm, sd, win["x"], b.shape)
+            perm = permuted.get(src)
+            if perm is not None and (win["w"] is not None or win.get("w_node") is not None):
+                raise Unsupported("a convolution's image read through a permutation: not lowered")
+            if perm is not None:
+                # The window reads a forward input laid out otherwise, through its permutation.
+                win = dict(win, x=perm[0], perm=perm[1], permute_node=src)
+                src = perm[0]
             if src.name not in ph_names:
                 raise Unsupported(f"the {_canon(windows[0][0], gm)}'s prologue must read a forward input")
             # The prologue's ops are bound over the window's read (env[src] is a stand-in for it,
             # replaced in the window's statement below).
-            win = dict(win, x=src, prologue=chain[-1])
+            if chain:
+                win = dict(win, x=src, prologue=chain[-1])
         if len(win["x"].users) > 1:
             raise Unsupported(f"the {_canon(windows[0][0], gm)}'s input is read again after it: the epilogue reads neither image nor filter")
         family, idx = "direct", "[" + ", ".join(win["idx"]) + "]"
@@ -1081,6 +1121,11 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
     if family != "rowwise":
         rows_out = False
 
+    if permuted and family not in ("elementwise", "direct"):
+        raise Unsupported("an input read through a permutation (a channels-last convolution's output) is read by "
+                          "elementwise programs and pools only")
+    if family == "direct" and any(p is not win.get("permute_node") for p in permuted):
+        raise Unsupported("a pool's program reads a permuted input as its window's image only")
     env: Dict[str, str] = {}   # node name -> expression at idx
     decl: Dict[str, List[str]] = {}    # DSL name -> the dims the program declares it over
     layout: Dict[str, List[str]] = {}  # DSL name -> its dims as the module lays it out, where they are not decl's
@@ -1177,9 +1222,27 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             return name + "[n]"
         return None
 
+    sources = {x: (p, perm) for p, (x, perm) in permuted.items()}
     for n in tensor_phs:
         if win is not None and win.get("prologue") is not None and n is win["x"]:
-            env[n.name] = _READ  # the window's read, which its prologue's ops wrap
+            # The window's read, which its prologue's ops wrap (through the permutation's node
+            # where the image is read through one).
+            env[(win.get("permute_node") or n).name] = _READ
+            continue
+        if n in sources and family == "elementwise":
+            # Read at the output's index through the permutation: declared as laid out, every
+            # axis of the output read (a permuted tensor is not broadcast).
+            p, perm = sources[n]
+            name = ph_names[n.name]
+            lsh = b.shape(p)
+            read = tensor_read(name, lsh, f"input {name}")
+            if read is None or lsh != full:
+                raise Unsupported(f"input {name} read through a permutation has shape {lsh}, not the output's {full}")
+            logical = decl[name]
+            decl[name] = [""] * len(perm)
+            for a, d in enumerate(perm):
+                decl[name][d] = logical[a]
+            env[p.name] = _permute_read(read, perm)
             continue
         if (family == "gemm" and n in (ga["a"], ga["b"])) or (conv is not None and n in (conv["x"], conv["w_node"])) or \
                 (win is not None and n in (win["x"], win.get("w_node"))):
@@ -1247,8 +1310,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         raise Unsupported(f"{n.name} is not a parameter of the module")
 
     for n, op in ops:
-        if n.name in env:
-            continue  # the values of a max or min over a dim (getitem 0, .values), bound with it
+        if n.name in env or (n in permuted and family == "direct"):
+            continue  # the values of a max or min over a dim (getitem 0, .values), bound with it; a permuted read
         mod = gm.get_submodule(n.target) if n.op == "call_module" else None
         if family == "gemm" and n is gemm[0]:
             # Each operand is a forward input or (B of nn.Linear) a parameter, declared as the
@@ -1307,6 +1370,18 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                 extra["conv_products"] = "tf32"
             else:
                 b.stmts.append(win["stmt"].format(x=x, w=w))
+            if win.get("perm") is not None:
+                # The image is laid out otherwise: declared so, its reads' indices permuted.
+                perm, logical = win["perm"], decl[x]
+                decl[x] = [""] * len(perm)
+                for a, d in enumerate(perm):
+                    decl[x][d] = logical[a]
+                if win["x_layout"]:
+                    lay = [""] * len(perm)
+                    for a, d in enumerate(perm):
+                        lay[d] = win["x_layout"][a]
+                    layout[x] = lay
+                b.stmts[-1] = re.sub(r"\b" + re.escape(x) + r"\[[^\]]*\]", lambda m: _permute_read(m.group(0), perm), b.stmts[-1])
             if win.get("prologue") is not None:
                 pro = env[win["prologue"].name]
                 b.stmts[-1] = re.sub(r"\b" + re.escape(x) + r"\[[^\]]*\]", lambda m: pro.replace(_READ, m.group(0)), b.stmts[-1])

@@ -497,9 +497,9 @@ class ConvAvgPoolLeftAlone(nn.Module):
 
 
 class Stitching(unittest.TestCase):
-    def stitched(self, model, inputs, pieces, kept_ops, train=False, vendor=False):
+    def stitched(self, model, inputs, pieces, kept_ops, train=False, vendor=False, keep_layout=()):
         model.train(train)
-        plan = stitch.split(model, inputs, vendor=vendor)
+        plan = stitch.split(model, inputs, vendor=vendor, keep_layout=keep_layout)
         self.assertEqual(len(plan.pieces), pieces, plan.summary())
         self.assertEqual(sorted(k["op"] for k in plan.kept), sorted(kept_ops), plan.summary())
         for k in plan.kept:
@@ -652,19 +652,33 @@ class Stitching(unittest.TestCase):
 
     def test_the_vendor_plan_keeps_convolutions_and_gemms_and_cuts_the_ops_around_them(self):
         torch.manual_seed(3)
-        # The convolution's bias leaves it for the piece after it (a view of the parameter per
-        # channel, kept: it moves no data), where PyTorch would add it in a pass of its own.
+        # The convolution runs channels-last (cuDNN's NHWC kernels), its output laid out
+        # [N, H, W, K] and read by the piece through the permutation back to [N, K, H, W]; its
+        # bias leaves it for that piece (a view of the parameter per channel, kept: it moves no
+        # data), where PyTorch would add it in a pass of its own.
         plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape"], vendor=True)
         self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].nodes, ["add", "relu", "mul", "sub", "tanh"])
-        self.assertEqual(plan.pieces[0].inputs, ["conv2d", "reshape"])
-        self.assertIn("input1[i1]", plan.pieces[0].program)
+        self.assertEqual(plan.pieces[0].nodes, ["permute", "add", "relu", "mul", "sub", "tanh"])
+        self.assertEqual(plan.pieces[0].inputs, ["_ksol_channels_last0", "reshape"])
+        self.assertIn("input0: f32[D0, D2, D3, D1]", plan.pieces[0].program)
+        self.assertIn("input0[i0, i2, i3, i1] + input1[i1]", plan.pieces[0].program)
+        self.assertEqual(plan.pieces[0].tensors[0]["shape"], ["D0", "D2", "D3", "D1"])
         vendor = [k for k in plan.kept if k["op"] == "conv2d"]
         self.assertIn("cuDNN", vendor[0]["reason"])
         self.assertTrue(vendor[0]["vendor"])
+        self.assertEqual(vendor[0]["layout"], "channels_last")
         view = [k for k in plan.kept if k["op"] == "reshape"]
         self.assertIn("view of a parameter", view[0]["reason"])
         self.assertFalse(view[0].get("vendor"))
+        conv = plan.gm.get_submodule("_ksol_channels_last0")
+        self.assertEqual((conv.op, conv.source), ("conv2d", "conv"))
+        # In the module's layout where asked (keep_layout names the convolution's node): the
+        # bias still goes to the piece.
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape"], vendor=True,
+                             keep_layout={"conv"})
+        self.assertEqual(plan.pieces[0].nodes, ["add", "relu", "mul", "sub", "tanh"])
+        self.assertIn("input0[i0, i1, i2, i3] + input1[i1]", plan.pieces[0].program)
+        self.assertNotIn("layout", plan.kept[-1])
         conv = next(n for n in plan.gm.graph.nodes if n.name == "conv2d")
         self.assertIsNone(conv.args[2])  # no bias left in the convolution
         # A conv the own plan keeps because the DSL has no form for it is no vendor call by plan.
@@ -680,7 +694,7 @@ class Stitching(unittest.TestCase):
         plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 1, ["conv_transpose2d", "reshape"],
                              vendor=True)
         self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].nodes[0], "add")
+        self.assertEqual(plan.pieces[0].nodes[:2], ["permute", "add"])
         # Strided, padded, dilated, grouped and 3-D ones keep their arguments without the bias.
         for model, x, op in ((nn.Sequential(nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), nn.Tanh()),
                               torch.randn(2, 4, 11, 9), "conv2d"),
@@ -688,11 +702,12 @@ class Stitching(unittest.TestCase):
                               torch.randn(2, 4, 3, 4, 5), "conv_transpose3d"),
                              (nn.Sequential(nn.Conv1d(4, 6, 5, padding=2), nn.Sigmoid()), torch.randn(2, 4, 17), "conv1d")):
             plan = self.stitched(model, [x], 1, [op, "reshape"], vendor=True)
-            self.assertEqual(plan.pieces[0].nodes[0], "add")
+            self.assertEqual(plan.pieces[0].nodes[:2] if op != "conv1d" else plan.pieces[0].nodes[:1],
+                             ["add"] if op == "conv1d" else ["permute", "add"])
         # Without a bias, or where the convolution's reader is not elementwise (a row-wise op),
         # the convolution stays as it is.
         plan = self.stitched(ConvPoolChain(bias=False), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
-        self.assertEqual(plan.pieces[0].nodes, ["sub", "hardswish", "max_pool2d", "mish"])
+        self.assertEqual(plan.pieces[0].nodes, ["permute", "sub", "hardswish", "max_pool2d", "mish"])
         softmax = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softmax(dim=-1))
         plan = stitch.split(softmax, [torch.randn(2, 3, 12, 12)], vendor=True)
         self.assertEqual([k["op"] for k in plan.kept], ["conv2d"])
@@ -704,12 +719,24 @@ class Stitching(unittest.TestCase):
         torch.manual_seed(4)
         plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
         self.assertEqual(plan.pieces[0].family, "direct")
-        self.assertEqual(plan.pieces[0].nodes, ["add", "sub", "hardswish", "max_pool2d", "mish"])
-        self.assertIn("input1[c]", plan.pieces[0].program)
+        self.assertEqual(plan.pieces[0].nodes, ["permute", "add", "sub", "hardswish", "max_pool2d", "mish"])
+        # The window reads the channels-last image through the permutation, the bias at its channel.
+        self.assertIn("input0: f32[N, I0, I1, C]", plan.pieces[0].program)
+        self.assertIn("input0[n, h*2+r, w*2+s, c] + input1[c]", plan.pieces[0].program)
+        # A pool right after the convolution (no bias, no prologue), over padded windows too.
+        pool = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.MaxPool2d(3, 2, padding=1), nn.Tanh())
+        plan = self.stitched(pool, [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[0].nodes[0], "permute")
+        self.assertIn("input0: f32[N, I0, I1, C] outside -inf", plan.pieces[0].program)
+        # A 3-D one, channels-last too ([N, D, H, W, K]).
+        pool3 = nn.Sequential(nn.Conv3d(3, 4, 3), nn.ReLU(), nn.MaxPool3d(2))
+        plan = self.stitched(pool3, [torch.randn(2, 3, 8, 8, 8)], 1, ["conv3d", "reshape"], vendor=True)
+        self.assertIn("input0: f32[N, I0, I1, I2, C]", plan.pieces[0].program)
         # A pool that reads padding keeps its prologue in a piece of its own: the padding's -inf
         # does not go through the prologue's ops.
         plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
+        self.assertEqual(plan.pieces[0].nodes[0], "permute")
         # A per-channel parameter is read at the window's channel, the output's: one piece.
         plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["direct"])
@@ -717,6 +744,30 @@ class Stitching(unittest.TestCase):
         plan = self.stitched(ConvPoolChain(shift="column"), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"],
                              vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
+
+    def test_a_channels_last_output_no_piece_reads_is_planned_in_the_modules_layout(self):
+        # Where no piece takes the permuted read (here: synth made to refuse every one), the
+        # permutation would stay a PyTorch view and the next piece would copy it back: the plan
+        # is made again with that convolution in the module's layout.
+        torch.manual_seed(5)
+        real = synth._permuted_input
+        synth._permuted_input = lambda n: None
+        try:
+            plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape"], vendor=True)
+        finally:
+            synth._permuted_input = real
+        self.assertEqual(plan.pieces[0].nodes, ["add", "relu", "mul", "sub", "tanh"])
+        self.assertFalse(any(k.get("layout") for k in plan.kept))
+        # A row-wise program does not read a permuted input: the elementwise ops before it do.
+        class ConvNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+
+            def forward(self, x):
+                return torch.softmax(F.relu(self.conv(x)), dim=-1)
+        plan = self.stitched(ConvNorm(), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual([(p.family, p.nodes[0]) for p in plan.pieces], [("elementwise", "permute"), ("rowwise", "softmax")])
 
     def test_gemms_layernorm_and_softmax_are_four_pieces(self):
         torch.manual_seed(1)
