@@ -247,7 +247,28 @@ struct Sched {
   int64_t fm = 4, fn = 2;             // mma: fragments per warp
   int64_t stages = 1;                 // mma: 1 slice staged in registers, or 2-4 shared buffers filled by cp.async
   bool slice_fragments = false;       // mma (TF32): a slice's operands loaded after its barrier (fragments = slice)
+  int fastest = -1;                   // loop: the output index decoded fastest (its position), -1 for the last
 };
+
+// The position of the output index the image's contiguous (last) index reads, where that is an
+// output index read as it is (a channels-last image's c: input[n, h*2+r, w*2+s, c]); -1 where
+// there is none. The image is the reduction's first read that uses a reduced index.
+int image_fastest(const Shape& sh) {
+  const Definition& d = *sh.reduce;
+  for (const Expr* r : reads_in(d.body)) {
+    bool windowed = false;
+    for (const IndexExpr& ix : r->indices)
+      for (const std::string& o : sh.over)
+        if (ix.var == o || ix.plus == o) windowed = true;
+    if (!windowed || r->indices.empty()) continue;
+    const IndexExpr& last = r->indices.back();
+    if (!last.plus.empty() || last.scale != 1 || last.offset != 0) return -1;
+    for (size_t k = 0; k < d.indices.size(); ++k)
+      if (d.indices[k] == last.var) return static_cast<int>(k);
+    return -1;
+  }
+  return -1;
+}
 
 std::string list_text(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -289,8 +310,22 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
       throw Refused((tile != std::vector<int64_t>{128, 128, 16} ? tile_text : tt_text) +
                     ": the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and thread_tile [4, 2])");
     s.items = k.one_of("items", std::vector<int64_t>{1, 2, 4, 8});
+    // order: which output index consecutive threads take. last: the output's own order (its
+    // stores coalesced); image: the index the image's contiguous index reads (a channels-last
+    // image's channel: its window reads coalesced, its stores strided), for one output a thread.
+    const std::string order = k.one_of("order", std::vector<std::string>{"auto", "last", "image"});
+    const int pos = image_fastest(sh);
+    const int last = static_cast<int>(sh.reduce->indices.size()) - 1;
+    if (order == "image" && (pos < 0 || pos == last))
+      throw Refused("order = image: the image's contiguous index does not read an output index other than the last "
+                    "(order = last is the same kernel)");
+    if (order == "image" && s.items > 1)
+      throw Refused("order = image: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+    if (order == "image" || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
     return s;
   }
+  if (k.one_of("order", std::vector<std::string>{"auto", "last", "image"}) != "auto")
+    throw Refused("order = " + k.value("order").ident + ": the loop kernel's; the mma kernel tiles its outputs (leave order auto)");
   const Contraction& ct = c ? *c : local;
   try {
     // Its fallback runs at the default thread count: other counts would only repeat mma kernels.
@@ -324,7 +359,9 @@ void check(const dsl::Program& p, const Binding& b) {
 std::string kernel_name_of(const dsl::Program& p) {
   const Sched s = read_sched(p, analyse(p), nullptr);
   const std::string stem = name_stem(p, "direct");
-  if (!s.mma) return stem + "_t" + std::to_string(s.threads) + (s.items > 1 ? "_i" + std::to_string(s.items) : "");
+  if (!s.mma)
+    return stem + "_t" + std::to_string(s.threads) + (s.items > 1 ? "_i" + std::to_string(s.items) : "") +
+           (s.fastest >= 0 ? "_o" + std::to_string(s.fastest) : "");
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
          std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") +
@@ -554,6 +591,7 @@ class Generator {
     const Definition& d = *s_.reduce;
     if (sched_.items > 1) divisors_.index_of(chunks_on_host());
     for (size_t k = sched_.items > 1 ? d.indices.size() - 1 : d.indices.size(); k-- > 1;) divisors_.index_of(extent(d.extents[k]));
+    if (sched_.fastest == 0) divisors_.index_of(extent(d.extents[0]));
     w.line("template <typename Idx, bool kChecked>");
     w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
            (divisors_.empty() ? "" : "const KsolDivs dv, ") + "Idx total)");
@@ -658,8 +696,13 @@ class Generator {
       return;
     }
     open_loop_kernel(w);
-    w.comment("The element's indices, the last fastest.");
-    decode_rest(w, d.indices.size());
+    if (sched_.fastest >= 0) {
+      w.comment("The element's indices, " + names_[d.indices[sched_.fastest]] + " fastest (order = image), then the last.");
+      decode_order(w);
+    } else {
+      w.comment("The element's indices, the last fastest.");
+      decode_rest(w, d.indices.size());
+    }
     const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
     const std::string at = cuda_type(acc_type);
     const bool arg = d.reduce == ReduceOp::argmax;
@@ -681,10 +724,39 @@ class Generator {
     if (d.reduce == ReduceOp::mean) w.line("acc = acc / (" + at + ")(" + mean_count() + ");");
     const std::string reduced = arg ? "best_at" : "acc";
     const Type reduced_type = arg ? Type::i32 : acc_type;
-    w.line(names_[out.name] + "[flat] = " + output_value(w, reduced, reduced_type) + ";");
+    w.line(names_[out.name] + "[" + (sched_.fastest >= 0 ? output_offset() : std::string("flat")) + "] = " +
+           output_value(w, reduced, reduced_type) + ";");
     w.close();
     w.close();
     ix_ = "int64_t";
+  }
+
+  // order = image: the index at sched_.fastest from `rest` first, then the others, the last fastest.
+  void decode_order(Writer& w) {
+    const Definition& d = *s_.reduce;
+    const size_t f = static_cast<size_t>(sched_.fastest);
+    w.line("const Idx " + names_[d.indices[f]] + " = " + idx_mod("rest", extent(d.extents[f])) + ";");
+    w.line("rest = " + idx_div("rest", extent(d.extents[f])) + ";");
+    std::vector<size_t> others;
+    for (size_t k = 0; k < d.indices.size(); ++k)
+      if (k != f) others.push_back(k);
+    for (size_t j = others.size(); j-- > 0;) {
+      const size_t k = others[j];
+      if (j == 0) {
+        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
+      } else {
+        w.line("const Idx " + names_[d.indices[k]] + " = " + idx_mod("rest", extent(d.extents[k])) + ";");
+        w.line("rest = " + idx_div("rest", extent(d.extents[k])) + ";");
+      }
+    }
+  }
+
+  // The output element's offset from its decoded indices (row-major), below `total`.
+  std::string output_offset() const {
+    const Definition& d = *s_.reduce;
+    std::string at = names_[d.indices[0]];
+    for (size_t k = 1; k < d.indices.size(); ++k) at = "(" + at + ") * " + extent(d.extents[k]) + " + " + names_[d.indices[k]];
+    return at;
   }
 
   // The host's condition (int64_t arithmetic on the ABI's dims) under which the thread-per-output
@@ -1135,6 +1207,7 @@ const FamilyGenerator& direct_family() {
           {"stages", "auto", {"auto", "2", "3"}},
           {"fragments", "auto", {"auto", "slice"}},
           {"items", "1", {"1", "2", "4", "8"}},
+          {"order", "auto", {"last", "image"}},
       },
       &check,
       &generate,

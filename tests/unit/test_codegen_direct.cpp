@@ -80,6 +80,11 @@ const std::vector<Case> kCases = {
      "kernel maxpool_in(X: f32[N, C, H, W] outside -inf) -> (Y: f32[N, C, P, Q]) {\n"
      "  Y[n, c, h, w] = max(X[n, c, h*2+r, w*2+s]) over r:2, s:2\n}\n",
      {{"N", 2}, {"C", 2}, {"H", 5}, {"W", 5}, {"P", 3}, {"Q", 2}}},
+    {"max_pool_channels_last",
+     "kernel pool_nhwc(X: f32[N, H, W, C] outside -inf, b: f32[C]) -> (Y: f32[N, C, P, Q]) {\n"
+     "  acc[n, c, h, w] = max(X[n, h*2+r-1, w*2+s-1, c] + b[c]) over r:3, s:3\n"
+     "  Y[n, c, h, w] = tanh(acc[n, c, h, w])\n}\n",
+     {{"N", 2}, {"H", 7}, {"W", 6}, {"C", 3}, {"P", 4}, {"Q", 3}}},
     {"argmax",
      "kernel argmax_mid(X: f32[B, R, C]) -> (Y: i64[B, C]) {\n"
      "  am[b, c] = argmax(X[b, r, c]) over r\n"
@@ -104,7 +109,7 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"threads", "128"}})), "direct_convt1d_f32_t128");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"split_k", "2"}})),
             "unknown schedule key 'split_k' for the direct family; it accepts threads, mainloop, tile, thread_tile, stages, "
-            "fragments, items");
+            "fragments, items, order");
   EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(p, {{"items", "4"}})), "direct_convt1d_f32_t256_i4");
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"items", "3"}})), "items = 3 must be one of 1, 2, 4, 8");
   // f32 products: the thread-per-output kernel; the tensor cores' knobs are refused with why.
@@ -114,8 +119,20 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(refusal(codegen::with_schedule(p, {{"tile", "[64, 64, 32]"}})),
             "tile = [64, 64, 32]: the mma kernel's; mainloop = loop runs a thread per output (leave tile [128, 128, 16] and "
             "thread_tile [4, 2])");
+  // order: a channels-last image's pool takes its channel fastest (auto, one output a thread), or
+  // the output's last index (order = last); elsewhere order = image is the same kernel, refused.
+  dsl::Program nhwc = parse(kCases[10].program);
+  EXPECT_EQ(codegen::kernel_name(nhwc), "direct_pool_nhwc_f32_t256_o1");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(nhwc, {{"order", "last"}})), "direct_pool_nhwc_f32_t256");
+  EXPECT_EQ(codegen::kernel_name(codegen::with_schedule(nhwc, {{"items", "2"}})), "direct_pool_nhwc_f32_t256_i2");
+  EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "image"}, {"items", "2"}})),
+            "order = image: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+  EXPECT_NE(codegen::generate_cuda(nhwc, {}).find("c fastest (order = image)"), std::string::npos);
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"order", "image"}})),
+            "order = image: the image's contiguous index does not read an output index other than the last (order = last "
+            "is the same kernel)");
   // A schedule names every knob: the loop kernel's space is its thread counts times its outputs per
-  // thread, at the mma knobs' defaults.
+  // thread, at the mma knobs' defaults (order = image refused here: the same kernel as last).
   codegen::Space space = codegen::schedule_space(p, {});
   EXPECT_EQ(space.legal.size(), 16u);
   for (const codegen::Schedule& sch : space.legal)
@@ -182,8 +199,12 @@ TEST(CodegenDirect, InterpreterDividesIndicesAndPadsWithMinusInfinity) {
 // (KSOL_DIRECT_INDEX32_MAX 0 makes every shape too large for 32 bits) at two.
 TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
   const std::string no32 = "#define KSOL_DIRECT_INDEX32_MAX 0LL\n";
-  for (const auto& [prefix, items] : {std::pair{std::string(), "1"}, std::pair{std::string(), "4"}, std::pair{no32, "2"}})
+  // A channels-last image's pool decodes its channel fastest with one output a thread (order
+  // auto): that kernel in both index widths too.
+  for (const auto& [prefix, items] : {std::pair{std::string(), "1"}, std::pair{std::string(), "4"}, std::pair{no32, "2"},
+                                      std::pair{no32, "1"}})
   for (const Case& c : kCases) {
+    if (prefix == no32 && std::string(items) == "1" && std::string(c.name) != "max_pool_channels_last") continue;
     SCOPED_TRACE(std::string(c.name) + (prefix.empty() ? " (32-bit indices" : " (64-bit indices") + ", items " + items + ")");
     const dsl::Program p = codegen::with_schedule(parse(c.program), {{"items", items}});
     auto numel = [&](const dsl::Param& prm) {
