@@ -1688,7 +1688,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # 16-byte accesses: on an H100 the vector = 1 seeds of KernelBench's gigabyte activations ran
         # at 72-75% of HBM SOL, their vector 4 children at 88-89% (the search's first move, one
         # generation that a 30 s budget may not finish at those sizes).
-        "elementwise": ["threads = 256", "vector = 4"],
+        # A permuted input (a channels-last convolution's output): one element a thread, which the
+        # family takes through 32 x 32 tiles in shared memory (transpose = auto).
+        "elementwise": ["threads = 256"] if permuted else ["threads = 256", "vector = 4"],
         "rowwise": _rowwise_schedule(dims, b.stmts),
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],
         # IEEE float32 GEMMs on CUDA cores at the SIMT kernel's best measured schedule (8 x 8

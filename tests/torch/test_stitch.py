@@ -662,6 +662,7 @@ class Stitching(unittest.TestCase):
         self.assertEqual(plan.pieces[0].inputs, ["_ksol_channels_last0", "reshape"])
         self.assertIn("input0: f32[D0, D2, D3, D1]", plan.pieces[0].program)
         self.assertIn("input0[i0, i2, i3, i1] + input1[i1]", plan.pieces[0].program)
+        self.assertNotIn("vector", plan.pieces[0].program)  # one element a thread: the transposing kernel
         self.assertEqual(plan.pieces[0].tensors[0]["shape"], ["D0", "D2", "D3", "D1"])
         vendor = [k for k in plan.kept if k["op"] == "conv2d"]
         self.assertIn("cuDNN", vendor[0]["reason"])

@@ -625,7 +625,7 @@ TEST(Codegen, RefusesWithExactReasons) {
   dsl::Program silu = parse(kSiluMul);
   EXPECT_EQ(refusal(scheduled(silu, {{"reduction", "warp"}})),
             "unknown schedule key 'reduction' for the elementwise family; it accepts threads, vector, items_per_thread, "
-            "unroll");
+            "unroll, transpose");
   EXPECT_EQ(refusal(scheduled(parse(kBroadcast), {{"vector", "8"}})),
             "vector = 8 moves 32 bytes per access of a 4-byte type; one access is at most 16 bytes (a 128-bit load)");
   EXPECT_EQ(refusal(scheduled(silu, {{"threads", "48"}})), "threads = 48 must be a multiple of 32 between 32 and 1024");
@@ -735,7 +735,8 @@ TEST(Codegen, ScheduleSpaces) {
     std::cout << "[ schedule space ] " << c.label << " (" << p.family << "): " << space.legal.size() << " legal, "
               << space.refused() << " refused\n";
     for (const auto& [kind, n] : reasons) std::cout << "    " << n << " x " << kind << "...\n";
-    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 3 * 2 * 3 * 2 : 5 * 4 * 4 * 3;
+    // (elementwise: transpose = on is refused here, no read is permuted)
+    const size_t grid = p.family == "rowwise" ? 6 * 6 * 4 * 3 * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 3 * 2 * 3 * 2 : 5 * 4 * 4 * 3 * 2;
     EXPECT_EQ(space.size(), grid);
     EXPECT_EQ(space.legal.size() + space.refused(), grid);
     EXPECT_GT(space.legal.size(), 100u);
@@ -964,6 +965,58 @@ TEST(Codegen, ColumnReductionEpilogueMatchesTheInterpreter) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("and at most an elementwise one of Y alone after it), is not supported"), std::string::npos)
         << e.what();
+  }
+}
+
+// A read of the whole space through a permutation (a channels-last tensor in [N, C, H, W] order):
+// the transposing kernel (32 x 32 tiles in shared memory; transpose = auto with the other knobs at
+// 1) and the gathering one (transpose = off) both give the interpreter's values, at extents that
+// leave partial tiles along both tiled axes.
+TEST(Codegen, TransposedReadsMatchTheInterpreter) {
+  const std::string text = "kernel tr(X: f32[N, H, W, C], b: f32[C], Z: f32[N, C, H, W]) -> (Y: f32[N, C, H, W]) {\n"
+                           "  t[n, c, h, w] = X[n, h, w, c] + b[c]\n"
+                           "  Y[n, c, h, w] = tanh(t[n, c, h, w]) * Z[n, c, h, w] + t[n, c, h, w]\n}\n";
+  const dsl::Program plain = scheduled(parse(text), {{"threads", "256"}});
+  EXPECT_EQ(codegen::kernel_name(plain), "elementwise_tr_f32_t256_v1_i1_tt");
+  EXPECT_EQ(codegen::kernel_name(scheduled(parse(text), {{"transpose", "off"}})), "elementwise_tr_f32_t256_v1_i1");
+  EXPECT_EQ(codegen::kernel_name(scheduled(parse(text), {{"vector", "4"}})), "elementwise_tr_f32_t256_v4_i1");
+  EXPECT_EQ(refusal(scheduled(parse(text), {{"transpose", "on"}, {"vector", "2"}})),
+            "transpose = on: its tiles take 256 threads and one element per thread and step (leave threads 256, vector, "
+            "items_per_thread and unroll 1)");
+  EXPECT_EQ(refusal(scheduled(parse("kernel f(X: f32[N, C]) -> (Y: f32[N, C]) {\n  Y[n, c] = X[n, c] * 2.0\n}\n"),
+                              {{"transpose", "on"}})),
+            "transpose = on: no read of the whole index space through a permutation whose contiguous index is not the "
+            "innermost");
+  for (const char* tr : {"auto", "off"}) {
+    SCOPED_TRACE(tr);
+    const dsl::Program p = scheduled(parse(text), {{"transpose", tr}});
+    ASSERT_EQ(p.family, "elementwise");
+    ASSERT_EQ(refusal(p), "(accepted)");
+    const std::string src = codegen::generate_cuda(p, {});
+    EXPECT_EQ(src.find("__shared__") != std::string::npos, std::string(tr) == "auto") << src;
+    codegen::HostBuild b = codegen::build_for_host(src);
+    ASSERT_TRUE(b.ok) << b.message;
+    const int64_t N = 2, H = 3, W = 37, C = 35;
+    std::map<std::string, std::vector<double>> in = {{"X", std::vector<double>(N * H * W * C)},
+                                                     {"b", std::vector<double>(C)},
+                                                     {"Z", std::vector<double>(N * C * H * W)}};
+    std::vector<HostVec<uint8_t>> bufs;
+    int which = 0;
+    for (const char* name : {"X", "b", "Z"}) {
+      std::vector<double>& v = in[name];
+      bufs.emplace_back(v.size() * 4);
+      for (size_t i = 0; i < v.size(); ++i) {
+        store_from_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i), std::sin(0.37 * i + which) * 1.5);
+        v[i] = load_as_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i));
+      }
+      ++which;
+    }
+    bufs.emplace_back(N * C * H * W * 4, 0xFF);
+    codegen::HostArrays want = codegen::interpret(p, {{"N", N}, {"H", H}, {"W", W}, {"C", C}}, in);
+    codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {N, H, W, C});
+    ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+    for (int64_t i = 0; i < N * C * H * W; ++i)
+      ASSERT_NEAR(load_as_double(DType::f32, bufs.back().data(), i), want["Y"][i], 1e-5) << i;
   }
 }
 
