@@ -76,6 +76,7 @@ const std::vector<ScheduleKey>& schedule_keys() {
       {"elementwise", "vector", K::integer, {}, {}},
       {"elementwise", "items_per_thread", K::integer, {}, {}},
       {"elementwise", "unroll", K::integer, {}, {}},
+      {"elementwise", "transpose", K::choice, {"auto", "off", "on"}, {}},
       {"sparse", "strategy", K::choice, {"row_per_thread", "vector_per_row", "nnz_split"}, {}},
       {"sparse", "vector", K::integer, {}, {}},
       {"sparse", "threads", K::integer, {}, {}},

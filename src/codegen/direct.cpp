@@ -600,17 +600,25 @@ class Generator {
     w.line("Idx rest = flat;");
   }
 
-  // Decodes the reduction's first `count` output indices from `rest`, the last fastest.
-  void decode_rest(Writer& w, size_t count) {
+  // Decodes the reduction's output indices at positions `order` (slowest first) from `rest`.
+  void decode_indices(Writer& w, const std::vector<size_t>& order) {
     const Definition& d = *s_.reduce;
-    for (size_t k = count; k-- > 0;) {
-      if (k == 0) {
+    for (size_t j = order.size(); j-- > 0;) {
+      const size_t k = order[j];
+      if (j == 0) {
         w.line("const Idx " + names_[d.indices[k]] + " = rest;");
       } else {
         w.line("const Idx " + names_[d.indices[k]] + " = " + idx_mod("rest", extent(d.extents[k])) + ";");
         w.line("rest = " + idx_div("rest", extent(d.extents[k])) + ";");
       }
     }
+  }
+
+  // Decodes the reduction's first `count` output indices from `rest`, the last fastest.
+  void decode_rest(Writer& w, size_t count) {
+    std::vector<size_t> order(count);
+    for (size_t k = 0; k < count; ++k) order[k] = k;
+    decode_indices(w, order);
   }
 
   // A mean's divisor: the product of the reduced extents, in int64_t whatever the index type.
@@ -733,22 +741,11 @@ class Generator {
 
   // order = image: the index at sched_.fastest from `rest` first, then the others, the last fastest.
   void decode_order(Writer& w) {
-    const Definition& d = *s_.reduce;
-    const size_t f = static_cast<size_t>(sched_.fastest);
-    w.line("const Idx " + names_[d.indices[f]] + " = " + idx_mod("rest", extent(d.extents[f])) + ";");
-    w.line("rest = " + idx_div("rest", extent(d.extents[f])) + ";");
-    std::vector<size_t> others;
-    for (size_t k = 0; k < d.indices.size(); ++k)
-      if (k != f) others.push_back(k);
-    for (size_t j = others.size(); j-- > 0;) {
-      const size_t k = others[j];
-      if (j == 0) {
-        w.line("const Idx " + names_[d.indices[k]] + " = rest;");
-      } else {
-        w.line("const Idx " + names_[d.indices[k]] + " = " + idx_mod("rest", extent(d.extents[k])) + ";");
-        w.line("rest = " + idx_div("rest", extent(d.extents[k])) + ";");
-      }
-    }
+    std::vector<size_t> order;
+    for (size_t k = 0; k < s_.reduce->indices.size(); ++k)
+      if (k != static_cast<size_t>(sched_.fastest)) order.push_back(k);
+    order.push_back(static_cast<size_t>(sched_.fastest));
+    decode_indices(w, order);
   }
 
   // The output element's offset from its decoded indices (row-major), below `total`.

@@ -5,6 +5,7 @@
 // that loops streams slower), with one aligned access per tensor and group where the layout
 // allows, and a scalar loop for what is left.
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "codegen/common.h"
@@ -341,6 +342,45 @@ class Generator {
     return d.is_output ? names_.derived(d.name, "value") : names_[d.name];
   }
 
+  // Each live definition at its own position (the reads' axes name which load it is), as
+  // statements of w: `index` gives a space axis's index value, `load` load i's value, `out` an
+  // output's element to assign.
+  void definitions(Writer& w, const std::function<std::string(int)>& index, const std::function<std::string(int)>& load,
+                   const std::function<std::string(const std::string&)>& out) {
+    std::map<std::string, std::string> def_value;
+    ExprEmitter em;
+    em.helpers = &helpers_;
+    em.dim = [&](const std::string& d) { return names_[d]; };
+    const Definition* current = nullptr;
+    em.index = [&](const std::string& v) -> std::string {
+      const std::vector<int>& axes = a_.def_axes.at(current->name);
+      for (size_t k = 0; k < current->indices.size(); ++k)
+        if (current->indices[k] == v) return index(axes[k]);
+      throw Refused("the index '" + v + "' used as a value is not one of " + current->name + "'s");
+    };
+    em.read = [&](const Expr& r) -> std::string {
+      if (p_.def(r.name)) return def_value.at(r.name);
+      std::map<std::string, int> env;
+      const std::vector<int>& axes = a_.def_axes.at(current->name);
+      for (size_t k = 0; k < current->indices.size(); ++k) env[current->indices[k]] = axes[k];
+      std::vector<int> read_axes;
+      for (const dsl::IndexExpr& ix : r.indices) read_axes.push_back(env.at(ix.var));
+      return load(find_load(a_, p_.param(r.name), read_axes));
+    };
+    for (const Definition* d : a_.live) {
+      current = d;
+      std::string code = em(d->body);
+      if (d->is_output && !a_.read_defs.count(d->name)) {
+        w.line(out(d->name) + " = " + code + ";");
+        continue;
+      }
+      std::string local = value_name(*d);
+      def_value[d->name] = local;
+      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
+      if (d->is_output) w.line(out(d->name) + " = " + local + ";");
+    }
+  }
+
   void device_function(Writer& out) {
     if (a_.all_flat)
       out.comment("Computes the kVec consecutive elements from flat index e0 on (every tensor is read in the "
@@ -393,45 +433,16 @@ class Generator {
     }
     w.line("#pragma unroll");
     w.open("for (int j = 0; j < kVec; ++j)");
-    // Each definition is computed at its own position: the reads' axes name which load it is.
-    std::map<std::string, std::string> def_value;
-    ExprEmitter em;
-    em.helpers = &helpers_;
-    em.dim = [&](const std::string& d) { return names_[d]; };
-    const Definition* current = nullptr;
     // An index's value at element e0 + j (a pack may straddle rows, so each element has its own).
-    em.index = [&](const std::string& v) -> std::string {
-      const std::vector<int>& axes = a_.def_axes.at(current->name);
-      int axis = -1;
-      for (size_t k = 0; k < current->indices.size(); ++k)
-        if (current->indices[k] == v) axis = axes[k];
-      if (axis < 0) throw Refused("the index '" + v + "' used as a value is not one of " + current->name + "'s");
-      std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
-      std::string code = later.empty() ? "(e0 + j)" : div_by("(e0 + j)", extent_product(later));
-      if (axis > 0) code = mod_by(code, dim(axis));
-      return code;
-    };
-    em.read = [&](const Expr& r) -> std::string {
-      if (p_.def(r.name)) return def_value.at(r.name);
-      std::map<std::string, int> env;
-      const std::vector<int>& axes = a_.def_axes.at(current->name);
-      for (size_t k = 0; k < current->indices.size(); ++k) env[current->indices[k]] = axes[k];
-      std::vector<int> read_axes;
-      for (const dsl::IndexExpr& ix : r.indices) read_axes.push_back(env.at(ix.var));
-      return value_of_load.at(std::to_string(find_load(a_, p_.param(r.name), read_axes)));
-    };
-    for (const Definition* d : a_.live) {
-      current = d;
-      std::string code = em(d->body);
-      if (d->is_output && !a_.read_defs.count(d->name)) {
-        w.line(out_pack[d->name] + ".v[j] = " + code + ";");
-        continue;
-      }
-      std::string local = value_name(*d);
-      def_value[d->name] = local;
-      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
-      if (d->is_output) w.line(out_pack[d->name] + ".v[j] = " + local + ";");
-    }
+    definitions(
+        w,
+        [&](int axis) {
+          std::vector<std::string> later(a_.axis_dims.begin() + axis + 1, a_.axis_dims.end());
+          std::string code = later.empty() ? "(e0 + j)" : div_by("(e0 + j)", extent_product(later));
+          return axis > 0 ? mod_by(code, dim(axis)) : code;
+        },
+        [&](int load) { return value_of_load.at(std::to_string(load)); },
+        [&](const std::string& o) { return out_pack[o] + ".v[j]"; });
     w.close();
     for (const Param& o : p_.outputs) w.line("store_pack(" + names_[o.name] + " + e0, " + out_pack[o.name] + ");");
     const bool divides = !divisors_.empty();
@@ -561,38 +572,9 @@ class Generator {
       value_of_load[static_cast<int>(i)] = static_cast<int>(i) == a_.transpose_load
                                                ? tile + "[" + tx + "][" + ty + " + " + k + "]"
                                                : names_[a_.loads[i].param->name] + "[" + coord_offset(a_.loads[i], coords) + "]";
-    std::map<std::string, std::string> def_value;
-    ExprEmitter em;
-    em.helpers = &helpers_;
-    em.dim = [&](const std::string& d) { return names_[d]; };
-    const Definition* current = nullptr;
-    em.index = [&](const std::string& v) -> std::string {
-      const std::vector<int>& axes = a_.def_axes.at(current->name);
-      for (size_t q = 0; q < current->indices.size(); ++q)
-        if (current->indices[q] == v) return coords.at(axes[q]);
-      throw Refused("the index '" + v + "' used as a value is not one of " + current->name + "'s");
-    };
-    em.read = [&](const Expr& r) -> std::string {
-      if (p_.def(r.name)) return def_value.at(r.name);
-      std::map<std::string, int> env;
-      const std::vector<int>& axes = a_.def_axes.at(current->name);
-      for (size_t q = 0; q < current->indices.size(); ++q) env[current->indices[q]] = axes[q];
-      std::vector<int> read_axes;
-      for (const dsl::IndexExpr& ix : r.indices) read_axes.push_back(env.at(ix.var));
-      return value_of_load.at(find_load(a_, p_.param(r.name), read_axes));
-    };
-    for (const Definition* d : a_.live) {
-      current = d;
-      std::string code = em(d->body);
-      if (d->is_output && !a_.read_defs.count(d->name)) {
-        w.line(names_[d->name] + "[" + at + "] = " + code + ";");
-        continue;
-      }
-      std::string local = value_name(*d);
-      def_value[d->name] = local;
-      w.line("const " + std::string(cuda_type(d->type)) + " " + local + " = " + code + ";");
-      if (d->is_output) w.line(names_[d->name] + "[" + at + "] = " + local + ";");
-    }
+    definitions(
+        w, [&](int axis) { return coords.at(axis); }, [&](int load) { return value_of_load.at(load); },
+        [&](const std::string& out) { return names_[out] + "[" + at + "]"; });
     w.close();
     w.close();
     w.line("__syncthreads();");
