@@ -1010,7 +1010,8 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # The reduction reads a forward input only (the family has no prologue); its output space
         # is the program's (a grouped convolution's channels split into g, k), and the ops after
         # it one elementwise epilogue over that space.
-        if win["x"] in permuted and win["w"] is None and win.get("w_node") is None:
+        if win["x"] in permuted and win["w"] is None and win.get("w_node") is None and win["axes"] is not None and \
+                len(win["x_decl"]) == len(permuted[win["x"]][1]):
             # A pool of a forward input laid out otherwise, read through its permutation.
             win = dict(win, x=permuted[win["x"]][0], perm=permuted[win["x"]][1], permute_node=win["x"])
         elif win["x"].name not in ph_names:
@@ -1019,8 +1020,9 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                                   "a pool that reads no padding only)")
             src, chain = _window_prologue(gm, sd, win["x"], b.shape)
             perm = permuted.get(src)
-            if perm is not None and (win["w"] is not None or win.get("w_node") is not None):
-                raise Unsupported("a convolution's image read through a permutation: not lowered")
+            if perm is not None and (win["w"] is not None or win.get("w_node") is not None or win["axes"] is None or
+                                     len(win["x_decl"]) != len(perm[1])):
+                raise Unsupported("a convolution's or an argmax's input read through a permutation: not lowered (pools only)")
             if perm is not None:
                 # The window reads a forward input laid out otherwise, through its permutation.
                 win = dict(win, x=perm[0], perm=perm[1], permute_node=src)

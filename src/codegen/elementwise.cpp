@@ -18,7 +18,7 @@ using dsl::Expr;
 using dsl::Param;
 using dsl::Type;
 
-const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxBlocks", "e0", "j",
+const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxBlocks", "e0", "j", "rows", "grid",
                                             "group", "flat", "item", "base", "step", "groups", "total",
                                             "vector_end", "packs_ok", "pack_aligned", "blocks", "work", "dv", "kFast",
                                             "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider"};

@@ -705,8 +705,8 @@ class Stitching(unittest.TestCase):
             plan = self.stitched(model, [x], 1, [op, "reshape"], vendor=True)
             self.assertEqual(plan.pieces[0].nodes[:2] if op != "conv1d" else plan.pieces[0].nodes[:1],
                              ["add"] if op == "conv1d" else ["permute", "add"])
-        # Without a bias, or where the convolution's reader is not elementwise (a row-wise op),
-        # the convolution stays as it is.
+        # Without a bias the convolution still runs channels-last (its reader is elementwise);
+        # where its reader is a row-wise op it stays as it is, bias and layout.
         plan = self.stitched(ConvPoolChain(bias=False), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
         self.assertEqual(plan.pieces[0].nodes, ["permute", "sub", "hardswish", "max_pool2d", "mish"])
         softmax = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softmax(dim=-1))

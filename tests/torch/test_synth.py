@@ -122,6 +122,31 @@ class Synth(unittest.TestCase):
         self.assertEqual(out["dims"], {"R": 6, "C": 20, "C0": 4, "C1": 5})
         self.assertEqual(out["tensors"][0]["shape"], ["R", "C0", "C1"])
 
+    def test_an_input_read_through_a_permutation(self):
+        # A forward input laid out channels-last ([N, H, W, C]) and permuted to [N, C, H, W]: the
+        # program declares it as laid out and permutes its reads, for an elementwise chain and
+        # for a pool; an argmax over it is refused with a reason (pools only).
+        class Chain(nn.Module):
+            def forward(self, x):
+                return torch.tanh(x.permute(0, 3, 1, 2)) * 2.0
+
+        class Pool(nn.Module):
+            def forward(self, x):
+                return F.relu(F.max_pool2d(x.permute(0, 3, 1, 2) - 0.25, 2))
+
+        class Arg(nn.Module):
+            def forward(self, x):
+                return torch.argmax(x.permute(0, 2, 1), dim=1)
+        torch.manual_seed(8)
+        out = self.check_module(Chain(), [torch.randn(2, 5, 6, 3)], "elementwise")
+        self.assertIn("input0: f32[D0, D2, D3, D1]", out["program"])
+        self.assertNotIn("vector", out["program"])
+        out = self.check_module(Pool(), [torch.randn(2, 6, 8, 3)], "direct")
+        self.assertIn("input0[n, h*2+r, w*2+s, c]", out["program"])
+        out = synth.synthesize(Arg(), [torch.randn(2, 5, 7)])
+        self.assertIsNone(out["program"])
+        self.assertIn("argmax", out["reason"])
+
     def test_a_norm_over_long_rows_reads_each_row_once_for_its_statistics(self):
         # Rows of 65536 or more fit no row cache: the mean and the mean square are one pass's two
         # float64 sums, so the statistics read the row once (the mean, then the squares about it,

@@ -467,7 +467,7 @@ TEST(KnowledgeErrors, MoveNamesAKeyTheFamilyLacks) {
                                                    R"(dsl_moves = ["double vector", "set split_k 2"])"));
   EXPECT_EQ(t.error(), t.path("methods/vector_loads.toml") +
                            ":9:36: error: bad move: family 'elementwise' has no schedule key 'split_k' (its keys: threads, "
-                           "vector, items_per_thread, unroll)\n"
+                           "vector, items_per_thread, unroll, transpose)\n"
                            "  dsl_moves = [\"double vector\", \"set split_k 2\"]\n"
                            "                                     ^");
 }
