@@ -21,7 +21,9 @@ argmax/argmin are direct pieces (a loop nest per output element); ops on 0-d val
 and the like stay PyTorch or vendor calls. `split(..., vendor=True)` is the vendor-call plan: every
 convolution and GEMM stays PyTorch's call (cuDNN, cuBLAS), as torch.compile keeps its extern calls,
 and the pieces are the ops around them (a pool that reads no padding takes the elementwise ops
-before it as its prologue).
+before it as its prologue); a convolution read by an elementwise op or a pool leaves its bias to
+that piece and, 2-D or 3-D, runs channels-last (ChannelsLastConv), the piece reading its output
+through the permutation back.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
