@@ -925,6 +925,21 @@ TEST(Codegen, PackedExtremesOf16BitInputsMatchTheInterpreter) {
   }
 }
 
+// A program scheduled, checked to be `family`'s and accepted, its source and its build for the host.
+struct HostBuilt {
+  dsl::Program program;
+  std::string source;
+  codegen::HostBuild build;
+};
+HostBuilt host_built(const std::string& text, const Schedule& changes, const std::string& family) {
+  HostBuilt r{scheduled(parse(text), changes), "", {}};
+  EXPECT_EQ(r.program.family, family);
+  EXPECT_EQ(refusal(r.program), "(accepted)");
+  r.source = codegen::generate_cuda(r.program, {});
+  r.build = codegen::build_for_host(r.source);
+  return r;
+}
+
 // A column reduction with an epilogue (one elementwise definition of the reduction's value at its
 // own index): the values of the interpreter, in one pass and in two, batched and not; an epilogue
 // that reads anything else is the rowwise family's to refuse.
@@ -934,15 +949,14 @@ TEST(Codegen, ColumnReductionEpilogueMatchesTheInterpreter) {
                            "  Y[b, c] = tanh(tanh(m[b, c])) * 2.0 + m[b, c]\n}\n";
   for (const char* red : {"block", "two_pass"}) {
     SCOPED_TRACE(red);
-    const dsl::Program p = scheduled(parse(text), {{"reduction", red}});
-    ASSERT_EQ(p.family, "rowwise");
-    ASSERT_EQ(refusal(p), "(accepted)");
-    const std::string src = codegen::generate_cuda(p, {});
+    const HostBuilt hb = host_built(text, {{"reduction", red}}, "rowwise");
+    const dsl::Program& p = hb.program;
+    const std::string& src = hb.source;
+    const codegen::HostBuild& b = hb.build;
     EXPECT_NE(src.find("{ const float red = "), std::string::npos) << src;
     EXPECT_NE(src.find("Y[" + std::string(std::string(red) == "block" ? "b * C + col" : "col") + "] = tanhf(tanhf(red)) * 2.0f + red; }"),
               std::string::npos)
         << src;
-    codegen::HostBuild b = codegen::build_for_host(src);
     ASSERT_TRUE(b.ok) << b.message;
     const int64_t B = 3, R = 70, C = 37;
     std::vector<double> x(B * R * C);
@@ -989,12 +1003,10 @@ TEST(Codegen, TransposedReadsMatchTheInterpreter) {
             "innermost");
   for (const char* tr : {"auto", "off"}) {
     SCOPED_TRACE(tr);
-    const dsl::Program p = scheduled(parse(text), {{"transpose", tr}});
-    ASSERT_EQ(p.family, "elementwise");
-    ASSERT_EQ(refusal(p), "(accepted)");
-    const std::string src = codegen::generate_cuda(p, {});
-    EXPECT_EQ(src.find("__shared__") != std::string::npos, std::string(tr) == "auto") << src;
-    codegen::HostBuild b = codegen::build_for_host(src);
+    const HostBuilt hb = host_built(text, {{"transpose", tr}}, "elementwise");
+    const dsl::Program& p = hb.program;
+    const codegen::HostBuild& b = hb.build;
+    EXPECT_EQ(hb.source.find("__shared__") != std::string::npos, std::string(tr) == "auto") << hb.source;
     ASSERT_TRUE(b.ok) << b.message;
     const int64_t N = 2, H = 3, W = 37, C = 35;
     std::map<std::string, std::vector<double>> in = {{"X", std::vector<double>(N * H * W * C)},
