@@ -241,3 +241,28 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   const nlohmann::json vdoc = nlohmann::json::parse(ksol::read_file(vjson));
   EXPECT_EQ(vdoc["results"][0]["stitched"].value("status", ""), "ok") << vdoc["results"][0].dump(1);
 }
+
+// The vendor-call plan's channels-last convolutions (stitch.ChannelsLastConv): cuDNN runs NHWC
+// without its bias, and the one piece after it reads the output through the permutation, adds the
+// bias and runs the chain: a pool decoding its channel fastest (`_o`), an elementwise piece through
+// shared-memory tiles (`_tt`). Each stitched module through every gate against float64.
+TEST(Gpu, ChannelsLastVendorPlanPassesTheGates) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-cl-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(tmp);
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"conv_hardswish_pool_mish.py", "vendor-call plan: piece 0 (direct, nodes permute, add, sub, hardswish, max_pool2d, mish): direct_model_f32_t256_o"},
+      {"conv_transpose3d_clamp_div.py", "vendor-call plan: piece 0 (elementwise, nodes permute, add, clamp, truediv): elementwise_model_f32_t256_v1_i1_tt"}};
+  for (const auto& [f, piece] : runs) {
+    const std::string json = tmp + "/" + f + ".json";
+    ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
+                                               "--budget-candidates", "2", "--path", "fx", "--plan", "vendor", "--fresh-baselines",
+                                               "--json-out", json},
+                                              900);
+    EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.output;
+    EXPECT_NE(r.output.find(piece), std::string::npos) << f << "\n" << r.output;
+    const nlohmann::json doc = nlohmann::json::parse(ksol::read_file(json));
+    EXPECT_EQ(doc["results"][0]["stitched"].value("status", ""), "ok") << f << "\n" << doc["results"][0].dump(1);
+  }
+}
