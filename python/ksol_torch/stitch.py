@@ -1056,6 +1056,45 @@ def _shaped(n: torch.fx.Node, shape: List[int]) -> None:
     n.meta["tensor_meta"] = _extract_tensor_metadata(torch.empty(shape, dtype=torch.float32, device="meta"))
 
 
+# The operator module's in-place forms, as torch.fx records `x += y` and `x[i] = v`.
+_IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+                       operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                       operator.irshift, operator.setitem}
+
+
+def _mutates(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether `n` writes into a tensor it is given: an in-place method or function (x.add_(y),
+    torch.relu_(x)), an operator's in-place form, an out= argument, or inplace=True (an argument
+    or a module's attribute, nn.ReLU(inplace=True))."""
+    if n.op == "call_method":
+        return isinstance(n.target, str) and n.target.endswith("_") and not n.target.startswith("_")
+    if n.op == "call_function":
+        name = getattr(n.target, "__name__", "")
+        return n.target in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")) or \
+            n.kwargs.get("inplace") is True or n.kwargs.get("out") is not None
+    if n.op == "call_module":
+        return getattr(gm.get_submodule(n.target), "inplace", False) is True
+    return False
+
+
+def _drop_copies(gm: torch.fx.GraphModule) -> bool:
+    """Where the forward writes into no tensor (_mutates), x.clone() and x.detach() hold x's values
+    for good: their readers read x instead. A kept clone is a copy PyTorch makes in a pass of its
+    own over memory, and a chain that reads a value and its copy becomes one piece that reads the
+    value once. Returns whether anything changed."""
+    g = gm.graph
+    if any(_mutates(n, gm) for n in g.nodes):
+        return False
+    changed = False
+    for n in list(g.nodes):
+        if n.op in ("call_function", "call_method") and _canon(n, gm) in ("clone", "detach") and n.args and \
+                isinstance(n.args[0], torch.fx.Node):
+            n.replace_all_uses_with(n.args[0])
+            g.erase_node(n)
+            changed = True
+    return changed
+
+
 def _replace(n: torch.fx.Node, y: torch.fx.Node) -> None:
     """`n`'s uses read `y` instead, which computes the same tensor: it takes n's shape, so that an
     op after it is rewritten in the same pass (the other new nodes get theirs from _values)."""
@@ -1136,7 +1175,8 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
 
 def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False, keep_layout: Collection[str] = ()) -> bool:
     """Rewrites, in place, the ops no DSL family takes whole into the ops of their definition,
-    each of which one does: the smooth L1 (Huber), KL divergence and triplet margin losses into
+    each of which one does (first, where the forward writes into no tensor, clone and detach are
+    read as their input: _drop_copies): the smooth L1 (Huber), KL divergence and triplet margin losses into
     pointwise terms and a reduction; cross entropy with class-index targets into the rows'
     logsumexp (row-wise), a gather of the targets' logits (kept) and the mean of the differences;
     an average pool after a convolution into that convolution with the pool folded into its
@@ -1167,7 +1207,7 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
     import math
     import operator
     g = gm.graph
-    changed = False
+    changed = _drop_copies(gm)
     for n in list(g.nodes):
         if n.op not in ("call_module", "call_function", "call_method"):
             continue
@@ -1417,8 +1457,8 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
 
 
 def _vendor_conv(n: torch.fx.Node, gm: torch.fx.GraphModule, channels_last: bool) -> bool:
-    """The vendor-call plan's convolution `n`, where its one reader is an elementwise op or a pool
-    (the ops a piece starts with that read it at its own index or through a window's prologue):
+    """The vendor-call plan's convolution `n`, where each of its readers is an elementwise op or a
+    pool (the ops a piece starts with that read it at its own index or through a window's prologue):
     conv(x, W, b) becomes conv(x, W) + b viewed per channel (the add joins that piece), and a 2-D
     or 3-D one, with `channels_last`, runs in that layout (ChannelsLastConv), its output permuted
     back for the piece. False, leaving the graph as it is, elsewhere."""
@@ -1428,10 +1468,8 @@ def _vendor_conv(n: torch.fx.Node, gm: torch.fx.GraphModule, channels_last: bool
         return False
     spatial = int(op[-2])
     ops = _conv_operands(n, gm, spatial)
-    if ops is None or len(n.users) != 1:
-        return False
-    user = next(iter(n.users))
-    if not _lowerable(user, gm) or kind_of(_canon(user, gm)) not in ("elementwise", "pool"):
+    if ops is None or not n.users or \
+            not all(_lowerable(u, gm) and kind_of(_canon(u, gm)) in ("elementwise", "pool") for u in n.users):
         return False
     sh = _shape(n)
     channels_last = channels_last and spatial in (2, 3)

@@ -496,6 +496,25 @@ class ConvAvgPoolLeftAlone(nn.Module):
         return ya.sum() + yb.sum() + F.avg_pool2d(yc, 2).sum() + yc.sum() + yd.sum()
 
 
+class _InPlace(nn.Module):
+    """A forward of one statement on x and y, for stitch._mutates."""
+
+    def __init__(self, stmt):
+        super().__init__()
+        self.stmt = stmt
+
+    def forward(self, x, y):
+        if self.stmt == "x.add_(y)":
+            x.add_(y)
+        elif self.stmt == "torch.relu_(x)":
+            torch.relu_(x)
+        elif self.stmt == "F.relu(x, inplace=True)":
+            x = F.relu(x, inplace=True)
+        else:
+            x = x.add(y)
+        return x
+
+
 class Stitching(unittest.TestCase):
     def stitched(self, model, inputs, pieces, kept_ops, train=False, vendor=False, keep_layout=()):
         model.train(train)
@@ -769,6 +788,61 @@ class Stitching(unittest.TestCase):
                 return torch.softmax(F.relu(self.conv(x)), dim=-1)
         plan = self.stitched(ConvNorm(), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
         self.assertEqual([(p.family, p.nodes[0]) for p in plan.pieces], [("elementwise", "permute"), ("rowwise", "softmax")])
+
+    def test_a_copy_is_read_as_its_source_where_nothing_is_written_in_place(self):
+        class Residual(nn.Module):
+            """x, its detached copy, and a chain that reads both (level2/20's form)."""
+
+            def __init__(self, inplace=False):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 6, 3)
+                self.act = nn.ReLU(inplace=inplace)
+
+            def forward(self, x):
+                y = self.conv(x)
+                orig = y.clone().detach()
+                y = self.act(y + 0.5)
+                return (y + orig) * orig
+
+        torch.manual_seed(6)
+        x = torch.randn(2, 3, 9, 11)
+        # No copy kept: the convolution and the whole chain are one piece (its epilogue), and the
+        # vendor-call plan's channels-last convolution is read by the chain's three readers of it.
+        plan = self.stitched(Residual(), [x], 1, [])
+        self.assertNotIn("clone", str(plan.summary()))
+        plan = self.stitched(Residual(), [x], 1, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual(plan.pieces[0].nodes[0], "permute")
+        self.assertEqual(next(k for k in plan.kept if k["op"] == "conv2d")["layout"], "channels_last")
+        # With an in-place op in the forward a copy may hold other values than its source: kept.
+        plan = stitch.split(Residual(inplace=True).eval(), [x])
+        self.assertIn("clone", [k["op"] for k in plan.kept])
+        for n, want in (("x.add_(y)", True), ("torch.relu_(x)", True), ("F.relu(x, inplace=True)", True), ("x.add(y)", False)):
+            gm = torch.fx.symbolic_trace(_InPlace(n))
+            self.assertEqual(any(stitch._mutates(m, gm) for m in gm.graph.nodes), want, n)
+
+    def test_a_channels_last_convolution_read_by_several_elementwise_ops_is_one_piece(self):
+        class Swish(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.ConvTranspose3d(3, 5, 3, stride=2)
+
+            def forward(self, x):
+                y = self.conv(x)
+                return torch.sigmoid(y) * y - 1.0
+
+        torch.manual_seed(7)
+        plan = self.stitched(Swish(), [torch.randn(2, 3, 3, 4, 5)], 1, ["conv_transpose3d", "reshape"], vendor=True)
+        self.assertEqual(plan.pieces[0].nodes[:3], ["permute", "add", "sigmoid"])
+        self.assertIn("input0: f32[D0, D2, D3, D4, D1]", plan.pieces[0].program)
+        # A reader that is neither elementwise nor a pool leaves the convolution as it is.
+        class Both(Swish):
+            def forward(self, x):
+                y = self.conv(x)
+                return torch.softmax(y, dim=1) + torch.relu(y)
+
+        plan = stitch.split(Both(), [torch.randn(2, 3, 3, 4, 5)], vendor=True)
+        conv = next(k for k in plan.kept if k["op"] == "conv_transpose3d")
+        self.assertNotIn("layout", conv)
 
     def test_gemms_layernorm_and_softmax_are_four_pieces(self):
         torch.manual_seed(1)
