@@ -296,6 +296,28 @@ def geomean(xs):
     return (math.exp(sum(math.log(x) for x in xs) / len(xs)), len(xs)) if xs else (0.0, 0)
 
 
+def time_lines(pid, doc) -> list:
+    """The fx path's profiled modules of one problem's JSON: torch.compile's, ksol's answer's and
+    the vendor-call plan's, each as its launches and three slowest kernels (name, us)."""
+    res = (doc.get("results") or [{}])[0]
+    ku = res.get("kernel_us") or {}
+    kn = res.get("kernels") or {}
+    mods = [("torch.compile", kn.get("compile"), ku.get("compile")), ("ksol", kn.get("ksol"), ku.get("ksol"))]
+    vp = res.get("vendor_plan") or {}
+    mods.append(("vendor-call plan", vp.get("kernels"), vp.get("kernel_us")))
+    own = res.get("own_plan")  # the vendor-call plan returned: its module is "ksol" above
+    if own:
+        mods[1] = ("ksol (vendor-call plan)",) + mods[1][1:]
+    lines = []
+    for who, count, rows in mods:
+        if not rows:
+            continue
+        top = ", ".join(f"{r.get('name', '?')[:48]} {r.get('us', 0):.1f}" + (f" x{r['calls']}" if r.get("calls", 1) > 1 else "")
+                        for r in rows[:3])
+        lines.append(f"  {pid:<12} {who:<24} {count if count is not None else '?':>3} kernels: {top}")
+    return lines
+
+
 def table(a, ids) -> str:
     rows = [row_of(a, pid) for pid in ids]
     out = ["problem                  compile_us   fx answer        fx x    inductor answer  ind x   returned  note",
@@ -329,12 +351,17 @@ def table(a, ids) -> str:
             f"inductor path kept ksol kernels on {sum(1 for r in counted if r['inductor'].get('answer') == 'inductor+ksol')} problem(s)",
             f"the fx path's vendor-call plan (--plan auto): tried on {sum(1 for r in counted if r['vendor_tried'])}, its "
             f"stitched module the fx answer on {sum(1 for r in counted if r['vendor_returned'])}"]
-    docs = []
+    docs, pids = [], []
     for pid in ids:
         jp = os.path.join(a.out, pid + ".json")
         if os.path.exists(jp):
             with open(jp) as fh:
                 docs.append(json.load(fh))
+            pids.append(pid)
+    profiled = [line for pid, d in zip(pids, docs) for line in time_lines(pid, d)]
+    if profiled:
+        out += ["", "where one call's device time goes (the worker's torch.profiler rows, the three slowest kernels; "
+                "results of earlier binaries have none):"] + profiled
     if docs:
         # KernelBench's own protocol over what returned (ksol_torch/report.py), per level, and the
         # binaries that ran: problems carried over from earlier calls may be of other commits.

@@ -49,7 +49,7 @@ import threading
 import time
 import traceback
 
-# The kernel count (kernel_count) profiles one call with torch.profiler; CUPTI left attached after
+# The kernel profile (kernel_profile) profiles one call with torch.profiler; CUPTI left attached after
 # it slows later calls (pytorch/pytorch#144455), so the profiler detaches it when it ends.
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
@@ -926,9 +926,32 @@ def _abi_candidate(so_path, dims, expect_shapes, model, inputs0):
     return cand
 
 
-def kernel_count(fn, args, device):
+# Kernels kept by name in a profile (kernel_profile), the slowest first; the rest summed.
+_PROFILE_KERNELS = 12
+
+
+def _kernel_rows(launches) -> list:
+    """(name, us) launches as rows {"name", "calls", "us"} by name (the first 120 characters),
+    the slowest first: _PROFILE_KERNELS rows, then the others as one "(N other kernels)" row."""
+    by = {}  # name: [calls, us]
+    for name, us in launches:
+        row = by.setdefault(name[:120], [0, 0.0])
+        row[0] += 1
+        row[1] += us
+    rows = sorted(by.items(), key=lambda kv: -kv[1][1])
+    out = [{"name": k, "calls": c, "us": round(t, 2)} for k, (c, t) in rows[:_PROFILE_KERNELS]]
+    if len(rows) > _PROFILE_KERNELS:
+        rest = rows[_PROFILE_KERNELS:]
+        out.append({"name": f"({len(rest)} other kernels)", "calls": sum(c for _, (c, _) in rest),
+                    "us": round(sum(t for _, (_, t) in rest), 2)})
+    return out
+
+
+def kernel_profile(fn, args, device):
     """The GPU kernels one call of fn(*args) launches (torch.profiler's CUDA activity: memory
-    copies and sets left out), or None where it cannot be counted (no GPU, no profiler)."""
+    copies and sets left out): {"count": launches, "us": _kernel_rows of their device times}, or
+    None where they cannot be counted (no GPU, no profiler). One profiled call: where the time
+    goes, not a timing."""
     if not _cuda or not str(device).startswith("cuda"):
         return None
     try:
@@ -939,10 +962,13 @@ def kernel_count(fn, args, device):
             fn(*args)
             torch.cuda.synchronize()
         cuda = torch.autograd.DeviceType.CUDA
-        n = sum(1 for e in prof.events() if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
+        ks = [e for e in prof.events() if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset"))]
         # No kernel at all means the profiler saw no GPU activity (CUPTI taken by another tool),
         # not a module that launches none.
-        return n or None
+        if not ks:
+            return None
+        out = _kernel_rows((e.name, e.time_range.elapsed_us()) for e in ks)
+        return {"count": len(ks), "us": out}
     except Exception:
         return None
 
@@ -1123,8 +1149,8 @@ def _evaluate(req):
             if req.get("count_kernels"):
                 # After every timing: a profiler session must not precede any baseline's samples.
                 for name, fn in fns.items():
-                    if fn and name in base and (k := kernel_count(fn[0], inputs0, device)) is not None:
-                        base[name]["kernels"] = k
+                    if fn and name in base and (k := kernel_profile(fn[0], inputs0, device)) is not None:
+                        base[name]["kernels"], base[name]["kernel_us"] = k["count"], k["us"]
         fns = None
     result["baselines"] = base
     # torch.compile's compile workers (a thread pool it starts on first use, and keeps) are
@@ -1251,10 +1277,10 @@ def _evaluate(req):
             # What one call launches, for the report beside torch.compile's count (not a gate),
             # after everything timed.
             try:
-                k = kernel_count(cand, keep if keep is not None else inputs0, device)
+                k = kernel_profile(cand, keep if keep is not None else inputs0, device)
                 _check_integrity(snap, threads, "while its kernels were counted")
                 if k is not None:
-                    result["kernels"] = k
+                    result["kernels"], result["kernel_us"] = k["count"], k["us"]
             except GateFailure as f:
                 result.update({"status": "failed", "failed_gate": f.gate, "error_class": f.error_class, "message": f.message})
                 result["gates"].append({"gate": f.gate, "ok": False, "error_class": f.error_class, "message": f.message})

@@ -111,8 +111,11 @@ class ModuleEvaluator : public search::Evaluator {
     const json result = baselines_result(req);
     const json& base = result.value("baselines", json::object());
     baseline_kernels_ = json::object();
-    for (auto& [name, b] : base.items())
+    baseline_kernel_us_ = json::object();
+    for (auto& [name, b] : base.items()) {
       if (b.is_object() && b.contains("kernels") && b["kernels"].is_number_integer()) baseline_kernels_[name] = b["kernels"];
+      if (b.is_object() && b.contains("kernel_us") && b["kernel_us"].is_array()) baseline_kernel_us_[name] = b["kernel_us"];
+    }
     // The worker's screening for degenerate outputs (python/ksol_torch/screen.py), run with the
     // baselines: the JSON carries it, and the KernelBench summary reports such problems apart.
     problem_screen_ = result.value("screen", json::object());
@@ -228,7 +231,7 @@ class ModuleEvaluator : public search::Evaluator {
     req["baselines"] = false;
     if (kernelbench) req["kernelbench"] = true, req["time"] = false, req["count_kernels"] = true;
     WorkerReply r = w_.call(req, timeout_);
-    if (kernelbench) answer_kernels_ = kernels_in(r);
+    if (kernelbench) answer_kernels_ = kernels_in(r), answer_kernel_us_ = kernel_us_in(r);
     return r;
   }
 
@@ -238,6 +241,14 @@ class ModuleEvaluator : public search::Evaluator {
   json kernel_counts() const {
     json k = baseline_kernels_;
     if (!answer_kernels_.is_null()) k["ksol"] = answer_kernels_;
+    return k;
+  }
+  void forget_answer_kernels() { answer_kernels_ = json(), answer_kernel_us_ = json(); }
+  // Where those calls' device time goes, by kernel name (the worker's torch.profiler rows, the
+  // slowest first), under the same names; {} where none was profiled.
+  json kernel_times() const {
+    json k = baseline_kernel_us_;
+    if (!answer_kernel_us_.is_null()) k["ksol"] = answer_kernel_us_;
     return k;
   }
 
@@ -252,13 +263,17 @@ class ModuleEvaluator : public search::Evaluator {
     req["time"] = false;
     req["count_kernels"] = true;
     WorkerReply r = w_.call(req, timeout_);
-    answer_kernels_ = kernels_in(r);
+    answer_kernels_ = kernels_in(r), answer_kernel_us_ = kernel_us_in(r);
     return kernelbench_in(r);
   }
 
   static json kernels_in(const WorkerReply& r) {
     const json& res = r.ok ? r.body.value("result", json::object()) : json::object();
     return res.contains("kernels") && res["kernels"].is_number_integer() ? res["kernels"] : json();
+  }
+  static json kernel_us_in(const WorkerReply& r) {
+    const json& res = r.ok ? r.body.value("result", json::object()) : json::object();
+    return res.contains("kernel_us") && res["kernel_us"].is_array() ? res["kernel_us"] : json();
   }
   static json kernelbench_in(const WorkerReply& r) {
     if (!r.ok) return {{"correct", false}, {"error", "worker: " + r.message.substr(0, 300)}};
@@ -389,7 +404,7 @@ class ModuleEvaluator : public search::Evaluator {
   std::string baseline_dir_, baseline_identity_;
   bool fresh_baselines_ = false;
   json reused_ = json::object();
-  json baseline_kernels_ = json::object(), answer_kernels_;
+  json baseline_kernels_ = json::object(), answer_kernels_, baseline_kernel_us_ = json::object(), answer_kernel_us_;
   search::BackgroundBuild prefetching_;  // last: joined before the rest goes
   json problem_screen_ = json::object();
   json policy_ = {{"mode", precision_}};
@@ -413,6 +428,33 @@ void note_reused_baselines(const json& reused, json& doc) {
 }
 
 // A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
+// The kernels one call of each baseline and of ksol's answer launches (`kernels`) and where the
+// call's device time goes by kernel name (`kernel_us`), into `item`, with one line each for
+// torch.compile and ksol naming their slowest kernels.
+// torch.compile's line is printed once a run (`compile_noted`); ksol's names the vendor-call plan
+// where `item` is that plan's.
+void note_kernels(json& item, const ModuleEvaluator& ev, const std::string& stem, bool& compile_noted) {
+  if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+  const json t = ev.kernel_times();
+  if (t.empty()) return;
+  item["kernel_us"] = t;
+  for (const char* who : {"compile", "ksol"}) {
+    if (!t.contains(who) || (std::string(who) == "compile" && compile_noted)) continue;
+    if (std::string(who) == "compile") compile_noted = true;
+    std::string line;
+    for (size_t i = 0; i < t[who].size() && i < 3; ++i) {
+      const json& row = t[who][i];
+      const std::string name = row.value("name", std::string("?"));
+      line += (i ? ", " : "") + name.substr(0, 60) + (name.size() > 60 ? "..." : "") + " " +
+              fixed(row.value("us", 0.0), 1) + " us" + (row.value("calls", 1) > 1 ? " (" + std::to_string(row.value("calls", 1)) + " calls)" : "");
+    }
+    const std::string whose = std::string(who) == "compile"           ? "torch.compile"
+                              : item.value("plan", std::string()) == "vendor" ? "the vendor-call plan's module"
+                                                                              : "ksol's answer";
+    std::cerr << stem << ": " << whose << ", one profiled call, slowest kernels: " << line << "\n";
+  }
+}
+
 struct KeptProgram {
   std::string name;
   Task task;
@@ -542,6 +584,7 @@ std::string answer_text(const json& doc, const std::string& fx_text) {
 
 int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
   if (!fs::exists(a.file)) throw UsageError(a.file + ": no such file");
+  bool compile_noted = false;  // torch.compile's kernels printed (note_kernels)
   std::string why, py = find_torch_python(&why);
   if (py.empty()) {
     std::cerr << "error: " << why << "\n";
@@ -834,6 +877,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     json& pieces = pp.pieces;
     std::vector<Task>& piece_tasks = pp.tasks;
     std::vector<dsl::Program>& piece_progs = pp.progs;
+    ev.forget_answer_kernels();  // another plan's module was profiled before this one
     // The stitched module: its pieces at their seed schedules, the kept ops as PyTorch calls.
     item["stop_reason"] = "stitched";
     item["candidates"] = 1;
@@ -944,7 +988,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     item["kernelbench"] = stop_requested() ? json{{"correct", false}, {"error", "not run: the run was stopped (a signal)"}}
                           : fin.ok()       ? ModuleEvaluator::kernelbench_in(ev.stitched(pieces, true))
                                            : json{{"correct", false}, {"error", "no stitched module passed ksol's gates"}};
-    if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+    note_kernels(item, ev, stem, compile_noted);
     return us;
   };
   // The vendor-call plan's stitched module beside the answer so far (`answer_us`: the module's
@@ -968,6 +1012,8 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
               << ", the answer so far " << answer_us << " us\n";
     json summary = {{"status", us > 0 ? "ok" : "failed"}, {"median_us", us}, {"pieces", v.value("pieces", json::array())},
                     {"piece_search", v.value("piece_search", json::array())}, {"candidates", v.value("candidates", 0)}};
+    for (const char* k : {"kernels", "kernel_us"})
+      if (v.contains(k) && v[k].contains("ksol")) summary[k] = v[k]["ksol"];
     if (us > 0 && (answer_us <= 0 || us < answer_us) && bus > 0 && us < bus && !a.emulate) {
       v["use_baseline"] = false;
       v["speedup_vs_best_baseline"] = bus / us;
@@ -1004,7 +1050,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
       if (o.ok() && (best.empty() || o.score_us() < best_us)) best = name, best_us = o.score_us();
     item["best_baseline"] = best;
     for (auto& [name, o] : base) item["baseline_us"][name] = o.ok() ? o.score_us() : 0.0;
-    if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+    note_kernels(item, ev, stem, compile_noted);
     // The pieces whose search found a faster schedule: kept beside the report whether or not the
     // stitched module beats the baselines, since each was verified inside the whole module.
     std::vector<KeptProgram> kept;
@@ -1065,7 +1111,7 @@ int run_optimize_module(const ModuleOptimizeArgs& a, bool json_out) {
     item["kernelbench"] = {{"correct", false}, {"error", "no candidate passed ksol's gates"}};
   for (auto& [name, bo] : r.baselines) item["baseline_us"][name] = bo.ok() ? bo.score_us() : 0.0;
   if (!ev.problem_screen().empty()) item["screen"] = ev.problem_screen();
-  if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
+  note_kernels(item, ev, stem, compile_noted);
   std::vector<KeptProgram> kept;
   if (const search::Attempt* b = r.best_attempt(); b && !r.use_baseline) kept.push_back({"best", *task, b->program});
   bool vendor_answer = false;

@@ -264,5 +264,12 @@ TEST(Gpu, ChannelsLastVendorPlanPassesTheGates) {
     EXPECT_NE(r.output.find(piece), std::string::npos) << f << "\n" << r.output;
     const nlohmann::json doc = nlohmann::json::parse(ksol::read_file(json));
     EXPECT_EQ(doc["results"][0]["stitched"].value("status", ""), "ok") << f << "\n" << doc["results"][0].dump(1);
+    // Where one call's device time goes: torch.compile's kernels and ksol's, by name.
+    const nlohmann::json ku = doc["results"][0].value("kernel_us", nlohmann::json::object());
+    for (const char* who : {"compile", "ksol"}) {
+      ASSERT_TRUE(ku.contains(who) && ku[who].is_array() && !ku[who].empty()) << who << "\n" << ku.dump(1);
+      EXPECT_GT(ku[who][0].value("us", 0.0), 0.0) << ku.dump(1);
+    }
+    EXPECT_NE(r.output.find("torch.compile, one profiled call, slowest kernels: "), std::string::npos) << r.output;
   }
 }

@@ -38,7 +38,10 @@ class Plans(TempDir):
                               stitched={"status": "ok", "median_us": 80.0}, own_plan={"answer_us": 95.5}),
             # tried and not returned
             "level2-20": dict(base, stop_reason="not_lowered", use_baseline=True,
-                              vendor_plan={"status": "ok", "median_us": 130.25}),
+                              vendor_plan={"status": "ok", "median_us": 130.25, "kernels": 3,
+                                           "kernel_us": [{"name": "cudnn_conv", "calls": 1, "us": 90.0},
+                                                         {"name": "direct_model_f32", "calls": 2, "us": 30.5}]},
+                              kernels={"compile": 4}, kernel_us={"compile": [{"name": "triton_poi", "calls": 1, "us": 12.25}]}),
             "level1-5": dict(base, stop_reason="not_lowered", use_baseline=True),
         }
         os.makedirs(self.path("out"), exist_ok=True)
@@ -53,6 +56,11 @@ class Plans(TempDir):
         self.assertIn("vendor-call plan 130.25 us, not returned", rows["level2-20"])
         self.assertNotIn("vendor-call plan", rows["level1-5"])
         self.assertIn("the fx path's vendor-call plan (--plan auto): tried on 2, its stitched module the fx answer on 1", r.stdout)
+        # Where the profiled modules' time goes: torch.compile's and the vendor-call plan's rows.
+        prof = [l.split() for l in r.stdout.splitlines() if l.startswith("  level2-20 ")]
+        self.assertEqual([" ".join(l[1:]) for l in prof],
+                         ["torch.compile 4 kernels: triton_poi 12.2",
+                          "vendor-call plan 3 kernels: cudnn_conv 90.0, direct_model_f32 30.5 x2"])
 
 
 class Run(TempDir):

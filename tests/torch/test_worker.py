@@ -322,26 +322,40 @@ class ScreenBlame(unittest.TestCase):
         self.assertEqual(c.exception.index, 2)
 
 
-class KernelCount(unittest.TestCase):
-    """The kernels one call launches, for the report beside torch.compile's count: counted by
-    torch.profiler on a GPU, and nothing (not a guess) without one."""
+class KernelProfile(unittest.TestCase):
+    """The kernels one call launches and their device time by name, for the report beside
+    torch.compile's: torch.profiler's on a GPU, and nothing (not a guess) without one."""
 
     def test_nothing_is_counted_without_a_gpu(self):
         if torch.cuda.is_available():
             self.skipTest("this host has a GPU: the GPU case below runs instead")
-        self.assertIsNone(worker.kernel_count(torch.relu, [torch.ones(4)], "cpu"))
+        self.assertIsNone(worker.kernel_profile(torch.relu, [torch.ones(4)], "cpu"))
         r = worker.evaluate({"problem": PROBLEM, "candidate": cand("gemm_relu_numpy.py"), "device": "cpu", "seeds": [1, 2, 3],
                              "baselines": True, "count_kernels": True, "kernelbench": False})
         self.assertEqual(r["status"], "ok", r)
         self.assertNotIn("kernels", r)
+        self.assertNotIn("kernel_us", r)
         self.assertNotIn("kernels", r["baselines"]["eager"])
+
+    def test_launches_are_summed_by_name_the_slowest_first(self):
+        launches = [("relu", 2.0), ("gemm", 30.0), ("relu", 2.5)] + [(f"k{i}", 1.0 + i / 100) for i in range(14)]
+        rows = worker._kernel_rows(launches)
+        self.assertEqual(rows[:2], [{"name": "gemm", "calls": 1, "us": 30.0}, {"name": "relu", "calls": 2, "us": 4.5}])
+        self.assertEqual(len(rows), worker._PROFILE_KERNELS + 1)
+        # 16 names: the 12 slowest, then the 4 fastest (k0..k3) as one row.
+        self.assertEqual(rows[-1], {"name": "(4 other kernels)", "calls": 4, "us": 4.06})
+        self.assertEqual(worker._kernel_rows([("x" * 300, 1.0)])[0]["name"], "x" * 120)
 
     def test_one_relu_is_one_kernel_on_a_gpu(self):
         if not torch.cuda.is_available():
             self.skipTest("needs a CUDA GPU: the count is torch.profiler's CUDA activity")
         x = torch.randn(1 << 20, device="cuda")
-        self.assertEqual(worker.kernel_count(torch.relu, [x], "cuda"), 1)
-        self.assertEqual(worker.kernel_count(lambda a: torch.relu(a) + 1, [x], "cuda"), 2)
+        self.assertEqual(worker.kernel_profile(torch.relu, [x], "cuda")["count"], 1)
+        p = worker.kernel_profile(lambda a: torch.relu(torch.relu(a)) + 1, [x], "cuda")
+        self.assertEqual(p["count"], 3)
+        self.assertEqual(sum(k["calls"] for k in p["us"]), 3)
+        self.assertTrue(all(k["us"] > 0 for k in p["us"]), p)
+        self.assertEqual([k["us"] for k in p["us"]], sorted((k["us"] for k in p["us"]), reverse=True))
 
 
 class Protocol(unittest.TestCase):
