@@ -21,9 +21,9 @@ argmax/argmin are direct pieces (a loop nest per output element); ops on 0-d val
 and the like stay PyTorch or vendor calls. `split(..., vendor=True)` is the vendor-call plan: every
 convolution and GEMM stays PyTorch's call (cuDNN, cuBLAS), as torch.compile keeps its extern calls,
 and the pieces are the ops around them (a pool that reads no padding takes the elementwise ops
-before it as its prologue); a convolution read by an elementwise op or a pool leaves its bias to
-that piece and, 2-D or 3-D, runs channels-last (ChannelsLastConv), the piece reading its output
-through the permutation back.
+before it as its prologue); a convolution read only by elementwise ops or pools leaves its bias
+to that piece and, 2-D or 3-D, runs channels-last (ChannelsLastConv): a piece writes its image
+permuted to [N, *spatial, C], and the piece after it reads its output through the permutation back.
 
 `compiled(plan, runner)` is the module again, as generated torch.fx code built once: the kept ops
 run as traced, and each piece's output comes from one call of `runner(piece, tensors)`, with the
@@ -82,14 +82,28 @@ def _lowerable(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
         return False
     op = _canon(n, gm)
     k = kind_of(op)
-    if op == "permute":  # a channels-last convolution's output, read by its piece through the permutation
-        src = n.args[0] if n.args else None
-        return isinstance(src, torch.fx.Node) and src.op == "call_module" and isinstance(gm.get_submodule(src.target), ChannelsLastConv)
+    if op == "permute":  # a channels-last convolution's output or image, read or written by a piece through the permutation
+        return _channels_last_output(n, gm) or _channels_last_image(n, gm)
     if op in ("getitem", "getattr"):  # the values of a max or min over a dim
         src = n.args[0] if n.args else None
         return isinstance(src, torch.fx.Node) and _canon(src, gm) in ("max", "min") and n.args[1] in (0, "values")
     return k == "elementwise" or (k == "rowwise" and (op in _ROWWISE or op in synth.REDUCTIONS)) or (k == "gemm" and op in _GEMM) or op in synth.CONVS or op in synth.WINDOWS or \
         op in ("view", "reshape", "flatten", "contiguous", "clone", "detach", "squeeze", "unsqueeze", "dropout")
+
+
+def _is_channels_last_conv(n, gm: torch.fx.GraphModule) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_module" and isinstance(gm.get_submodule(n.target), ChannelsLastConv)
+
+
+def _channels_last_output(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether `n` is the permutation of a channels-last convolution's output back to [N, K, ...]."""
+    return bool(n.args) and _is_channels_last_conv(n.args[0], gm)
+
+
+def _channels_last_image(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether `n` is the permutation of a channels-last convolution's image to [N, ..., C], which
+    only that convolution reads (a piece writes it contiguous: the layout conversion)."""
+    return len(n.users) == 1 and all(_is_channels_last_conv(u, gm) and u.args[0] is n for u in n.users)
 
 
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
@@ -196,11 +210,15 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             kept.append({"node": n.name, "op": op, "reason": f"the vendor-call plan: {op} stays PyTorch's call ({lib})",
                          "vendor": True})
             continue
-        if op == "permute" and vendor and _lowerable(n, gm):
+        if op == "permute" and vendor and _channels_last_output(n, gm):
             # A channels-last convolution's output that no piece reads through its permutation:
             # the plan again with that convolution in the module's layout.
             source = gm.get_submodule(n.args[0].target).source
             return split(model, inputs, draw, conv_products, gemm_products, vendor, {*keep_layout, source})
+        if op == "permute" and vendor and _channels_last_image(n, gm):
+            kept.append({"node": n.name, "op": op, "reason": "a channels-last convolution's image as a view: the convolution's "
+                                                             "call converts it (PyTorch's copy); no piece writes it: " + (reasons.get(n.name) or "none took it")})
+            continue
         if op in ("view", "reshape", "flatten", "squeeze", "unsqueeze") and all(a.op == "get_attr" for a in n.all_input_nodes):
             kept.append({"node": n.name, "op": op, "reason": "a view of a parameter (no data moves): the pieces read it"})
             continue
@@ -561,10 +579,12 @@ class PaddedConv(nn.Module):
 
 class ChannelsLastConv(nn.Module):
     """The vendor-call plan's convolution in the channels-last layout (cuDNN's NHWC kernels, which
-    torch.compile picks for its extern convolutions where they are faster): image and filter
-    converted on each call, no bias (the piece after it adds it), and the output returned as it is
-    laid out, [N, *spatial, K] contiguous, which the graph permutes back to [N, K, *spatial] for
-    the piece that reads it through that permutation (synth._permuted_input). `op` is the F
+    torch.compile picks for its extern convolutions where they are faster). The image comes as
+    [N, *spatial, C] (the graph permutes it there, and a piece writes that copy through
+    shared-memory tiles: synth._permuted_input; where none does, PyTorch's view, converted here),
+    the filter is converted on each call, no bias (the piece after it adds it), and the output is
+    returned as it is laid out, [N, *spatial, K] contiguous, which the graph permutes back to
+    [N, K, *spatial] for the piece that reads it through that permutation. `op` is the F
     function's name (conv2d, conv3d, conv_transpose2d, conv_transpose3d), `kw` its arguments."""
 
     ksol_leaf = True
@@ -573,10 +593,11 @@ class ChannelsLastConv(nn.Module):
         super().__init__()
         self.op, self.kw, self.source = op, dict(kw), source  # source: the convolution's node in the traced forward
 
-    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def forward(self, xl: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         import torch.nn.functional as F
-        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
-        y = getattr(F, self.op)(x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt), None, **self.kw)
+        fmt = torch.channels_last if xl.dim() == 4 else torch.channels_last_3d
+        x = xl.permute(0, xl.dim() - 1, *range(1, xl.dim() - 1)).contiguous(memory_format=fmt)  # no copy where xl is contiguous
+        y = getattr(F, self.op)(x, w.contiguous(memory_format=fmt), None, **self.kw)
         return y.permute(0, *range(2, y.dim()), 1).contiguous()
 
 
@@ -1460,8 +1481,9 @@ def _vendor_conv(n: torch.fx.Node, gm: torch.fx.GraphModule, channels_last: bool
     """The vendor-call plan's convolution `n`, where each of its readers is an elementwise op or a
     pool (the ops a piece starts with that read it at its own index or through a window's prologue):
     conv(x, W, b) becomes conv(x, W) + b viewed per channel (the add joins that piece), and a 2-D
-    or 3-D one, with `channels_last`, runs in that layout (ChannelsLastConv), its output permuted
-    back for the piece. False, leaving the graph as it is, elsewhere."""
+    or 3-D one, with `channels_last`, runs in that layout (ChannelsLastConv) on its image permuted
+    to [N, *spatial, C], its output permuted back for the piece. False, leaving the graph as it
+    is, elsewhere."""
     import torch.nn.functional as F
     op = _canon(n, gm)
     if op not in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
@@ -1495,7 +1517,13 @@ def _vendor_conv(n: torch.fx.Node, gm: torch.fx.GraphModule, channels_last: bool
         if channels_last:
             name = f"_ksol_channels_last{sum(1 for m in g.nodes if m.op == 'call_module' and m.target.startswith('_ksol_channels_last'))}"
             gm.add_submodule(name, ChannelsLastConv(fn, kw, n.name))
-            yp = g.call_module(name, (ops["x"], w))
+            # The image permuted to [N, *spatial, C]: a piece of its own writes it so (its reads
+            # and writes through shared-memory tiles), the layout cuDNN's NHWC kernels read.
+            xl = g.call_method("permute", (ops["x"], (0, *range(2, spatial + 2), 1)))
+            xs = _shape(ops["x"])
+            if xs:
+                _shaped(xl, [xs[0], *xs[2:], xs[1]])
+            yp = g.call_module(name, (xl, w))
             y = g.call_method("permute", (yp, (0, spatial + 1, *range(1, spatial + 1))))
             _shaped(yp, [sh[0], *sh[2:], sh[1]])
         else:

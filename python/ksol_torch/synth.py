@@ -805,8 +805,8 @@ def _window_prologue(gm: torch.fx.GraphModule, sd, x: torch.fx.Node, shape: Call
 def _permuted_input(n: torch.fx.Node) -> Optional[Tuple[torch.fx.Node, List[int]]]:
     """The forward input and the permutation where `n` is x.permute(perm) of a forward input x that
     nothing else reads (a channels-last convolution's output, stitch.ChannelsLastConv, read in the
-    logical layout: the program declares x as it is laid out and reads it with its indices
-    permuted); None else."""
+    logical layout, or its image written permuted to [N, *spatial, C]: the program declares x as it
+    is laid out and reads it with its indices permuted); None else."""
     if n.op != "call_method" or n.target != "permute" or not n.args or not isinstance(n.args[0], torch.fx.Node):
         return None
     x = n.args[0]
@@ -963,7 +963,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
                 if op not in CONVS:
                     conv_why.append((op, str(e)))
     window_nodes = {n for n, _ in windows}
-    # The inputs read through a permutation (a channels-last convolution's output).
+    # The inputs read through a permutation (a channels-last convolution's output or image).
     permuted = {n: _permuted_input(n) for n, op in ops if _permuted_input(n) is not None}
     if b.dtype(ret) not in (torch.float32, None) and not (b.dtype(ret) == torch.int64 and ret in window_nodes):
         raise Unsupported(f"the output is {b.dtype(ret)}")
@@ -1690,7 +1690,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # 16-byte accesses: on an H100 the vector = 1 seeds of KernelBench's gigabyte activations ran
         # at 72-75% of HBM SOL, their vector 4 children at 88-89% (the search's first move, one
         # generation that a 30 s budget may not finish at those sizes).
-        # A permuted input (a channels-last convolution's output): one element a thread, which the
+        # A permuted input (a channels-last convolution's output or image): one element a thread, which the
         # family takes through 32 x 32 tiles in shared memory (transpose = auto).
         "elementwise": ["threads = 256"] if permuted else ["threads = 256", "vector = 4"],
         "rowwise": _rowwise_schedule(dims, b.stmts),

@@ -242,18 +242,19 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   EXPECT_EQ(vdoc["results"][0]["stitched"].value("status", ""), "ok") << vdoc["results"][0].dump(1);
 }
 
-// The vendor-call plan's channels-last convolutions (stitch.ChannelsLastConv): cuDNN runs NHWC
-// without its bias, and the one piece after it reads the output through the permutation, adds the
-// bias and runs the chain: a pool decoding its channel fastest (`_o`), an elementwise piece through
-// shared-memory tiles (`_tt`). Each stitched module through every gate against float64.
+// The vendor-call plan's channels-last convolutions (stitch.ChannelsLastConv): a piece writes the
+// image permuted to NHWC (piece 0, shared-memory tiles), cuDNN runs NHWC without its bias, and the
+// piece after it reads the output through the permutation, adds the bias and runs the chain: a
+// pool decoding its channel fastest (`_o`), an elementwise piece through shared-memory tiles
+// (`_tt`). Each stitched module through every gate against float64.
 TEST(Gpu, ChannelsLastVendorPlanPassesTheGates) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
   const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-cl-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmp);
   const std::vector<std::pair<std::string, std::string>> runs = {
-      {"conv_hardswish_pool_mish.py", "vendor-call plan: piece 0 (direct, nodes permute, add, sub, hardswish, max_pool2d, mish): direct_model_f32_t256_o"},
-      {"conv_transpose3d_clamp_div.py", "vendor-call plan: piece 0 (elementwise, nodes permute, add, clamp, truediv): elementwise_model_f32_t256_v1_i1_tt"}};
+      {"conv_hardswish_pool_mish.py", "vendor-call plan: piece 1 (direct, nodes permute_1, add, sub, hardswish, max_pool2d, mish): direct_model_f32_t256_o"},
+      {"conv_transpose3d_clamp_div.py", "vendor-call plan: piece 1 (elementwise, nodes permute_1, add, clamp, truediv): elementwise_model_f32_t256_v1_i1_tt"}};
   for (const auto& [f, piece] : runs) {
     const std::string json = tmp + "/" + f + ".json";
     ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,

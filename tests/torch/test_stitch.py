@@ -671,18 +671,23 @@ class Stitching(unittest.TestCase):
 
     def test_the_vendor_plan_keeps_convolutions_and_gemms_and_cuts_the_ops_around_them(self):
         torch.manual_seed(3)
-        # The convolution runs channels-last (cuDNN's NHWC kernels), its output laid out
-        # [N, H, W, K] and read by the piece through the permutation back to [N, K, H, W]; its
-        # bias leaves it for that piece (a view of the parameter per channel, kept: it moves no
-        # data), where PyTorch would add it in a pass of its own.
-        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].nodes, ["permute", "add", "relu", "mul", "sub", "tanh"])
-        self.assertEqual(plan.pieces[0].inputs, ["_ksol_channels_last0", "reshape"])
-        self.assertIn("input0: f32[D0, D2, D3, D1]", plan.pieces[0].program)
-        self.assertIn("input0[i0, i2, i3, i1] + input1[i1]", plan.pieces[0].program)
-        self.assertNotIn("vector", plan.pieces[0].program)  # one element a thread: the transposing kernel
-        self.assertEqual(plan.pieces[0].tensors[0]["shape"], ["D0", "D2", "D3", "D1"])
+        # The convolution runs channels-last (cuDNN's NHWC kernels): a piece writes its image
+        # permuted to [N, H, W, C]; its output, laid out [N, H, W, K], is read by the next piece
+        # through the permutation back to [N, K, H, W]; its bias leaves it for that piece (a view
+        # of the parameter per channel, kept: it moves no data), where PyTorch would add it in a
+        # pass of its own.
+        plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 2, ["conv2d", "reshape"], vendor=True)
+        image, reader = plan.pieces
+        self.assertEqual((image.family, image.nodes, image.inputs), ("elementwise", ["permute"], ["x"]))
+        self.assertIn("output0[i0, i1, i2, i3] = input0[i0, i3, i1, i2]", image.program)
+        self.assertEqual(image.shape, [2, 10, 10, 4])
+        self.assertEqual(reader.family, "elementwise")
+        self.assertEqual(reader.nodes, ["permute_1", "add", "relu", "mul", "sub", "tanh"])
+        self.assertEqual(reader.inputs, ["_ksol_channels_last0", "reshape"])
+        self.assertIn("input0: f32[D0, D2, D3, D1]", reader.program)
+        self.assertIn("input0[i0, i2, i3, i1] + input1[i1]", reader.program)
+        self.assertNotIn("vector", reader.program)  # one element a thread: the transposing kernel
+        self.assertEqual(reader.tensors[0]["shape"], ["D0", "D2", "D3", "D1"])
         vendor = [k for k in plan.kept if k["op"] == "conv2d"]
         self.assertIn("cuDNN", vendor[0]["reason"])
         self.assertTrue(vendor[0]["vendor"])
@@ -711,23 +716,23 @@ class Stitching(unittest.TestCase):
         self.assertTrue(all("cuBLAS" in k["reason"] for k in plan.kept))
         # A transposed convolution at stride 1 stays cuDNN's as it is (no flipped filter); its bias
         # goes to the piece after it too.
-        plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 1, ["conv_transpose2d", "reshape"],
+        plan = self.stitched(ConvTransposeStrideOne(rank=2), [torch.randn(2, 4, 7, 9)], 2, ["conv_transpose2d", "reshape"],
                              vendor=True)
-        self.assertEqual(plan.pieces[0].family, "elementwise")
-        self.assertEqual(plan.pieces[0].nodes[:2], ["permute", "add"])
+        self.assertEqual(plan.pieces[1].family, "elementwise")
+        self.assertEqual(plan.pieces[1].nodes[:2], ["permute_1", "add"])
         # Strided, padded, dilated, grouped and 3-D ones keep their arguments without the bias.
         for model, x, op in ((nn.Sequential(nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), nn.Tanh()),
                               torch.randn(2, 4, 11, 9), "conv2d"),
                              (nn.Sequential(nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU()),
                               torch.randn(2, 4, 3, 4, 5), "conv_transpose3d"),
                              (nn.Sequential(nn.Conv1d(4, 6, 5, padding=2), nn.Sigmoid()), torch.randn(2, 4, 17), "conv1d")):
-            plan = self.stitched(model, [x], 1, [op, "reshape"], vendor=True)
-            self.assertEqual(plan.pieces[0].nodes[:2] if op != "conv1d" else plan.pieces[0].nodes[:1],
-                             ["add"] if op == "conv1d" else ["permute", "add"])
+            plan = self.stitched(model, [x], 1 if op == "conv1d" else 2, [op, "reshape"], vendor=True)
+            self.assertEqual(plan.pieces[-1].nodes[:2] if op != "conv1d" else plan.pieces[-1].nodes[:1],
+                             ["add"] if op == "conv1d" else ["permute_1", "add"])
         # Without a bias the convolution still runs channels-last (its reader is elementwise);
         # where its reader is a row-wise op it stays as it is, bias and layout.
-        plan = self.stitched(ConvPoolChain(bias=False), [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
-        self.assertEqual(plan.pieces[0].nodes, ["permute", "sub", "hardswish", "max_pool2d", "mish"])
+        plan = self.stitched(ConvPoolChain(bias=False), [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[1].nodes, ["permute_1", "sub", "hardswish", "max_pool2d", "mish"])
         softmax = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softmax(dim=-1))
         plan = stitch.split(softmax, [torch.randn(2, 3, 12, 12)], vendor=True)
         self.assertEqual([k["op"] for k in plan.kept], ["conv2d"])
@@ -737,33 +742,34 @@ class Stitching(unittest.TestCase):
 
     def test_a_pool_reads_its_input_through_the_elementwise_ops_before_it(self):
         torch.manual_seed(4)
-        plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual(plan.pieces[0].family, "direct")
-        self.assertEqual(plan.pieces[0].nodes, ["permute", "add", "sub", "hardswish", "max_pool2d", "mish"])
+        plan = self.stitched(ConvPoolChain(), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual(plan.pieces[1].family, "direct")
+        self.assertEqual(plan.pieces[1].nodes, ["permute_1", "add", "sub", "hardswish", "max_pool2d", "mish"])
         # The window reads the channels-last image through the permutation, the bias at its channel.
-        self.assertIn("input0: f32[N, I0, I1, C]", plan.pieces[0].program)
-        self.assertIn("input0[n, h*2+r, w*2+s, c] + input1[c]", plan.pieces[0].program)
+        self.assertIn("input0: f32[N, I0, I1, C]", plan.pieces[1].program)
+        self.assertIn("input0[n, h*2+r, w*2+s, c] + input1[c]", plan.pieces[1].program)
         # A pool right after the convolution (no bias, no prologue), over padded windows too.
         pool = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.MaxPool2d(3, 2, padding=1), nn.Tanh())
-        plan = self.stitched(pool, [torch.randn(2, 3, 12, 12)], 1, ["conv2d"], vendor=True)
-        self.assertEqual(plan.pieces[0].nodes[0], "permute")
-        self.assertIn("input0: f32[N, I0, I1, C] outside -inf", plan.pieces[0].program)
+        plan = self.stitched(pool, [torch.randn(2, 3, 12, 12)], 2, ["conv2d"], vendor=True)
+        self.assertEqual(plan.pieces[1].nodes[0], "permute_1")
+        self.assertIn("input0: f32[N, I0, I1, C] outside -inf", plan.pieces[1].program)
         # A 3-D one, channels-last too ([N, D, H, W, K]).
         pool3 = nn.Sequential(nn.Conv3d(3, 4, 3), nn.ReLU(), nn.MaxPool3d(2))
-        plan = self.stitched(pool3, [torch.randn(2, 3, 8, 8, 8)], 1, ["conv3d", "reshape"], vendor=True)
-        self.assertIn("input0: f32[N, I0, I1, I2, C]", plan.pieces[0].program)
+        plan = self.stitched(pool3, [torch.randn(2, 3, 8, 8, 8)], 2, ["conv3d", "reshape"], vendor=True)
+        self.assertIn("output0[i0, i1, i2, i3, i4] = input0[i0, i4, i1, i2, i3]", plan.pieces[0].program)
+        self.assertIn("input0: f32[N, I0, I1, I2, C]", plan.pieces[1].program)
         # A pool that reads padding keeps its prologue in a piece of its own: the padding's -inf
         # does not go through the prologue's ops.
-        plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
-        self.assertEqual(plan.pieces[0].nodes[0], "permute")
+        plan = self.stitched(ConvPoolChain(padding=1), [torch.randn(2, 3, 12, 12)], 3, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "direct"])
+        self.assertEqual(plan.pieces[1].nodes[0], "permute_1")
         # A per-channel parameter is read at the window's channel, the output's: one piece.
-        plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 1, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual([p.family for p in plan.pieces], ["direct"])
-        # One that varies along the width would be read at the output's column, not the window's.
-        plan = self.stitched(ConvPoolChain(shift="column"), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"],
-                             vendor=True)
+        plan = self.stitched(ConvPoolChain(shift=True), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "direct"])
+        # One that varies along the width would be read at the output's column, not the window's.
+        plan = self.stitched(ConvPoolChain(shift="column"), [torch.randn(2, 3, 12, 12)], 3, ["conv2d", "reshape"],
+                             vendor=True)
+        self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "direct"])
 
     def test_a_channels_last_output_no_piece_reads_is_planned_in_the_modules_layout(self):
         # Where no piece takes the permuted read (here: synth made to refuse every one), the
@@ -778,6 +784,15 @@ class Stitching(unittest.TestCase):
             synth._permuted_input = real
         self.assertEqual(plan.pieces[0].nodes, ["add", "relu", "mul", "sub", "tanh"])
         self.assertFalse(any(k.get("layout") for k in plan.kept))
+        # Where no piece writes the image's permutation, it stays a view, kept with the reason,
+        # and the convolution's call converts it (the same values).
+        synth._permuted_input = lambda n: None if n.target == "permute" and list(n.args[1]) == [0, 2, 3, 1] else real(n)
+        try:
+            plan = self.stitched(ConvEpilogue(), [torch.randn(2, 4, 10, 10)], 1, ["conv2d", "reshape", "permute"], vendor=True)
+        finally:
+            synth._permuted_input = real
+        self.assertEqual(plan.pieces[0].nodes[0], "permute_1")
+        self.assertIn("the convolution's call converts it", next(k for k in plan.kept if k["op"] == "permute")["reason"])
         # A row-wise program does not read a permuted input: the elementwise ops before it do.
         class ConvNorm(nn.Module):
             def __init__(self):
@@ -786,8 +801,9 @@ class Stitching(unittest.TestCase):
 
             def forward(self, x):
                 return torch.softmax(F.relu(self.conv(x)), dim=-1)
-        plan = self.stitched(ConvNorm(), [torch.randn(2, 3, 12, 12)], 2, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual([(p.family, p.nodes[0]) for p in plan.pieces], [("elementwise", "permute"), ("rowwise", "softmax")])
+        plan = self.stitched(ConvNorm(), [torch.randn(2, 3, 12, 12)], 3, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual([(p.family, p.nodes[0]) for p in plan.pieces],
+                         [("elementwise", "permute"), ("elementwise", "permute_1"), ("rowwise", "softmax")])
 
     def test_a_copy_is_read_as_its_source_where_nothing_is_written_in_place(self):
         class Residual(nn.Module):
@@ -810,8 +826,8 @@ class Stitching(unittest.TestCase):
         # vendor-call plan's channels-last convolution is read by the chain's three readers of it.
         plan = self.stitched(Residual(), [x], 1, [])
         self.assertNotIn("clone", str(plan.summary()))
-        plan = self.stitched(Residual(), [x], 1, ["conv2d", "reshape"], vendor=True)
-        self.assertEqual(plan.pieces[0].nodes[0], "permute")
+        plan = self.stitched(Residual(), [x], 2, ["conv2d", "reshape"], vendor=True)
+        self.assertEqual(plan.pieces[1].nodes[0], "permute_1")
         self.assertEqual(next(k for k in plan.kept if k["op"] == "conv2d")["layout"], "channels_last")
         # With an in-place op in the forward a copy may hold other values than its source: kept.
         plan = stitch.split(Residual(inplace=True).eval(), [x])
@@ -831,9 +847,9 @@ class Stitching(unittest.TestCase):
                 return torch.sigmoid(y) * y - 1.0
 
         torch.manual_seed(7)
-        plan = self.stitched(Swish(), [torch.randn(2, 3, 3, 4, 5)], 1, ["conv_transpose3d", "reshape"], vendor=True)
-        self.assertEqual(plan.pieces[0].nodes[:3], ["permute", "add", "sigmoid"])
-        self.assertIn("input0: f32[D0, D2, D3, D4, D1]", plan.pieces[0].program)
+        plan = self.stitched(Swish(), [torch.randn(2, 3, 3, 4, 5)], 2, ["conv_transpose3d", "reshape"], vendor=True)
+        self.assertEqual(plan.pieces[1].nodes[:3], ["permute_1", "add", "sigmoid"])
+        self.assertIn("input0: f32[D0, D2, D3, D4, D1]", plan.pieces[1].program)
         # A reader that is neither elementwise nor a pool leaves the convolution as it is.
         class Both(Swish):
             def forward(self, x):
