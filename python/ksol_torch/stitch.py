@@ -1087,14 +1087,37 @@ def _mutates(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     """Whether `n` writes into a tensor it is given: an in-place method or function (x.add_(y),
     torch.relu_(x)), an operator's in-place form, an out= argument, or inplace=True (an argument
     or a module's attribute, nn.ReLU(inplace=True))."""
+    def in_place(name) -> bool:  # add_, relu_, __iadd__; not __init__-like dunders
+        return isinstance(name, str) and ((name.endswith("_") and not name.startswith("_")) or
+                                           (name.startswith("__i") and name.endswith("__")))
     if n.op == "call_method":
-        return isinstance(n.target, str) and n.target.endswith("_") and not n.target.startswith("_")
+        return in_place(n.target)
     if n.op == "call_function":
-        name = getattr(n.target, "__name__", "")
-        return n.target in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")) or \
-            n.kwargs.get("inplace") is True or n.kwargs.get("out") is not None
+        return n.target in _IN_PLACE_OPERATORS or in_place(getattr(n.target, "__name__", "")) or \
+            bool(n.kwargs.get("inplace")) or n.kwargs.get("out") is not None
     if n.op == "call_module":
-        return getattr(gm.get_submodule(n.target), "inplace", False) is True
+        return bool(getattr(gm.get_submodule(n.target), "inplace", False))
+    return False
+
+
+# Ops whose result shares its input's memory (or may): a copy read through them alone still
+# reaches the output as that memory.
+_VIEWS = ("view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand",
+          "contiguous", "getitem", "narrow", "select", "split", "chunk", "unbind", "clone", "detach", "view_as",
+          "expand_as", "movedim", "as_strided")
+
+
+def _reaches_output_as_view(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether the forward returns `n`'s value or a view of it (through _VIEWS alone)."""
+    todo, seen = [n], set()
+    while todo:
+        m = todo.pop()
+        for u in m.users:
+            if u.op == "output":
+                return True
+            if u not in seen and u.op in ("call_function", "call_method") and _canon(u, gm) in _VIEWS:
+                seen.add(u)
+                todo.append(u)
     return False
 
 
@@ -1102,17 +1125,27 @@ def _drop_copies(gm: torch.fx.GraphModule) -> bool:
     """Where the forward writes into no tensor (_mutates), x.clone() and x.detach() hold x's values
     for good: their readers read x instead. A kept clone is a copy PyTorch makes in a pass of its
     own over memory, and a chain that reads a value and its copy becomes one piece that reads the
-    value once. Returns whether anything changed."""
+    value once. Kept: a copy the forward returns (or a view of it: the output would be its source's
+    memory, an input's or another output's), a clone with arguments (memory_format) or whose
+    strides are not its source's (a clone of an expanded or otherwise non-dense tensor is a dense
+    one, which a view after it may need). Returns whether anything changed."""
     g = gm.graph
     if any(_mutates(n, gm) for n in g.nodes):
         return False
     changed = False
     for n in list(g.nodes):
-        if n.op in ("call_function", "call_method") and _canon(n, gm) in ("clone", "detach") and n.args and \
-                isinstance(n.args[0], torch.fx.Node):
-            n.replace_all_uses_with(n.args[0])
-            g.erase_node(n)
-            changed = True
+        op = _canon(n, gm) if n.op in ("call_function", "call_method") else ""
+        if op not in ("clone", "detach") or not n.args or not isinstance(n.args[0], torch.fx.Node) or \
+                _reaches_output_as_view(n, gm):
+            continue
+        if op == "clone":
+            tm, src = n.meta.get("tensor_meta"), n.args[0].meta.get("tensor_meta")
+            if n.kwargs or len(n.args) > 1 or tm is None or src is None or \
+                    tuple(getattr(tm, "stride", ())) != tuple(getattr(src, "stride", (None,))):
+                continue
+        n.replace_all_uses_with(n.args[0])
+        g.erase_node(n)
+        changed = True
     return changed
 
 

@@ -931,15 +931,16 @@ _PROFILE_KERNELS = 12
 
 
 def _kernel_rows(launches) -> list:
-    """(name, us) launches as rows {"name", "calls", "us"} by name (the first 120 characters),
-    the slowest first: _PROFILE_KERNELS rows, then the others as one "(N other kernels)" row."""
+    """(name, us) launches as rows {"name", "calls", "us"} by name (shown to its first 120
+    characters), the slowest first: _PROFILE_KERNELS rows, then the others as one
+    "(N other kernels)" row."""
     by = {}  # name: [calls, us]
     for name, us in launches:
-        row = by.setdefault(name[:120], [0, 0.0])
+        row = by.setdefault(name, [0, 0.0])
         row[0] += 1
         row[1] += us
     rows = sorted(by.items(), key=lambda kv: -kv[1][1])
-    out = [{"name": k, "calls": c, "us": round(t, 2)} for k, (c, t) in rows[:_PROFILE_KERNELS]]
+    out = [{"name": k[:120], "calls": c, "us": round(t, 2)} for k, (c, t) in rows[:_PROFILE_KERNELS]]
     if len(rows) > _PROFILE_KERNELS:
         rest = rows[_PROFILE_KERNELS:]
         out.append({"name": f"({len(rest)} other kernels)", "calls": sum(c for _, (c, _) in rest),

@@ -427,12 +427,10 @@ void note_reused_baselines(const json& reused, json& doc) {
   doc["baselines_reused"] = reused;
 }
 
-// A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
-// The kernels one call of each baseline and of ksol's answer launches (`kernels`) and where the
+// The kernels one call of each baseline and of ksol's module launches (`kernels`) and where the
 // call's device time goes by kernel name (`kernel_us`), into `item`, with one line each for
-// torch.compile and ksol naming their slowest kernels.
-// torch.compile's line is printed once a run (`compile_noted`); ksol's names the vendor-call plan
-// where `item` is that plan's.
+// torch.compile and ksol naming their slowest kernels. torch.compile's line is printed once a run
+// (`compile_noted`); ksol's names the vendor-call plan where `item` is that plan's.
 void note_kernels(json& item, const ModuleEvaluator& ev, const std::string& stem, bool& compile_noted) {
   if (json k = ev.kernel_counts(); !k.empty()) item["kernels"] = k;
   const json t = ev.kernel_times();
@@ -450,11 +448,12 @@ void note_kernels(json& item, const ModuleEvaluator& ev, const std::string& stem
     }
     const std::string whose = std::string(who) == "compile"           ? "torch.compile"
                               : item.value("plan", std::string()) == "vendor" ? "the vendor-call plan's module"
-                                                                              : "ksol's answer";
+                                                                              : "ksol's module";
     std::cerr << stem << ": " << whose << ", one profiled call, slowest kernels: " << line << "\n";
   }
 }
 
+// A program kept beside the report: <name>.ksol, and <name>.cu, the CUDA its task generates.
 struct KeptProgram {
   std::string name;
   Task task;

@@ -510,6 +510,8 @@ class _InPlace(nn.Module):
             torch.relu_(x)
         elif self.stmt == "F.relu(x, inplace=True)":
             x = F.relu(x, inplace=True)
+        elif self.stmt == "x.__iadd__(y)":
+            x = x.__iadd__(y)
         else:
             x = x.add(y)
         return x
@@ -832,11 +834,33 @@ class Stitching(unittest.TestCase):
         # With an in-place op in the forward a copy may hold other values than its source: kept.
         plan = stitch.split(Residual(inplace=True).eval(), [x])
         self.assertIn("clone", [k["op"] for k in plan.kept])
-        for n, want in (("x.add_(y)", True), ("torch.relu_(x)", True), ("F.relu(x, inplace=True)", True), ("x.add(y)", False)):
+        for n, want in (("x.add_(y)", True), ("torch.relu_(x)", True), ("F.relu(x, inplace=True)", True),
+                        ("x.__iadd__(y)", True), ("x.add(y)", False)):
             gm = torch.fx.symbolic_trace(_InPlace(n))
             self.assertEqual(any(stitch._mutates(m, gm) for m in gm.graph.nodes), want, n)
 
-    def test_a_channels_last_convolution_read_by_several_elementwise_ops_is_one_piece(self):
+    def test_a_copy_the_forward_returns_or_that_changes_the_layout_is_kept(self):
+        class Copies(nn.Module):
+            def __init__(self, how):
+                super().__init__()
+                self.how = how
+
+            def forward(self, x):
+                if self.how == "input":  # dropped, the output would be the input's memory
+                    return x.clone()
+                if self.how == "view":  # the same through a view
+                    return torch.relu(x).clone().view(-1), torch.tanh(x)
+                if self.how == "expanded":  # a dense copy of an expanded tensor, which view needs
+                    return torch.tanh(x.expand(3, 4, 8).clone().view(-1))
+                return torch.tanh(x.clone(memory_format=torch.contiguous_format).view(-1))
+
+        for how, x in (("input", torch.randn(4, 8)), ("view", torch.randn(4, 8)), ("expanded", torch.randn(1, 4, 8)),
+                       ("format", torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last))):
+            plan = stitch.split(Copies(how), [x])
+            # Still there: a PyTorch call, or an op of a piece (which writes a buffer of its own).
+            self.assertIn("clone", [k["op"] for k in plan.kept] + [n for p in plan.pieces for n in p.nodes], how)
+
+    def test_a_channels_last_convolution_read_by_several_elementwise_ops_is_read_by_one_piece(self):
         class Swish(nn.Module):
             def __init__(self):
                 super().__init__()
