@@ -248,7 +248,12 @@ struct Sched {
   int64_t stages = 1;                 // mma: 1 slice staged in registers, or 2-4 shared buffers filled by cp.async
   bool slice_fragments = false;       // mma (TF32): a slice's operands loaded after its barrier (fragments = slice)
   int fastest = -1;                   // loop: the output index decoded fastest (its position), -1 for the last
+  bool tiles = false;                 // loop, order = tiles: `fastest` and the last index in 8 x 4 tiles
 };
+
+// order = tiles: a warp's 32 outputs are 8 consecutive values of the image's contiguous index
+// (its reads 32-byte runs) times 4 of the output's last index (its stores 16-byte runs).
+constexpr int kTileFast = 8, kTileLast = 4;
 
 // The position of the output index the image's contiguous (last) index reads, where that is an
 // output index read as it is (a channels-last image's c: input[n, h*2+r, w*2+s, c]); -1 where
@@ -312,19 +317,21 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     s.items = k.one_of("items", std::vector<int64_t>{1, 2, 4, 8});
     // order: which output index consecutive threads take. last: the output's own order (its
     // stores coalesced); image: the index the image's contiguous index reads (a channels-last
-    // image's channel: its window reads coalesced, its stores strided), for one output a thread.
-    const std::string order = k.one_of("order", std::vector<std::string>{"auto", "last", "image"});
+    // image's channel: its window reads coalesced, its stores strided), for one output a thread;
+    // tiles: both, in tiles of kTileFast of that index times kTileLast of the last.
+    const std::string order = k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles"});
     const int pos = image_fastest(sh);
     const int last = static_cast<int>(sh.reduce->indices.size()) - 1;
-    if (order == "image" && (pos < 0 || pos == last))
-      throw Refused("order = image: the image's contiguous index does not read an output index other than the last "
+    if ((order == "image" || order == "tiles") && (pos < 0 || pos == last))
+      throw Refused("order = " + order + ": the image's contiguous index does not read an output index other than the last "
                     "(order = last is the same kernel)");
-    if (order == "image" && s.items > 1)
-      throw Refused("order = image: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
-    if (order == "image" || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
+    if ((order == "image" || order == "tiles") && s.items > 1)
+      throw Refused("order = " + order + ": one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+    if (order == "image" || order == "tiles" || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
+    s.tiles = order == "tiles";
     return s;
   }
-  if (k.one_of("order", std::vector<std::string>{"auto", "last", "image"}) != "auto")
+  if (k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles"}) != "auto")
     throw Refused("order = " + k.value("order").ident + ": the loop kernel's; the mma kernel tiles its outputs (leave order auto)");
   const Contraction& ct = c ? *c : local;
   try {
@@ -361,7 +368,7 @@ std::string kernel_name_of(const dsl::Program& p) {
   const std::string stem = name_stem(p, "direct");
   if (!s.mma)
     return stem + "_t" + std::to_string(s.threads) + (s.items > 1 ? "_i" + std::to_string(s.items) : "") +
-           (s.fastest >= 0 ? "_o" + std::to_string(s.fastest) : "");
+           (s.fastest >= 0 ? (s.tiles ? "_ot" : "_o") + std::to_string(s.fastest) : "");
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
          std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") +
@@ -704,7 +711,9 @@ class Generator {
       return;
     }
     open_loop_kernel(w);
-    if (sched_.fastest >= 0) {
+    if (sched_.tiles) {
+      decode_tiles(w);
+    } else if (sched_.fastest >= 0) {
       w.comment("The element's indices, " + names_[d.indices[sched_.fastest]] + " fastest (order = image), then the last.");
       decode_order(w);
     } else {
@@ -746,6 +755,40 @@ class Generator {
       if (k != static_cast<size_t>(sched_.fastest)) order.push_back(k);
     order.push_back(static_cast<size_t>(sched_.fastest));
     decode_indices(w, order);
+  }
+
+  // order = tiles: the image's contiguous index (f) and the last (l) in kTileFast x kTileLast
+  // tiles, f fastest inside a tile, then l; then the tiles (f's first), then the other indices,
+  // the last of them fastest. The host's total rounds both extents up to whole tiles; the
+  // outputs past them are skipped.
+  void decode_tiles(Writer& w) {
+    const Definition& d = *s_.reduce;
+    const size_t f = static_cast<size_t>(sched_.fastest), l = d.indices.size() - 1;
+    const std::string nf = names_[d.indices[f]], nl = names_[d.indices[l]];
+    const std::string ef = extent(d.extents[f]), el = extent(d.extents[l]);
+    w.comment("The element's indices: " + nf + " and " + nl + " in " + std::to_string(kTileFast) + " x " +
+              std::to_string(kTileLast) + " tiles (order = tiles), " + nf + " fastest, then the tiles, then the others.");
+    w.line("const Idx ksol_lo_f = rest % " + std::to_string(kTileFast) + ";");
+    w.line("rest /= " + std::to_string(kTileFast) + ";");
+    w.line("const Idx ksol_lo_l = rest % " + std::to_string(kTileLast) + ";");
+    w.line("rest /= " + std::to_string(kTileLast) + ";");
+    const std::string tf = tiles_of(ef, kTileFast), tl = tiles_of(el, kTileLast);
+    w.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
+    w.line("rest = " + idx_div("rest", tf) + ";");
+    w.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
+    w.line("rest = " + idx_div("rest", tl) + ";");
+    std::vector<size_t> order;
+    for (size_t k = 0; k < d.indices.size(); ++k)
+      if (k != f && k != l) order.push_back(k);
+    decode_indices(w, order);
+    w.line("const Idx " + nf + " = ksol_tile_f * " + std::to_string(kTileFast) + " + ksol_lo_f;");
+    w.line("const Idx " + nl + " = ksol_tile_l * " + std::to_string(kTileLast) + " + ksol_lo_l;");
+    w.line("if (" + nf + " >= " + ef + " || " + nl + " >= " + el + ") continue;");
+  }
+
+  // The number of tiles of `n` along an extent: ((e + n - 1) / n), host and device alike.
+  static std::string tiles_of(const std::string& e, int n) {
+    return "((" + e + " + " + std::to_string(n - 1) + ") / " + std::to_string(n) + ")";
   }
 
   // The output element's offset from its decoded indices (row-major), below `total`.
@@ -1113,7 +1156,14 @@ class Generator {
   void host(Writer& w) {
     open_ksol_run(w, p_, abi_, names_);
     std::string total;
-    for (const std::string& e : s_.reduce->extents) total += (total.empty() ? "" : " * ") + extent(e);
+    const size_t last = s_.reduce->extents.size() - 1;
+    for (size_t k = 0; k < s_.reduce->extents.size(); ++k) {
+      std::string e = extent(s_.reduce->extents[k]);
+      // order = tiles: whole tiles along the two tiled extents (the outputs past them are skipped).
+      if (sched_.tiles && (k == static_cast<size_t>(sched_.fastest) || k == last))
+        e = tiles_of(e, k == last ? kTileLast : kTileFast) + " * " + std::to_string(k == last ? kTileLast : kTileFast);
+      total += (total.empty() ? "" : " * ") + e;
+    }
     w.line("const int64_t total = " + (total.empty() ? std::string("1") : total) + ";");
     w.line("if (total == 0) return 0;");
     std::string pass;
@@ -1204,7 +1254,7 @@ const FamilyGenerator& direct_family() {
           {"stages", "auto", {"auto", "2", "3"}},
           {"fragments", "auto", {"auto", "slice"}},
           {"items", "1", {"1", "2", "4", "8"}},
-          {"order", "auto", {"last", "image"}},
+          {"order", "auto", {"last", "image", "tiles"}},
       },
       &check,
       &generate,

@@ -94,6 +94,12 @@ const std::vector<Case> kCases = {
      "kernel min_two(X: f32[B, R, S, C]) -> (Y: f32[B, C]) {\n"
      "  Y[b, c] = min(X[b, r, s, c]) over r, s\n}\n",
      {{"B", 2}, {"R", 3}, {"S", 4}, {"C", 5}}},
+    // More channels than one tile of order = tiles (8) and a last extent not a multiple of 4.
+    {"max_pool_channels_last_wide",
+     "kernel pool_nhwc_wide(X: f32[N, H, W, C] outside -inf, b: f32[C]) -> (Y: f32[N, C, P, Q]) {\n"
+     "  acc[n, c, h, w] = max(X[n, h*2+r-1, w*2+s-1, c] + b[c]) over r:3, s:3\n"
+     "  Y[n, c, h, w] = tanh(acc[n, c, h, w])\n}\n",
+     {{"N", 2}, {"H", 9}, {"W", 11}, {"C", 19}, {"P", 5}, {"Q", 6}}},
 };
 
 }  // namespace
@@ -128,6 +134,16 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "image"}, {"items", "2"}})),
             "order = image: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
   EXPECT_NE(codegen::generate_cuda(nhwc, {}).find("c fastest (order = image)"), std::string::npos);
+  // order = tiles: the channel and the output's last index in 8 x 4 tiles.
+  const dsl::Program tiled = codegen::with_schedule(nhwc, {{"order", "tiles"}});
+  EXPECT_EQ(codegen::kernel_name(tiled), "direct_pool_nhwc_f32_t256_ot1");
+  EXPECT_NE(codegen::generate_cuda(tiled, {}).find("c and w in 8 x 4 tiles (order = tiles)"), std::string::npos);
+  EXPECT_NE(codegen::generate_cuda(tiled, {}).find("((C + 7) / 8) * 8"), std::string::npos);  // the host's total
+  EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "tiles"}, {"items", "2"}})),
+            "order = tiles: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+  EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"order", "tiles"}})),
+            "order = tiles: the image's contiguous index does not read an output index other than the last (order = last "
+            "is the same kernel)");
   EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"order", "image"}})),
             "order = image: the image's contiguous index does not read an output index other than the last (order = last "
             "is the same kernel)");
@@ -201,12 +217,17 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
   const std::string no32 = "#define KSOL_DIRECT_INDEX32_MAX 0LL\n";
   // A channels-last image's pool decodes its channel fastest with one output a thread (order
   // auto): that kernel in both index widths too.
+  // order = tiles ("tiles" below) on the channels-last pools, in both widths: outputs past the
+  // tiles skipped, every output written once (the output buffer starts as NaNs).
   for (const auto& [prefix, items] : {std::pair{std::string(), "1"}, std::pair{std::string(), "4"}, std::pair{no32, "2"},
-                                      std::pair{no32, "1"}})
+                                      std::pair{no32, "1"}, std::pair{std::string(), "tiles"}, std::pair{no32, "tiles"}})
   for (const Case& c : kCases) {
-    if (prefix == no32 && std::string(items) == "1" && std::string(c.name) != "max_pool_channels_last") continue;
+    const bool channels_last = std::string(c.name).rfind("max_pool_channels_last", 0) == 0;
+    if (prefix == no32 && std::string(items) == "1" && !channels_last) continue;
+    if (std::string(items) == "tiles" && !channels_last) continue;
     SCOPED_TRACE(std::string(c.name) + (prefix.empty() ? " (32-bit indices" : " (64-bit indices") + ", items " + items + ")");
-    const dsl::Program p = codegen::with_schedule(parse(c.program), {{"items", items}});
+    const dsl::Program p = codegen::with_schedule(
+        parse(c.program), std::string(items) == "tiles" ? codegen::Schedule{{"order", "tiles"}} : codegen::Schedule{{"items", items}});
     auto numel = [&](const dsl::Param& prm) {
       int64_t n = 1;
       for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : c.dims.at(e);
@@ -310,6 +331,11 @@ TEST(CodegenDirect, GeneratedSourcesCompile) {
     j.source_text = codegen::generate_cuda(p, {});
     jobs.push_back(j);
   }
+  CompileJob tiles;  // order = tiles
+  const dsl::Program tp = codegen::with_schedule(parse(kCases[10].program), {{"order", "tiles"}});
+  tiles.source_path = codegen::kernel_name(tp) + ".cu";
+  tiles.source_text = codegen::generate_cuda(tp, {});
+  jobs.push_back(tiles);
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }
