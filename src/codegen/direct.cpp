@@ -251,6 +251,11 @@ struct Sched {
   bool tiles = false;                 // loop, order = tiles: `fastest` and the last index in 8 x 4 tiles
 };
 
+// ceil(e / n) as C++ text, ((e + n - 1) / n), for the kernels and the host alike.
+std::string ceil_text(const std::string& e, int64_t n) {
+  return "((" + e + " + " + std::to_string(n - 1) + ") / " + std::to_string(n) + ")";
+}
+
 // order = tiles: a warp's 32 outputs are 8 consecutive values of the image's contiguous index
 // (its reads 32-byte runs) times 4 of the output's last index (its stores 16-byte runs).
 constexpr int kTileFast = 8, kTileLast = 4;
@@ -323,8 +328,9 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     const int pos = image_fastest(sh);
     const int last = static_cast<int>(sh.reduce->indices.size()) - 1;
     if ((order == "image" || order == "tiles") && (pos < 0 || pos == last))
-      throw Refused("order = " + order + ": the image's contiguous index does not read an output index other than the last "
-                    "(order = last is the same kernel)");
+      throw Refused("order = " + order + ": the image's contiguous index does not read an output index other than the last " +
+                    (order == "image" ? std::string("(order = last is the same kernel)")
+                                      : std::string("(order = last reads and stores along the last already)")));
     if ((order == "image" || order == "tiles") && s.items > 1)
       throw Refused("order = " + order + ": one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
     if (order == "image" || order == "tiles" || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
@@ -450,7 +456,7 @@ class Generator {
   // The groups per row of the last index with items > 1, as the host computes it.
   std::string chunks_on_host() const {
     const std::string last_n = extent(s_.reduce->extents.back());
-    return "((" + last_n + " + " + std::to_string(sched_.items - 1) + ") / " + std::to_string(sched_.items) + ")";
+    return ceil_text(last_n, sched_.items);
   }
 
   // The code of one index of a read, as an expression of the index variables in ix_.
@@ -772,7 +778,7 @@ class Generator {
     w.line("rest /= " + std::to_string(kTileFast) + ";");
     w.line("const Idx ksol_lo_l = rest % " + std::to_string(kTileLast) + ";");
     w.line("rest /= " + std::to_string(kTileLast) + ";");
-    const std::string tf = tiles_of(ef, kTileFast), tl = tiles_of(el, kTileLast);
+    const std::string tf = ceil_text(ef, kTileFast), tl = ceil_text(el, kTileLast);
     w.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
     w.line("rest = " + idx_div("rest", tf) + ";");
     w.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
@@ -784,11 +790,6 @@ class Generator {
     w.line("const Idx " + nf + " = ksol_tile_f * " + std::to_string(kTileFast) + " + ksol_lo_f;");
     w.line("const Idx " + nl + " = ksol_tile_l * " + std::to_string(kTileLast) + " + ksol_lo_l;");
     w.line("if (" + nf + " >= " + ef + " || " + nl + " >= " + el + ") continue;");
-  }
-
-  // The number of tiles of `n` along an extent: ((e + n - 1) / n), host and device alike.
-  static std::string tiles_of(const std::string& e, int n) {
-    return "((" + e + " + " + std::to_string(n - 1) + ") / " + std::to_string(n) + ")";
   }
 
   // The output element's offset from its decoded indices (row-major), below `total`.
@@ -924,7 +925,7 @@ class Generator {
     const Phase* ph = c_.phase_of_row(pos);
     const std::string e = "int(" + extent(s_.reduce->extents[pos]) + ")";
     if (!ph) return e;
-    return "((" + e + " + " + std::to_string(ph->s - 1) + ") / " + std::to_string(ph->s) + ")";
+    return ceil_text(e, ph->s);
   }
   std::string phase_var(const Phase& ph) const { return phase_names_.at(ph.tap)[0]; }
   std::string tap0_var(const Phase& ph) const { return phase_names_.at(ph.tap)[1]; }
@@ -1161,7 +1162,7 @@ class Generator {
       std::string e = extent(s_.reduce->extents[k]);
       // order = tiles: whole tiles along the two tiled extents (the outputs past them are skipped).
       if (sched_.tiles && (k == static_cast<size_t>(sched_.fastest) || k == last))
-        e = tiles_of(e, k == last ? kTileLast : kTileFast) + " * " + std::to_string(k == last ? kTileLast : kTileFast);
+        e = ceil_text(e, k == last ? kTileLast : kTileFast) + " * " + std::to_string(k == last ? kTileLast : kTileFast);
       total += (total.empty() ? "" : " * ") + e;
     }
     w.line("const int64_t total = " + (total.empty() ? std::string("1") : total) + ";");
@@ -1176,7 +1177,7 @@ class Generator {
         const Phase* ph = c_.phase_of_row(k);
         const std::string e = extent(d.extents[k]);
         rows_total += (rows_total.empty() ? "" : " * ") +
-                      (ph ? "((" + e + " + " + std::to_string(ph->s - 1) + ") / " + std::to_string(ph->s) + ")" : e);
+                      (ph ? ceil_text(e, ph->s) : e);
       }
       for (const Phase& ph : c_.phases) phases += " * " + std::to_string(ph.s);
       w.line("const int64_t rows_total = " + rows_total + ", cols_total = " + product(extents_at(c_.cols)) +
