@@ -1077,7 +1077,8 @@ def _shaped(n: torch.fx.Node, shape: List[int]) -> None:
     n.meta["tensor_meta"] = _extract_tensor_metadata(torch.empty(shape, dtype=torch.float32, device="meta"))
 
 
-# The operator module's in-place forms, as torch.fx records `x += y` and `x[i] = v`.
+# The operator module's in-place forms, where a forward calls them (operator.iadd(x, y)); torch.fx
+# records `x += y` on a traced value as an add, and cannot trace `x[i] = v`.
 _IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
                        operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor, operator.ilshift,
                        operator.irshift, operator.setitem}
