@@ -21,7 +21,8 @@ using dsl::Type;
 const std::vector<std::string> kInternal = {"kThreads", "kVector", "kItems", "kUnroll", "kMaxBlocks", "e0", "j", "rows", "grid",
                                             "group", "flat", "item", "base", "step", "groups", "total",
                                             "vector_end", "packs_ok", "pack_aligned", "blocks", "work", "dv", "kFast",
-                                            "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider"};
+                                            "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider", "kTA", "kTI",
+                                            "kR", "kP", "I", "q", "fits", "ta", "ti", "tile_rows", "kIntMax"};
 
 struct Knobs4 {
   int threads = 256, vector = 1, items = 1, unroll = 1;
@@ -513,65 +514,96 @@ class Generator {
     return s.empty() ? "0" : s;
   }
 
-  // transpose: grid x walks the innermost axis in tiles of 32, y the permuted read's contiguous
-  // axis, z the other axes (all loops, so any extent fits the grid). Per tile: the read's 32 x 32
-  // values into shared memory along its contiguous index, then each element computed from the
-  // tile and its other reads and written along the innermost index.
+  // transpose: tiles of kTA positions of the permuted read's contiguous axis by kTI of the innermost
+  // one by kR = 1024 / (kTA * kTI) rows of the other axes (kTA, kTI each 32, or 8 where that axis's
+  // extent is at most 8, so that a short axis does not leave most lanes idle). Grid x walks the
+  // innermost axis's tiles, y the read's axis's and z the rows (y and z loop, so any extent fits).
+  // Per tile: the read's values into shared memory along its contiguous index, then each element
+  // computed from the tile and its other reads and written along the innermost index. Indices are
+  // of type I (int where every tensor and the space stay under 2^31, with the rows' divisions by
+  // multiply and shift, kFast), int64_t otherwise.
   void transpose_kernel(Writer& w) {
     const int n = rank(), inner = n - 1, ax = a_.transpose_axis;
     const Load& t = a_.loads[a_.transpose_load];
     std::vector<int> others;
     for (int i = 0; i < n; ++i)
       if (i != inner && i != ax) others.push_back(i);
-    std::map<int, std::string> coords;
+    std::map<int, std::string> coords, step_coords;
     for (int i = 0; i < n; ++i) coords[i] = names_.fresh(a_.axis_vars[i] + "_at");
-    const std::string tile = names_.fresh("ksol_tile"), row = names_.fresh("ksol_row"), rest = names_.fresh("ksol_rest");
-    const std::string tx = names_.fresh("ksol_tx"), ty = names_.fresh("ksol_ty"), k = names_.fresh("ksol_k");
-    const std::string ty0 = names_.fresh("ksol_a0"), tx0 = names_.fresh("ksol_i0"), rows = names_.fresh("ksol_rows");
+    for (int axis : others) step_coords[axis] = names_.fresh(a_.axis_vars[axis] + "_of");
+    const std::string tile = names_.fresh("ksol_tile"), rest = names_.fresh("ksol_rest");
+    const std::string s = names_.fresh("ksol_s"), e = names_.fresh("ksol_e"), r = names_.fresh("ksol_r");
+    const std::string a = names_.fresh("ksol_a"), i = names_.fresh("ksol_i"), row = names_.fresh("ksol_row");
+    const std::string a0 = names_.fresh("ksol_a0"), i0 = names_.fresh("ksol_i0"), row0 = names_.fresh("ksol_row0");
+    const std::string rows = names_.fresh("ksol_rows");
     const std::string tt = cuda_type(t.param->type);
-    w.open("__global__ void __launch_bounds__(256) " + name_ + "(" + params_decl() + "int64_t " + rows + ")");
-    w.line("__shared__ " + tt + " " + tile + "[32][33];  // a column of padding: no bank conflicts either way");
-    w.line("const int " + tx + " = threadIdx.x & 31, " + ty + " = threadIdx.x >> 5;");
-    w.open("for (int64_t " + ty0 + " = (int64_t)blockIdx.y * 32; " + ty0 + " < " + dim(ax) + "; " + ty0 +
-           " += (int64_t)gridDim.y * 32)");
-    w.open("for (int64_t " + row + " = blockIdx.z; " + row + " < " + rows + "; " + row + " += gridDim.z)");
-    w.line("const int64_t " + tx0 + " = (int64_t)blockIdx.x * 32;");
+    // The rows' divisions (the other axes, innermost first): dv.v[k] divides by its extent.
+    std::vector<std::string> row_div;
+    for (size_t j = others.size(); j-- > 1;) row_div.push_back(div_by(rest, dim(others[j])));
+    const bool divides = !divisors_.empty();
+    w.line("template <int kTA, int kTI, typename I, bool kFast>");
+    w.open("__global__ void __launch_bounds__(256) " + name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "I") +
+           (divides ? "const KsolDivs dv, " : "") + "I " + rows + ")");
+    w.line("constexpr int kR = 1024 / (kTA * kTI);  // rows a tile spans");
+    w.line("constexpr int kP = kTA + 32 / kTI;  // a tile row's stride: few bank conflicts in either phase");
+    w.line("__shared__ " + tt + " " + tile + "[kR * kTI * kP];");
+    w.open("for (I " + a0 + " = (I)blockIdx.y * kTA; " + a0 + " < " + dim(ax) + "; " + a0 + " += (I)gridDim.y * kTA)");
+    w.open("for (I " + row0 + " = (I)blockIdx.z * kR; " + row0 + " < " + rows + "; " + row0 + " += (I)gridDim.z * kR)");
+    w.line("const I " + i0 + " = (I)blockIdx.x * kTI;");
     if (!others.empty()) {
-      w.line("int64_t " + rest + " = " + row + ";");
+      w.comment("The other axes' indices of each step's row (a step's row is the same in both phases).");
+      std::string decl;
+      for (int axis : others) decl += (decl.empty() ? "" : ", ") + step_coords[axis] + "[4]";
+      w.line("I " + decl + ";");
+      w.line("#pragma unroll");
+      w.open("for (int " + s + " = 0; " + s + " < 4; ++" + s + ")");
+      w.line("I " + rest + " = " + row0 + " + (kR == 1 ? 0 : (int)(threadIdx.x + 256 * " + s + ") / (kTA * kTI));");
+      size_t k = 0;
       for (size_t j = others.size(); j-- > 0;) {
         const int axis = others[j];
         if (j == 0) {
-          w.line("const int64_t " + coords[axis] + " = " + rest + ";");
+          w.line(step_coords[axis] + "[" + s + "] = " + rest + ";");
         } else {
-          w.line("const int64_t " + coords[axis] + " = " + rest + " % " + dim(axis) + ";");
-          w.line(rest + " /= " + dim(axis) + ";");
+          const std::string q = "(I)" + row_div[k++];
+          w.line("{ const I q = " + q + "; " + step_coords[axis] + "[" + s + "] = " + rest + " - q * " + dim(axis) + "; " +
+                 rest + " = q; }");
         }
       }
+      w.close();
     }
+    auto bind_step = [&](Writer& x) {
+      for (int axis : others) x.line("const I " + coords[axis] + " = " + step_coords[axis] + "[" + s + "];");
+    };
+    const std::string guard = row0 + " + " + r + " < " + rows + " && " + coords[ax] + " < " + dim(ax) + " && " +
+                              coords[inner] + " < " + dim(inner);
     w.comment("The tile of " + names_[t.param->name] + ", its contiguous index along the lanes.");
     w.line("#pragma unroll");
-    w.open("for (int " + k + " = 0; " + k + " < 32; " + k + " += 8)");
-    w.line("const int64_t " + coords[ax] + " = " + ty0 + " + " + tx + ";");
-    w.line("const int64_t " + coords[inner] + " = " + tx0 + " + " + ty + " + " + k + ";");
-    w.line("if (" + coords[ax] + " < " + dim(ax) + " && " + coords[inner] + " < " + dim(inner) + ") " + tile + "[" + ty + " + " +
-           k + "][" + tx + "] = " + names_[t.param->name] + "[" + coord_offset(t, coords) + "];");
+    w.open("for (int " + s + " = 0; " + s + " < 4; ++" + s + ")");
+    w.line("const int " + e + " = threadIdx.x + 256 * " + s + ";");
+    w.line("const int " + a + " = " + e + " % kTA, " + i + " = " + e + " / kTA % kTI, " + r + " = " + e + " / (kTA * kTI);");
+    bind_step(w);
+    w.line("const I " + coords[ax] + " = " + a0 + " + " + a + ", " + coords[inner] + " = " + i0 + " + " + i + ";");
+    w.line("if (" + guard + ") " + tile + "[(" + r + " * kTI + " + i + ") * kP + " + a + "] = " + names_[t.param->name] +
+           "[" + coord_offset(t, coords) + "];");
     w.close();
     w.line("__syncthreads();");
     w.comment("Each element along the lanes by its innermost index: the outputs' stores coalesced.");
     w.line("#pragma unroll");
-    w.open("for (int " + k + " = 0; " + k + " < 32; " + k + " += 8)");
-    w.line("const int64_t " + coords[ax] + " = " + ty0 + " + " + ty + " + " + k + ";");
-    w.line("const int64_t " + coords[inner] + " = " + tx0 + " + " + tx + ";");
-    w.open("if (" + coords[ax] + " < " + dim(ax) + " && " + coords[inner] + " < " + dim(inner) + ")");
+    w.open("for (int " + s + " = 0; " + s + " < 4; ++" + s + ")");
+    w.line("const int " + e + " = threadIdx.x + 256 * " + s + ";");
+    w.line("const int " + i + " = " + e + " % kTI, " + a + " = " + e + " / kTI % kTA, " + r + " = " + e + " / (kTA * kTI);");
+    bind_step(w);
+    w.line("const I " + coords[ax] + " = " + a0 + " + " + a + ", " + coords[inner] + " = " + i0 + " + " + i + ";");
+    w.open("if (" + guard + ")");
     std::string e0;
-    for (int i = 0; i < n; ++i) e0 = i == 0 ? coords[0] : "(" + e0 + ") * " + dim(i) + " + " + coords[i];
-    const std::string at = names_.fresh("ksol_e");
-    w.line("const int64_t " + at + " = " + e0 + ";");
+    for (int k = 0; k < n; ++k) e0 = k == 0 ? coords[0] : "(" + e0 + ") * " + dim(k) + " + " + coords[k];
+    const std::string at = names_.fresh("ksol_out");
+    w.line("const I " + at + " = " + e0 + ";");
     std::map<int, std::string> value_of_load;
-    for (size_t i = 0; i < a_.loads.size(); ++i)
-      value_of_load[static_cast<int>(i)] = static_cast<int>(i) == a_.transpose_load
-                                               ? tile + "[" + tx + "][" + ty + " + " + k + "]"
-                                               : names_[a_.loads[i].param->name] + "[" + coord_offset(a_.loads[i], coords) + "]";
+    for (size_t k = 0; k < a_.loads.size(); ++k)
+      value_of_load[static_cast<int>(k)] = static_cast<int>(k) == a_.transpose_load
+                                               ? tile + "[(" + r + " * kTI + " + i + ") * kP + " + a + "]"
+                                               : names_[a_.loads[k].param->name] + "[" + coord_offset(a_.loads[k], coords) + "]";
     definitions(
         w, [&](int axis) { return coords.at(axis); }, [&](int load) { return value_of_load.at(load); },
         [&](const std::string& out) { return names_[out] + "[" + at + "]"; });
@@ -588,16 +620,44 @@ class Generator {
     const int n = rank(), inner = n - 1, ax = a_.transpose_axis;
     open_ksol_run(w, p_, abi_, names_);
     std::string rows = "(int64_t)1";
-    for (int i = 0; i < n; ++i)
-      if (i != inner && i != ax) rows += " * " + dim(i);
+    for (int k = 0; k < n; ++k)
+      if (k != inner && k != ax) rows += " * " + dim(k);
     w.line("const int64_t total = " + rows + " * " + dim(ax) + " * " + dim(inner) + ";");
     w.line("if (total == 0) return 0;");
     w.line("const int64_t rows = " + rows + ";");
+    w.comment("32-bit indices where the space and every tensor stay under 2^31 with room for the loops' last "
+              "steps past their ends.");
+    w.line("const int64_t kIntMax = 2147483647 - (int64_t(1) << 22);");
+    std::string fits = "total <= kIntMax";
+    for (const std::string& tn : abi_.tensors) {
+      const Param* prm = p_.param(tn);
+      std::string count = "(int64_t)1";
+      for (const std::string& d : prm->extents) count += " * " + names_[d];
+      fits += " && " + count + " <= kIntMax";
+    }
+    w.line("const bool fits = " + fits + ";");
+    w.comment("Tiles of 8 along an axis of at most 8 (its lanes would idle in a 32-wide tile), else 32.");
+    w.line("const int ta = " + dim(ax) + " <= 8 ? 8 : 32, ti = " + dim(inner) + " <= 8 ? 8 : 32;");
+    w.line("const int64_t tile_rows = 1024 / (ta * ti);");
     w.comment("x: the innermost axis's tiles; y and z (capped, the kernel loops over the rest): the tiles of the "
-              "permuted read's contiguous axis and the other axes.");
-    w.line("const dim3 grid((unsigned)((" + dim(inner) + " + 31) / 32), (unsigned)std::min<int64_t>((" + dim(ax) +
-           " + 31) / 32, 65535), (unsigned)std::min<int64_t>(rows, 65535));");
-    w.line(name_ + "<<<grid, 256, 0, stream>>>(" + params_pass() + "rows);");
+              "permuted read's contiguous axis and of the rows.");
+    w.line("const dim3 grid((unsigned)((" + dim(inner) + " + ti - 1) / ti), (unsigned)std::min<int64_t>((" + dim(ax) +
+           " + ta - 1) / ta, 65535), (unsigned)std::min<int64_t>((rows + tile_rows - 1) / tile_rows, 65535));");
+    const bool divides = !divisors_.empty();
+    if (divides) divisors_.host_dividers(w);
+    const std::string args = params_pass() + (divides ? "dv, " : "") + "rows);";
+    bool first = true;
+    for (const char* fast : {"true", "false"}) {
+      const std::string it = std::string(fast) == "true" ? "int" : "int64_t";
+      for (const auto& [ta, ti] : std::vector<std::pair<int, int>>{{32, 32}, {32, 8}, {8, 32}, {8, 8}}) {
+        const std::string cond = std::string(fast) == "true" ? "fits && " : "!fits && ";
+        const std::string call = name_ + "<" + std::to_string(ta) + ", " + std::to_string(ti) + ", " + it + ", " + fast +
+                                 "><<<grid, 256, 0, stream>>>(" + args;
+        w.line(std::string(first ? "if (" : "else if (") + cond + "ta == " + std::to_string(ta) + " && ti == " +
+               std::to_string(ti) + ") " + call);
+        first = false;
+      }
+    }
     w.line("return cudaGetLastError() == cudaSuccess ? 0 : 4;");
     w.close();
   }

@@ -983,9 +983,10 @@ TEST(Codegen, ColumnReductionEpilogueMatchesTheInterpreter) {
 }
 
 // A read of the whole space through a permutation (a channels-last tensor in [N, C, H, W] order):
-// the transposing kernel (32 x 32 tiles in shared memory; transpose = auto with the other knobs at
-// 1) and the gathering one (transpose = off) both give the interpreter's values, at extents that
-// leave partial tiles along both tiled axes.
+// the transposing kernel (tiles in shared memory; transpose = auto with the other knobs at 1) and
+// the gathering one (transpose = off) both give the interpreter's values, at extents that leave
+// partial tiles along both tiled axes and along the rows, for each tile shape (32 or 8 along the
+// channels by 32 or 8 along the width).
 TEST(Codegen, TransposedReadsMatchTheInterpreter) {
   const std::string text = "kernel tr(X: f32[N, H, W, C], b: f32[C], Z: f32[N, C, H, W]) -> (Y: f32[N, C, H, W]) {\n"
                            "  t[n, c, h, w] = X[n, h, w, c] + b[c]\n"
@@ -1008,27 +1009,55 @@ TEST(Codegen, TransposedReadsMatchTheInterpreter) {
     const codegen::HostBuild& b = hb.build;
     EXPECT_EQ(hb.source.find("__shared__") != std::string::npos, std::string(tr) == "auto") << hb.source;
     ASSERT_TRUE(b.ok) << b.message;
-    const int64_t N = 2, H = 3, W = 37, C = 35;
-    std::map<std::string, std::vector<double>> in = {{"X", std::vector<double>(N * H * W * C)},
-                                                     {"b", std::vector<double>(C)},
-                                                     {"Z", std::vector<double>(N * C * H * W)}};
-    std::vector<HostVec<uint8_t>> bufs;
-    int which = 0;
-    for (const char* name : {"X", "b", "Z"}) {
-      std::vector<double>& v = in[name];
-      bufs.emplace_back(v.size() * 4);
-      for (size_t i = 0; i < v.size(); ++i) {
-        store_from_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i), std::sin(0.37 * i + which) * 1.5);
-        v[i] = load_as_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i));
+    if (std::string(tr) == "auto")
+      for (const char* shape : {"<32, 32, int, true>", "<32, 8, int, true>", "<8, 32, int, true>", "<8, 8, int, true>",
+                                "<32, 32, int64_t, false>"})
+        EXPECT_NE(hb.source.find("elementwise_tr_f32_t256_v1_i1_tt" + std::string(shape)), std::string::npos) << shape;
+    for (const auto& [W, C] : std::vector<std::pair<int64_t, int64_t>>{{37, 35}, {37, 5}, {6, 35}, {8, 8}}) {
+      SCOPED_TRACE("W " + std::to_string(W) + " C " + std::to_string(C));
+      const int64_t N = 2, H = 3;
+      std::map<std::string, std::vector<double>> in = {{"X", std::vector<double>(N * H * W * C)},
+                                                       {"b", std::vector<double>(C)},
+                                                       {"Z", std::vector<double>(N * C * H * W)}};
+      std::vector<HostVec<uint8_t>> bufs;
+      int which = 0;
+      for (const char* name : {"X", "b", "Z"}) {
+        std::vector<double>& v = in[name];
+        bufs.emplace_back(v.size() * 4);
+        for (size_t i = 0; i < v.size(); ++i) {
+          store_from_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i), std::sin(0.37 * i + which) * 1.5);
+          v[i] = load_as_double(DType::f32, bufs.back().data(), static_cast<int64_t>(i));
+        }
+        ++which;
       }
-      ++which;
+      bufs.emplace_back(N * C * H * W * 4, 0xFF);
+      codegen::HostArrays want = codegen::interpret(p, {{"N", N}, {"H", H}, {"W", W}, {"C", C}}, in);
+      codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {N, H, W, C});
+      ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+      for (int64_t i = 0; i < N * C * H * W; ++i)
+        ASSERT_NEAR(load_as_double(DType::f32, bufs.back().data(), i), want["Y"][i], 1e-5) << i;
     }
-    bufs.emplace_back(N * C * H * W * 4, 0xFF);
-    codegen::HostArrays want = codegen::interpret(p, {{"N", N}, {"H", H}, {"W", W}, {"C", C}}, in);
-    codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {N, H, W, C});
+  }
+}
+
+// A plain 2-D transpose (no axes besides the two tiled ones): every tile shape, partial tiles.
+TEST(Codegen, TransposedTwoDimensionalReadMatchesTheInterpreter) {
+  const HostBuilt hb = host_built("kernel t2(X: f32[W, C]) -> (Y: f32[C, W]) {\n  Y[c, w] = X[w, c] * 2.0 - 1.0\n}\n",
+                                  {{"threads", "256"}}, "elementwise");
+  ASSERT_TRUE(hb.build.ok) << hb.build.message;
+  EXPECT_NE(hb.source.find("__shared__"), std::string::npos) << hb.source;
+  for (const auto& [W, C] : std::vector<std::pair<int64_t, int64_t>>{{37, 35}, {5, 37}, {37, 5}, {3, 3}}) {
+    SCOPED_TRACE("W " + std::to_string(W) + " C " + std::to_string(C));
+    std::vector<double> x(W * C);
+    std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(x.size() * 4), HostVec<uint8_t>(x.size() * 4, 0xFF)};
+    for (size_t i = 0; i < x.size(); ++i) {
+      store_from_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i), std::cos(0.41 * static_cast<double>(i)));
+      x[i] = load_as_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i));
+    }
+    codegen::HostArrays want = codegen::interpret(hb.program, {{"W", W}, {"C", C}}, {{"X", x}});
+    codegen::HostRun r = codegen::run_on_host(hb.build.so_path, bufs, {W, C});
     ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
-    for (int64_t i = 0; i < N * C * H * W; ++i)
-      ASSERT_NEAR(load_as_double(DType::f32, bufs.back().data(), i), want["Y"][i], 1e-5) << i;
+    for (int64_t i = 0; i < W * C; ++i) ASSERT_NEAR(load_as_double(DType::f32, bufs[1].data(), i), want["Y"][i], 1e-6) << i;
   }
 }
 
