@@ -24,9 +24,10 @@ OUT/<id>.json exists is not run again (nor one recorded as timed out in OUT/<id>
 unless --retry); a run cut short by --deadline or a signal leaves no result, so the next call runs
 it, after the problems not yet tried (OUT/<id>.cut.json says how long it had run): one problem
 that outlasts a call's deadline does not keep the others from starting. With --deadline, a problem
-starts only where the seconds left cover what it is expected to need: --min-left, the median wall
-time of the problems the call has finished, and an earlier cut's time (one the deadline would cut
-only costs device time). --gpus N runs N problems at once, one per GPU
+starts only where the seconds left cover what it is expected to need: --min-left, the wall time
+an earlier call took to finish it (recorded in its result as kbpaths_wall_s) or else the median
+wall time of the problems the call has finished, and an earlier cut's time (one the deadline would
+cut only costs device time). --gpus N runs N problems at once, one per GPU
 (CUDA_VISIBLE_DEVICES). --table-only prints the table of what OUT holds. The table also goes to
 OUT/summary.txt.
 """
@@ -142,11 +143,16 @@ def stop(job):
 
 
 def needed(a, pid, took):
-    """The seconds `pid` is expected to need, and why: --min-left at least, the median wall time of
-    the problems this call finished (each one cut at the deadline is that time lost), and at least
-    as long as an earlier call ran it before cutting it (OUT/<id>.cut.json)."""
+    """The seconds `pid` is expected to need, and why: --min-left at least; the wall time an earlier
+    call took to finish it (its result's `kbpaths_wall_s`), or where it has none, the median wall
+    time of the problems this call finished (each one cut at the deadline is that time lost); and
+    at least as long as an earlier call ran it before cutting it (OUT/<id>.cut.json)."""
     need, why = a.min_left, "--min-left"
-    if took:
+    own = wall_s(a, pid)
+    if own is not None:
+        if own > need:
+            need, why = own, "an earlier call finished it in that long"
+    elif took:
         med = statistics.median(took)
         if med > need:
             need, why = med, f"the median of the {len(took)} problem(s) this call finished"
@@ -202,6 +208,8 @@ def run_all(a, todo):
                     job["log"].close()
                     took.append(spent)
                     ok = os.path.exists(os.path.join(a.out, job["pid"] + ".json"))
+                    if ok:
+                        note_wall(a, job["pid"], spent)
                     if ok and os.path.exists(os.path.join(a.out, job["pid"] + ".cut.json")):
                         os.remove(os.path.join(a.out, job["pid"] + ".cut.json"))
                     print(f"{job['pid']}: exit status {rc} after {spent:.0f} s{'' if ok else ' (no JSON: see its .log)'}", flush=True)
@@ -217,6 +225,32 @@ def run_all(a, todo):
             if os.path.exists(os.path.join(a.out, job["pid"] + ".json")):
                 os.remove(os.path.join(a.out, job["pid"] + ".json"))
         raise
+
+
+def wall_s(a, pid):
+    """The wall seconds an earlier call took to finish `pid` (OUT/<id>.json's kbpaths_wall_s), or None."""
+    try:
+        with open(os.path.join(a.out, pid + ".json")) as fh:
+            v = json.load(fh).get("kbpaths_wall_s")
+        return float(v) if v is not None else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def note_wall(a, pid, spent):
+    """Records in `pid`'s result how long the problem took here, for a later call's deadline rule."""
+    f = os.path.join(a.out, pid + ".json")
+    try:
+        with open(f) as fh:
+            d = json.load(fh)
+        if not isinstance(d, dict):
+            return
+        d["kbpaths_wall_s"] = round(spent, 1)
+        with open(f + ".tmp", "w") as fh:
+            json.dump(d, fh, indent=2)  # as ksol writes it
+        os.replace(f + ".tmp", f)
+    except (OSError, ValueError):
+        pass
 
 
 def cut_s(a, pid):
@@ -387,8 +421,9 @@ def main():
     ap.add_argument("--gpus", type=int, default=1, help="problems at once, one per GPU")
     ap.add_argument("--deadline", type=float, default=0, help="seconds from now after which nothing runs: problems cut then are "
                                                               "not recorded (the next call runs them)")
-    ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline (nor with fewer than the median "
-                         "wall time of the problems this call finished, or an earlier cut's time)")
+    ap.add_argument("--min-left", type=float, default=240, help="no problem starts with fewer seconds left before the deadline (nor with fewer than "
+                         "an earlier call took to finish it, or else the median wall time of the problems this call "
+                         "finished, nor than an earlier cut's time)")
     ap.add_argument("--set", choices=("rule", "all"), default="rule",
                     help="rule: the 40 problems (every fifth of each level; the default); all: every problem of levels 1 "
                          "and 2 (the further problems; keep their OUT apart from the rule's)")

@@ -1,5 +1,6 @@
 """scripts/kernelbench_paths.py without a GPU: the table of what its folder holds and, with
 --archive, the folder as one .tar.gz (for a machine that returns few files)."""
+import json
 import os
 import subprocess
 import sys
@@ -170,6 +171,31 @@ class Run(TempDir):
         self.assertEqual(self.ran(), ["10_Other.py"], r.stdout)
         self.assertIn("level1-5 needs about 50 s (an earlier call cut it after that long)", r.stdout)
         self.assertTrue(os.path.exists(self.path("out", "level1-5.cut.json")))
+
+    def test_a_problem_run_again_waits_for_as_long_as_it_took_before(self):
+        # Each finished problem's result records its wall time; run again (--only), a problem whose
+        # earlier run took 50 s does not start with 20 s left, though nothing this call finished
+        # says so, while one that took 2 s does.
+        self.problems("level1/5_Scale.py", "level1/10_Other.py")
+        fake = self.recording_ksol()
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.ran(), ["5_Scale.py", "10_Other.py"])
+        for pid in ("level1-5", "level1-10"):
+            with open(self.path("out", pid + ".json")) as fh:
+                self.assertGreater(json.load(fh)["kbpaths_wall_s"], 0)
+        for pid, took in (("level1-5", 50), ("level1-10", 2)):
+            with open(self.path("out", pid + ".json")) as fh:
+                d = json.load(fh)
+            d["kbpaths_wall_s"] = took
+            self.write(os.path.join("out", pid + ".json"), json.dumps(d))
+        r = subprocess.run([sys.executable, SCRIPT, "--out", self.path("out"), "--kb", self.path("kb"), "--ksol", fake,
+                            "--only", "level1-5,level1-10", "--deadline", "20", "--min-left", "1"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.ran(), ["10_Other.py"], r.stdout)
+        self.assertIn("level1-5 needs about 50 s (an earlier call finished it in that long)", r.stdout)
 
     def test_the_precision_mode_goes_to_ksol_and_one_folder_holds_one_mode(self):
         # Each problem's ksol optimize gets --precision; a folder whose results were made under
