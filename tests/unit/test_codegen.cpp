@@ -1061,6 +1061,30 @@ TEST(Codegen, TransposedTwoDimensionalReadMatchesTheInterpreter) {
   }
 }
 
+// An index and a dim used as values stay 64-bit in the tile kernel's 32-bit instantiation: w * w * c
+// and c * W * W pass 2^31 where every tensor is far below it.
+TEST(Codegen, TransposedReadKeepsIndexValuesSixtyFourBit) {
+  const HostBuilt hb = host_built("kernel t4(X: f32[W, C]) -> (Y: f32[C, W]) {\n"
+                                  "  Y[c, w] = X[w, c] + f32(w * w * c) + select(c * W * W + w < W, 1.0, 0.0)\n}\n",
+                                  {{"threads", "256"}}, "elementwise");
+  ASSERT_TRUE(hb.build.ok) << hb.build.message;
+  ASSERT_NE(hb.source.find("__shared__"), std::string::npos) << hb.source;
+  const int64_t W = 20000, C = 8;
+  std::vector<double> x(W * C);
+  std::vector<HostVec<uint8_t>> bufs = {HostVec<uint8_t>(x.size() * 4), HostVec<uint8_t>(x.size() * 4, 0xFF)};
+  for (size_t i = 0; i < x.size(); ++i) {
+    store_from_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i), std::sin(0.29 * static_cast<double>(i)));
+    x[i] = load_as_double(DType::f32, bufs[0].data(), static_cast<int64_t>(i));
+  }
+  codegen::HostArrays want = codegen::interpret(hb.program, {{"W", W}, {"C", C}}, {{"X", x}});
+  codegen::HostRun r = codegen::run_on_host(hb.build.so_path, bufs, {W, C});
+  ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+  for (int64_t i = 0; i < W * C; ++i) {
+    const double v = want["Y"][i];
+    ASSERT_NEAR(load_as_double(DType::f32, bufs[1].data(), i), v, 1e-6 * std::abs(v) + 1e-6) << i;
+  }
+}
+
 // --- the interpreter ---------------------------------------------------------------------------
 
 TEST(Interpreter, ArgmaxScanAndCastSemantics) {
