@@ -247,6 +247,11 @@ class Generator {
     w.line("constexpr int64_t kMaxBlocks = 2147483647;  // the grid's x limit: one step per thread below it");
     w.line();
     w.raw(pack_source());
+    if (s_.transpose) {
+      w.line("#ifndef KSOL_TRANSPOSE_INDEX32_MAX");
+      w.line("#define KSOL_TRANSPOSE_INDEX32_MAX (2147483647LL - (1LL << 22))  // the largest space or tensor on 32-bit indices");
+      w.line("#endif");
+    }
     if (!divisors_.empty()) index_divider_source(w, divisors_.list().size());
     return finish_source(w, helpers_, body.text(), [&](Writer& h) { host(h); });
   }
@@ -631,8 +636,8 @@ class Generator {
     w.line("if (total == 0) return 0;");
     w.line("const int64_t rows = " + rows + ";");
     w.comment("32-bit indices where the space and every tensor stay under 2^31 with room for the loops' last "
-              "steps past their ends.");
-    w.line("const int64_t kIntMax = 2147483647 - (int64_t(1) << 22);");
+              "steps past their ends (KSOL_TRANSPOSE_INDEX32_MAX, unless defined before the source).");
+    w.line("const int64_t kIntMax = KSOL_TRANSPOSE_INDEX32_MAX;");
     std::string fits = "total <= kIntMax";
     for (const std::string& tn : abi_.tensors) {
       const Param* prm = p_.param(tn);

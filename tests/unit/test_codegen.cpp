@@ -1013,8 +1013,15 @@ TEST(Codegen, TransposedReadsMatchTheInterpreter) {
       for (const char* shape : {"<32, 32, int, true>", "<32, 8, int, true>", "<8, 32, int, true>", "<8, 8, int, true>",
                                 "<32, 32, int64_t, false>"})
         EXPECT_NE(hb.source.find("elementwise_tr_f32_t256_v1_i1_tt" + std::string(shape)), std::string::npos) << shape;
+    // The transposing kernel also with 64-bit indices (KSOL_TRANSPOSE_INDEX32_MAX 0: every space too
+    // large for 32 bits).
+    std::vector<std::pair<std::string, codegen::HostBuild>> builds = {{"", b}};
+    if (std::string(tr) == "auto")
+      builds.emplace_back("64-bit", codegen::build_for_host("#define KSOL_TRANSPOSE_INDEX32_MAX 0LL\n" + hb.source));
+    for (const auto& [width, build] : builds)
     for (const auto& [W, C] : std::vector<std::pair<int64_t, int64_t>>{{37, 35}, {37, 5}, {6, 35}, {8, 8}}) {
-      SCOPED_TRACE("W " + std::to_string(W) + " C " + std::to_string(C));
+      SCOPED_TRACE("W " + std::to_string(W) + " C " + std::to_string(C) + " " + width);
+      ASSERT_TRUE(build.ok) << build.message;
       const int64_t N = 2, H = 3;
       std::map<std::string, std::vector<double>> in = {{"X", std::vector<double>(N * H * W * C)},
                                                        {"b", std::vector<double>(C)},
@@ -1032,7 +1039,7 @@ TEST(Codegen, TransposedReadsMatchTheInterpreter) {
       }
       bufs.emplace_back(N * C * H * W * 4, 0xFF);
       codegen::HostArrays want = codegen::interpret(p, {{"N", N}, {"H", H}, {"W", W}, {"C", C}}, in);
-      codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, {N, H, W, C});
+      codegen::HostRun r = codegen::run_on_host(build.so_path, bufs, {N, H, W, C});
       ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
       for (int64_t i = 0; i < N * C * H * W; ++i)
         ASSERT_NEAR(load_as_double(DType::f32, bufs.back().data(), i), want["Y"][i], 1e-5) << i;
