@@ -1691,7 +1691,7 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
         # at 72-75% of HBM SOL, their vector 4 children at 88-89% (the search's first move, one
         # generation that a 30 s budget may not finish at those sizes).
         # A permuted input (a channels-last convolution's output or image): one element a thread, which the
-        # family takes through 32 x 32 tiles in shared memory (transpose = auto).
+        # family takes through tiles in shared memory (transpose = auto).
         "elementwise": ["threads = 256"] if permuted else ["threads = 256", "vector = 4"],
         "rowwise": _rowwise_schedule(dims, b.stmts),
         "colwise": ["threads = 256", "vector = 1", "rows_per_block = 1", "reduction = block", "cache_row = none"],

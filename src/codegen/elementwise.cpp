@@ -170,9 +170,9 @@ Knobs4 read_knobs(const dsl::Program& p, const Analysis& a) {
                   " bytes per access of a " + std::to_string(a.widest_access) +
                   "-byte type; one access is at most 16 bytes (a 128-bit load)");
   // transpose: a read of the whole space through a permutation (input[n, h, w, c] in an [N, C, H, W]
-  // space) goes through 32 x 32 tiles in shared memory, read along its contiguous index and the
-  // outputs written along theirs; 256 threads, one element per thread and step (auto: where such
-  // a read exists and the other knobs are at 1).
+  // space) goes through tiles in shared memory (32 or 8 wide along its two tiled axes), read along
+  // its contiguous index and the outputs written along theirs; 256 threads, one element per thread
+  // and step (auto: where such a read exists and the other knobs are at 1).
   const std::string tr = k.one_of("transpose", std::vector<std::string>{"auto", "off", "on"});
   const bool plain = s.vector == 1 && s.items == 1 && s.unroll == 1 && s.threads == 256;
   if (tr == "on" && a.transpose_load < 0)
