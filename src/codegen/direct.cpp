@@ -249,6 +249,7 @@ struct Sched {
   bool slice_fragments = false;       // mma (TF32): a slice's operands loaded after its barrier (fragments = slice)
   int fastest = -1;                   // loop: the output index decoded fastest (its position), -1 for the last
   bool tiles = false;                 // loop, order = tiles: `fastest` and the last index in 8 x 4 tiles
+  bool staged = false;                // loop, order = staged: 32 x 32 tiles of both, the outputs through shared memory
 };
 
 // ceil(e / n) as C++ text, ((e + n - 1) / n), for the kernels and the host alike.
@@ -259,6 +260,10 @@ std::string ceil_text(const std::string& e, int64_t n) {
 // order = tiles: a warp's 32 outputs are 8 consecutive values of the image's contiguous index
 // (its reads 32-byte runs) times 4 of the output's last index (its stores 16-byte runs).
 constexpr int kTileFast = 8, kTileLast = 4;
+// order = staged: a block computes a kStage x kStage tile of the two indices with the image's
+// contiguous index along the lanes (its reads 128-byte runs), keeps the outputs in shared memory,
+// then stores them with the last index along the lanes (128-byte runs).
+constexpr int kStage = 32;
 
 // The position of the output index the image's contiguous (last) index reads, where that is an
 // output index read as it is (a channels-last image's c: input[n, h*2+r, w*2+s, c]); -1 where
@@ -323,21 +328,24 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
     // order: which output index consecutive threads take. last: the output's own order (its
     // stores coalesced); image: the index the image's contiguous index reads (a channels-last
     // image's channel: its window reads coalesced, its stores strided), for one output a thread;
-    // tiles: both, in tiles of kTileFast of that index times kTileLast of the last.
-    const std::string order = k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles"});
+    // tiles: both, in tiles of kTileFast of that index times kTileLast of the last; staged: both,
+    // through a kStage x kStage tile of outputs in shared memory.
+    const std::string order = k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles", "staged"});
     const int pos = image_fastest(sh);
     const int last = static_cast<int>(sh.reduce->indices.size()) - 1;
-    if ((order == "image" || order == "tiles") && (pos < 0 || pos == last))
+    const bool tiled = order == "tiles" || order == "staged";
+    if ((order == "image" || tiled) && (pos < 0 || pos == last))
       throw Refused("order = " + order + ": the image's contiguous index does not read an output index other than the last " +
                     (order == "image" ? std::string("(order = last is the same kernel)")
                                       : std::string("(order = last reads and stores along the last already)")));
-    if ((order == "image" || order == "tiles") && s.items > 1)
+    if ((order == "image" || tiled) && s.items > 1)
       throw Refused("order = " + order + ": one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
-    if (order == "image" || order == "tiles" || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
+    if (order == "image" || tiled || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
     s.tiles = order == "tiles";
+    s.staged = order == "staged";
     return s;
   }
-  if (k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles"}) != "auto")
+  if (k.one_of("order", std::vector<std::string>{"auto", "last", "image", "tiles", "staged"}) != "auto")
     throw Refused("order = " + k.value("order").ident + ": the loop kernel's; the mma kernel tiles its outputs (leave order auto)");
   const Contraction& ct = c ? *c : local;
   try {
@@ -374,7 +382,7 @@ std::string kernel_name_of(const dsl::Program& p) {
   const std::string stem = name_stem(p, "direct");
   if (!s.mma)
     return stem + "_t" + std::to_string(s.threads) + (s.items > 1 ? "_i" + std::to_string(s.items) : "") +
-           (s.fastest >= 0 ? (s.tiles ? "_ot" : "_o") + std::to_string(s.fastest) : "");
+           (s.fastest >= 0 ? (s.tiles ? "_ot" : s.staged ? "_os" : "_o") + std::to_string(s.fastest) : "");
   // Shapes the mma kernel does not take run the thread-per-output kernel (`threads` a block).
   return stem + "_mma_" + std::to_string(s.bm) + "x" + std::to_string(s.bn) + "x" + std::to_string(s.bk) + "_w" +
          std::to_string(s.fm) + "x" + std::to_string(s.fn) + (s.stages >= 2 ? "_s" + std::to_string(s.stages) : "") +
@@ -716,6 +724,11 @@ class Generator {
       ix_ = "int64_t";
       return;
     }
+    if (sched_.staged) {
+      kernel_staged(w);
+      ix_ = "int64_t";
+      return;
+    }
     open_loop_kernel(w);
     if (sched_.tiles) {
       decode_tiles(w);
@@ -726,6 +739,17 @@ class Generator {
       w.comment("The element's indices, the last fastest.");
       decode_rest(w, d.indices.size());
     }
+    w.line(names_[out.name] + "[" + (sched_.fastest >= 0 ? output_offset() : std::string("flat")) + "] = " +
+           reduced_output(w) + ";");
+    w.close();
+    w.close();
+    ix_ = "int64_t";
+  }
+
+  // One output's reduction over the reduced indices (the output's indices decoded into locals
+  // named as them), then its value as the output's type: the expression, after the lines it needs.
+  std::string reduced_output(Writer& w) {
+    const Definition& d = *s_.reduce;
     const Type acc_type = d.body.type == Type::f64 ? Type::f64 : Type::f32;
     const std::string at = cuda_type(acc_type);
     const bool arg = d.reduce == ReduceOp::argmax;
@@ -747,11 +771,63 @@ class Generator {
     if (d.reduce == ReduceOp::mean) w.line("acc = acc / (" + at + ")(" + mean_count() + ");");
     const std::string reduced = arg ? "best_at" : "acc";
     const Type reduced_type = arg ? Type::i32 : acc_type;
-    w.line(names_[out.name] + "[" + (sched_.fastest >= 0 ? output_offset() : std::string("flat")) + "] = " +
-           output_value(w, reduced, reduced_type) + ";");
+    return output_value(w, reduced, reduced_type);
+  }
+
+  // order = staged: a block per kStage x kStage tile of the image's contiguous index (f) and the
+  // last (l) at one value of the other indices (a grid-stride loop over the tiles, f's tiles
+  // fastest, then l's, then the others, the last of them fastest). Each thread computes
+  // kStage * kStage / kThreads outputs with f along the lanes (the window's reads coalesced) into
+  // shared memory, then stores as many with l along the lanes (the stores coalesced).
+  void kernel_staged(Writer& w) {
+    const Definition& d = *s_.reduce;
+    const Param& out = p_.outputs.front();
+    const size_t f = static_cast<size_t>(sched_.fastest), l = d.indices.size() - 1;
+    const std::string nf = names_[d.indices[f]], nl = names_[d.indices[l]];
+    const std::string ef = extent(d.extents[f]), el = extent(d.extents[l]);
+    const std::string ks = std::to_string(kStage);
+    w.line("template <typename Idx, bool kChecked>");
+    // The parameter list needs the divisors, known only once the body is written: body first.
+    Writer b = w.nested(1);
+    b.line("constexpr int kRows = kThreads / 32, kSteps = " + ks + " / kRows;  // warps; outputs a thread per phase");
+    b.line(std::string("__shared__ ") + cuda_type(out.type) + " ksol_stage[" + ks + "][" + ks + " + 1];  // padded: no bank conflicts either way");
+    b.line("const int ksol_lane = threadIdx.x & 31, ksol_warp = threadIdx.x >> 5;");
+    b.open("for (Idx ksol_t = (Idx)blockIdx.x; ksol_t < total; ksol_t += (Idx)gridDim.x)");
+    b.line("Idx rest = ksol_t;");
+    const std::string tf = ceil_text(ef, kStage), tl = ceil_text(el, kStage);
+    b.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
+    b.line("rest = " + idx_div("rest", tf) + ";");
+    b.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
+    b.line("rest = " + idx_div("rest", tl) + ";");
+    std::vector<size_t> order;
+    for (size_t k = 0; k < d.indices.size(); ++k)
+      if (k != f && k != l) order.push_back(k);
+    if (!order.empty()) decode_indices(b, order);
+    b.comment("The tile's outputs, " + nf + " along the lanes, into shared memory.");
+    b.line("#pragma unroll");
+    b.open("for (int ksol_k = 0; ksol_k < kSteps; ++ksol_k)");
+    b.line("const Idx " + nf + " = ksol_tile_f * " + ks + " + ksol_lane;");
+    b.line("const Idx " + nl + " = ksol_tile_l * " + ks + " + ksol_warp + ksol_k * kRows;");
+    b.open("if (" + nf + " < " + ef + " && " + nl + " < " + el + ")");
+    const std::string v = reduced_output(b);
+    b.line("ksol_stage[ksol_warp + ksol_k * kRows][ksol_lane] = " + v + ";");
+    b.close();
+    b.close();
+    b.line("__syncthreads();");
+    b.comment("Then stored with " + nl + " along the lanes.");
+    b.line("#pragma unroll");
+    b.open("for (int ksol_k = 0; ksol_k < kSteps; ++ksol_k)");
+    b.line("const Idx " + nf + " = ksol_tile_f * " + ks + " + ksol_warp + ksol_k * kRows;");
+    b.line("const Idx " + nl + " = ksol_tile_l * " + ks + " + ksol_lane;");
+    b.line("if (" + nf + " < " + ef + " && " + nl + " < " + el + ") " + names_[out.name] + "[" + output_offset() +
+           "] = ksol_stage[ksol_lane][ksol_warp + ksol_k * kRows];");
+    b.close();
+    b.line("__syncthreads();");
+    b.close();
+    w.open("__global__ void __launch_bounds__(kThreads) " + loop_name_ + "(" + kernel_params_decl(p_, abi_, names_, true, "Idx") +
+           (divisors_.empty() ? "" : "const KsolDivs dv, ") + "Idx total)");
+    w.raw(b.text());
     w.close();
-    w.close();
-    ix_ = "int64_t";
   }
 
   // order = image: the index at sched_.fastest from `rest` first, then the others, the last fastest.
@@ -1163,6 +1239,9 @@ class Generator {
       // order = tiles: whole tiles along the two tiled extents (the outputs past them are skipped).
       if (sched_.tiles && (k == static_cast<size_t>(sched_.fastest) || k == last))
         e = ceil_text(e, k == last ? kTileLast : kTileFast) + " * " + std::to_string(k == last ? kTileLast : kTileFast);
+      // order = staged: whole kStage x kStage tiles, a block each.
+      if (sched_.staged && (k == static_cast<size_t>(sched_.fastest) || k == last))
+        e = ceil_text(e, kStage) + " * " + std::to_string(kStage);
       total += (total.empty() ? "" : " * ") + e;
     }
     w.line("const int64_t total = " + (total.empty() ? std::string("1") : total) + ";");
@@ -1210,7 +1289,14 @@ class Generator {
              std::to_string(sched_.items) + ");");
       units = "groups";
     }
-    w.line("const int64_t blocks = std::min<int64_t>((" + units + " + kThreads - 1) / kThreads, kMaxBlocks);");
+    if (sched_.staged) {
+      w.comment("order = staged: a block a tile of " + std::to_string(kStage * kStage) + " outputs (the kernel loops past the grid).");
+      w.line("const int64_t tiles = total / " + std::to_string(kStage * kStage) + ";");
+      units = "tiles";
+      w.line("const int64_t blocks = std::min<int64_t>(tiles, kMaxBlocks);");
+    } else {
+      w.line("const int64_t blocks = std::min<int64_t>((" + units + " + kThreads - 1) / kThreads, kMaxBlocks);");
+    }
     const std::string inside = inside_everywhere();
     if (!divisors_.empty()) {
       divisors_.host_dividers(w);
@@ -1255,7 +1341,7 @@ const FamilyGenerator& direct_family() {
           {"stages", "auto", {"auto", "2", "3"}},
           {"fragments", "auto", {"auto", "slice"}},
           {"items", "1", {"1", "2", "4", "8"}},
-          {"order", "auto", {"last", "image", "tiles"}},
+          {"order", "auto", {"last", "image", "tiles", "staged"}},
       },
       &check,
       &generate,

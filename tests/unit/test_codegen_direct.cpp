@@ -100,6 +100,12 @@ const std::vector<Case> kCases = {
      "  acc[n, c, h, w] = max(X[n, h*2+r-1, w*2+s-1, c] + b[c]) over r:3, s:3\n"
      "  Y[n, c, h, w] = tanh(acc[n, c, h, w])\n}\n",
      {{"N", 2}, {"H", 9}, {"W", 11}, {"C", 19}, {"P", 5}, {"Q", 6}}},
+    // More than one 32-wide tile of the channel and of the output's last index (order = staged).
+    {"max_pool_channels_last_tiles",
+     "kernel pool_nhwc_tiles(X: f32[N, H, W, C] outside -inf, b: f32[C]) -> (Y: f32[N, C, P, Q]) {\n"
+     "  acc[n, c, h, w] = max(X[n, h*2+r-1, w*2+s-1, c] + b[c]) over r:3, s:3\n"
+     "  Y[n, c, h, w] = tanh(acc[n, c, h, w])\n}\n",
+     {{"N", 1}, {"H", 3}, {"W", 69}, {"C", 37}, {"P", 2}, {"Q", 35}}},
 };
 
 }  // namespace
@@ -139,6 +145,12 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_EQ(codegen::kernel_name(tiled), "direct_pool_nhwc_f32_t256_ot1");
   EXPECT_NE(codegen::generate_cuda(tiled, {}).find("c and w in 8 x 4 tiles (order = tiles)"), std::string::npos);
   EXPECT_NE(codegen::generate_cuda(tiled, {}).find("((C + 7) / 8) * 8"), std::string::npos);  // the host's total
+  // order = staged: 32 x 32 tiles of them, the outputs through shared memory.
+  const dsl::Program staged = codegen::with_schedule(nhwc, {{"order", "staged"}});
+  EXPECT_EQ(codegen::kernel_name(staged), "direct_pool_nhwc_f32_t256_os1");
+  EXPECT_NE(codegen::generate_cuda(staged, {}).find("((C + 31) / 32) * 32"), std::string::npos);  // the host's total
+  EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "staged"}, {"items", "4"}})),
+            "order = staged: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
   EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "tiles"}, {"items", "2"}})),
             "order = tiles: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
   EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"order", "tiles"}})),
@@ -219,15 +231,18 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
   // auto): that kernel in both index widths too.
   // order = tiles ("tiles" below) on the channels-last pools, in both widths: outputs past the
   // tiles skipped, every output written once (the output buffer starts as NaNs).
+  // order = staged ("staged") on them too: each tile's outputs through shared memory.
   for (const auto& [prefix, items] : {std::pair{std::string(), "1"}, std::pair{std::string(), "4"}, std::pair{no32, "2"},
-                                      std::pair{no32, "1"}, std::pair{std::string(), "tiles"}, std::pair{no32, "tiles"}})
+                                      std::pair{no32, "1"}, std::pair{std::string(), "tiles"}, std::pair{no32, "tiles"},
+                                      std::pair{std::string(), "staged"}, std::pair{no32, "staged"}})
   for (const Case& c : kCases) {
     const bool channels_last = std::string(c.name).rfind("max_pool_channels_last", 0) == 0;
     if (prefix == no32 && std::string(items) == "1" && !channels_last) continue;
-    if (std::string(items) == "tiles" && !channels_last) continue;
+    const bool ordered = std::string(items) == "tiles" || std::string(items) == "staged";
+    if (ordered && !channels_last) continue;
     SCOPED_TRACE(std::string(c.name) + (prefix.empty() ? " (32-bit indices" : " (64-bit indices") + ", items " + items + ")");
     const dsl::Program p = codegen::with_schedule(
-        parse(c.program), std::string(items) == "tiles" ? codegen::Schedule{{"order", "tiles"}} : codegen::Schedule{{"items", items}});
+        parse(c.program), ordered ? codegen::Schedule{{"order", items}} : codegen::Schedule{{"items", items}});
     auto numel = [&](const dsl::Param& prm) {
       int64_t n = 1;
       for (const std::string& e : prm.extents) n *= dsl::extent_is_number(e) ? std::stoll(e) : c.dims.at(e);
@@ -259,6 +274,7 @@ TEST(CodegenDirect, OnTheHostMatchesTheInterpreter) {
     std::vector<int64_t> dv;
     for (const std::string& d : p.dims) dv.push_back(c.dims.at(d));
     const std::string source = codegen::generate_cuda(p, {});
+    if (std::string(items) == "staged") EXPECT_NE(source.find("ksol_stage[ksol_lane]"), std::string::npos) << c.name;
     EXPECT_NE(source.find("<int, true><<<"), std::string::npos) << c.name;
     EXPECT_NE(source.find("<int64_t, true><<<"), std::string::npos) << c.name;
     if (std::string(c.name) == "depthwise_valid" || std::string(c.name) == "max_pool_inside") {
@@ -332,11 +348,13 @@ TEST(CodegenDirect, GeneratedSourcesCompile) {
     j.source_text = codegen::generate_cuda(p, {});
     jobs.push_back(j);
   }
-  CompileJob tiles;  // order = tiles
-  const dsl::Program tp = codegen::with_schedule(parse(kCases[10].program), {{"order", "tiles"}});
-  tiles.source_path = codegen::kernel_name(tp) + ".cu";
-  tiles.source_text = codegen::generate_cuda(tp, {});
-  jobs.push_back(tiles);
+  for (const char* order : {"tiles", "staged"}) {
+    CompileJob j;
+    const dsl::Program tp = codegen::with_schedule(parse(kCases[10].program), {{"order", order}});
+    j.source_path = codegen::kernel_name(tp) + ".cu";
+    j.source_text = codegen::generate_cuda(tp, {});
+    jobs.push_back(j);
+  }
   std::vector<CompileResult> res = compile_all(jobs);
   for (size_t i = 0; i < res.size(); ++i) EXPECT_TRUE(res[i].ok) << jobs[i].source_path << "\n" << res[i].message;
 }
