@@ -794,15 +794,7 @@ class Generator {
     b.line("const int ksol_lane = threadIdx.x & 31, ksol_warp = threadIdx.x >> 5;");
     b.open("for (Idx ksol_t = (Idx)blockIdx.x; ksol_t < total; ksol_t += (Idx)gridDim.x)");
     b.line("Idx rest = ksol_t;");
-    const std::string tf = ceil_text(ef, kStage), tl = ceil_text(el, kStage);
-    b.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
-    b.line("rest = " + idx_div("rest", tf) + ";");
-    b.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
-    b.line("rest = " + idx_div("rest", tl) + ";");
-    std::vector<size_t> order;
-    for (size_t k = 0; k < d.indices.size(); ++k)
-      if (k != f && k != l) order.push_back(k);
-    if (!order.empty()) decode_indices(b, order);
+    decode_tiles_then_others(b, kStage, kStage);
     b.comment("The tile's outputs, " + nf + " along the lanes, into shared memory.");
     b.line("#pragma unroll");
     b.open("for (int ksol_k = 0; ksol_k < kSteps; ++ksol_k)");
@@ -839,6 +831,23 @@ class Generator {
     decode_indices(w, order);
   }
 
+  // From `rest`: the tile of the image's contiguous index (f; tiles `wide_f` wide) and of the last
+  // (l; `wide_l`) as ksol_tile_f and ksol_tile_l, f's fastest, then the other output indices as
+  // locals named as them, the last of them fastest.
+  void decode_tiles_then_others(Writer& w, int64_t wide_f, int64_t wide_l) {
+    const Definition& d = *s_.reduce;
+    const size_t f = static_cast<size_t>(sched_.fastest), l = d.indices.size() - 1;
+    const std::string tf = ceil_text(extent(d.extents[f]), wide_f), tl = ceil_text(extent(d.extents[l]), wide_l);
+    w.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
+    w.line("rest = " + idx_div("rest", tf) + ";");
+    w.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
+    w.line("rest = " + idx_div("rest", tl) + ";");
+    std::vector<size_t> order;
+    for (size_t k = 0; k < d.indices.size(); ++k)
+      if (k != f && k != l) order.push_back(k);
+    decode_indices(w, order);
+  }
+
   // order = tiles: the image's contiguous index (f) and the last (l) in kTileFast x kTileLast
   // tiles, f fastest inside a tile, then l; then the tiles (f's first), then the other indices,
   // the last of them fastest. The host's total rounds both extents up to whole tiles; the
@@ -854,15 +863,7 @@ class Generator {
     w.line("rest /= " + std::to_string(kTileFast) + ";");
     w.line("const Idx ksol_lo_l = rest % " + std::to_string(kTileLast) + ";");
     w.line("rest /= " + std::to_string(kTileLast) + ";");
-    const std::string tf = ceil_text(ef, kTileFast), tl = ceil_text(el, kTileLast);
-    w.line("const Idx ksol_tile_f = " + idx_mod("rest", tf) + ";");
-    w.line("rest = " + idx_div("rest", tf) + ";");
-    w.line("const Idx ksol_tile_l = " + idx_mod("rest", tl) + ";");
-    w.line("rest = " + idx_div("rest", tl) + ";");
-    std::vector<size_t> order;
-    for (size_t k = 0; k < d.indices.size(); ++k)
-      if (k != f && k != l) order.push_back(k);
-    decode_indices(w, order);
+    decode_tiles_then_others(w, kTileFast, kTileLast);
     w.line("const Idx " + nf + " = ksol_tile_f * " + std::to_string(kTileFast) + " + ksol_lo_f;");
     w.line("const Idx " + nl + " = ksol_tile_l * " + std::to_string(kTileLast) + " + ksol_lo_l;");
     w.line("if (" + nf + " >= " + ef + " || " + nl + " >= " + el + ") continue;");
