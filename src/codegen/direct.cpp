@@ -6,8 +6,9 @@
 // padded image, a pool's padding, a transposed convolution's taps between input pixels) give the
 // tensor's `outside` value and load nothing.
 //
-// It is the simple form of a 3-D, 1-D, grouped or transposed convolution and of a pool: no tiling,
-// no shared memory, no reuse of a read between threads but what the caches give; a transposed
+// It is the simple form of a 3-D, 1-D, grouped or transposed convolution and of a pool: no tiling
+// of the reduction, no shared memory but order = staged's tile of outputs, no reuse of a read
+// between threads but what the caches give; a transposed
 // convolution of stride s visits s^d taps per useful one. What it buys is that every such
 // reduction the front end meets has a kernel of its own that is correct. What keeps its
 // instructions few: 32-bit index arithmetic where the shape allows, and no bounds checks where
@@ -50,7 +51,8 @@ const std::vector<std::string> kInternal = {
     "tile_m", "tile_n", "rows_total", "cols_total", "depth", "live", "nvcuda", "ksol_loop", "ksol_mma", "row", "col",
     "layer", "v", "tf32_round", "num", "grid", "layers", "depth_all", "ksol_phase", "ksol_tap0", "ksol_taps", "kStages",
     "slices", "stage", "ahead", "into", "s", "src", "kItems", "ksol_item", "ksol_row", "ksol_chunk", "Idx", "kChecked", "inside", "groups",
-    "dv", "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider"};
+    "dv", "KsolDiv", "KsolDivs", "ksol_div", "ksol_mod", "ksol_divider", "ksol_tile_f", "ksol_tile_l", "ksol_lo_f",
+    "ksol_lo_l", "ksol_stage", "ksol_lane", "ksol_warp", "ksol_k", "ksol_t", "kRows", "kSteps", "tiles"};
 
 struct Shape {
   const Definition* reduce = nullptr;  // the reduction
@@ -340,6 +342,9 @@ Sched read_sched(const dsl::Program& p, const Shape& sh, Contraction* c) {
                                       : std::string("(order = last reads and stores along the last already)")));
     if ((order == "image" || tiled) && s.items > 1)
       throw Refused("order = " + order + ": one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+    if (order == "staged" && 32 % (s.threads / 32) != 0)
+      throw Refused("order = staged: its 32 x 32 tile takes 32, 64, 128, 256, 512 or 1024 threads (threads = " +
+                    std::to_string(s.threads) + " does not divide it into whole rows)");
     if (order == "image" || tiled || (order == "auto" && pos >= 0 && pos != last && s.items == 1)) s.fastest = pos;
     s.tiles = order == "tiles";
     s.staged = order == "staged";
@@ -419,8 +424,13 @@ class Generator {
     for (const Definition& d : p_.defs) w.line("//   " + format_definition(d));
     if (sched_.mma)
       w.comment("An implicit GEMM on the tensor cores (ksol_mma::" + name_ + ") for shapes it takes; for the others, ksol_loop: ");
-    w.comment("One thread per output element (a grid-stride loop over them, " + std::to_string(threads_) +
-              " threads per block) loops over the reduced indices; reads outside a tensor give its `outside` value.");
+    if (sched_.staged)
+      w.comment("A block per 32 x 32 tile of outputs (a grid-stride loop over the tiles, " + std::to_string(threads_) +
+                " threads per block), each thread looping over the reduced indices for its outputs, which go through "
+                "shared memory to coalesced stores; reads outside a tensor give its `outside` value.");
+    else
+      w.comment("One thread per output element (a grid-stride loop over them, " + std::to_string(threads_) +
+                " threads per block) loops over the reduced indices; reads outside a tensor give its `outside` value.");
     w.raw(includes(p_));
     w.line("#include <math.h>");
     if (sched_.mma) w.line("#include <mma.h>");

@@ -151,6 +151,9 @@ TEST(CodegenDirect, RecognisesAcceptsAndNames) {
   EXPECT_NE(codegen::generate_cuda(staged, {}).find("((C + 31) / 32) * 32"), std::string::npos);  // the host's total
   EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "staged"}, {"items", "4"}})),
             "order = staged: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
+  EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "staged"}, {"threads", "96"}})),
+            "order = staged: its 32 x 32 tile takes 32, 64, 128, 256, 512 or 1024 threads (threads = 96 does not divide it "
+            "into whole rows)");
   EXPECT_EQ(refusal(codegen::with_schedule(nhwc, {{"order", "tiles"}, {"items", "2"}})),
             "order = tiles: one output a thread (items 1); items > 1 takes consecutive outputs along the last index");
   EXPECT_EQ(refusal(codegen::with_schedule(parse(kCases[4].program), {{"order", "tiles"}})),
@@ -336,6 +339,38 @@ TEST(CodegenDirect, ProgramNamesDoNotClashWithTheLoopKernels) {
       "  Y[n, p] = sum(inside[n, p+r] * kChecked[r]) over r\n}\n"), {{"items", "2"}});
   codegen::HostBuild build = codegen::build_for_host(codegen::generate_cuda(p, {}));
   EXPECT_TRUE(build.ok) << build.message;
+  // The tiled orders' kernels: indices, dims and a tensor named as their own locals, built and run
+  // against the interpreter (a clash shadows a lane or a step and gives wrong values).
+  const std::string text =
+      "kernel clash2(X: f32[ksol_t, kRows, tiles, C] outside -inf, ksol_stage: f32[C]) -> (Y: f32[ksol_t, C, P, Q]) {\n"
+      "  Y[ksol_lane, c, ksol_k, kSteps] = max(X[ksol_lane, ksol_k*2+r, kSteps*2+s, c] + ksol_stage[c]) over r:2, s:2\n}\n";
+  const std::map<std::string, int64_t> dims = {{"ksol_t", 2}, {"kRows", 4}, {"tiles", 70}, {"C", 37}, {"P", 2}, {"Q", 35}};
+  for (const char* order : {"tiles", "staged"}) {
+    SCOPED_TRACE(order);
+    const dsl::Program q = codegen::with_schedule(parse(text), {{"order", order}});
+    const codegen::HostBuild b = codegen::build_for_host(codegen::generate_cuda(q, {}));
+    ASSERT_TRUE(b.ok) << b.message;
+    codegen::HostArrays in;
+    std::vector<HostVec<uint8_t>> bufs;
+    for (const dsl::Param& prm : q.inputs) {
+      int64_t n = 1;
+      for (const std::string& e : prm.extents) n *= dims.at(e);
+      bufs.emplace_back(n * 4);
+      for (int64_t i = 0; i < n; ++i) {
+        store_from_double(DType::f32, bufs.back().data(), i, std::sin(0.7 * static_cast<double>(i)));
+        in[prm.name].push_back(load_as_double(DType::f32, bufs.back().data(), i));
+      }
+    }
+    const int64_t outputs = 2 * 37 * 2 * 35;
+    bufs.emplace_back(outputs * 4, 0xFF);
+    codegen::HostArrays want = codegen::interpret(q, dims, in);
+    std::vector<int64_t> dv;
+    for (const std::string& d : q.dims) dv.push_back(dims.at(d));
+    const codegen::HostRun r = codegen::run_on_host(b.so_path, bufs, dv);
+    ASSERT_TRUE(r.ok && r.rc == 0) << r.message;
+    for (int64_t i = 0; i < outputs; ++i)
+      ASSERT_NEAR(load_as_double(DType::f32, bufs.back().data(), i), want.at("Y")[i], 1e-6) << i;
+  }
 }
 
 // The generated sources through nvcc.
