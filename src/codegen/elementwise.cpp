@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "codegen/common.h"
 
@@ -540,7 +541,7 @@ class Generator {
     for (int axis : others) step_coords[axis] = names_.fresh(a_.axis_vars[axis] + "_of");
     const std::string tile = names_.fresh("ksol_tile"), rest = names_.fresh("ksol_rest");
     const std::string s = names_.fresh("ksol_s"), e = names_.fresh("ksol_e"), r = names_.fresh("ksol_r");
-    const std::string a = names_.fresh("ksol_a"), i = names_.fresh("ksol_i"), row = names_.fresh("ksol_row");
+    const std::string a = names_.fresh("ksol_a"), i = names_.fresh("ksol_i");
     const std::string a0 = names_.fresh("ksol_a0"), i0 = names_.fresh("ksol_i0"), row0 = names_.fresh("ksol_row0");
     const std::string rows = names_.fresh("ksol_rows");
     const std::string tt = cuda_type(t.param->type);
@@ -639,11 +640,11 @@ class Generator {
               "steps past their ends (KSOL_TRANSPOSE_INDEX32_MAX, unless defined before the source).");
     w.line("const int64_t kIntMax = KSOL_TRANSPOSE_INDEX32_MAX;");
     std::string fits = "total <= kIntMax";
+    std::set<std::string> counts;  // each tensor's element count, once
     for (const std::string& tn : abi_.tensors) {
-      const Param* prm = p_.param(tn);
       std::string count = "(int64_t)1";
-      for (const std::string& d : prm->extents) count += " * " + names_[d];
-      fits += " && " + count + " <= kIntMax";
+      for (const std::string& d : p_.param(tn)->extents) count += " * " + names_[d];
+      if (counts.insert(count).second) fits += " && " + count + " <= kIntMax";
     }
     w.line("const bool fits = " + fits + ";");
     w.comment("Tiles of 8 along an axis of at most 8 (its lanes would idle in a 32-wide tile), else 32.");
