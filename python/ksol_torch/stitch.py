@@ -111,6 +111,13 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS or op in synth.WINDOWS else ""
 
 
+# A group_norm whose groups hold this many elements or more is decomposed into its statistics
+# and elementwise ops (decompose): a group that long is more than a block's registers cache, so
+# the row-wise normalization would read it from memory three times and write it once, where the
+# statistics read it twice and the ops after them, a pool among them, take the normalization.
+GROUP_STATS_ROW = 16384
+
+
 # The ops the vendor-call plan leaves to PyTorch's vendor libraries (cuDNN, cuBLAS).
 VENDOR_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "paddedconv",
               "channelslastconv") + _GEMM
@@ -140,8 +147,10 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     # row-wise op after a GEMM too. After a convolution a row-wise op stays in the chain: a
     # reduction over its channels is the conv family's epilogue (synth), and any other row-wise
     # op is refused there and starts the next piece of the chain.
-    # A pool (or argmax, argmin) after elementwise ops only continues their chain: the direct
-    # family reads its window through them.
+    # A pool (or argmax, argmin) continues the chain: no program holds it with a GEMM, a
+    # convolution or a row-wise op, so the pieces cut from the chain end before it, and the
+    # elementwise ops right before it that the piece before them refused as its epilogue are the
+    # pool's prologue (the direct family reads its window through them).
     vendored = {n for n in calls if vendor and _canon(n, gm) in VENDOR_OPS}
     chains: List[List[torch.fx.Node]] = []
     cur: List[torch.fx.Node] = []
@@ -152,8 +161,8 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             cur = []
             continue
         a = _anchor(n, gm)
-        window_after_elementwise = a == "conv" and _canon(n, gm) not in VENDOR_OPS and all(not _anchor(c, gm) for c in cur)
-        starts = not cur or cur[-1] not in n.all_input_nodes or (a in ("gemm", "conv") and not window_after_elementwise) or \
+        window = a == "conv" and _canon(n, gm) not in VENDOR_OPS
+        starts = not cur or cur[-1] not in n.all_input_nodes or (a in ("gemm", "conv") and not window) or \
             (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in cur))
         if starts:
             if cur:
@@ -1246,7 +1255,9 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
     into reductions over the window dims of a view of its input where the rows are long (a global
     pool, a 1-D window of 32 or more, an adaptive pool; smaller windows stay pools: the direct family); group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
-    per-channel affine (elementwise); batch_norm with the batch's statistics into means over the
+    per-channel affine (elementwise), or, where a group holds GROUP_STATS_ROW elements or more,
+    into its mean and 1/sqrt(var + eps) (row-wise over that view), spread to [N, C, 1...], and the
+    normalization and the affine as elementwise ops on the input; batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
     variance of the deviations, biased as PyTorch normalizes by it), then the normalization and the
     affine (elementwise); batch_norm with running statistics into its elementwise form; a
@@ -1461,7 +1472,21 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
 
         with g.inserting_before(n):
 
-            if op == "group_norm":
+            if op == "group_norm" and sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel()) >= GROUP_STATS_ROW:
+                # Long groups: their statistics alone (two row-wise reductions, [N, G, 1] each),
+                # spread to [N, C, 1...] (PyTorch's copies of N * C values), then the normalization
+                # as elementwise ops on x, which a pool or the ops after it can take.
+                n_, grps = sh[0], args["groups"]
+                grp = sh[1] // grps * int(torch.Size(sh[2:]).numel())
+                xr = g.call_method("reshape", (x, n_, grps, grp))
+                mean = g.call_method("mean", (xr, -1), {"keepdim": True})
+                d = g.call_function(operator.sub, (xr, mean))
+                var = g.call_method("mean", (g.call_function(operator.mul, (d, d)), -1), {"keepdim": True})
+                rstd = g.call_function(torch.rsqrt, (g.call_function(operator.add, (var, args["eps"])),))
+                spread = [g.call_method("reshape", (g.call_method("expand", (s, n_, grps, sh[1] // grps)), n_, *chan))
+                          for s in (mean, rstd)]
+                y = g.call_function(operator.mul, (g.call_function(operator.sub, (x, spread[0])), spread[1]))
+            elif op == "group_norm":
                 grp = sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel())
                 xr = g.call_method("reshape", (x, sh[0], args["groups"], grp))
                 y = g.call_function(torch.nn.functional.layer_norm, (xr, [grp]), {"eps": args["eps"]})

@@ -1160,6 +1160,12 @@ def _synthesize(model: nn.Module, inputs: List, draw=None, conv_products: str = 
             if list(sh) == row:
                 decl[name], layout[name] = ["C"], row_dims
                 return name + "[c]"
+            # One value per row (a row's statistic, the reduced dims kept as 1): read at [r].
+            k = len(row)
+            if len(sh) > k and k and math.prod(sh) == dims["R"] and all(d == 1 for d in sh[len(sh) - k:]):
+                dims["U"] = 1
+                decl[name], layout[name] = ["R"], ["R"] + ["U"] * k
+                return name + "[r]"
             return None
         if family == "colwise":
             bt = ["B"] if first else []

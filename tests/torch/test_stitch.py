@@ -175,6 +175,24 @@ class ImageNorms(nn.Module):
         return self.gn(self.bn(x))
 
 
+class ConvGroupNormPool(nn.Module):
+    """KernelBench level 2's conv, GroupNorm, scale, max pool and clamp: the pool reads its window
+    through the ops before it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.gn = nn.GroupNorm(4, 8)
+        self.scale = nn.Parameter(torch.rand(8, 1, 1) + 0.5)
+        self.pool = nn.MaxPool2d(2)
+        with torch.no_grad():
+            self.gn.weight.uniform_(0.5, 1.5)
+            self.gn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.clamp(self.pool(self.gn(self.conv(x)) * self.scale), -0.5, 0.5)
+
+
 class ConvPoolTiles(nn.Module):
     """KernelBench level 2's conv, max pool, activation, global average pool: a global pool is one
     reduction over the spatial dims; pools of small windows stay pools (the direct family)."""
@@ -960,6 +978,35 @@ class Stitching(unittest.TestCase):
         m.bn.running_var.uniform_(0.5, 2)
         plan = self.stitched(m, [torch.randn(3, 4, 5, 6)], 4, views(8))
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "rowwise", "elementwise"])
+
+    def test_a_long_group_norm_is_its_statistics_and_the_pool_takes_the_normalization(self):
+        # Groups of 2 x 8 x 10 = 160 elements. At or over GROUP_STATS_ROW, group_norm is its
+        # statistics (two row-wise pieces over the [N, G, 160] view, the second reading the
+        # first's mean at [r]), spread to [N, C, 1, 1] by PyTorch, and elementwise ops the pool
+        # reads its window through; under it, a layer_norm piece whose affine the pool takes.
+        x = torch.randn(2, 3, 10, 12)
+        saved = stitch.GROUP_STATS_ROW
+        try:
+            for limit, vendor, families, kept in (
+                    (160, False, ["conv", "rowwise", "rowwise", "direct"], ["expand"] * 2 + ["reshape"] * 5),
+                    (160, True, ["rowwise", "rowwise", "direct"], ["conv2d"] + ["expand"] * 2 + ["reshape"] * 5),
+                    (161, False, ["conv", "rowwise", "direct"], ["reshape"] * 4),
+                    (161, True, ["rowwise", "direct"], ["conv2d"] + ["reshape"] * 4)):
+                with self.subTest(limit=limit, vendor=vendor):
+                    stitch.GROUP_STATS_ROW = limit
+                    torch.manual_seed(21)
+                    plan = self.stitched(ConvGroupNormPool(), [x], len(families), kept, vendor=vendor)
+                    self.assertEqual([p.family for p in plan.pieces], families)
+                    pool = plan.pieces[-1]
+                    self.assertEqual(pool.nodes[-2:], ["pool", "clamp"])
+                    self.assertIn("mul", pool.nodes)  # the affine and the scale, in the pool's prologue
+                    if limit == 160:
+                        var = plan.pieces[-2]
+                        self.assertIn("input1[r]", var.program)
+                        self.assertIn("rsqrt", var.program)
+                        self.assertIn("input1[n, c]", pool.program)  # the spread mean
+        finally:
+            stitch.GROUP_STATS_ROW = saved
 
     def test_an_average_pool_after_a_convolution_is_folded_into_its_filter(self):
         # avg_pool(conv(x, W, b)) is one conv at the strides' product with W averaged over the
