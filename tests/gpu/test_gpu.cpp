@@ -242,35 +242,54 @@ TEST(Gpu, WarpLevelTensorCoreKernelsPassTheGates) {
   EXPECT_EQ(vdoc["results"][0]["stitched"].value("status", ""), "ok") << vdoc["results"][0].dump(1);
 }
 
+// One module's vendor-call plan through `ksol optimize` (two candidates): the output names the
+// piece `piece`, and the stitched module passed every gate against float64, with the kernels of
+// one profiled call of torch.compile and of ksol by name.
+static void vendor_plan_passes_the_gates(const std::string& tmp, const std::string& f, const std::string& piece) {
+  const std::string json = tmp + "/" + f + ".json";
+  ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
+                                             "--budget-candidates", "2", "--path", "fx", "--plan", "vendor", "--fresh-baselines",
+                                             "--json-out", json},
+                                            900);
+  EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.output;
+  EXPECT_NE(r.output.find(piece), std::string::npos) << f << "\n" << r.output;
+  const nlohmann::json doc = nlohmann::json::parse(ksol::read_file(json));
+  EXPECT_EQ(doc["results"][0]["stitched"].value("status", ""), "ok") << f << "\n" << doc["results"][0].dump(1);
+  const nlohmann::json ku = doc["results"][0].value("kernel_us", nlohmann::json::object());
+  for (const char* who : {"compile", "ksol"}) {
+    ASSERT_TRUE(ku.contains(who) && ku[who].is_array() && !ku[who].empty()) << who << "\n" << ku.dump(1);
+    EXPECT_GT(ku[who][0].value("us", 0.0), 0.0) << ku.dump(1);
+  }
+  EXPECT_NE(r.output.find("torch.compile, one profiled call, slowest kernels: "), std::string::npos) << r.output;
+}
+
+static std::string gpu_tmp(const std::string& what) {
+  const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-" + what + "-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(tmp);
+  return tmp;
+}
+
 // The vendor-call plan's channels-last convolutions (stitch.ChannelsLastConv): a piece writes the
 // image permuted to NHWC (piece 0, shared-memory tiles), cuDNN runs NHWC without its bias, and the
 // piece after it reads the output through the permutation, adds the bias and runs the chain: a
 // pool decoding its channel fastest (`_o`), an elementwise piece through shared-memory tiles
-// (`_tt`). Each stitched module through every gate against float64.
+// (`_tt`).
 TEST(Gpu, ChannelsLastVendorPlanPassesTheGates) {
   std::string why = gpu_absent_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
-  const std::string tmp = (std::filesystem::temp_directory_path() / ("ksol-gpu-cl-" + std::to_string(::getpid()))).string();
-  std::filesystem::create_directories(tmp);
-  const std::vector<std::pair<std::string, std::string>> runs = {
-      {"conv_hardswish_pool_mish.py", "vendor-call plan: piece 1 (direct, nodes permute_1, add, sub, hardswish, max_pool2d, mish): direct_model_f32_t256_o"},
-      {"conv_transpose3d_clamp_div.py", "vendor-call plan: piece 1 (elementwise, nodes permute_1, add, clamp, truediv): elementwise_model_f32_t256_v1_i1_tt"}};
-  for (const auto& [f, piece] : runs) {
-    const std::string json = tmp + "/" + f + ".json";
-    ksol::ProcessResult r = ksol::run_process({bin_dir() + "/ksol", "--store", "", "optimize", ksol::source_root() + "/tests/gpu/problems/" + f,
-                                               "--budget-candidates", "2", "--path", "fx", "--plan", "vendor", "--fresh-baselines",
-                                               "--json-out", json},
-                                              900);
-    EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.output;
-    EXPECT_NE(r.output.find(piece), std::string::npos) << f << "\n" << r.output;
-    const nlohmann::json doc = nlohmann::json::parse(ksol::read_file(json));
-    EXPECT_EQ(doc["results"][0]["stitched"].value("status", ""), "ok") << f << "\n" << doc["results"][0].dump(1);
-    // Where one call's device time goes: torch.compile's kernels and ksol's, by name.
-    const nlohmann::json ku = doc["results"][0].value("kernel_us", nlohmann::json::object());
-    for (const char* who : {"compile", "ksol"}) {
-      ASSERT_TRUE(ku.contains(who) && ku[who].is_array() && !ku[who].empty()) << who << "\n" << ku.dump(1);
-      EXPECT_GT(ku[who][0].value("us", 0.0), 0.0) << ku.dump(1);
-    }
-    EXPECT_NE(r.output.find("torch.compile, one profiled call, slowest kernels: "), std::string::npos) << r.output;
-  }
+  const std::string tmp = gpu_tmp("cl");
+  vendor_plan_passes_the_gates(tmp, "conv_hardswish_pool_mish.py",
+                               "vendor-call plan: piece 1 (direct, nodes permute_1, add, sub, hardswish, max_pool2d, mish): direct_model_f32_t256_o");
+  vendor_plan_passes_the_gates(tmp, "conv_transpose3d_clamp_div.py",
+                               "vendor-call plan: piece 1 (elementwise, nodes permute_1, add, clamp, truediv): elementwise_model_f32_t256_v1_i1_tt");
+}
+
+// A long GroupNorm after cuDNN's convolution: its mean, then 1/sqrt(var + eps) reading the mean
+// at [r] (row-wise pieces), and the pool reading its window through the normalization, the affine
+// and the scale (a direct piece).
+TEST(Gpu, GroupNormStatisticsPlanPassesTheGates) {
+  std::string why = gpu_absent_reason();
+  if (!why.empty()) GTEST_SKIP() << "needs a GPU: " << why;
+  vendor_plan_passes_the_gates(gpu_tmp("gn"), "conv_groupnorm_pool.py",
+                               "vendor-call plan: piece 2 (direct, nodes sub_1, mul_2, mul_3, add_1, mul, max_pool2d, clamp): direct_model_f32_");
 }
