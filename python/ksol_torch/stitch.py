@@ -112,9 +112,10 @@ def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
 
 
 # A group_norm whose groups hold this many elements or more is decomposed into its statistics
-# and elementwise ops (decompose): a group that long is more than a block's registers cache, so
-# the row-wise normalization would read it from memory three times and write it once, where the
-# statistics read it twice and the ops after them, a pool among them, take the normalization.
+# and elementwise ops (decompose). A group that long is more than a block's registers hold: the
+# layer_norm form reads it three times (once where shared memory holds it) and writes it, and the
+# affine reads and writes it again; the statistics read it twice, and the ops after them, a pool
+# among them, read it once where they use it.
 GROUP_STATS_ROW = 16384
 
 
