@@ -106,17 +106,23 @@ def _channels_last_image(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     return len(n.users) == 1 and all(_is_channels_last_conv(u, gm) and u.args[0] is n for u in n.users)
 
 
+def _is_window(n: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether n is a pool, argmax or argmin (a window op that is not a convolution)."""
+    return _anchor(n, gm) == "conv" and _canon(n, gm) not in VENDOR_OPS
+
+
 def _anchor(n: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     op = _canon(n, gm)
     return "gemm" if op in _GEMM else "rowwise" if op in _ROWWISE or op in synth.REDUCTIONS else "conv" if op in synth.CONVS or op in synth.WINDOWS else ""
 
 
-# A group_norm whose groups hold this many elements or more is decomposed into its statistics
-# and elementwise ops (decompose). A group that long is more than a block's registers hold: the
-# layer_norm form reads it three times (once where shared memory holds it) and writes it, and the
+# A group_norm whose groups hold more than this many elements is decomposed into its statistics
+# and elementwise ops (decompose). A group that long is more than a block's shared memory holds
+# (227 KB of float32 on sm_90), so the layer_norm form reads it three times and writes it, and the
 # affine reads and writes it again; the statistics read it twice, and the ops after them, a pool
-# among them, read it once where they use it.
-GROUP_STATS_ROW = 16384
+# among them, read it once where they use it. A shorter group can be the layer_norm's cached row,
+# read once.
+GROUP_STATS_ROW = 227 * 1024 // 4
 
 
 # The ops the vendor-call plan leaves to PyTorch's vendor libraries (cuDNN, cuBLAS).
@@ -151,7 +157,9 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
     # A pool (or argmax, argmin) continues the chain: no program holds it with a GEMM, a
     # convolution or a row-wise op, so the pieces cut from the chain end before it, and the
     # elementwise ops right before it that the piece before them refused as its epilogue are the
-    # pool's prologue (the direct family reads its window through them).
+    # pool's prologue (the direct family reads its window through them). A GEMM before a pool
+    # does not make a row-wise op after the pool start a chain: the ops between them may be its
+    # prologue.
     vendored = {n for n in calls if vendor and _canon(n, gm) in VENDOR_OPS}
     chains: List[List[torch.fx.Node]] = []
     cur: List[torch.fx.Node] = []
@@ -162,9 +170,10 @@ def split(model: nn.Module, inputs: List, draw: Optional[Callable[[Sequence[int]
             cur = []
             continue
         a = _anchor(n, gm)
-        window = a == "conv" and _canon(n, gm) not in VENDOR_OPS
+        window = _is_window(n, gm)
+        since_window = cur[max((i + 1 for i, c in enumerate(cur) if _is_window(c, gm)), default=0):]
         starts = not cur or cur[-1] not in n.all_input_nodes or (a in ("gemm", "conv") and not window) or \
-            (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in cur))
+            (a == "rowwise" and any(_anchor(c, gm) == "gemm" for c in since_window))
         if starts:
             if cur:
                 chains.append(cur)
@@ -1031,12 +1040,15 @@ def _conv_of_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> Option
     return out
 
 
-def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int, shifts: bool = False) -> None:
+def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int, shifts: bool = False,
+                  drops: bool = False) -> None:
     """An average pool of x * c or x / c (the product read by the pool alone; c a number or a
     tensor of one value per pooling window: a 0-d parameter, a per-channel [C, 1, 1]) becomes the
     pool of x times c: the mean is linear, so the pool can meet the convolution before it. With
     `shifts` (a pool without padding, whose windows hold only the image's positions) x + c and
-    x - c move after it too (a batch_norm's affine in eval mode)."""
+    x - c move after it too (a batch_norm's affine in eval mode). `drops`: n's output lacks the
+    spatial dims (a mean over them without keepdim), so a tensor c moved after it is viewed
+    without them ([C, 1, 1] as [1, C])."""
     import math
     import operator
     g = gm.graph
@@ -1073,7 +1085,13 @@ def _sink_scalars(n: torch.fx.Node, gm: torch.fx.GraphModule, spatial: int, shif
             return
         fn = {"mul": operator.mul, "add": operator.add, "sub": operator.sub}.get(op, operator.truediv)
         n.replace_input_with(m, x)
-        with g.inserting_after(n):
+        at = n
+        kept = ([1] * (len(full) - len(_shape(c))) + _shape(c))[:len(full) - spatial] if isinstance(c, torch.fx.Node) else None
+        if drops and kept is not None and kept != _shape(c):
+            with g.inserting_after(n):
+                c = at = g.call_method("reshape", (c, *kept))
+            _shaped(c, kept)
+        with g.inserting_after(at):
             y = g.call_function(fn, (n, c))
         n.replace_all_uses_with(y, delete_user_cb=lambda u: u is not y)
         if "tensor_meta" in n.meta:
@@ -1191,7 +1209,7 @@ def _fold_global_pool(n: torch.fx.Node, gm: torch.fx.GraphModule, op: str) -> bo
             sorted(d % len(ys) for d in dims) != list(range(2, len(ys))):
         return False
     spatial = len(ys) - 2
-    _sink_scalars(n, gm, spatial, shifts=True)
+    _sink_scalars(n, gm, spatial, shifts=True, drops=not keep)
     y = n.args[0]
     conv = _conv_operands(y, gm, spatial) if len(y.users) == 1 and _dtype(y) == torch.float32 else None
     if conv is None:
@@ -1256,7 +1274,7 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
     into reductions over the window dims of a view of its input where the rows are long (a global
     pool, a 1-D window of 32 or more, an adaptive pool; smaller windows stay pools: the direct family); group_norm into a layer_norm over each group's
     [C/G, ...] elements (a row-wise program over the input viewed as [N, G, C/G*...]) and the
-    per-channel affine (elementwise), or, where a group holds GROUP_STATS_ROW elements or more,
+    per-channel affine (elementwise), or, where a group holds more than GROUP_STATS_ROW elements,
     into its mean and 1/sqrt(var + eps) (row-wise over that view), spread to [N, C, 1...], and the
     normalization and the affine as elementwise ops on the input; batch_norm with the batch's statistics into means over the
     spatial dims (row-wise) and over the batch (a column reduction), twice (the mean, then the
@@ -1473,7 +1491,7 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
 
         with g.inserting_before(n):
 
-            if op == "group_norm" and sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel()) >= GROUP_STATS_ROW:
+            if op == "group_norm" and sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel()) > GROUP_STATS_ROW:
                 # Long groups: their statistics alone (two row-wise reductions, [N, G, 1] each),
                 # spread to [N, C, 1...] (PyTorch's copies of N * C values), then the normalization
                 # as elementwise ops on x, which a pool or the ops after it can take.

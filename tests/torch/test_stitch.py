@@ -193,6 +193,30 @@ class ConvGroupNormPool(nn.Module):
         return torch.clamp(self.pool(self.gn(self.conv(x)) * self.scale), -0.5, 0.5)
 
 
+class GemmPoolSoftmax(nn.Module):
+    """A linear layer, a 1-D max pool over its features (a view between) and softmax of GELU."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x):
+        y = F.max_pool1d(self.fc(x).unsqueeze(1), 2).squeeze(1)
+        return torch.softmax(F.gelu(y), -1)
+
+
+class SpatialMeanScaled(nn.Module):
+    """The mean over the spatial dims (no keepdim) of relu(x) times a per-channel factor."""
+
+    def __init__(self, rank):
+        super().__init__()
+        self.w = nn.Parameter(torch.rand(8, *([1] * (rank - 2))) + 0.5)
+        self.dims = tuple(range(2, rank))
+
+    def forward(self, x):
+        return torch.mean(torch.relu(x) * self.w, dim=self.dims)
+
+
 class ConvPoolTiles(nn.Module):
     """KernelBench level 2's conv, max pool, activation, global average pool: a global pool is one
     reduction over the spatial dims; pools of small windows stay pools (the direct family)."""
@@ -980,18 +1004,18 @@ class Stitching(unittest.TestCase):
         self.assertEqual([p.family for p in plan.pieces], ["elementwise", "elementwise", "rowwise", "elementwise"])
 
     def test_a_long_group_norm_is_its_statistics_and_the_pool_takes_the_normalization(self):
-        # Groups of 2 x 8 x 10 = 160 elements. At or over GROUP_STATS_ROW, group_norm is its
-        # statistics (two row-wise pieces over the [N, G, 160] view, the second reading the
-        # first's mean at [r]), spread to [N, C, 1, 1] by PyTorch, and elementwise ops the pool
-        # reads its window through; under it, a layer_norm piece whose affine the pool takes.
+        # Groups of 2 x 8 x 10 = 160 elements. Over GROUP_STATS_ROW, group_norm is its statistics
+        # (two row-wise pieces over the [N, G, 160] view, the second reading the first's mean at
+        # [r]), spread to [N, C, 1, 1] by PyTorch, and elementwise ops the pool reads its window
+        # through; at most that, a layer_norm piece whose affine the pool takes.
         x = torch.randn(2, 3, 10, 12)
         saved = stitch.GROUP_STATS_ROW
         try:
             for limit, vendor, families, kept in (
-                    (160, False, ["conv", "rowwise", "rowwise", "direct"], ["expand"] * 2 + ["reshape"] * 5),
-                    (160, True, ["rowwise", "rowwise", "direct"], ["conv2d"] + ["expand"] * 2 + ["reshape"] * 5),
-                    (161, False, ["conv", "rowwise", "direct"], ["reshape"] * 4),
-                    (161, True, ["rowwise", "direct"], ["conv2d"] + ["reshape"] * 4)):
+                    (159, False, ["conv", "rowwise", "rowwise", "direct"], ["expand"] * 2 + ["reshape"] * 5),
+                    (159, True, ["rowwise", "rowwise", "direct"], ["conv2d"] + ["expand"] * 2 + ["reshape"] * 5),
+                    (160, False, ["conv", "rowwise", "direct"], ["reshape"] * 4),
+                    (160, True, ["rowwise", "direct"], ["conv2d"] + ["reshape"] * 4)):
                 with self.subTest(limit=limit, vendor=vendor):
                     stitch.GROUP_STATS_ROW = limit
                     torch.manual_seed(21)
@@ -1000,13 +1024,31 @@ class Stitching(unittest.TestCase):
                     pool = plan.pieces[-1]
                     self.assertEqual(pool.nodes[-2:], ["pool", "clamp"])
                     self.assertIn("mul", pool.nodes)  # the affine and the scale, in the pool's prologue
-                    if limit == 160:
+                    if limit == 159:
                         var = plan.pieces[-2]
                         self.assertIn("input1[r]", var.program)
                         self.assertIn("rsqrt", var.program)
                         self.assertIn("input1[n, c]", pool.program)  # the spread mean
         finally:
             stitch.GROUP_STATS_ROW = saved
+
+    def test_a_row_wise_op_after_a_gemm_and_a_pool_takes_the_ops_between_as_its_prologue(self):
+        # The pool continues the GEMM's chain; the GELU after it (the squeeze a kept view between)
+        # is the softmax's prologue, not a piece of its own.
+        torch.manual_seed(22)
+        plan = self.stitched(GemmPoolSoftmax(), [torch.randn(4, 16)], 3, ["unsqueeze", "squeeze"])
+        self.assertEqual([(p.family, p.nodes) for p in plan.pieces],
+                         [("gemm", ["fc"]), ("direct", ["max_pool1d"]), ("rowwise", ["gelu", "softmax"])])
+
+    def test_a_per_channel_factor_moved_after_a_spatial_mean_loses_the_spatial_dims(self):
+        # mean(relu(x) * w, spatial dims) with w [C, 1, 1] (or [C, 1]): w moves after the mean as
+        # [1, C], so the output stays [N, C] (not [C, N, C]).
+        for shape in ((2, 8, 5, 6), (2, 8, 7)):
+            with self.subTest(shape=shape):
+                torch.manual_seed(23)
+                m = SpatialMeanScaled(len(shape))
+                plan = self.stitched(m, [torch.randn(*shape)], 2, ["reshape"])
+                self.assertEqual(plan.pieces[-1].shape, [2, 8])
 
     def test_an_average_pool_after_a_convolution_is_folded_into_its_filter(self):
         # avg_pool(conv(x, W, b)) is one conv at the strides' product with W averaged over the
