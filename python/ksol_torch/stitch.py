@@ -1491,25 +1491,24 @@ def decompose(gm: torch.fx.GraphModule, flip: bool = False, vendor: bool = False
 
         with g.inserting_before(n):
 
-            if op == "group_norm" and sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel()) > GROUP_STATS_ROW:
-                # Long groups: their statistics alone (two row-wise reductions, [N, G, 1] each),
-                # spread to [N, C, 1...] (PyTorch's copies of N * C values), then the normalization
-                # as elementwise ops on x, which a pool or the ops after it can take.
-                n_, grps = sh[0], args["groups"]
+            if op == "group_norm":
+                grps = args["groups"]
                 grp = sh[1] // grps * int(torch.Size(sh[2:]).numel())
-                xr = g.call_method("reshape", (x, n_, grps, grp))
-                mean = g.call_method("mean", (xr, -1), {"keepdim": True})
-                d = g.call_function(operator.sub, (xr, mean))
-                var = g.call_method("mean", (g.call_function(operator.mul, (d, d)), -1), {"keepdim": True})
-                rstd = g.call_function(torch.rsqrt, (g.call_function(operator.add, (var, args["eps"])),))
-                spread = [g.call_method("reshape", (g.call_method("expand", (s, n_, grps, sh[1] // grps)), n_, *chan))
-                          for s in (mean, rstd)]
-                y = g.call_function(operator.mul, (g.call_function(operator.sub, (x, spread[0])), spread[1]))
-            elif op == "group_norm":
-                grp = sh[1] // args["groups"] * int(torch.Size(sh[2:]).numel())
-                xr = g.call_method("reshape", (x, sh[0], args["groups"], grp))
-                y = g.call_function(torch.nn.functional.layer_norm, (xr, [grp]), {"eps": args["eps"]})
-                y = g.call_method("reshape", (y, *sh))
+                xr = g.call_method("reshape", (x, sh[0], grps, grp))
+                if grp > GROUP_STATS_ROW:
+                    # Long groups: their statistics alone (two row-wise reductions, [N, G, 1]
+                    # each), spread to [N, C, 1...] (PyTorch's copies of N * C values), then the
+                    # normalization as elementwise ops on x, which a pool or the ops after it take.
+                    mean = g.call_method("mean", (xr, -1), {"keepdim": True})
+                    d = g.call_function(operator.sub, (xr, mean))
+                    var = g.call_method("mean", (g.call_function(operator.mul, (d, d)), -1), {"keepdim": True})
+                    rstd = g.call_function(torch.rsqrt, (g.call_function(operator.add, (var, args["eps"])),))
+                    spread = [g.call_method("reshape", (g.call_method("expand", (s, sh[0], grps, sh[1] // grps)), sh[0], *chan))
+                              for s in (mean, rstd)]
+                    y = g.call_function(operator.mul, (g.call_function(operator.sub, (x, spread[0])), spread[1]))
+                else:
+                    y = g.call_function(torch.nn.functional.layer_norm, (xr, [grp]), {"eps": args["eps"]})
+                    y = g.call_method("reshape", (y, *sh))
             elif args["batch_stats"]:
                 spatial = tuple(range(2, rank))
 
